@@ -1,0 +1,42 @@
+# nvatom: two commands on a fresh machine -- `make demo` (the main job) and `make test`.
+# Both create .venv and install what they need by themselves.
+
+PYTHON ?= python3
+VENV   := .venv
+VPY    := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+# pytest workers: CI machines have 2 cores.
+JOBS   ?= 2
+
+.PHONY: all demo test lint hw bench-layout clean
+
+all: test
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install -q --disable-pip-version-check -U pip
+	$(VPY) -m pip install -q --disable-pip-version-check -e '.[test,sm70]'
+	# pycute (CUTLASS's Python layout model) for cross-checks and the layout benchmark;
+	# its wheel's other dependencies are not needed for that.
+	$(VPY) -m pip install -q --disable-pip-version-check --no-deps nvidia-cutlass==4.2.0.0
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/nvatom demo
+
+lint: $(STAMP)
+	$(VPY) -m ruff check src tests bench scripts
+
+test: $(STAMP) lint
+	$(VPY) -m pytest -q -n $(JOBS) tests
+
+# On a machine with an NVIDIA GPU, from a working tree, with the system python3 that has
+# numpy/cupy/pytest (no network needed): runs the `gpu` tests, writes reports/hw/latest.json.
+hw:
+	PYTHONPATH=src $(PYTHON) scripts/hw_report.py --out reports/hw/latest.json
+
+bench-layout: $(STAMP)
+	$(VPY) bench/layout_bench.py
+
+clean:
+	rm -rf build .pytest_cache $(VENV)

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Run the `gpu`-marked tests on this machine's GPU and write a JSON report.
+
+Used by `make hw` on a GPU machine (see docs/hardware.md).  The report holds the device
+name, driver, compute capability, date, git commit, software versions and every test with
+its outcome.  Exits non-zero when a test failed, or when no GPU test ran at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Collector:
+    def __init__(self) -> None:
+        self.tests: dict[str, dict] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        entry = self.tests.setdefault(report.nodeid, {"test": report.nodeid, "outcome": "passed",
+                                                      "duration_s": 0.0})
+        entry["duration_s"] = round(entry["duration_s"] + report.duration, 4)
+        if report.skipped:
+            entry["outcome"] = "skipped"
+            entry["detail"] = str(report.longrepr[-1]) if isinstance(report.longrepr, tuple) \
+                else str(report.longrepr)
+        elif report.failed:
+            entry["outcome"] = "failed" if report.when == "call" else "error"
+            entry["detail"] = str(report.longrepr)[-4000:]
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                              check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _device() -> dict:
+    q = _run(["nvidia-smi", "--query-gpu=name,driver_version,compute_cap,memory.total",
+              "--format=csv,noheader"])
+    devices = []
+    for line in q.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 4:
+            devices.append({"name": parts[0], "driver": parts[1], "compute_capability": parts[2],
+                            "memory": parts[3]})
+    return {"gpus": devices, "cuda_runtime": _run(["nvcc", "--version"]).splitlines()[-1:]}
+
+
+def _commit() -> dict:
+    commit = os.environ.get("NVATOM_COMMIT") or _run(["git", "-C", str(ROOT), "rev-parse", "HEAD"])
+    dirty = os.environ.get("NVATOM_DIRTY")
+    if dirty is None:
+        status = _run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"])
+        dirty = "yes" if status else ("no" if commit else "unknown")
+    return {"commit": commit or "unknown", "dirty": dirty}
+
+
+def _versions() -> dict:
+    out = {"python": platform.python_version()}
+    for mod in ("numpy", "cupy", "torch", "cuda.core", "ml_dtypes"):
+        try:
+            m = __import__(mod, fromlist=["_"])
+            out[mod] = getattr(m, "__version__", "installed")
+        except Exception:
+            out[mod] = None
+    from nvatom.runtime.ptxas import discover
+
+    out["ptxas"] = [f"{t.build} ({t.path})" for t in discover()]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(ROOT / "reports/hw/latest.json"))
+    ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments")
+    args = ap.parse_args()
+
+    collector = _Collector()
+    t0 = time.time()
+    rc = pytest.main(["-m", "gpu", "-p", "no:cacheprovider", "-q", str(ROOT / "tests"),
+                      *args.pytest_args], plugins=[collector])
+    tests = sorted(collector.tests.values(), key=lambda e: e["test"])
+    counts: dict[str, int] = {}
+    for e in tests:
+        counts[e["outcome"]] = counts.get(e["outcome"], 0) + 1
+    report = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "device": _device(),
+        **_commit(),
+        "host": platform.node(),
+        "versions": _versions(),
+        "wall_s": round(time.time() - t0, 2),
+        "pytest_exit": int(rc),
+        "summary": counts,
+        "tests": tests,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}: {counts}")
+    if counts.get("passed", 0) == 0:
+        print("no GPU test passed", file=sys.stderr)
+        return 1
+    return 0 if counts.get("failed", 0) == counts.get("error", 0) == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

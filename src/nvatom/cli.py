@@ -1,0 +1,298 @@
+"""The ``nvatom`` command.
+
+Sub-commands:
+  targets   the SM target roster: tier, minimum PTX ISA version, assembler, features
+  layout    evaluate the CuTe layout algebra from the shell
+  ptxas     assemble a PTX file for a target and print its resource use
+  check     what this machine has: ptxas versions, GPU, optional packages
+  demo      the main job (``make demo``): tiers, then an mma.sync kernel assembled twice
+
+Errors print one line (``nvatom: error: ...``) and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from nvatom import __version__
+from nvatom.errors import NvatomError
+
+# --------------------------------------------------------------------------- targets
+
+
+def _cmd_targets(args: argparse.Namespace) -> int:
+    from nvatom.arch import FEATURES, TARGETS
+
+    rows = list(TARGETS.values())
+    if args.json:
+        print(json.dumps([
+            {"name": t.name, "tier": t.tier.label, "min_ptx": t.min_ptx_str,
+             "ptxas": t.ptxas, "features": t.features()}
+            for t in rows
+        ], indent=2))
+        return 0
+    if args.features:
+        names = [f.name for f in FEATURES]
+        width = max(len(n) for n in names)
+        print(f"{'feature':<{width}}  rule (from ptxas)".rstrip())
+        for f in FEATURES:
+            print(f"{f.name:<{width}}  {f.rule:<32} {f.description}")
+        print()
+        print(f"{'target':<8} " + " ".join(f"{i:>2}" for i in range(len(names))))
+        for t in rows:
+            marks = " ".join(f"{'x' if f.available_on(t) else '.':>2}" for f in FEATURES)
+            print(f"{t.name:<8} {marks}")
+        print("columns: " + ", ".join(f"{i}={n}" for i, n in enumerate(names)))
+        return 0
+    print(f"{'target':<8} {'tier':<12} {'min PTX':<8} {'ptxas':<6} features")
+    for t in rows:
+        feats = t.features()
+        print(f"{t.name:<8} {t.tier.label:<12} {t.min_ptx_str:<8} {t.ptxas:<6} "
+              f"{', '.join(feats) if feats else '-'}")
+    return 0
+
+
+# --------------------------------------------------------------------------- layout
+
+
+class _OpAction(argparse.Action):
+    """Collect layout operations in command-line order."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        ops = list(getattr(namespace, "ops", None) or [])
+        ops.append((self.dest, values))
+        namespace.ops = ops
+
+
+_LAYOUT_OPS = {
+    "compose": ("LAYOUT", "compose with a layout on the right: L o B"),
+    "complement": ("N", "complement with respect to cotarget N"),
+    "logical_divide": ("TILER", "logical_divide by a layout"),
+    "zipped_divide": ("TILER", "zipped_divide by a layout"),
+    "logical_product": ("LAYOUT", "logical_product with a layout"),
+    "blocked_product": ("LAYOUT", "blocked_product with a layout"),
+    "raked_product": ("LAYOUT", "raked_product with a layout"),
+    "upcast": ("N", "re-express in units of N elements"),
+    "downcast": ("N", "re-express in units of 1/N element"),
+}
+_LAYOUT_FLAGS = {
+    "coalesce": "coalesce",
+    "filter": "remove stride-0 and size-1 modes",
+    "right_inverse": "right inverse",
+    "left_inverse": "left inverse",
+}
+
+
+def _apply_layout_op(layout, op: str, arg: str | None):  # type: ignore[no-untyped-def]
+    import nvatom.layout as L
+
+    if op in ("complement", "upcast", "downcast"):
+        try:
+            n = int(arg)  # type: ignore[arg-type]
+        except ValueError:
+            raise NvatomError(f"--{op.replace('_', '-')} takes an integer, got '{arg}'") from None
+        return getattr(L, op)(layout, n)
+    if op in _LAYOUT_OPS:
+        other = L.parse_layout(arg)  # type: ignore[arg-type]
+        fn = L.composition if op == "compose" else getattr(L, op)
+        return fn(layout, other)
+    return getattr(L, op)(layout)
+
+
+def _cmd_layout(args: argparse.Namespace) -> int:
+    import nvatom.layout as L
+
+    layout = L.parse_layout(args.layout)
+    print(f"layout        {layout}")
+    for op, arg in getattr(args, "ops", None) or []:
+        layout = _apply_layout_op(layout, op, arg)
+        label = op if arg is None or arg is True else f"{op} {arg}"
+        print(f"{label:<13} {layout}")
+    print(f"size={L.size(layout)} cosize={L.cosize(layout)}")
+    if args.eval is not None:
+        for i in args.eval:
+            print(f"L({i}) = {layout(i)}")
+    if args.table:
+        n = L.size(layout)
+        if n > 4096:
+            raise NvatomError(f"--table: layout of size {n} is too large to print (limit 4096)")
+        print("index -> offset:")
+        print(" ".join(f"{i}:{layout(i)}" for i in range(n)))
+    return 0
+
+
+# --------------------------------------------------------------------------- ptxas
+
+
+def _cmd_ptxas(args: argparse.Namespace) -> int:
+    from nvatom.arch import target
+    from nvatom.runtime.ptxas import assemble
+
+    t = target(args.target)
+    path = Path(args.file)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise NvatomError(f"cannot read '{path}': {e.strerror}") from None
+    result = assemble(text, t, args=args.ptxas_args or ())
+    print(f"ptxas {result.ptxas_version}: {path} assembled for {t.name} "
+          f"({len(result.cubin)} byte cubin{', cached' if result.cached else ''})")
+    for d in result.diagnostics:
+        print(f"  {d}")
+    for kr in result.kernels.values():
+        print(f"  {kr.name}: {kr.summary()}")
+    if args.output:
+        Path(args.output).write_bytes(result.cubin)
+        print(f"wrote {args.output}")
+    return 0
+
+
+# --------------------------------------------------------------------------- check
+
+
+def _gpu_info() -> list[str]:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return []
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=False,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from nvatom.arch import TARGETS
+    from nvatom.runtime.ptxas import cache_dir, discover
+
+    print(f"nvatom {__version__} on Python {sys.version.split()[0]}")
+    tools = discover()
+    if not tools:
+        print("ptxas: none found (install the CUDA toolkit or 'pip install nvatom[ptxas]')")
+    for tool in tools:
+        print(f"ptxas {tool.build:<10} {tool.source:<28} {tool.path}")
+    covered = {n for n in TARGETS if any(t.accepts(n) for t in tools)}
+    missing = [n for n in TARGETS if n not in covered]
+    print(f"targets assemblable: {len(covered)}/{len(TARGETS)}"
+          + (f" (missing: {', '.join(missing)})" if missing else ""))
+    print(f"ptxas cache: {cache_dir() or 'disabled'}")
+    gpus = _gpu_info()
+    print("GPU: " + ("; ".join(gpus) if gpus else "none"))
+    for mod in ("numpy", "torch", "cupy", "cuda.core", "cuda.bindings", "xdsl", "pycute",
+                "ml_dtypes", "hypothesis", "pytest"):
+        try:
+            m = importlib.import_module(mod)
+            ver = getattr(m, "__version__", "") or "installed"
+        except Exception:
+            ver = "-"
+        print(f"  {mod:<14} {ver}")
+    return 0
+
+
+# --------------------------------------------------------------------------- demo
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from nvatom.kernels.mma_demo import build_demo_module
+    from nvatom.runtime.ptxas import assemble
+
+    print("== SM targets ==")
+    _cmd_targets(argparse.Namespace(json=False, features=False))
+    print()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    print("== mma.sync demo kernel: D[16x8] = A[16x16] @ B[16x8], f16 in, f32 accumulate ==")
+    for tname in args.targets:
+        mod = build_demo_module(tname, "f16")
+        text = mod.emit()
+        ptx_path = out / f"mma_demo_{tname}.ptx"
+        ptx_path.write_text(text)
+        res = assemble(text, tname)
+        kr = res.kernel("mma_demo")
+        (out / f"mma_demo_{tname}.cubin").write_bytes(res.cubin)
+        print(f"{tname:<7} PTX {'.'.join(map(str, mod.version))}  ptxas {res.ptxas_version}: "
+              f"{kr.summary()}  -> {ptx_path}")
+    if args.show_ptx:
+        print()
+        print(build_demo_module(args.targets[0], "f16").emit())
+    return 0
+
+
+# --------------------------------------------------------------------------- main
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="nvatom",
+        description="nvatom: an open atom layer for NVIDIA tensor cores.",
+    )
+    p.add_argument("--version", action="version", version=f"nvatom {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    t = sub.add_parser("targets", help="list SM targets with tier, minimum PTX version, features")
+    t.add_argument("--features", action="store_true", help="show the feature rules and matrix")
+    t.add_argument("--json", action="store_true", help="machine-readable output")
+    t.set_defaults(func=_cmd_targets)
+
+    lay = sub.add_parser(
+        "layout",
+        help="evaluate the CuTe layout algebra",
+        description="Parse a layout in CuTe notation, e.g. '((4,8),(2,2,2)):((32,1),(16,8,128))', "
+        "apply operations in the order given, and print each result.",
+    )
+    lay.add_argument("layout", help="a layout in CuTe notation")
+    for name, (metavar, helptext) in _LAYOUT_OPS.items():
+        lay.add_argument(f"--{name.replace('_', '-')}", dest=name, metavar=metavar,
+                         action=_OpAction, help=helptext)
+    for name, helptext in _LAYOUT_FLAGS.items():
+        lay.add_argument(f"--{name.replace('_', '-')}", dest=name, nargs=0, action=_OpAction,
+                         help=helptext)
+    lay.add_argument("--eval", type=int, nargs="+", metavar="I", help="evaluate L(I)")
+    lay.add_argument("--table", action="store_true", help="print index -> offset for every index")
+    lay.set_defaults(func=_cmd_layout)
+
+    px = sub.add_parser("ptxas", help="assemble a PTX file with ptxas and report resources")
+    px.add_argument("file", help="PTX file")
+    px.add_argument("--target", "-t", required=True, help="e.g. sm_90a")
+    px.add_argument("-o", "--output", help="write the cubin here")
+    px.add_argument("--ptxas-arg", dest="ptxas_args", action="append", metavar="ARG",
+                    help="extra ptxas option (repeatable)")
+    px.set_defaults(func=_cmd_ptxas)
+
+    c = sub.add_parser("check", help="show ptxas versions, GPU and optional packages")
+    c.set_defaults(func=_cmd_check)
+
+    d = sub.add_parser("demo", help="the main job: tiers, then an mma.sync kernel through ptxas")
+    d.add_argument("--targets", nargs="+", default=["sm_80", "sm_90a"], metavar="TARGET")
+    d.add_argument("--out", default="build/demo", help="where to write PTX and cubins")
+    d.add_argument("--show-ptx", action="store_true", help="print the PTX too")
+    d.set_defaults(func=_cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except NvatomError as err:
+        msg = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"nvatom: error: {msg}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

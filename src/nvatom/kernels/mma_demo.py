@@ -1,0 +1,131 @@
+"""The demo kernel: one warp computes D = A @ B with one mma.sync m16n8k16 instruction.
+
+A is 16x16 (row-major), B is given as its transpose Bt (8x16, row-major: the "col" operand of
+``.row.col``), D is 16x8 f32 (row-major).  Every address a lane touches comes from the layout
+algebra: the atom's (thread, value) layouts map (lane, value) to a column-major coordinate of
+the operand tile; composing the tile's memory layout with them gives (lane, value) -> memory
+offset, whose thread part is evaluated at run time and whose value part is folded into
+constant offsets.
+
+The (thread, value) layouts are CuTe's for SM80_16x8x16_F32F16F16F32_TN
+(cute/atom/mma_traits_sm80.hpp), which reproduce the PTX ISA fragment figures for
+mma.m16n8k16 ("Matrix Fragments for mma.m16n8k16 with floating point type").  The register
+MMA issue moves these into the SM80 atom table; this module keeps only what the demo needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from nvatom.arch import Target, target
+from nvatom.layout import Layout, composition
+from nvatom.ptx.builder import Kernel, Module, Reg
+from nvatom.ptx.layout_eval import emit_layout_offset, flat_modes
+
+__all__ = ["DEMO_MMAS", "DemoMma", "build_demo_module"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoMma:
+    """One mma.sync form with its fragment layouts (per CuTe's MMA_Traits)."""
+
+    name: str
+    ptx: str
+    m: int
+    n: int
+    k: int
+    ab_type: str  # PTX type of A/B elements
+    feature: str
+    a_tv: Layout  # (thread, value) -> m + M*k
+    b_tv: Layout  # (thread, value) -> n + N*k
+    c_tv: Layout  # (thread, value) -> m + M*n
+
+
+# CuTe SM80_16x8x16_*: ALayout ((4,8),(2,2,2)):((32,1),(16,8,128)),
+# BLayout ((4,8),(2,2)):((16,1),(8,64)), CLayout SM80_16x8_Row ((4,8),(2,2)):((32,1),(16,8)).
+_A_16x8x16 = Layout(((4, 8), (2, 2, 2)), ((32, 1), (16, 8, 128)))
+_B_16x8x16 = Layout(((4, 8), (2, 2)), ((16, 1), (8, 64)))
+_C_16x8 = Layout(((4, 8), (2, 2)), ((32, 1), (16, 8)))
+
+DEMO_MMAS = {
+    mma.name: mma
+    for mma in (
+        DemoMma("f16", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 16, 8, 16, "f16",
+                "mma.sm80", _A_16x8x16, _B_16x8x16, _C_16x8),
+        DemoMma("bf16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 16, 8, 16, "bf16",
+                "mma.sm80", _A_16x8x16, _B_16x8x16, _C_16x8),
+    )
+}
+
+
+def _row_major(rows: int, cols: int) -> Layout:
+    """Memory layout of a row-major rows x cols matrix, indexed by column-major coordinate."""
+    return Layout((rows, cols), (cols, 1))
+
+
+def _nvalues(tv: Layout) -> int:
+    return math.prod(s for s, _ in flat_modes(tv[1]))
+
+
+def _load_fragment(
+    k: Kernel, base: Reg, tv_mem: Layout, lane: Reg, nvals: int, esize: int
+) -> list[Reg]:
+    """Load a lane's 16-bit values, two per b32 register (low half = lower value index)."""
+    addr = k.reg("u64")
+    off = emit_layout_offset(k, tv_mem[0], lane, scale=esize)
+    off64 = k.reg("u64")
+    k.ins("cvt.u64.u32", off64, off)
+    k.ins("add.s64", addr, base, off64)
+    value = tv_mem[1]
+    regs = []
+    for r in range(nvals // 2):
+        o0, o1 = value(2 * r) * esize, value(2 * r + 1) * esize
+        reg = k.reg("b32")
+        if o1 == o0 + esize and o0 % 4 == 0:
+            k.ins("ld.global.b32", reg, f"[{addr}+{o0}]")
+        else:
+            lo, hi = k.reg("b16"), k.reg("b16")
+            k.ins("ld.global.b16", lo, f"[{addr}+{o0}]")
+            k.ins("ld.global.b16", hi, f"[{addr}+{o1}]")
+            k.ins("mov.b32", reg, (lo, hi))
+        regs.append(reg)
+    return regs
+
+
+def build_demo_module(target_: Target | str = "sm_80", dtype: str = "f16") -> Module:
+    """A module with kernel ``mma_demo(A, Bt, D)`` for one warp (32 threads)."""
+    mma = DEMO_MMAS[dtype]
+    mod = Module(target(target_), features=[mma.feature])
+    k = mod.kernel("mma_demo")
+    k.maxntid = (32, 1, 1)
+    pa, pb, pd = k.param("A"), k.param("Bt"), k.param("D")
+    k.comment(f"D[{mma.m}x{mma.n}] = A[{mma.m}x{mma.k}] @ Bt[{mma.n}x{mma.k}]^T with {mma.ptx}")
+    ptrs = []
+    for p in (pa, pb, pd):
+        raw = k.ld_param(p)
+        g = k.reg("u64")
+        k.ins("cvta.to.global.u64", g, raw)
+        ptrs.append(g)
+    lane = k.reg("u32")
+    k.ins("mov.u32", lane, "%laneid")
+
+    a_mem = composition(_row_major(mma.m, mma.k), mma.a_tv)
+    b_mem = composition(_row_major(mma.n, mma.k), mma.b_tv)
+    d_mem = composition(_row_major(mma.m, mma.n), mma.c_tv)
+    a = _load_fragment(k, ptrs[0], a_mem, lane, _nvalues(mma.a_tv), 2)
+    b = _load_fragment(k, ptrs[1], b_mem, lane, _nvalues(mma.b_tv), 2)
+    c = k.regs("f32", 4)
+    for r in c:
+        k.ins("mov.f32", r, "0f00000000")
+    d = k.regs("f32", 4)
+    k.ins(mma.ptx, d, a, b, c)
+
+    d_addr = k.reg("u64")
+    d_off = emit_layout_offset(k, d_mem[0], lane, scale=4)
+    d_off64 = k.reg("u64")
+    k.ins("cvt.u64.u32", d_off64, d_off)
+    k.ins("add.s64", d_addr, ptrs[2], d_off64)
+    for v, reg in enumerate(d):
+        k.ins("st.global.f32", f"[{d_addr}+{d_mem[1](v) * 4}]", reg)
+    return mod

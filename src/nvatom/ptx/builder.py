@@ -1,0 +1,188 @@
+"""A small PTX module/kernel builder: typed virtual registers, parameters, labels, text.
+
+PTX is a virtual ISA with unlimited typed registers; ptxas does the register allocation.
+The builder therefore only has to keep names unique and declarations consistent:
+
+* :class:`Module` holds the ``.version``/``.target``/``.address_size`` header and kernels;
+  its ``.version`` defaults to the lowest one the target and every used feature accept.
+* :class:`Kernel` hands out registers by PTX type (``k.reg("f32")`` -> ``%f3``), declares
+  ``.param``s, static ``.shared`` buffers and labels, and appends instructions.  Each register
+  class (``%r``, ``%rd``, ``%f``, ...) is declared once with the count used.
+
+Source: PTX ISA, chapters "PTX Machine Model", "Syntax" and "State Spaces, Types and
+Variables".  Instruction spellings come from the atom tables, never from this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+from nvatom.arch import PtxVersion, Target, target
+from nvatom.errors import NvatomError
+
+__all__ = ["Kernel", "Module", "Param", "Reg"]
+
+# PTX type -> register name prefix.  Types sharing a width share a class, as nvcc does.
+_REG_CLASS = {
+    "pred": "p",
+    "b16": "h", "u16": "h", "s16": "h", "f16": "h", "bf16": "h",
+    "b32": "r", "u32": "r", "s32": "r", "f16x2": "r", "bf16x2": "r",
+    "b64": "rd", "u64": "rd", "s64": "rd",
+    "f32": "f",
+    "f64": "fd",
+}
+# The declared type of each class.
+_CLASS_TYPE = {"p": "pred", "h": "b16", "r": "b32", "rd": "b64", "f": "f32", "fd": "f64"}
+
+
+class PtxBuildError(NvatomError):
+    """Misuse of the PTX builder (unknown type, duplicate name, ...)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Reg:
+    name: str
+    type: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Operand = Reg | Param | str | int
+
+
+def _fmt(op: Operand | Sequence[Operand]) -> str:
+    if isinstance(op, (list, tuple)):
+        return "{" + ", ".join(_fmt(o) for o in op) + "}"
+    return str(op)
+
+
+class Kernel:
+    """One ``.entry`` function under construction."""
+
+    def __init__(self, name: str) -> None:
+        if not name.isidentifier():
+            raise PtxBuildError(f"kernel name '{name}' is not a valid PTX identifier")
+        self.name = name
+        self.params: list[Param] = []
+        self._counts: dict[str, int] = {}
+        self._shared: list[str] = []
+        self._body: list[str] = []
+        self._labels: set[str] = set()
+        self.maxntid: tuple[int, ...] | None = None
+
+    # ----------------------------------------------------------------- declarations
+    def param(self, name: str, type: str = "u64") -> Param:
+        if any(p.name == name for p in self.params):
+            raise PtxBuildError(f"kernel '{self.name}' already has a parameter '{name}'")
+        p = Param(name, type)
+        self.params.append(p)
+        return p
+
+    def reg(self, type: str) -> Reg:
+        try:
+            cls = _REG_CLASS[type]
+        except KeyError:
+            raise PtxBuildError(
+                f"no PTX register type '{type}' (known: {', '.join(_REG_CLASS)})"
+            ) from None
+        n = self._counts.get(cls, 0)
+        self._counts[cls] = n + 1
+        return Reg(f"%{cls}{n}", type)
+
+    def regs(self, type: str, count: int) -> list[Reg]:
+        return [self.reg(type) for _ in range(count)]
+
+    def shared(self, name: str, nbytes: int, align: int = 16) -> str:
+        self._shared.append(f".shared .align {align} .b8 {name}[{nbytes}];")
+        return name
+
+    def label(self, name: str) -> str:
+        if name in self._labels:
+            raise PtxBuildError(f"label '{name}' defined twice in kernel '{self.name}'")
+        self._labels.add(name)
+        self._body.append(f"{name}:")
+        return name
+
+    # ----------------------------------------------------------------- instructions
+    def ins(
+        self, opcode: str, *operands: Operand | Sequence[Operand], pred: str | None = None
+    ) -> None:
+        """Append ``[@pred] opcode op, op, ...;`` (a sequence operand prints as {a, b})."""
+        guard = f"@{pred} " if pred else ""
+        ops = ", ".join(_fmt(o) for o in operands)
+        self._body.append(f"{guard}{opcode}{' ' + ops if ops else ''};")
+
+    def comment(self, text: str) -> None:
+        for line in text.splitlines():
+            self._body.append(f"// {line}")
+
+    def raw(self, lines: str | Iterable[str]) -> None:
+        """Append pre-formed PTX lines (used by emitters that own their syntax)."""
+        self._body.extend([lines] if isinstance(lines, str) else lines)
+
+    def ld_param(self, p: Param) -> Reg:
+        r = self.reg(p.type)
+        self.ins(f"ld.param.{p.type}", r, f"[{p.name}]")
+        return r
+
+    # ----------------------------------------------------------------- text
+    def emit(self) -> str:
+        params = ",\n".join(f"    .param .{p.type} {p.name}" for p in self.params)
+        head = f".visible .entry {self.name}"
+        head += f"(\n{params}\n)" if params else "()"
+        if self.maxntid:
+            head += "\n.maxntid " + ", ".join(map(str, self.maxntid))
+        lines = [head, "{"]
+        for cls, n in self._counts.items():
+            lines.append(f"    .reg .{_CLASS_TYPE[cls]} %{cls}<{n}>;")
+        lines += [f"    {s}" for s in self._shared]
+        for b in self._body:
+            lines.append(b if b.endswith(":") else f"    {b}")
+        lines.append("    ret;")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+class Module:
+    """A PTX module: header plus kernels."""
+
+    def __init__(
+        self,
+        target_: Target | str,
+        *,
+        features: Iterable[str] = (),
+        version: PtxVersion | None = None,
+    ) -> None:
+        self.target = target(target_)
+        self.features = tuple(features)
+        for f in self.features:
+            if not self.target.supports(f):
+                raise PtxBuildError(f"target {self.target.name} does not support '{f}'")
+        self.version = version or self.target.ptx_version_for(*self.features)
+        self.kernels: list[Kernel] = []
+
+    def kernel(self, name: str) -> Kernel:
+        if any(k.name == name for k in self.kernels):
+            raise PtxBuildError(f"module already has a kernel '{name}'")
+        k = Kernel(name)
+        self.kernels.append(k)
+        return k
+
+    def emit(self) -> str:
+        header = (
+            f".version {self.version[0]}.{self.version[1]}\n"
+            f".target {self.target.ptx_target}\n"
+            ".address_size 64\n"
+        )
+        return header + "".join("\n" + k.emit() for k in self.kernels)

@@ -1,0 +1,1 @@
+"""Runtime: ptxas discovery and assembly (later: cubin loading, launch, torch interop)."""

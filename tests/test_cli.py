@@ -1,0 +1,92 @@
+"""The nvatom command: output of each sub-command and one-line errors with status 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from nvatom.cli import main
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_targets_table(capsys) -> None:
+    code, out, _ = run(capsys, "targets")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:2] == ["target", "tier"]
+    row = next(line for line in lines if line.startswith("sm_90a "))
+    assert "SM90" in row and "8.0" in row and "wgmma" in row
+    row = next(line for line in lines if line.startswith("sm_90 "))
+    assert "wgmma" not in row and "tma" in row
+    assert sum(1 for line in lines if line.startswith("sm_")) == 25
+
+
+def test_targets_features_and_json(capsys) -> None:
+    code, out, _ = run(capsys, "targets", "--features")
+    assert code == 0 and "tcgen05.kind::i8" in out and "only sm_100a, sm_110a" in out
+    import json
+
+    code, out, _ = run(capsys, "targets", "--json")
+    data = {d["name"]: d for d in json.loads(out)}
+    assert data["sm_120a"]["tier"] == "SM120/SM121"
+    assert "mma.block_scale" in data["sm_120a"]["features"]
+    assert "mma.block_scale" not in data["sm_120"]["features"]
+
+
+def test_ptxas_command(capsys, tmp_path) -> None:
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(".version 7.8\n.target sm_90\n.address_size 64\n"
+                   ".visible .entry k()\n{\n.shared .align 16 .b8 s[256];\n"
+                   ".reg .b32 %r<2>;\nmov.u32 %r0, s;\nst.shared.u32 [%r0], %r0;\nret;\n}\n")
+    cubin = tmp_path / "k.cubin"
+    code, out, _ = run(capsys, "ptxas", str(ptx), "--target", "sm_90", "-o", str(cubin))
+    assert code == 0
+    assert "k: " in out and "256 B smem" in out
+    assert cubin.read_bytes()[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["targets", "--json", "--bogus"], None),  # argparse's own usage error
+        (["ptxas", "missing.ptx", "--target", "sm_90"], "cannot read 'missing.ptx'"),
+        (["ptxas", "missing.ptx", "--target", "sm_91"], "unknown target 'sm_91'"),
+    ],
+)
+def test_errors_are_one_line_with_status_2(capsys, argv, message) -> None:
+    if message is None:
+        with pytest.raises(SystemExit) as ei:
+            main(argv)
+        assert ei.value.code == 2
+        return
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("nvatom: error: ") and message in err
+
+
+def test_ptxas_rejection_is_one_line(capsys, tmp_path) -> None:
+    ptx = tmp_path / "bad.ptx"
+    ptx.write_text(".version 8.0\n.target sm_90\n.address_size 64\n"
+                   ".visible .entry k()\n{\nwgmma.fence.sync.aligned;\nret;\n}\n")
+    code, _, err = run(capsys, "ptxas", str(ptx), "--target", "sm_90")
+    assert code == 2
+    assert err == ("nvatom: error: ptxas 13.0 rejected the PTX for sm_90: line 6: error: "
+                   "Instruction 'wgmma.fence' not supported on .target 'sm_90'\n")
+
+
+def test_check_lists_ptxas(capsys) -> None:
+    code, out, _ = run(capsys, "check")
+    assert code == 0 and "ptxas 13.0" in out and "targets assemblable:" in out
+
+
+def test_console_script_entry_point() -> None:
+    proc = subprocess.run([sys.executable, "-m", "nvatom.cli", "--version"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and proc.stdout.startswith("nvatom ")
