@@ -1,12 +1,16 @@
 """SM targets: every GPU name ptxas knows from sm_70 to sm_121, with tiers and features.
 
-A *target* is what a PTX ``.target`` line names (``sm_90a``), and equally the GPU a cubin is
-built for.  Three kinds exist (ptxas --help, "--gpu-name"):
+A *target* is what a PTX ``.target`` line names (``sm_90a``), and equally the GPU name ptxas
+compiles for (``-arch``).  Three kinds exist (ptxas --help, "--gpu-name"); PTX written for
 
-* plain ``sm_XY``: code runs on every GPU ``sm_MN`` (any suffix) with MN >= XY;
-* family ``sm_XYf`` (CUDA 12.9+): code runs on ``sm_XZ``/``sm_XZa``/``sm_XZf`` with the same
+* plain ``sm_XY`` compiles for every GPU ``sm_MN`` (any suffix) with MN >= XY;
+* family ``sm_XYf`` (CUDA 12.9+) compiles for ``sm_XZ``/``sm_XZa``/``sm_XZf`` with the same
   major X and Z >= Y;
-* architecture-specific ``sm_XYa``: code runs on ``sm_XYa`` only.
+* architecture-specific ``sm_XYa`` compiles for ``sm_XYa`` only.
+
+That is :meth:`Target.runs_on`.  It is a property of the PTX: a *cubin* built for sm_80 does
+not load on an sm_90 GPU (CUDA_ERROR_NO_BINARY_FOR_GPU, seen on an H200); assemble the sm_80
+PTX for sm_90 instead.
 
 Each target belongs to one tier of the specification's roster (SM70/75, SM80, SM89, SM90,
 SM100/SM103, SM110, SM120/SM121) and has a minimum PTX ISA version.  Features (ldmatrix,
@@ -112,7 +116,7 @@ class Target:
         return f"{self.min_ptx[0]}.{self.min_ptx[1]}"
 
     def runs_on(self, gpu: Target | str) -> bool:
-        """Can code built for this target be compiled to (and run on) ``gpu``?"""
+        """Can PTX written for this target be compiled for (and so run on) ``gpu``?"""
         g = target(gpu)
         if self.suffix == "a":
             return g.name == self.name

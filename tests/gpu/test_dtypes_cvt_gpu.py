@@ -4,6 +4,7 @@
 subnormals) go through each PTX cvt form an sm_90 GPU has; every result must equal
 ``encode`` with the same rounding and saturation.  NaN results may differ only in payload.
 (The FP6/FP4/ue8m0 conversions need sm_100a/sm_120a and are not run here.)
+cvt.rna.tf32 on NaN inputs is a known exception, asserted separately below.
 """
 
 from __future__ import annotations
@@ -100,7 +101,13 @@ def test_encode_matches_cvt_bit_for_bit() -> None:
             got = got & 0xFF  # low byte holds the conversion of the second source
         want = dtypes.encode(name, values, rounding=rounding, saturate=sat).astype(np.int64)
         both_nan = np.isnan(dtypes.decode(name, want)) & _is_nan_code(name, got)
-        bad = np.flatnonzero((got != want) & ~both_nan)
+        ok = both_nan
+        if rounding == "rna":
+            # Seen on an H200: cvt.rna.tf32 adds the rounding bias to NaN inputs too, so a NaN
+            # whose payload sits only in the low 13 bits comes out as +-inf.  encode() maps
+            # NaN to the canonical NaN (docs/dtypes.md); NaN inputs are not compared here.
+            ok = ok | np.isnan(values)
+        bad = np.flatnonzero((got != want) & ~ok)
         if bad.size:
             i = bad[0]
             problems.append(f"{form.split()[0]}: {bad.size} mismatches, e.g. x=0x{bits[i]:08x} "
@@ -113,3 +120,25 @@ def _is_nan_code(name: str, codes: np.ndarray) -> np.ndarray:
         # cvt.rna keeps NaN payloads in the low bits; any f32 NaN pattern counts.
         return np.isnan(codes.astype(np.uint32).view(np.float32))
     return np.isnan(dtypes.decode(name, codes))
+
+
+def test_tf32_rna_on_nan_inputs_is_nan_or_inf() -> None:
+    """Pin the observed quirk: cvt.rna.tf32 adds half an ulp (0x1000) and truncates the low 13
+    bits whatever the input, so a NaN with its payload only in those bits becomes +-inf."""
+    import cupy
+
+    bits = np.array([0x7F800001, 0xFF800FFF, 0x7FC00000, 0x7F801000, 0xFFC00000], np.uint32)
+    res = assemble(_kernel([c for c in CASES if c[1] == "rna"]), "sm_90")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.cubin"
+        path.write_bytes(res.cubin)
+        fn = cupy.RawModule(path=str(path)).get_function("cvt_all")
+        pad = np.zeros(256, np.uint32)
+        pad[: bits.size] = bits
+        d_x = cupy.asarray(pad)
+        d_y = cupy.zeros(256, dtype=cupy.uint32)
+        fn((1,), (256,), (d_x, d_y))
+        cupy.cuda.runtime.deviceSynchronize()
+    got = cupy.asnumpy(d_y)[: bits.size]
+    want = [(int(b) + 0x1000) & ~0x1FFF & 0xFFFFFFFF for b in bits]
+    assert [hex(int(g)) for g in got] == [hex(w) for w in want]
