@@ -90,3 +90,43 @@ def test_console_script_entry_point() -> None:
     proc = subprocess.run([sys.executable, "-m", "nvatom.cli", "--version"],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and proc.stdout.startswith("nvatom ")
+
+
+def test_layout_command_applies_operations_in_order(capsys) -> None:
+    # Known answers from CuTe's docs (media/docs/cute/02_layout_algebra.md).
+    code, out, _ = run(capsys, "layout", "(6,2):(8,2)", "--compose", "(4,3):(3,1)")
+    assert code == 0
+    assert out.splitlines()[1].split()[-1] == "((2,2),3):((24,2),8)"
+    code, out, _ = run(capsys, "layout", "4:1", "--complement", "24", "--eval", "0", "5")
+    assert out.splitlines()[1].split()[-1] == "6:4"
+    assert "L(5) = 20" in out
+    code, out, _ = run(capsys, "layout", "(4,2,3):(2,1,8)", "--logical-divide", "4:2",
+                       "--coalesce")
+    lines = out.splitlines()
+    assert lines[1].split()[-1] == "((2,2),(2,3)):((4,1),(2,8))"
+    assert lines[2].startswith("coalesce ")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["layout", "(4,8):(8,1"], "cannot parse layout '(4,8):(8,1'"),
+        (["layout", "4:1", "--eval", "4"], "--eval 4: index out of range"),
+        (["layout", "4:1", "--complement", "x"], "--complement takes an integer, got 'x'"),
+    ],
+)
+def test_layout_errors(capsys, argv, message) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.startswith("nvatom: error: ") and message in err
+    assert err.count("\n") == 1
+
+
+def test_compose_notes_cute_padding(capsys) -> None:
+    # Compiled CuTe 4.2 gives (2,2):(3,9) here (tests/layout/test_cute_oracle.py), which is
+    # not function composition: B(3) = 4, and A(4) = A(0,1) = 1 for A = (4,3):(3,1).
+    code, out, _ = run(capsys, "layout", "(4,3):(3,1)", "--compose", "(2,2):(1,3)")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1].split()[-1] == "(2,2):(3,9)"
+    assert lines[2] == ("note: CuTe pads non-dividing strides, so this is not A(B(i)): "
+                        "A(B(3)) = 1 but the result gives 12")

@@ -106,18 +106,36 @@ def _apply_layout_op(layout, op: str, arg: str | None):  # type: ignore[no-untyp
     return getattr(L, op)(layout)
 
 
+def _note_inexact(a, b, result) -> None:  # type: ignore[no-untyped-def]
+    """CuTe pads a mode whose stride does not divide it: say so when the result is not A o B."""
+    import nvatom.layout as L
+
+    n = L.size(b)
+    for i in range(min(n, 4096)):
+        if result(i) != a(b(i)):
+            print(f"note: CuTe pads non-dividing strides, so this is not A(B(i)): "
+                  f"A(B({i})) = {a(b(i))} but the result gives {result(i)}")
+            return
+
+
 def _cmd_layout(args: argparse.Namespace) -> int:
     import nvatom.layout as L
 
     layout = L.parse_layout(args.layout)
     print(f"layout        {layout}")
     for op, arg in getattr(args, "ops", None) or []:
+        before = layout
         layout = _apply_layout_op(layout, op, arg)
-        label = op if arg is None or arg is True else f"{op} {arg}"
+        label = op if not isinstance(arg, str) else f"{op} {arg}"
         print(f"{label:<13} {layout}")
+        if op == "compose":
+            _note_inexact(before, L.parse_layout(arg), layout)
     print(f"size={L.size(layout)} cosize={L.cosize(layout)}")
     if args.eval is not None:
+        n = L.size(layout)
         for i in args.eval:
+            if not 0 <= i < n:
+                raise NvatomError(f"--eval {i}: index out of range for a layout of size {n}")
             print(f"L({i}) = {layout(i)}")
     if args.table:
         n = L.size(layout)

@@ -1,0 +1,197 @@
+"""CuTe's text notation for layouts: what ``print(layout)`` shows in CuTe C++, read back.
+
+The grammar, as CuTe prints it (``print`` in ``layout.hpp``, ``swizzle.hpp`` and
+``layout_composed.hpp``)::
+
+    layout    := int_tuple [":" int_tuple]          shape:stride; no stride = column-major
+    composed  := inner " o " int " o " layout        inner(offset + outer(x))
+    inner     := "Sw<" int "," int "," int ">"  |  layout
+    int_tuple := int  |  "(" [int_tuple ("," int_tuple)*] ")"
+    int       := ["_"] ["-"] digits                  "_8" is CuTe's static 8
+
+Examples: ``8:1``, ``(8):(1)`` (a rank-1 tuple, distinct from ``8:1``),
+``((4,8),(2,2,2)):((32,1),(16,8,128))``, ``Sw<3,4,3> o 0 o (8,64):(64,1)``.  Whitespace is
+ignored anywhere; ``Sw<3,4,3> o (8,64):(64,1)`` (no offset) means offset 0.  CuTe prints
+static integers with a leading underscore; we print plain integers and accept both.
+
+Errors name the text and the 0-based position of the first character that does not fit.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from nvatom.errors import LayoutError
+
+from .inttuple import IntTuple, format_int_tuple
+
+__all__ = ["format_int_tuple", "parse_int_tuple", "parse_layout"]
+
+
+class _Parser:
+    __slots__ = ("n", "pos", "text", "what")
+
+    def __init__(self, text: str, what: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.n = len(text)
+        self.what = what
+
+    def fail(self, msg: str, pos: int | None = None) -> LayoutError:
+        p = self.pos if pos is None else pos
+        return LayoutError(f"cannot parse {self.what} {self.text!r}: {msg} at position {p}")
+
+    def ws(self) -> None:
+        t, n, p = self.text, self.n, self.pos
+        while p < n and t[p].isspace():
+            p += 1
+        self.pos = p
+
+    def peek(self) -> str:
+        self.ws()
+        return self.text[self.pos] if self.pos < self.n else ""
+
+    def expect(self, ch: str) -> None:
+        if self.peek() != ch:
+            got = repr(self.text[self.pos]) if self.pos < self.n else "end of text"
+            raise self.fail(f"expected {ch!r}, found {got}")
+        self.pos += 1
+
+    def int_(self) -> int:
+        self.ws()
+        t, n = self.text, self.n
+        start = p = self.pos
+        if p < n and t[p] == "_":
+            p += 1
+        neg = p < n and t[p] == "-"
+        if neg:
+            p += 1
+        q = p
+        while p < n and "0" <= t[p] <= "9":
+            p += 1
+        if p == q:
+            got = repr(t[start]) if start < n else "end of text"
+            raise self.fail(f"expected an integer, found {got}", start)
+        self.pos = p
+        v = int(t[q:p])
+        return -v if neg else v
+
+    def int_tuple(self) -> IntTuple:
+        if self.peek() != "(":
+            return self.int_()
+        self.pos += 1
+        items: list[IntTuple] = []
+        if self.peek() == ")":
+            self.pos += 1
+            return ()
+        while True:
+            items.append(self.int_tuple())
+            c = self.peek()
+            if c == ",":
+                self.pos += 1
+                continue
+            if c == ")":
+                self.pos += 1
+                return tuple(items)
+            got = repr(c) if c else "end of text"
+            raise self.fail(f"expected ',' or ')', found {got}")
+
+    def at_end(self) -> bool:
+        self.ws()
+        return self.pos >= self.n
+
+
+def parse_int_tuple(text: str) -> IntTuple:
+    """Read ``(4,(2,2))``-style text (``_``-prefixed static ints accepted)."""
+    if not isinstance(text, str):
+        raise LayoutError(f"parse_int_tuple: expected a string, got {text!r}")
+    p = _Parser(text, "int tuple")
+    v = p.int_tuple()
+    if not p.at_end():
+        raise p.fail(f"unexpected {text[p.pos]!r}")
+    return v
+
+
+def _layout_core(p: _Parser) -> Any:
+    from .layout import Layout, _mk, congruent
+
+    start = p.pos
+    shape = p.int_tuple()
+    if p.peek() == ":":
+        p.pos += 1
+        stride_pos = p.pos
+        stride = p.int_tuple()
+        if not congruent(shape, stride):
+            raise p.fail(
+                f"stride {format_int_tuple(stride)} is not congruent to shape "
+                f"{format_int_tuple(shape)}",
+                stride_pos,
+            )
+        try:
+            return Layout(shape, stride)
+        except LayoutError as e:
+            raise p.fail(str(e).replace("Layout: ", ""), start) from None
+    try:
+        lay = Layout(shape)
+    except LayoutError as e:
+        raise p.fail(str(e).replace("Layout: ", ""), start) from None
+    return _mk(lay.shape, lay.stride)
+
+
+def _swizzle(p: _Parser) -> Any:
+    from .swizzle import Swizzle
+
+    start = p.pos
+    p.pos += 2  # "Sw"
+    p.expect("<")
+    b = p.int_()
+    p.expect(",")
+    m = p.int_()
+    p.expect(",")
+    s = p.int_()
+    p.expect(">")
+    try:
+        return Swizzle(b, m, s)
+    except LayoutError as e:
+        raise p.fail(str(e), start) from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(text: str) -> Any:
+    from .composed import ComposedLayout, make_composed_layout
+
+    p = _Parser(text, "layout")
+    p.ws()
+    if p.text.startswith("Sw", p.pos):
+        first: Any = _swizzle(p)
+    else:
+        first = _layout_core(p)
+    if p.at_end():
+        if type(first) is not ComposedLayout and not hasattr(first, "shape"):
+            raise p.fail("a swizzle must be followed by 'o offset o layout'")
+        return first
+    if p.peek() != "o":
+        raise p.fail(f"unexpected {p.text[p.pos]!r}")
+    p.pos += 1
+    # Either "o offset o layout" or just "o layout" (offset 0).
+    mark = p.pos
+    t = p.int_tuple()
+    if type(t) is int and p.peek() == "o":
+        offset = t
+        p.pos += 1
+        outer = _layout_core(p)
+    else:
+        p.pos = mark
+        offset = 0
+        outer = _layout_core(p)
+    if not p.at_end():
+        raise p.fail(f"unexpected {p.text[p.pos]!r}")
+    return make_composed_layout(first, offset, outer)
+
+
+def parse_layout(text: str) -> Any:
+    """Read CuTe notation into a Layout or ComposedLayout (see the module doc)."""
+    if not isinstance(text, str):
+        raise LayoutError(f"parse_layout: expected a string, got {text!r}")
+    return _parse_cached(text)
