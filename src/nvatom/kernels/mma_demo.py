@@ -64,6 +64,21 @@ def _row_major(rows: int, cols: int) -> Layout:
     return Layout((rows, cols), (cols, 1))
 
 
+def operand_memory_layout(mma: DemoMma, operand: str) -> Layout:
+    """(lane, value) -> element offset of operand A (16x16), Bt (8x16) or D (16x8), row-major.
+
+    Composition of the tile's memory layout with the atom's (thread, value) layout: mode 0 is
+    the lane part, mode 1 the value part.
+    """
+    tiles = {
+        "A": ((mma.m, mma.k), mma.a_tv),
+        "B": ((mma.n, mma.k), mma.b_tv),
+        "D": ((mma.m, mma.n), mma.c_tv),
+    }
+    (rows, cols), tv = tiles[operand]
+    return composition(_row_major(rows, cols), tv)
+
+
 def _nvalues(tv: Layout) -> int:
     return math.prod(s for s, _ in flat_modes(tv[1]))
 
@@ -110,9 +125,9 @@ def build_demo_module(target_: Target | str = "sm_80", dtype: str = "f16") -> Mo
     lane = k.reg("u32")
     k.ins("mov.u32", lane, "%laneid")
 
-    a_mem = composition(_row_major(mma.m, mma.k), mma.a_tv)
-    b_mem = composition(_row_major(mma.n, mma.k), mma.b_tv)
-    d_mem = composition(_row_major(mma.m, mma.n), mma.c_tv)
+    a_mem = operand_memory_layout(mma, "A")
+    b_mem = operand_memory_layout(mma, "B")
+    d_mem = operand_memory_layout(mma, "D")
     a = _load_fragment(k, ptrs[0], a_mem, lane, _nvalues(mma.a_tv), 2)
     b = _load_fragment(k, ptrs[1], b_mem, lane, _nvalues(mma.b_tv), 2)
     c = k.regs("f32", 4)
