@@ -202,3 +202,15 @@ def test_runs_on_rules_in_words() -> None:
     assert not t("sm_90a").runs_on("sm_100a")
     assert t("sm_100f").runs_on("sm_103a") and not t("sm_100f").runs_on("sm_110")
     assert not t("sm_103f").runs_on("sm_100")
+
+
+@pytest.mark.parametrize("cc, name", [("9.0", "sm_90a"), ("90", "sm_90a"), ((8, 0), "sm_80"),
+                                      ("8.6", "sm_86"), ("12.1", "sm_121a"), ("7.0", "sm_70")])
+def test_device_target(cc, name) -> None:
+    assert arch.device_target(cc).name == name
+
+
+@pytest.mark.parametrize("cc", ["9.1", "abc", "5.0"])
+def test_device_target_errors(cc) -> None:
+    with pytest.raises(TargetError, match="compute capability"):
+        arch.device_target(cc)

@@ -37,6 +37,7 @@ __all__ = [
     "PtxVersion",
     "Target",
     "Tier",
+    "device_target",
     "feature",
     "target",
     "targets_with",
@@ -219,6 +220,26 @@ def target(name: Target | str) -> Target:
         raise TargetError(
             f"unknown target '{name}'; known targets: {', '.join(TARGETS)}"
         ) from None
+
+
+def device_target(compute_capability: str | tuple[int, int]) -> Target:
+    """The most specific target a physical GPU of this compute capability runs.
+
+    A GPU reports only its capability ("9.0", "90" or (9, 0)); it runs code for ``sm_XYa`` where
+    that target exists (an H100/H200 runs sm_90a code), else for plain ``sm_XY``.
+    """
+    cc = compute_capability
+    if isinstance(cc, tuple):
+        major, minor = cc
+    else:
+        m = re.fullmatch(r"(\d+)\.?(\d)", str(cc).strip())
+        if not m:
+            raise TargetError(f"'{cc}' is not a compute capability like '9.0' or '90'")
+        major, minor = int(m.group(1)), int(m.group(2))
+    for name in (f"sm_{major}{minor}a", f"sm_{major}{minor}"):
+        if name in TARGETS:
+            return TARGETS[name]
+    raise TargetError(f"no target for compute capability {major}.{minor}")
 
 
 # --------------------------------------------------------------------------- features

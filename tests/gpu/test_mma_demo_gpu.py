@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from nvatom import dtypes
+from nvatom.arch import device_target
 from nvatom.arch import target as target_
 from nvatom.kernels.mma_demo import build_demo_module
 from nvatom.runtime.ptxas import assemble
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.gpu
 def _gpu_target() -> str:
     import cupy
 
-    return "sm_" + cupy.cuda.Device().compute_capability
+    return device_target(cupy.cuda.Device().compute_capability).name
 
 
 def _run_cubin(cubin: bytes, name: str, args: list, block: int) -> None:
@@ -58,7 +59,7 @@ def test_mma_demo_matches_float64(target: str, dtype: str) -> None:
 
         ptx = build_demo_module(target, dtype).emit()
         # The PTX says .target sm_80 (or sm_90a); ptxas compiles it for this GPU.
-        res = assemble(ptx, target if target.endswith("a") else gpu)
+        res = assemble(ptx, gpu)
         d_a = cupy.asarray(a_bits)
         d_b = cupy.asarray(bt_bits)
         d_d = cupy.full((16, 8), np.nan, dtype=cupy.float32)
