@@ -65,6 +65,9 @@ def test_errors_are_one_line_with_status_2(capsys, argv, message) -> None:
         with pytest.raises(SystemExit) as ei:
             main(argv)
         assert ei.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1
+        assert err.startswith("nvatom: error: unrecognized arguments: --bogus")
         return
     code, _, err = run(capsys, *argv)
     assert code == 2

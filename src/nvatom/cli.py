@@ -20,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from nvatom import __version__
 from nvatom.errors import NvatomError
@@ -249,13 +250,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- main
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line like every other nvatom error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"nvatom: error: {message} (see '{self.prog} --help')\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="nvatom",
         description="nvatom: an open atom layer for NVIDIA tensor cores.",
     )
     p.add_argument("--version", action="version", version=f"nvatom {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
     t = sub.add_parser("targets", help="list SM targets with tier, minimum PTX version, features")
