@@ -21,6 +21,7 @@ PTX_VERSIONS = [(6, m) for m in range(6)] + [(7, m) for m in range(9)] + \
 
 _HEADER = ".version {v}\n.target {t}\n.address_size 64\n"
 _REGS = (".reg .b32 r<16>; .reg .f32 f<16>; .reg .b64 rd<8>; .reg .pred p<4>; .reg .b16 h<4>;\n"
+         ".reg .f64 fd<8>;\n"
          ".shared .align 128 .b8 smem[1024];\n")
 
 # One instruction per feature, written from the PTX ISA's syntax sections.
@@ -38,6 +39,8 @@ PROBES = {
               "{r2,r3}, {f4,f5,f6,f7}, r8, 0x0;",
     "mma.fp8": "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {f0,f1,f2,f3}, "
                "{r0,r1,r2,r3}, {r4,r5}, {f4,f5,f6,f7};",
+    "mma.f64.m16n8": "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {fd0,fd1,fd2,fd3}, "
+                     "{fd4,fd5}, {fd6}, {fd0,fd1,fd2,fd3};",
     "stmatrix": "stmatrix.sync.aligned.m8n8.x1.shared.b16 [r0], {r1};",
     "cluster": "barrier.cluster.arrive;",
     "tma": "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "

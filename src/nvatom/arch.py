@@ -304,6 +304,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("mma.sm80", "mma.sync m16n8k16 bf16, tf32, f64, int k32/k64", 80, (7, 0)),
     Feature("mma.sp", "structured-sparse mma.sp", 80, (7, 1)),
     Feature("mma.fp8", "mma.sync with e4m3/e5m2 inputs", 89, (8, 4)),
+    Feature("mma.f64.m16n8", "mma.sync m16n8k4/k8/k16 with f64", 90, (7, 8)),
     Feature("stmatrix", "stmatrix.sync m8n8", 90, (7, 8)),
     Feature("cluster", "thread-block clusters (barrier.cluster)", 90, (7, 8)),
     Feature("tma", "cp.async.bulk.tensor (TMA) and multicast", 90, (8, 0)),

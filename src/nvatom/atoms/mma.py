@@ -1,0 +1,191 @@
+"""Register MMA forms (mma.sync / mma.sp): one record per PTX instruction form.
+
+An :class:`MmaForm` is a row of a tier table (``sm70.py`` ... ``sm89.py``): shape, the four
+element types, operand majors (m8n8k4 only), ``.satfinite``, the single-bit operation, the
+sparsity variant, the minimum PTX ISA version and the arch feature that gates it.  Everything
+else is derived from that row: the atom name, the PTX opcode, the (thread, value) layouts
+(:mod:`nvatom.atoms.fragments`), register counts and types, and target availability.
+
+Atom names (docs/atom-names.md) read ``<mnemonic>.<shape>[.<alayout>.<blayout>][.satfinite]
+[.ordered_metadata].<dtype>.<atype>.<btype>.<ctype>[.<bop>]``, e.g.
+``sm80.mma.m16n8k16.f32.bf16.bf16.f32`` or ``sm70.mma.m8n8k4.row.col.f32.f16.f16.f32``.
+
+Source: PTX ISA "Warp Level Matrix Multiply-Accumulate Instructions: mma" and "mma.sp", with
+every form re-checked by ptxas (tests/atoms/test_mma_ptxas.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import TYPE_CHECKING
+
+from nvatom.arch import PtxVersion, Target, Tier, feature, target
+from nvatom.dtypes import DType
+from nvatom.errors import NvatomError
+
+if TYPE_CHECKING:
+    from nvatom.layout import Layout
+
+__all__ = ["MmaForm", "MmaFormError"]
+
+
+class MmaFormError(NvatomError):
+    """An inconsistent MMA table row, or a question the form cannot answer."""
+
+
+_BOPS = ("xor.popc", "and.popc")
+_SPARSE = ("sp", "sp::ordered_metadata")
+
+
+@dataclasses.dataclass(frozen=True)
+class MmaForm:
+    """One mma.sync / mma.sp instruction form."""
+
+    mnemonic: str  # atom family: "sm70.mma", "sm75.mma", "sm80.mma", "sm80.sparse_mma", ...
+    tier: Tier
+    m: int
+    n: int
+    k: int
+    d: DType
+    a: DType
+    b: DType
+    c: DType
+    min_ptx: PtxVersion
+    feature: str  # nvatom.arch feature that must be available on the target
+    alayout: str = "row"
+    blayout: str = "col"
+    satfinite: bool = False
+    bop: str | None = None
+    sparse: str | None = None
+    selectors: tuple[int, ...] = ()  # legal sparsity-selector immediates (sparse forms)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.alayout not in ("row", "col") or self.blayout not in ("row", "col"):
+            problems.append(f"layouts .{self.alayout}.{self.blayout}")
+        if self.bop is not None and self.bop not in _BOPS:
+            problems.append(f"bop {self.bop}")
+        if self.sparse is not None and self.sparse not in _SPARSE:
+            problems.append(f"sparse variant {self.sparse}")
+        if (self.sparse is None) != (not self.selectors):
+            problems.append("selectors go with sparse forms only")
+        if (self.bop is not None) != (self.a.name == "b1"):
+            problems.append("a b1 form needs a bop, and only b1 forms have one")
+        feature(self.feature)  # raises on an unknown feature
+        if problems:
+            raise MmaFormError(f"bad MMA table row {self.name}: {'; '.join(problems)}")
+
+    # ------------------------------------------------------------------ naming
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.m, self.n, self.k)
+
+    @property
+    def shape_str(self) -> str:
+        return f"m{self.m}n{self.n}k{self.k}"
+
+    @property
+    def is_sparse(self) -> bool:
+        return self.sparse is not None
+
+    @property
+    def name(self) -> str:
+        parts = [self.mnemonic, self.shape_str]
+        if self.shape_str == "m8n8k4" and self.a.name == "f16":
+            parts += [self.alayout, self.blayout]
+        if self.satfinite:
+            parts.append("satfinite")
+        if self.sparse == "sp::ordered_metadata":
+            parts.append("ordered_metadata")
+        parts += [self.d.name, self.a.name, self.b.name, self.c.name]
+        if self.bop:
+            parts.append(self.bop)
+        return ".".join(parts)
+
+    @property
+    def opcode(self) -> str:
+        """The PTX opcode with every qualifier, e.g. mma.sync.aligned.m16n8k16.row.col..."""
+        head = "mma" if self.sparse is None else f"mma.{self.sparse}"
+        parts = [head, "sync", "aligned", self.shape_str, self.alayout, self.blayout]
+        if self.satfinite:
+            parts.append("satfinite")
+        parts += [self.d.name, self.a.name, self.b.name, self.c.name]
+        if self.bop:
+            parts.append(self.bop)
+        return ".".join(parts)
+
+    # ------------------------------------------------------------------ fragments
+    def tv_layout(self, operand: str) -> Layout:
+        """(lane, value) -> element of A (M x K), B (N x K) or C/D (M x N), column-major.
+
+        For sparse forms A is the compressed M x K/2 operand.
+        """
+        return _tv_layout(self, operand.upper())
+
+    def values(self, operand: str) -> int:
+        """Elements each lane holds of the operand."""
+        from nvatom.layout import size
+
+        layout = self.tv_layout(operand)
+        return size(layout) // 32
+
+    def operand_type(self, operand: str) -> DType:
+        op = operand.upper()
+        return {"A": self.a, "B": self.b, "C": self.c, "D": self.d}[op]
+
+    def registers(self, operand: str) -> int:
+        """PTX registers in the operand's vector ({a0, a1, ...})."""
+        t = self.operand_type(operand)
+        if t.name == "f64":
+            return self.values(operand)
+        return math.ceil(self.values(operand) * _bits(t) / 32)
+
+    def register_type(self, operand: str) -> str:
+        """PTX register type used for the operand's registers."""
+        t = self.operand_type(operand)
+        if t.name in ("f32", "f64"):
+            return t.name
+        return "b32"
+
+    # ------------------------------------------------------------------ availability
+    def available_on(self, t: Target | str) -> bool:
+        return feature(self.feature).available_on(target(t))
+
+    def ptx_version_for(self, t: Target | str) -> PtxVersion:
+        return max(self.min_ptx, target(t).min_ptx)
+
+    def instruction(self, d: str, a: str, b: str, c: str, e: str | None = None,
+                    f: int | str | None = None) -> str:
+        """The instruction text with operand vectors/registers already formatted."""
+        ops = [d, a, b, c]
+        if self.is_sparse:
+            if e is None or f is None:
+                raise MmaFormError(f"{self.name}: a sparse form needs metadata and selector")
+            ops += [e, str(f)]
+        return f"{self.opcode} {', '.join(ops)};"
+
+
+def _bits(t: DType) -> int:
+    """Bits an element occupies inside a register (sub-byte types are packed)."""
+    return t.pack_bits
+
+
+@functools.cache
+def _tv_layout(form: MmaForm, operand: str) -> Layout:
+    from nvatom.atoms import fragments
+
+    if operand == "D":
+        operand = "C"
+    if operand not in ("A", "B", "C"):
+        raise MmaFormError(f"{form.name}: unknown operand '{operand}' (A, B, C or D)")
+    if form.shape_str == "m8n8k4" and form.a.name == "f16":
+        from nvatom.atoms import fragments_sm70
+
+        return fragments_sm70.m8n8k4_fragment(operand, form.alayout, form.blayout, form.c.name)
+    k = form.k // 2 if (form.is_sparse and operand == "A") else form.k
+    bits = {"A": form.a, "B": form.b, "C": form.c}[operand]
+    return fragments.rowcol_fragment(operand, form.m, form.n, k, _bits(bits) if operand != "C"
+                                     else 32)
+
