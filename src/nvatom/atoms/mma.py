@@ -22,13 +22,14 @@ import math
 from typing import TYPE_CHECKING
 
 from nvatom.arch import PtxVersion, Target, Tier, feature, target
+from nvatom.atoms.interfaces import MmaAtom, SparseMetadataAtom
 from nvatom.dtypes import DType
 from nvatom.errors import NvatomError
 
 if TYPE_CHECKING:
     from nvatom.layout import Layout
 
-__all__ = ["MmaForm", "MmaFormError"]
+__all__ = ["MmaForm", "MmaFormError", "SparseMmaForm"]
 
 
 class MmaFormError(NvatomError):
@@ -40,8 +41,8 @@ _SPARSE = ("sp", "sp::ordered_metadata")
 
 
 @dataclasses.dataclass(frozen=True)
-class MmaForm:
-    """One mma.sync / mma.sp instruction form."""
+class MmaForm(MmaAtom):
+    """One mma.sync instruction form (sparse forms are :class:`SparseMmaForm`)."""
 
     mnemonic: str  # atom family: "sm70.mma", "sm75.mma", "sm80.mma", "sm80.sparse_mma", ...
     tier: Tier
@@ -73,6 +74,8 @@ class MmaForm:
             problems.append("selectors go with sparse forms only")
         if (self.bop is not None) != (self.a.name == "b1"):
             problems.append("a b1 form needs a bop, and only b1 forms have one")
+        if (self.sparse is not None) != isinstance(self, SparseMetadataAtom):
+            problems.append("sparse rows are SparseMmaForm records, dense rows MmaForm")
         feature(self.feature)  # raises on an unknown feature
         if problems:
             raise MmaFormError(f"bad MMA table row {self.name}: {'; '.join(problems)}")
@@ -81,6 +84,10 @@ class MmaForm:
     @property
     def shape(self) -> tuple[int, int, int]:
         return (self.m, self.n, self.k)
+
+    @property
+    def shape_mnk(self) -> tuple[int, int, int]:
+        return self.shape
 
     @property
     def shape_str(self) -> str:
@@ -156,6 +163,12 @@ class MmaForm:
     def ptx_version_for(self, t: Target | str) -> PtxVersion:
         return max(self.min_ptx, target(t).min_ptx)
 
+    def verify_instance(self, target: Target | str, use: object) -> None:
+        """The SM70-SM89 register-MMA verifier (nvatom.atoms.verify)."""
+        from nvatom.atoms.verify import verify_register_mma
+
+        verify_register_mma(self, target, use)  # type: ignore[arg-type]
+
     def instruction(self, d: str, a: str, b: str, c: str, e: str | None = None,
                     f: int | str | None = None) -> str:
         """The instruction text with operand vectors/registers already formatted."""
@@ -165,6 +178,16 @@ class MmaForm:
                 raise MmaFormError(f"{self.name}: a sparse form needs metadata and selector")
             ops += [e, str(f)]
         return f"{self.opcode} {', '.join(ops)};"
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseMmaForm(MmaForm, SparseMetadataAtom):
+    """A structured-sparse mma.sp / mma.sp::ordered_metadata form."""
+
+    def metadata_layout(self, selector: int = 0) -> object:
+        from nvatom.atoms import sparse
+
+        return sparse.metadata_layout(self, selector)
 
 
 def _bits(t: DType) -> int:

@@ -147,8 +147,11 @@ def mma_form(name: str) -> MmaForm:
 def check_shape_in_lattice(
     tier: Tier | str, mnk: tuple[int, int, int], a: DType | str, b: DType | str,
     c: DType | str,
+    *,
+    sparse: bool = False,
 ) -> bool:
-    """Seed 000's lattice gate: is there a form of this tier with this shape and types?"""
+    """Seed 000's lattice gate: is there a (dense, or with ``sparse`` a sparse) form of this
+    tier with this shape and element types?"""
     if isinstance(tier, str):
         try:
             tier = Tier[tier.upper()]
@@ -158,5 +161,6 @@ def check_shape_in_lattice(
     ta, tb, tc = dtype(a), dtype(b), dtype(c)
     return any(
         f.tier == tier and f.shape == tuple(mnk) and (f.a, f.b, f.c) == (ta, tb, tc)
+        and f.is_sparse == sparse
         for f in _all_forms()
     )

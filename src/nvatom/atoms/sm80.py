@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 
 from nvatom.arch import Tier
-from nvatom.atoms.mma import MmaForm
+from nvatom.atoms.mma import MmaForm, SparseMmaForm
 from nvatom.dtypes import dtype
 
 F16, BF16, TF32, F32, F64 = (dtype(n) for n in ("f16", "bf16", "tf32", "f32", "f64"))
@@ -62,7 +62,7 @@ def _sparse() -> list[MmaForm]:
             for (d, c), (a, b), sat in itertools.product(
                 accs, itertools.product(types, repeat=2), _SAT if integer else (False,)
             ):
-                forms.append(MmaForm("sm80.sparse_mma", Tier.SM80, 16, 8, k, d, a, b, c, ptx,
+                forms.append(SparseMmaForm("sm80.sparse_mma", Tier.SM80, 16, 8, k, d, a, b, c, ptx,
                                      "mma.sp", satfinite=sat, sparse=variant,
                                      selectors=tuple(range(nsel))))
     return forms

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 
 from nvatom.arch import Tier
-from nvatom.atoms.mma import MmaForm
+from nvatom.atoms.mma import MmaForm, SparseMmaForm
 from nvatom.dtypes import dtype
 
 F16, F32 = dtype("f16"), dtype("f32")
@@ -24,7 +24,7 @@ DENSE: tuple[MmaForm, ...] = tuple(
 )
 
 SPARSE: tuple[MmaForm, ...] = tuple(
-    MmaForm("sm89.sparse_mma", Tier.SM89, 16, 8, 64, F32, a, b, F32, ptx, "mma.fp8",
+    SparseMmaForm("sm89.sparse_mma", Tier.SM89, 16, 8, 64, F32, a, b, F32, ptx, "mma.fp8",
             sparse=variant, selectors=(0,))
     for (variant, ptx), (a, b) in itertools.product(
         (("sp", (8, 4)), ("sp::ordered_metadata", (8, 5))), _PAIRS)

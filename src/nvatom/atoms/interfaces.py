@@ -1,0 +1,119 @@
+"""Atom interfaces: what generic code may ask an atom, never by comparing mnemonic strings.
+
+Seed 004's registry model: every atom implements one *primary* interface (MMA atom, copy
+atom, prefetch atom, descriptor type) and any number of *capability* interfaces (sparse
+metadata, block scale, tensor memory, shared-memory descriptor, TMA, async copy).  In Python
+each is a base class (abstract where it already has methods); an atom's class inherits the
+ones it implements, so
+``isinstance(atom, SparseMetadataAtom)`` is the ``dyn_cast`` of the C++ original.
+:func:`verify_atom_instance` dispatches on them.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from nvatom import diagnostics as D
+from nvatom.errors import NvatomError
+
+__all__ = [
+    "AsyncCopyAtom",
+    "AtomVerificationError",
+    "BlockScaleAtom",
+    "CopyAtom",
+    "DescriptorType",
+    "MmaAtom",
+    "PrefetchAtom",
+    "SmemDescriptorAtom",
+    "SparseMetadataAtom",
+    "TmaAtom",
+    "TmemAtom",
+    "interfaces_of",
+    "verify_atom_instance",
+]
+
+
+class AtomVerificationError(NvatomError):
+    """An atom used in a way its contract forbids; the message is the spec's diagnostic."""
+
+
+class MmaAtom(abc.ABC):
+    """Reports its MMA shape, operand element types and layouts; verifies a use."""
+
+    @property
+    @abc.abstractmethod
+    def shape_mnk(self) -> tuple[int, int, int]: ...
+
+    @abc.abstractmethod
+    def verify_instance(self, target: Any, use: Any) -> None:
+        """Raise AtomVerificationError with the specification's diagnostic, or return."""
+
+
+class CopyAtom(abc.ABC):
+    """Reports copy shape, value type, memory spaces, vector width and legality."""
+
+    @abc.abstractmethod
+    def verify_instance(self, target: Any, use: Any) -> None: ...
+
+
+class PrefetchAtom(abc.ABC):
+    """Reports descriptor, prefetch tile and cache-hint behaviour."""
+
+    @abc.abstractmethod
+    def verify_prefetch(self, target: Any, use: Any) -> None: ...
+
+
+class DescriptorType:  # marker until its atoms land (issues 5, 6, 9)
+    """Carries hardware descriptor state (SMEM descriptor views, TMA descriptors)."""
+
+
+# -- capability interfaces
+class SparseMetadataAtom(abc.ABC):
+    """A structurally sparse operand with a metadata operand alongside it."""
+
+    @abc.abstractmethod
+    def metadata_layout(self, selector: int = 0) -> Any: ...
+
+
+class BlockScaleAtom:  # marker until its atoms land (issues 5, 6, 9)
+    """Scale-factor operands scale A and B per block of K."""
+
+
+class TmemAtom:  # marker until its atoms land (issues 5, 6, 9)
+    """Operands in tensor memory (SM100)."""
+
+
+class SmemDescriptorAtom:  # marker until its atoms land (issues 5, 6, 9)
+    """Operands described by shared-memory descriptors (WGMMA, UMMA)."""
+
+
+class TmaAtom:  # marker until its atoms land (issues 5, 6, 9)
+    """Driven by a TMA tensor map."""
+
+
+class AsyncCopyAtom:  # marker until its atoms land (issues 5, 6, 9)
+    """Completes asynchronously (cp.async groups, mbarrier transactions, bulk groups)."""
+
+
+_INTERFACES = (MmaAtom, CopyAtom, PrefetchAtom, DescriptorType, SparseMetadataAtom,
+               BlockScaleAtom, TmemAtom, SmemDescriptorAtom, TmaAtom, AsyncCopyAtom)
+
+
+def interfaces_of(atom: object) -> tuple[str, ...]:
+    """Names of the interfaces an atom implements, e.g. ('MmaAtom', 'SparseMetadataAtom')."""
+    return tuple(i.__name__ for i in _INTERFACES if isinstance(atom, i))
+
+
+def verify_atom_instance(atom: object, target: Any, use: Any) -> None:
+    """Seed 004's dispatcher: MMA, then copy, then prefetch; anything else is an error."""
+    if isinstance(atom, MmaAtom):
+        atom.verify_instance(target, use)
+        return
+    if isinstance(atom, CopyAtom):
+        atom.verify_instance(target, use)
+        return
+    if isinstance(atom, PrefetchAtom):
+        atom.verify_prefetch(target, use)
+        return
+    raise AtomVerificationError(D.NO_KNOWN_INTERFACE)

@@ -1,0 +1,139 @@
+"""Verifiers of register-MMA uses (SM70-SM89) with the specification's diagnostics.
+
+A *use* (:class:`MmaUse`) says what the surrounding code feeds an atom: each operand's element
+type, residency and (thread, value) layout, plus metadata and selector for sparse forms.
+:func:`verify_register_mma` checks, in this order, and stops at the first failure:
+
+1. the target has the atom (tier and feature; seed 004 "target verification rejects atoms
+   whose tier exceeds the selected target");
+2. the shape, when the use states one;
+3. no composed (swizzled) layouts ("doesn't support composed layout for A/B/D, ...");
+4. A, B and D live in registers ("expects rmem for input operands, but got A: ...");
+5. element types, A then B then C/D ("expects operand a with element type ..."; the C and D
+   slots both print ``c`` as the specification's ladder does);
+6. layouts are static integer layouts ("expects static and no scaled basis layout for");
+7. each layout is equivalent to the atom's canonical one ("expects Mma atom layout of ...",
+   compared with ``layouts_equivalent``);
+8. sparse forms: a metadata operand in registers, a selector in the legal range.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from nvatom import diagnostics as D
+from nvatom.arch import Target, feature, target
+from nvatom.atoms.interfaces import AtomVerificationError, SparseMetadataAtom
+from nvatom.atoms.mma import MmaForm
+from nvatom.dtypes import DType, dtype
+from nvatom.layout import ComposedLayout, Layout, layouts_equivalent
+
+__all__ = ["MmaUse", "OperandUse", "verify_register_mma"]
+
+
+@dataclasses.dataclass(frozen=True)
+class OperandUse:
+    """One operand as the surrounding code provides it."""
+
+    element_type: DType | str
+    residency: str = "rmem"  # rmem, smem, gmem, tmem, smem_desc_view
+    layout: object | None = None  # a Layout (thread, value) -> element, or None: not checked
+
+    @property
+    def dtype(self) -> DType:
+        return dtype(self.element_type)
+
+    @property
+    def type_name(self) -> str:
+        t = self.element_type
+        return t if isinstance(t, str) else t.name
+
+    def __str__(self) -> str:
+        lay = f", {self.layout}" if self.layout is not None else ""
+        return f"memref<{self.type_name}, {self.residency}{lay}>"
+
+
+@dataclasses.dataclass(frozen=True)
+class MmaUse:
+    a: OperandUse
+    b: OperandUse
+    c: OperandUse
+    d: OperandUse | None = None  # defaults to C's type, in registers
+    metadata: OperandUse | None = None
+    selector: int | None = None
+    shape: tuple[int, int, int] | None = None
+
+    @property
+    def d_(self) -> OperandUse:
+        return self.d if self.d is not None else OperandUse(self.c.element_type, "rmem")
+
+    @classmethod
+    def canonical(cls, form: MmaForm, *, with_layouts: bool = True, selector: int = 0) -> MmaUse:
+        """The use a correct caller makes of ``form`` (every check passes)."""
+
+        def op(name: str) -> OperandUse:
+            lay = form.tv_layout(name) if with_layouts else None
+            return OperandUse(form.operand_type(name).name, "rmem", lay)
+
+        meta = OperandUse("u32", "rmem") if form.is_sparse else None
+        return cls(op("A"), op("B"), op("C"), op("D"), meta,
+                   selector if form.is_sparse else None, form.shape)
+
+
+# The metadata operand of mma.sp is one .b32 register.
+_METADATA_TYPES = ("u32", "b32", "i32", "s32")
+
+
+def _fail(msg: str) -> None:
+    raise AtomVerificationError(msg)
+
+
+def verify_register_mma(form: MmaForm, target_: Target | str, use: MmaUse) -> None:
+    from nvatom.atoms.registry import atom_record
+
+    t = target(target_)
+    record = atom_record(form.mnemonic)
+    if not record.allowed_on(t):
+        _fail(f"atom '{form.name}' needs tier {record.min_tier.label if record.min_tier else ''}"
+              f", but target {t.name} is tier {t.tier.label}")
+    if not form.available_on(t):
+        f = feature(form.feature)
+        _fail(f"atom '{form.name}' is not available on {t.name}: it needs {f.description} "
+              f"({f.rule})")
+    if use.shape is not None and tuple(use.shape) != form.shape:
+        _fail(f"atom '{form.name}' has shape {form.shape}, but the use has shape "
+              f"{tuple(use.shape)}")
+
+    a, b, c, d = use.a, use.b, use.c, use.d_
+    if any(isinstance(x.layout, ComposedLayout) for x in (a, b, d)):
+        _fail(D.COMPOSED_LAYOUT + D.COMPOSED_LAYOUT_ABD.format(a.layout, b.layout, d.layout))
+    if any(x.residency != "rmem" for x in (a, b, d)):
+        _fail(f"{D.RMEM_INPUTS}{a}, B: {b}, D: {d}")
+
+    for slot, got, want in (("a", a, form.a), ("b", b, form.b), ("c", c, form.c),
+                            ("c", d, form.d)):
+        if got.dtype != want:
+            _fail(D.OPERAND_ELEMENT_TYPE.format(slot, want.name, got.dtype.name))
+
+    for name, op in (("A", a), ("B", b), ("C", c), ("D", d)):
+        if op.layout is None:
+            continue
+        if not isinstance(op.layout, Layout):
+            _fail(f"{D.STATIC_LAYOUT} {op.layout!r}")
+        want_layout = form.tv_layout(name)
+        if not layouts_equivalent(op.layout, want_layout):
+            _fail(f"{D.MMA_ATOM_LAYOUT}{want_layout} for operand {name}, but got {op.layout}")
+
+    if isinstance(form, SparseMetadataAtom):
+        if use.metadata is None:
+            _fail(f"atom '{form.name}' expects a sparse metadata operand")
+        assert use.metadata is not None
+        if use.metadata.residency != "rmem" or use.metadata.type_name not in _METADATA_TYPES:
+            _fail(f"atom '{form.name}' expects the metadata in one 32-bit register, but got "
+                  f"{use.metadata}")
+        sel = use.selector
+        if sel is None or sel not in form.selectors:
+            _fail(f"atom '{form.name}': sparsity selector {sel} out of range "
+                  f"[0..{max(form.selectors)}]")
+    elif use.metadata is not None or use.selector is not None:
+        _fail(f"atom '{form.name}' is dense and takes no metadata or selector")

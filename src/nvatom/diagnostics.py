@@ -1,0 +1,29 @@
+"""Every user-visible diagnostic of the specification, in one catalogue.
+
+The strings are the specification's textual contract (seed 004 "MMA Atom Verifier
+Diagnostics", seed 000 verifier ladders) and are kept byte for byte; ``{0}``-style slots are
+filled with ``str.format``.  Where the specification gives only a prefix ("... but got A: ")
+the printed values follow it, as the specification describes.  Tests match these texts, and
+each has a negative test.
+"""
+
+from __future__ import annotations
+
+# -- interface dispatch (seed 004 verify_atom_instance)
+NO_KNOWN_INTERFACE = "atom type does not implement a known cute_nvgpu interface"
+
+# -- non-UMMA shared verifier (SM70/75/80/89; seed 004)
+ALL_OPERANDS_ELEMENT_TYPE = "expects all mma operands to have element type"
+RMEM_INPUTS = "expects rmem for input operands, but got A: "
+OPERAND_ELEMENT_TYPE = "expects operand {0} with element type {1}, but get {2}."
+MMA_ATOM_LAYOUT = "expects Mma atom layout of "
+STATIC_LAYOUT = "expects static and no scaled basis layout for"
+
+# -- composed-layout rejection and rank checks of the tiled builders (seed 004)
+COMPOSED_LAYOUT = "doesn't support composed layout for "
+COMPOSED_LAYOUT_ABD = "A/B/D, but got: A: {0}, B: {1}, D:{2}"
+SAME_RANK_AB = "expects A, B to have the same rank, but got A: "
+SAME_RANK_CD = "expects C, D to have the same rank, but got C: "
+C_RANK_1_OR_2 = "expects C to have rank 1 or 2, but got C: "
+C_RANK_2_OR_3 = "expects C to have rank 2 or 3, but got C: "
+C_RANK_3 = "expects C to have rank 3, but got C: "

@@ -1,0 +1,217 @@
+"""Register-MMA verification: every diagnostic of the specification has a negative case here.
+
+Expected texts are the specification's strings (nvatom.diagnostics, seed 004) with the values
+the checks print; positive cases use the canonical use of every form in the registry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from nvatom import diagnostics as D
+from nvatom.atoms.interfaces import (
+    AtomVerificationError,
+    MmaAtom,
+    SparseMetadataAtom,
+    interfaces_of,
+    verify_atom_instance,
+)
+from nvatom.atoms.registry import (
+    ATOMS,
+    UnknownAtomError,
+    atom_record,
+    check_shape_in_lattice,
+    mma_form,
+    mma_forms,
+)
+from nvatom.atoms.synth import synthesize_reference_layouts
+from nvatom.atoms.tiled_mma import check_gemm_operands, make_tiled_mma
+from nvatom.atoms.universal import UniversalFma
+from nvatom.atoms.verify import MmaUse, OperandUse
+from nvatom.layout import Layout, Swizzle, make_composed_layout
+
+BF16 = "sm80.mma.m16n8k16.f32.bf16.bf16.f32"
+SPARSE_S8 = "sm80.sparse_mma.m16n8k32.s32.s8.s8.s32"
+
+
+def _err(fn, *args) -> str:
+    with pytest.raises(AtomVerificationError) as ei:
+        fn(*args)
+    return str(ei.value)
+
+
+@pytest.mark.parametrize("form", [f for f in mma_forms() if f.shape_str != "m8n8k4"
+                                  or f.a.name == "f64"], ids=lambda f: f.name)
+def test_canonical_use_of_every_form_verifies(form) -> None:
+    first = next(t for t in ("sm_70", "sm_75", "sm_80", "sm_89", "sm_90a") if form.available_on(t))
+    form.verify_instance(first, MmaUse.canonical(form))
+    verify_atom_instance(form, "sm_90a", MmaUse.canonical(form, with_layouts=False))
+
+
+def test_dispatch_needs_a_known_interface() -> None:
+    assert _err(verify_atom_instance, object(), "sm_80", None) == D.NO_KNOWN_INTERFACE
+    assert D.NO_KNOWN_INTERFACE == "atom type does not implement a known cute_nvgpu interface"
+
+
+def test_interfaces_are_asked_not_names() -> None:
+    dense, sparse = mma_form(BF16), mma_form(SPARSE_S8)
+    assert isinstance(dense, MmaAtom) and not isinstance(dense, SparseMetadataAtom)
+    assert interfaces_of(sparse) == ("MmaAtom", "SparseMetadataAtom")
+    assert ATOMS["sm80.sparse_mma"].interfaces == interfaces_of(sparse)
+
+
+def test_target_tier_and_feature() -> None:
+    u = MmaUse.canonical(mma_form(BF16))
+    assert _err(mma_form(BF16).verify_instance, "sm_75", u) == (
+        f"atom '{BF16}' needs tier SM80, but target sm_75 is tier SM70/75")
+    fp8 = mma_form("sm89.mma.m16n8k32.f32.e4m3.e5m2.f32")
+    msg = _err(fp8.verify_instance, "sm_88", MmaUse.canonical(fp8))
+    assert msg.startswith("atom 'sm89.mma.m16n8k32.f32.e4m3.e5m2.f32' needs tier SM89")
+    f64 = mma_form("sm80.mma.m16n8k8.f64.f64.f64.f64")
+    assert "is not available on sm_89: it needs mma.sync m16n8k4/k8/k16 with f64" in _err(
+        f64.verify_instance, "sm_89", MmaUse.canonical(f64))
+
+
+def test_rmem_inputs() -> None:
+    f = mma_form(BF16)
+    u = dataclasses.replace(MmaUse.canonical(f, with_layouts=False),
+                            b=OperandUse("bf16", "smem"))
+    assert _err(f.verify_instance, "sm_80", u) == (
+        D.RMEM_INPUTS + "memref<bf16, rmem>, B: memref<bf16, smem>, D: memref<f32, rmem>")
+
+
+@pytest.mark.parametrize("slot, field, bad", [("a", "a", "f16"), ("b", "b", "e4m3"),
+                                              ("c", "c", "f16"), ("c", "d", "s32")])
+def test_operand_element_types(slot, field, bad) -> None:
+    f = mma_form(BF16)
+    u = dataclasses.replace(MmaUse.canonical(f, with_layouts=False), **{field: OperandUse(bad)})
+    want = f.operand_type(field.upper()).name
+    assert _err(f.verify_instance, "sm_80", u) == (
+        f"expects operand {slot} with element type {want}, but get {bad}.")
+
+
+def test_mma_atom_layout() -> None:
+    f = mma_form(BF16)
+    wrong = Layout(((4, 8), (2, 2, 2)), ((1, 4), (16, 8, 128)))
+    u = dataclasses.replace(MmaUse.canonical(f), a=OperandUse("bf16", "rmem", wrong))
+    assert _err(f.verify_instance, "sm_80", u) == (
+        D.MMA_ATOM_LAYOUT + "((4,8),(2,2,2)):((32,1),(16,8,128)) for operand A, but got "
+        "((4,8),(2,2,2)):((1,4),(16,8,128))")
+    # An equivalent layout (same function, other structure) is accepted.
+    flat = Layout((4, 8, 2, 2, 2), (32, 1, 16, 8, 128))
+    f.verify_instance("sm_80", dataclasses.replace(u, a=OperandUse("bf16", "rmem", flat)))
+
+
+def test_static_layout() -> None:
+    f = mma_form(BF16)
+    u = dataclasses.replace(MmaUse.canonical(f), b=OperandUse("bf16", "rmem", "(4,8):(?,1)"))
+    assert _err(f.verify_instance, "sm_80", u) == D.STATIC_LAYOUT + " '(4,8):(?,1)'"
+
+
+def test_composed_layout() -> None:
+    f = mma_form(BF16)
+    sw = make_composed_layout(Swizzle(1, 0, 1), 0, f.tv_layout("A"))
+    u = dataclasses.replace(MmaUse.canonical(f), a=OperandUse("bf16", "rmem", sw))
+    msg = _err(f.verify_instance, "sm_80", u)
+    assert msg.startswith("doesn't support composed layout for A/B/D, but got: A: Sw<1,0,1> o 0 o")
+    assert msg.endswith(f", B: {f.tv_layout('B')}, D:{f.tv_layout('D')}")
+
+
+def test_sparse_metadata_and_selector() -> None:
+    f = mma_form(SPARSE_S8)
+    good = MmaUse.canonical(f, with_layouts=False)
+    f.verify_instance("sm_80", dataclasses.replace(good, selector=1))
+    assert _err(f.verify_instance, "sm_80", dataclasses.replace(good, metadata=None)) == (
+        f"atom '{SPARSE_S8}' expects a sparse metadata operand")
+    assert _err(f.verify_instance, "sm_80", dataclasses.replace(good, selector=2)) == (
+        f"atom '{SPARSE_S8}': sparsity selector 2 out of range [0..1]")
+    dense = mma_form(BF16)
+    assert "is dense and takes no metadata" in _err(
+        dense.verify_instance, "sm_80",
+        dataclasses.replace(MmaUse.canonical(dense), metadata=OperandUse("u32")))
+
+
+def test_universal_fma_one_element_type() -> None:
+    fma = UniversalFma.of("f32")
+    ok = MmaUse(OperandUse("f32"), OperandUse("f32"), OperandUse("f32"))
+    verify_atom_instance(fma, "sm_70", ok)
+    bad = dataclasses.replace(ok, b=OperandUse("f16"))
+    assert _err(verify_atom_instance, fma, "sm_70", bad) == (
+        D.ALL_OPERANDS_ELEMENT_TYPE + " f32, but got A: f32, B: f16, C: f32, D: f32")
+    assert D.ALL_OPERANDS_ELEMENT_TYPE == "expects all mma operands to have element type"
+    assert atom_record("atom.universal_fma").allowed_on("sm_70")
+
+
+def test_check_shape_in_lattice() -> None:
+    assert check_shape_in_lattice("SM80", (16, 8, 16), "bf16", "bf16", "f32")
+    assert check_shape_in_lattice("SM89", (16, 8, 32), "e4m3", "e5m2", "f16")
+    assert not check_shape_in_lattice("SM80", (16, 8, 16), "tf32", "tf32", "f32")  # ERRATA 1a
+    assert check_shape_in_lattice("SM80", (16, 8, 16), "tf32", "tf32", "f32", sparse=True)
+    assert not check_shape_in_lattice("SM70", (16, 8, 8), "f16", "f16", "f32")  # needs sm_75
+    assert check_shape_in_lattice("SM75", (16, 8, 8), "f16", "f16", "f32")
+
+
+def test_unknown_names_suggest_the_nearest() -> None:
+    with pytest.raises(UnknownAtomError) as ei:
+        mma_form("sm80.mma.m16n8k16.f32.bf16.bf16.f16")
+    assert str(ei.value).startswith("unknown MMA atom 'sm80.mma.m16n8k16.f32.bf16.bf16.f16'; "
+                                     "nearest: sm80.mma.m16n8k16.f32.bf16.bf16.f32")
+
+
+def test_synthesizer_arms() -> None:
+    r = synthesize_reference_layouts(16, 16, False, False, False)
+    assert r.slot_count == 3 and r.elements_per_thread == 8
+    assert str(r.slots[0]) == "((4,8),(2,2,2)):((32,1),(16,8,128))"  # CUTLASS SM80_16x8x16
+    assert synthesize_reference_layouts(32, 16, False, True, False).elements_per_thread == 16
+    assert synthesize_reference_layouts(32, 16, False, False, False).elements_per_thread == 16
+    msg = _err(synthesize_reference_layouts, 16, 16, False, False, True)
+    assert "Illegal blayout '.row'" in msg and "ldmatrix" in msg
+
+
+def test_synthesizer_sparse_arms_have_four_slots() -> None:
+    pytest.importorskip("nvatom.atoms.sparse")
+    for k in (16, 32):
+        r = synthesize_reference_layouts(k, 16, True, False, False)
+        dense = synthesize_reference_layouts(k, 16, False, False, False)
+        assert r.slot_count == 4 and r.elements_per_thread * 2 == dense.elements_per_thread
+
+
+def test_tiled_mma_covers_the_tile() -> None:
+    from nvatom.layout import size
+
+    t = make_tiled_mma(mma_form(BF16), (2, 2, 1), (64, 32, 16))
+    assert t.threads == 128
+    c = t.tv_layout("C")
+    assert sorted(c(i) for i in range(size(c))) == list(range(64 * 32))
+    a = t.tv_layout("A")  # replicated across the two N warps
+    assert sorted({a(i) for i in range(size(a))}) == list(range(64 * 16))
+    vals, off = t.partition("C", Layout((64, 32), (32, 1)), 5)
+    # Lane 5 of warp 0: groupID 1, threadID_in_group 1 -> rows 1, 9 and columns 2, 3 (PTX ISA
+    # C fragment), repeated every 32 rows and 16 columns (2x2 warps of 16x8 in a 64x32 tile).
+    assert off == 1 * 32 + 2
+    want = {r * 32 + c for r in (1, 9, 33, 41) for c in (2, 3, 18, 19)}
+    assert {off + vals(i) for i in range(size(vals))} == want
+
+
+def test_tiled_mma_errors() -> None:
+    with pytest.raises(AtomVerificationError, match=r"tile \(48, 32, 16\) is not a multiple"):
+        make_tiled_mma(mma_form(BF16), (2, 2, 1), (48, 32, 16))
+
+
+def test_gemm_operand_checks() -> None:
+    a2, b2, c2 = Layout((16, 16)), Layout((8, 16)), Layout((16, 8))
+    check_gemm_operands(a2, b2, c2)
+    assert _err(check_gemm_operands, a2, Layout(8), c2) == (
+        f"{D.SAME_RANK_AB}(16,16):(1,16), B: 8:1")
+    assert _err(check_gemm_operands, a2, b2, c2, Layout(128)) == (
+        f"{D.SAME_RANK_CD}(16,8):(1,16), D: 128:1")
+    assert _err(check_gemm_operands, Layout(8), Layout(8), Layout((2, 2, 2))) == (
+        D.C_RANK_1_OR_2 + "(2,2,2):(1,2,4)")
+    assert _err(check_gemm_operands, a2, b2, Layout(8)) == D.C_RANK_2_OR_3 + "8:1"
+    a3 = Layout((2, 16, 16))
+    assert _err(check_gemm_operands, a3, Layout((2, 8, 16)), c2) == D.C_RANK_3 + "(16,8):(1,16)"
+    sw = make_composed_layout(Swizzle(3, 4, 3), 0, Layout((8, 64), (64, 1)))
+    assert _err(check_gemm_operands, sw, b2, c2).startswith(
+        "doesn't support composed layout for A/B/D, but got: A: Sw<3,4,3> o 0 o (8,64):(64,1)")
