@@ -133,3 +133,33 @@ def test_compose_notes_cute_padding(capsys) -> None:
     assert lines[1].split()[-1] == "(2,2):(3,9)"
     assert lines[2] == ("note: CuTe pads non-dividing strides, so this is not A(B(i)): "
                         "A(B(3)) = 1 but the result gives 12")
+
+
+def test_atoms_filters_by_target_and_types(capsys) -> None:
+    code, out, _ = run(capsys, "atoms", "--target", "sm_89", "--a", "e4m3", "--b", "e5m2",
+                       "--acc", "f16")
+    assert code == 0
+    names = [line.split()[0] for line in out.splitlines()[1:-1]]
+    assert names == ["sm89.mma.m16n8k32.f16.e4m3.e5m2.f16", "sm89.mma.m16n8k16.f16.e4m3.e5m2.f16"]
+    code, _, err = run(capsys, "atoms", "--target", "sm_80", "--a", "e4m3")
+    assert code == 2 and "no register MMA atom matches" in err
+
+
+def test_frag_prints_layout_and_isa_grid(capsys, tmp_path) -> None:
+    svg = tmp_path / "a.svg"
+    code, out, _ = run(capsys, "frag", "sm80.mma.m16n8k16.f32.bf16.bf16.f32", "--operand", "A",
+                       "--svg", str(svg))
+    assert code == 0
+    assert "((4,8),(2,2,2)):((32,1),(16,8,128))" in out
+    rows = [line.split() for line in out.splitlines() if line[:4].strip().isdigit()]
+    # PTX ISA m16n8k16 A: row 0 holds a0,a1 of lanes 0..3 then a4,a5 from column 8.
+    assert rows[0][1:5] == ["T0:V0", "T0:V1", "T1:V0", "T1:V1"]
+    assert rows[0][9:11] == ["T0:V4", "T0:V5"]
+    assert rows[8][1] == "T0:V2"
+    text = svg.read_text()
+    assert text.startswith("<svg") and text.count("<rect") == 256 and "T31:V7" in text
+
+
+def test_frag_bad_name(capsys) -> None:
+    code, _, err = run(capsys, "frag", "sm80.mma.m16n8k16.f32.bf16.bf16.f16")
+    assert code == 2 and "nearest: sm80.mma.m16n8k16.f32.bf16.bf16.f32" in err

@@ -5,6 +5,8 @@ Sub-commands:
   layout    evaluate the CuTe layout algebra from the shell
   ptxas     assemble a PTX file for a target and print its resource use
   check     what this machine has: ptxas versions, GPU, optional packages
+  atoms     the legal register MMA atoms (filter by target and element types)
+  frag      an atom's (thread, value) fragment: CuTe layout, lane table, SVG picture
   demo      the main job (``make demo``): tiers, then an mma.sync kernel assembled twice
 
 Errors print one line (``nvatom: error: ...``) and exit with status 2.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -218,6 +221,63 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- atoms
+
+
+def _cmd_atoms(args: argparse.Namespace) -> int:
+    from nvatom.arch import TARGETS, feature
+    from nvatom.atoms.registry import ATOMS, mma_forms
+
+    forms = mma_forms(args.target, a=args.a, b=args.b, acc=args.acc)
+    if args.json:
+        print(json.dumps([
+            {"name": f.name, "ptx": f.opcode, "tier": f.tier.label,
+             "min_ptx": f"{f.min_ptx[0]}.{f.min_ptx[1]}",
+             "targets": [t for t in TARGETS if f.available_on(t)],
+             "registers": {op: f.registers(op) for op in "ABCD"}}
+            for f in forms
+        ], indent=2))
+        return 0
+    if not forms:
+        raise NvatomError("no register MMA atom matches "
+                          + " ".join(f"--{k} {v}" for k, v in vars(args).items()
+                                     if k in ("target", "a", "b", "acc") and v))
+    width = max(len(f.name) for f in forms)
+    print(f"{'atom':<{width}}  {'PTX':<5} {'targets':<20} regs A/B/C/D")
+    for f in forms:
+        regs = "/".join(str(f.registers(op)) for op in "ABCD")
+        ptx = f"{f.min_ptx[0]}.{f.min_ptx[1]}"
+        print(f"{f.name:<{width}}  {ptx:<5} {feature(f.feature).rule:<20} {regs}")
+    print(f"{len(forms)} atoms; families: " + ", ".join(
+        f"{m}{'' if r.dialect_mnemonic else ' (intrinsic path)'}"
+        for m, r in ATOMS.items() if m.startswith("sm")))
+    return 0
+
+
+def _cmd_frag(args: argparse.Namespace) -> int:
+    from nvatom.atoms.frag_view import fragment_grid, fragment_svg, fragment_table
+    from nvatom.atoms.registry import mma_form
+
+    form = mma_form(args.atom)
+    op = args.operand.upper()
+    tv = form.tv_layout(op)
+    dims = {"A": (form.m, form.k // 2 if form.is_sparse else form.k), "B": (form.k, form.n),
+            "C": (form.m, form.n), "D": (form.m, form.n)}[op]
+    threads = 32
+    print(f"{form.name} operand {op}: {form.operand_type(op).name}, "
+          f"{form.values(op)} values in {form.registers(op)} "
+          f"{form.register_type(op)} registers per lane")
+    print(f"(thread, value) -> element layout: {tv}")
+    grid = fragment_grid(tv, op, dims, threads)
+    if not args.no_table:
+        print(fragment_table(grid))
+    if args.svg:
+        title = f"{form.name}  operand {op}  (T<lane>:V<value>)"
+        Path(args.svg).write_text(fragment_svg(grid, title))
+        print(f"wrote {args.svg}")
+    return 0
+
+
 # --------------------------------------------------------------------------- demo
 
 
@@ -299,6 +359,22 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="show ptxas versions, GPU and optional packages")
     c.set_defaults(func=_cmd_check)
 
+    at = sub.add_parser("atoms", help="list the legal register MMA atoms")
+    at.add_argument("--target", "-t", help="only atoms available on this target")
+    at.add_argument("--a", help="element type of A")
+    at.add_argument("--b", help="element type of B")
+    at.add_argument("--acc", help="element type of the accumulator C")
+    at.add_argument("--json", action="store_true", help="machine-readable output")
+    at.set_defaults(func=_cmd_atoms)
+
+    fr = sub.add_parser("frag", help="show an atom's (thread, value) fragment layout")
+    fr.add_argument("atom", help="atom name, e.g. sm80.mma.m16n8k16.f32.bf16.bf16.f32")
+    fr.add_argument("--operand", "-o", default="A", choices=["A", "B", "C", "D", "a", "b", "c",
+                                                             "d"])
+    fr.add_argument("--svg", metavar="FILE", help="draw the fragment like the PTX ISA figures")
+    fr.add_argument("--no-table", action="store_true", help="omit the lane table")
+    fr.set_defaults(func=_cmd_frag)
+
     d = sub.add_parser("demo", help="the main job: tiers, then an mma.sync kernel through ptxas")
     d.add_argument("--targets", nargs="+", default=["sm_80", "sm_90a"], metavar="TARGET")
     d.add_argument("--out", default="build/demo", help="where to write PTX and cubins")
@@ -318,6 +394,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # output piped into `head` and closed early
+        sys.stdout = open(os.devnull, "w")  # silence the flush at exit
+        return 0
 
 
 if __name__ == "__main__":
