@@ -163,3 +163,31 @@ def test_frag_prints_layout_and_isa_grid(capsys, tmp_path) -> None:
 def test_frag_bad_name(capsys) -> None:
     code, _, err = run(capsys, "frag", "sm80.mma.m16n8k16.f32.bf16.bf16.f16")
     assert code == 2 and "nearest: sm80.mma.m16n8k16.f32.bf16.bf16.f32" in err
+
+
+def test_emit_instruction_template_and_kernel(capsys, tmp_path) -> None:
+    code, out, _ = run(capsys, "emit", "sm80.sparse_mma.m16n8k32.s32.s8.s8.s32", "-t", "sm_80",
+                       "--selector", "1")
+    assert code == 0
+    assert out.splitlines()[1].startswith("mma.sp.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {")
+    assert out.splitlines()[1].endswith(", 0x1;")
+    code, out, _ = run(capsys, "emit", "sm80.mma.m16n8k16.f32.f16.f16.f32", "-t", "sm_90a",
+                       "--asm-template")
+    assert "// constraints: =f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f" in out
+    ptx = tmp_path / "k.ptx"
+    code, out, _ = run(capsys, "emit", "sm89.mma.m16n8k32.f32.e4m3.e5m2.f32", "-t", "sm_89",
+                       "--kernel", "-o", str(ptx), "--assemble")
+    assert code == 0 and ptx.read_text().startswith(".version 8.4\n.target sm_89\n")
+    assert "// ptxas 13.0" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["emit", "sm89.mma.m16n8k32.f32.e4m3.e5m2.f32", "-t", "sm_80"],
+     "is not available on sm_80 (needs mma.sync with e4m3/e5m2 inputs: sm_89+)"),
+    (["emit", "sm80.sparse_mma.m16n8k32.s32.s8.s8.s32", "-t", "sm_80", "--selector", "3"],
+     "sparsity selector 3 is not legal (ptxas accepts 0, 1)"),
+    (["emit", "sm80.mma.m16n8k16.f32.f16", "-t", "sm_80"], "unknown MMA atom"),
+])
+def test_emit_errors(capsys, argv, message) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and message in err and err.count("\n") == 1

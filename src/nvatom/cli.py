@@ -7,6 +7,7 @@ Sub-commands:
   check     what this machine has: ptxas versions, GPU, optional packages
   atoms     the legal register MMA atoms (filter by target and element types)
   frag      an atom's (thread, value) fragment: CuTe layout, lane table, SVG picture
+  emit      an atom's PTX instruction, inline-asm template or complete test kernel
   demo      the main job (``make demo``): tiers, then an mma.sync kernel assembled twice
 
 Errors print one line (``nvatom: error: ...``) and exit with status 2.
@@ -278,6 +279,58 @@ def _cmd_frag(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_emit(args: argparse.Namespace) -> int:
+    from nvatom.arch import target
+    from nvatom.atoms.registry import mma_form
+    from nvatom.ptx import mma_emit
+    from nvatom.ptx.builder import Kernel
+
+    form = mma_form(args.atom)
+    t = target(args.target)
+    if not form.available_on(t):
+        from nvatom.arch import feature
+
+        f = feature(form.feature)
+        raise NvatomError(f"{form.name} is not available on {t.name} (needs {f.description}: "
+                          f"{f.rule})")
+    if args.asm_template:
+        asm = mma_emit.inline_asm(form)
+        names = [f"d[{i}]" for i in range(form.registers("D"))]
+        for op in "ABC":
+            names += [f"{op.lower()}[{i}]" for i in range(form.registers(op))]
+        if form.is_sparse:
+            sel = args.selector if args.selector is not None else form.selectors[0]
+            names += ["e", str(sel)]
+        bound = [f'"{c}"({n})' for c, n in zip(asm.constraint_list, names, strict=True)]
+        print(f"// {form.name}: {asm.outputs} outputs, {asm.inputs} inputs")
+        print(f"// constraints: {asm.constraints}")
+        print(f'asm volatile("{asm.template}"')
+        print(f"    : {', '.join(bound[:asm.outputs])}")
+        print(f"    : {', '.join(bound[asm.outputs:])});")
+        return 0
+    if args.kernel:
+        text = mma_emit.build_mma_test_module(form, t, selector=args.selector).emit()
+        if args.output:
+            Path(args.output).write_text(text)
+            print(f"wrote {args.output}")
+        else:
+            print(text, end="")
+        if args.assemble:
+            from nvatom.runtime.ptxas import assemble
+
+            res = assemble(text, t)
+            print(f"// ptxas {res.ptxas_version} {t.name}: {res.kernel().summary()}")
+        return 0
+    k = Kernel("snippet")
+    regs = mma_emit.alloc_mma_registers(k, form)
+    mma_emit.emit_mma(k, form, regs.d, regs.a, regs.b, regs.c, e=regs.e,
+                      selector=args.selector if form.is_sparse else None)
+    v = form.ptx_version_for(t)
+    print(f"// {form.name} on {t.name}: PTX .version {v[0]}.{v[1]} or newer")
+    print(k.emit().splitlines()[-3].strip())
+    return 0
+
+
 # --------------------------------------------------------------------------- demo
 
 
@@ -374,6 +427,19 @@ def _parser() -> argparse.ArgumentParser:
     fr.add_argument("--svg", metavar="FILE", help="draw the fragment like the PTX ISA figures")
     fr.add_argument("--no-table", action="store_true", help="omit the lane table")
     fr.set_defaults(func=_cmd_frag)
+
+    em = sub.add_parser("emit", help="emit an atom's PTX: instruction, inline asm, test kernel")
+    em.add_argument("atom", help="atom name, e.g. sm89.mma.m16n8k32.f32.e4m3.e5m2.f32")
+    em.add_argument("--target", "-t", required=True, help="e.g. sm_90a")
+    mode = em.add_mutually_exclusive_group()
+    mode.add_argument("--asm-template", action="store_true",
+                      help="inline-asm template and constraint string")
+    mode.add_argument("--kernel", action="store_true",
+                      help="a complete one-warp test kernel (loads fragments, runs, stores D)")
+    em.add_argument("--selector", type=int, help="sparsity selector (sparse atoms)")
+    em.add_argument("--assemble", action="store_true", help="with --kernel: run ptxas on it")
+    em.add_argument("-o", "--output", help="with --kernel: write the PTX here")
+    em.set_defaults(func=_cmd_emit)
 
     d = sub.add_parser("demo", help="the main job: tiers, then an mma.sync kernel through ptxas")
     d.add_argument("--targets", nargs="+", default=["sm_80", "sm_90a"], metavar="TARGET")

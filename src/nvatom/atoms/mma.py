@@ -135,8 +135,8 @@ class MmaForm(MmaAtom):
         """Elements each lane holds of the operand."""
         from nvatom.layout import size
 
-        layout = self.tv_layout(operand)
-        return size(layout) // 32
+        # The value mode: 32 lanes for most forms, a quad-pair of 8 threads for m8n8k4.
+        return size(self.tv_layout(operand)[1])
 
     def operand_type(self, operand: str) -> DType:
         op = operand.upper()
@@ -199,14 +199,17 @@ def _bits(t: DType) -> int:
 def _tv_layout(form: MmaForm, operand: str) -> Layout:
     from nvatom.atoms import fragments
 
-    if operand == "D":
-        operand = "C"
-    if operand not in ("A", "B", "C"):
+    if operand not in ("A", "B", "C", "D"):
         raise MmaFormError(f"{form.name}: unknown operand '{operand}' (A, B, C or D)")
     if form.shape_str == "m8n8k4" and form.a.name == "f16":
         from nvatom.atoms import fragments_sm70
 
-        return fragments_sm70.m8n8k4_fragment(operand, form.alayout, form.blayout, form.c.name)
+        # The accumulator fragment depends on its own type: D may be f32 with C f16.
+        acc = form.d.name if operand == "D" else form.c.name
+        return fragments_sm70.m8n8k4_fragment("C" if operand == "D" else operand,
+                                              form.alayout, form.blayout, acc)
+    if operand == "D":
+        operand = "C"
     k = form.k // 2 if (form.is_sparse and operand == "A") else form.k
     bits = {"A": form.a, "B": form.b, "C": form.c}[operand]
     return fragments.rowcol_fragment(operand, form.m, form.n, k, _bits(bits) if operand != "C"

@@ -5,7 +5,9 @@ every signedness pair with optional ``.satfinite``, b1 with ``.xor.popc`` / ``.a
 (``.and`` needs PTX 7.1), and the f64 m16n8k{4,8,16} shapes that ptxas gates to sm_90.
 Sparse: ``mma.sp`` (7.1) and ``mma.sp::ordered_metadata`` (8.5), A compressed 2:4 (1:2 for
 tf32), a ``.b32`` metadata register and a sparsity-selector immediate whose legal range
-ptxas enforces per shape (ERRATA 1a).
+ptxas enforces per shape: ERRATA 1a's 0-3 for m16n8k32 f16/bf16 is 0-1 (ptxas 13.0:
+"value '2' out of range, expected to be in range [0..1]" for f16.f16 and bf16; it lets
+f32.f16.f16.f32 through up to 3, but the PTX ISA defines 0-1 there too).
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ DENSE: tuple[MmaForm, ...] = (
 
 # (k, types, accumulators, selector range) of every sparse shape; A is M x K/2 compressed.
 _SPARSE_SHAPES = (
-    (16, (F16,), _F16_ACC, 4), (32, (F16,), _F16_ACC, 4),
-    (16, (BF16,), ((F32, F32),), 4), (32, (BF16,), ((F32, F32),), 4),
+    (16, (F16,), _F16_ACC, 4), (32, (F16,), _F16_ACC, 2),
+    (16, (BF16,), ((F32, F32),), 4), (32, (BF16,), ((F32, F32),), 2),
     (8, (TF32,), ((F32, F32),), 4), (16, (TF32,), ((F32, F32),), 2),
     (32, INT8, ((S32, S32),), 2), (64, INT8, ((S32, S32),), 1),
     (64, INT4, ((S32, S32),), 2), (128, INT4, ((S32, S32),), 1),
