@@ -27,6 +27,7 @@ from nvatom.dtypes import DType
 from nvatom.errors import NvatomError
 
 if TYPE_CHECKING:
+    from nvatom.atoms.sparse import MetadataLayout
     from nvatom.layout import Layout
 
 __all__ = ["MmaForm", "MmaFormError", "SparseMmaForm"]
@@ -184,7 +185,8 @@ class MmaForm(MmaAtom):
 class SparseMmaForm(MmaForm, SparseMetadataAtom):
     """A structured-sparse mma.sp / mma.sp::ordered_metadata form."""
 
-    def metadata_layout(self, selector: int = 0) -> object:
+    def metadata_layout(self, selector: int = 0) -> MetadataLayout:
+        """Which lane's metadata nibble describes which chunk of A (nvatom.atoms.sparse)."""
         from nvatom.atoms import sparse
 
         return sparse.metadata_layout(self, selector)
