@@ -7,10 +7,9 @@ the operand tile; composing the tile's memory layout with them gives (lane, valu
 offset, whose thread part is evaluated at run time and whose value part is folded into
 constant offsets.
 
-The (thread, value) layouts are CuTe's for SM80_16x8x16_F32F16F16F32_TN
-(cute/atom/mma_traits_sm80.hpp), which reproduce the PTX ISA fragment figures for
-mma.m16n8k16 ("Matrix Fragments for mma.m16n8k16 with floating point type").  The register
-MMA issue moves these into the SM80 atom table; this module keeps only what the demo needs.
+The atom and its (thread, value) layouts come from the SM80 table (nvatom.atoms.sm80), whose
+layouts are derived from the PTX ISA fragment formulas; ``nvatom.ptx.mma_emit`` generalises
+this kernel to every register MMA form.
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ import dataclasses
 import math
 
 from nvatom.arch import Target, target
+from nvatom.atoms.mma import MmaForm
+from nvatom.atoms.registry import mma_form
 from nvatom.layout import Layout, composition
 from nvatom.ptx.builder import Kernel, Module, Reg
 from nvatom.ptx.layout_eval import emit_layout_offset, flat_modes
@@ -28,34 +29,47 @@ __all__ = ["DEMO_MMAS", "DemoMma", "build_demo_module"]
 
 @dataclasses.dataclass(frozen=True)
 class DemoMma:
-    """One mma.sync form with its fragment layouts (per CuTe's MMA_Traits)."""
+    """The demo's view of one register MMA atom of the SM80 table."""
 
     name: str
-    ptx: str
-    m: int
-    n: int
-    k: int
-    ab_type: str  # PTX type of A/B elements
-    feature: str
-    a_tv: Layout  # (thread, value) -> m + M*k
-    b_tv: Layout  # (thread, value) -> n + N*k
-    c_tv: Layout  # (thread, value) -> m + M*n
+    form: MmaForm
 
+    @property
+    def ptx(self) -> str:
+        return self.form.opcode
 
-# CuTe SM80_16x8x16_*: ALayout ((4,8),(2,2,2)):((32,1),(16,8,128)),
-# BLayout ((4,8),(2,2)):((16,1),(8,64)), CLayout SM80_16x8_Row ((4,8),(2,2)):((32,1),(16,8)).
-_A_16x8x16 = Layout(((4, 8), (2, 2, 2)), ((32, 1), (16, 8, 128)))
-_B_16x8x16 = Layout(((4, 8), (2, 2)), ((16, 1), (8, 64)))
-_C_16x8 = Layout(((4, 8), (2, 2)), ((32, 1), (16, 8)))
+    @property
+    def m(self) -> int:
+        return self.form.m
+
+    @property
+    def n(self) -> int:
+        return self.form.n
+
+    @property
+    def k(self) -> int:
+        return self.form.k
+
+    @property
+    def feature(self) -> str:
+        return self.form.feature
+
+    @property
+    def a_tv(self) -> Layout:
+        return self.form.tv_layout("A")
+
+    @property
+    def b_tv(self) -> Layout:
+        return self.form.tv_layout("B")
+
+    @property
+    def c_tv(self) -> Layout:
+        return self.form.tv_layout("C")
+
 
 DEMO_MMAS = {
-    mma.name: mma
-    for mma in (
-        DemoMma("f16", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 16, 8, 16, "f16",
-                "mma.sm80", _A_16x8x16, _B_16x8x16, _C_16x8),
-        DemoMma("bf16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 16, 8, 16, "bf16",
-                "mma.sm80", _A_16x8x16, _B_16x8x16, _C_16x8),
-    )
+    name: DemoMma(name, mma_form(f"sm80.mma.m16n8k16.f32.{name}.{name}.f32"))
+    for name in ("f16", "bf16")
 }
 
 
