@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 # pytest workers: CI machines have 2 cores.
 JOBS   ?= 2
 
-.PHONY: all demo test lint hw bench-layout clean
+.PHONY: all demo test lint hw bench-layout bench-banks clean
 
 all: test
 
@@ -37,6 +37,10 @@ hw:
 
 bench-layout: $(STAMP)
 	$(VPY) bench/layout_bench.py
+
+# On a GPU machine (uses ncu when present): predicted vs measured bank conflicts.
+bench-banks:
+	PYTHONPATH=src $(PYTHON) bench/banks_ncu.py
 
 clean:
 	rm -rf build .pytest_cache $(VENV)

@@ -191,3 +191,17 @@ def test_emit_instruction_template_and_kernel(capsys, tmp_path) -> None:
 def test_emit_errors(capsys, argv, message) -> None:
     code, _, err = run(capsys, *argv)
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+def test_banks_counts_conflicts(capsys) -> None:
+    # 16-bit row-major 16x64 tile (128-byte rows): every ldmatrix phase hits banks 0-3 or 4-7
+    # 8 times (8-way); the 128-byte swizzle removes all of it (docs/shared-memory.md).
+    code, out, _ = run(capsys, "banks", "ldsm.x4", "--smem", "(16,64):(64,1)", "--detail", "0")
+    assert code == 0 and out.rstrip().endswith(
+        "128 wavefronts = 16 ideal + 112 conflicts (8.00x ideal)")
+    code, out, _ = run(capsys, "banks", "ldsm.x4", "--smem", "Sw<3,3,3> o 0 o (16,64):(64,1)",
+                       "--detail", "1")
+    assert "phase 0: lanes 0-7 (matrix 0): 1 wavefront" in out
+    assert out.rstrip().endswith("16 wavefronts = 16 ideal + 0 conflicts (1.00x ideal)")
+    code, _, err = run(capsys, "banks", "ldsm.x9", "--smem", "(16,64):(64,1)")
+    assert code == 2 and "unknown shared-memory access 'ldsm.x9'" in err

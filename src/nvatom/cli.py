@@ -8,6 +8,7 @@ Sub-commands:
   atoms     the legal register MMA atoms (filter by target and element types)
   frag      an atom's (thread, value) fragment: CuTe layout, lane table, SVG picture
   emit      an atom's PTX instruction, inline-asm template or complete test kernel
+  banks     shared-memory bank conflicts of an access pattern over a smem layout
   demo      the main job (``make demo``): tiers, then an mma.sync kernel assembled twice
 
 Errors print one line (``nvatom: error: ...``) and exit with status 2.
@@ -331,6 +332,14 @@ def _cmd_emit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_banks(args: argparse.Namespace) -> int:
+    from nvatom.atoms.smem import banks_report
+
+    print(banks_report(args.atom, args.smem, element_bits=args.element_bits, base=args.base,
+                       max_detailed=args.detail))
+    return 0
+
+
 # --------------------------------------------------------------------------- demo
 
 
@@ -440,6 +449,19 @@ def _parser() -> argparse.ArgumentParser:
     em.add_argument("--assemble", action="store_true", help="with --kernel: run ptxas on it")
     em.add_argument("-o", "--output", help="with --kernel: write the PTX here")
     em.set_defaults(func=_cmd_emit)
+
+    bk = sub.add_parser(
+        "banks", help="shared-memory bank conflicts of an access over a smem layout",
+        description="Which bank each lane touches, per phase, and the replays each instruction "
+        "costs. ATOM: ldsm.x1|x2|x4[.trans], stsm.x1|x2|x4[.trans], lds.32|64|128, "
+        "sts.32|64|128 (docs/shared-memory.md).")
+    bk.add_argument("atom", help="access, e.g. ldsm.x4")
+    bk.add_argument("--smem", required=True, metavar="LAYOUT",
+                    help="smem layout in CuTe notation, e.g. 'Sw<3,3,3> o 0 o (16,64):(64,1)'")
+    bk.add_argument("--element-bits", type=int, help="element width (default: 16 for ldsm/stsm)")
+    bk.add_argument("--base", type=int, default=0, help="byte address of element 0")
+    bk.add_argument("--detail", type=int, default=8, help="instructions printed in full")
+    bk.set_defaults(func=_cmd_banks)
 
     d = sub.add_parser("demo", help="the main job: tiers, then an mma.sync kernel through ptxas")
     d.add_argument("--targets", nargs="+", default=["sm_80", "sm_90a"], metavar="TARGET")
