@@ -41,6 +41,8 @@ PROBES = {
                "{r0,r1,r2,r3}, {r4,r5}, {f4,f5,f6,f7};",
     "mma.f64.m16n8": "mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {fd0,fd1,fd2,fd3}, "
                      "{fd4,fd5}, {fd6}, {fd0,fd1,fd2,fd3};",
+    "ldmatrix.b8": "ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {r0,r1}, [r2];",
+    "stmatrix.b8": "stmatrix.sync.aligned.m16n8.x1.trans.shared.b8 [r0], {r1};",
     "stmatrix": "stmatrix.sync.aligned.m8n8.x1.shared.b16 [r0], {r1};",
     "cluster": "barrier.cluster.arrive;",
     "tma": "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "

@@ -306,6 +306,10 @@ FEATURES: tuple[Feature, ...] = (
     Feature("mma.fp8", "mma.sync with e4m3/e5m2 inputs", 89, (8, 4)),
     Feature("mma.f64.m16n8", "mma.sync m16n8k4/k8/k16 with f64", 90, (7, 8)),
     Feature("stmatrix", "stmatrix.sync m8n8", 90, (7, 8)),
+    Feature("ldmatrix.b8", "ldmatrix .m16n16 .b8 and the .m8n16/.m16n16 6-/4-bit "
+            "decompressing loads", 100, (8, 6), _ANY_SPECIFIC, frozenset({10, 11, 12})),
+    Feature("stmatrix.b8", "stmatrix .m16n8 .trans .b8", 100, (8, 6), _ANY_SPECIFIC,
+            frozenset({10, 11, 12})),
     Feature("cluster", "thread-block clusters (barrier.cluster)", 90, (7, 8)),
     Feature("tma", "cp.async.bulk.tensor (TMA) and multicast", 90, (8, 0)),
     Feature("mbarrier.tx", "mbarrier expect_tx / complete_tx", 90, (8, 0)),

@@ -27,3 +27,17 @@ SAME_RANK_CD = "expects C, D to have the same rank, but got C: "
 C_RANK_1_OR_2 = "expects C to have rank 1 or 2, but got C: "
 C_RANK_2_OR_3 = "expects C to have rank 2 or 3, but got C: "
 C_RANK_3 = "expects C to have rank 3, but got C: "
+
+# -- copy atoms (seed 004 "Copy Atom Operand-Layout Contracts"); {0}: atom, {1}: elements
+VECTORIZE_STRIDES_ONE = "'{0}' cannot vectorize copy to {1} elements (static strides must be 1)"
+VECTORIZE_STRIDES_MATCH = (
+    "'{0}' cannot vectorize copy to {1} elements (static strides must match)"
+)
+# -- copy atoms, our wording (the specification has no string for these)
+VECTOR_WIDTH = "'{0}' cannot vectorize copy to {1} elements ({2} bits): legal widths are {3}"
+COPY_TIER = "atom '{0}' needs tier {1}, but target {2} is tier {3}"
+COPY_FEATURE = "atom '{0}' is not available on {1}: it needs {2} ({3})"
+COPY_RESIDENCY = "'{0}' copies {1} -> {2}, but got src: {3}, dst: {4}"
+COPY_ELEMENT_WIDTH = "'{0}' moves {1}, but got {2} ({3} bits)"
+COPY_ELEMENT_MISMATCH = "'{0}' copies one element type, but got src: {1}, dst: {2}"
+COPY_LAYOUT = "'{0}' expects {1} layout {2}, but got {3}"

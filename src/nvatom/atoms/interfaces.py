@@ -92,7 +92,7 @@ class TmaAtom:  # marker until its atoms land (issues 5, 6, 9)
     """Driven by a TMA tensor map."""
 
 
-class AsyncCopyAtom:  # marker until its atoms land (issues 5, 6, 9)
+class AsyncCopyAtom:  # a capability marker: completion is observed separately
     """Completes asynchronously (cp.async groups, mbarrier transactions, bulk groups)."""
 
 
