@@ -7,13 +7,15 @@ run time, while the value part is a compile-time constant folded into each addre
 
 Divisions, remainders and products by powers of two become shifts and masks; modes of size 1
 or stride 0 emit nothing; the last mode needs no remainder when the index is below the size.
+A swizzled (composed) layout ``Sw<B,M,S> o offset o L`` adds the offset and applies
+``x ^ ((x & yyy_mask) >> S)`` (CuTe's Swizzle) to the linear part, before any scaling.
 """
 
 from __future__ import annotations
 
 from nvatom.ptx.builder import Kernel, Reg
 
-__all__ = ["emit_layout_offset", "flat_modes"]
+__all__ = ["emit_composed_offset", "emit_layout_offset", "emit_swizzle", "flat_modes"]
 
 
 def _flatten(t: object) -> list[int]:
@@ -67,3 +69,38 @@ def emit_layout_offset(k: Kernel, layout: object, index: Reg, *, scale: int = 1)
         else:
             k.ins("mad.lo.u32", acc, q, d, acc)
     return acc
+
+
+def emit_swizzle(k: Kernel, value: Reg, swizzle: object) -> Reg:
+    """Append ``value ^ shiftr(value & yyy_mask, S)`` for a CuTe Swizzle(B, M, S)."""
+    bits, base, shift = swizzle.bits, swizzle.base, swizzle.shift  # type: ignore[attr-defined]
+    if bits == 0:
+        return value
+    yyy = ((1 << bits) - 1) << (base + max(0, shift))
+    t, out = k.reg("u32"), k.reg("u32")
+    k.ins("and.b32", t, value, yyy)
+    if shift > 0:
+        k.ins("shr.u32", t, t, shift)
+    elif shift < 0:
+        k.ins("shl.b32", t, t, -shift)
+    k.ins("xor.b32", out, value, t)
+    return out
+
+
+def emit_composed_offset(k: Kernel, layout: object, index: Reg, *, scale: int = 1) -> Reg:
+    """``layout(index) * scale`` for a plain Layout or a swizzled ComposedLayout."""
+    from nvatom.layout import ComposedLayout, Swizzle
+
+    if not isinstance(layout, ComposedLayout):
+        return emit_layout_offset(k, layout, index, scale=scale)
+    if not isinstance(layout.inner, Swizzle):
+        raise TypeError(f"only swizzle-composed layouts can be evaluated in PTX, got {layout}")
+    lin = emit_layout_offset(k, layout.outer, index)
+    if layout.offset:
+        k.ins("add.u32", lin, lin, layout.offset)
+    out = emit_swizzle(k, lin, layout.inner)
+    if scale != 1:
+        scaled = k.reg("u32")
+        k.ins("mul.lo.u32", scaled, out, scale)
+        return scaled
+    return out
