@@ -205,3 +205,22 @@ def test_banks_counts_conflicts(capsys) -> None:
     assert out.rstrip().endswith("16 wavefronts = 16 ideal + 0 conflicts (1.00x ideal)")
     code, _, err = run(capsys, "banks", "ldsm.x9", "--smem", "(16,64):(64,1)")
     assert code == 2 and "unknown shared-memory access 'ldsm.x9'" in err
+
+
+def test_copy_atoms_in_atoms_frag_emit(capsys) -> None:
+    code, out, _ = run(capsys, "atoms", "--copy", "--target", "sm_75")
+    names = [line.split()[0] for line in out.splitlines()[1:-1]]
+    assert "atom.ldsm<m8n8.x4.trans>" in names
+    assert not any(n.startswith(("atom.stsm", "atom.simt_async_copy")) for n in names)
+    # CUTLASS copy_traits_sm75.hpp, SM75_U32x1_LDSM_N: SrcLayout ((8,4),128):((128,0),1) in
+    # bits (eight lanes address 16-byte rows, the others repeat), DstLayout (32,32):(32,1).
+    code, out, _ = run(capsys, "frag", "atom.ldsm<m8n8.x1>")
+    assert code == 0 and "ldmatrix.sync.aligned.m8n8.x1.shared.b16" in out
+    assert "src (thread, bit) -> bit layout (CuTe's Copy_Traits units): ((8,4),128):((128,0),1)" \
+        in out
+    assert out.splitlines()[2].endswith(": (32,32):(32,1)")
+    code, out, _ = run(capsys, "emit", "atom.simt_async_copy<16>", "-t", "sm_80")
+    assert out.splitlines()[-1] == "cp.async.cg.shared.global [%0], [%1], %2;"
+    assert "// constraints: r,l,n" in out
+    code, _, err = run(capsys, "emit", "atom.stsm<m8n8.x4>", "-t", "sm_89")
+    assert code == 2 and "is not available on sm_89" in err

@@ -226,10 +226,33 @@ def _cmd_check(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- atoms
 
 
+def _cmd_copy_atoms(args: argparse.Namespace) -> int:
+    from nvatom.arch import feature
+    from nvatom.atoms.copy import copy_atoms
+
+    atoms = copy_atoms(args.target)
+    if args.json:
+        print(json.dumps([{"name": a.name, "ptx": getattr(a, "opcode", None),
+                           "tier": a.tier.label if a.tier else "all",
+                           "min_ptx": f"{a.min_ptx[0]}.{a.min_ptx[1]}"} for a in atoms],
+                         indent=2))
+        return 0
+    width = max(len(a.name) for a in atoms)
+    print(f"{'atom':<{width}}  {'PTX':<5} targets")
+    for a in atoms:
+        ptx = f"{a.min_ptx[0]}.{a.min_ptx[1]}"
+        rule = feature(a.feature).rule if a.feature else "all"
+        print(f"{a.name:<{width}}  {ptx:<5} {rule}")
+    print(f"{len(atoms)} copy atoms")
+    return 0
+
+
 def _cmd_atoms(args: argparse.Namespace) -> int:
     from nvatom.arch import TARGETS, feature
     from nvatom.atoms.registry import ATOMS, mma_forms
 
+    if args.copy:
+        return _cmd_copy_atoms(args)
     forms = mma_forms(args.target, a=args.a, b=args.b, acc=args.acc)
     if args.json:
         print(json.dumps([
@@ -256,10 +279,28 @@ def _cmd_atoms(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_copy_frag(args: argparse.Namespace) -> int:
+    from nvatom.atoms.copy import copy_atom
+
+    atom = copy_atom(args.atom)
+    print(f"{atom.name}: {getattr(atom, 'opcode', '')}".rstrip(": "))
+    for side in ("src", "dst"):
+        fn = getattr(atom, f"{side}_layout", None)
+        if fn is None:
+            continue
+        print(f"{side} (thread, bit) -> bit layout (CuTe's Copy_Traits units): {fn(1)}")
+    rows = getattr(atom, "address_lanes", None)
+    if rows:
+        print(f"lanes supplying row addresses: {rows}")
+    return 0
+
+
 def _cmd_frag(args: argparse.Namespace) -> int:
     from nvatom.atoms.frag_view import fragment_grid, fragment_svg, fragment_table
     from nvatom.atoms.registry import mma_form
 
+    if args.atom.startswith("atom."):
+        return _cmd_copy_frag(args)
     form = mma_form(args.atom)
     op = args.operand.upper()
     tv = form.tv_layout(op)
@@ -280,12 +321,48 @@ def _cmd_frag(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_copy_emit(args: argparse.Namespace) -> int:
+    from nvatom.arch import feature, target
+    from nvatom.atoms.copy import copy_atom
+    from nvatom.ptx import copy_emit
+
+    atom = copy_atom(args.atom)
+    t = target(args.target)
+    if not atom.available_on(t):
+        f = feature(atom.feature)
+        raise NvatomError(f"{atom.name} is not available on {t.name} (needs {f.description}: "
+                          f"{f.rule})")
+    if args.kernel:
+        module, _ = copy_emit.build_copy_test_module([atom], t)
+        text = module.emit()
+        if args.output:
+            Path(args.output).write_text(text)
+            print(f"wrote {args.output}")
+        else:
+            print(text, end="")
+        if args.assemble:
+            from nvatom.runtime.ptxas import assemble
+
+            res = assemble(text, t)
+            for kr in res.kernels.values():
+                print(f"// ptxas {res.ptxas_version} {t.name}: {kr.name}: {kr.summary()}")
+        return 0
+    asm = copy_emit.inline_asm(atom)
+    v = atom.ptx_version_for(t)
+    print(f"// {atom.name} on {t.name}: PTX .version {v[0]}.{v[1]} or newer")
+    print(f"// constraints: {asm.constraints}")
+    print(asm.template)
+    return 0
+
+
 def _cmd_emit(args: argparse.Namespace) -> int:
     from nvatom.arch import target
     from nvatom.atoms.registry import mma_form
     from nvatom.ptx import mma_emit
     from nvatom.ptx.builder import Kernel
 
+    if args.atom.startswith("atom."):
+        return _cmd_copy_emit(args)
     form = mma_form(args.atom)
     t = target(args.target)
     if not form.available_on(t):
@@ -426,11 +503,14 @@ def _parser() -> argparse.ArgumentParser:
     at.add_argument("--a", help="element type of A")
     at.add_argument("--b", help="element type of B")
     at.add_argument("--acc", help="element type of the accumulator C")
+    at.add_argument("--copy", action="store_true",
+                    help="list the copy atoms (universal copy, ldmatrix, stmatrix, cp.async)")
     at.add_argument("--json", action="store_true", help="machine-readable output")
     at.set_defaults(func=_cmd_atoms)
 
     fr = sub.add_parser("frag", help="show an atom's (thread, value) fragment layout")
-    fr.add_argument("atom", help="atom name, e.g. sm80.mma.m16n8k16.f32.bf16.bf16.f32")
+    fr.add_argument("atom", help="atom name, e.g. sm80.mma.m16n8k16.f32.bf16.bf16.f32 or "
+                    "'atom.ldsm<m8n8.x4>'")
     fr.add_argument("--operand", "-o", default="A", choices=["A", "B", "C", "D", "a", "b", "c",
                                                              "d"])
     fr.add_argument("--svg", metavar="FILE", help="draw the fragment like the PTX ISA figures")
@@ -438,7 +518,8 @@ def _parser() -> argparse.ArgumentParser:
     fr.set_defaults(func=_cmd_frag)
 
     em = sub.add_parser("emit", help="emit an atom's PTX: instruction, inline asm, test kernel")
-    em.add_argument("atom", help="atom name, e.g. sm89.mma.m16n8k32.f32.e4m3.e5m2.f32")
+    em.add_argument("atom", help="atom name, e.g. sm89.mma.m16n8k32.f32.e4m3.e5m2.f32 or "
+                    "'atom.simt_async_copy<16>'")
     em.add_argument("--target", "-t", required=True, help="e.g. sm_90a")
     mode = em.add_mutually_exclusive_group()
     mode.add_argument("--asm-template", action="store_true",
