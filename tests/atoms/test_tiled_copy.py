@@ -50,3 +50,34 @@ def test_thread_range_and_layout_types() -> None:
         tc.partition(Layout(128), 32)
     with pytest.raises(AtomVerificationError, match="the thread layout must be a plain Layout"):
         make_tiled_copy(None, "(32):(1)", Layout((4,)))  # type: ignore[arg-type]
+
+
+def test_partition_pair_vectorises_to_the_atom_width() -> None:
+    from nvatom.atoms.copy import copy_atom
+
+    atom = copy_atom("atom.universal_copy<128>")  # 8 f16 per call
+    tc = make_tiled_copy(atom, Layout((16, 8), (8, 1)), Layout((1, 8)))
+    assert tc.tiler == (16, 64)
+    rowmajor = Layout((16, 64), (64, 1))
+    (s, s_off), (d, d_off) = tc.partition_pair(rowmajor, rowmajor, 9, 16)
+    assert [d(i) for i in range(8)] == list(range(8))
+    assert s_off == d_off == 1 * 64 + 8  # thread 9: row 1, columns 8..15
+    assert [s(i) for i in range(8)] == list(range(8))
+
+
+def test_partition_pair_spec_diagnostics() -> None:
+    from nvatom import diagnostics as D
+    from nvatom.atoms.copy import copy_atom
+
+    atom = copy_atom("atom.universal_copy<128>")
+    tc = make_tiled_copy(atom, Layout((16, 8), (8, 1)), Layout((1, 8)))
+    rowmajor = Layout((16, 64), (64, 1))
+    colmajor = Layout((16, 64), (1, 16))  # a thread's 8 values are 16 elements apart
+    with pytest.raises(AtomVerificationError) as ei:
+        tc.partition_pair(rowmajor, colmajor, 0, 16)
+    assert str(ei.value) == D.VECTORIZE_STRIDES_ONE.format("atom.universal_copy<128>", 8)
+    # Contiguous in both, but in another order: columns (c0, c1, c2) -> 4*c0 + c1 + 8*c2.
+    shuffled = Layout((16, (2, 4, 8)), (64, (4, 1, 8)))
+    with pytest.raises(AtomVerificationError) as ei:
+        tc.partition_pair(rowmajor, shuffled, 0, 16)
+    assert str(ei.value) == D.VECTORIZE_STRIDES_MATCH.format("atom.universal_copy<128>", 8)

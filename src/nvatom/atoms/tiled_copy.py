@@ -8,7 +8,10 @@ arranged by ``thr_layout`` -- so its shape is ``thr_shape * val_shape`` per mode
 into tiles (``zipped_divide``) and returns the thread's values in every tile.
 
 Each thread's values must be whole atom invocations: the value count is a multiple of what
-one atom call moves per thread, and the values of one call are contiguous in the tile.
+one atom call moves per thread.  :meth:`TiledCopy.partition_pair` partitions a source and a
+destination tensor alike and checks that each thread's values can move at the atom's vector
+width, failing with the specification's vectorisation diagnostics ("'{0}' cannot vectorize
+copy to {1} elements (static strides must be 1)" / "... must match)").
 """
 
 from __future__ import annotations
@@ -61,6 +64,25 @@ class TiledCopy:
         vals, offset = slice_and_offset((thread, None), per_tile)
         rest = tiles[1]
         return Layout((vals.shape, rest.shape), (vals.stride, rest.stride)), offset
+
+
+    def partition_pair(
+        self, src: Layout, dst: Layout, thread: int, element_bits: int
+    ) -> tuple[tuple[Layout, int], tuple[Layout, int]]:
+        """Partition ``src`` and ``dst`` for ``thread`` and check the copy vectorises to the
+        atom's width (``bits / element_bits`` elements for a universal copy)."""
+        from nvatom.atoms.copy import vectorize_copy
+
+        s_vals, s_off = self.partition(src, thread)
+        d_vals, d_off = self.partition(dst, thread)
+        bits = getattr(self.atom, "bits", None)
+        if bits is not None:
+            width = max(1, int(bits) // element_bits)
+            name = getattr(self.atom, "name", "atom.universal_copy")
+            # Within one tile (mode 0: the thread's values), after the first element.
+            vectorize_copy(s_vals[0], d_vals[0], element_bits, max(bits, element_bits),
+                           vector=width, name=name)
+        return (s_vals, s_off), (d_vals, d_off)
 
 
 def _atom_values(atom: object) -> int:
