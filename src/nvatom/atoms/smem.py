@@ -323,15 +323,18 @@ def default_phases(lane_bytes: int) -> tuple[tuple[int, ...], ...]:
 
 
 def _make_accesses() -> dict[str, SmemAccess]:
+    # The ldmatrix/stmatrix forms (PTX spelling, .xN, .trans, gating feature) come from the
+    # copy-atom table (nvatom.atoms.copy); the bank model adds the 16-byte rows and phases.
+    from nvatom.atoms.copy import COPY_ATOMS, MatrixCopy
+
     out: dict[str, SmemAccess] = {}
-    for op, mnemonic, short, feature in (("ld", "ldmatrix", "ldsm", "ldmatrix"),
-                                         ("st", "stmatrix", "stsm", "stmatrix")):
-        for n in (1, 2, 4):
-            for trans in (False, True):
-                t = ".trans" if trans else ""
-                name = f"{short}.x{n}{t}"
-                out[name] = SmemAccess(name, f"{mnemonic}.sync.aligned.m8n8.x{n}{t}.shared.b16",
-                                       op, 16, n, trans, feature)
+    for atom in COPY_ATOMS:
+        if not isinstance(atom, MatrixCopy) or atom.shape.name != "m8n8":
+            continue
+        short = "ldsm" if atom.op == "ldmatrix" else "stsm"
+        name = f"{short}.x{atom.num}{'.trans' if atom.trans else ''}"
+        out[name] = SmemAccess(name, atom.opcode, "ld" if atom.op == "ldmatrix" else "st", 16,
+                               atom.num, atom.trans, atom.feature)
     for op, short in (("ld", "lds"), ("st", "sts")):
         for bits, vec in ((32, ""), (64, ".v2"), (128, ".v4")):
             name = f"{short}.{bits}"
