@@ -56,8 +56,9 @@ repeats the atom to the tile.
 * ``lds.W``/``sts.W``: the layout maps ``i = lane + 32*k`` (the ``k``-th instruction) to the
   element offset that lane reads or writes, in units of ``element_bits`` (default ``W``).
 
-The ldmatrix/stmatrix lane -> row description here is this module's own
-(:class:`SmemAccess`); the copy atoms of :mod:`nvatom.atoms.copy` will share it.
+The ldmatrix/stmatrix forms (spelling, ``.xN``, ``.trans``, gating) are read from the copy-atom
+table (:mod:`nvatom.atoms.copy`); :class:`SmemAccess` adds the bank model's view (16-byte rows,
+lanes ``8j..8j+7`` supplying matrix ``j``, one phase per matrix).
 
 Sources: CUDA C++ Programming Guide, "Shared Memory" (32 banks of 4 bytes; 64/128-bit
 accesses); PTX ISA, "ldmatrix", "stmatrix"; CUTLASS include/cute/swizzle.hpp,
