@@ -321,31 +321,41 @@ def _cmd_frag(args: argparse.Namespace) -> int:
     return 0
 
 
+def _require_available(atom: object, t: object) -> None:
+    from nvatom.arch import feature
+
+    if not atom.available_on(t):  # type: ignore[attr-defined]
+        f = feature(atom.feature)  # type: ignore[attr-defined]
+        raise NvatomError(f"{atom.name} is not available on {t.name} "  # type: ignore[attr-defined]
+                          f"(needs {f.description}: {f.rule})")
+
+
+def _print_kernel(text: str, args: argparse.Namespace, t: object) -> None:
+    """--kernel output: the PTX to stdout or -o FILE, and with --assemble ptxas's resources."""
+    if args.output:
+        Path(args.output).write_text(text)
+        print(f"wrote {args.output}")
+    else:
+        print(text, end="")
+    if args.assemble:
+        from nvatom.runtime.ptxas import assemble
+
+        res = assemble(text, t)
+        for kr in res.kernels.values():
+            print(f"// ptxas {res.ptxas_version} {res.target}: {kr.name}: {kr.summary()}")
+
+
 def _cmd_copy_emit(args: argparse.Namespace) -> int:
-    from nvatom.arch import feature, target
+    from nvatom.arch import target
     from nvatom.atoms.copy import copy_atom
     from nvatom.ptx import copy_emit
 
     atom = copy_atom(args.atom)
     t = target(args.target)
-    if not atom.available_on(t):
-        f = feature(atom.feature)
-        raise NvatomError(f"{atom.name} is not available on {t.name} (needs {f.description}: "
-                          f"{f.rule})")
+    _require_available(atom, t)
     if args.kernel:
         module, _ = copy_emit.build_copy_test_module([atom], t)
-        text = module.emit()
-        if args.output:
-            Path(args.output).write_text(text)
-            print(f"wrote {args.output}")
-        else:
-            print(text, end="")
-        if args.assemble:
-            from nvatom.runtime.ptxas import assemble
-
-            res = assemble(text, t)
-            for kr in res.kernels.values():
-                print(f"// ptxas {res.ptxas_version} {t.name}: {kr.name}: {kr.summary()}")
+        _print_kernel(module.emit(), args, t)
         return 0
     asm = copy_emit.inline_asm(atom)
     v = atom.ptx_version_for(t)
@@ -365,12 +375,7 @@ def _cmd_emit(args: argparse.Namespace) -> int:
         return _cmd_copy_emit(args)
     form = mma_form(args.atom)
     t = target(args.target)
-    if not form.available_on(t):
-        from nvatom.arch import feature
-
-        f = feature(form.feature)
-        raise NvatomError(f"{form.name} is not available on {t.name} (needs {f.description}: "
-                          f"{f.rule})")
+    _require_available(form, t)
     if args.asm_template:
         asm = mma_emit.inline_asm(form)
         names = [f"d[{i}]" for i in range(form.registers("D"))]
@@ -387,17 +392,8 @@ def _cmd_emit(args: argparse.Namespace) -> int:
         print(f"    : {', '.join(bound[asm.outputs:])});")
         return 0
     if args.kernel:
-        text = mma_emit.build_mma_test_module(form, t, selector=args.selector).emit()
-        if args.output:
-            Path(args.output).write_text(text)
-            print(f"wrote {args.output}")
-        else:
-            print(text, end="")
-        if args.assemble:
-            from nvatom.runtime.ptxas import assemble
-
-            res = assemble(text, t)
-            print(f"// ptxas {res.ptxas_version} {t.name}: {res.kernel().summary()}")
+        _print_kernel(mma_emit.build_mma_test_module(form, t, selector=args.selector).emit(),
+                      args, t)
         return 0
     k = Kernel("snippet")
     regs = mma_emit.alloc_mma_registers(k, form)
