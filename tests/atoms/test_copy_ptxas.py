@@ -19,7 +19,6 @@ numbers of ptxas's errors (:func:`verdicts`); results are cached by content.
 from __future__ import annotations
 
 import itertools
-from collections import defaultdict
 from collections.abc import Sequence
 
 import pytest
@@ -28,20 +27,14 @@ from nvatom import arch
 from nvatom.atoms import copy as C
 from nvatom.atoms.interfaces import AtomVerificationError
 from nvatom.runtime import ptxas
+from tests import ptxas_sweep
+from tests.ptxas_sweep import groups, marks, vstr
 
 PTX_VERSIONS = [(6, m) for m in range(6)] + [(7, m) for m in range(9)] + \
     [(8, m) for m in range(9)] + [(9, 0)]
 TARGETS = list(arch.TARGETS.values())  # oldest first
 ATOMS = C.COPY_ATOMS
 _PREFIX = {"b16": "%h", "b32": "%r", "b64": "%rd"}
-
-
-def _vstr(v: tuple[int, int]) -> str:
-    return f"{v[0]}.{v[1]}"
-
-
-def _marks(t: arch.Target) -> list[pytest.MarkDecorator]:
-    return [pytest.mark.sm70] if t.ptxas == "12.9" else []
 
 
 def _regs(prefix: str, n: int, first: int = 0) -> str:
@@ -72,7 +65,7 @@ def lines_of(atom: C.UniversalCopy | C.MatrixCopy | C.SimtAsyncCopy) -> list[str
 
 def _module(target: str, version: tuple[int, int], body: Sequence[str]) -> tuple[str, int]:
     head = [
-        f".version {_vstr(version)}",
+        f".version {vstr(version)}",
         f".target {target}",
         ".address_size 64",
         ".visible .entry sweep()",
@@ -87,26 +80,7 @@ def _module(target: str, version: tuple[int, int], body: Sequence[str]) -> tuple
 
 def verdicts(target: str, version: tuple[int, int], lines: Sequence[str]
              ) -> list[tuple[bool, tuple[str, ...]]]:
-    """(accepted, error messages) of each instruction line, as ptxas judges it.  ptxas skips
-    later passes once one failed, so lines without an error are assembled again on their own
-    until the rest assembles."""
-    out: dict[int, tuple[bool, tuple[str, ...]]] = {}
-    pending = list(range(len(lines)))
-    while pending:
-        text, first = _module(target, version, [lines[i] for i in pending])
-        ok, diags = ptxas.check(text, target)
-        if ok:
-            out.update((i, (True, ())) for i in pending)
-            break
-        errors: dict[int, list[str]] = defaultdict(list)
-        for d in diags:
-            if d.severity == "error" and d.line is not None and \
-                    0 <= d.line - first < len(pending):
-                errors[pending[d.line - first]].append(d.message)
-        assert errors, f"ptxas rejected {target} PTX without naming a line: {diags}"
-        out.update((i, (False, tuple(m))) for i, m in errors.items())
-        pending = [i for i in pending if i not in errors]
-    return [out[i] for i in range(len(lines))]
+    return ptxas_sweep.verdicts(_module, target, version, lines)
 
 
 def _newest(t: arch.Target) -> tuple[int, int]:
@@ -118,20 +92,12 @@ def first_target(atom: C._CopyBase) -> arch.Target:
     return next(t for t in TARGETS if atom.available_on(t))
 
 
-def _groups(pairs: list[tuple[tuple[str, tuple[int, int]], C._CopyBase]]) -> list:
-    by: dict[tuple[str, tuple[int, int]], list] = defaultdict(list)
-    for key, atom in pairs:
-        by[key].append(atom)
-    return [pytest.param(t, v, by[(t, v)], id=f"{t}-{_vstr(v)}", marks=_marks(arch.target(t)))
-            for t, v in sorted(by, key=lambda k: (arch.target(k[0]).cc, k[0], k[1]))]
-
-
 def _legal_groups() -> list:
     pairs = []
     for a in ATOMS:
         targets = {first_target(a).name} | ({"sm_90a"} if a.available_on("sm_90a") else set())
         pairs += [((t, a.ptx_version_for(t)), a) for t in sorted(targets)]
-    return _groups(pairs)
+    return groups(pairs)
 
 
 def _below_min_groups() -> list:
@@ -142,7 +108,7 @@ def _below_min_groups() -> list:
             below = PTX_VERSIONS[PTX_VERSIONS.index(a.min_ptx) - 1]
             if below >= t.min_ptx:
                 pairs.append(((t.name, below), a))
-    return _groups(pairs)
+    return groups(pairs)
 
 
 def _flat_lines(atoms: Sequence[C._CopyBase]) -> tuple[list[str], list[C._CopyBase]]:
@@ -160,7 +126,7 @@ def test_every_form_assembles(target: str, version: tuple[int, int], atoms: list
     bad = [f"{a.name}: {line}: {'; '.join(m)}"
            for line, a, (ok, m) in zip(lines, owners, verdicts(target, version, lines),
                                        strict=True) if not ok]
-    assert not bad, f"ptxas rejects table forms on {target} at {_vstr(version)}:\n" + \
+    assert not bad, f"ptxas rejects table forms on {target} at {vstr(version)}:\n" + \
         "\n".join(bad)
 
 
@@ -178,7 +144,7 @@ def test_min_ptx_is_tight(target: str, version: tuple[int, int], atoms: list) ->
     wrong = [f"{a.name}: " + ("accepted" if ok else "; ".join(m))
              for a, (ok, m) in zip(owners, verdicts(target, version, lines), strict=True)
              if ok or not any("PTX ISA .version" in x for x in m)]
-    assert not wrong, f"below min_ptx on {target} at {_vstr(version)}:\n" + "\n".join(wrong)
+    assert not wrong, f"below min_ptx on {target} at {vstr(version)}:\n" + "\n".join(wrong)
 
 
 def _verifier_allows(atom: C._CopyBase, t: arch.Target) -> bool:
@@ -189,7 +155,7 @@ def _verifier_allows(atom: C._CopyBase, t: arch.Target) -> bool:
     return True
 
 
-@pytest.mark.parametrize("t", [pytest.param(t, id=t.name, marks=_marks(t)) for t in TARGETS])
+@pytest.mark.parametrize("t", [pytest.param(t, id=t.name, marks=marks(t)) for t in TARGETS])
 def test_availability_matches_ptxas(t: arch.Target) -> None:
     lines, owners = _flat_lines(ATOMS)
     got = verdicts(t.name, _newest(t), lines)

@@ -22,7 +22,6 @@ import dataclasses
 import functools
 import itertools
 import math
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 import pytest
@@ -33,6 +32,8 @@ from nvatom.atoms.fragments import FragmentError
 from nvatom.atoms.mma import MmaForm
 from nvatom.dtypes import dtype
 from nvatom.runtime import ptxas
+from tests import ptxas_sweep
+from tests.ptxas_sweep import groups, vstr
 
 # PTX ISA versions in order (as in tests/test_arch.py); ptxas 13.0 knows up to 9.0.
 PTX_VERSIONS = [(6, m) for m in range(6)] + [(7, m) for m in range(9)] + \
@@ -44,14 +45,6 @@ TABLE = {f.opcode for f in FORMS}
 
 _REGS = 256  # of each class, declared once per kernel; instructions reuse them
 _PREFIX = {"b32": "r", "f32": "f", "f64": "fd"}
-
-
-def _marks(t: arch.Target) -> list[pytest.MarkDecorator]:
-    return [pytest.mark.sm70] if t.ptxas == "12.9" else []
-
-
-def _vstr(v: tuple[int, int]) -> str:
-    return f"{v[0]}.{v[1]}"
 
 
 # --------------------------------------------------------------------------- PTX and verdicts
@@ -75,7 +68,7 @@ def _module(target: str, version: tuple[int, int], body: Sequence[str]) -> tuple
     """PTX text of one kernel holding ``body`` one instruction a line, and the line number of
     the first instruction."""
     head = [
-        f".version {_vstr(version)}",
+        f".version {vstr(version)}",
         f".target {target}",
         ".address_size 64",
         ".visible .entry sweep()",
@@ -89,24 +82,7 @@ def _module(target: str, version: tuple[int, int], body: Sequence[str]) -> tuple
 
 def verdicts(target: str, version: tuple[int, int], lines: Sequence[str]
              ) -> list[tuple[bool, tuple[str, ...]]]:
-    """(accepted, error messages) of each instruction line, as ptxas judges it."""
-    out: dict[int, tuple[bool, tuple[str, ...]]] = {}
-    pending = list(range(len(lines)))
-    while pending:
-        text, first = _module(target, version, [lines[i] for i in pending])
-        ok, diags = ptxas.check(text, target)
-        if ok:
-            out.update((i, (True, ())) for i in pending)
-            break
-        errors: dict[int, list[str]] = defaultdict(list)
-        for d in diags:
-            if d.severity == "error" and d.line is not None and \
-                    0 <= d.line - first < len(pending):
-                errors[pending[d.line - first]].append(d.message)
-        assert errors, f"ptxas rejected {target} PTX without naming a line: {diags}"
-        out.update((i, (False, tuple(m))) for i, m in errors.items())
-        pending = [i for i in pending if i not in errors]
-    return [out[i] for i in range(len(lines))]
+    return ptxas_sweep.verdicts(_module, target, version, lines)
 
 
 def _has_ptxas(target: str) -> bool:
@@ -147,22 +123,12 @@ def _older(t: arch.Target) -> arch.Target | None:
     return TARGETS[i - 1] if i else None
 
 
-def _groups(pairs: Iterable[tuple[tuple[str, tuple[int, int]], MmaForm]]) -> list:
-    by: dict[tuple[str, tuple[int, int]], list[MmaForm]] = defaultdict(list)
-    for key, form in pairs:
-        by[key].append(form)
-    return [
-        pytest.param(t, v, by[(t, v)], id=f"{t}-{_vstr(v)}", marks=_marks(arch.target(t)))
-        for t, v in sorted(by, key=lambda k: (arch.target(k[0]).cc, k[0], k[1]))
-    ]
-
-
 def _legal_groups() -> list:
     pairs = []
     for f in FORMS:
         targets = {first_target(f).name} | {t for t in ("sm_90a", "sm_120a") if f.available_on(t)}
         pairs += [((t, f.ptx_version_for(t)), f) for t in sorted(targets)]
-    return _groups(pairs)
+    return groups(pairs)
 
 
 def _below_min_groups() -> list:
@@ -172,7 +138,7 @@ def _below_min_groups() -> list:
         below = PTX_VERSIONS[PTX_VERSIONS.index(f.min_ptx) - 1]
         if below >= t.min_ptx:
             pairs.append(((t.name, below), f))
-    return _groups(pairs)
+    return groups(pairs)
 
 
 def _older_target_groups() -> list:
@@ -181,7 +147,7 @@ def _older_target_groups() -> list:
         older = _older(first_target(f))
         if older is not None:
             pairs.append(((older.name, max(f.min_ptx, older.min_ptx)), f))
-    return _groups(pairs)
+    return groups(pairs)
 
 
 def _usable(forms: list[MmaForm]) -> list[MmaForm]:
@@ -203,7 +169,7 @@ def test_every_form_assembles(target: str, version: tuple[int, int], forms: list
     results = verdicts(target, version, [form_line(f) for f in forms])
     rejected = [f"{f.name}: {'; '.join(msgs)}" for f, (ok, msgs) in zip(forms, results,
                                                                           strict=True) if not ok]
-    assert not rejected, f"ptxas rejects table forms on {target} at {_vstr(version)}:\n" + \
+    assert not rejected, f"ptxas rejects table forms on {target} at {vstr(version)}:\n" + \
         "\n".join(rejected)
 
 
@@ -218,7 +184,7 @@ def test_min_ptx_is_tight(target: str, version: tuple[int, int], forms: list[Mma
         for f, (ok, msgs) in zip(forms, results, strict=True)
         if ok or not any("PTX ISA .version" in m for m in msgs)
     ]
-    assert not wrong, f"min_ptx not tight on {target} at {_vstr(version)}:\n" + "\n".join(wrong)
+    assert not wrong, f"min_ptx not tight on {target} at {vstr(version)}:\n" + "\n".join(wrong)
 
 
 @pytest.mark.parametrize(("target", "version", "forms"), _older_target_groups())
@@ -259,7 +225,7 @@ PTXAS_SELECTOR_MAX_BEYOND_ISA = {
 
 def _selector_targets() -> list:
     by = sorted({(first_target(f).name, f.ptx_version_for(first_target(f))) for f in SPARSE})
-    return [pytest.param(t, v, id=f"{t}-{_vstr(v)}") for t, v in by]
+    return [pytest.param(t, v, id=f"{t}-{vstr(v)}") for t, v in by]
 
 
 @pytest.mark.parametrize(("target", "version"), _selector_targets())
