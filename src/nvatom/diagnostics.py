@@ -41,3 +41,9 @@ COPY_RESIDENCY = "'{0}' copies {1} -> {2}, but got src: {3}, dst: {4}"
 COPY_ELEMENT_WIDTH = "'{0}' moves {1}, but got {2} ({3} bits)"
 COPY_ELEMENT_MISMATCH = "'{0}' copies one element type, but got src: {1}, dst: {2}"
 COPY_LAYOUT = "'{0}' expects {1} layout {2}, but got {3}"
+
+# -- SM90 WGMMA operand-type pairs (seed 000); the s4/u4 one always fires: no 4-bit WGMMA
+WGMMA_INT8_TYPES = "expects A/B of type s8/u8 and D of type i32"
+WGMMA_INT4_TYPES = "expects A/B of type s4/u4 and D of type i32"
+WGMMA_B1_TYPES = "expects A/B of type u1 and D of type i32"
+WGMMA_FP8_TYPES = "expects A/B of the e5m2/e4m3 type"

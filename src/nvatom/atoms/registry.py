@@ -75,6 +75,9 @@ ATOMS: dict[str, AtomRecord] = {
                    "src=rmem, dst=smem, shape in STSM matrix"),
         AtomRecord("atom.simt_async_copy", Tier.SM80, ("CopyAtom", "AsyncCopyAtom"),
                    "cp.async gmem -> smem"),
+        AtomRecord("sm90.mma", Tier.SM90, ("MmaAtom", "SmemDescriptorAtom"),
+                   "A in rmem or smem_desc_view; B in smem_desc_view; D in rmem",
+                   note="forms in nvatom.atoms.sm90 (issue 5: table and verifier so far)"),
         AtomRecord("sm89.sparse_mma", Tier.SM89, ("MmaAtom", "SparseMetadataAtom"),
                    "A, B, D in rmem; metadata operand alongside A",
                    note="not in the specification's registry: ptxas has sparse FP8 on sm_89 "
