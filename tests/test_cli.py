@@ -224,3 +224,18 @@ def test_copy_atoms_in_atoms_frag_emit(capsys) -> None:
     assert "// constraints: r,l,n" in out
     code, _, err = run(capsys, "emit", "atom.stsm<m8n8.x4>", "-t", "sm_89")
     assert code == 2 and "is not available on sm_89" in err
+
+
+def test_desc_wgmma_encode_decode(capsys) -> None:
+    from nvatom.atoms.smem import smem_layout
+
+    # CUTLASS's canonical K-major SW128 f16 tile: LBO 1 (16 B, unused), SBO 1024 B (ERRATA 3).
+    code, out, _ = run(capsys, "desc", "wgmma", "encode", "--layout",
+                       str(smem_layout(64, 64, 16, "K", 128)), "--start", "0x10000")
+    assert code == 0 and out.split()[0] == "0x4000004000011000"
+    code, out, _ = run(capsys, "desc", "wgmma", "decode", "0x4000004000011000")
+    assert out.splitlines()[-1] == "start=0x10000 lbo=16 sbo=1024 base_offset=0 swizzle=128B"
+    # The specification's worked example: hardware fields, then the reserved bit 52 refusal.
+    code, out, err = run(capsys, "desc", "wgmma", "decode", "0x0010_0000_0200_1000")
+    assert code == 2 and "lbo=0x200" in out and "layout_type=0x0" in out
+    assert "reserved bit 52 set" in err

@@ -9,6 +9,7 @@ Sub-commands:
   frag      an atom's (thread, value) fragment: CuTe layout, lane table, SVG picture
   emit      an atom's PTX instruction, inline-asm template or complete test kernel
   banks     shared-memory bank conflicts of an access pattern over a smem layout
+  desc      encode a WGMMA shared-memory descriptor from a layout, or decode a word
   demo      the main job (``make demo``): tiers, then an mma.sync kernel assembled twice
 
 Errors print one line (``nvatom: error: ...``) and exit with status 2.
@@ -413,6 +414,30 @@ def _cmd_banks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_desc(args: argparse.Namespace) -> int:
+    from nvatom import layout as L
+    from nvatom.descriptors import wgmma
+
+    if args.action == "decode":
+        try:
+            word = int(args.value.replace("_", ""), 0)
+        except ValueError:
+            raise NvatomError(f"'{args.value}' is not an integer (e.g. 0x4000004000011000)") \
+                from None
+        fields = wgmma.decode_fields(word)
+        print(f"0x{word:016x} raw fields: " + " ".join(f"{k}={v:#x}" for k, v in fields.items()))
+        desc = wgmma.decode(word)  # raises on reserved bits, after the raw fields are shown
+        print(desc.explain())
+        return 0
+    if args.layout is None:
+        raise NvatomError("desc wgmma encode needs --layout '<smem layout>'")
+    layout = L.parse_layout(args.layout)
+    desc = wgmma.make_gmma_desc(layout, args.element_bits, args.major,
+                                start_address=int(args.start, 0))
+    print(f"0x{desc.encode():016x}  {desc.explain()}")
+    return 0
+
+
 # --------------------------------------------------------------------------- demo
 
 
@@ -539,6 +564,17 @@ def _parser() -> argparse.ArgumentParser:
     bk.add_argument("--base", type=int, default=0, help="byte address of element 0")
     bk.add_argument("--detail", type=int, default=8, help="instructions printed in full")
     bk.set_defaults(func=_cmd_banks)
+
+    de = sub.add_parser("desc", help="encode/decode tensor-core descriptors")
+    de.add_argument("kind", choices=["wgmma"], help="descriptor kind (SM90 smem descriptor)")
+    de.add_argument("action", choices=["encode", "decode"])
+    de.add_argument("value", nargs="?", help="decode: the 64-bit word, e.g. 0x4000004000011000")
+    de.add_argument("--layout", help="encode: smem layout, e.g. "
+                    "'Sw<3,4,3> o 0 o ((8,8),(64,1)):((64,512),(1,0))'")
+    de.add_argument("--element-bits", type=int, default=16, help="element width (default 16)")
+    de.add_argument("--major", choices=["K", "MN"], default="K")
+    de.add_argument("--start", default="0", help="shared-memory byte address of the tile")
+    de.set_defaults(func=_cmd_desc)
 
     d = sub.add_parser("demo", help="the main job: tiers, then an mma.sync kernel through ptxas")
     d.add_argument("--targets", nargs="+", default=["sm_80", "sm_90a"], metavar="TARGET")

@@ -24,6 +24,10 @@ class DTypeError(NvatomError, ValueError):
     """An unknown element type or a value that a format cannot encode."""
 
 
+class DescriptorError(NvatomError, ValueError):
+    """A descriptor value, field or layout that the hardware cannot use as given."""
+
+
 class PtxasError(NvatomError):
     """ptxas rejected the PTX, or could not be found/run; carries ptxas's messages."""
 
