@@ -1,0 +1,478 @@
+"""SM90 warpgroup MMA (``wgmma``) emitted as a checked protocol, an inline-asm template, and
+a test kernel.
+
+**Protocol** (PTX ISA "Asynchronous Warpgroup Level Matrix Multiply-Accumulate": wgmma.fence,
+wgmma.commit_group, wgmma.wait_group; ERRATA 1b)::
+
+    wgmma.fence                      before the first mma_async, and again after any other
+                                     instruction touched the accumulator (or A) registers
+    wgmma.mma_async  (one or more)   asynchronous: its registers must not be touched until
+    wgmma.commit_group               the group holding it is retired by
+    wgmma.wait_group N               (at most N groups stay pending)
+
+:class:`WgmmaSequence` records this sequence and raises :class:`WgmmaProtocolError` on a
+wrong order: mma_async without a fence, a commit with nothing to commit, reading or writing
+accumulators of an mma that is not committed and waited for, or finishing with work pending.
+Bound to a :class:`~nvatom.ptx.builder.Kernel`, it also emits the instructions.  The scale-d
+operand is a predicate: :func:`emit_scale_d` writes ``setp.ne.b32 p, scale_d, 0``.
+
+**Inline asm** (:func:`inline_asm`) follows CUTLASS's cute/arch/mma_sm90_gmma.hpp: the
+accumulators are read-write (``+f`` for f32, ``+r`` for f16x2 and s32), descriptors ``l``,
+A registers of ``rs`` forms ``r``, scale-d ``r`` turned into a predicate by a ``setp`` inside
+the asm, and the immediates ``n``.
+
+**Test kernel** (:func:`build_wgmma_test_module`): ``wgmma_test(A, B, D)`` for ``ss`` forms
+with 16-bit inputs and f32 accumulation.  A is 64 x K*k_steps and B is N x K*k_steps, both
+row-major (K-major) in global memory; D is 64 x N f32 row-major.  128 threads copy A and B in
+16-byte chunks into shared tiles laid out by :func:`nvatom.atoms.smem.smem_layout` with the
+chosen swizzle, then fence.proxy.async + bar.sync; the descriptors come from
+:func:`nvatom.descriptors.wgmma.make_gmma_desc`, the k-th one starting at the byte offset of
+the tile's element ``(0, k*K)``; the run-time shared base address is added into the
+start-address field.  D is initialised to NaN, so the first mma_async runs with scale-d false
+(D = A*B) and the others with scale-d true; D is stored through the accumulator layout of
+:mod:`nvatom.atoms.wgmma_fragments`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from nvatom.arch import Target, target
+from nvatom.atoms.sm90 import WgmmaForm
+from nvatom.atoms.smem import smem_layout, smem_swizzle
+from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_layout
+from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor, make_gmma_desc
+from nvatom.errors import NvatomError
+from nvatom.layout import Layout, composition, size
+from nvatom.ptx.builder import Kernel, Module, Reg
+from nvatom.ptx.layout_eval import emit_composed_offset, emit_layout_offset
+from nvatom.ptx.mma_emit import InlineAsm
+
+__all__ = [
+    "COMMIT",
+    "FENCE",
+    "WgmmaEmitError",
+    "WgmmaProtocolError",
+    "WgmmaSequence",
+    "WgmmaTestPlan",
+    "build_wgmma_test_module",
+    "emit_scale_d",
+    "emit_wgmma",
+    "inline_asm",
+    "k_step_descriptors",
+    "wait_group",
+    "wgmma_test_plan",
+]
+
+FENCE = "wgmma.fence.sync.aligned"
+COMMIT = "wgmma.commit_group.sync.aligned"
+_WAIT = "wgmma.wait_group.sync.aligned"
+_REG_OK = {"f32": ("f32",), "b32": ("b32", "u32", "s32"), "b64": ("b64", "u64", "s64")}
+_CONSTRAINT = {"f32": "f", "b32": "r", "b64": "l"}
+
+
+class WgmmaEmitError(NvatomError):
+    """A wgmma form or operand the emitter cannot use as given."""
+
+
+class WgmmaProtocolError(WgmmaEmitError):
+    """fence -> mma_async -> commit_group -> wait_group used out of order."""
+
+
+def wait_group(n: int) -> str:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise WgmmaEmitError(f"wgmma.wait_group takes a non-negative integer, got {n!r}")
+    return f"{_WAIT} {n}"
+
+
+# --------------------------------------------------------------------------- instruction
+
+
+def _check_regs(form: WgmmaForm, op: str, regs: Sequence[Reg | str]) -> None:
+    want_n, want_t = form.registers(op), form.register_type(op)
+    if len(regs) != want_n:
+        raise WgmmaEmitError(f"{form.name}: operand {op} takes {want_n} .{want_t} register(s), "
+                             f"got {len(regs)}")
+    for r in regs:
+        if isinstance(r, Reg) and r.type not in _REG_OK[want_t]:
+            raise WgmmaEmitError(f"{form.name}: operand {op} takes .{want_t} registers, got "
+                                 f"{r.name} of type .{r.type}")
+
+
+def _default_imm(form: WgmmaForm) -> tuple[int, ...]:
+    """scale-a = scale-b = 1, no transposes (K-major A and B)."""
+    return tuple(1 if w.startswith("scale") else 0 for w in form.immediates)
+
+
+def emit_scale_d(k: Kernel, scale_d: Reg | int) -> Reg:
+    """A predicate register ``p = scale_d != 0`` (``setp.ne.b32``); an int is moved into a
+    register first."""
+    src: Reg | int = scale_d
+    if isinstance(scale_d, int):
+        src = k.reg("b32")
+        k.ins("mov.b32", src, int(scale_d))
+    p = k.reg("pred")
+    k.ins("setp.ne.b32", p, src, 0)
+    return p
+
+
+def emit_wgmma(
+    k: Kernel,
+    form: WgmmaForm,
+    d: Sequence[Reg | str],
+    a: Reg | str | Sequence[Reg | str],
+    b_desc: Reg | str,
+    scale_d: Reg | str,
+    imm: Sequence[int] | None = None,
+) -> None:
+    """Append ``form``'s wgmma.mma_async (no protocol check: see :class:`WgmmaSequence`).
+
+    ``a`` is a 64-bit descriptor register (``ss``) or 4 .b32 registers (``rs``); ``scale_d``
+    a predicate register (:func:`emit_scale_d`).
+    """
+    _check_regs(form, "D", d)
+    if form.a_source == "rs":
+        if isinstance(a, (str, Reg)):
+            raise WgmmaEmitError(f"{form.name}: A is {form.registers('A')} .b32 registers")
+        _check_regs(form, "A", a)
+        a_op: str | list[str] = [str(r) for r in a]
+    else:
+        if not isinstance(a, (str, Reg)):
+            raise WgmmaEmitError(f"{form.name}: A is a 64-bit descriptor, not a vector")
+        _check_regs(form, "A", [a])
+        a_op = str(a)
+    _check_regs(form, "B", [b_desc])
+    if isinstance(scale_d, Reg) and scale_d.type != "pred":
+        raise WgmmaEmitError(f"{form.name}: scale-d is a predicate, got {scale_d.name} of type "
+                             f".{scale_d.type} (use emit_scale_d)")
+    imm = _default_imm(form) if imm is None else tuple(imm)
+    line = form.instruction([str(r) for r in d], a_op, str(b_desc), str(scale_d), *imm)
+    k.raw(line)
+
+
+# --------------------------------------------------------------------------- protocol
+
+
+@dataclasses.dataclass
+class _Acc:
+    name: str
+    uncommitted: bool = False
+
+
+class WgmmaSequence:
+    """The fence -> mma_async -> commit_group -> wait_group protocol, checked (and emitted
+    into ``kernel`` when one is given).
+
+    Accumulator register sets are identified by their register names.  ``write(d)`` /
+    ``read(d)`` declare accesses by ordinary instructions; both require every mma_async on
+    ``d`` to be committed and retired by a wait_group, and ``write`` requires a new fence
+    before the next mma_async.
+    """
+
+    def __init__(self, kernel: Kernel | None = None) -> None:
+        self.kernel = kernel
+        self.log: list[str] = []
+        self._fenced = False
+        self._uncommitted: set[tuple[str, ...]] = set()
+        self._groups: list[set[tuple[str, ...]]] = []  # pending groups, oldest first
+
+    @staticmethod
+    def _key(d: Sequence[Reg | str]) -> tuple[str, ...]:
+        return tuple(str(r) for r in d)
+
+    def _busy(self, key: tuple[str, ...]) -> str | None:
+        if key in self._uncommitted:
+            return "an mma_async on them is not committed (commit_group, then wait_group)"
+        for i, g in enumerate(self._groups):
+            if key in g:
+                return (f"they belong to a pending group ({len(self._groups) - i} from the "
+                        f"newest; wait_group {len(self._groups) - i - 1} retires it)")
+        return None
+
+    @property
+    def pending_groups(self) -> int:
+        return len(self._groups)
+
+    def fence(self) -> None:
+        self.log.append("fence")
+        self._fenced = True
+        if self.kernel is not None:
+            self.kernel.ins(FENCE)
+
+    def mma(self, form: WgmmaForm, d: Sequence[Reg | str], a: Reg | str | Sequence[Reg | str],
+            b_desc: Reg | str, scale_d: Reg | str, imm: Sequence[int] | None = None) -> None:
+        if not self._fenced:
+            raise WgmmaProtocolError(
+                f"{form.name}: wgmma.mma_async without a wgmma.fence before it (needed before "
+                "the first mma_async and after any other access to its registers)")
+        key = self._key(d)  # chaining onto in-flight mma_async with the same D is legal
+        if self.kernel is not None:
+            emit_wgmma(self.kernel, form, d, a, b_desc, scale_d, imm)
+        self.log.append("mma_async")
+        self._uncommitted.add(key)
+
+    def commit(self) -> None:
+        if not self._uncommitted:
+            raise WgmmaProtocolError("wgmma.commit_group with no mma_async since the last commit")
+        self.log.append("commit_group")
+        self._groups.append(self._uncommitted)
+        self._uncommitted = set()
+        if self.kernel is not None:
+            self.kernel.ins(COMMIT)
+
+    def wait(self, n: int = 0) -> None:
+        text = wait_group(n)
+        if self._uncommitted:
+            raise WgmmaProtocolError(
+                f"wgmma.wait_group {n} with uncommitted mma_async: wait_group only waits for "
+                "committed groups (commit_group first)")
+        self.log.append(f"wait_group {n}")
+        while len(self._groups) > n:
+            self._groups.pop(0)
+        if self.kernel is not None:
+            self.kernel.ins(text)
+
+    def read(self, d: Sequence[Reg | str]) -> None:
+        """Declare that ordinary instructions read accumulators ``d``."""
+        why = self._busy(self._key(d))
+        if why:
+            raise WgmmaProtocolError(f"reading accumulators before the wgmma is done: {why}")
+        self.log.append("read")
+
+    def write(self, regs: Sequence[Reg | str]) -> None:
+        """Declare that ordinary instructions write ``regs`` (accumulators or A registers):
+        a fence is needed before the next mma_async."""
+        why = self._busy(self._key(regs))
+        if why:
+            raise WgmmaProtocolError(f"writing accumulators of an unfinished wgmma: {why}")
+        self.log.append("write")
+        self._fenced = False
+
+    def finish(self) -> None:
+        """Raise unless every mma_async is committed and retired."""
+        if self._uncommitted or self._groups:
+            raise WgmmaProtocolError(
+                f"sequence ends with {len(self._groups)} pending group(s)"
+                + (" and uncommitted mma_async" if self._uncommitted else "")
+                + ": wait_group 0 before the registers die")
+
+
+# --------------------------------------------------------------------------- inline asm
+
+
+def inline_asm(form: WgmmaForm) -> InlineAsm:
+    """CUTLASS-style template: ``{ .reg .pred p; setp.ne.b32 p, %S, 0; <opcode> {D...}, A,
+    B, p, imm...; }`` with constraints ``+f``/``+r`` (D), ``l`` or ``r`` (A), ``l`` (B),
+    ``r`` (scale-d), ``n`` (each immediate)."""
+    nd = form.registers("D")
+    d_letter = "+" + _CONSTRAINT[form.register_type("D")]
+    letters = [d_letter] * nd
+    i = nd
+    if form.a_source == "rs":
+        na = form.registers("A")
+        a_op = "{" + ", ".join(f"%{i + j}" for j in range(na)) + "}"
+        letters += ["r"] * na
+        i += na
+    else:
+        a_op = f"%{i}"
+        letters.append("l")
+        i += 1
+    b_op = f"%{i}"
+    letters.append("l")
+    s_op = f"%{i + 1}"
+    letters.append("r")
+    i += 2
+    imms = [f"%{i + j}" for j in range(len(form.immediates))]
+    letters += ["n"] * len(imms)
+    d_op = "{" + ", ".join(f"%{j}" for j in range(nd)) + "}"
+    ops = ", ".join([d_op, a_op, b_op, "p", *imms])
+    template = ("{\n.reg .pred p;\n" f"setp.ne.b32 p, {s_op}, 0;\n"
+                f"{form.opcode} {ops};\n" "}")
+    total = i + len(imms)
+    return InlineAsm(template=template, constraints=",".join(letters), outputs=nd,
+                     inputs=total - nd)
+
+
+# --------------------------------------------------------------------------- test kernel
+
+
+def _check_test_form(form: WgmmaForm) -> None:
+    if form.a_source != "ss" or form.a.name not in ("f16", "bf16") or form.d.name != "f32":
+        raise WgmmaEmitError(f"{form.name}: the test kernel covers ss forms with f16/bf16 "
+                             "inputs and f32 accumulation")
+
+
+def _padded_k(k_total: int, swizzle: object, bits: int) -> int:
+    """K of the shared tile: k_total rounded up to the swizzle atom's width."""
+    w = smem_swizzle(swizzle).row_bytes * 8 // bits  # type: ignore[arg-type]
+    return -(-k_total // w) * w
+
+
+@dataclasses.dataclass(frozen=True)
+class WgmmaTestPlan:
+    """Everything the test kernel derives from the layout algebra (for tests and GPU runs)."""
+
+    form: WgmmaForm
+    swizzle: str
+    k_steps: int
+    k_total: int  # K * k_steps: the global tiles' width
+    k_smem: int  # the shared tiles' width (k_total rounded up to the swizzle atom)
+    a_smem: object  # smem_layout(64, k_smem, ...)
+    b_smem: object  # smem_layout(N, k_smem, ...)
+    a_descs: tuple[GmmaDescriptor, ...]  # per K step, start address relative to the tile
+    b_descs: tuple[GmmaDescriptor, ...]
+
+    @property
+    def esize(self) -> int:
+        return self.form.a.storage_bits // 8
+
+
+def k_step_descriptors(layout: object, bits: int, k: int, k_steps: int,
+                       desc: GmmaDescriptor | None = None) -> tuple[GmmaDescriptor, ...]:
+    """Descriptor of each K step: ``make_gmma_desc``'s (or ``desc``), with the start address
+    advanced to the byte offset of element ``(0, s*k)`` of the layout."""
+    base = make_gmma_desc(layout, bits, "K") if desc is None else desc
+    out = []
+    for s in range(k_steps):
+        off = layout((0, s * k)) * bits // 8  # type: ignore[operator]
+        out.append(dataclasses.replace(base, start_address=base.start_address + off))
+    return tuple(out)
+
+
+def wgmma_test_plan(form: WgmmaForm, swizzle: object, k_steps: int,
+                    b_desc_swizzle: object | None = None) -> WgmmaTestPlan:
+    """The layouts and descriptors of :func:`build_wgmma_test_module`.  ``b_desc_swizzle``
+    (for negative tests only) builds B's descriptors for another swizzle's layout than the
+    one B is stored in."""
+    _check_test_form(form)
+    if isinstance(k_steps, bool) or not isinstance(k_steps, int) or k_steps < 1:
+        raise WgmmaEmitError(f"k_steps must be a positive int, got {k_steps!r}")
+    sw = smem_swizzle(swizzle)  # type: ignore[arg-type]
+    bits = form.a.pack_bits
+    k_total = form.k * k_steps
+    k_smem = _padded_k(k_total, sw, bits)
+    a_l = smem_layout(form.m, k_smem, bits, "K", sw)
+    b_l = smem_layout(form.n, k_smem, bits, "K", sw)
+    a_descs = k_step_descriptors(a_l, bits, form.k, k_steps)
+    if b_desc_swizzle is None:
+        b_descs = k_step_descriptors(b_l, bits, form.k, k_steps)
+    else:
+        other = smem_swizzle(b_desc_swizzle)  # type: ignore[arg-type]
+        o_l = smem_layout(form.n, _padded_k(k_total, other, bits), bits, "K", other)
+        b_descs = k_step_descriptors(o_l, bits, form.k, k_steps)
+    return WgmmaTestPlan(form, sw.name, k_steps, k_total, k_smem, a_l, b_l, a_descs, b_descs)
+
+
+_CHUNK = 16  # bytes per thread copy
+
+
+def _add64(k: Kernel, base: Reg, off32: Reg) -> Reg:
+    off, out = k.reg("u64"), k.reg("u64")
+    k.ins("cvt.u64.u32", off, off32)
+    k.ins("add.s64", out, base, off)
+    return out
+
+
+def _copy_in(k: Kernel, tid: Reg, gbase: Reg, sbase: Reg, rows: int, k_total: int,
+             k_smem: int, tile: object, esize: int) -> None:
+    """Copy a rows x k_total row-major global tile into ``tile`` (rows x k_smem) in 16-byte
+    chunks: chunk c = thread + 128 j is (row c % rows, K chunk c // rows)."""
+    per = _CHUNK // esize
+    kc_smem, kc = k_smem // per, k_total // per
+    chunks = rows * kc  # chunk indices below this are the real columns (column-major order)
+    coord = Layout((rows, kc_smem), (1, rows * per))  # chunk -> column-major (row, col) index
+    gmem = Layout((rows, kc_smem), (k_total, per))  # chunk -> row-major global element
+    smem = composition(tile, coord)
+    for j in range(-(-chunks // WARPGROUP)):
+        idx = k.reg("u32")
+        k.ins("add.u32", idx, tid, WARPGROUP * j)
+        p = k.reg("pred")
+        k.ins("setp.lt.u32", p, idx, chunks)
+        src = _add64(k, gbase, emit_layout_offset(k, gmem, idx, scale=esize))
+        dst = k.reg("u32")
+        k.ins("add.u32", dst, sbase, emit_composed_offset(k, smem, idx, scale=esize))
+        v = k.regs("b32", 4)
+        k.ins("ld.global.v4.b32", v, f"[{src}]", pred=str(p))
+        k.ins("st.shared.v4.b32", f"[{dst}]", v, pred=str(p))
+
+
+def _desc_regs(k: Kernel, sbase: Reg, descs: Sequence[GmmaDescriptor]) -> list[Reg]:
+    """64-bit descriptor words: the constant fields, start address = (shared base + start)
+    >> 4 in bits 0-13 at run time."""
+    start = FIELDS[0]
+    out = []
+    for dsc in descs:
+        const = dsc.encode() & ~start.mask
+        t = k.reg("u32")
+        k.ins("add.u32", t, sbase, dsc.start_address)
+        k.ins("shr.u32", t, t, start.shift)
+        k.ins("and.b32", t, t, (1 << start.width) - 1)
+        w = k.reg("b64")
+        k.ins("cvt.u64.u32", w, t)
+        k.ins("or.b64", w, w, f"0x{const:016x}")
+        out.append(w)
+    return out
+
+
+def build_wgmma_test_module(form: WgmmaForm | str, swizzle: object = "SW128", k_steps: int = 1,
+                            target_: Target | str = "sm_90a", *,
+                            b_desc_swizzle: object | None = None) -> Module:
+    """Kernel ``wgmma_test(A, B, D)``: D (64 x N, f32, row-major) = A (64 x K*k_steps) @
+    B (N x K*k_steps)^T, both inputs row-major 16-bit; launch with 128 threads."""
+    from nvatom.atoms.sm90 import wgmma_form
+
+    form = wgmma_form(form) if isinstance(form, str) else form
+    plan = wgmma_test_plan(form, swizzle, k_steps, b_desc_swizzle)
+    t = target(target_)
+    mod = Module(t, features=[form.feature], version=form.ptx_version_for(t))
+    k = mod.kernel("wgmma_test")
+    k.maxntid = (WARPGROUP, 1, 1)
+    esize = plan.esize
+    g = {}
+    for name in ("A", "B", "D"):
+        raw = k.ld_param(k.param(name))
+        g[name] = k.reg("u64")
+        k.ins("cvta.to.global.u64", g[name], raw)
+    sbase = {}
+    for name, rows in (("A", form.m), ("B", form.n)):
+        k.shared(f"smem_{name.lower()}", rows * plan.k_smem * esize, align=1024)
+        sbase[name] = k.reg("u32")
+        k.ins("mov.u32", sbase[name], f"smem_{name.lower()}")
+    tid = k.reg("u32")
+    k.ins("mov.u32", tid, "%tid.x")
+
+    k.comment(f"gmem -> smem: 16-byte chunks into {plan.swizzle} K-major tiles")
+    _copy_in(k, tid, g["A"], sbase["A"], form.m, plan.k_total, plan.k_smem, plan.a_smem, esize)
+    _copy_in(k, tid, g["B"], sbase["B"], form.n, plan.k_total, plan.k_smem, plan.b_smem, esize)
+    k.ins("fence.proxy.async.shared::cta")
+    k.ins("bar.sync", 0)
+
+    k.comment("descriptors: constant fields | (shared base + start) >> 4")
+    a_desc = _desc_regs(k, sbase["A"], plan.a_descs)
+    b_desc = _desc_regs(k, sbase["B"], plan.b_descs)
+    p_first = emit_scale_d(k, 0)
+    p_rest = emit_scale_d(k, 1) if k_steps > 1 else p_first
+
+    d = k.regs("f32", form.registers("D"))
+    seq = WgmmaSequence(k)
+    for r in d:  # NaN: only scale-d = false on the first step gives a finite result
+        k.ins("mov.f32", r, "0f7FC00000")
+    seq.write(d)
+    seq.fence()
+    for s in range(k_steps):
+        seq.mma(form, d, a_desc[s], b_desc[s], p_first if s == 0 else p_rest)
+    seq.commit()
+    seq.wait(0)
+    seq.read(d)
+    seq.finish()
+
+    k.comment("D -> gmem through the accumulator layout (row-major 64 x N f32)")
+    mem = composition(Layout((form.m, form.n), (form.n, 1)), accumulator_layout(form.n))
+    base = _add64(k, g["D"], emit_layout_offset(k, mem[0], tid, scale=4))
+    vals = mem[1]
+    for i in range(0, size(vals), 2):
+        if vals(i + 1) != vals(i) + 1:  # pragma: no cover - the ISA pairs columns
+            raise WgmmaEmitError(f"{form.name}: accumulator values {i}, {i + 1} not adjacent")
+        k.ins("st.global.v2.f32", f"[{base}+{vals(i) * 4}]", [d[i], d[i + 1]])
+    return mod
