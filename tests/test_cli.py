@@ -239,3 +239,21 @@ def test_desc_wgmma_encode_decode(capsys) -> None:
     code, out, err = run(capsys, "desc", "wgmma", "decode", "0x0010_0000_0200_1000")
     assert code == 2 and "lbo=0x200" in out and "layout_type=0x0" in out
     assert "reserved bit 52 set" in err
+
+
+def test_wgmma_atoms_frag_emit(capsys) -> None:
+    code, out, _ = run(capsys, "atoms", "--wgmma", "--a", "s8", "--b", "u8")
+    names = [line.split()[0] for line in out.splitlines()[1:-1]]
+    # N = 8, 16, 24, then multiples of 16 to 256 (ERRATA 6): 18 sizes x rs/ss x satfinite.
+    assert len(names) == 18 * 2 * 2 and "sm90.mma.m64n24k32.ss.s32.s8.u8" in names
+    assert "sm90.mma.m64n40k32.ss.s32.s8.u8" not in names
+    # CUTLASS mma_traits_sm90_gmma.hpp CLayout_64x8: ((4,8,4),(2,2)):((128,1,16),(64,8)).
+    code, out, _ = run(capsys, "frag", "sm90.mma.m64n8k16.ss.f32.f16.f16", "--operand", "D",
+                       "--no-table")
+    assert out.splitlines()[1].endswith("((4,8,4),(2,2)):((128,1,16),(64,8))")
+    code, out, _ = run(capsys, "emit", "sm90.mma.m64n128k16.ss.f32.f16.f16", "-t", "sm_90a",
+                       "--asm-template")
+    assert "// 64 read-write" not in out and "64 read-write accumulators" in out
+    assert "setp.ne.b32" in out
+    code, _, err = run(capsys, "emit", "sm90.mma.m64n64k16.ss.f32.f16.f16", "-t", "sm_90")
+    assert code == 2 and "is not available on sm_90" in err

@@ -248,12 +248,41 @@ def _cmd_copy_atoms(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_wgmma_atoms(args: argparse.Namespace) -> int:
+    from nvatom.atoms.sm90 import FORMS
+    from nvatom.dtypes import dtype
+
+    def keep(f) -> bool:  # type: ignore[no-untyped-def]
+        if args.target and not f.available_on(args.target):
+            return False
+        return all(getattr(f, op) == dtype(v) for op, v in (("a", args.a), ("b", args.b),
+                                                              ("d", args.acc)) if v)
+
+    forms = [f for f in FORMS if keep(f)]
+    if not forms:
+        raise NvatomError("no WGMMA atom matches the filters")
+    if args.json:
+        print(json.dumps([{"name": f.name, "ptx": f.opcode, "immediates": list(f.immediates),
+                           "registers": {"D": f.registers("D"), "A": f.registers("A")}}
+                          for f in forms], indent=2))
+        return 0
+    width = max(len(f.name) for f in forms)
+    print(f"{'atom':<{width}}  regs D/A  immediates")
+    for f in forms:
+        print(f"{f.name:<{width}}  {f.registers('D'):>3}/{f.registers('A'):<3}  "
+              f"{','.join(f.immediates) or '-'}")
+    print(f"{len(forms)} WGMMA atoms (sm_90a)")
+    return 0
+
+
 def _cmd_atoms(args: argparse.Namespace) -> int:
     from nvatom.arch import TARGETS, feature
     from nvatom.atoms.registry import ATOMS, mma_forms
 
     if args.copy:
         return _cmd_copy_atoms(args)
+    if args.wgmma:
+        return _cmd_wgmma_atoms(args)
     forms = mma_forms(args.target, a=args.a, b=args.b, acc=args.acc)
     if args.json:
         print(json.dumps([
@@ -296,12 +325,35 @@ def _cmd_copy_frag(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_wgmma_frag(args: argparse.Namespace) -> int:
+    from nvatom.atoms.frag_view import fragment_grid, fragment_svg, fragment_table
+    from nvatom.atoms.sm90 import wgmma_form
+    from nvatom.atoms.wgmma_fragments import WARPGROUP, wgmma_tv_layout
+
+    form = wgmma_form(args.atom)
+    op = args.operand.upper()
+    tv = wgmma_tv_layout(form, op)
+    dims = (form.m, form.k) if op == "A" else (form.m, form.n)
+    print(f"{form.name} operand {op}: {form.registers(op)} {form.register_type(op)} registers "
+          f"per thread of the {WARPGROUP}-thread warpgroup")
+    print(f"(thread, value) -> element layout: {tv}")
+    grid = fragment_grid(tv, op, dims, WARPGROUP)
+    if not args.no_table:
+        print(fragment_table(grid))
+    if args.svg:
+        Path(args.svg).write_text(fragment_svg(grid, f"{form.name}  operand {op}"))
+        print(f"wrote {args.svg}")
+    return 0
+
+
 def _cmd_frag(args: argparse.Namespace) -> int:
     from nvatom.atoms.frag_view import fragment_grid, fragment_svg, fragment_table
     from nvatom.atoms.registry import mma_form
 
     if args.atom.startswith("atom."):
         return _cmd_copy_frag(args)
+    if args.atom.startswith("sm90."):
+        return _cmd_wgmma_frag(args)
     form = mma_form(args.atom)
     op = args.operand.upper()
     tv = form.tv_layout(op)
@@ -366,6 +418,31 @@ def _cmd_copy_emit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_wgmma_emit(args: argparse.Namespace) -> int:
+    from nvatom.arch import target
+    from nvatom.atoms.sm90 import wgmma_form
+    from nvatom.ptx import wgmma_emit
+
+    form = wgmma_form(args.atom)
+    t = target(args.target)
+    _require_available(form, t)
+    if args.asm_template:
+        asm = wgmma_emit.inline_asm(form)
+        print(f"// {form.name}: {asm.outputs} read-write accumulators, {asm.inputs} inputs")
+        print(f"// constraints: {asm.constraints}")
+        print(asm.template)
+        return 0
+    if args.kernel:
+        _print_kernel(wgmma_emit.build_wgmma_test_module(form, "SW128", 1, t).emit(), args, t)
+        return 0
+    imm = ", ".join("1" if i.startswith("scale") else "0" for i in form.immediates)
+    a = "{%r0, %r1, %r2, %r3}" if form.a_source == "rs" else "%rd0"
+    print(f"// {form.name} on {t.name}, between wgmma.fence and wgmma.commit_group")
+    print(f"{form.opcode} {{...{form.registers('D')} accumulators...}}, {a}, %rd1, %p0"
+          + (f", {imm};" if imm else ";"))
+    return 0
+
+
 def _cmd_emit(args: argparse.Namespace) -> int:
     from nvatom.arch import target
     from nvatom.atoms.registry import mma_form
@@ -374,6 +451,8 @@ def _cmd_emit(args: argparse.Namespace) -> int:
 
     if args.atom.startswith("atom."):
         return _cmd_copy_emit(args)
+    if args.atom.startswith("sm90."):
+        return _cmd_wgmma_emit(args)
     form = mma_form(args.atom)
     t = target(args.target)
     _require_available(form, t)
@@ -526,6 +605,7 @@ def _parser() -> argparse.ArgumentParser:
     at.add_argument("--acc", help="element type of the accumulator C")
     at.add_argument("--copy", action="store_true",
                     help="list the copy atoms (universal copy, ldmatrix, stmatrix, cp.async)")
+    at.add_argument("--wgmma", action="store_true", help="list the SM90 WGMMA atoms (sm90.mma)")
     at.add_argument("--json", action="store_true", help="machine-readable output")
     at.set_defaults(func=_cmd_atoms)
 
