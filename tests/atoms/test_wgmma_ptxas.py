@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import pytest
 
 from nvatom.atoms.sm90 import FORMS, WgmmaForm
-from nvatom.runtime import ptxas
+from tests import ptxas_sweep
 
 _PREFIX = {"b32": "r", "f32": "f", "b64": "rd"}
 _BATCH = 160  # forms per kernel: big enough for few ptxas calls, small enough for 2 cores
@@ -71,25 +71,7 @@ def _module(target: str, version: tuple[int, int], body: Sequence[str]) -> tuple
 
 def verdicts(target: str, version: tuple[int, int], lines: Sequence[str]
              ) -> list[tuple[bool, tuple[str, ...]]]:
-    """(accepted, error messages) of each line; lines without an error are assembled again
-    without the failing ones, since ptxas stops checking after a failing pass."""
-    out: dict[int, tuple[bool, tuple[str, ...]]] = {}
-    pending = list(range(len(lines)))
-    while pending:
-        text, first = _module(target, version, [lines[i] for i in pending])
-        ok, diags = ptxas.check(text, target)
-        if ok:
-            out.update((i, (True, ())) for i in pending)
-            break
-        errors: dict[int, list[str]] = defaultdict(list)
-        for d in diags:
-            if d.severity == "error" and d.line is not None and \
-                    0 <= d.line - first < len(pending):
-                errors[pending[d.line - first]].append(d.message)
-        assert errors, f"ptxas rejected {target} PTX without naming a line: {diags}"
-        out.update((i, (False, tuple(m))) for i, m in errors.items())
-        pending = [i for i in pending if i not in errors]
-    return [out[i] for i in range(len(lines))]
+    return ptxas_sweep.verdicts(_module, target, version, lines)
 
 
 # --------------------------------------------------------------------------- legal

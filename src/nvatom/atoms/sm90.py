@@ -242,13 +242,9 @@ def _pair_diagnostic(a: DType, b: DType, d: DType) -> str | None:
 
 
 def _verify(form: WgmmaForm, t: Target, use: Any) -> None:
-    if not form.available_on(t):
-        f = feature(form.feature)
-        _fail(f"atom '{form.name}' is not available on {t.name}: it needs {f.description} "
-              f"({f.rule})")
-    if use.shape is not None and tuple(use.shape) != form.shape:
-        _fail(f"atom '{form.name}' has shape {form.shape}, but the use has shape "
-              f"{tuple(use.shape)}")
+    from nvatom.atoms.verify import check_target_and_shape
+
+    check_target_and_shape(form, t, use)
     a, b, d = use.a.dtype, use.b.dtype, use.d_.dtype
     msg = _pair_diagnostic(a, b, d)
     if msg is not None:

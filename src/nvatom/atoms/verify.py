@@ -28,7 +28,7 @@ from nvatom.atoms.mma import MmaForm
 from nvatom.dtypes import DType, dtype
 from nvatom.layout import ComposedLayout, Layout, layouts_equivalent
 
-__all__ = ["MmaUse", "OperandUse", "verify_register_mma"]
+__all__ = ["MmaUse", "OperandUse", "check_target_and_shape", "verify_register_mma"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,21 +88,27 @@ def _fail(msg: str) -> None:
     raise AtomVerificationError(msg)
 
 
-def verify_register_mma(form: MmaForm, target_: Target | str, use: MmaUse) -> None:
+def check_target_and_shape(form: object, t: Target, use: MmaUse) -> None:
+    """Steps 1-2 of every MMA verifier: the atom's tier and feature on ``t``, and the shape."""
     from nvatom.atoms.registry import atom_record
 
-    t = target(target_)
-    record = atom_record(form.mnemonic)
+    name = form.name  # type: ignore[attr-defined]
+    record = atom_record(form.mnemonic)  # type: ignore[attr-defined]
     if not record.allowed_on(t):
-        _fail(f"atom '{form.name}' needs tier {record.min_tier.label if record.min_tier else ''}"
+        _fail(f"atom '{name}' needs tier {record.min_tier.label if record.min_tier else ''}"
               f", but target {t.name} is tier {t.tier.label}")
-    if not form.available_on(t):
-        f = feature(form.feature)
-        _fail(f"atom '{form.name}' is not available on {t.name}: it needs {f.description} "
+    if not form.available_on(t):  # type: ignore[attr-defined]
+        f = feature(form.feature)  # type: ignore[attr-defined]
+        _fail(f"atom '{name}' is not available on {t.name}: it needs {f.description} "
               f"({f.rule})")
-    if use.shape is not None and tuple(use.shape) != form.shape:
-        _fail(f"atom '{form.name}' has shape {form.shape}, but the use has shape "
-              f"{tuple(use.shape)}")
+    shape = form.shape  # type: ignore[attr-defined]
+    if use.shape is not None and tuple(use.shape) != shape:
+        _fail(f"atom '{name}' has shape {shape}, but the use has shape {tuple(use.shape)}")
+
+
+def verify_register_mma(form: MmaForm, target_: Target | str, use: MmaUse) -> None:
+    t = target(target_)
+    check_target_and_shape(form, t, use)
 
     a, b, c, d = use.a, use.b, use.c, use.d_
     if any(isinstance(x.layout, ComposedLayout) for x in (a, b, d)):
