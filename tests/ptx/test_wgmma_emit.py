@@ -278,10 +278,133 @@ def test_test_kernel_assembles(dtype: str, n: int, swizzle: str, k_steps: int) -
     assert kr.shared_bytes == (64 + n) * wgmma_test_plan(form, swizzle, k_steps).k_smem * 2
 
 
-def test_test_kernel_rejects_other_forms() -> None:
-    for name in ("sm90.mma.m64n64k16.rs.f32.f16.f16", "sm90.mma.m64n64k16.ss.f16.f16.f16",
-                 "sm90.mma.m64n64k8.ss.f32.tf32.tf32"):
-        with pytest.raises(WgmmaEmitError):
-            build_wgmma_test_module(name, "SW128", 1)
+def test_test_kernel_rejects_bad_k_steps() -> None:
     with pytest.raises(WgmmaEmitError):
         build_wgmma_test_module(SS, "SW128", 0)
+
+
+# ------------------------------------------------------------------------- other families
+
+
+def _gpu_cases() -> list[tuple[str, str, int, dict]]:
+    """Every kernel tests/gpu/test_wgmma_gpu.py builds beyond the f16/bf16 K-major ones."""
+    out: list[tuple[str, str, int, dict]] = []
+    two = ("SW128", "SW32")
+    for n, sw, ks in itertools.product([8, 64, 256], two, [1, 3]):
+        out.append((f"sm90.mma.m64n{n}k8.ss.f32.tf32.tf32", sw, ks, {}))
+    fp8 = ("e4m3", "e5m2")
+    for x, y, acc, n, sw in itertools.product(fp8, fp8, ["f32", "f16"], [8, 64, 256], two):
+        out.append((f"sm90.mma.m64n{n}k32.ss.{acc}.{x}.{y}", sw, 2, {}))
+    i8 = ("s8", "u8")
+    for x, y, n, sw in itertools.product(i8, i8, [8, 16, 24, 64, 256], (*two, "INTERLEAVE")):
+        out.append((f"sm90.mma.m64n{n}k32.ss.s32.{x}.{y}", sw, 2, {}))
+    for x, y, sf, n in itertools.product(i8, i8, ["", ".satfinite"], [24, 64]):
+        out.append((f"sm90.mma.m64n{n}k32.ss{sf}.s32.{x}.{y}", "SW128", 1, {"load_c": True}))
+    for n, sw, ks in itertools.product([8, 16, 24, 64, 256], two, [1, 2]):
+        out.append((f"sm90.mma.m64n{n}k256.ss.s32.b1.b1.and.popc", sw, ks, {}))
+    out.append(("sm90.mma.m64n64k16.ss.f32.f16.f16", "SW128", 2, {"load_c": True}))
+    rs = ["f32.f16.f16", "f16.f16.f16", "f32.bf16.bf16", "f32.tf32.tf32", "f32.e4m3.e5m2",
+          "f16.e5m2.e4m3", "s32.s8.u8", "s32.u8.u8", "s32.s8.s8"]
+    for types, n, sw in itertools.product(rs, [8, 64, 256], two):
+        bits = {"f16": 16, "bf16": 16, "tf32": 32}.get(types.split(".")[1], 8)
+        n = 24 if types.startswith("s32") and n == 64 else n
+        out.append((f"sm90.mma.m64n{n}k{256 // bits}.rs.{types}", sw, 2, {}))
+    for dt, majors, n, sw in itertools.product(
+            ("f16", "bf16"), (("MN", "K"), ("K", "MN"), ("MN", "MN")), (8, 64, 256),
+            ("SW128", "SW32", "INTERLEAVE")):
+        span = smem_swizzle(sw).row_bytes // 2
+        if (majors[0] == "MN" and 64 % span) or (majors[1] == "MN" and n % span):
+            continue
+        out.append((f"sm90.mma.m64n{n}k16.ss.f32.{dt}.{dt}", sw, 2,
+                    {"a_major": majors[0], "b_major": majors[1]}))
+    for types, sw in itertools.product(["f32.f16.f16", "f16.f16.f16", "f32.bf16.bf16"], two):
+        out.append((f"sm90.mma.m64n64k16.rs.{types}", sw, 2, {"b_major": "MN"}))
+    return out
+
+
+def _case_id(c: tuple) -> str:
+    name, sw, ks, kw = c
+    extra = "-".join(f"{k}={v}" for k, v in sorted(kw.items()))
+    return f"{name.removeprefix('sm90.mma.')}-{sw}-k{ks}" + (f"-{extra}" if extra else "")
+
+
+@pytest.mark.parametrize("case", _gpu_cases(), ids=_case_id)
+def test_new_test_kernels_assemble(case: tuple) -> None:
+    name, sw, ks, kw = case
+    form = wgmma_form(name)
+    plan = wgmma_test_plan(form, sw, ks, **kw)
+    text = build_wgmma_test_module(form, sw, ks, **kw).emit()
+    assert text.count("wgmma.mma_async") == ks
+    # the fence comes after every write of the accumulators and of the A registers
+    fence = text.index("wgmma.fence")
+    assert fence > max(m.start() for m in re.finditer(r"(ld|mov)\.[^\n]*%(f|r)", text[:fence])
+                       ) if form.a_source == "rs" else True
+    imm = text.split("wgmma.mma_async")[1].split(";")[0].split(",")
+    if form.immediates:
+        got = [int(x) for x in imm[-len(form.immediates):]]
+        assert got == list(plan.imm)
+        for w, v in zip(form.immediates, got, strict=True):
+            if w == "trans_a":
+                assert v == (kw.get("a_major") == "MN")
+            if w == "trans_b":
+                assert v == (kw.get("b_major") == "MN")
+    res = assemble(text, "sm_90a")
+    kr = res.kernels["wgmma_test"]
+    assert kr.stack_frame == 0 and kr.spill_stores == 0
+    tiles = (64 if form.a_source == "ss" else 0) + form.n
+    assert kr.shared_bytes == tiles * plan.k_smem * plan.esize
+
+
+@pytest.mark.parametrize("bits", [8, 16, 32])
+@pytest.mark.parametrize("k_steps", [1, 2])
+def test_rs_fragment_offsets_follow_the_isa(bits: int, k_steps: int) -> None:
+    """Thread t's register r covers elements a_coord(bits, t, r*p + j) of the global tile."""
+    from nvatom.atoms.wgmma_fragments import a_coord
+    from nvatom.ptx.wgmma_emit import a_fragment_offsets
+
+    kt = 256 // bits * k_steps
+    thr, offs = a_fragment_offsets(bits, kt)
+    p = 32 // bits
+    for t in range(128):
+        for r in range(4):
+            for j in range(p):
+                row, col = a_coord(bits, t, r * p + j)
+                assert thr(t) + offs[r] + j == row * kt + col
+
+
+def _hw_addresses_major(desc, bits: int, mn: int, k: int, major: str) -> dict:
+    canon = canonical_gmma_layout(dataclasses_replace_start(desc), bits, major, mn)
+    outer = canon.outer if isinstance(canon, ComposedLayout) else canon
+    sw = desc.layout_type
+    return {(i, j): sw.swizzle(desc.start_address + outer((i, j)) * bits // 8)
+            for i in range(mn) for j in range(k)}
+
+
+@pytest.mark.parametrize("case", [c for c in _gpu_cases() if "ss" in c[0]], ids=_case_id)
+def test_new_step_descriptors_address_the_k_blocks(case: tuple) -> None:
+    """Every ss case (K- or MN-major, 8/16/32-bit and b1-as-bytes tiles): each step's
+    descriptors, read through the hardware model, address the tile's K-block."""
+    name, sw, ks, kw = case
+    plan = wgmma_test_plan(wgmma_form(name), sw, ks, **kw)
+    bits, kb = plan.lbits, plan.k_step
+    for tile, descs, mn, major in ((plan.a_smem, plan.a_descs, 64, plan.a_major),
+                                   (plan.b_smem, plan.b_descs, plan.form.n, plan.b_major)):
+        assert len(descs) == ks
+        check_desc_matches(descs[0], tile, bits, major)
+        for s, desc in enumerate(descs):
+            got = _hw_addresses_major(desc, bits, mn, kb, major)
+            for (i, j), addr in got.items():
+                assert addr * 8 == tile((i, kb * s + j)) * bits, (s, i, j)
+
+
+def test_test_kernel_rejects_unsupported_options() -> None:
+    with pytest.raises(WgmmaEmitError, match="MN-major"):
+        build_wgmma_test_module("sm90.mma.m64n64k8.ss.f32.tf32.tf32", "SW128", 1, a_major="MN")
+    with pytest.raises(WgmmaEmitError, match="trans-a"):
+        build_wgmma_test_module("sm90.mma.m64n64k16.rs.f32.f16.f16", "SW128", 1, a_major="MN")
+    with pytest.raises(WgmmaEmitError, match="b1"):
+        build_wgmma_test_module("sm90.mma.m64n64k256.rs.s32.b1.b1.and.popc", "SW128", 1)
+    with pytest.raises(WgmmaEmitError, match="MN-major tile"):
+        build_wgmma_test_module("sm90.mma.m64n8k16.ss.f32.f16.f16", "SW128", 1, b_major="MN")
+    with pytest.raises(WgmmaEmitError, match="'K' or 'MN'"):
+        build_wgmma_test_module(SS, "SW128", 1, b_major="T")

@@ -21,8 +21,13 @@ accumulators are read-write (``+f`` for f32, ``+r`` for f16x2 and s32), descript
 A registers of ``rs`` forms ``r``, scale-d ``r`` turned into a predicate by a ``setp`` inside
 the asm, and the immediates ``n``.
 
-**Test kernel** (:func:`build_wgmma_test_module`): ``wgmma_test(A, B, D)`` for ``ss`` forms
-with 16-bit inputs and f32 accumulation.  A is 64 x K*k_steps and B is N x K*k_steps, both
+**Test kernel** (:func:`build_wgmma_test_module`): ``wgmma_test(A, B, D)`` for ``ss`` and
+``rs`` forms of every family (f16/bf16/tf32/FP8 with f32 or f16 D, s8/u8 incl. mixed and
+.satfinite, b1 .and.popc laid out as bytes), K-major or, for f16/bf16, MN-major operands
+(trans-a/trans-b = 1; the global tile is then stored transposed); ``rs`` A is loaded per
+thread through :func:`nvatom.atoms.wgmma_fragments.a_layout` before the wgmma.fence;
+``load_c`` starts from D's contents with scale-d true.  The 16-bit K-major case in detail:
+A is 64 x K*k_steps and B is N x K*k_steps, both
 row-major (K-major) in global memory; D is 64 x N f32 row-major.  128 threads copy A and B in
 16-byte chunks into shared tiles laid out by :func:`nvatom.atoms.smem.smem_layout` with the
 chosen swizzle, then fence.proxy.async + bar.sync; the descriptors come from
@@ -41,7 +46,7 @@ from collections.abc import Sequence
 from nvatom.arch import Target, target
 from nvatom.atoms.sm90 import WgmmaForm
 from nvatom.atoms.smem import smem_layout, smem_swizzle
-from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_layout
+from nvatom.atoms.wgmma_fragments import WARPGROUP, a_layout, accumulator_layout
 from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor, make_gmma_desc
 from nvatom.errors import NvatomError
 from nvatom.layout import Layout, composition, size
@@ -56,6 +61,7 @@ __all__ = [
     "WgmmaProtocolError",
     "WgmmaSequence",
     "WgmmaTestPlan",
+    "a_fragment_offsets",
     "build_wgmma_test_module",
     "emit_scale_d",
     "emit_wgmma",
@@ -296,11 +302,30 @@ def inline_asm(form: WgmmaForm) -> InlineAsm:
 
 # --------------------------------------------------------------------------- test kernel
 
+_MAJORS = ("K", "MN")
 
-def _check_test_form(form: WgmmaForm) -> None:
-    if form.a_source != "ss" or form.a.name not in ("f16", "bf16") or form.d.name != "f32":
-        raise WgmmaEmitError(f"{form.name}: the test kernel covers ss forms with f16/bf16 "
-                             "inputs and f32 accumulation")
+
+def _layout_bits(form: WgmmaForm) -> int:
+    """Element width of the shared tiles and global rows: the storage width, except b1,
+    whose 256-bit K-block is laid out as 32 bytes of 8 bits (smem_layout and make_gmma_desc
+    take no 1-bit elements; a b1 K-major row is byte-for-byte an 8-bit one)."""
+    return max(8, form.a.pack_bits)
+
+
+def _check_test_form(form: WgmmaForm, a_major: str, b_major: str, load_c: bool) -> None:
+    for what, m in (("a_major", a_major), ("b_major", b_major)):
+        if m not in _MAJORS:
+            raise WgmmaEmitError(f"{what} must be 'K' or 'MN', got {m!r}")
+    if "MN" in (a_major, b_major) and form.family not in ("f16", "bf16"):
+        raise WgmmaEmitError(f"{form.name}: only f16/bf16 forms take MN-major (transposed) "
+                             "operands")
+    if form.a_source == "rs" and a_major != "K":
+        raise WgmmaEmitError(f"{form.name}: an rs form's A comes from registers (K-major); "
+                             "it has no trans-a")
+    if form.a_source == "rs" and form.family == "b1":
+        raise WgmmaEmitError(f"{form.name}: the test kernel has no b1 A fragment loader")
+    if not isinstance(load_c, bool):
+        raise WgmmaEmitError(f"load_c must be a bool, got {load_c!r}")
 
 
 def _padded_k(k_total: int, swizzle: object, bits: int) -> int:
@@ -311,28 +336,55 @@ def _padded_k(k_total: int, swizzle: object, bits: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class WgmmaTestPlan:
-    """Everything the test kernel derives from the layout algebra (for tests and GPU runs)."""
+    """Everything the test kernel derives from the layout algebra (for tests and GPU runs).
+
+    Widths (``k_total``, ``k_smem``) count layout elements of ``lbits`` bits (bytes for b1).
+    ``rs`` forms have no A tile (``a_smem`` None, ``a_descs`` empty)."""
 
     form: WgmmaForm
     swizzle: str
     k_steps: int
     k_total: int  # K * k_steps: the global tiles' width
     k_smem: int  # the shared tiles' width (k_total rounded up to the swizzle atom)
-    a_smem: object  # smem_layout(64, k_smem, ...)
+    a_smem: object  # smem_layout(64, k_smem, ...), None for rs
     b_smem: object  # smem_layout(N, k_smem, ...)
     a_descs: tuple[GmmaDescriptor, ...]  # per K step, start address relative to the tile
     b_descs: tuple[GmmaDescriptor, ...]
+    a_major: str = "K"
+    b_major: str = "K"
+    load_c: bool = False
+
+    @property
+    def lbits(self) -> int:
+        return _layout_bits(self.form)
+
+    @property
+    def k_step(self) -> int:
+        """Layout elements per mma_async (32 bytes)."""
+        return 256 // self.lbits
 
     @property
     def esize(self) -> int:
-        return self.form.a.storage_bits // 8
+        return self.lbits // 8
+
+    @property
+    def imm(self) -> tuple[int, ...]:
+        """scale-a = scale-b = 1; trans-a/trans-b = 1 for MN-major A/B."""
+        out = []
+        for w in self.form.immediates:
+            if w.startswith("scale"):
+                out.append(1)
+            else:
+                out.append(int((self.a_major if w == "trans_a" else self.b_major) == "MN"))
+        return tuple(out)
 
 
 def k_step_descriptors(layout: object, bits: int, k: int, k_steps: int,
-                       desc: GmmaDescriptor | None = None) -> tuple[GmmaDescriptor, ...]:
+                       desc: GmmaDescriptor | None = None,
+                       major: str = "K") -> tuple[GmmaDescriptor, ...]:
     """Descriptor of each K step: ``make_gmma_desc``'s (or ``desc``), with the start address
     advanced to the byte offset of element ``(0, s*k)`` of the layout."""
-    base = make_gmma_desc(layout, bits, "K") if desc is None else desc
+    base = make_gmma_desc(layout, bits, major) if desc is None else desc
     out = []
     for s in range(k_steps):
         off = layout((0, s * k)) * bits // 8  # type: ignore[operator]
@@ -340,28 +392,44 @@ def k_step_descriptors(layout: object, bits: int, k: int, k_steps: int,
     return tuple(out)
 
 
+def _tile(rows: int, k_total: int, bits: int, major: str, sw: object) -> tuple[int, object]:
+    k_smem = _padded_k(k_total, sw, bits)  # both majors: A and B share one K width
+    try:
+        return k_smem, smem_layout(rows, k_smem, bits, major, sw)  # type: ignore[arg-type]
+    except NvatomError as e:
+        raise WgmmaEmitError(f"no {major}-major tile of {rows} rows: {e}") from None
+
+
 def wgmma_test_plan(form: WgmmaForm, swizzle: object, k_steps: int,
-                    b_desc_swizzle: object | None = None) -> WgmmaTestPlan:
+                    b_desc_swizzle: object | None = None, *, a_major: str = "K",
+                    b_major: str = "K", load_c: bool = False) -> WgmmaTestPlan:
     """The layouts and descriptors of :func:`build_wgmma_test_module`.  ``b_desc_swizzle``
     (for negative tests only) builds B's descriptors for another swizzle's layout than the
     one B is stored in."""
-    _check_test_form(form)
+    _check_test_form(form, a_major, b_major, load_c)
     if isinstance(k_steps, bool) or not isinstance(k_steps, int) or k_steps < 1:
         raise WgmmaEmitError(f"k_steps must be a positive int, got {k_steps!r}")
     sw = smem_swizzle(swizzle)  # type: ignore[arg-type]
-    bits = form.a.pack_bits
-    k_total = form.k * k_steps
-    k_smem = _padded_k(k_total, sw, bits)
-    a_l = smem_layout(form.m, k_smem, bits, "K", sw)
-    b_l = smem_layout(form.n, k_smem, bits, "K", sw)
-    a_descs = k_step_descriptors(a_l, bits, form.k, k_steps)
+    bits = _layout_bits(form)
+    ks = 256 // bits
+    k_total = ks * k_steps
+    b_ks, b_l = _tile(form.n, k_total, bits, b_major, sw)
+    a_l: object = None
+    a_descs: tuple[GmmaDescriptor, ...] = ()
+    k_smem = b_ks
+    if form.a_source == "ss":
+        k_smem, a_l = _tile(form.m, k_total, bits, a_major, sw)
+        if k_smem != b_ks:  # pragma: no cover - both pad K the same way
+            raise WgmmaEmitError("A and B tiles disagree on K")
+        a_descs = k_step_descriptors(a_l, bits, ks, k_steps, major=a_major)
     if b_desc_swizzle is None:
-        b_descs = k_step_descriptors(b_l, bits, form.k, k_steps)
+        b_descs = k_step_descriptors(b_l, bits, ks, k_steps, major=b_major)
     else:
         other = smem_swizzle(b_desc_swizzle)  # type: ignore[arg-type]
-        o_l = smem_layout(form.n, _padded_k(k_total, other, bits), bits, "K", other)
-        b_descs = k_step_descriptors(o_l, bits, form.k, k_steps)
-    return WgmmaTestPlan(form, sw.name, k_steps, k_total, k_smem, a_l, b_l, a_descs, b_descs)
+        _, o_l = _tile(form.n, k_total, bits, b_major, other)
+        b_descs = k_step_descriptors(o_l, bits, ks, k_steps, major=b_major)
+    return WgmmaTestPlan(form, sw.name, k_steps, k_total, k_smem, a_l, b_l, a_descs, b_descs,
+                         a_major, b_major, load_c)
 
 
 _CHUNK = 16  # bytes per thread copy
@@ -375,14 +443,23 @@ def _add64(k: Kernel, base: Reg, off32: Reg) -> Reg:
 
 
 def _copy_in(k: Kernel, tid: Reg, gbase: Reg, sbase: Reg, rows: int, k_total: int,
-             k_smem: int, tile: object, esize: int) -> None:
-    """Copy a rows x k_total row-major global tile into ``tile`` (rows x k_smem) in 16-byte
-    chunks: chunk c = thread + 128 j is (row c % rows, K chunk c // rows)."""
+             k_smem: int, tile: object, esize: int, major: str = "K") -> None:
+    """Copy a global tile into ``tile`` (rows x k_smem, coordinates (mn, k)) in 16-byte
+    chunks.  K-major: the global tile is rows x k_total row-major and chunk c = thread + 128 j
+    is (row c % rows, K chunk c // rows).  MN-major: the global tile is k_total x rows
+    row-major (the operand transposed) and chunk c is (MN chunk c % (rows/per), k c //
+    (rows/per))."""
     per = _CHUNK // esize
-    kc_smem, kc = k_smem // per, k_total // per
-    chunks = rows * kc  # chunk indices below this are the real columns (column-major order)
-    coord = Layout((rows, kc_smem), (1, rows * per))  # chunk -> column-major (row, col) index
-    gmem = Layout((rows, kc_smem), (k_total, per))  # chunk -> row-major global element
+    if major == "K":
+        kc_smem, kc = k_smem // per, k_total // per
+        chunks = rows * kc  # chunk indices below this are the real columns
+        coord = Layout((rows, kc_smem), (1, rows * per))  # chunk -> column-major (mn, k)
+        gmem = Layout((rows, kc_smem), (k_total, per))  # chunk -> row-major global element
+    else:
+        mc = rows // per
+        chunks = mc * k_total
+        coord = Layout((mc, k_smem), (per, rows))
+        gmem = coord  # element (mn, k) of the transposed global tile is at k * rows + mn
     smem = composition(tile, coord)
     for j in range(-(-chunks // WARPGROUP)):
         idx = k.reg("u32")
@@ -415,15 +492,69 @@ def _desc_regs(k: Kernel, sbase: Reg, descs: Sequence[GmmaDescriptor]) -> list[R
     return out
 
 
+def a_fragment_offsets(bits: int, k_total: int) -> tuple[Layout, list[int]]:
+    """For ``rs`` forms: (thread -> element offset of its A fragment in the 64 x k_total
+    row-major global tile, element offset of each of the 4 registers relative to that).
+    Register ``r`` is ``32/bits`` K-consecutive elements, so one aligned 32-bit load."""
+    p = 32 // bits
+    mem = composition(Layout((64, k_total), (k_total, 1)), a_layout(bits))
+    vals = mem[1]
+    offs = []
+    for r in range(4):
+        o = vals(r * p)
+        if any(vals(r * p + j) != o + j for j in range(p)):  # pragma: no cover - ISA
+            raise WgmmaEmitError(f"{bits}-bit A register {r} is not K-contiguous")
+        offs.append(o)
+    return mem[0], offs
+
+
+def _d_access(k: Kernel, form: WgmmaForm, base: Reg, d: list[Reg], load: bool) -> None:
+    """Load (``load``) or store the accumulators through the accumulator layout; ``base`` is
+    the thread's address of its first element.  32-bit D: v2 pairs of adjacent columns;
+    f16 D: one .b32 (f16x2, low half the lower column) per register."""
+    mem = composition(Layout((form.m, form.n), (form.n, 1)), accumulator_layout(form.n))
+    vals = mem[1]
+    for i in range(0, size(vals), 2):
+        if vals(i + 1) != vals(i) + 1:  # pragma: no cover - the ISA pairs columns
+            raise WgmmaEmitError(f"{form.name}: accumulator values {i}, {i + 1} not adjacent")
+    if form.d.name == "f16":
+        for r, reg in enumerate(d):
+            addr = f"[{base}+{vals(2 * r) * 2}]"
+            if load:
+                k.ins("ld.global.b32", reg, addr)
+            else:
+                k.ins("st.global.b32", addr, reg)
+        return
+    t = "f32" if form.d.name == "f32" else "b32"
+    for i in range(0, size(vals), 2):
+        addr = f"[{base}+{vals(i) * 4}]"
+        if load:
+            k.ins(f"ld.global.v2.{t}", [d[i], d[i + 1]], addr)
+        else:
+            k.ins(f"st.global.v2.{t}", addr, [d[i], d[i + 1]])
+
+
+_POISON = {"f32": "0f7FC00000", "f16": "0x7E007E00", "s32": "0x5A5A5A5A"}
+
+
 def build_wgmma_test_module(form: WgmmaForm | str, swizzle: object = "SW128", k_steps: int = 1,
                             target_: Target | str = "sm_90a", *,
-                            b_desc_swizzle: object | None = None) -> Module:
-    """Kernel ``wgmma_test(A, B, D)``: D (64 x N, f32, row-major) = A (64 x K*k_steps) @
-    B (N x K*k_steps)^T, both inputs row-major 16-bit; launch with 128 threads."""
+                            b_desc_swizzle: object | None = None, a_major: str = "K",
+                            b_major: str = "K", load_c: bool = False) -> Module:
+    """Kernel ``wgmma_test(A, B, D)``: D (64 x N row-major, the form's accumulator type) =
+    A (64 x K*k_steps) @ B (N x K*k_steps)^T [+ D when ``load_c``]; launch with 128 threads.
+
+    Global A and B hold the elements' codes in their storage width (b1: bits packed into
+    bytes, element 0 in the least significant bit), row-major; an MN-major operand is stored
+    transposed (K*k_steps x 64 or x N, row-major).  ``rs`` A is loaded by each thread from
+    the 64 x K*k_steps row-major tile through the A fragment layout.  Without ``load_c`` the
+    accumulators start poisoned and the first step runs with scale-d false; with it they are
+    loaded from D and every step runs with scale-d true."""
     from nvatom.atoms.sm90 import wgmma_form
 
     form = wgmma_form(form) if isinstance(form, str) else form
-    plan = wgmma_test_plan(form, swizzle, k_steps, b_desc_swizzle)
+    plan = wgmma_test_plan(form, swizzle, k_steps, b_desc_swizzle, a_major=a_major,
+                           b_major=b_major, load_c=load_c)
     t = target(target_)
     mod = Module(t, features=[form.feature], version=form.ptx_version_for(t))
     k = mod.kernel("wgmma_test")
@@ -434,45 +565,66 @@ def build_wgmma_test_module(form: WgmmaForm | str, swizzle: object = "SW128", k_
         raw = k.ld_param(k.param(name))
         g[name] = k.reg("u64")
         k.ins("cvta.to.global.u64", g[name], raw)
+    ss = form.a_source == "ss"
+    tiles = [("A", form.m)] if ss else []
+    tiles.append(("B", form.n))
     sbase = {}
-    for name, rows in (("A", form.m), ("B", form.n)):
+    for name, rows in tiles:
         k.shared(f"smem_{name.lower()}", rows * plan.k_smem * esize, align=1024)
         sbase[name] = k.reg("u32")
         k.ins("mov.u32", sbase[name], f"smem_{name.lower()}")
     tid = k.reg("u32")
     k.ins("mov.u32", tid, "%tid.x")
 
-    k.comment(f"gmem -> smem: 16-byte chunks into {plan.swizzle} K-major tiles")
-    _copy_in(k, tid, g["A"], sbase["A"], form.m, plan.k_total, plan.k_smem, plan.a_smem, esize)
-    _copy_in(k, tid, g["B"], sbase["B"], form.n, plan.k_total, plan.k_smem, plan.b_smem, esize)
+    k.comment(f"gmem -> smem: 16-byte chunks into {plan.swizzle} tiles "
+              f"(A {plan.a_major if ss else 'in registers'}, B {plan.b_major}-major)")
+    if ss:
+        _copy_in(k, tid, g["A"], sbase["A"], form.m, plan.k_total, plan.k_smem, plan.a_smem,
+                 esize, plan.a_major)
+    _copy_in(k, tid, g["B"], sbase["B"], form.n, plan.k_total, plan.k_smem, plan.b_smem, esize,
+             plan.b_major)
     k.ins("fence.proxy.async.shared::cta")
     k.ins("bar.sync", 0)
 
     k.comment("descriptors: constant fields | (shared base + start) >> 4")
-    a_desc = _desc_regs(k, sbase["A"], plan.a_descs)
+    a_ops: list = _desc_regs(k, sbase["A"], plan.a_descs) if ss else []
     b_desc = _desc_regs(k, sbase["B"], plan.b_descs)
-    p_first = emit_scale_d(k, 0)
-    p_rest = emit_scale_d(k, 1) if k_steps > 1 else p_first
+    a_regs: list[Reg] = []
+    if not ss:
+        k.comment("A fragments: gmem -> registers through the wgmma A layout")
+        thr, offs = a_fragment_offsets(plan.lbits, plan.k_total)
+        abase = _add64(k, g["A"], emit_layout_offset(k, thr, tid, scale=esize))
+        for s in range(k_steps):
+            regs = k.regs("b32", 4)
+            for r, o in zip(regs, offs, strict=True):
+                k.ins("ld.global.b32", r, f"[{abase}+{(o + s * plan.k_step) * esize}]")
+            a_regs += regs
+            a_ops.append(regs)
+    p_first = emit_scale_d(k, 1 if load_c else 0)
+    p_rest = emit_scale_d(k, 1) if k_steps > 1 and not load_c else p_first
 
-    d = k.regs("f32", form.registers("D"))
+    d = k.regs(form.register_type("D"), form.registers("D"))
+    mem = composition(Layout((form.m, form.n), (form.n, 1)), accumulator_layout(form.n))
+    dsize = 2 if form.d.name == "f16" else 4
+    dbase = _add64(k, g["D"], emit_layout_offset(k, mem[0], tid, scale=dsize))
     seq = WgmmaSequence(k)
-    for r in d:  # NaN: only scale-d = false on the first step gives a finite result
-        k.ins("mov.f32", r, "0f7FC00000")
+    if load_c:
+        _d_access(k, form, dbase, d, load=True)
+    else:  # poison: only scale-d = false on the first step gives the right result
+        mov = "mov.f32" if form.d.name == "f32" else "mov.b32"
+        for r in d:
+            k.ins(mov, r, _POISON[form.d.name])
     seq.write(d)
+    if a_regs:
+        seq.write(a_regs)  # the fence below comes after the A registers are written
     seq.fence()
     for s in range(k_steps):
-        seq.mma(form, d, a_desc[s], b_desc[s], p_first if s == 0 else p_rest)
+        seq.mma(form, d, a_ops[s], b_desc[s], p_first if s == 0 else p_rest, plan.imm)
     seq.commit()
     seq.wait(0)
     seq.read(d)
     seq.finish()
 
-    k.comment("D -> gmem through the accumulator layout (row-major 64 x N f32)")
-    mem = composition(Layout((form.m, form.n), (form.n, 1)), accumulator_layout(form.n))
-    base = _add64(k, g["D"], emit_layout_offset(k, mem[0], tid, scale=4))
-    vals = mem[1]
-    for i in range(0, size(vals), 2):
-        if vals(i + 1) != vals(i) + 1:  # pragma: no cover - the ISA pairs columns
-            raise WgmmaEmitError(f"{form.name}: accumulator values {i}, {i + 1} not adjacent")
-        k.ins("st.global.v2.f32", f"[{base}+{vals(i) * 4}]", [d[i], d[i + 1]])
+    k.comment("D -> gmem through the accumulator layout (row-major 64 x N)")
+    _d_access(k, form, dbase, d, load=False)
     return mod
