@@ -342,3 +342,19 @@ def test_check_rejects_base_offset():
     lay = smem_layout(64, 64, 16, "K", 128)
     with pytest.raises(DescriptorError, match=r"base_offset 3 != 0 is not modelled"):
         check_desc_matches(GmmaDescriptor(0, 16, 1024, 3, "SW128"), lay, 16, "K")
+
+
+def test_smem_desc_view_checks_on_construction() -> None:
+    from nvatom.atoms.interfaces import DescriptorType
+    from nvatom.atoms.smem import smem_layout
+    from nvatom.descriptors import DescriptorError, GmmaDescriptor, SmemDescView
+
+    tile = smem_layout(64, 64, 16, "K", 128)
+    view = SmemDescView.of(tile, 16, "K", 0x10000)
+    assert isinstance(view, DescriptorType)
+    assert view.word == 0x4000004000011000  # ERRATA 3: CUTLASS's canonical 128B K-major word
+    assert str(view).startswith("smem_desc_view<Sw<3,3,3> o 0 o")
+    wrong = GmmaDescriptor(0x10000, 16, 1024, 0, "SW64")
+    with pytest.raises(DescriptorError, match="the layout is swizzled SW128 but the descriptor "
+                       "says SW64"):
+        SmemDescView(tile, 16, "K", wrong)

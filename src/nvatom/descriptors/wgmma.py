@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from nvatom.atoms.interfaces import DescriptorType
 from nvatom.atoms.smem import SMEM_SWIZZLES, SmemError, SmemSwizzle, smem_swizzle, smem_swizzle_of
 from nvatom.errors import DescriptorError, LayoutError
 from nvatom.layout import (
@@ -66,6 +67,7 @@ __all__ = [
     "DescriptorError",
     "DescriptorField",
     "GmmaDescriptor",
+    "SmemDescView",
     "canonical_gmma_layout",
     "check_desc_matches",
     "decode",
@@ -440,3 +442,34 @@ def check_desc_matches(
         raise DescriptorError(
             f"{where}: LBO/SBO disagree with the layout: the descriptor describes {want}{derived}"
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class SmemDescView(DescriptorType):
+    """``!cute_nvgpu.smem_desc_view``: a descriptor word together with the layout it describes.
+
+    Constructing one checks that the descriptor and the layout agree (swizzle, LBO, SBO), so a
+    mismatched pair is rejected before any PTX exists; :meth:`of` derives the descriptor.
+    """
+
+    layout: Layout | ComposedLayout
+    element_bits: int
+    major: str
+    descriptor: GmmaDescriptor
+
+    def __post_init__(self) -> None:
+        check_desc_matches(self.descriptor, self.layout, self.element_bits, self.major)
+
+    @classmethod
+    def of(cls, layout: Layout | ComposedLayout, element_bits: int, major: str = "K",
+           start_address: int = 0) -> SmemDescView:
+        return cls(layout, element_bits, major,
+                   make_gmma_desc(layout, element_bits, major, start_address))
+
+    @property
+    def word(self) -> int:
+        return self.descriptor.encode()
+
+    def __str__(self) -> str:
+        return (f"smem_desc_view<{self.layout}, {self.element_bits}-bit, {self.major}-major, "
+                f"{self.descriptor.explain()}>")
