@@ -60,7 +60,7 @@ def _run(form, swizzle: str, k_steps: int, b_desc_swizzle: str | None = None,
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
-@pytest.mark.parametrize("n", [8, 64, 128, 256])
+@pytest.mark.parametrize("n", [8, 16, 24, 64, 128, 256])
 @pytest.mark.parametrize("swizzle", SWIZZLES)
 @pytest.mark.parametrize("k_steps", [1, 3])
 def test_wgmma_product(dtype: str, n: int, swizzle: str, k_steps: int) -> None:
@@ -191,7 +191,7 @@ INT_PAIRS = [(x, y) for x in ("s8", "u8") for y in ("s8", "u8")]
 TWO_SW = ("SW128", "SW32")
 
 
-@pytest.mark.parametrize("n", [8, 64, 256])
+@pytest.mark.parametrize("n", [8, 16, 24, 64, 128, 256])
 @pytest.mark.parametrize("swizzle", TWO_SW)
 @pytest.mark.parametrize("k_steps", [1, 3])
 def test_tf32(n: int, swizzle: str, k_steps: int) -> None:
@@ -202,7 +202,7 @@ def test_tf32(n: int, swizzle: str, k_steps: int) -> None:
 
 @pytest.mark.parametrize("pair", FP8_PAIRS, ids="x".join)
 @pytest.mark.parametrize("acc", ["f32", "f16"])
-@pytest.mark.parametrize("n", [8, 64, 256])
+@pytest.mark.parametrize("n", [8, 16, 24, 64, 128, 256])
 @pytest.mark.parametrize("swizzle", TWO_SW)
 def test_fp8(pair: tuple[str, str], acc: str, n: int, swizzle: str) -> None:
     _require_sm90()
@@ -211,7 +211,7 @@ def test_fp8(pair: tuple[str, str], acc: str, n: int, swizzle: str) -> None:
 
 
 @pytest.mark.parametrize("pair", INT_PAIRS, ids="x".join)
-@pytest.mark.parametrize("n", [8, 16, 24, 64, 256])
+@pytest.mark.parametrize("n", [8, 16, 24, 64, 128, 256])
 @pytest.mark.parametrize("swizzle", (*TWO_SW, "INTERLEAVE"))
 def test_int8(pair: tuple[str, str], n: int, swizzle: str) -> None:
     _require_sm90()
@@ -243,7 +243,7 @@ def test_int8_preloaded_accumulator(pair: tuple[str, str], sat: bool, n: int) ->
     _check(form, got, a, b, c)
 
 
-@pytest.mark.parametrize("n", [8, 16, 24, 64, 256])
+@pytest.mark.parametrize("n", [8, 16, 24, 64, 128, 256])
 @pytest.mark.parametrize("swizzle", TWO_SW)
 @pytest.mark.parametrize("k_steps", [1, 2])
 def test_b1_and_popc(n: int, swizzle: str, k_steps: int) -> None:
