@@ -401,8 +401,30 @@ def _default_access(bits: int) -> VectorAccess:
     raise CopyAtomError(f"no universal copy of {bits} bits (one of {VECTOR_BITS})")
 
 
+class _ThreadVectorCopy:
+    """One thread moves ``bits`` contiguous bits (CuTe's UniversalCopy and SM80_CP_ASYNC
+    traits): the layouts, element check and vector verification both families share.
+    Subclasses provide ``bits`` and ``name``."""
+
+    def src_layout(self, bits: int | None = None) -> Layout:
+        """(thread, value) -> bit: one thread, ``self.bits`` contiguous bits."""
+        return _in_units(Layout((1, self.bits), (0, 1)), bits or 1,  # type: ignore[attr-defined]
+                         self.name)  # type: ignore[attr-defined]
+
+    def dst_layout(self, bits: int | None = None) -> Layout:
+        return self.src_layout(bits)
+
+    def _check_element(self, t: object) -> None:
+        b = element_bits(t)
+        if self.bits % b:
+            raise _width_error(self.name, f"{self.bits}-bit vectors of whole elements", t)
+
+    def _verify_layouts(self, src: OperandUse, dst: OperandUse) -> None:
+        _verify_vector(self.name, self.bits, src, dst)
+
+
 @dataclasses.dataclass(frozen=True)
-class UniversalCopy(_CopyBase):
+class UniversalCopy(_ThreadVectorCopy, _CopyBase):
     """``atom.universal_copy<bits>``: one ld/st of ``bits`` per thread, any residency pair."""
 
     bits: int
@@ -452,19 +474,6 @@ class UniversalCopy(_CopyBase):
     def st_opcode(self, residency: str) -> str:
         return f"st.{_space(residency)}{self.vector_access.suffix}"
 
-    def src_layout(self, bits: int | None = None) -> Layout:
-        """(thread, value) -> bit: one thread, ``bits`` contiguous bits (CuTe UniversalCopy)."""
-        return _in_units(Layout((1, self.bits), (0, 1)), bits or 1, self.name)
-
-    dst_layout = src_layout
-
-    def _check_element(self, t: object) -> None:
-        b = element_bits(t)
-        if self.bits % b:
-            raise _width_error(self.name, f"{self.bits}-bit vectors of whole elements", t)
-
-    def _verify_layouts(self, src: OperandUse, dst: OperandUse) -> None:
-        _verify_vector(self.name, self.bits, src, dst)
 
 
 def _space(residency: str) -> str:
@@ -967,7 +976,7 @@ def default_cache_policy(nbytes: int) -> CachePolicy:
 
 
 @dataclasses.dataclass(frozen=True)
-class SimtAsyncCopy(_CopyBase, AsyncCopyAtom):
+class SimtAsyncCopy(_ThreadVectorCopy, _CopyBase, AsyncCopyAtom):
     """``atom.simt_async_copy<N>``: ``cp.async`` of N bytes per thread, global -> shared."""
 
     nbytes: int
@@ -1047,20 +1056,6 @@ class SimtAsyncCopy(_CopyBase, AsyncCopyAtom):
     def value_bits(self) -> int:
         return self.bits
 
-    def src_layout(self, bits: int | None = None) -> Layout:
-        """(thread, value) -> bit: one thread, ``8 * nbytes`` contiguous bits (CuTe
-        SM80_CP_ASYNC traits)."""
-        return _in_units(Layout((1, self.bits), (0, 1)), bits or 1, self.name)
-
-    dst_layout = src_layout
-
-    def _check_element(self, t: object) -> None:
-        b = element_bits(t)
-        if self.bits % b:
-            raise _width_error(self.name, f"{self.bits}-bit vectors of whole elements", t)
-
-    def _verify_layouts(self, src: OperandUse, dst: OperandUse) -> None:
-        _verify_vector(self.name, self.bits, src, dst)
 
 
 ASYNC_COPIES: tuple[SimtAsyncCopy, ...] = tuple(

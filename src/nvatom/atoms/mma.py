@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from nvatom.atoms.sparse import MetadataLayout
     from nvatom.layout import Layout
 
-__all__ = ["MmaForm", "MmaFormError", "SparseMmaForm"]
+__all__ = ["MmaForm", "MmaFormError", "MnkShaped", "SparseMmaForm"]
 
 
 class MmaFormError(NvatomError):
@@ -41,8 +41,25 @@ _BOPS = ("xor.popc", "and.popc")
 _SPARSE = ("sp", "sp::ordered_metadata")
 
 
+class MnkShaped:
+    """(M, N, K) accessors shared by every MMA form record (register MMA, WGMMA, ...);
+    subclasses provide the ``m``, ``n`` and ``k`` fields."""
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.m, self.n, self.k)  # type: ignore[attr-defined]
+
+    @property
+    def shape_mnk(self) -> tuple[int, int, int]:
+        return self.shape
+
+    @property
+    def shape_str(self) -> str:
+        return f"m{self.m}n{self.n}k{self.k}"  # type: ignore[attr-defined]
+
+
 @dataclasses.dataclass(frozen=True)
-class MmaForm(MmaAtom):
+class MmaForm(MnkShaped, MmaAtom):
     """One mma.sync instruction form (sparse forms are :class:`SparseMmaForm`)."""
 
     mnemonic: str  # atom family: "sm70.mma", "sm75.mma", "sm80.mma", "sm80.sparse_mma", ...
@@ -82,18 +99,6 @@ class MmaForm(MmaAtom):
             raise MmaFormError(f"bad MMA table row {self.name}: {'; '.join(problems)}")
 
     # ------------------------------------------------------------------ naming
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        return (self.m, self.n, self.k)
-
-    @property
-    def shape_mnk(self) -> tuple[int, int, int]:
-        return self.shape
-
-    @property
-    def shape_str(self) -> str:
-        return f"m{self.m}n{self.n}k{self.k}"
-
     @property
     def is_sparse(self) -> bool:
         return self.sparse is not None

@@ -29,6 +29,7 @@ from typing import Any
 from nvatom import diagnostics as D
 from nvatom.arch import PtxVersion, Target, feature, target
 from nvatom.atoms.interfaces import AtomVerificationError, MmaAtom, SmemDescriptorAtom
+from nvatom.atoms.mma import MnkShaped
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
 
@@ -68,7 +69,7 @@ IMMEDIATES = ("scale_a", "scale_b", "trans_a", "trans_b")
 
 
 @dataclasses.dataclass(frozen=True)
-class WgmmaForm(MmaAtom, SmemDescriptorAtom):
+class WgmmaForm(MnkShaped, MmaAtom, SmemDescriptorAtom):
     """One wgmma.mma_async instruction form (dense)."""
 
     n: int
@@ -110,18 +111,6 @@ class WgmmaForm(MmaAtom, SmemDescriptorAtom):
     def c(self) -> DType:
         """The accumulator input: WGMMA accumulates into D in place."""
         return self.d
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        return (self.m, self.n, self.k)
-
-    @property
-    def shape_mnk(self) -> tuple[int, int, int]:
-        return self.shape
-
-    @property
-    def shape_str(self) -> str:
-        return f"m{self.m}n{self.n}k{self.k}"
 
     def _types(self) -> list[str]:
         parts = ["satfinite"] if self.satfinite else []
