@@ -47,3 +47,23 @@ WGMMA_INT8_TYPES = "expects A/B of type s8/u8 and D of type i32"
 WGMMA_INT4_TYPES = "expects A/B of type s4/u4 and D of type i32"
 WGMMA_B1_TYPES = "expects A/B of type u1 and D of type i32"
 WGMMA_FP8_TYPES = "expects A/B of the e5m2/e4m3 type"
+
+# -- TMA partition verifier (seed 001, eleven steps, in order) and its companion string
+TMA_INVALID_OPERAND_TYPES = "invalid operand types, got "
+TMA_INVALID_SMEM_LAYOUT_TYPE = (
+    "invalid smem layout type, expected LayoutType or ComposedLayoutType, got "
+)
+TMA_UNSUPPORTED_GMEM_LAYOUT = "unsupported layout for the GMEM tensor, got "
+TMA_INTEGER_STRIDES = (
+    "expected the GMEM and SMEM layouts to have integer stride elements, but got "
+)
+TMA_SMEM_SWIZZLE = "expected the SMEM layout to be a swizzle layout, but got "
+TMA_STATIC_SMEM_VMAP = "expected the SMEM layout and the CTA V-map to be static, but got "
+TMA_SHAPE_EQUIVALENCE = (
+    "expected top-level shape equivalence between the SMEM layout and the CTA V-map, but got "
+)
+TMA_G_BASIS = "failed to compute the TMA G-basis, got "
+TMA_INVALID_TMA_LAYOUT = "Computed TMA layout is invalid, got "
+TMA_TENSOR_TYPE = "Failed to construct the TMA tensor type"
+TMA_MISSING_NUM_MULTICAST = "missing or invalid num_multicast for a multicast TMA load"
+TMA_NUM_MULTICAST_OF = "got num_multicast of "

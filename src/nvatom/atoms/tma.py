@@ -26,30 +26,26 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from nvatom import diagnostics as D
 from nvatom.atoms.interfaces import AtomVerificationError
 from nvatom.layout import ComposedLayout, Layout
 from nvatom.layout.swizzle import Swizzle
 
 # -- the partition verifier's diagnostics (seed 001), byte for byte; values follow the
 #    "got " prefixes, joined as "A, B, and C"
-TMA_INVALID_OPERAND_TYPES = "invalid operand types, got "
-TMA_INVALID_SMEM_LAYOUT_TYPE = (
-    "invalid smem layout type, expected LayoutType or ComposedLayoutType, got "
-)
-TMA_UNSUPPORTED_GMEM_LAYOUT = "unsupported layout for the GMEM tensor, got "
-TMA_INTEGER_STRIDES = (
-    "expected the GMEM and SMEM layouts to have integer stride elements, but got "
-)
-TMA_SMEM_SWIZZLE = "expected the SMEM layout to be a swizzle layout, but got "
-TMA_STATIC_SMEM_VMAP = "expected the SMEM layout and the CTA V-map to be static, but got "
-TMA_SHAPE_EQUIVALENCE = (
-    "expected top-level shape equivalence between the SMEM layout and the CTA V-map, but got "
-)
-TMA_G_BASIS = "failed to compute the TMA G-basis, got "
-TMA_INVALID_TMA_LAYOUT = "Computed TMA layout is invalid, got "
-TMA_TENSOR_TYPE = "Failed to construct the TMA tensor type"
-TMA_MISSING_NUM_MULTICAST = "missing or invalid num_multicast for a multicast TMA load"
-TMA_NUM_MULTICAST_OF = "got num_multicast of "
+# The diagnostics live in the catalogue (nvatom.diagnostics).
+TMA_INVALID_OPERAND_TYPES = D.TMA_INVALID_OPERAND_TYPES
+TMA_INVALID_SMEM_LAYOUT_TYPE = D.TMA_INVALID_SMEM_LAYOUT_TYPE
+TMA_UNSUPPORTED_GMEM_LAYOUT = D.TMA_UNSUPPORTED_GMEM_LAYOUT
+TMA_INTEGER_STRIDES = D.TMA_INTEGER_STRIDES
+TMA_SMEM_SWIZZLE = D.TMA_SMEM_SWIZZLE
+TMA_STATIC_SMEM_VMAP = D.TMA_STATIC_SMEM_VMAP
+TMA_SHAPE_EQUIVALENCE = D.TMA_SHAPE_EQUIVALENCE
+TMA_G_BASIS = D.TMA_G_BASIS
+TMA_INVALID_TMA_LAYOUT = D.TMA_INVALID_TMA_LAYOUT
+TMA_TENSOR_TYPE = D.TMA_TENSOR_TYPE
+TMA_MISSING_NUM_MULTICAST = D.TMA_MISSING_NUM_MULTICAST
+TMA_NUM_MULTICAST_OF = D.TMA_NUM_MULTICAST_OF
 
 __all__ = [
     "E",
