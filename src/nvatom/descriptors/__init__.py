@@ -1,5 +1,5 @@
-"""Bit-exact codecs of the descriptors the tensor cores read: today the SM90 WGMMA
-shared-memory matrix descriptor (:mod:`.wgmma`)."""
+"""Bit-exact codecs of the descriptors the tensor cores read: the SM90 WGMMA shared-memory
+matrix descriptor (:mod:`.wgmma`) and the validated model of a TMA tensor map (:mod:`.tma`)."""
 
 from __future__ import annotations
 
