@@ -1,0 +1,76 @@
+"""nvatom.descriptors.tma against the CUDA driver: cuTensorMapEncodeTiled accepts every map we
+build, and rejects the argument sets our validation rejects (one broken rule each)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from nvatom.descriptors.tma import TensorMap
+from nvatom.errors import DescriptorError
+
+pytestmark = pytest.mark.gpu
+
+
+def _encode(args: dict) -> int:
+    """The driver's CUresult for these arguments (0 = CUDA_SUCCESS)."""
+    from cuda.bindings import driver as cu
+
+    (err,) = cu.cuInit(0)[:1]
+    assert int(err) == 0
+    res = cu.cuTensorMapEncodeTiled(
+        cu.CUtensorMapDataType(args["tensorDataType"]), args["tensorRank"],
+        args["globalAddress"], list(args["globalDim"]), list(args["globalStrides"]),
+        list(args["boxDim"]), list(args["elementStrides"]),
+        cu.CUtensorMapInterleave(args["interleave"]), cu.CUtensorMapSwizzle(args["swizzle"]),
+        cu.CUtensorMapL2promotion(args["l2Promotion"]),
+        cu.CUtensorMapFloatOOBfill(args["oobFill"]),
+    )
+    return int(res[0])
+
+
+@pytest.fixture(scope="module")
+def buffer():
+    import cupy
+
+    return cupy.zeros(1 << 26, dtype=cupy.uint8)  # 64 MiB, 256-byte aligned
+
+
+def _good(addr: int) -> TensorMap:
+    return TensorMap("tiled", "bfloat16", addr, (4096, 4096), (8192,), box_dims=(64, 64),
+                     swizzle=128)
+
+
+def test_driver_accepts_our_maps(buffer) -> None:
+    addr = int(buffer.data.ptr)
+    maps = [
+        _good(addr),
+        TensorMap("tiled", "float32", addr, (64, 32, 8), (256, 8192), box_dims=(16, 8, 2),
+                  element_strides=(1, 2, 1), swizzle=64, l2_promotion="128B",
+                  oob_fill="nan_request_zero_fma"),
+        TensorMap("tiled", "float16", addr, (1024,), (), box_dims=(256,)),
+    ]
+    for m in maps:
+        assert _encode(m.driver_args()) == 0, m
+
+
+# One rule broken per case: (field, bad value); nvatom must refuse it, and so must the driver.
+BROKEN = [
+    ("global_strides", (8200,)),  # not a multiple of 16
+    ("box_dims", (64, 512)),  # a box dimension above 256
+    ("box_dims", (128, 64)),  # 128 bf16 = 256 B inner box > the 128 B swizzle span
+    ("element_strides", (1, 9)),  # element stride above 8
+]
+
+
+@pytest.mark.parametrize(("field", "value"), BROKEN)
+def test_driver_rejects_what_we_reject(buffer, field, value) -> None:
+    good = _good(int(buffer.data.ptr))
+    with pytest.raises(DescriptorError):
+        dataclasses.replace(good, **{field: value})
+    args = good.driver_args()
+    key = {"global_strides": "globalStrides", "box_dims": "boxDim",
+           "element_strides": "elementStrides"}[field]
+    args[key] = value
+    assert _encode(args) != 0, f"the driver accepted {key}={value}"
