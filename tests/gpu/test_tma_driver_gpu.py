@@ -19,10 +19,13 @@ def _encode(args: dict) -> int:
 
     (err,) = cu.cuInit(0)[:1]
     assert int(err) == 0
+    u64 = [cu.cuuint64_t(x) for x in args["globalDim"]]
+    s64 = [cu.cuuint64_t(x) for x in args["globalStrides"]]
+    box = [cu.cuuint32_t(x) for x in args["boxDim"]]
+    est = [cu.cuuint32_t(x) for x in args["elementStrides"]]
     res = cu.cuTensorMapEncodeTiled(
-        cu.CUtensorMapDataType(args["tensorDataType"]), args["tensorRank"],
-        args["globalAddress"], list(args["globalDim"]), list(args["globalStrides"]),
-        list(args["boxDim"]), list(args["elementStrides"]),
+        cu.CUtensorMapDataType(args["tensorDataType"]), cu.cuuint32_t(args["tensorRank"]),
+        args["globalAddress"], u64, s64, box, est,
         cu.CUtensorMapInterleave(args["interleave"]), cu.CUtensorMapSwizzle(args["swizzle"]),
         cu.CUtensorMapL2promotion(args["l2Promotion"]),
         cu.CUtensorMapFloatOOBfill(args["oobFill"]),
