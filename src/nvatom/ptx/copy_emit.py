@@ -353,6 +353,18 @@ def _shared_base(k: Kernel, name: str, nbytes: int) -> Reg:
     return base
 
 
+def _warp_kernel(module: Module, atom: Atom, name: str) -> tuple[Kernel, Reg, Reg, Reg]:
+    """A one-warp kernel ``name(IN, OUT)``: (kernel, IN, OUT global pointers, %laneid)."""
+    _check_module(module, atom)
+    k = module.kernel(name)
+    k.maxntid = (WARP, 1, 1)
+    src, dst = _global_ptr(k, "IN"), _global_ptr(k, "OUT")
+    k.comment(f"{atom.name}: {getattr(atom, 'opcode', atom.name)}")
+    lane = k.reg("u32")
+    k.ins("mov.u32", lane, "%laneid")
+    return k, src, dst, lane
+
+
 def add_matrix_copy_test_kernel(module: Module, atom: MatrixCopy, name: str) -> Kernel:
     """Kernel ``name(IN, OUT)`` for one warp.
 
@@ -363,13 +375,7 @@ def add_matrix_copy_test_kernel(module: Module, atom: MatrixCopy, name: str) -> 
     receives the reference space.  So OUT bit ``b`` of lane ``l``'s registers is reference bit
     ``atom.register_layout(1)(l, b)`` (ldmatrix), and the other way round for stmatrix.
     """
-    _check_module(module, atom)
-    k = module.kernel(name)
-    k.maxntid = (WARP, 1, 1)
-    src, dst = _global_ptr(k, "IN"), _global_ptr(k, "OUT")
-    k.comment(f"{atom.name}: {atom.opcode}")
-    lane = k.reg("u32")
-    k.ins("mov.u32", lane, "%laneid")
+    k, src, dst, lane = _warp_kernel(module, atom, name)
     rows = atom.address_lanes
     smem = _shared_base(k, "tile", rows * ROW_BITS // 8)
     row = UniversalCopy(ROW_BITS)
@@ -408,13 +414,7 @@ def add_cp_async_test_kernel(module: Module, atom: SimtAsyncCopy, name: str) -> 
     shared memory with the atom (zero fill per :func:`cp_async_zero_fill`; an evict-last
     ``createpolicy`` when the atom takes a cache policy), commits, waits for the group, and
     copies the shared bytes to ``OUT + l * N``."""
-    _check_module(module, atom)
-    k = module.kernel(name)
-    k.maxntid = (WARP, 1, 1)
-    src, dst = _global_ptr(k, "IN"), _global_ptr(k, "OUT")
-    k.comment(f"{atom.name}: {atom.opcode}")
-    lane = k.reg("u32")
-    k.ins("mov.u32", lane, "%laneid")
+    k, src, dst, lane = _warp_kernel(module, atom, name)
     n = atom.nbytes
     smem = _shared_base(k, "buf", WARP * n)
     s_addr = _offset(k, smem, lane, n)
