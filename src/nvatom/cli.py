@@ -325,8 +325,20 @@ def _cmd_copy_frag(args: argparse.Namespace) -> int:
     return 0
 
 
+def _show_fragment(grid: list, args: argparse.Namespace, title: str) -> int:
+    """The lane table (unless --no-table) and the --svg picture of a fragment grid."""
+    from nvatom.atoms.frag_view import fragment_svg, fragment_table
+
+    if not args.no_table:
+        print(fragment_table(grid))
+    if args.svg:
+        Path(args.svg).write_text(fragment_svg(grid, title))
+        print(f"wrote {args.svg}")
+    return 0
+
+
 def _cmd_wgmma_frag(args: argparse.Namespace) -> int:
-    from nvatom.atoms.frag_view import fragment_grid, fragment_svg, fragment_table
+    from nvatom.atoms.frag_view import fragment_grid
     from nvatom.atoms.sm90 import wgmma_form
     from nvatom.atoms.wgmma_fragments import WARPGROUP, wgmma_tv_layout
 
@@ -338,16 +350,11 @@ def _cmd_wgmma_frag(args: argparse.Namespace) -> int:
           f"per thread of the {WARPGROUP}-thread warpgroup")
     print(f"(thread, value) -> element layout: {tv}")
     grid = fragment_grid(tv, op, dims, WARPGROUP)
-    if not args.no_table:
-        print(fragment_table(grid))
-    if args.svg:
-        Path(args.svg).write_text(fragment_svg(grid, f"{form.name}  operand {op}"))
-        print(f"wrote {args.svg}")
-    return 0
+    return _show_fragment(grid, args, f"{form.name}  operand {op}  (T<thread>:V<value>)")
 
 
 def _cmd_frag(args: argparse.Namespace) -> int:
-    from nvatom.atoms.frag_view import fragment_grid, fragment_svg, fragment_table
+    from nvatom.atoms.frag_view import fragment_grid
     from nvatom.atoms.registry import mma_form
 
     if args.atom.startswith("atom."):
@@ -365,13 +372,7 @@ def _cmd_frag(args: argparse.Namespace) -> int:
           f"{form.register_type(op)} registers per lane")
     print(f"(thread, value) -> element layout: {tv}")
     grid = fragment_grid(tv, op, dims, threads)
-    if not args.no_table:
-        print(fragment_table(grid))
-    if args.svg:
-        title = f"{form.name}  operand {op}  (T<lane>:V<value>)"
-        Path(args.svg).write_text(fragment_svg(grid, title))
-        print(f"wrote {args.svg}")
-    return 0
+    return _show_fragment(grid, args, f"{form.name}  operand {op}  (T<lane>:V<value>)")
 
 
 def _require_available(atom: object, t: object) -> None:
