@@ -91,3 +91,48 @@ def test_maxntid_is_emitted_and_accepted() -> None:
     text = mod.emit()
     assert ".maxntid 128, 1, 1" in text
     assemble(text, "sm_80")
+
+
+def test_tensor_map_param_dynamic_smem_and_cluster_directives_assemble() -> None:
+    mod = Module("sm_90a")
+    k = mod.kernel("k")
+    tm = k.byte_param("tmap", 128, 64)
+    k.reqntid = (384, 1, 1)
+    k.maxnreg = 168
+    k.reqnctapercluster = (2, 1, 1)
+    dsm = k.dynamic_shared("dsmem")
+    a = k.param_address(tm)
+    r = k.reg("u32")
+    k.ins("mov.u32", r, dsm)
+    k.ins("prefetch.tensormap", f"[{a}]")
+    done = k.fresh_label()
+    k.bra(done, uni=True)
+    k.label(done)
+    text = mod.emit()
+    assert "    .param .align 64 .b8 tmap[128]\n)\n.reqntid 384, 1, 1\n.maxnreg 168\n" in text
+    assert ".reqnctapercluster 2, 1, 1" in text
+    # dynamic shared memory is declared once, at module scope, before the kernels
+    assert text.index(".extern .shared .align 1024 .b8 dsmem[];") < text.index(".entry k")
+    assemble(text, "sm_90a")
+
+
+def test_byte_param_and_dynamic_smem_errors() -> None:
+    k = Module("sm_90a").kernel("k")
+    with pytest.raises(PtxBuildError, match="alignment 48 must be"):
+        k.byte_param("t", 128, 48)
+    p = k.byte_param("t", 128, 64)
+    with pytest.raises(PtxBuildError, match="'t' is a 128-byte array"):
+        k.ld_param(p)
+    k.dynamic_shared("d")
+    with pytest.raises(PtxBuildError, match="already declares dynamic shared memory 'd'"):
+        k.dynamic_shared("e")
+
+
+def test_two_kernels_sharing_an_extern_name_must_agree() -> None:
+    mod = Module("sm_90a")
+    mod.kernel("a").dynamic_shared("d", align=16)
+    mod.kernel("b").dynamic_shared("d", align=16)
+    assert mod.emit().count(".extern .shared") == 1
+    mod.kernel("c").dynamic_shared("d", align=128)
+    with pytest.raises(PtxBuildError, match="'d' declared differently"):
+        mod.emit()

@@ -51,11 +51,21 @@ class Reg:
 
 @dataclasses.dataclass(frozen=True)
 class Param:
+    """A kernel parameter: a scalar (``type``) or, with ``nbytes``, an aligned byte array
+    passed by value (a CUtensorMap is ``.param .align 64 .b8 tmap[128]``)."""
+
     name: str
     type: str
+    nbytes: int | None = None
+    align: int | None = None
 
     def __str__(self) -> str:
         return self.name
+
+    def declaration(self) -> str:
+        if self.nbytes is None:
+            return f".param .{self.type} {self.name}"
+        return f".param .align {self.align} .b8 {self.name}[{self.nbytes}]"
 
 
 Operand = Reg | Param | str | int
@@ -79,13 +89,37 @@ class Kernel:
         self._shared: list[str] = []
         self._body: list[str] = []
         self._labels: set[str] = set()
+        self._label_counter = 0
+        self._dynamic_shared: str | None = None
+        self.module_decls: list[str] = []
+        # Performance directives (PTX ISA "Performance-Tuning Directives", "Cluster Dimension
+        # Directives"): each is printed after the parameter list when set.
         self.maxntid: tuple[int, ...] | None = None
+        self.reqntid: tuple[int, ...] | None = None
+        self.minnctapersm: int | None = None
+        self.maxnreg: int | None = None
+        self.reqnctapercluster: tuple[int, ...] | None = None
+        self.explicitcluster: bool = False
 
     # ----------------------------------------------------------------- declarations
     def param(self, name: str, type: str = "u64") -> Param:
         if any(p.name == name for p in self.params):
             raise PtxBuildError(f"kernel '{self.name}' already has a parameter '{name}'")
-        p = Param(name, type)
+        p = Param(name, type)  # scalar
+        self.params.append(p)
+        return p
+
+    def byte_param(self, name: str, nbytes: int, align: int) -> Param:
+        """A by-value byte-array parameter (``.param .align A .b8 name[N]``), e.g. a 128-byte
+        CUtensorMap passed like a ``__grid_constant__`` argument."""
+        if nbytes <= 0 or align <= 0 or align & (align - 1):
+            raise PtxBuildError(
+                f"byte parameter '{name}': size {nbytes} and alignment {align} must be positive "
+                "and the alignment a power of two"
+            )
+        if any(p.name == name for p in self.params):
+            raise PtxBuildError(f"kernel '{self.name}' already has a parameter '{name}'")
+        p = Param(name, "b8", nbytes, align)
         self.params.append(p)
         return p
 
@@ -106,6 +140,27 @@ class Kernel:
     def shared(self, name: str, nbytes: int, align: int = 16) -> str:
         self._shared.append(f".shared .align {align} .b8 {name}[{nbytes}];")
         return name
+
+    def dynamic_shared(self, name: str = "dsmem", align: int = 1024) -> str:
+        """Declare the kernel's dynamic shared memory (``.extern .shared .align A .b8 name[]``);
+        its size is given at launch.  One per kernel."""
+        if self._dynamic_shared is not None:
+            raise PtxBuildError(
+                f"kernel '{self.name}' already declares dynamic shared memory "
+                f"'{self._dynamic_shared}'"
+            )
+        self._dynamic_shared = name
+        # An extern shared array lives at module scope (ptxas rejects it in a body).
+        self.module_decls.append(f".extern .shared .align {align} .b8 {name}[];")
+        return name
+
+    def fresh_label(self, stem: str = "L") -> str:
+        """A new unique label name (not yet placed; place it with :meth:`label`)."""
+        while True:
+            self._label_counter += 1
+            name = f"${stem}_{self._label_counter}"
+            if name not in self._labels:
+                return name
 
     def label(self, name: str) -> str:
         if name in self._labels:
@@ -131,18 +186,42 @@ class Kernel:
         """Append pre-formed PTX lines (used by emitters that own their syntax)."""
         self._body.extend([lines] if isinstance(lines, str) else lines)
 
+    def bra(self, label: str, pred: str | Reg | None = None, *, uni: bool = False) -> None:
+        """Branch to ``label`` (``bra.uni`` when every thread takes the same path)."""
+        self.ins("bra.uni" if uni else "bra", label, pred=str(pred) if pred else None)
+
+    def param_address(self, p: Param) -> Reg:
+        """The generic address of a by-value parameter (``mov.u64 r, name``): the form
+        ``cp.async.bulk.tensor`` and ``prefetch.tensormap`` take for a tensor map that lives
+        in the kernel's parameter space."""
+        r = self.reg("u64")
+        self.ins("mov.u64", r, p.name)
+        return r
+
     def ld_param(self, p: Param) -> Reg:
+        if p.nbytes is not None:
+            raise PtxBuildError(
+                f"parameter '{p.name}' is a {p.nbytes}-byte array; take its address with "
+                "param_address()"
+            )
         r = self.reg(p.type)
         self.ins(f"ld.param.{p.type}", r, f"[{p.name}]")
         return r
 
     # ----------------------------------------------------------------- text
     def emit(self) -> str:
-        params = ",\n".join(f"    .param .{p.type} {p.name}" for p in self.params)
+        params = ",\n".join(f"    {p.declaration()}" for p in self.params)
         head = f".visible .entry {self.name}"
         head += f"(\n{params}\n)" if params else "()"
-        if self.maxntid:
-            head += "\n.maxntid " + ", ".join(map(str, self.maxntid))
+        for directive, value in (("maxntid", self.maxntid), ("reqntid", self.reqntid),
+                                 ("minnctapersm", self.minnctapersm),
+                                 ("maxnreg", self.maxnreg),
+                                 ("reqnctapercluster", self.reqnctapercluster)):
+            if value:
+                vals = value if isinstance(value, tuple) else (value,)
+                head += f"\n.{directive} " + ", ".join(map(str, vals))
+        if self.explicitcluster:
+            head += "\n.explicitcluster"
         lines = [head, "{"]
         for cls, n in self._counts.items():
             lines.append(f"    .reg .{_CLASS_TYPE[cls]} %{cls}<{n}>;")
@@ -185,4 +264,16 @@ class Module:
             f".target {self.target.ptx_target}\n"
             ".address_size 64\n"
         )
-        return header + "".join("\n" + k.emit() for k in self.kernels)
+        decls: list[str] = []
+        for k in self.kernels:
+            for d in k.module_decls:
+                if d in decls:
+                    continue
+                name = d.rsplit(" ", 1)[-1].split("[")[0]
+                if any(x.rsplit(" ", 1)[-1].split("[")[0] == name for x in decls):
+                    raise PtxBuildError(
+                        f"module-scope symbol '{name}' declared differently by two kernels"
+                    )
+                decls.append(d)
+        body = "".join("\n" + d + "\n" for d in decls)
+        return header + body + "".join("\n" + k.emit() for k in self.kernels)
