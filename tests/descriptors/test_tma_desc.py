@@ -185,6 +185,10 @@ def test_im2col_rules(msg: str, changes: dict) -> None:
 
 
 def test_interleave_lifts_box_rules() -> None:
-    # With interleave 16B the 16-byte inner-box rule and the swizzle-span rule do not apply.
-    m = TensorMap(**{**BF16_2D, "interleave": "16B", "box_dims": (4, 64)})  # type: ignore[arg-type]
+    # With interleave 16B the swizzle-span rule does not apply (256 B inner box > SW128's 128 B).
+    # The 16-byte inner-box rule still does: the driver refused every other inner size with
+    # interleave (issue 6, tests/data/tma_driver_corpus.json.gz sweep:il1_box0); and interleave
+    # needs rank >= 3 (sweep:il_rank).
+    m = TensorMap(**{**BF16_2D, "global_dims": (4096, 4096, 2), "global_strides": (8192, 1 << 25),
+                     "interleave": "16B", "box_dims": (128, 64, 1)})  # type: ignore[arg-type]
     assert m.driver_args()["interleave"] == 1

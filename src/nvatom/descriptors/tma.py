@@ -5,7 +5,9 @@ the host builds with ``cuTensorMapEncodeTiled`` or ``cuTensorMapEncodeIm2col``. 
 rejects a bad argument with a bare ``CUDA_ERROR_INVALID_VALUE``; :class:`TensorMap` checks every
 documented requirement first (in ``__post_init__``, so an invalid map never exists) and names the
 field and the value in a :class:`~nvatom.errors.DescriptorError`.  :meth:`TensorMap.driver_args`
-gives the driver's arguments (enum codes, innermost dimension first) for a map already checked.
+gives the driver's arguments (enum codes, innermost dimension first) for a map already checked;
+:meth:`TensorMap.encode` gives the 128 bytes the driver would write, in pure Python
+(:mod:`nvatom.descriptors.tma_encode`), and :meth:`TensorMap.encode_with_driver` asks the driver.
 
 Sources: CUDA Driver API reference, section "Tensor Map Object Management"
 (https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__TENSOR__MEMORY.html), the entries
@@ -17,18 +19,28 @@ of ``cuTensorMapEncodeTiled`` and ``cuTensorMapEncodeIm2col`` and the enums
   ERRATA 1e).
 * ``tensorDataType``: one of :data:`TMA_DATA_TYPES` (the driver's 13 classic types; the packed
   ``16U4``/``16U6`` types of SM100 are not modelled).
-* ``globalAddress``: 16-byte aligned; 32-byte aligned when ``interleave`` is 32B.
+* ``globalAddress``: 16-byte aligned; 32-byte aligned when ``interleave`` is 32B; below 2^57
+  (not in the documentation: the driver refused every address with a bit 57..63 set,
+  tests/data/tma_driver_corpus.json.gz, group ``sweep:addr``).
 * ``globalDim[i]``: 1 .. 2^32.
 * ``globalStrides[i]`` (``rank - 1`` byte strides of dims 1..rank-1): a multiple of 16 (of 32
   when ``interleave`` is 32B) and less than 2^40.
-* tiled ``boxDim[i]``: 1 .. 256; with ``interleave`` none, ``boxDim[0] * elementSize`` is a
-  multiple of 16 bytes.
+* tiled ``boxDim[i]``: 1 .. 256; ``boxDim[0] * elementSize`` (im2col: ``channelsPerPixel *
+  elementSize``) is a multiple of 16 bytes.  The documentation asks this with ``interleave``
+  none only; the driver refused every other inner size with 16B and 32B interleave too.
+* the box fits in 228 KiB (:attr:`TensorMap.smem_bytes`; found on the driver, undocumented).
 * im2col: ``pixelBoxLowerCorner`` / ``pixelBoxUpperCorner`` have ``rank - 2`` offsets each,
   within [-32768, 32767] (rank 3), [-128, 127] (rank 4), [-16, 15] (rank 5);
-  ``channelsPerPixel`` 1 .. 256; ``pixelsPerColumn`` 1 .. 1024.
+  ``channelsPerPixel`` 1 .. 256; ``pixelsPerColumn`` 1 .. 1024; the pixel box is not empty:
+  ``globalDim[i + 1] - lower[i] + upper[i]`` is 1 .. 2^31 - 1 for each corner offset i (the
+  driver's form of "non-zero area", found by sweeping corners and dims: it computes the span in
+  signed 32 bits, so it refuses spans from 2^31 and accepts those that wrap to a positive value,
+  which this model refuses too).
+* ``tensorRank`` >= 3 when ``interleave`` is not none.
 * ``elementStrides[i]``: 1 .. 8.
 * ``swizzle``: a mode of :data:`nvatom.atoms.smem.SMEM_SWIZZLES` (NONE/32B/64B/128B; the SM100
-  ``128B_ATOM_*`` modes are not modelled); with ``interleave`` 32B it must be 32B; with
+  ``128B_ATOM_*`` modes are not modelled, and the sm_90 driver refuses them); with
+  ``interleave`` 32B it must be 32B (as documented: the driver accepts the others); with
   ``interleave`` none and a swizzle, the inner box dimension in bytes (``boxDim[0]``, or
   ``channelsPerPixel`` for im2col, times the element size) is at most the swizzle span.
 * ``oobFill``: ``nan_request_zero_fma`` only for a floating-point ``tensorDataType``.
@@ -47,7 +59,9 @@ __all__ = [
     "INTERLEAVES",
     "L2_PROMOTIONS",
     "MAX_BOX_DIM",
+    "MAX_BOX_SMEM_BYTES",
     "MAX_ELEMENT_STRIDE",
+    "MAX_GLOBAL_ADDRESS",
     "MAX_GLOBAL_DIM",
     "MAX_GLOBAL_STRIDE",
     "OOB_FILLS",
@@ -113,7 +127,11 @@ OOB_FILLS: dict[str, int] = {"none": 0, "nan_request_zero_fma": 1}
 SWIZZLE_CODES: dict[str, int] = {"INTERLEAVE": 0, "SW32": 1, "SW64": 2, "SW128": 3}
 assert set(SWIZZLE_CODES) == {s.name for s in SMEM_SWIZZLES}
 
+MAX_GLOBAL_ADDRESS = 1 << 57  # exclusive; found on the driver, not documented
 MAX_GLOBAL_DIM = 1 << 32  # inclusive
+#: The most bytes a box may hold (:attr:`TensorMap.smem_bytes`): 228 KiB, an SM's shared memory
+#: on sm_90 (found on the driver: sweep:smem_limit; not in the documentation).
+MAX_BOX_SMEM_BYTES = 228 * 1024
 MAX_GLOBAL_STRIDE = 1 << 40  # exclusive
 MAX_BOX_DIM = 256
 MAX_ELEMENT_STRIDE = 8
@@ -234,6 +252,8 @@ class TensorMap:
         align = 32 if il_bytes == 32 else 16
         if not _is_int(addr) or addr < 0 or addr >= 1 << 64:
             raise DescriptorError(f"globalAddress = {addr!r} is not a 64-bit address")
+        if addr >= MAX_GLOBAL_ADDRESS:
+            raise DescriptorError(f"globalAddress = {addr:#x} is not below 2^57")
         if addr % align:
             why = " (interleave 32B)" if align == 32 else ""
             raise DescriptorError(
@@ -268,16 +288,16 @@ class TensorMap:
                 if not 1 <= b <= MAX_BOX_DIM:
                     raise DescriptorError(f"boxDim[{i}] = {b} is out of range (1..256)")
             inner_bytes = box[0] * dt.nbytes
-            if il_bytes == 0 and inner_bytes % 16:
-                raise DescriptorError(
-                    f"boxDim[0] = {box[0]} x {dt.nbytes} bytes = {inner_bytes} bytes "
-                    "is not a multiple of 16"
-                )
             inner_what = f"boxDim[0] = {box[0]}"
         else:
             self._check_im2col(rank)
             inner_bytes = self.channels_per_pixel * dt.nbytes
             inner_what = f"channelsPerPixel = {self.channels_per_pixel}"
+        # Documented for interleave none only; the driver enforces it with interleave too.
+        if inner_bytes % 16:
+            raise DescriptorError(
+                f"{inner_what} x {dt.nbytes} bytes = {inner_bytes} bytes is not a multiple of 16"
+            )
 
         es = _ints("elementStrides", self.element_strides or (1,) * rank)
         _check_len("elementStrides", es, rank)
@@ -299,6 +319,18 @@ class TensorMap:
             raise DescriptorError(
                 f"oobFill = nan_request_zero_fma needs a floating-point tensorDataType, "
                 f"got {dt.name}"
+            )
+        if il_bytes and rank < 3:
+            raise DescriptorError(
+                f"interleave = {self.interleave} needs tensorRank >= 3, got {rank}"
+            )
+        if self.smem_bytes > MAX_BOX_SMEM_BYTES:
+            what = ("elementSize x prod(floor(boxDim[i] / elementStrides[i]))"
+                    if self.kind == "tiled" else
+                    "elementSize x channelsPerPixel x pixelsPerColumn")
+            raise DescriptorError(
+                f"the box holds {self.smem_bytes} bytes ({what}), more than the "
+                f"{MAX_BOX_SMEM_BYTES} bytes (228 KiB) of shared memory the driver allows"
             )
 
     def _check_im2col(self, rank: int) -> None:
@@ -326,6 +358,20 @@ class TensorMap:
         ):
             if not _is_int(value) or not 1 <= value <= top:
                 raise DescriptorError(f"{name} = {value!r} is out of range (1..{top})")
+        # "The bounding box ... must have non-zero area": along spatial dimension i + 1 the box
+        # spans globalDim[i + 1] - lower[i] + upper[i] pixels, which the driver evaluates as a
+        # signed 32-bit number that must be positive (found by sweeping corners and dims).
+        dims = self.global_dims
+        for i, (lo_c, up_c) in enumerate(
+            zip(self.pixel_box_lower_corner, self.pixel_box_upper_corner, strict=True)
+        ):
+            span = dims[i + 1] - lo_c + up_c
+            if not 0 < span < 1 << 31:
+                raise DescriptorError(
+                    f"pixelBoxLowerCorner[{i}] = {lo_c} and pixelBoxUpperCorner[{i}] = {up_c} "
+                    f"give a pixel box of {span} along globalDim[{i + 1}] = {dims[i + 1]} "
+                    "(globalDim - lower + upper must be 1..2^31 - 1)"
+                )
 
     # --- derived --------------------------------------------------------------------------
     @property
@@ -337,6 +383,20 @@ class TensorMap:
         dt = self.data_type
         assert isinstance(dt, TmaDataType)
         return dt.nbytes
+
+    @property
+    def smem_bytes(self) -> int:
+        """The byte count the driver stores in the map and checks against 228 KiB (found on
+        the driver, tests/data/tma_driver_corpus.json.gz): for a tiled map the element size
+        times ``floor(boxDim[i] / elementStrides[i])`` over every dimension (dimension 0
+        included, rounded down, unlike :attr:`box_bytes`); for an im2col map
+        ``channelsPerPixel * pixelsPerColumn`` elements."""
+        n = self.element_bytes
+        if self.kind == "im2col":
+            return n * self.channels_per_pixel * self.pixels_per_column
+        for b, e in zip(self.box_dims, self.element_strides, strict=True):
+            n *= b // e
+        return n
 
     @property
     def box_bytes(self) -> int:
@@ -353,7 +413,13 @@ class TensorMap:
         return n
 
     def driver_args(self) -> dict[str, Any]:
-        """The driver call's arguments (without ``tensorMap``), enums as their integer codes."""
+        """The driver call's arguments (without ``tensorMap``), enums as their integer codes.
+
+        ``globalStrides`` has ``rank - 1`` entries, so none for rank 1.  The C API still needs a
+        non-NULL pointer there: the driver returns CUDA_ERROR_INVALID_VALUE for a NULL
+        ``globalStrides`` at any rank, and cuda.bindings passes NULL for an empty list.
+        :meth:`encode_with_driver` passes a one-element array instead, whose value the driver
+        does not read (tests/data/tma_driver_corpus.json.gz ``meta.rank1``)."""
         dt = self.data_type
         sw = self.swizzle
         assert isinstance(dt, TmaDataType) and isinstance(sw, SmemSwizzle)
@@ -379,3 +445,101 @@ class TensorMap:
             oobFill=OOB_FILLS[self.oob_fill],
         )
         return args
+
+    # --- the 128 bytes -----------------------------------------------------------------------
+    def encode(self) -> bytes:
+        """The 128-byte ``CUtensorMap`` the driver writes for this map, computed in pure Python
+        (no GPU needed; :mod:`nvatom.descriptors.tma_encode` has the layout)."""
+        from nvatom.descriptors.tma_encode import encode
+
+        return encode(self)
+
+    def encode_with_driver(self) -> bytes:
+        """The 128 bytes from ``cuTensorMapEncodeTiled`` / ``cuTensorMapEncodeIm2col`` through
+        cuda.bindings (the driver needs a current context: device 0's primary context is made
+        current when there is none).  Raises :class:`DescriptorError`
+        with the CUresult name when the driver refuses the map, or when cuda.bindings or the
+        driver is missing."""
+        return _driver_encode(self.kind, self.driver_args())
+
+    def to_bytes(self, driver: bool | None = None) -> bytes:
+        """The 128 bytes: from the driver when ``driver`` is true, from :meth:`encode` when it is
+        false, and when None from the driver if cuda.bindings and a driver load, else
+        :meth:`encode`."""
+        if driver is None:
+            driver = driver_available()
+        return self.encode_with_driver() if driver else self.encode()
+
+
+def driver_available() -> bool:
+    """Whether cuda.bindings imports and ``cuInit`` succeeds (a CUDA driver and a device)."""
+    try:
+        from cuda.bindings import driver as cu
+
+        (err,) = cu.cuInit(0)
+        if int(err) == 0:
+            err, n = cu.cuDeviceGetCount()
+    except Exception:  # ImportError, or the driver library failing to load
+        return False
+    return int(err) == 0 and n > 0
+
+
+def _ensure_context(cu: Any) -> None:
+    """The encoders return CUDA_ERROR_INVALID_CONTEXT without a current context (seen on the
+    device, corpus ``meta.no_context``): make device 0's primary context current if none is."""
+    err, ctx = cu.cuCtxGetCurrent()
+    if int(err) == 0 and int(ctx) != 0:
+        return
+    err, dev = cu.cuDeviceGet(0)
+    if int(err) == 0:
+        err, ctx = cu.cuDevicePrimaryCtxRetain(dev)
+    if int(err) == 0:
+        (err,) = cu.cuCtxSetCurrent(ctx)
+    if int(err):
+        raise DescriptorError(f"no CUDA context for the tensor-map encoder: {err.name}")
+
+
+def _driver_encode(kind: str, args: dict[str, Any]) -> bytes:
+    """Call the driver's encoder with ``args`` (as :meth:`TensorMap.driver_args` gives them)."""
+    import ctypes
+
+    try:
+        from cuda.bindings import driver as cu
+    except ImportError as e:
+        raise DescriptorError(f"the CUDA driver encoder needs cuda.bindings ({e})") from None
+    (err,) = cu.cuInit(0)
+    if int(err):
+        raise DescriptorError(f"cuInit failed: {err.name}")
+    _ensure_context(cu)
+    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
+    common = dict(
+        tensorDataType=cu.CUtensorMapDataType(args["tensorDataType"]),
+        tensorRank=u32(args["tensorRank"]),
+        globalAddress=args["globalAddress"],
+        globalDim=[u64(d) for d in args["globalDim"]],
+        # an empty list becomes NULL, which the driver refuses: rank 1 gets a dummy entry
+        globalStrides=[u64(s) for s in args["globalStrides"]] or [u64(0)],
+    )
+    tail = dict(
+        elementStrides=[u32(e) for e in args["elementStrides"]],
+        interleave=cu.CUtensorMapInterleave(args["interleave"]),
+        swizzle=cu.CUtensorMapSwizzle(args["swizzle"]),
+        l2Promotion=cu.CUtensorMapL2promotion(args["l2Promotion"]),
+        oobFill=cu.CUtensorMapFloatOOBfill(args["oobFill"]),
+    )
+    if kind == "tiled":
+        err, tm = cu.cuTensorMapEncodeTiled(
+            **common, boxDim=[u32(b) for b in args["boxDim"]], **tail)
+    else:
+        err, tm = cu.cuTensorMapEncodeIm2col(
+            **common,
+            pixelBoxLowerCorner=list(args["pixelBoxLowerCorner"]),
+            pixelBoxUpperCorner=list(args["pixelBoxUpperCorner"]),
+            channelsPerPixel=u32(args["channelsPerPixel"]),
+            pixelsPerColumn=u32(args["pixelsPerColumn"]),
+            **tail,
+        )
+    if int(err):
+        fn = "cuTensorMapEncodeTiled" if kind == "tiled" else "cuTensorMapEncodeIm2col"
+        raise DescriptorError(f"{fn} refused the map: {err.name}")
+    return ctypes.string_at(tm.getPtr(), 128)
