@@ -191,9 +191,10 @@ class Kernel:
         self.ins("bra.uni" if uni else "bra", label, pred=str(pred) if pred else None)
 
     def param_address(self, p: Param) -> Reg:
-        """The generic address of a by-value parameter (``mov.u64 r, name``): the form
-        ``cp.async.bulk.tensor`` and ``prefetch.tensormap`` take for a tensor map that lives
-        in the kernel's parameter space."""
+        """The ``.param``-window address of a by-value parameter (``mov.u64 r, name``).  A TMA
+        instruction needs the *generic* address (``cvta.param.u64`` of this; see
+        :func:`nvatom.ptx.tma_emit.param_generic_address`): given this one as its tensor map
+        it faulted with a misaligned address on an H100 (tests/gpu/test_tma_gpu.py)."""
         r = self.reg("u64")
         self.ins("mov.u64", r, p.name)
         return r
