@@ -1,0 +1,1118 @@
+"""SM90 GEMM: TMA -> 128B-swizzled shared memory -> WGMMA, warp-specialised and persistent.
+
+``D (M x N) = A (M x K) @ B (K x N)`` with f32 accumulation, built only from nvatom's atoms:
+
+* **MMA**: one ``wgmma.mma_async`` form of :mod:`nvatom.atoms.sm90`
+  (``sm90.mma.m64n<BN>k16.ss.f32.bf16.bf16``, ``...k32.ss.f32.e4m3.e4m3``), emitted through
+  :class:`nvatom.ptx.wgmma_emit.WgmmaSequence` (fence -> mma_async -> commit -> wait, checked).
+* **Shared-memory tiles**: :func:`nvatom.atoms.smem.smem_layout` (K-major A and B,
+  SW128) and, for an MN-major B (``b`` row-major K x N), the SW128 MN-major atom tiled
+  K-first (``tile_to_shape(..., order=(1, 0))``) so that each 64 x 64 TMA box lands as one
+  contiguous 8 KB block.  The WGMMA descriptors (start address per stage / K step, LBO, SBO,
+  swizzle) are derived from those layouts by :func:`nvatom.descriptors.wgmma.make_gmma_desc`.
+* **Copies**: TMA loads and stores and mbarriers from :mod:`nvatom.ptx.tma_emit`; tensor maps
+  are :class:`nvatom.descriptors.tma.TensorMap` (validated before the driver sees them).
+* **Epilogue**: accumulator fragment (:mod:`nvatom.atoms.wgmma_fragments`) -> 16-bit pairs
+  -> ``stmatrix.x4`` (:mod:`nvatom.atoms.copy`, :func:`nvatom.ptx.copy_emit.emit_matrix_copy`)
+  into SW128 staging tiles -> ``fence.proxy.async`` -> TMA store.  f32 output uses
+  ``st.shared.v2.f32`` (stmatrix moves 16-bit elements only).
+
+**Kernel structure** (PTX ISA "wgmma", "cp.async.bulk.tensor", "mbarrier", "setmaxnreg"):
+``1 + C`` warpgroups.  Warpgroup 0 is the producer: ``setmaxnreg.dec`` to ``producer_regs``,
+then one thread loops over the CTA's tiles and K blocks: wait ``empty[s]``,
+``mbarrier.arrive.expect_tx(full[s], stage bytes)``, TMA A and B into stage ``s``.
+Warpgroups 1..C are consumers (``setmaxnreg.inc`` to ``consumer_regs``), each owning 64 rows
+of the ``64C x BN`` CTA tile: wait ``full[s]``, 4 WGMMAs (one K block of 128 bytes),
+commit, ``wait_group 1`` and release the *previous* stage (so one WGMMA group stays in
+flight), then the epilogue.  Tiles are visited persistently (tile = ctaid + i * nctaid) in a
+grouped order: ``raster_group`` M-blocks share each N sweep, keeping A and B panels in L2.
+A cluster of 2 along M (``cluster_m=2``) multicasts each B K-block: each CTA loads half of
+the B box and broadcasts it to both CTAs; the ``empty`` barriers then count the consumer
+warpgroups of both CTAs (released with ``mbarrier.arrive.shared::cluster`` via ``mapa``).
+
+Ragged M, N and K are handled by TMA bounds: loads outside the tensor are zero-filled (and
+still counted in the transaction bytes), stores outside it are dropped.  TMA's rules on the
+host side: every row pitch a multiple of 16 bytes, so K (and N) a multiple of 8 for 16-bit
+and of 16 for 8-bit elements (f32 output: N a multiple of 4).
+
+Extra emitters this module defines (no shared module has them yet): ``setmaxnreg``,
+``bar.sync id, count`` for one warpgroup, ``mapa``, ``mbarrier.arrive.shared::cluster`` with
+CTA-scope release (the ``.release.cluster`` form halves the speed: docs/perf.md),
+``barrier.cluster.arrive/wait``, ``cvt.rn.{bf16x2,f16x2}.f32``.  The tensor maps' addresses
+are ``cvta.param.u64`` of the by-value parameters (the bare ``mov.u64`` faulted on an H100).
+
+Sources: PTX ISA 8.x, "wgmma.mma_async", "Matrix Descriptor Format", "cp.async.bulk.tensor",
+"mbarrier", "setmaxnreg", "stmatrix", "mapa", "barrier.cluster"; CUDA Driver API
+"cuTensorMapEncodeTiled", "cuLaunchKernelEx".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from nvatom.atoms.copy import MATRIX_COPIES
+from nvatom.atoms.sm90 import WgmmaForm, wgmma_form
+from nvatom.atoms.smem import smem_layout, smem_swizzle
+from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
+from nvatom.descriptors.tma import TensorMap
+from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor, make_gmma_desc
+from nvatom.errors import NvatomError
+from nvatom.layout import tile_to_shape
+from nvatom.ptx import tma_emit as T
+from nvatom.ptx.builder import Kernel, Module, Param, Reg
+from nvatom.ptx.copy_emit import emit_matrix_copy
+from nvatom.ptx.wgmma_emit import WgmmaSequence, emit_scale_d
+
+__all__ = [
+    "GemmSm90Config",
+    "GemmSm90Error",
+    "LaunchSpec",
+    "Sm90Provider",
+    "b_major_of",
+    "build_gemm_sm90",
+    "default_config",
+    "gemm_provider",
+    "gemm_sm90_launch_spec",
+    "gemm_sm90_plan",
+    "kernel_params",
+    "prepare_gemm_sm90",
+    "run_gemm_sm90",
+]
+
+#: Input dtypes -> (wgmma A/B type name, element bytes, K per wgmma).
+_IN = {"bf16": ("bf16", 2, 16), "f16": ("f16", 2, 16), "e4m3": ("e4m3", 1, 32)}
+#: Output dtypes -> element bytes.
+_OUT = {"bf16": 2, "f16": 2, "f32": 4}
+#: TMA data type names (tensor-map ``tensorDataType``) of each element type.
+_TMA_TYPE = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "e4m3": "uint8"}
+_SW128 = smem_swizzle("SW128")
+_ROW = 128  # bytes: one SW128 row, the K extent of every smem tile and every TMA box row
+_MAX_SMEM = 232448  # sm_90: 227 KB of dynamic shared memory per block
+_REGS = 65536  # registers per SM
+_ENTRY_REGS = 168  # .maxnreg at entry (65536 / 384, rounded down to 8): setmaxnreg needs a cap
+
+
+class GemmSm90Error(NvatomError, ValueError):
+    """A GEMM configuration or problem the SM90 kernel cannot run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmSm90Config:
+    """One SM90 GEMM kernel.
+
+    ``consumers`` warpgroups of 64 rows each make the CTA tile ``64*consumers x block_n``
+    (``block_n`` a multiple of 64 up to 256); the K block is 128 bytes (64 16-bit or 128
+    8-bit elements).  ``b_major`` is ``"MN"`` for ``b`` row-major K x N (16-bit types only:
+    WGMMA's transpose bit) or ``"K"`` for ``b`` column-major (``b.t()`` row-major N x K;
+    required for e4m3, as ``torch._scaled_mm`` does).  ``persistent``: grid = number of SMs
+    and a tile loop; else one tile per CTA.  ``cluster_m = 2`` multicasts B across two
+    CTAs that share an N block.  ``wgmma_inflight`` is the ``wait_group`` count in the main
+    loop (1: release a stage one K block late).
+    """
+
+    in_dtype: str = "bf16"
+    out_dtype: str = "bf16"
+    block_n: int = 256
+    consumers: int = 2
+    stages: int = 4
+    b_major: str = "MN"
+    persistent: bool = True
+    raster_group: int = 8
+    cluster_m: int = 1
+    multicast: bool = True  # with cluster_m = 2: share B by TMA multicast (else each loads)
+    wgmma_inflight: int = 1
+    producer_regs: int = 40
+    consumer_regs: int = 232
+    # How the tensor maps' addresses are formed: "cvta" (cvta.param.u64 of the parameter's
+    # address: works) or "mov" (the bare mov.u64: a misaligned-address fault on an H100).
+    tmap_address: str = "cvta"
+
+    def __post_init__(self) -> None:
+        if self.in_dtype not in _IN:
+            raise GemmSm90Error(f"in_dtype {self.in_dtype!r} is not one of {', '.join(_IN)}")
+        if self.out_dtype not in _OUT:
+            raise GemmSm90Error(f"out_dtype {self.out_dtype!r} is not one of {', '.join(_OUT)}")
+        if self.in_dtype == "e4m3" and self.out_dtype != "bf16":
+            raise GemmSm90Error(f"e4m3 inputs give bf16 output here, not {self.out_dtype}")
+        if self.b_major not in ("K", "MN"):
+            raise GemmSm90Error(f"b_major {self.b_major!r} is not 'K' or 'MN'")
+        if self.b_major == "MN" and self.in_dtype == "e4m3":
+            raise GemmSm90Error("e4m3 WGMMA reads K-major operands only: b_major must be 'K' "
+                                "(pass b column-major)")
+        if not isinstance(self.multicast, bool) or not isinstance(self.persistent, bool):
+            raise GemmSm90Error("multicast and persistent must be bools")
+        for name in ("block_n", "consumers", "stages", "raster_group", "cluster_m",
+                     "wgmma_inflight", "producer_regs", "consumer_regs"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise GemmSm90Error(f"{name} must be an int, got {v!r}")
+        if self.block_n % 64 or not 64 <= self.block_n <= 256:
+            raise GemmSm90Error(f"block_n {self.block_n} is not a multiple of 64 in 64..256")
+        if self.consumers not in (1, 2):
+            raise GemmSm90Error(f"consumers {self.consumers} is not 1 or 2")
+        if not 2 <= self.stages <= 8:
+            raise GemmSm90Error(f"stages {self.stages} is not in 2..8")
+        if self.raster_group < 1:
+            raise GemmSm90Error(f"raster_group {self.raster_group} is not positive")
+        if self.cluster_m not in (1, 2):
+            raise GemmSm90Error(f"cluster_m {self.cluster_m} is not 1 or 2")
+        if self.cluster_m == 2 and self.raster_group % 2:
+            raise GemmSm90Error(f"cluster_m 2 needs an even raster_group, got "
+                                f"{self.raster_group}")
+        if self.wgmma_inflight not in (0, 1):
+            raise GemmSm90Error(f"wgmma_inflight {self.wgmma_inflight} is not 0 or 1")
+        if self.wgmma_inflight >= self.stages - 1:
+            raise GemmSm90Error(f"wgmma_inflight {self.wgmma_inflight} needs at least "
+                                f"{self.wgmma_inflight + 2} stages")
+        for name in ("producer_regs", "consumer_regs"):
+            v = getattr(self, name)
+            if v % 8 or not 24 <= v <= 256:
+                raise GemmSm90Error(f"{name} {v} is not a multiple of 8 in 24..256 "
+                                    "(setmaxnreg)")
+        if not self.producer_regs <= _ENTRY_REGS <= self.consumer_regs:
+            raise GemmSm90Error(f"setmaxnreg: producer_regs {self.producer_regs} must be <= "
+                                f"{_ENTRY_REGS} (the entry cap) <= consumer_regs "
+                                f"{self.consumer_regs}")
+        if self.cluster_m == 2 and self.b_major == "MN" and self.block_n < 128:
+            raise GemmSm90Error("cluster_m 2 with an MN-major B splits its 64-column boxes "
+                                "between the CTAs: block_n must be at least 128")
+        if self.tmap_address not in ("mov", "cvta"):
+            raise GemmSm90Error(f"tmap_address {self.tmap_address!r} is not 'mov' or 'cvta'")
+        if WARPGROUP * (self.producer_regs + self.consumers * self.consumer_regs) > _REGS:
+            raise GemmSm90Error(
+                f"setmaxnreg budget: 128 x ({self.producer_regs} + {self.consumers} x "
+                f"{self.consumer_regs}) registers exceed the SM's {_REGS}")
+        smem = self.smem_bytes
+        if smem > _MAX_SMEM:
+            raise GemmSm90Error(f"{self.stages} stages need {smem} bytes of shared memory, "
+                                f"more than the {_MAX_SMEM} an sm_90 block may have")
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def mcast(self) -> bool:
+        """B is multicast across the cluster."""
+        return self.cluster_m > 1 and self.multicast
+
+    @property
+    def in_bytes(self) -> int:
+        return _IN[self.in_dtype][1]
+
+    @property
+    def out_bytes(self) -> int:
+        return _OUT[self.out_dtype]
+
+    @property
+    def block_m(self) -> int:
+        return 64 * self.consumers
+
+    @property
+    def block_k(self) -> int:
+        """K elements per stage: one 128-byte SW128 row."""
+        return _ROW // self.in_bytes
+
+    @property
+    def k_steps(self) -> int:
+        return self.block_k // _IN[self.in_dtype][2]
+
+    @property
+    def threads(self) -> int:
+        return WARPGROUP * (1 + self.consumers)
+
+    @property
+    def form(self) -> WgmmaForm:
+        t = _IN[self.in_dtype][0]
+        return wgmma_form(f"sm90.mma.m64n{self.block_n}k{_IN[self.in_dtype][2]}.ss.f32.{t}.{t}")
+
+    @property
+    def a_stage_bytes(self) -> int:
+        return self.block_m * _ROW
+
+    @property
+    def b_stage_bytes(self) -> int:
+        return self.block_n * _ROW
+
+    @property
+    def c_chunk_cols(self) -> int:
+        """Output columns per epilogue chunk: one 128-byte SW128 row."""
+        return _ROW // self.out_bytes
+
+    @property
+    def c_buffer_bytes(self) -> int:
+        """One epilogue staging buffer: 64 rows x 128 bytes."""
+        return 64 * _ROW
+
+    @property
+    def smem_bytes(self) -> int:
+        stage = self.a_stage_bytes + self.b_stage_bytes
+        c = 2 * self.consumers * self.c_buffer_bytes
+        return self.stages * stage + c + 16 * self.stages + 16
+
+    @property
+    def name(self) -> str:
+        p = "p" if self.persistent else "np"
+        if self.cluster_m > 1 and not self.multicast:
+            p += "_nomc"
+        return (f"gemm_sm90_{self.in_dtype}_{self.out_dtype}_{self.block_m}x{self.block_n}_"
+                f"s{self.stages}_b{self.b_major}_{p}_g{self.raster_group}_c{self.cluster_m}_"
+                f"w{self.wgmma_inflight}")
+
+
+def b_major_of(b_shape: Sequence[int], b_strides: Sequence[int]) -> str | None:
+    """'MN' for a row-major K x N ``b``, 'K' for a column-major one, None otherwise."""
+    k, n = b_shape
+    if b_strides[1] == 1 and (b_strides[0] == n or k == 1):
+        return "MN"
+    if b_strides[0] == 1 and (b_strides[1] == k or n == 1):
+        return "K"
+    return None
+
+
+# ============================================================================ layouts
+
+
+@dataclasses.dataclass(frozen=True)
+class GemmSm90Plan:
+    """What the kernel derives from the layout algebra (shown by tests, used by the build)."""
+
+    a_layout: Any  # 64*C x BK (one stage)
+    b_layout: Any  # BN x BK (one stage)
+    a_descs: tuple[GmmaDescriptor, ...]  # per K step, stage 0, consumer 0 (relative offsets)
+    b_descs: tuple[GmmaDescriptor, ...]
+    a_consumer_offset: int  # bytes between consumer warpgroups' A rows
+    b_box_offsets: tuple[int, ...]  # bytes: each TMA box of B within a stage
+    b_box: tuple[int, int]  # TMA box of B (inner, outer) in elements
+    c_layout: Any  # 64 x chunk staging tile (output elements)
+
+
+def _b_layout(cfg: GemmSm90Config) -> Any:
+    bits = 8 * cfg.in_bytes
+    if cfg.b_major == "K":
+        return smem_layout(cfg.block_n, cfg.block_k, bits, "K", _SW128)
+    # MN-major: 64-element (128-byte) MN atoms; tile K first so each 64(N) x BK TMA box is one
+    # contiguous block of BK rows (the box's memory order).
+    return tile_to_shape(_SW128.atom(bits, "MN"), (cfg.block_n, cfg.block_k), (1, 0))
+
+
+@functools.lru_cache(maxsize=64)
+def gemm_sm90_plan(cfg: GemmSm90Config) -> GemmSm90Plan:
+    bits = 8 * cfg.in_bytes
+    ks = _IN[cfg.in_dtype][2]
+    a_l = smem_layout(cfg.block_m, cfg.block_k, bits, "K", _SW128)
+    a_one = smem_layout(64, cfg.block_k, bits, "K", _SW128)
+    a_base = make_gmma_desc(a_one, bits, "K")
+    a_descs = tuple(dataclasses.replace(a_base, start_address=a_l((0, s * ks)) * bits // 8)
+                    for s in range(cfg.k_steps))
+    b_l = _b_layout(cfg)
+    b_base = make_gmma_desc(b_l, bits, cfg.b_major)
+    b_descs = tuple(dataclasses.replace(b_base, start_address=b_l((0, s * ks)) * bits // 8)
+                    for s in range(cfg.k_steps))
+    if cfg.b_major == "K":
+        boxes: tuple[int, ...] = (0,)
+        box = (cfg.block_k, cfg.block_n // (2 if cfg.mcast else 1))
+        if cfg.mcast:
+            boxes = (b_l((cfg.block_n // 2, 0)) * bits // 8,)
+    else:
+        per = _ROW // cfg.in_bytes  # 64 elements of N per box
+        boxes = tuple(b_l((j * per, 0)) * bits // 8 for j in range(cfg.block_n // per))
+        box = (per, cfg.block_k)
+    for off in boxes:
+        if off % 1024:
+            raise GemmSm90Error(f"B box offset {off} is not 1024-byte aligned")  # pragma: no cover
+    c_l = smem_layout(64, cfg.c_chunk_cols, 8 * cfg.out_bytes, "K", _SW128)
+    return GemmSm90Plan(a_l, b_l, a_descs, b_descs, a_l((64, 0)) * bits // 8, boxes, box, c_l)
+
+
+# ============================================================================ small emitters
+
+
+def _setmaxnreg(k: Kernel, op: str, n: int) -> None:
+    """``setmaxnreg.{inc|dec}.sync.aligned.u32 n`` (sm_90a; whole warpgroup)."""
+    k.ins(f"setmaxnreg.{op}.sync.aligned.u32", n)
+
+
+def _arrive_cluster(k: Kernel, bar_cluster: Reg) -> None:
+    """``mbarrier.arrive.shared::cluster.b64 _, [addr]``: arrive on a barrier of any CTA of
+    the cluster (address from ``mapa``) with the default ``.release.cta`` semantics.  The
+    explicit ``.release.cluster`` form (tma_emit.mbarrier_arrive_remote) made the 2-CTA
+    kernel run at half speed on an H100: a cluster-scope release in the consumer's critical
+    path every K block (docs/perf.md).  The released resource is shared memory read by
+    wgmma, whose reads are complete at wgmma.wait_group: no generic-proxy writes need
+    cluster-wide ordering."""
+    k.ins("mbarrier.arrive.shared::cluster.b64", "_", f"[{bar_cluster}]")
+
+
+def _named_barrier(k: Kernel, bar_id: int | Reg, count: int) -> None:
+    k.ins("bar.sync", bar_id, count)
+
+
+def _cvt_pack(k: Kernel, out_dtype: str, hi: Reg, lo: Reg) -> Reg:
+    """One .b32 of two 16-bit values: ``lo`` in bits 0-15 (``cvt.rn.<t>x2.f32 d, hi, lo``)."""
+    r = k.reg("b32")
+    k.ins(f"cvt.rn.{out_dtype}x2.f32", r, hi, lo)
+    return r
+
+
+def _u32(k: Kernel, op: str, *args: Any) -> Reg:
+    r = k.reg("u32")
+    k.ins(op, r, *args)
+    return r
+
+
+# ============================================================================ the kernel
+
+
+def _desc_base(k: Kernel, smem: Reg, desc: GmmaDescriptor, region: int) -> Reg:
+    """64-bit descriptor word for the tile at shared address ``smem + region +
+    desc.start_address``; later stages / K steps are added to the start-address field."""
+    start = FIELDS[0]
+    const = desc.encode() & ~start.mask
+    t = _u32(k, "add.u32", smem, region + desc.start_address)
+    k.ins("shr.u32", t, t, start.shift)
+    k.ins("and.b32", t, t, (1 << start.width) - 1)
+    w = k.reg("b64")
+    k.ins("cvt.u64.u32", w, t)
+    k.ins("or.b64", w, w, f"0x{const:016x}")
+    return w
+
+
+def _check_c_offsets(cfg: GemmSm90Config, plan: GemmSm90Plan) -> None:
+    """The epilogue's per-lane address formulas equal the staging layout's offsets (so the
+    PTX arithmetic below is the layout algebra, evaluated once here)."""
+    c = plan.c_layout
+    eb = cfg.out_bytes
+    for lane in range(32):
+        for w in range(4):
+            if cfg.out_bytes == 2:  # stmatrix.x4: lane supplies row t of matrix j
+                j, t = lane // 8, lane % 8
+                row = 16 * w + 8 * (j % 2) + t
+                base = row * 128 + (((j >> 1) ^ t) << 4)
+                for q in range(cfg.c_chunk_cols // 16):
+                    want = c((row, 16 * q + 8 * (j >> 1))) * eb
+                    if base ^ (32 * q) != want:  # pragma: no cover - algebra guard
+                        raise GemmSm90Error(f"stmatrix address of lane {lane} q {q}: "
+                                            f"{base ^ (32 * q)} != layout {want}")
+            else:  # st.shared.v2.f32 of accumulator pairs
+                g, tig = lane // 4, lane % 4
+                for half in (0, 1):
+                    row = 16 * w + g + 8 * half
+                    base = row * 128 + (((tig >> 1) ^ g) << 4) + (tig & 1) * 8
+                    for cb in range(cfg.c_chunk_cols // 8):
+                        want = c((row, 8 * cb + 2 * tig)) * eb
+                        if base ^ (32 * cb) != want:  # pragma: no cover
+                            raise GemmSm90Error("f32 epilogue address mismatch")
+
+
+def _acc_index(n: int, row_half: int, col: int) -> int:
+    """Index i of accumulator element d_i at (row group half, column) for thread 0 pattern:
+    from the fragment formula, (i // 4) = col // 8, (i // 2) % 2 = row_half, i % 2 = col % 2."""
+    i = 4 * (col // 8) + 2 * row_half + col % 2
+    r, c = accumulator_coord(n, 0, i)
+    assert (r, c) == (8 * row_half, col), (r, c)  # thread 0 owns rows 0/8, cols 0,1 mod 8
+    return i
+
+
+def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
+    """The kernel ``cfg.name(tmap_a, tmap_b, tmap_d, M, N, K[, scale_a, scale_b])``."""
+    plan = gemm_sm90_plan(cfg)
+    _check_c_offsets(cfg, plan)
+    form = cfg.form
+    fp8 = cfg.in_dtype == "e4m3"
+    feats = ["wgmma", "tma", "mbarrier.tx", "setmaxnreg", "stmatrix"]
+    if cfg.cluster_m > 1:
+        feats.append("cluster")
+    mod = Module(target_, features=feats)
+    k = mod.kernel(cfg.name)
+    k.reqntid = (cfg.threads, 1, 1)
+    k.minnctapersm = 1
+    k.maxnreg = _ENTRY_REGS
+    if cfg.cluster_m > 1:
+        k.reqnctapercluster = (cfg.cluster_m, 1, 1)
+    pa, pb, pd = (k.byte_param(n, 128, 64) for n in ("tmap_a", "tmap_b", "tmap_d"))
+    pm, pn, pk = (k.param(n, "u32") for n in ("M", "N", "K"))
+    psa = psb = None
+    if fp8:
+        psa, psb = k.param("scale_a", "u64"), k.param("scale_b", "u64")
+    dsm = k.dynamic_shared("smem", align=1024)
+
+    # ---------------------------------------------------------------- shared-memory map
+    stage_a, stage_b = cfg.a_stage_bytes, cfg.b_stage_bytes
+    off_a = 0
+    off_b = cfg.stages * stage_a
+    off_c = off_b + cfg.stages * stage_b
+    off_full = off_c + 2 * cfg.consumers * cfg.c_buffer_bytes
+    off_empty = off_full + 8 * cfg.stages
+
+    smem = _u32(k, "mov.u32", dsm)
+    tid = _u32(k, "mov.u32", "%tid.x")
+    wg = _u32(k, "shr.u32", tid, 7)
+    M, N, K = (k.ld_param(p) for p in (pm, pn, pk))
+
+    def tmap(p: Param) -> Reg:
+        r = k.param_address(p)
+        if cfg.tmap_address == "cvta":
+            g = k.reg("u64")
+            k.ins("cvta.param.u64", g, r)
+            return g
+        return r
+
+    ta, tb, td = tmap(pa), tmap(pb), tmap(pd)
+
+    # tiles
+    bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
+    tiles_m = _u32(k, "add.u32", M, bm - 1)
+    k.ins("div.u32", tiles_m, tiles_m, bm)
+    if cfg.cluster_m == 2:  # round up to whole clusters (the extra CTA loads/stores nothing)
+        k.ins("add.u32", tiles_m, tiles_m, 1)
+        k.ins("and.b32", tiles_m, tiles_m, 0xFFFFFFFE)
+    tiles_n = _u32(k, "add.u32", N, bn - 1)
+    k.ins("div.u32", tiles_n, tiles_n, bn)
+    ntiles = _u32(k, "mul.lo.u32", tiles_m, tiles_n)
+    ktiles = _u32(k, "add.u32", K, bk - 1)
+    k.ins("div.u32", ktiles, ktiles, bk)
+    rank = None
+    if cfg.cluster_m == 2:
+        rank = _u32(k, "mov.u32", "%cluster_ctarank")
+
+    k.comment("barriers: full[s] (1 arrival + TMA bytes), empty[s] (consumer warpgroups)")
+    p0 = k.reg("pred")
+    k.ins("setp.eq.u32", p0, tid, 0)
+    skip = k.fresh_label("init_done")
+    k.bra(skip, f"!{p0}")
+    for s in range(cfg.stages):
+        T.mbarrier_init(k, _u32(k, "add.u32", smem, off_full + 8 * s), 1)
+        T.mbarrier_init(k, _u32(k, "add.u32", smem, off_empty + 8 * s),
+                        cfg.consumers * (cfg.cluster_m if cfg.mcast else 1))
+    T.fence_mbarrier_init(k)
+    for t in (ta, tb, td):
+        T.prefetch_tensormap(k, t)
+    k.label(skip)
+    if cfg.cluster_m > 1:
+        k.ins("barrier.cluster.arrive.release.aligned")
+        k.ins("barrier.cluster.wait.acquire.aligned")
+    else:
+        _named_barrier(k, 0, cfg.threads)
+
+    def tile_coords(tile: Reg) -> tuple[Reg, Reg]:
+        """(m block, n block) of a linear tile index: grouped raster (``raster_group`` M
+        blocks per N sweep); non-persistent launches use the same order."""
+        g = cfg.raster_group
+        per_group = _u32(k, "mul.lo.u32", tiles_n, g)
+        gid = _u32(k, "div.u32", tile, per_group)
+        first = _u32(k, "mul.lo.u32", gid, g)
+        gsize = _u32(k, "sub.u32", tiles_m, first)
+        k.ins("min.u32", gsize, gsize, g)
+        within = _u32(k, "rem.u32", tile, per_group)
+        mb = _u32(k, "rem.u32", within, gsize)
+        k.ins("add.u32", mb, mb, first)
+        nb = _u32(k, "div.u32", within, gsize)
+        return mb, nb
+
+    first_tile = _u32(k, "mov.u32", "%ctaid.x")
+    step = _u32(k, "mov.u32", "%nctaid.x")
+
+    prod = k.fresh_label("producer")
+    done = k.fresh_label("exit")
+    pp = k.reg("pred")
+    k.ins("setp.eq.u32", pp, wg, 0)
+    k.bra(prod, pp)
+
+    # ================================================================ consumers
+    k.comment("consumer warpgroups: WGMMA main loop + epilogue")
+    _setmaxnreg(k, "inc", cfg.consumer_regs)
+    cw = _u32(k, "sub.u32", wg, 1)  # consumer index
+    ltid = _u32(k, "and.b32", tid, WARPGROUP - 1)
+    is_lead = k.reg("pred")
+    k.ins("setp.eq.u32", is_lead, ltid, 0)
+    # descriptors of stage 0 for this consumer's rows; stages added below (16-byte units)
+    a_row = _u32(k, "mul.lo.u32", cw, plan.a_consumer_offset)
+    a_sm = _u32(k, "add.u32", smem, a_row)
+    a_desc0 = [_desc_base(k, a_sm, d, off_a) for d in plan.a_descs]
+    b_desc0 = [_desc_base(k, smem, d, off_b) for d in plan.b_descs]
+    acc = k.regs("f32", form.registers("D"))
+    scale = None
+    if fp8:
+        assert psa is not None and psb is not None
+        ga, gb = k.ld_param(psa), k.ld_param(psb)
+        k.ins("cvta.to.global.u64", ga, ga)
+        k.ins("cvta.to.global.u64", gb, gb)
+        sa, sb = k.reg("f32"), k.reg("f32")
+        k.ins("ld.global.nc.f32", sa, f"[{ga}]")
+        k.ins("ld.global.nc.f32", sb, f"[{gb}]")
+        scale = k.reg("f32")
+        k.ins("mul.f32", scale, sa, sb)
+    p_true = emit_scale_d(k, 1)
+    p_acc = k.reg("pred")
+    imm = tuple(1 if w.startswith("scale") else int(w == "trans_b" and cfg.b_major == "MN")
+                for w in form.immediates)
+
+    # epilogue per-lane address (checked against the staging layout by _check_c_offsets)
+    lane = _u32(k, "and.b32", tid, 31)
+    warp = _u32(k, "shr.u32", ltid, 5)
+    if cfg.out_bytes == 2:
+        j = _u32(k, "shr.u32", lane, 3)
+        t7 = _u32(k, "and.b32", lane, 7)
+        row = _u32(k, "and.b32", j, 1)
+        k.ins("shl.b32", row, row, 3)
+        k.ins("add.u32", row, row, t7)
+        k.ins("mad.lo.u32", row, warp, 16, row)
+        col = _u32(k, "shr.u32", j, 1)
+        k.ins("xor.b32", col, col, t7)
+        k.ins("shl.b32", col, col, 4)
+        c_lane = _u32(k, "mad.lo.u32", row, 128, col)
+    else:
+        g8 = _u32(k, "shr.u32", lane, 2)
+        tig = _u32(k, "and.b32", lane, 3)
+        row = _u32(k, "mad.lo.u32", warp, 16, g8)
+        col = _u32(k, "shr.u32", tig, 1)
+        k.ins("xor.b32", col, col, g8)
+        k.ins("shl.b32", col, col, 4)
+        lo = _u32(k, "and.b32", tig, 1)
+        k.ins("shl.b32", lo, lo, 3)
+        k.ins("add.u32", col, col, lo)
+        c_lane = _u32(k, "mad.lo.u32", row, 128, col)
+    c_buf0 = _u32(k, "mad.lo.u32", cw, 2 * cfg.c_buffer_bytes, off_c)
+    k.ins("add.u32", c_buf0, c_buf0, smem)  # this warpgroup's two staging buffers
+    bar_id = _u32(k, "add.u32", cw, 1)
+
+    stage = _u32(k, "mov.u32", 0)
+    phase = _u32(k, "mov.u32", 0)
+    tile = _u32(k, "mov.u32", first_tile)
+    top = k.fresh_label("c_tile")
+    k.label(top)
+    pt = k.reg("pred")
+    k.ins("setp.ge.u32", pt, tile, ntiles)
+    k.bra(done, pt)
+    mb, nb = tile_coords(tile)
+    seq = WgmmaSequence(k)
+    k.ins("setp.ne.u32", p_acc, 0, 0)  # first K block: D = A*B
+    kt = _u32(k, "mov.u32", 0)
+    prev = _u32(k, "mov.u32", 0)
+    kloop = k.fresh_label("c_k")
+    k.label(kloop)
+    full = _u32(k, "mad.lo.u32", stage, 8, off_full)
+    k.ins("add.u32", full, full, smem)
+    T.mbarrier_wait_parity(k, full, phase)
+    # descriptors of this stage
+    da = k.reg("b64")
+    db = k.reg("b64")
+    sa_off = _u32(k, "mul.lo.u32", stage, stage_a >> 4)
+    sb_off = _u32(k, "mul.lo.u32", stage, stage_b >> 4)
+    da64, db64 = k.reg("b64"), k.reg("b64")
+    k.ins("cvt.u64.u32", da64, sa_off)
+    k.ins("cvt.u64.u32", db64, sb_off)
+    seq.fence()  # every K block: the previous tile's epilogue touched the accumulators
+    for s in range(cfg.k_steps):
+        k.ins("add.s64", da, a_desc0[s], da64)
+        k.ins("add.s64", db, b_desc0[s], db64)
+        seq.mma(form, acc, da, db, p_acc if s == 0 else p_true, imm)
+        da, db = k.reg("b64"), k.reg("b64")
+    seq.commit()
+    k.ins("setp.ne.u32", p_acc, 1, 0)
+    seq.wait(cfg.wgmma_inflight)
+    # release the stage whose wgmma group just retired
+    rel = prev if cfg.wgmma_inflight else stage
+    pr = k.reg("pred")
+    if cfg.wgmma_inflight:
+        k.ins("setp.ne.u32", pr, kt, 0)
+        k.ins("and.pred", pr, pr, is_lead)
+    else:
+        k.ins("mov.pred", pr, is_lead)
+    _release(k, cfg, smem, off_empty, rel, pr, rank)
+    k.ins("mov.u32", prev, stage)
+    k.ins("add.u32", stage, stage, 1)
+    wrap = k.reg("pred")
+    k.ins("setp.eq.u32", wrap, stage, cfg.stages)
+    k.ins("selp.u32", stage, 0, stage, wrap)
+    k.ins("xor.b32", phase, phase, 1, pred=str(wrap))
+    k.ins("add.u32", kt, kt, 1)
+    pk_ = k.reg("pred")
+    k.ins("setp.lt.u32", pk_, kt, ktiles)
+    k.bra(kloop, pk_)
+    seq.wait(0)
+    if cfg.wgmma_inflight:
+        _release(k, cfg, smem, off_empty, prev, is_lead, rank)
+    seq.read(acc)
+    seq.finish()
+
+    # ---------------------------------------------------------------- epilogue
+    k.comment("epilogue: registers -> SW128 staging (stmatrix) -> TMA store, per chunk")
+    row0 = _u32(k, "mul.lo.u32", mb, bm)
+    k.ins("mad.lo.u32", row0, cw, 64, row0)
+    col0 = _u32(k, "mul.lo.u32", nb, bn)
+    if scale is not None:
+        for r in acc:
+            k.ins("mul.f32", r, r, scale)
+    nchunks = bn // cfg.c_chunk_cols
+    stsm = next(a for a in MATRIX_COPIES if a.name == "atom.stsm<m8n8.x4>")
+    for ch in range(nchunks):
+        buf = _u32(k, "add.u32", c_buf0, (ch % 2) * cfg.c_buffer_bytes)
+        skip_w = k.fresh_label("no_wait")
+        k.bra(skip_w, f"!{is_lead}")
+        T.bulk_wait_group(k, 1, read=True)  # the store that last read this buffer is done
+        k.label(skip_w)
+        _named_barrier(k, bar_id, WARPGROUP)
+        base = _u32(k, "add.u32", buf, c_lane)
+        cc = cfg.c_chunk_cols
+        if cfg.out_bytes == 2:
+            for q in range(cc // 16):
+                c16 = ch * cc + 16 * q  # first column of this 16 x 16 block
+                regs = []
+                for jj in range(4):  # matrix jj: rows 8*(jj%2).., cols c16 + 8*(jj//2)..
+                    i0 = _acc_index(bn, jj % 2, c16 + 8 * (jj // 2))
+                    regs.append(_cvt_pack(k, cfg.out_dtype, acc[i0 + 1], acc[i0]))
+                addr = _u32(k, "xor.b32", base, 32 * q)
+                emit_matrix_copy(k, stsm, regs, addr)
+        else:
+            for cb in range(cc // 8):
+                for half in (0, 1):
+                    i0 = _acc_index(bn, half, ch * cc + 8 * cb)
+                    addr = _u32(k, "xor.b32", base, 32 * cb)
+                    k.ins("st.shared.v2.f32", f"[{addr}+{half * 1024}]",
+                          [acc[i0], acc[i0 + 1]])
+        T.fence_proxy_async(k)
+        _named_barrier(k, bar_id, WARPGROUP)
+        skip_st = k.fresh_label("no_store")
+        k.bra(skip_st, f"!{is_lead}")
+        cx = _u32(k, "add.u32", col0, ch * cc)
+        T.tma_store(k, td, [cx, row0], buf)
+        T.bulk_commit_group(k)
+        k.label(skip_st)
+    k.ins("add.u32", tile, tile, step)
+    k.bra(top)
+
+    # ================================================================ producer
+    k.label(prod)
+    k.comment("producer warpgroup: one thread issues every TMA load")
+    _setmaxnreg(k, "dec", cfg.producer_regs)
+    pl = k.reg("pred")
+    k.ins("setp.ne.u32", pl, tid, 0)
+    k.bra(done, pl)
+    tx = stage_a + stage_b
+    mask = None
+    if cfg.mcast:
+        mask = k.reg("b16")
+        k.ins("mov.b16", mask, 3)
+    pstage = _u32(k, "mov.u32", 0)
+    pphase = _u32(k, "mov.u32", 1)  # a fresh barrier's "previous phase" counts as complete
+    ptile = _u32(k, "mov.u32", first_tile)
+    ptop = k.fresh_label("p_tile")
+    k.label(ptop)
+    pt2 = k.reg("pred")
+    k.ins("setp.ge.u32", pt2, ptile, ntiles)
+    k.bra(done, pt2)
+    pmb, pnb = tile_coords(ptile)
+    am = _u32(k, "mul.lo.u32", pmb, bm)
+    bnn = _u32(k, "mul.lo.u32", pnb, bn)
+    pkt = _u32(k, "mov.u32", 0)
+    pk_top = k.fresh_label("p_k")
+    k.label(pk_top)
+    empty = _u32(k, "mad.lo.u32", pstage, 8, off_empty)
+    k.ins("add.u32", empty, empty, smem)
+    T.mbarrier_wait_parity(k, empty, pphase)
+    fullp = _u32(k, "mad.lo.u32", pstage, 8, off_full)
+    k.ins("add.u32", fullp, fullp, smem)
+    T.mbarrier_arrive_expect_tx(k, fullp, tx)
+    kx = _u32(k, "mul.lo.u32", pkt, bk)
+    a_dst = _u32(k, "mad.lo.u32", pstage, stage_a, off_a)
+    k.ins("add.u32", a_dst, a_dst, smem)
+    T.tma_load(k, a_dst, ta, [kx, am], fullp)
+    b_dst = _u32(k, "mad.lo.u32", pstage, stage_b, off_b)
+    k.ins("add.u32", b_dst, b_dst, smem)
+    if cfg.b_major == "K":
+        if cfg.mcast:
+            assert rank is not None
+            half = _u32(k, "mul.lo.u32", rank, plan.b_box_offsets[0])
+            dst = _u32(k, "add.u32", b_dst, half)
+            bn_half = _u32(k, "mad.lo.u32", rank, bn // 2, bnn)
+            T.tma_load(k, dst, tb, [kx, bn_half], fullp, multicast_mask=mask)
+        else:
+            T.tma_load(k, b_dst, tb, [kx, bnn], fullp)
+    else:
+        boxes = plan.b_box_offsets
+        per = plan.b_box[0]
+        if cfg.mcast:
+            assert rank is not None
+            # each CTA loads half of the boxes and multicasts them
+            nh = len(boxes) // 2
+            for jb in range(nh):
+                sel = _u32(k, "mad.lo.u32", rank, nh, jb)  # box index
+                dst = _u32(k, "mad.lo.u32", sel, boxes[1] - boxes[0], b_dst)
+                nx = _u32(k, "mad.lo.u32", sel, per, bnn)
+                T.tma_load(k, dst, tb, [nx, kx], fullp, multicast_mask=mask)
+        else:
+            for jb, off in enumerate(boxes):
+                dst = _u32(k, "add.u32", b_dst, off)
+                nx = _u32(k, "add.u32", bnn, jb * per)
+                T.tma_load(k, dst, tb, [nx, kx], fullp)
+    k.ins("add.u32", pstage, pstage, 1)
+    pw = k.reg("pred")
+    k.ins("setp.eq.u32", pw, pstage, cfg.stages)
+    k.ins("selp.u32", pstage, 0, pstage, pw)
+    k.ins("xor.b32", pphase, pphase, 1, pred=str(pw))
+    k.ins("add.u32", pkt, pkt, 1)
+    pk2 = k.reg("pred")
+    k.ins("setp.lt.u32", pk2, pkt, ktiles)
+    k.bra(pk_top, pk2)
+    k.ins("add.u32", ptile, ptile, step)
+    k.bra(ptop)
+
+    k.label(done)
+    # outstanding TMA stores must finish reading shared memory before the CTA exits
+    T.bulk_wait_group(k, 0, read=False)
+    if cfg.cluster_m > 1:  # no CTA may exit while its peer can still signal its barriers
+        k.ins("barrier.cluster.arrive.release")
+        k.ins("barrier.cluster.wait.acquire")
+    return mod
+
+
+def _release(k: Kernel, cfg: GemmSm90Config, smem: Reg, off_empty: int, stage: Reg,
+             pred: Reg, rank: Reg | None) -> None:
+    """Arrive on ``empty[stage]`` (of every CTA of the cluster that multicast into it)."""
+    skip = k.fresh_label("no_release")
+    k.bra(skip, f"!{pred}")
+    bar = _u32(k, "mad.lo.u32", stage, 8, off_empty)
+    k.ins("add.u32", bar, bar, smem)
+    if not cfg.mcast:
+        T.mbarrier_arrive(k, bar)
+    else:
+        for peer in range(cfg.cluster_m):
+            remote = _u32(k, "mapa.shared::cluster.u32", bar, peer)
+            _arrive_cluster(k, remote)
+    k.label(skip)
+
+
+# ============================================================================ launch
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchSpec:
+    """What a launcher needs: grid, block, dynamic smem bytes, cluster shape, and the three
+    tensor maps (A, B, D) to encode with ``cuTensorMapEncodeTiled`` (their ``driver_args``)."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    smem_bytes: int
+    cluster: tuple[int, int, int]
+    tensor_maps: tuple[TensorMap, TensorMap, TensorMap]
+    scalars: tuple[int, int, int]  # M, N, K
+
+
+def _check_problem(cfg: GemmSm90Config, m: int, n: int, k: int) -> None:
+    for name, v in (("M", m), ("N", n), ("K", k)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise GemmSm90Error(f"{name} = {v!r} must be a positive int")
+        if v >= 1 << 31:
+            raise GemmSm90Error(f"{name} = {v} does not fit the kernel's 32-bit indices")
+    ib, ob = cfg.in_bytes, cfg.out_bytes
+    if (k * ib) % 16:
+        raise GemmSm90Error(f"K = {k}: a row of A ({k} x {ib} bytes) is not a multiple of 16 "
+                            f"bytes (TMA's stride rule); K must be a multiple of {16 // ib}")
+    if cfg.b_major == "MN" and (n * ib) % 16:
+        raise GemmSm90Error(f"N = {n}: a row of B ({n} x {ib} bytes) is not a multiple of 16 "
+                            f"bytes (TMA's stride rule); N must be a multiple of {16 // ib}")
+    if (n * ob) % 16:
+        raise GemmSm90Error(f"N = {n}: a row of D ({n} x {ob} bytes) is not a multiple of 16 "
+                            f"bytes (TMA's stride rule); N must be a multiple of {16 // ob}")
+
+
+def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: int = 0,
+                          b_ptr: int = 0, d_ptr: int = 0, num_sms: int = 132, *,
+                          lda: int | None = None, ldb: int | None = None,
+                          ldd: int | None = None) -> LaunchSpec:
+    """Grid, block, shared memory, cluster and tensor maps for an M x N x K problem with
+    A, B, D at the given device addresses (row-major A and D; B as ``cfg.b_major``).  The
+    leading dimensions (in elements) default to tight rows; each must give a row pitch that
+    is a multiple of 16 bytes (TMA)."""
+    _check_problem(cfg, m, n, k)
+    plan = gemm_sm90_plan(cfg)
+    ib, ob = cfg.in_bytes, cfg.out_bytes
+    it, ot = _TMA_TYPE[cfg.in_dtype], _TMA_TYPE[cfg.out_dtype]
+    lda = k if lda is None else lda
+    ldb = (k if cfg.b_major == "K" else n) if ldb is None else ldb
+    ldd = n if ldd is None else ldd
+    for name, ld, least, eb in (("lda", lda, k, ib), ("ldb", ldb, k if cfg.b_major == "K"
+                                                     else n, ib), ("ldd", ldd, n, ob)):
+        if isinstance(ld, bool) or not isinstance(ld, int) or ld < least or (ld * eb) % 16:
+            raise GemmSm90Error(f"{name} = {ld!r} must be an int >= {least} whose row pitch "
+                                f"({eb}-byte elements) is a multiple of 16 bytes (TMA)")
+    ta = TensorMap("tiled", it, a_ptr, (k, m), (lda * ib,),
+                   box_dims=(cfg.block_k, cfg.block_m), swizzle=128, l2_promotion="256B")
+    if cfg.b_major == "K":
+        tb = TensorMap("tiled", it, b_ptr, (k, n), (ldb * ib,), box_dims=plan.b_box,
+                       swizzle=128, l2_promotion="256B")
+    else:
+        tb = TensorMap("tiled", it, b_ptr, (n, k), (ldb * ib,), box_dims=plan.b_box,
+                       swizzle=128, l2_promotion="256B")
+    td = TensorMap("tiled", ot, d_ptr, (n, m), (ldd * ob,), box_dims=(cfg.c_chunk_cols, 64),
+                   swizzle=128)
+    tm = -(-m // cfg.block_m)
+    if cfg.cluster_m == 2:
+        tm += tm % 2
+    tiles = tm * -(-n // cfg.block_n)
+    if cfg.persistent:
+        grid = min(tiles, num_sms - num_sms % cfg.cluster_m)
+    else:
+        grid = tiles
+    return LaunchSpec(cfg.name, (grid, 1, 1), (cfg.threads, 1, 1), cfg.smem_bytes,
+                      (cfg.cluster_m, 1, 1), (ta, tb, td), (m, n, k))
+
+
+# ---------------------------------------------------------------------------- device run
+# A private launcher through cuda.bindings (cuLaunchKernelEx): the shared runtime
+# (nvatom.runtime.launch) is used instead when it offers the same.
+
+
+@functools.lru_cache(maxsize=64)
+def _cubin(cfg: GemmSm90Config) -> bytes:
+    from nvatom.runtime.ptxas import assemble
+
+    return assemble(build_gemm_sm90(cfg).emit(), "sm_90a").cubin
+
+
+_FUNCS: dict[tuple[GemmSm90Config, int], Any] = {}
+
+
+def _check(res: Any, what: str) -> Any:
+    err = res[0] if isinstance(res, tuple) else res
+    if int(err) != 0:
+        raise GemmSm90Error(f"{what} failed: CUresult {int(err)} ({err})")
+    if isinstance(res, tuple):
+        return res[1] if len(res) == 2 else res[1:]
+    return None
+
+
+def _function(cfg: GemmSm90Config, device: int) -> Any:
+    from cuda.bindings import driver as cu
+
+    key = (cfg, device)
+    if key not in _FUNCS:
+        mod = _check(cu.cuModuleLoadData(_cubin(cfg)), "cuModuleLoadData")
+        f = _check(cu.cuModuleGetFunction(mod, cfg.name.encode()), "cuModuleGetFunction")
+        _check(cu.cuFuncSetAttribute(
+            f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            cfg.smem_bytes), "cuFuncSetAttribute")
+        if cfg.cluster_m > 1:
+            _check(cu.cuFuncSetAttribute(
+                f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                1), "cuFuncSetAttribute")
+        _FUNCS[key] = (mod, f)
+    return _FUNCS[key][1]
+
+
+def _tensor_map_bytes(encoded: Any) -> bytes:
+    """The 128 bytes of an encoded ``CUtensorMap`` (16 little-endian 64-bit words)."""
+    import struct
+
+    return struct.pack("<16Q", *[int(x) for x in encoded.opaque])
+
+
+def _encode(m: TensorMap) -> Any:
+    from cuda.bindings import driver as cu
+
+    a = m.driver_args()
+    return _check(cu.cuTensorMapEncodeTiled(
+        cu.CUtensorMapDataType(a["tensorDataType"]), cu.cuuint32_t(a["tensorRank"]),
+        a["globalAddress"], [cu.cuuint64_t(x) for x in a["globalDim"]],
+        [cu.cuuint64_t(x) for x in a["globalStrides"]],
+        [cu.cuuint32_t(x) for x in a["boxDim"]],
+        [cu.cuuint32_t(x) for x in a["elementStrides"]],
+        cu.CUtensorMapInterleave(a["interleave"]), cu.CUtensorMapSwizzle(a["swizzle"]),
+        cu.CUtensorMapL2promotion(a["l2Promotion"]),
+        cu.CUtensorMapFloatOOBfill(a["oobFill"])), "cuTensorMapEncodeTiled")
+
+
+_TORCH_NAMES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32",
+                "e4m3": "float8_e4m3fn"}
+
+
+def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config,
+                      scale_a: Any = None, scale_b: Any = None, *,
+                      grid: int | None = None) -> Any:
+    """Check torch tensors against ``cfg`` and return a zero-argument callable that launches
+    the kernel on the current stream (tensor maps encoded once).  ``grid`` caps the number of
+    CTAs of a persistent launch (tuning)."""
+    import ctypes
+
+    import torch
+    from cuda.bindings import driver as cu
+
+    want_in = getattr(torch, _TORCH_NAMES[cfg.in_dtype])
+    want_out = getattr(torch, _TORCH_NAMES[cfg.out_dtype])
+    for name, t, want in (("a", a, want_in), ("b", b, want_in), ("out", out, want_out)):
+        if t.dtype != want:
+            raise GemmSm90Error(f"{name} is {t.dtype}, the config wants {want}")
+        if not t.is_cuda or t.dim() != 2:
+            raise GemmSm90Error(f"{name} must be a 2-D CUDA tensor")
+    m, k = a.shape
+    k2, n = b.shape
+    if k2 != k or tuple(out.shape) != (m, n):
+        raise GemmSm90Error(f"shapes a {tuple(a.shape)} @ b {tuple(b.shape)} -> out "
+                            f"{tuple(out.shape)} do not match")
+    if a.stride() != (k, 1) or out.stride() != (n, 1):
+        raise GemmSm90Error("a and out must be row-major and contiguous")
+    if b_major_of(b.shape, b.stride()) != cfg.b_major:
+        raise GemmSm90Error(f"b has strides {b.stride()}, the config wants a "
+                            f"{cfg.b_major}-major b")
+    for name, t in (("a", a), ("b", b), ("out", out)):
+        if t.data_ptr() % 16:
+            raise GemmSm90Error(f"{name} is not 16-byte aligned (TMA)")
+    dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(dev)
+    spec = gemm_sm90_launch_spec(cfg, m, n, k, a.data_ptr(), b.data_ptr(), out.data_ptr(),
+                                 props.multi_processor_count)
+    maps = [_encode(tm) for tm in spec.tensor_maps]
+    f = _function(cfg, dev)
+    # kernel parameters: three 128-byte tensor maps by value, then M, N, K (u32) [, scales]
+    blobs: list[Any] = []
+    for tm in maps:
+        raw = (ctypes.c_uint64 * 16)(*[int(x) for x in tm.opaque])
+        blobs.append(raw)
+    for v in spec.scalars:
+        blobs.append(ctypes.c_uint32(v))
+    if cfg.in_dtype == "e4m3":
+        if scale_a is None or scale_b is None:
+            raise GemmSm90Error("e4m3 GEMM needs scale_a and scale_b (f32 device scalars)")
+        blobs += [ctypes.c_uint64(scale_a.data_ptr()), ctypes.c_uint64(scale_b.data_ptr())]
+    ptrs = (ctypes.c_void_p * len(blobs))(*[ctypes.addressof(x) for x in blobs])
+
+    cfg_l = cu.CUlaunchConfig()
+    cfg_l.gridDimX, cfg_l.gridDimY, cfg_l.gridDimZ = spec.grid
+    cfg_l.blockDimX, cfg_l.blockDimY, cfg_l.blockDimZ = spec.block
+    cfg_l.sharedMemBytes = spec.smem_bytes
+    attrs = []
+    if cfg.cluster_m > 1:
+        at = cu.CUlaunchAttribute()
+        at.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        at.value.clusterDim.x, at.value.clusterDim.y, at.value.clusterDim.z = spec.cluster
+        attrs.append(at)
+    cfg_l.attrs = attrs
+    cfg_l.numAttrs = len(attrs)
+    if cfg.cluster_m > 1 and cfg.persistent:
+        # Not every SM can hold a CTA of a 2-CTA cluster (GPCs of odd size): a grid of
+        # #SMs CTAs would run a second wave.  Size the grid by the clusters that fit.
+        cfg_l.hStream = cu.CUstream(torch.cuda.current_stream(dev).cuda_stream)
+        fit = _check(cu.cuOccupancyMaxActiveClusters(f, cfg_l), "cuOccupancyMaxActiveClusters")
+        cfg_l.gridDimX = min(spec.grid[0], max(1, int(fit)) * cfg.cluster_m)
+    if grid is not None:
+        cfg_l.gridDimX = min(cfg_l.gridDimX, grid - grid % cfg.cluster_m)
+    keep = (blobs, ptrs, maps, a, b, out, scale_a, scale_b)
+
+    def launch() -> None:
+        cfg_l.hStream = cu.CUstream(torch.cuda.current_stream(dev).cuda_stream)
+        _check(cu.cuLaunchKernelEx(cfg_l, f, ctypes.addressof(ptrs), 0), "cuLaunchKernelEx")
+
+    launch.keep = keep  # type: ignore[attr-defined]
+    launch.grid = cfg_l.gridDimX  # type: ignore[attr-defined]
+    return launch
+
+
+def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
+                   b_major: str = "MN") -> GemmSm90Config:
+    """The tuned configuration for a dtype pair (docs/perf.md): 128 x 256 x 128-byte tiles,
+    two consumer warpgroups, 4 stages, persistent with raster group 8, one wgmma group in
+    flight, no cluster (the 2-CTA multicast cluster measured equal within noise).  e4m3
+    takes a K-major B and gives bf16."""
+    if out_dtype is None:
+        out_dtype = "bf16" if in_dtype == "e4m3" else in_dtype
+    if in_dtype == "e4m3":
+        b_major = "K"
+    return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype, b_major=b_major)
+
+
+def run_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config | None = None, *,
+                  scale_a: Any = None, scale_b: Any = None) -> Any:
+    """``out = a @ b`` (e4m3: ``out = (a @ b) * scale_a * scale_b``) with torch tensors on
+    an sm_90 device; ``cfg`` defaults to the tuned configuration for the dtypes."""
+    if cfg is None:
+        rev = {v: kk for kk, v in _TORCH_NAMES.items()}
+        ind = rev.get(str(a.dtype).removeprefix("torch."))
+        outd = rev.get(str(out.dtype).removeprefix("torch."))
+        if ind is None or outd is None:
+            raise GemmSm90Error(f"no SM90 GEMM for {a.dtype} -> {out.dtype}")
+        cfg = default_config(ind, outd, b_major_of(b.shape, b.stride()) or "MN")
+    prepare_gemm_sm90(a, b, out, cfg, scale_a, scale_b)()
+    return out
+
+
+# ---------------------------------------------------------------------------- nvatom.gemm
+
+
+def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
+    """The kernel's parameters as ``(name, PTX type)`` (``nvatom.runtime.launch`` form)."""
+    out = [("tmap_a", "b8[128]@64"), ("tmap_b", "b8[128]@64"), ("tmap_d", "b8[128]@64"),
+           ("M", "u32"), ("N", "u32"), ("K", "u32")]
+    if cfg.in_dtype == "e4m3":
+        out += [("scale_a", "u64"), ("scale_b", "u64")]
+    return tuple(out)
+
+
+class Sm90Provider:
+    """The ``nvatom.gemm`` provider for sm_90 GPUs: TMA + WGMMA (this module).
+
+    Takes row-major A (``a_major`` "K"), B either way, bf16/f16 in, bf16/f16/f32 out, on
+    compute capability 9.0, when TMA's 16-byte pitch rule holds for K and N (else the next
+    provider, the SM80 kernel, runs).  Kernel arguments: three tensor maps encoded per call
+    from the operands' pointers and leading dimensions, then M, N, K."""
+
+    name = "sm90"
+
+    def __init__(self, config: GemmSm90Config | None = None) -> None:
+        self.config = config
+
+    def _config(self, problem: Any) -> GemmSm90Config:
+        major = "MN" if problem.b_major == "N" else "K"
+        if self.config is not None:
+            return dataclasses.replace(self.config, in_dtype=problem.in_dtype,
+                                       out_dtype=problem.out_dtype, b_major=major)
+        return default_config(problem.in_dtype, problem.out_dtype, major)
+
+    def supports(self, problem: Any, capability: tuple[int, int]) -> bool:
+        if tuple(capability) != (9, 0) or problem.acc != "f32" or problem.a_major != "K":
+            return False
+        if problem.in_dtype not in ("bf16", "f16") or problem.out_dtype not in _OUT:
+            return False
+        try:
+            _check_problem(self._config(problem), problem.m, problem.n, problem.k)
+        except GemmSm90Error:
+            return False
+        return True
+
+    def target(self, capability: tuple[int, int]) -> str:
+        return "sm_90a"
+
+    def plan(self, problem: Any, target: str) -> Any:
+        from nvatom.gemm import GemmLaunch
+        from nvatom.runtime.launch import ByValue, KernelSource
+
+        cfg = self._config(problem)
+        sms = 132
+        try:
+            import torch
+
+            sms = torch.cuda.get_device_properties(torch.cuda.current_device()) \
+                .multi_processor_count
+        except Exception:  # no torch / no GPU: plan with the H100/H200 count
+            pass
+        spec = gemm_sm90_launch_spec(cfg, problem.m, problem.n, problem.k, num_sms=sms)
+        source = KernelSource(repr(cfg), cfg.name, kernel_params(cfg),
+                              lambda t, c=cfg: build_gemm_sm90(c, t).emit())
+
+        @dataclasses.dataclass(frozen=True)
+        class Sm90Launch(GemmLaunch):
+            def args(self, a: Any, b: Any, d: Any, p: Any) -> list[Any]:
+                s = gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
+                                          lda=a.ld, ldb=b.ld, ldd=d.ld)
+                maps = [ByValue(_tensor_map_bytes(_encode(tm))) for tm in s.tensor_maps]
+                return [*maps, p.m, p.n, p.k]
+
+        cluster = spec.cluster if cfg.cluster_m > 1 else None
+        return Sm90Launch(source, spec.grid, spec.block, spec.smem_bytes, cluster, self.name)
+
+
+def gemm_provider() -> Sm90Provider:
+    """The plug-in hook ``nvatom.gemm`` looks for."""
+    return Sm90Provider()
