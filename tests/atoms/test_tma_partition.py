@@ -127,7 +127,14 @@ def test_step11_multicast():
     check(T.TMA_MISSING_NUM_MULTICAST, L, T.TmaLoadMode.TMA_LOAD_TWO_CTA, SMEM, GMEM, VMAP)
     check(T.TMA_MISSING_NUM_MULTICAST, L, T.TmaLoadMode.TMA_LOAD_TWO_CTA, SMEM, GMEM, VMAP,
           num_multicast=0)
-    check(T.TMA_NUM_MULTICAST_OF + "4", L, TILE, SMEM, GMEM, VMAP, num_multicast=4)
+    # mode 0 takes a real multicast fan-out (GPU-proven, docs/spec-deviations.md); a count
+    # outside a cluster's 1..16 CTAs keeps the spec's companion diagnostic
+    T.verify_tma_partition(L, TILE, SMEM, GMEM, VMAP, num_multicast=4)
+    check(T.TMA_NUM_MULTICAST_OF + "17", L, TILE, SMEM, GMEM, VMAP, num_multicast=17)
+    check(T.TMA_NUM_MULTICAST_OF + "0", L, T.TmaLoadMode.TMA_LOAD_W_MULTICAST,
+          ComposedLayout("Sw<0,4,3> o 0 o (8,64,1):(64,1,0)"),
+          T.LayoutType(("c", "w", "n"), (1, 64, "s")),
+          T.LayoutType((8, 64, 1), (T.E(1), T.E(0), T.E(2))), num_multicast=0)
     # store and reduce skip step 11
     T.verify_tma_partition(S, T.TmaStoreMode.TMA_STORE_TILED, SMEM, GMEM, VMAP,
                            num_multicast=4)

@@ -18,6 +18,19 @@ Operands are layout *types*: a :class:`~nvatom.layout.Layout`, a
 hold dynamic integers (names) and scaled-basis elements (:class:`E`), which the CuTe layout
 algebra cannot hold.  The CTA V-map maps tile coordinates onto GMEM modes through scaled
 bases, as CuTe's ``make_tma_copy`` builds it.
+
+Besides the verifier (issue 6, docs/tma.md):
+
+* :data:`TMA_INSTRS`, the tensor-copy forms of ``cp.async.bulk.tensor`` /
+  ``cp.reduce.async.bulk.tensor`` (direction x mode: ranks, coordinate and im2col-offset
+  counts, multicast, gating feature) from which :mod:`nvatom.ptx.tma_emit` spells;
+* :data:`REDUCE_TYPES`, the element types each reduction is defined on (PTX ISA
+  "cp.reduce.async.bulk.tensor", corrected by the GPU for INT64 bitwise reductions);
+* the atoms ``atom.non_exec_tiled_tma_load/store/reduce`` (:class:`NonExecTmaAtom`) and
+  ``atom.make_exec_tma`` (:class:`ExecTmaAtom`: mbarrier, :class:`CacheMode`, CTA mask);
+* the descriptor-mutation rule (:func:`tma_update`): base pointer, dimension extents and
+  non-leading strides only, as ``tensormap.replace.tile.{global_address, global_dim,
+  global_stride}`` (PTX ISA "tensormap.replace").
 """
 
 from __future__ import annotations
@@ -27,7 +40,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from nvatom import diagnostics as D
+from nvatom.arch import target
 from nvatom.atoms.interfaces import AtomVerificationError
+from nvatom.atoms.smem import smem_swizzle_of
 from nvatom.layout import ComposedLayout, Layout
 from nvatom.layout.swizzle import Swizzle
 
@@ -48,17 +63,35 @@ TMA_MISSING_NUM_MULTICAST = D.TMA_MISSING_NUM_MULTICAST
 TMA_NUM_MULTICAST_OF = D.TMA_NUM_MULTICAST_OF
 
 __all__ = [
+    "REDUCE_TYPES",
+    "TENSORMAP_FIELDS",
+    "TMA_INSTRS",
+    "CacheMode",
     "E",
+    "ExecTmaAtom",
     "LayoutType",
+    "MBarrier",
+    "NonExecTmaAtom",
     "TmaAtomBody",
     "TmaFlags",
+    "TmaInstr",
     "TmaKind",
     "TmaLoadMode",
     "TmaPartitionResult",
     "TmaReduceKind",
     "TmaStoreMode",
     "TmaTensorType",
+    "TmaUpdate",
+    "TmaUpdateKind",
+    "check_reduce_type",
+    "make_exec_tma",
+    "non_exec_tiled_tma_load",
+    "non_exec_tiled_tma_reduce",
+    "non_exec_tiled_tma_store",
     "ptx_qualifiers",
+    "reduce_op",
+    "tma_instr",
+    "tma_update",
     "type_text",
     "verify_tma_partition",
 ]
@@ -73,7 +106,7 @@ class TmaLoadMode(enum.IntEnum):
 
 class TmaStoreMode(enum.IntEnum):
     TMA_STORE_TILED = 0  # real: .tile
-    TMA_STORE_IM2COL = 1  # real: .im2col_no_offs (sm_100a)
+    TMA_STORE_IM2COL = 1  # real: .im2col_no_offs (ptxas: sm_90 too)
     TMA_STORE_IM2COL_W = 2  # not a PTX store mode
     TMA_STORE_IM2COL_W128 = 3  # not a PTX store mode
 
@@ -262,6 +295,8 @@ _SWIZZLE_FIELD = {0: 0, 1: 3, 2: 3, 3: 2}
 # element widths a tensor map can carry (8/16/32/64; 4 and 6 in sm_100's packed types)
 _ELEMENT_BITS = (4, 6, 8, 16, 32, 64)
 _MAX_BOX = 256
+#: a CTA mask is 16 bits: at most 16 CTAs (a non-portable cluster size) receive a multicast
+MAX_MULTICAST = 16
 # seed 001's step-11 pairing: modes 0 and 2 are "non-multicast", 1 and 3 multicast
 _NON_MULTICAST_LOAD = (TmaLoadMode.TMA_LOAD_NO_MULTICAST, TmaLoadMode.TMA_LOAD_W_MULTICAST)
 
@@ -358,10 +393,15 @@ def verify_tma_partition(
     smem_ok = all(isinstance(d, str) or _is_int(d) for d in s_stride)
     if not (gmem_ok and smem_ok):
         raise _fail(TMA_INTEGER_STRIDES + _got(gmem, smem))
-    # 5. SMEM is a swizzle layout the TMA unit writes
+    # 5. SMEM is a swizzle layout the TMA unit writes: Sw<B,4,3> on byte offsets, or the
+    #    same swizzle on element offsets as nvatom.atoms.smem.smem_layout builds it
+    #    (Sw<3,3,3> for SW128 of 16-bit elements); either way B picks the mode
     sw = smem.inner if isinstance(smem, ComposedLayout) else None
-    if not (isinstance(sw, Swizzle) and (sw.base, sw.shift) == (4, 3)
-            and sw.bits in _SWIZZLE_BYTES):
+    byte_form = isinstance(sw, Swizzle) and (sw.base, sw.shift) == (4, 3)
+    elem_form = (isinstance(sw, Swizzle) and _is_int(element_bits) and element_bits >= 8
+                 and element_bits & (element_bits - 1) == 0
+                 and smem_swizzle_of(smem, element_bits) is not None)
+    if not ((byte_form or elem_form) and sw.bits in _SWIZZLE_BYTES):  # type: ignore[union-attr]
         raise _fail(TMA_SMEM_SWIZZLE + _got(smem))
     # 6. SMEM layout and CTA V-map static (a ComposedLayout is always static)
     if not (_static(smem) and isinstance(cta_v_map, (Layout, LayoutType))
@@ -396,15 +436,20 @@ def verify_tma_partition(
             or (kind is TmaKind.STORE and _STORE_PTX[mode] is None)):  # type: ignore[index]
         raise _fail(TMA_TENSOR_TYPE)
     ty = TmaTensorType(kind, mode, element_bits, box)
-    # 11. multicast count (load only).  This follows seed 001's companion text (modes 0 and 2
-    # take no multicast).  Open question for the lowering (issue 6): on the hardware multicast
-    # is the separate `.multicast::cluster` modifier and is legal with `.tile` (ERRATA 1e), so
-    # this rule may reject a legal multicast tile load; settle it on the GPU.
+    # 11. multicast count (load only).  Settled in issue 6 against ptxas and the GPU
+    # (docs/spec-deviations.md, "TMA step 11"): multicast is the `.multicast::cluster`
+    # modifier, orthogonal to the load mode, and a `.tile` load multicast to clusters of 2 and
+    # 4 delivers the tile to every CTA (tests/gpu/test_tma_gpu.py).  So modes 0 and 2 keep
+    # the spec's default of 1 and its "got num_multicast of N" diagnostic for a count outside
+    # the cluster's 1..16 CTAs, but accept a real fan-out 2..16; modes 1 and 3 still need an
+    # explicit count ("missing or invalid num_multicast ...").
     if kind is TmaKind.LOAD:
         if mode in _NON_MULTICAST_LOAD:
-            if num_multicast not in (None, 1):
+            if num_multicast is not None and not (
+                    _is_int(num_multicast) and 1 <= num_multicast <= MAX_MULTICAST):
                 raise _fail(TMA_NUM_MULTICAST_OF + str(num_multicast))
-        elif not (_is_int(num_multicast) and 1 <= num_multicast <= 16):  # type: ignore[operator]
+        elif not (_is_int(num_multicast)
+                  and 1 <= num_multicast <= MAX_MULTICAST):  # type: ignore[operator]
             raise _fail(TMA_MISSING_NUM_MULTICAST)
     flags = (TmaFlags.STATIC_SMEM | TmaFlags.STATIC_VMAP | TmaFlags.GMEM_INT_STRIDE
              | TmaFlags.SMEM_INT_STRIDE | TmaFlags.SHAPE_EQUIV | TmaFlags.G_BASIS_OK)
@@ -426,3 +471,344 @@ def verify_tma_partition(
         flags |= TmaFlags.PREFETCH_ELIGIBLE
     body = TmaAtomBody(kind, mode, smem, gmem, cta_v_map, mc)
     return TmaPartitionResult(ty, count, flags, _SWIZZLE_FIELD[sw.bits], rank, body)
+
+
+# =========================================================================== instruction table
+@dataclass(frozen=True)
+class TmaInstr:
+    """One PTX tensor-copy form: direction x mode (ERRATA 1e; assembled in
+    tests/ptx/test_tma_emit.py on every target of its feature, rejected elsewhere).
+
+    ``ranks`` are the legal ``.Nd``; ``coords`` the number of 32-bit coordinates for a rank
+    (``None``: the rank itself); ``offsets`` the number of 16-bit im2col operands for a rank;
+    ``multicast`` whether ``.multicast::cluster`` may follow; ``feature`` the
+    :mod:`nvatom.arch` feature gating it (the sm_100-family modes of ptxas 13.0 follow
+    exactly the ``tcgen05`` rule: sm_100a/f, sm_103a/f, sm_110a/f, not sm_100 or sm_12x).
+    """
+
+    direction: str  # "load", "store", "reduce"
+    mode: str  # PTX qualifier: ".tile", ".im2col", ...
+    ranks: tuple[int, ...]
+    feature: str
+    multicast: bool = False
+    coords_of: tuple[tuple[int, int], ...] = ()  # (rank, coordinates) overrides
+    offsets_of: str = ""  # "rank-2" (im2col), "2" (im2col::w wHalo, wOffset), "" none
+
+    def coords(self, rank: int) -> int:
+        return dict(self.coords_of).get(rank, rank)
+
+    def offsets(self, rank: int) -> int:
+        return {"": 0, "rank-2": rank - 2, "2": 2}[self.offsets_of]
+
+    def available_on(self, t: Any) -> bool:
+        return target(t).supports(self.feature)
+
+
+_R15, _R35 = (1, 2, 3, 4, 5), (3, 4, 5)
+#: every tensor-copy form of cp.async.bulk.tensor / cp.reduce.async.bulk.tensor
+TMA_INSTRS: dict[tuple[str, str], TmaInstr] = {
+    (i.direction, i.mode): i
+    for i in (
+        TmaInstr("load", ".tile", _R15, "tma", multicast=True),
+        TmaInstr("load", ".im2col", _R35, "tma", multicast=True, offsets_of="rank-2"),
+        TmaInstr("load", ".im2col::w", _R35, "tcgen05", multicast=True, offsets_of="2"),
+        TmaInstr("load", ".im2col::w::128", _R35, "tcgen05", multicast=True, offsets_of="2"),
+        TmaInstr("load", ".tile::gather4", (2,), "tcgen05", multicast=True,
+                 coords_of=((2, 5),)),
+        TmaInstr("store", ".tile", _R15, "tma"),
+        TmaInstr("store", ".im2col_no_offs", _R35, "tma"),
+        TmaInstr("store", ".tile::scatter4", (2,), "tcgen05", coords_of=((2, 5),)),
+        TmaInstr("reduce", ".tile", _R15, "tma"),
+        TmaInstr("reduce", ".im2col_no_offs", _R35, "tma"),
+    )
+}
+#: ``.cta_group::2`` (the spec's TWO_CTA load) has the same family rule as the sm_100 modes
+CTA_GROUP_FEATURE = "tcgen05"
+
+
+def tma_instr(direction: str, mode: str) -> TmaInstr:
+    try:
+        return TMA_INSTRS[(direction, mode)]
+    except KeyError:
+        modes = ", ".join(m for d, m in TMA_INSTRS if d == direction) or "none"
+        raise AtomVerificationError(
+            f"TMA {direction} has no mode '{mode}' (PTX modes: {modes})"
+        ) from None
+
+
+#: PTX ISA "cp.reduce.async.bulk.tensor": the element types (of the tensor map) each
+#: reduction is defined on.  The ISA's .b32/.b64 for and/or/xor: .b32 takes an INT32 or UINT32
+#: map, but .b64 only UINT64 - with an INT64 map and/or/xor stop the kernel with
+#: cudaErrorIllegalInstruction on an H100 (min/max take INT64 fine; tests/gpu/test_tma_gpu.py).
+REDUCE_TYPES: dict[TmaReduceKind, tuple[str, ...]] = {
+    TmaReduceKind.TMA_REDUCE_ADD: ("uint32", "int32", "uint64", "float32", "float16",
+                                   "bfloat16"),
+    TmaReduceKind.TMA_REDUCE_MIN: ("uint32", "int32", "uint64", "int64", "float16", "bfloat16"),
+    TmaReduceKind.TMA_REDUCE_MAX: ("uint32", "int32", "uint64", "int64", "float16", "bfloat16"),
+    TmaReduceKind.TMA_REDUCE_INC: ("uint32",),
+    TmaReduceKind.TMA_REDUCE_DEC: ("uint32",),
+    TmaReduceKind.TMA_REDUCE_AND: ("uint32", "int32", "uint64"),
+    TmaReduceKind.TMA_REDUCE_OR: ("uint32", "int32", "uint64"),
+    TmaReduceKind.TMA_REDUCE_XOR: ("uint32", "int32", "uint64"),
+}
+
+
+# PTX element-type spellings -> the tensor map's CUtensorMapDataType names
+_PTX_TO_MAP_TYPE = {"u32": "uint32", "s32": "int32", "u64": "uint64", "s64": "int64",
+                    "f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64",
+                    "u8": "uint8", "u16": "uint16"}
+
+
+def reduce_op(kind: TmaReduceKind | str) -> TmaReduceKind:
+    """A reduce kind from its enum, its PTX name ("add") or its spec name."""
+    if isinstance(kind, TmaReduceKind):
+        return kind
+    key = str(kind).lower().removeprefix(".").removeprefix("tma_reduce_")
+    for k in TmaReduceKind:
+        if k.name.removeprefix("TMA_REDUCE_").lower() == key:
+            return k
+    names = ", ".join(k.name.removeprefix("TMA_REDUCE_").lower() for k in TmaReduceKind)
+    raise AtomVerificationError(f"TMA reduction '{kind}' is not one of {names}")
+
+
+def check_reduce_type(kind: TmaReduceKind | str, data_type: Any) -> None:
+    """Raise unless the reduction is defined on the tensor map's element type: a
+    ``CUtensorMapDataType`` name ("uint32", a :class:`~nvatom.descriptors.tma.TmaDataType`)
+    or a PTX type ("u32")."""
+    k = reduce_op(kind)
+    name = str(getattr(data_type, "name", data_type)).lower()
+    dt = _PTX_TO_MAP_TYPE.get(name, name)
+    legal = REDUCE_TYPES[k]
+    if dt not in legal:
+        op = k.name.removeprefix("TMA_REDUCE_").lower()
+        raise AtomVerificationError(D.TMA_REDUCE_TYPE.format(op, dt, ", ".join(legal)))
+
+
+# =========================================================================== atoms
+_NON_EXEC_MNEMONIC = {TmaKind.LOAD: "atom.non_exec_tiled_tma_load",
+                      TmaKind.STORE: "atom.non_exec_tiled_tma_store",
+                      TmaKind.REDUCE: "atom.non_exec_tiled_tma_reduce"}
+
+
+@dataclass(frozen=True)
+class NonExecTmaAtom:
+    """A partition-verified TMA atom (``atom.non_exec_tiled_tma_*``), not yet bound to an
+    mbarrier or a cache mode: the verifier's result plus what lowering needs."""
+
+    partition: TmaPartitionResult
+    element_bits: int
+
+    @property
+    def kind(self) -> TmaKind:
+        return self.partition.tma_tensor_type.kind
+
+    @property
+    def mode(self) -> TmaLoadMode | TmaStoreMode | TmaReduceKind:
+        return self.partition.tma_tensor_type.mode
+
+    @property
+    def mnemonic(self) -> str:
+        return _NON_EXEC_MNEMONIC[self.kind]
+
+    @property
+    def rank(self) -> int:
+        return self.partition.rank
+
+    @property
+    def box(self) -> tuple[int, ...]:
+        return self.partition.tma_tensor_type.box
+
+    @property
+    def num_multicast(self) -> int:
+        return self.partition.non_exec_atom_body.num_multicast
+
+    @property
+    def tx_bytes(self) -> int:
+        """Bytes one transfer writes into one CTA's shared memory: what the barrier of each
+        receiving CTA must expect (``mbarrier.arrive.expect_tx``)."""
+        return _size(self.partition.non_exec_atom_body.smem) * self.element_bits // 8
+
+    @property
+    def ptx_mode(self) -> str:
+        """The PTX mode qualifier (``.tile``, ``.im2col::w``, ...)."""
+        q = ptx_qualifiers(self.mode)
+        if q is None or isinstance(self.mode, TmaReduceKind):
+            return ".tile"
+        return q[0]
+
+
+def non_exec_tiled_tma_load(mode: TmaLoadMode, smem: Any, gmem: Any, cta_v_map: Any, *,
+                            element_bits: int = 16,
+                            num_multicast: int | None = None) -> NonExecTmaAtom:
+    """``atom.non_exec_tiled_tma_load``: run the partition verifier (steps 1-11)."""
+    r = verify_tma_partition(TmaKind.LOAD, mode, smem, gmem, cta_v_map,
+                             element_bits=element_bits, num_multicast=num_multicast)
+    return NonExecTmaAtom(r, element_bits)
+
+
+def non_exec_tiled_tma_store(mode: TmaStoreMode, smem: Any, gmem: Any, cta_v_map: Any, *,
+                             element_bits: int = 16) -> NonExecTmaAtom:
+    """``atom.non_exec_tiled_tma_store`` (steps 1-10; a store never multicasts)."""
+    r = verify_tma_partition(TmaKind.STORE, mode, smem, gmem, cta_v_map,
+                             element_bits=element_bits)
+    return NonExecTmaAtom(r, element_bits)
+
+
+def non_exec_tiled_tma_reduce(kind: TmaReduceKind | str, smem: Any, gmem: Any, cta_v_map: Any,
+                              *, element_bits: int = 16,
+                              data_type: Any = None) -> NonExecTmaAtom:
+    """``atom.non_exec_tiled_tma_reduce``; with ``data_type`` (the tensor map's element type)
+    the reduction must be defined on it (:data:`REDUCE_TYPES`)."""
+    k = reduce_op(kind)
+    if data_type is not None:
+        check_reduce_type(k, data_type)
+    r = verify_tma_partition(TmaKind.REDUCE, k, smem, gmem, cta_v_map,
+                             element_bits=element_bits)
+    return NonExecTmaAtom(r, element_bits)
+
+
+class CacheMode(enum.Enum):
+    """The L2 eviction hint an executable TMA atom carries (``.L2::cache_hint`` with a policy
+    from ``createpolicy.fractional.L2::<priority>``); NONE emits no hint."""
+
+    NONE = ""
+    EVICT_NORMAL = "evict_normal"
+    EVICT_FIRST = "evict_first"
+    EVICT_LAST = "evict_last"
+    EVICT_UNCHANGED = "evict_unchanged"
+
+
+@dataclass(frozen=True)
+class MBarrier:
+    """An mbarrier operand: where it lives (``smem`` for every TMA load) and its symbol."""
+
+    symbol: str = "mbar"
+    memory_space: str = "smem"
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class ExecTmaAtom:
+    """``atom.make_exec_tma``'s result: a non-exec atom bound to runtime state."""
+
+    atom: NonExecTmaAtom
+    barrier: MBarrier | None
+    cache_mode: CacheMode
+    multicast_mask: int | None
+
+    @property
+    def mnemonic(self) -> str:
+        return "atom." + self.atom.kind.value
+
+    @property
+    def tx_bytes(self) -> int:
+        return self.atom.tx_bytes
+
+
+def make_exec_tma(atom: NonExecTmaAtom, barrier: MBarrier | None = None,
+                  cache_mode: CacheMode = CacheMode.NONE,
+                  multicast_mask: int | None = None) -> ExecTmaAtom:
+    """``atom.make_exec_tma``: bind an mbarrier (loads: required, in shared memory), a cache
+    mode and, for a multicast load, the 16-bit CTA mask (its population must equal the
+    atom's ``num_multicast``).  Stores and reductions complete through bulk groups: they
+    take neither a barrier nor a mask."""
+    if not isinstance(atom, NonExecTmaAtom):
+        raise AtomVerificationError(
+            f"make_exec_tma needs a verified non-exec TMA atom, got {type(atom).__name__}")
+    if not isinstance(cache_mode, CacheMode):
+        raise AtomVerificationError(f"cache mode {cache_mode!r} is not a CacheMode")
+    if atom.kind is TmaKind.LOAD:
+        if barrier is None or barrier.memory_space != "smem":
+            where = "none" if barrier is None else barrier.memory_space
+            raise AtomVerificationError(
+                f"a TMA load completes on an mbarrier in shared memory, got {where}")
+        n = atom.num_multicast
+        if multicast_mask is None:
+            if n > 1:
+                raise AtomVerificationError(
+                    f"the atom multicasts to {n} CTAs but no CTA mask was bound")
+        elif not (_is_int(multicast_mask) and 0 < multicast_mask < 1 << MAX_MULTICAST
+                  and multicast_mask.bit_count() == n):
+            raise AtomVerificationError(
+                f"CTA mask {multicast_mask!r} must be a 16-bit mask with {n} bits set "
+                f"(num_multicast = {n})")
+    else:
+        if barrier is not None or multicast_mask is not None:
+            raise AtomVerificationError(
+                f"a TMA {atom.kind.name.lower()} completes through bulk groups and never "
+                "multicasts: bind neither an mbarrier nor a CTA mask")
+    return ExecTmaAtom(atom, barrier, cache_mode, multicast_mask)
+
+
+# =========================================================================== mutation
+class TmaUpdateKind(enum.Enum):
+    """The spec's three device-mutable descriptor fields and their ``tensormap.replace``
+    field qualifier (PTX ISA "tensormap.replace")."""
+
+    BASE_POINTER = "global_address"
+    DIM = "global_dim"
+    STRIDE = "global_stride"
+
+
+#: every field ``tensormap.replace`` can write (ERRATA 1e); only the first three are
+#: device-mutable in the spec's contract, which nvatom keeps.
+TENSORMAP_FIELDS = ("global_address", "global_dim", "global_stride", "rank", "box_dim",
+                    "element_stride", "elemtype", "interleave_layout", "swizzle_mode",
+                    "swizzle_atomicity", "fill_mode")
+_UPDATE_ALIASES = {"base": TmaUpdateKind.BASE_POINTER, "base_pointer": TmaUpdateKind.BASE_POINTER,
+                   "global_address": TmaUpdateKind.BASE_POINTER, "dim": TmaUpdateKind.DIM,
+                   "global_dim": TmaUpdateKind.DIM, "stride": TmaUpdateKind.STRIDE,
+                   "global_stride": TmaUpdateKind.STRIDE}
+
+
+@dataclass(frozen=True)
+class TmaUpdate:
+    """One device-side descriptor update: ``axis`` is the tensor dimension (innermost 0) for
+    DIM and STRIDE; ``value`` an address, extent or byte stride (or a register)."""
+
+    kind: TmaUpdateKind
+    axis: int | None
+    value: Any
+
+    @property
+    def ptx_field(self) -> str:
+        return self.kind.value
+
+    @property
+    def ordinal(self) -> int | None:
+        """The ``ord`` immediate of ``tensormap.replace``: the dimension for global_dim; for
+        global_stride the index among the map's ``rank - 1`` stored strides (axis - 1)."""
+        if self.kind is TmaUpdateKind.DIM:
+            return self.axis
+        if self.kind is TmaUpdateKind.STRIDE:
+            return None if self.axis is None else self.axis - 1
+        return None
+
+
+def tma_update(field: str | TmaUpdateKind, value: Any, axis: int | None = None, *,
+               rank: int = 5) -> TmaUpdate:
+    """Check a device-side descriptor update against the spec's mutation rule: only the base
+    pointer, a dimension extent, or a non-leading stride; anything else fails with
+    "TMA descriptor field is not device-mutable" (a rank, swizzle, element type, box,
+    multicast count or mode change, and the implicit leading stride)."""
+    kind = field if isinstance(field, TmaUpdateKind) else _UPDATE_ALIASES.get(str(field))
+    if kind is None:
+        raise AtomVerificationError(f"{D.TMA_FIELD_NOT_MUTABLE}: {field}")
+    if kind is TmaUpdateKind.BASE_POINTER:
+        if axis is not None:
+            raise AtomVerificationError(f"the base pointer takes no axis, got axis {axis}")
+        if _is_int(value) and value % 16:
+            raise AtomVerificationError(f"base pointer {value:#x} is not 16-byte aligned")
+        return TmaUpdate(kind, None, value)
+    if not (_is_int(axis) and 0 <= axis < rank):  # type: ignore[operator]
+        raise AtomVerificationError(
+            f"{kind.value}: axis {axis!r} is not a dimension of a rank-{rank} map")
+    if kind is TmaUpdateKind.STRIDE:
+        if axis == 0:
+            raise AtomVerificationError(f"{D.TMA_FIELD_NOT_MUTABLE}: leading stride")
+        if _is_int(value) and (value % 16 or not 0 < value < 1 << 40):
+            raise AtomVerificationError(
+                f"global stride {value} bytes is not a multiple of 16 in 16..2^40 - 16")
+    if kind is TmaUpdateKind.DIM and _is_int(value) and not 1 <= value <= 1 << 32:
+        raise AtomVerificationError(f"global dim {value} is out of range (1..2^32)")
+    return TmaUpdate(kind, axis, value)
