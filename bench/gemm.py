@@ -1,18 +1,36 @@
-"""GEMM throughput: nvatom's kernels against torch.matmul (cuBLAS), in the same process.
+"""GEMM throughput: nvatom's kernels against cuBLAS (torch.matmul / torch._scaled_mm), one run.
 
-    PYTHONPATH=src python3 bench/gemm.py [--kernels sm80,sm90] [--dtype bf16] [--shapes ...]
+    PYTHONPATH=src python3 bench/gemm.py [--kernels sm80,sm90] [--dtypes bf16,f16,e4m3]
+        [--shapes MxNxK ...] [--rounds 9] [--batch 20] [--out reports/bench/gemm.json]
+    PYTHONPATH=src python3 bench/gemm.py --host-cpu     # host time per call, no GPU needed
 
-For each shape (M, N, K) every kernel and cuBLAS run on the same inputs; times are medians of
-many CUDA-event-timed launches over rotating input buffers (enough copies that A and B of one
-launch are not in L2 from the previous one).  Also measured: the Python time to build and emit
-each kernel's PTX (ptxas excluded).  Prints a table and writes ``reports/bench/gemm.json``
-(device, commit, TFLOP/s, ratio to cuBLAS).  A kernel's output is checked against cuBLAS's
-before it is timed.  No assertions about speed.
+Method (docs/perf.md):
+
+* every contender runs on the same inputs in the same process: nvatom's kernels through the
+  user path ``nvatom.gemm(a, b, out, provider=...)`` ("sm80", "sm90"), the SM90 kernel's own
+  prepared launcher (``sm90-direct``, ``prepare_gemm_sm90``: the host-path reference), and
+  cuBLAS (``torch.matmul``; for e4m3 ``torch._scaled_mm`` with per-tensor scales);
+* e4m3 (A row-major, B column-major, per-tensor f32 scales, bf16 out) has no ``nvatom.gemm``
+  entry yet: its nvatom row is ``sm90-direct``;
+* one measurement = ``--batch`` launches between one pair of CUDA events, rotating over enough
+  input buffers that a launch's A and B are not in L2 from the one before; time per launch =
+  elapsed / batch, so host overhead counts only where it exceeds the GPU time;
+* rounds are interleaved and the order alternates (ours, cuBLAS, cuBLAS, ours, ...), so clock
+  drift under sustained load hits every contender alike; the median over rounds is reported
+  (the best round too);
+* before timing, each output is checked against the reference (max relative error);
+* also measured: the Python build+emit time of each kernel's PTX (ptxas excluded), and the
+  host time per call of ``nvatom.gemm`` against the direct launcher and the per-call path of
+  before the launch caches (tensor maps encoded and arguments packed on every call).
+
+Writes ``reports/bench/gemm.json`` (device, driver, torch, commit, date, TFLOP/s, ratios) and
+prints a table.  No assertions about speed.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import statistics
@@ -20,12 +38,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 DEFAULT_SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
                   (8192, 8192, 1024), (16384, 1024, 8192)]
+IN_BYTES = {"bf16": 2, "f16": 2, "e4m3": 1}
 
 
 def _commit() -> str:
@@ -40,146 +60,323 @@ def _commit() -> str:
         return "unknown"
 
 
-def _sm80_config(text: str) -> object:
-    """``BMxBNxBK/WMxWN/STAGES``, e.g. ``128x256x32/2x4/4``."""
-    from nvatom.kernels.gemm_sm80 import GemmSm80Config
+def _nvidia_driver() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=False, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
-    tile, warps, stages = text.split("/")
-    bm, bn, bk = (int(x) for x in tile.split("x"))
-    wm, wn = (int(x) for x in warps.split("x"))
-    return GemmSm80Config(bm, bn, bk, wm, wn, int(stages))
+
+def _driver_version() -> str:
+    """The CUDA version the driver supports (cuDriverGetVersion)."""
+    try:
+        from cuda.bindings import driver as cu
+
+        cu.cuInit(0)
+        err, v = cu.cuDriverGetVersion()
+        return f"{v // 1000}.{v % 1000 // 10}" if int(err) == 0 else "unknown"
+    except Exception:
+        return "unknown"
 
 
-def _providers(names: list[str], sm80_configs: list[str]) -> dict[str, object]:
-    from nvatom.gemm import Sm80Provider
+# ------------------------------------------------------------------------- host, no GPU
 
-    out: dict[str, object] = {}
-    for n in names:
-        if n == "sm80":
-            out[n] = Sm80Provider()
-            for c in sm80_configs:
-                out[f"sm80:{c}"] = Sm80Provider(_sm80_config(c), f"sm80:{c}")
-        elif n == "sm90":
-            try:
-                from nvatom.kernels import gemm_sm90
-            except ImportError:
-                print("sm90: nvatom.kernels.gemm_sm90 not present, skipped")
-                continue
-            if not hasattr(gemm_sm90, "gemm_provider"):
-                print("sm90: nvatom.kernels.gemm_sm90 defines no gemm_provider() yet, skipped "
-                      "(see docs/runtime.md, 'Dispatch and the plug-in point')")
-                continue
-            out[n] = gemm_sm90.gemm_provider()
-        else:
-            raise SystemExit(f"unknown kernel family '{n}' (sm80, sm90)")
+
+class _FakeDtype:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"torch.{self.name}"
+
+
+class _FakeDevice:
+    type = "cuda"
+    index = 0
+
+
+class _FakeTensor:
+    """Duck-typed 2-D CUDA tensor (what nvatom.runtime.torch_interop reads)."""
+
+    device = _FakeDevice()
+
+    def __init__(self, rows: int, cols: int, ptr: int, dtype: _FakeDtype,
+                 col_major: bool = False) -> None:
+        self.shape = (rows, cols)
+        self._stride = (1, rows) if col_major else (cols, 1)
+        self._ptr = ptr
+        self.dtype = dtype
+
+    def stride(self) -> tuple[int, int]:
+        return self._stride
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def element_size(self) -> int:
+        return 2
+
+
+def host_cpu(n: int = 4096, calls: int = 2000) -> dict[str, float]:
+    """Host microseconds per call of the SM90 provider path on fake tensors, before and after
+    the caches (tensor maps by nvatom's pure-Python encoder standing in for the driver's; the
+    driver launch itself is not included)."""
+    from nvatom.gemm import check_operands, plan
+    from nvatom.kernels import gemm_sm90 as g
+    from nvatom.runtime.launch import PackedParams
+
+    bf = _FakeDtype("bfloat16")
+    a = _FakeTensor(n, n, 1 << 30, bf)
+    b = _FakeTensor(n, n, 2 << 30, bf)
+    d = _FakeTensor(n, n, 3 << 30, bf)
+    enc = g.TENSOR_MAPS.encoder
+    g.TENSOR_MAPS.encoder = lambda tm: tm.encode()
+    providers = [g.Sm90Provider()]
+    try:
+        lp_cached, _ = plan(check_operands(a, b, d)[3], (9, 0), providers)
+
+        def before() -> None:  # the plan was memoized before too; the maps were not
+            ai, bi, oi, p = check_operands(a, b, d)
+            g.TENSOR_MAPS.clear()
+            PackedParams.of(lp_cached.source.params, lp_cached.args(ai, bi, oi, p))
+
+        def after() -> None:
+            ai, bi, oi, p = check_operands(a, b, d)
+            lp_cached.packed(ai, bi, oi, p)
+
+        out = {}
+        for name, fn in (("before", before), ("after", after)):
+            fn()
+            t0 = time.perf_counter()
+            for _ in range(calls // (10 if name == "before" else 1)):
+                fn()
+            out[name] = (time.perf_counter() - t0) / (calls // (10 if name == "before" else 1))
+            out[name] *= 1e6
+        return out
+    finally:
+        g.TENSOR_MAPS.encoder = enc
+
+
+# ------------------------------------------------------------------------- GPU
+
+
+def _time_batch(fn: Any, sets: int, batch: int) -> float:
+    """Milliseconds per launch of ``batch`` launches of ``fn(i)`` between two events."""
+    import torch
+
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    for i in range(batch):
+        fn(i % sets)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / batch
+
+
+def _interleaved(contenders: dict[str, Any], sets: int, batch: int, rounds: int
+                 ) -> dict[str, list[float]]:
+    names = list(contenders)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for n in names:  # warm-up batch each
+        _time_batch(contenders[n], sets, batch)
+    for r in range(rounds):
+        for n in (names if r % 2 == 0 else names[::-1]):
+            times[n].append(_time_batch(contenders[n], sets, batch))
+    return times
+
+
+def _build_times(kernels: list[str]) -> dict[str, dict[str, Any]]:
+    """Python build+emit of each kernel's PTX (cold: first build in this process; warm:
+    median of 3 more), ptxas excluded."""
+    from nvatom.kernels import gemm_sm80, gemm_sm90
+
+    out: dict[str, dict[str, Any]] = {}
+    builds: dict[str, Any] = {}
+    if "sm80" in kernels:
+        for dt in ("bf16",):
+            spec = gemm_sm80.GemmSm80Spec(dt, dt, "K", "N", gemm_sm80.GemmSm80Config())
+            builds[f"sm80 {dt}"] = lambda s=spec: gemm_sm80.emit_ptx(s, "sm_90a")
+    if "sm90" in kernels:
+        for dt in ("bf16", "e4m3"):
+            cfg = gemm_sm90.default_config(dt)
+            builds[f"sm90 {dt}"] = lambda c=cfg: gemm_sm90.build_gemm_sm90(c).emit()
+    for name, fn in builds.items():
+        t0 = time.perf_counter()
+        text = fn()
+        cold = time.perf_counter() - t0
+        warm = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            warm.append(time.perf_counter() - t0)
+        out[name] = {"cold_ms": 1e3 * cold, "warm_ms": 1e3 * statistics.median(warm),
+                     "ptx_lines": text.count("\n")}
     return out
 
 
-def _time(fn, sets: int, iters: int, warmup: int) -> float:
-    """Median milliseconds of ``fn(i)`` over ``iters`` launches, rotating i over ``sets``."""
+def _host_gpu(n: int = 4096, calls: int = 20) -> dict[str, float]:
+    """Host microseconds per call (queued launches, no sync in between) at n^3 bf16."""
     import torch
 
-    for i in range(warmup):
-        fn(i % sets)
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(iters)]
-    for i in range(iters):
-        starts[i].record()
-        fn(i % sets)
-        ends[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+    import nvatom
+    from nvatom.gemm import check_operands, plan
+    from nvatom.kernels.gemm_sm90 import TENSOR_MAPS, default_config, prepare_gemm_sm90
+    from nvatom.runtime.launch import get_kernel
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    d = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    direct = prepare_gemm_sm90(a, b, d, default_config("bf16"))
+    ai, bi, oi, p = check_operands(a, b, d)
+    lp, target = plan(p, (9, 0))
+    kern = get_kernel(lp.source, target)
+
+    def old_path() -> None:  # what nvatom.gemm did per call before the caches
+        check_operands(a, b, d)
+        TENSOR_MAPS.clear()
+        kern.launch(lp.grid, lp.block, lp.args(ai, bi, oi, p), shmem=lp.shmem,
+                    cluster=lp.cluster)
+
+    out = {}
+    for name, fn in (("nvatom.gemm", lambda: nvatom.gemm(a, b, d, provider="sm90")),
+                     ("direct launcher", direct), ("before the caches", old_path)):
+        fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        out[name] = 1e6 * (time.perf_counter() - t0) / calls
+        torch.cuda.synchronize()
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kernels", default="sm80", help="comma-separated: sm80, sm90")
-    ap.add_argument("--dtype", default="bf16", choices=["bf16", "f16"])
+    ap.add_argument("--kernels", default="sm80,sm90", help="comma-separated: sm80, sm90")
+    ap.add_argument("--dtypes", default="bf16,f16,e4m3", help="comma-separated: bf16,f16,e4m3")
     ap.add_argument("--shapes", nargs="*", default=None, help="MxNxK ... (default: the set above)")
-    ap.add_argument("--sm80-configs", nargs="*", default=[], metavar="BMxBNxBK/WMxWN/S",
-                    help="extra SM80 tilings to time beside the default one")
-    ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--batch", type=int, default=20, help="launches per timed measurement")
+    ap.add_argument("--host-cpu", action="store_true",
+                    help="only the host-time micro-benchmark on fake tensors (no GPU)")
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "gemm.json"))
     args = ap.parse_args(argv)
+    if args.host_cpu:
+        r = host_cpu()
+        print(f"host time per nvatom.gemm call (SM90 provider, fake tensors, no launch): "
+              f"before {r['before']:.1f} us, after {r['after']:.1f} us")
+        return 0
 
     import torch
 
-    from nvatom.gemm import check_operands
-    from nvatom.runtime.launch import get_kernel
+    import nvatom
+    from nvatom.kernels.gemm_sm90 import default_config, prepare_gemm_sm90
 
+    kernels = [k for k in args.kernels.split(",") if k]
+    dtypes = [d for d in args.dtypes.split(",") if d]
     shapes = DEFAULT_SHAPES if not args.shapes else [
         tuple(int(x) for x in s.lower().split("x")) for s in args.shapes]
-    providers = _providers([k for k in args.kernels.split(",") if k], args.sm80_configs)
-    dt = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
     props = torch.cuda.get_device_properties(0)
     cap = torch.cuda.get_device_capability(0)
     l2 = getattr(props, "L2_cache_size", 50 * 2**20)
+    tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "e4m3": torch.float8_e4m3fn}
+    sm90 = "sm90" in kernels and cap == (9, 0)
+
+    build = _build_times(kernels)
+    host = _host_gpu() if sm90 else {}
     rows = []
-    for m, n, k in shapes:
-        per_set = (m * k + k * n) * 2
-        sets = max(2, min(32, math.ceil(3 * l2 / per_set)))
-        a = [torch.randn(m, k, device="cuda", dtype=dt) for _ in range(sets)]
-        b = [torch.randn(k, n, device="cuda", dtype=dt) for _ in range(sets)]
-        d = torch.empty(m, n, device="cuda", dtype=dt)
-        flop = 2.0 * m * n * k
-        ms = _time(lambda i, a=a, b=b, d=d: torch.matmul(a[i], b[i], out=d), sets,
-                   args.iters, args.warmup)
-        row = {"m": m, "n": n, "k": k, "dtype": args.dtype, "input_sets": sets,
-               "cublas_ms": ms, "cublas_tflops": flop / ms / 1e9, "kernels": {}}
-        ref = torch.matmul(a[0], b[0]).float()
-        for name, prov in providers.items():
-            infos = [check_operands(a[i], b[i], d) for i in range(sets)]
-            problem = infos[0][3]
-            if not prov.supports(problem, cap):
-                continue
-            t0 = time.perf_counter()
-            launch_plan = prov.plan(problem, prov.target(cap))
-            ptx = launch_plan.source.build(prov.target(cap))
-            emit_s = time.perf_counter() - t0
-            kern = get_kernel(launch_plan.source, prov.target(cap))
-            argsets = [launch_plan.args(ai, bi, oi, problem) for ai, bi, oi, _ in infos]
+    for dt in dtypes:
+        for m, n, k in shapes:
+            per_set = (m * k + k * n) * IN_BYTES[dt]
+            sets = max(2, min(32, math.ceil(3 * l2 / per_set)))
+            gen = torch.Generator(device="cuda").manual_seed(m + n + k)
+            if dt == "e4m3":
+                a = [(torch.randn(m, k, device="cuda", generator=gen) / 2).to(tdt[dt])
+                     for _ in range(sets)]
+                b = [(torch.randn(n, k, device="cuda", generator=gen) / 2).to(tdt[dt]).t()
+                     for _ in range(sets)]
+                sa = torch.tensor(0.5, device="cuda")
+                sb = torch.tensor(2.0, device="cuda")
+                ref_name = "torch._scaled_mm"
+                d_ref = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
 
-            def run(i: int, kern=kern, lp=launch_plan, argsets=argsets) -> None:
-                kern.launch(lp.grid, lp.block, argsets[i], shmem=lp.shmem, cluster=lp.cluster)
+                def ref(i: int, a=a, b=b, sa=sa, sb=sb) -> Any:
+                    return torch._scaled_mm(a[i], b[i], sa, sb, out_dtype=torch.bfloat16)
+            else:
+                a = [torch.randn(m, k, device="cuda", dtype=tdt[dt], generator=gen)
+                     for _ in range(sets)]
+                b = [torch.randn(k, n, device="cuda", dtype=tdt[dt], generator=gen)
+                     for _ in range(sets)]
+                ref_name = "torch.matmul"
+                d_ref = torch.empty(m, n, device="cuda", dtype=tdt[dt])
 
-            run(0)
-            torch.cuda.synchronize()
-            err = ((d.float() - ref).abs().max() / ref.abs().max()).item()
-            kms = _time(run, sets, args.iters, args.warmup)
-            row["kernels"][name] = {
-                "kernel": launch_plan.source.name, "ms": kms, "tflops": flop / kms / 1e9,
-                "ratio_to_cublas": ms / kms, "max_rel_err_vs_cublas": err,
-                "ptx_build_emit_s": emit_s, "ptx_lines": ptx.count("\n"),
-            }
-        rows.append(row)
-        a.clear()
-        b.clear()
-        torch.cuda.empty_cache()
+                def ref(i: int, a=a, b=b, d=d_ref) -> Any:
+                    return torch.matmul(a[i], b[i], out=d)
+            out_dt = torch.bfloat16 if dt == "e4m3" else tdt[dt]
+            d = torch.empty(m, n, device="cuda", dtype=out_dt)
+            want = ref(0).float()
+            contenders: dict[str, Any] = {}
+            errors: dict[str, float] = {}
+            if dt != "e4m3":
+                for kname in kernels:
+                    if kname == "sm90" and not sm90:
+                        continue
+                    contenders[kname] = (lambda i, a=a, b=b, d=d, kn=kname:
+                                         nvatom.gemm(a[i], b[i], d, provider=kn))
+            if sm90:
+                cfg = default_config(dt)
+                scales = (sa, sb) if dt == "e4m3" else (None, None)
+                prepared = [prepare_gemm_sm90(a[i], b[i], d, cfg, *scales) for i in range(sets)]
+                contenders["sm90-direct"] = lambda i, p=prepared: p[i]()
+            for name, fn in contenders.items():
+                d.fill_(float("nan"))
+                fn(0)
+                torch.cuda.synchronize()
+                errors[name] = ((d.float() - want).abs().max() / want.abs().max()).item()
+            contenders[ref_name] = ref
+            times = _interleaved(contenders, sets, args.batch, args.rounds)
+            flop = 2.0 * m * n * k
+            med = {nm: statistics.median(t) for nm, t in times.items()}
+            row = {"m": m, "n": n, "k": k, "dtype": dt, "reference": ref_name,
+                   "input_sets": sets, "results": {}}
+            for nm, t in times.items():
+                row["results"][nm] = {
+                    "ms_median": med[nm], "ms_best": min(t), "tflops": flop / med[nm] / 1e9,
+                    "tflops_best": flop / min(t) / 1e9, "ratio_to_reference": med[ref_name]
+                    / med[nm], "max_rel_err": errors.get(nm, 0.0)}
+            rows.append(row)
+            del a, b, d, d_ref, contenders
+            torch.cuda.empty_cache()
 
-    names = list(providers)
-    print(f"device: {props.name} (sm_{cap[0]}{cap[1]}), dtype {args.dtype}")
-    print(f"{'M':>6} {'N':>6} {'K':>6}  {'kernel':<24} {'TFLOP/s':>8} {'ms':>8} {'vs cuBLAS':>9}")
+    print(f"device: {props.name} (sm_{cap[0]}{cap[1]}), driver {_nvidia_driver()} (CUDA "
+          f"{_driver_version()}), "
+          f"torch {torch.__version__}; median of {args.rounds} interleaved rounds, "
+          f"{args.batch} launches per measurement")
+    print(f"{'dtype':<5} {'M':>6} {'N':>6} {'K':>6}  {'kernel':<17} {'TFLOP/s':>8} "
+          f"{'best':>7} {'ms':>8} {'vs ref':>7} {'rel err':>8}")
     for r in rows:
-        shape = f"{r['m']:>6} {r['n']:>6} {r['k']:>6}"
-        print(f"{shape}  {'cuBLAS (torch.matmul)':<24} {r['cublas_tflops']:>8.1f} "
-              f"{r['cublas_ms']:>8.3f} {1:>9.2f}")
-        for nme in names:
-            kr = r["kernels"].get(nme)
-            if kr:
-                print(f"{shape}  {nme:<24} {kr['tflops']:>8.1f} {kr['ms']:>8.3f} "
-                      f"{kr['ratio_to_cublas']:>9.2f}")
-    for nme in names:
-        emits = [r["kernels"][nme]["ptx_build_emit_s"] for r in rows if nme in r["kernels"]]
-        if emits:
-            print(f"{nme}: Python build+emit of the PTX {1e3 * min(emits):.0f} ms "
-                  f"(ptxas excluded)")
+        shape = f"{r['dtype']:<5} {r['m']:>6} {r['n']:>6} {r['k']:>6}"
+        for nm, x in r["results"].items():
+            print(f"{shape}  {nm:<17} {x['tflops']:>8.1f} {x['tflops_best']:>7.1f} "
+                  f"{x['ms_median']:>8.3f} {x['ratio_to_reference']:>7.3f} "
+                  f"{x['max_rel_err']:>8.1e}")
+    for nm, x in build.items():
+        print(f"build+emit {nm}: cold {x['cold_ms']:.0f} ms, warm {x['warm_ms']:.0f} ms "
+              f"({x['ptx_lines']} PTX lines; ptxas excluded)")
+    for nm, us in host.items():
+        print(f"host time per call at 4096^3 bf16, {nm}: {us:.1f} us")
     report = {"device": props.name, "capability": f"{cap[0]}.{cap[1]}",
+              "driver": _nvidia_driver(), "driver_cuda": _driver_version(),
               "torch": torch.__version__, "commit": _commit(),
-              "timing": f"median of {args.iters} CUDA-event-timed launches, {args.warmup} "
-                        "warm-ups, inputs rotated over input_sets buffers",
-              "results": rows}
+              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "method": f"median of {args.rounds} interleaved rounds (order alternating), "
+                        f"{args.batch} launches between one pair of CUDA events, inputs "
+                        "rotated over input_sets buffers; nvatom rows through nvatom.gemm "
+                        "(provider=...), sm90-direct through prepare_gemm_sm90",
+              "ptx_build_emit": build, "host_us_per_call_4096": host, "results": rows}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")

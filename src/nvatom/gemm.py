@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from nvatom.errors import NvatomError
-from nvatom.runtime.launch import KernelSource, get_kernel
+from nvatom.runtime.launch import KernelSource, LruCache, PackedParams, get_kernel
 from nvatom.runtime.torch_interop import TensorArgumentError, TensorInfo, check_matrix
 
 __all__ = [
@@ -71,9 +71,21 @@ class GemmLaunch:
     shmem: int
     cluster: tuple[int, int, int] | None
     provider: str
+    #: packed kernel arguments per (pointers, leading dimensions, M, N, K): the hot path of a
+    #: repeated call is one dictionary hit (:meth:`packed`).
+    param_cache: LruCache = dataclasses.field(default_factory=lambda: LruCache(256),
+                                              compare=False, hash=False, repr=False)
 
     def args(self, a: TensorInfo, b: TensorInfo, d: TensorInfo, p: GemmProblem) -> list[Any]:
         return [a.ptr, b.ptr, d.ptr, p.m, p.n, p.k, a.ld, b.ld, d.ld]
+
+    def packed(self, a: TensorInfo, b: TensorInfo, d: TensorInfo,
+               p: GemmProblem) -> PackedParams:
+        """:meth:`args` checked and laid out for the launch, cached (bounded LRU) by everything
+        the arguments depend on."""
+        key = (a.ptr, b.ptr, d.ptr, a.ld, b.ld, d.ld, p.m, p.n, p.k)
+        return self.param_cache.get_or_make(
+            key, lambda: PackedParams.of(self.source.params, self.args(a, b, d, p)))
 
 
 class GemmProvider(Protocol):
@@ -139,6 +151,7 @@ def register_provider(provider: GemmProvider, *, first: bool = True) -> None:
         PROVIDERS.insert(0, provider)
     else:
         PROVIDERS.append(provider)
+    _calls.clear()  # a checked call may now dispatch elsewhere
 
 
 def _load_plugins() -> None:
@@ -226,15 +239,37 @@ def _check_out_pairs(oi: TensorInfo) -> None:
         raise TensorArgumentError(f"out's data pointer 0x{oi.ptr:x} is not {pair}-byte aligned")
 
 
-def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32") -> Any:
+def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None
+         ) -> Any:
     """``a @ b`` for 2-D CUDA torch tensors (bf16 or f16 operands, f32 accumulation).
 
     ``out``: an optional row-major (M x N) tensor of bf16, f16 or f32 to write (default: a new
     tensor of ``a``'s dtype).  Operands may be row- or column-major (``x.t()`` of a contiguous
     tensor); the leading stride must be a multiple of 16 bytes.  Runs on torch's current stream.
+    ``provider``: the name of a registered provider to use instead of the first that supports
+    the problem (benchmarks; :class:`GemmError` if it does not support it).
+
+    Host cost: a call whose operands match an earlier one in everything the checks read
+    (pointers, shapes, strides, dtypes, devices; ``out`` given) skips the checks and goes
+    straight to its prepared launcher and packed arguments (:data:`_calls`, bounded); any
+    other call is checked, then planned (memoized per problem and device), its launcher
+    prepared (per plan) and its arguments packed with their encoded tensor maps (bounded LRU
+    per pointers and strides); then one ``cuLaunchKernelEx``.
     """
     import torch
 
+    key: tuple[Any, ...] | None = None
+    if out is not None:
+        try:
+            key = (a.data_ptr(), b.data_ptr(), out.data_ptr(), a.shape, b.shape, out.shape,
+                   a.stride(), b.stride(), out.stride(), a.dtype, b.dtype, out.dtype,
+                   a.device, b.device, out.device, acc, provider)
+            hit = _calls.get(key)
+        except Exception:  # not tensors, or unhashable: the checks below say what is wrong
+            key = hit = None
+        if hit is not None:
+            hit[0](hit[1], torch.cuda.current_stream(hit[2]).cuda_stream)
+            return out
     ai, bi, oi, problem = check_operands(a, b, out, acc=acc)
     if out is None:
         out = torch.empty((problem.m, problem.n), dtype=a.dtype, device=a.device)
@@ -245,9 +280,50 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32") -> Any:
     if problem.k == 0:
         out.zero_()
         return out
-    cap = tuple(torch.cuda.get_device_capability(ai.device))
-    launch, target = plan(problem, cap)  # type: ignore[arg-type]
-    kernel = get_kernel(launch.source, target, device=ai.device)
-    kernel.launch(launch.grid, launch.block, launch.args(ai, bi, oi, problem),
-                  shmem=launch.shmem, cluster=launch.cluster)
+    dev = ai.device
+    cap = _capabilities.get(dev)
+    if cap is None:
+        cap = _capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
+    if provider is None:
+        launch, target = plan(problem, cap)  # type: ignore[arg-type]
+    else:
+        launch, target = _plan_with(problem, cap, provider)  # type: ignore[arg-type]
+    run = _launchers.get((id(launch), dev))
+    if run is None or run[0] is not launch:
+        kernel = get_kernel(launch.source, target, device=dev)
+        run = (launch, kernel.launcher(launch.grid, launch.block, shmem=launch.shmem,
+                                       cluster=launch.cluster))
+        _launchers[(id(launch), dev)] = run
+    params = launch.packed(ai, bi, oi, problem)
+    run[1](params, torch.cuda.current_stream(dev).cuda_stream)
+    if key is not None:
+        if len(_calls) >= _MAX_CALLS:
+            del _calls[next(iter(_calls))]  # the oldest entry
+        _calls[key] = (run[1], params, dev)
     return out
+
+
+def _plan_with(problem: GemmProblem, capability: tuple[int, int],
+               name: str) -> tuple[GemmLaunch, str]:
+    key = (problem, capability, name)
+    hit = _named_plans.get(key)
+    if hit is not None:
+        return hit
+    _load_plugins()
+    chosen = [p for p in PROVIDERS if p.name == name]
+    if not chosen:
+        raise GemmError(f"no GEMM provider named '{name}' (registered: "
+                        f"{', '.join(p.name for p in PROVIDERS)})")
+    hit = _named_plans[key] = plan(problem, capability, chosen)
+    return hit
+
+
+_named_plans: dict[tuple[Any, ...], tuple[GemmLaunch, str]] = {}
+#: checked calls: (pointers, shapes, strides, dtypes, devices, acc, provider) -> (launcher,
+#: packed arguments, device); at most _MAX_CALLS, oldest dropped first.
+_calls: dict[tuple[Any, ...], tuple[Any, PackedParams, int]] = {}
+_MAX_CALLS = 256
+#: device index -> compute capability (asked of torch once).
+_capabilities: dict[int, tuple[int, ...]] = {}
+#: (id of a memoized plan, device) -> (the plan, its prepared Launcher).
+_launchers: dict[tuple[int, int], tuple[GemmLaunch, Any]] = {}

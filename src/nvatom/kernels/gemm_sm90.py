@@ -35,10 +35,11 @@ still counted in the transaction bytes), stores outside it are dropped.  TMA's r
 host side: every row pitch a multiple of 16 bytes, so K (and N) a multiple of 8 for 16-bit
 and of 16 for 8-bit elements (f32 output: N a multiple of 4).
 
-Extra emitters this module defines (no shared module has them yet): ``setmaxnreg``,
-``bar.sync id, count`` for one warpgroup, ``mapa``, ``mbarrier.arrive.shared::cluster`` with
-CTA-scope release (the ``.release.cluster`` form halves the speed: docs/perf.md),
-``barrier.cluster.arrive/wait``, ``cvt.rn.{bf16x2,f16x2}.f32``.  The tensor maps' addresses
+Synchronisation and register-budget instructions come from :mod:`nvatom.ptx.sync_emit`:
+``setmaxnreg``, ``bar.sync id, count`` for one warpgroup, ``mapa``,
+``barrier.cluster.arrive/wait``, ``cvt.rn.{bf16x2,f16x2}.f32``; the mbarrier and TMA ones from
+:mod:`nvatom.ptx.tma_emit` (the remote arrive with CTA-scope release: the ``.release.cluster``
+form halves the speed, docs/perf.md).  The tensor maps' addresses
 are ``cvta.param.u64`` of the by-value parameters (the bare ``mov.u64`` faulted on an H100).
 
 Sources: PTX ISA 8.x, "wgmma.mma_async", "Matrix Descriptor Format", "cp.async.bulk.tensor",
@@ -61,6 +62,7 @@ from nvatom.descriptors.tma import TensorMap
 from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor, make_gmma_desc
 from nvatom.errors import NvatomError
 from nvatom.layout import tile_to_shape
+from nvatom.ptx import sync_emit as S
 from nvatom.ptx import tma_emit as T
 from nvatom.ptx.builder import Kernel, Module, Param, Reg
 from nvatom.ptx.copy_emit import emit_matrix_copy
@@ -328,33 +330,6 @@ def gemm_sm90_plan(cfg: GemmSm90Config) -> GemmSm90Plan:
 # ============================================================================ small emitters
 
 
-def _setmaxnreg(k: Kernel, op: str, n: int) -> None:
-    """``setmaxnreg.{inc|dec}.sync.aligned.u32 n`` (sm_90a; whole warpgroup)."""
-    k.ins(f"setmaxnreg.{op}.sync.aligned.u32", n)
-
-
-def _arrive_cluster(k: Kernel, bar_cluster: Reg) -> None:
-    """``mbarrier.arrive.shared::cluster.b64 _, [addr]``: arrive on a barrier of any CTA of
-    the cluster (address from ``mapa``) with the default ``.release.cta`` semantics.  The
-    explicit ``.release.cluster`` form (tma_emit.mbarrier_arrive_remote) made the 2-CTA
-    kernel run at half speed on an H100: a cluster-scope release in the consumer's critical
-    path every K block (docs/perf.md).  The released resource is shared memory read by
-    wgmma, whose reads are complete at wgmma.wait_group: no generic-proxy writes need
-    cluster-wide ordering."""
-    k.ins("mbarrier.arrive.shared::cluster.b64", "_", f"[{bar_cluster}]")
-
-
-def _named_barrier(k: Kernel, bar_id: int | Reg, count: int) -> None:
-    k.ins("bar.sync", bar_id, count)
-
-
-def _cvt_pack(k: Kernel, out_dtype: str, hi: Reg, lo: Reg) -> Reg:
-    """One .b32 of two 16-bit values: ``lo`` in bits 0-15 (``cvt.rn.<t>x2.f32 d, hi, lo``)."""
-    r = k.reg("b32")
-    k.ins(f"cvt.rn.{out_dtype}x2.f32", r, hi, lo)
-    return r
-
-
 def _u32(k: Kernel, op: str, *args: Any) -> Reg:
     r = k.reg("u32")
     k.ins(op, r, *args)
@@ -490,10 +465,10 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
         T.prefetch_tensormap(k, t)
     k.label(skip)
     if cfg.cluster_m > 1:
-        k.ins("barrier.cluster.arrive.release.aligned")
-        k.ins("barrier.cluster.wait.acquire.aligned")
+        S.barrier_cluster_arrive(k, target=target_)
+        S.barrier_cluster_wait(k, target=target_)
     else:
-        _named_barrier(k, 0, cfg.threads)
+        S.named_barrier_sync(k, 0, cfg.threads, target=target_)
 
     def tile_coords(tile: Reg) -> tuple[Reg, Reg]:
         """(m block, n block) of a linear tile index: grouped raster (``raster_group`` M
@@ -521,7 +496,7 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
 
     # ================================================================ consumers
     k.comment("consumer warpgroups: WGMMA main loop + epilogue")
-    _setmaxnreg(k, "inc", cfg.consumer_regs)
+    S.setmaxnreg(k, "inc", cfg.consumer_regs, target=target_)
     cw = _u32(k, "sub.u32", wg, 1)  # consumer index
     ltid = _u32(k, "and.b32", tid, WARPGROUP - 1)
     is_lead = k.reg("pred")
@@ -653,7 +628,7 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
         k.bra(skip_w, f"!{is_lead}")
         T.bulk_wait_group(k, 1, read=True)  # the store that last read this buffer is done
         k.label(skip_w)
-        _named_barrier(k, bar_id, WARPGROUP)
+        S.named_barrier_sync(k, bar_id, WARPGROUP)
         base = _u32(k, "add.u32", buf, c_lane)
         cc = cfg.c_chunk_cols
         if cfg.out_bytes == 2:
@@ -662,7 +637,8 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
                 regs = []
                 for jj in range(4):  # matrix jj: rows 8*(jj%2).., cols c16 + 8*(jj//2)..
                     i0 = _acc_index(bn, jj % 2, c16 + 8 * (jj // 2))
-                    regs.append(_cvt_pack(k, cfg.out_dtype, acc[i0 + 1], acc[i0]))
+                    regs.append(S.cvt_pack_f32(k, cfg.out_dtype, acc[i0 + 1], acc[i0],
+                                              target=target_))
                 addr = _u32(k, "xor.b32", base, 32 * q)
                 emit_matrix_copy(k, stsm, regs, addr)
         else:
@@ -673,7 +649,7 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
                     k.ins("st.shared.v2.f32", f"[{addr}+{half * 1024}]",
                           [acc[i0], acc[i0 + 1]])
         T.fence_proxy_async(k)
-        _named_barrier(k, bar_id, WARPGROUP)
+        S.named_barrier_sync(k, bar_id, WARPGROUP)
         skip_st = k.fresh_label("no_store")
         k.bra(skip_st, f"!{is_lead}")
         cx = _u32(k, "add.u32", col0, ch * cc)
@@ -686,7 +662,7 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
     # ================================================================ producer
     k.label(prod)
     k.comment("producer warpgroup: one thread issues every TMA load")
-    _setmaxnreg(k, "dec", cfg.producer_regs)
+    S.setmaxnreg(k, "dec", cfg.producer_regs, target=target_)
     pl = k.reg("pred")
     k.ins("setp.ne.u32", pl, tid, 0)
     k.bra(done, pl)
@@ -763,8 +739,8 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
     # outstanding TMA stores must finish reading shared memory before the CTA exits
     T.bulk_wait_group(k, 0, read=False)
     if cfg.cluster_m > 1:  # no CTA may exit while its peer can still signal its barriers
-        k.ins("barrier.cluster.arrive.release")
-        k.ins("barrier.cluster.wait.acquire")
+        S.barrier_cluster_arrive(k, aligned=False, target=target_)
+        S.barrier_cluster_wait(k, aligned=False, target=target_)
     return mod
 
 
@@ -779,8 +755,9 @@ def _release(k: Kernel, cfg: GemmSm90Config, smem: Reg, off_empty: int, stage: R
         T.mbarrier_arrive(k, bar)
     else:
         for peer in range(cfg.cluster_m):
-            remote = _u32(k, "mapa.shared::cluster.u32", bar, peer)
-            _arrive_cluster(k, remote)
+            # CTA-scope release (the default): the .release.cluster form halved the 2-CTA
+            # kernel's speed (docs/perf.md); wgmma's smem reads are complete at wait_group.
+            T.mbarrier_arrive_remote(k, S.mapa_shared_cluster(k, bar, peer))
     k.label(skip)
 
 
@@ -1050,13 +1027,31 @@ def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _driver_map_bytes(tm: TensorMap) -> bytes:
+    return _tensor_map_bytes(_encode(tm))
+
+
+def _tensor_map_cache() -> Any:
+    from nvatom.runtime.launch import TensorMapCache
+
+    return TensorMapCache(512, _driver_map_bytes)
+
+
+#: Encoded tensor maps of the provider path (``cuTensorMapEncodeTiled``), keyed by the whole
+#: :class:`TensorMap`; at most 512 kept.
+TENSOR_MAPS = _tensor_map_cache()
+
+
 class Sm90Provider:
     """The ``nvatom.gemm`` provider for sm_90 GPUs: TMA + WGMMA (this module).
 
     Takes row-major A (``a_major`` "K"), B either way, bf16/f16 in, bf16/f16/f32 out, on
     compute capability 9.0, when TMA's 16-byte pitch rule holds for K and N (else the next
-    provider, the SM80 kernel, runs).  Kernel arguments: three tensor maps encoded per call
-    from the operands' pointers and leading dimensions, then M, N, K."""
+    provider, the SM80 kernel, runs).  Kernel arguments: three tensor maps from the operands'
+    pointers and leading dimensions, then M, N, K.  The maps are encoded once per distinct
+    map (:data:`TENSOR_MAPS`, a bounded LRU keyed by the whole map) and the packed argument
+    block once per (pointers, leading dimensions, shape) (``GemmLaunch.packed``), so a
+    repeated call costs no encoding."""
 
     name = "sm90"
 
@@ -1106,7 +1101,7 @@ class Sm90Provider:
             def args(self, a: Any, b: Any, d: Any, p: Any) -> list[Any]:
                 s = gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
                                           lda=a.ld, ldb=b.ld, ldd=d.ld)
-                maps = [ByValue(_tensor_map_bytes(_encode(tm))) for tm in s.tensor_maps]
+                maps = [ByValue(TENSOR_MAPS.get(tm)) for tm in s.tensor_maps]
                 return [*maps, p.m, p.n, p.k]
 
         cluster = spec.cluster if cfg.cluster_m > 1 else None

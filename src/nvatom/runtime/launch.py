@@ -22,6 +22,13 @@ and a cluster shape is passed as the launch attribute ``CU_LAUNCH_ATTRIBUTE_CLUS
 
 Argument packing (:func:`pack_args`) is pure Python and checked without a GPU: each value must
 fit its PTX parameter type, and a by-value blob must have the declared size.
+
+The hot path (``nvatom.gemm``): :meth:`LoadedKernel.launcher` turns a launch shape into a
+:class:`Launcher` once (dynamic-smem attribute set, ``CUlaunchConfig`` with its cluster
+attribute built per stream), :class:`PackedParams` lays the arguments out once (the
+``kernelParams`` pointer array), and :class:`LruCache` / :class:`TensorMapCache` keep what a
+repeated call would otherwise recompute (encoded tensor maps keyed by the whole map: pointer,
+shape, strides, type, box, swizzle).  A launch is then one ``cuLaunchKernelEx`` call.
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ import json
 import os
 import re
 import struct
-from collections.abc import Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -49,8 +57,12 @@ __all__ = [
     "ByValue",
     "KernelSource",
     "LaunchError",
+    "Launcher",
     "LoadedKernel",
+    "LruCache",
     "PackedArg",
+    "PackedParams",
+    "TensorMapCache",
     "build_cubin",
     "clear_memory_cache",
     "get_kernel",
@@ -172,6 +184,95 @@ def pack_args(params: Sequence[tuple[str, str]], values: Sequence[Any]) -> list[
                               f"[{rng[0]}, {rng[1]}]")
         out.append(PackedArg(ty, struct.pack(fmt, v), v))
     return out
+
+
+class PackedParams:
+    """Packed arguments laid out for ``cuLaunchKernelEx``: one buffer per parameter and the
+    array of pointers to them (``kernelParams``); :attr:`address` is that array's address.
+    Build once, launch many times (the buffers live as long as this object)."""
+
+    __slots__ = ("_bufs", "_ptrs", "address", "nbytes")
+
+    def __init__(self, packed: Sequence[PackedArg]) -> None:
+        self._bufs = [ctypes.create_string_buffer(p.data, len(p.data)) for p in packed]
+        self._ptrs = (ctypes.c_void_p * max(1, len(self._bufs)))(
+            *[ctypes.addressof(b) for b in self._bufs])
+        self.address = ctypes.addressof(self._ptrs)
+        self.nbytes = sum(len(p.data) for p in packed)
+
+    @classmethod
+    def of(cls, params: Sequence[tuple[str, str]], values: Sequence[Any]) -> PackedParams:
+        """:func:`pack_args` (checked) laid out for a launch."""
+        return cls(pack_args(params, values))
+
+    def data(self, i: int) -> bytes:
+        """The bytes of parameter ``i`` (tests)."""
+        return bytes(self._bufs[i].raw)
+
+
+class LruCache:
+    """A bounded mapping with least-recently-used eviction (``get_or_make``)."""
+
+    def __init__(self, maxsize: int = 256) -> None:
+        if isinstance(maxsize, bool) or not isinstance(maxsize, int) or maxsize < 1:
+            raise LaunchError(f"LruCache maxsize must be a positive int, got {maxsize!r}")
+        self.maxsize = maxsize
+        self._d: OrderedDict[Hashable, Any] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._d
+
+    def get_or_make(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        d = self._d
+        try:
+            v = d[key]
+        except KeyError:
+            self.misses += 1
+            v = make()
+            d[key] = v
+            if len(d) > self.maxsize:
+                d.popitem(last=False)
+            return v
+        self.hits += 1
+        d.move_to_end(key)
+        return v
+
+    def clear(self) -> None:
+        self._d.clear()
+
+
+class TensorMapCache:
+    """Encoded 128-byte tensor maps keyed by the whole :class:`~nvatom.descriptors.tma.TensorMap`
+    (global address, dims, strides, data type, box, element strides, swizzle, L2 promotion,
+    OOB fill): a map is encoded (``encoder``, default the driver's ``cuTensorMapEncode*``)
+    once per distinct key, at most ``maxsize`` kept."""
+
+    def __init__(self, maxsize: int = 512,
+                 encoder: Callable[[Any], bytes] | None = None) -> None:
+        self._lru = LruCache(maxsize)
+        self.encoder = encoder or (lambda tm: tm.encode_with_driver())
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    @property
+    def hits(self) -> int:
+        return self._lru.hits
+
+    @property
+    def misses(self) -> int:
+        return self._lru.misses
+
+    def get(self, tm: Any) -> bytes:
+        return self._lru.get_or_make(tm, lambda: bytes(self.encoder(tm)))
+
+    def clear(self) -> None:
+        self._lru.clear()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,6 +418,7 @@ class LoadedKernel:
         self.device = device
         self.backend = backend
         self._smem_limit = DEFAULT_DYNAMIC_SMEM
+        self._launchers: dict[tuple[Any, ...], Launcher] = {}
         _ensure_context(device)
         if backend == "cuda.core":
             self._load_core()
@@ -371,26 +473,44 @@ class LoadedKernel:
         self._smem_limit = nbytes
 
     # ----------------------------------------------------------------- launching
-    def launch(self, grid: int | Sequence[int], block: int | Sequence[int], args: Sequence[Any],
-               *, shmem: int = 0, cluster: int | Sequence[int] | None = None,
-               stream: int | None = None) -> None:
-        """Launch on ``stream`` (a raw CUstream handle; default torch's current stream, else
-        the legacy default stream 0)."""
+    def launcher(self, grid: int | Sequence[int], block: int | Sequence[int], *,
+                 shmem: int = 0, cluster: int | Sequence[int] | None = None) -> Launcher:
+        """The :class:`Launcher` of one launch shape (checked and built once, then cached on
+        this kernel): ``launcher(params, stream)`` is a single ``cuLaunchKernelEx``."""
+        key = (grid, block, shmem, cluster)
+        try:
+            hit = self._launchers.get(key)
+        except TypeError:  # unhashable (lists): normalise first
+            hit = None
+            key = (_dims(grid, "grid"), _dims(block, "block"), shmem,
+                   None if cluster is None else _dims(cluster, "cluster"))
+        if hit is not None:
+            return hit
         g, b = _dims(grid, "grid"), _dims(block, "block")
         c = None if cluster is None else _dims(cluster, "cluster")
         if c is not None and any(gi % ci for gi, ci in zip(g, c, strict=True)):
             raise LaunchError(f"grid {g} is not a whole number of clusters {c}")
         if isinstance(shmem, bool) or not isinstance(shmem, int) or shmem < 0:
             raise LaunchError(f"shmem must be a byte count >= 0, got {shmem!r}")
+        self._set_smem(shmem)
+        launcher = Launcher(self, g, b, shmem, c)
+        self._launchers[key] = launcher
+        return launcher
+
+    def launch(self, grid: int | Sequence[int], block: int | Sequence[int], args: Sequence[Any],
+               *, shmem: int = 0, cluster: int | Sequence[int] | None = None,
+               stream: int | None = None) -> None:
+        """Launch on ``stream`` (a raw CUstream handle; default torch's current stream, else
+        the legacy default stream 0)."""
+        launcher = self.launcher(grid, block, shmem=shmem, cluster=cluster)
         packed = pack_args(self.source.params, args)
         if stream is None:
             stream = _default_stream(self.device)
-        self._set_smem(shmem)
-        blobs = any(_BLOB_RE.fullmatch(p.type) for p in packed)
-        if self.backend == "cuda.core" and not blobs:
-            self._launch_core(g, b, c, shmem, stream, packed)
+        if self.backend == "cuda.core" and not _has_blob(self.source.params):
+            self._launch_core(launcher.grid, launcher.block, launcher.cluster, shmem, stream,
+                              packed)
         else:
-            self._launch_driver(g, b, c, shmem, stream, packed)
+            launcher(PackedParams(packed), stream)
 
     def _launch_core(self, g: tuple[int, int, int], b: tuple[int, int, int],
                      c: tuple[int, int, int] | None, shmem: int, stream: int,
@@ -401,35 +521,72 @@ class LoadedKernel:
             kwargs["cluster"] = c
         s = _core_stream(cc, self._dev, stream)
         values = [_NP_TYPES[p.type](p.value) for p in packed]
-        params = inspect.signature(cc.launch).parameters
-        if next(iter(params)) == "stream":  # cuda.core >= 0.3: launch(stream, config, kernel)
+        if _stream_first(cc.launch):  # cuda.core >= 0.3: launch(stream, config, kernel)
             cc.launch(s, cc.LaunchConfig(**kwargs), self._kernel, *values)
         else:  # older: the stream travels in the config
             cc.launch(self._kernel, cc.LaunchConfig(stream=s, **kwargs), *values)
 
-    def _launch_driver(self, g: tuple[int, int, int], b: tuple[int, int, int],
-                       c: tuple[int, int, int] | None, shmem: int, stream: int,
-                       packed: list[PackedArg]) -> None:
-        cu = _driver()
-        # kernelParams: an array of pointers, one per parameter, each at its value's bytes.
-        bufs = [ctypes.create_string_buffer(p.data, len(p.data)) for p in packed]
-        ptrs = (ctypes.c_void_p * max(1, len(bufs)))(*[ctypes.addressof(x) for x in bufs])
+
+@functools.lru_cache(maxsize=8)
+def _stream_first(fn: Any) -> bool:
+    return next(iter(inspect.signature(fn).parameters)) == "stream"
+
+
+@functools.lru_cache(maxsize=256)
+def _has_blob(params: tuple[tuple[str, str], ...]) -> bool:
+    return any(_BLOB_RE.fullmatch(t) for _, t in params)
+
+
+class Launcher:
+    """One launch shape of one loaded kernel, prepared: ``launcher(params, stream)`` launches
+    with :class:`PackedParams` (or the raw address of a ``kernelParams`` array) on a raw
+    ``CUstream`` handle through ``cuLaunchKernelEx``.  The ``CUlaunchConfig`` (grid, block,
+    dynamic smem, cluster attribute) is built once per stream handle (at most 64 kept)."""
+
+    __slots__ = ("_cfgs", "_cu", "_func", "_launch", "_ok", "block", "cluster", "grid",
+                 "name", "shmem")
+
+    def __init__(self, kernel: LoadedKernel, grid: tuple[int, int, int],
+                 block: tuple[int, int, int], shmem: int,
+                 cluster: tuple[int, int, int] | None) -> None:
+        self._cu = _driver()
+        self._func = kernel._func
+        self._launch = self._cu.cuLaunchKernelEx
+        self._ok = self._cu.CUresult.CUDA_SUCCESS
+        self._cfgs: dict[int, Any] = {}
+        self.grid, self.block, self.shmem, self.cluster = grid, block, shmem, cluster
+        self.name = kernel.source.name
+
+    def _config(self, stream: int) -> Any:
+        cu = self._cu
         cfg = cu.CUlaunchConfig()
-        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = g
-        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = b
-        cfg.sharedMemBytes = shmem
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = self.grid
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = self.block
+        cfg.sharedMemBytes = self.shmem
         cfg.hStream = cu.CUstream(stream)
         attrs = []
-        if c is not None:
+        if self.cluster is not None:
             attr = cu.CUlaunchAttribute()
             attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = c
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = \
+                self.cluster
             attrs.append(attr)
         cfg.attrs = attrs
         cfg.numAttrs = len(attrs)
-        _check(cu.cuLaunchKernelEx(cfg, self._func, ctypes.addressof(ptrs), 0),
-               f"cuLaunchKernelEx({self.source.name}, grid {g}, block {b}, "
-               f"{shmem} B dynamic smem, cluster {c})")
+        if len(self._cfgs) >= 64:
+            self._cfgs.clear()
+        self._cfgs[stream] = cfg
+        return cfg
+
+    def __call__(self, params: PackedParams | int, stream: int) -> None:
+        cfg = self._cfgs.get(stream)
+        if cfg is None:
+            cfg = self._config(stream)
+        addr = params if isinstance(params, int) else params.address
+        res = self._launch(cfg, self._func, addr, 0)
+        if res[0] != self._ok:
+            _check(res, f"cuLaunchKernelEx({self.name}, grid {self.grid}, block {self.block}, "
+                        f"{self.shmem} B dynamic smem, cluster {self.cluster})")
 
 
 def _default_stream(device: int) -> int:

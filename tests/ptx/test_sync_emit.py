@@ -1,0 +1,194 @@
+"""nvatom.ptx.sync_emit against ptxas: every spelling of every table row on one target of each
+family (batched: one module per target), our ``target=`` gate agreeing with ptxas, near
+misses our checks refuse being refused by ptxas too, and each error naming its value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from nvatom import arch
+from nvatom.ptx import sync_emit as S
+from nvatom.ptx.builder import Kernel
+from nvatom.runtime import ptxas
+
+TARGETS = ["sm_75", "sm_80", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120", "sm_120a"]
+_REGS = ".reg .b32 %r<20>;\n.reg .f32 %f<8>;\n.reg .pred %p<4>;\n"
+
+Case = tuple[str, str, Callable[..., None]]  # (id, table row, emit(k, target=None))
+
+
+def _cases() -> list[Case]:
+    out: list[Case] = []
+    for op in ("inc", "dec"):
+        for n in (24, 40, 232, 256):
+            out.append((f"setmaxnreg.{op}.{n}", "setmaxnreg",
+                        lambda k, target=None, op=op, n=n: S.setmaxnreg(k, op, n, target=target)))
+    for bid, cnt in ((0, 384), (1, 128), (15, 32), (0, 1024)):
+        out.append((f"bar.sync.{bid}.{cnt}", "bar.sync",
+                    lambda k, target=None, b=bid, c=cnt:
+                    S.named_barrier_sync(k, b, c, target=target)))
+    out.append(("bar.sync.reg", "bar.sync",
+                lambda k, target=None: S.named_barrier_sync(k, "%r3", 128, target=target)))
+    for rank in (0, 1, "%r2"):
+        out.append((f"mapa.{rank}", "mapa",
+                    lambda k, target=None, r=rank: S.mapa_shared_cluster(k, "%r1", r,
+                                                                         target=target)))
+    for sem in ("", "release", "relaxed"):
+        for al in (True, False):
+            out.append((f"cluster.arrive.{sem}.{al}", "barrier.cluster.arrive",
+                        lambda k, target=None, s=sem, a=al:
+                        S.barrier_cluster_arrive(k, sem=s, aligned=a, target=target)))
+    for sem in ("", "acquire"):
+        for al in (True, False):
+            out.append((f"cluster.wait.{sem}.{al}", "barrier.cluster.wait",
+                        lambda k, target=None, s=sem, a=al:
+                        S.barrier_cluster_wait(k, sem=s, aligned=a, target=target)))
+    for t in ("bf16", "f16"):
+        out.append((f"cvt.{t}", "cvt.pack",
+                    lambda k, target=None, t=t: S.cvt_pack_f32(k, t, "%f1", "%f2",
+                                                               target=target)))
+    return out
+
+
+CASES = _cases()
+
+
+def _lines(case: Case) -> list[str]:
+    k = Kernel("x")
+    case[2](k)
+    return [ln for ln in k.emit().splitlines()[2:-2] if not ln.strip().startswith(".reg")]
+
+
+def _module(t: arch.Target, lines_by_case: list[list[str]]) -> tuple[str, list[int]]:
+    version = max(t.min_ptx, (8, 0))
+    head = (f".version {version[0]}.{version[1]}\n.target {t.ptx_target}\n.address_size 64\n"
+            ".visible .entry k()\n{\n" + _REGS)
+    text, starts = head, []
+    for lines in lines_by_case:
+        starts.append(text.count("\n") + 1)
+        text += "\n".join(lines) + "\n"
+    return text + "ret;\n}\n", starts
+
+
+def _verdicts(t: arch.Target, cases: list[Case]) -> dict[str, tuple[bool, tuple[str, ...]]]:
+    """(accepted, messages) per case id, with as few ptxas calls as ptxas allows."""
+    lines = {c[0]: _lines(c) for c in cases}
+    pending = list(lines)
+    out: dict[str, tuple[bool, tuple[str, ...]]] = {}
+    while pending:
+        text, starts = _module(t, [lines[i] for i in pending])
+        ok, diags = ptxas.check(text, t.name)
+        if ok:
+            out.update((i, (True, ())) for i in pending)
+            break
+        bad: dict[str, list[str]] = {}
+        for d in diags:
+            if d.severity != "error" or d.line is None:
+                continue
+            for i, s in zip(pending, starts, strict=True):
+                if s <= d.line < s + len(lines[i]):
+                    bad.setdefault(i, []).append(d.message)
+        assert bad, f"ptxas rejected the {t.name} sweep without naming a line: {diags}"
+        out.update((i, (False, tuple(m))) for i, m in bad.items())
+        pending = [i for i in pending if i not in bad]
+    return out
+
+
+@pytest.mark.parametrize("tname", TARGETS)
+def test_every_form_assembles_exactly_where_the_table_says(tname: str) -> None:
+    t = arch.target(tname)
+    verdicts = _verdicts(t, CASES)
+    wrong = []
+    for cid, row, emit in CASES:
+        ok, msgs = verdicts[cid]
+        want = S.SYNC_INSTRS[row].available_on(t)
+        if ok != want:
+            wrong.append(f"{cid}: ptxas {'accepts' if ok else 'rejects'} ({'; '.join(msgs)}), "
+                         f"our table says {want}")
+        try:
+            emit(Kernel("g"), target=t)
+            gated = True
+        except S.SyncEmitError as e:
+            gated = False
+            assert t.name in str(e), str(e)
+        if gated != ok:
+            wrong.append(f"{cid}: our target check says {gated}, ptxas says {ok}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_sweep_covers_every_spelling() -> None:
+    emitted = set()
+    for case in CASES:
+        for ln in _lines(case):
+            emitted.add(ln.split()[0].rstrip(";"))
+    for name in S.SYNC_INSTRS:
+        for sp in S.spellings(name):
+            assert sp in emitted, f"{sp} is never emitted by the sweep"
+
+
+def test_near_misses_refused_by_us_and_by_ptxas() -> None:
+    """Operand values our checks refuse are refused by ptxas as well (sm_90a)."""
+    misses = {
+        "setmaxnreg 20": ("setmaxnreg.inc.sync.aligned.u32 20;",
+                          lambda k: S.setmaxnreg(k, "inc", 20)),
+        "setmaxnreg 100": ("setmaxnreg.dec.sync.aligned.u32 100;",
+                           lambda k: S.setmaxnreg(k, "dec", 100)),
+        "setmaxnreg 264": ("setmaxnreg.inc.sync.aligned.u32 264;",
+                           lambda k: S.setmaxnreg(k, "inc", 264)),
+        "bar.sync id 16": ("bar.sync 16, 128;", lambda k: S.named_barrier_sync(k, 16, 128)),
+        "bar.sync count 100": ("bar.sync 1, 100;", lambda k: S.named_barrier_sync(k, 1, 100)),
+    }
+    t = arch.target("sm_90a")
+    cases = [(cid, "x", lambda k, target=None, text=text: k.ins(text.rstrip(";")))
+             for cid, (text, _) in misses.items()]
+    verdicts = _verdicts(t, cases)
+    for cid, (_, ours) in misses.items():
+        assert not verdicts[cid][0], f"ptxas accepts {cid}"
+        with pytest.raises(S.SyncEmitError):
+            ours(Kernel("g"))
+
+
+def test_gemm_uses_the_shared_emitters() -> None:
+    """The SM90 GEMM's synchronisation lines are exactly the table's spellings."""
+    from nvatom.kernels.gemm_sm90 import GemmSm90Config, build_gemm_sm90
+
+    text = build_gemm_sm90(GemmSm90Config(cluster_m=2)).emit()
+    for sp in ("setmaxnreg.inc.sync.aligned.u32 232;", "setmaxnreg.dec.sync.aligned.u32 40;",
+               "barrier.cluster.arrive.release.aligned;", "barrier.cluster.wait.acquire;",
+               "mbarrier.arrive.release.cta.shared::cluster.b64 _, [", "mapa.shared::cluster.u32 ",
+               "cvt.rn.bf16x2.f32 "):
+        assert sp in text, sp
+
+
+@pytest.mark.parametrize(("call", "needle"), [
+    (lambda k: S.setmaxnreg(k, "up", 40), "'up'"),
+    (lambda k: S.setmaxnreg(k, "inc", 41), "41"),
+    (lambda k: S.setmaxnreg(k, "inc", True), "True"),
+    (lambda k: S.setmaxnreg(k, "inc", 40, target="sm_90"), "sm_90 "),
+    (lambda k: S.setmaxnreg(k, "inc", 40, target="sm_120"), "sm_120 "),
+    (lambda k: S.named_barrier_sync(k, -1, 128), "-1"),
+    (lambda k: S.named_barrier_sync(k, 0, 0), "count 0"),
+    (lambda k: S.named_barrier_sync(k, 0, 2048), "2048"),
+    (lambda k: S.mapa_shared_cluster(k, "%r1", -1), "-1"),
+    (lambda k: S.mapa_shared_cluster(k, 1.5, 0), "1.5"),
+    (lambda k: S.mapa_shared_cluster(k, "%r1", 0, target="sm_89"), "sm_89"),
+    (lambda k: S.barrier_cluster_arrive(k, sem="acquire"), "'.acquire'"),
+    (lambda k: S.barrier_cluster_arrive(k, target="sm_80"), "sm_80"),
+    (lambda k: S.barrier_cluster_wait(k, sem="release"), "'.release'"),
+    (lambda k: S.barrier_cluster_wait(k, target="sm_89"), "sm_89"),
+    (lambda k: S.cvt_pack_f32(k, "e4m3", "%f1", "%f2"), "'e4m3'"),
+    (lambda k: S.cvt_pack_f32(k, "bf16", "%f1", "%f2", target="sm_75"), "sm_75"),
+    (lambda k: S.cvt_pack_f32(k, "bf16", None, "%f2"), "None"),
+    (lambda k: S.spell("bar.arrive"), "'bar.arrive'"),
+    (lambda k: S.spell("cvt.pack"), "slots"),
+])
+def test_errors_name_the_value(call: Callable[[Kernel], object], needle: str) -> None:
+    k = Kernel("e")
+    with pytest.raises(S.SyncEmitError) as ei:
+        call(k)
+    assert needle in str(ei.value)
+    body = [ln.strip() for ln in k.emit().splitlines()[2:-2]]
+    assert body == [], f"a refused instruction still emitted {body}"
