@@ -283,7 +283,10 @@ def operand_memory_layout(form: MmaForm, op: str) -> Layout:
 
 
 def _bits(form: MmaForm, op: str) -> int:
-    return form.operand_type(op).pack_bits
+    # Forms whose elements sit in wider containers than their packed pitch (SM120
+    # kind::f8f6f4: one e2m1 per byte) state the width themselves.
+    element_bits = getattr(form, "element_bits", None)
+    return element_bits(op) if element_bits else form.operand_type(op).pack_bits
 
 
 @dataclasses.dataclass(frozen=True)
