@@ -1,0 +1,894 @@
+"""SM100-family (datacenter Blackwell, also SM103 and SM110) tensor-core MMA: ``tcgen05.mma``.
+
+One CTA (``cta_group::1``) or a CTA pair (``cta_group::2``) computes D (M x N) in tensor memory
+(TMEM) += A (M x K) * B (K x N).  B is always read through a 64-bit shared-memory descriptor;
+A through a descriptor (``ss``) or from TMEM (``ts``).  Element types, majors, negation, M and N
+are *not* spelled in the instruction: they live in the 32-bit instruction descriptor (idesc,
+:mod:`nvatom.descriptors.umma`), so ptxas checks the qualifiers and operand list and the idesc
+rules below are ours to check (PTX ISA "tcgen05 Matrix shape", "Instruction descriptor").
+
+Two levels, both data:
+
+* :class:`Tcgen05MmaForm` -- one PTX *instruction form*: ``.sp``, ``.ws``, ``.cta_group``,
+  ``.kind``, ``.block_scale`` with its scale-vector qualifier, ``.ashift``, the collector usage,
+  and the optional operands (disable-output-lane, scale-input-d, zero-column-mask).
+  :data:`FORMS` is every form ptxas 13.0 accepts (tests/atoms/test_sm100_ptxas.py sweeps the
+  whole table on every target and the near misses).  :meth:`Tcgen05MmaForm.available_on` is the
+  target gating, from the feature rules of :mod:`nvatom.arch`.
+* :class:`UmmaAtom` -- one *atom* of the specification: ``sm100.mma``, ``sm100.mma_sp``,
+  ``sm100.mma_bs`` or ``sm100.mma_bs_sp`` with kind, CTA group, (M, N, K), element types,
+  A source, majors and (block-scaled) scale-factor type and vector size.  Its
+  :meth:`~UmmaAtom.form` is the instruction it issues and :meth:`~UmmaAtom.idesc` the
+  instruction descriptor.
+
+API for other rooms (the xDSL dialect of issue 8 builds ``!cute_nvgpu.sm100.mma<...>`` from
+it): :class:`UmmaAtom` (frozen; fields are the type parameters), :func:`umma_atom` (parse a
+name), :func:`umma_atoms` (generate/filter the atoms), :func:`verify_umma` (seed 004's ladder
+with its diagnostics byte for byte), :func:`block_scale_packed` (seed 000's
+``(atom_K << 32) | vecSize``), :data:`FORMS` / :func:`tcgen05_form` (instruction forms).
+
+Atom names: ``sm100.mma[_sp|_bs|_bs_sp].<kind>.cta<1|2>.m<M>n<N>k<K>.<ss|ts>[.ws].<d>.<a>.<b>``
+then, for block-scaled atoms, ``.<sf>.vs<V>`` and, when not K-major, ``.amn`` / ``.bmn``; e.g.
+``sm100.mma.f16.cta1.m128n256k16.ss.f32.bf16.bf16`` or
+``sm100.mma_bs.mxf4nvf4.cta1.m128n128k64.ss.f32.e2m1.e2m1.ue4m3.vs16``.
+
+Shapes (PTX ISA table "Various combinations of .kind and shapes"; for ``i8`` and the
+block-scaled kinds CUTLASS's static_asserts in cute/arch/mma_sm100_umma.hpp, the ISA rows
+not having been available to us): see :data:`KINDS` and :func:`legal_mn`.  SM110 has no
+mnemonic of its own (seed 004): the sm100 atoms serve sm_110a/f where ptxas allows them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from nvatom import diagnostics as D
+from nvatom.arch import PtxVersion, Target, feature, target
+from nvatom.atoms.interfaces import (
+    AtomVerificationError,
+    BlockScaleAtom,
+    MmaAtom,
+    SmemDescriptorAtom,
+    SparseMetadataAtom,
+    TmemAtom,
+)
+from nvatom.dtypes import DType, dtype
+from nvatom.errors import NvatomError
+
+__all__ = [
+    "FORMS",
+    "KINDS",
+    "MNEMONICS",
+    "Tcgen05MmaForm",
+    "UmmaAtom",
+    "UmmaError",
+    "UmmaKind",
+    "UmmaUse",
+    "block_scale_kind",
+    "block_scale_packed",
+    "legal_m",
+    "legal_mn",
+    "make_umma_atom",
+    "tcgen05_form",
+    "umma_atom",
+    "umma_atoms",
+    "verify_umma",
+]
+
+
+class UmmaError(NvatomError):
+    """An impossible tcgen05 form or UMMA atom (names the offending value)."""
+
+
+def _t(*names: str) -> tuple[DType, ...]:
+    return tuple(dtype(n) for n in names)
+
+
+F16, BF16, TF32, F32, S32 = _t("f16", "bf16", "tf32", "f32", "s32")
+F8F6F4 = _t("e4m3", "e5m2", "e2m3", "e3m2", "e2m1")
+INT8 = _t("s8", "u8")
+E2M1 = dtype("e2m1")
+UE8M0, UE4M3 = _t("ue8m0", "ue4m3")
+
+#: Scale-vector qualifiers: qualifier -> scale factors per row per *dense* K-block (blockN is
+#: per N elements of K, so it is resolved against the kind's dense K).  ``None``: omitted.
+SCALE_VEC_COUNT: dict[str, int] = {"scale_vec::1X": 1, "scale_vec::2X": 2, "scale_vec::4X": 4}
+SCALE_VEC_BLOCK: dict[str, int] = {"block16": 16, "block32": 32}
+
+
+@dataclasses.dataclass(frozen=True)
+class UmmaKind:
+    """One ``.kind`` of tcgen05.mma and the rules the idesc must follow for it."""
+
+    name: str
+    block_scaled: bool
+    ab: tuple[DType, ...]  # legal A and B element types
+    d: tuple[DType, ...]  # legal accumulators
+    k_bits: int  # element container bits for K: dense K = 256 / k_bits
+    min_ptx: PtxVersion
+    feature: str  # nvatom.arch feature gating the kind
+    ws: bool  # has a .ws form
+    scale_input_d: bool  # takes the scale-input-d immediate (PTX ISA: f16 and tf32 only)
+    scale_vecs: tuple[str | None, ...] = ()  # block-scaled: legal qualifiers (None: omitted)
+    sf_types: tuple[DType, ...] = ()
+    mixed_ab: bool = True  # A and B may differ
+
+    @property
+    def k_dense(self) -> int:
+        return 256 // self.k_bits
+
+    def scale_count(self, qualifier: str | None) -> int:
+        """Scale factors per row per dense K-block for a scale-vector qualifier."""
+        if not self.block_scaled:
+            raise UmmaError(f"kind::{self.name} is not block-scaled")
+        if qualifier not in self.scale_vecs:
+            legal = ", ".join(str(q) for q in self.scale_vecs)
+            raise UmmaError(f"kind::{self.name} takes scale-vector qualifiers {legal}; "
+                            f"got {qualifier}")
+        if qualifier is None:  # omitted: .block32 (PTX ISA; ptxas: needs 8.8 like .block32)
+            qualifier = "block32"
+        if qualifier in SCALE_VEC_BLOCK:
+            return self.k_dense // SCALE_VEC_BLOCK[qualifier]
+        return SCALE_VEC_COUNT[qualifier]
+
+
+KINDS: dict[str, UmmaKind] = {k.name: k for k in (
+    UmmaKind("f16", False, (F16, BF16), (F16, F32), 16, (8, 6), "tcgen05", True, True,
+             mixed_ab=False),
+    UmmaKind("tf32", False, (TF32,), (F32,), 32, (8, 6), "tcgen05", True, True),
+    UmmaKind("f8f6f4", False, F8F6F4, (F16, F32), 8, (8, 6), "tcgen05", True, False),
+    UmmaKind("i8", False, INT8, (S32,), 8, (8, 6), "tcgen05.kind::i8", True, False),
+    UmmaKind("mxf8f6f4", True, F8F6F4, (F32,), 8, (8, 6), "tcgen05", False, False,
+             (None, "scale_vec::1X", "block32"), (UE8M0,)),
+    UmmaKind("mxf4", True, (E2M1,), (F32,), 4, (8, 6), "tcgen05", False, False,
+             (None, "scale_vec::2X", "block32"), (UE8M0,)),
+    UmmaKind("mxf4nvf4", True, (E2M1,), (F32,), 4, (8, 7), "tcgen05", False, False,
+             ("scale_vec::2X", "scale_vec::4X", "block16", "block32"), (UE8M0, UE4M3)),
+)}
+
+COLLECTOR_OPS = ("fill", "use", "lastuse", "discard")
+COLLECTORS_A = tuple(f"a::{op}" for op in COLLECTOR_OPS)
+COLLECTORS_B = tuple(f"b{i}::{op}" for i in range(4) for op in COLLECTOR_OPS)
+MNEMONICS = ("sm100.mma", "sm100.mma_sp", "sm100.mma_bs", "sm100.mma_bs_sp")
+
+
+# ============================================================================ instruction forms
+
+
+@dataclasses.dataclass(frozen=True)
+class Tcgen05MmaForm:
+    """One ``tcgen05.mma`` instruction form: qualifiers and the operand list they imply.
+
+    Operands in order (PTX ISA "tcgen05.mma"; ERRATA 1c): ``[d-tmem], a-desc | [a-tmem],
+    b-desc, [sp-meta-tmem] (sparse), idesc, {disable-output-lane} (optional, 4 or 8 .b32),
+    [scale-A-tmem], [scale-B-tmem] (block-scaled), enable-input-d (predicate),
+    scale-input-d (immediate 0..15) | zero-column-mask-desc (.ws, .b64)``.
+    """
+
+    kind: str
+    cta_group: int = 1
+    a_source: str = "ss"  # "ss": A by smem descriptor; "ts": A in TMEM
+    sparse: bool = False
+    ws: bool = False
+    scale_vec: str | None = None  # block-scaled kinds only
+    ashift: bool = False
+    collector: str | None = None  # "a::fill" ... (non-.ws) or "b0::fill" ... (.ws)
+    disable_output_lane: bool = False
+    scale_input_d: bool = False
+    zero_column_mask: bool = False
+
+    def __post_init__(self) -> None:
+        problems = list(self._problems())
+        if problems:
+            raise UmmaError(f"no tcgen05.mma form {self._spelled()}: {'; '.join(problems)}")
+
+    def _problems(self) -> Iterator[str]:
+        k = KINDS.get(self.kind)
+        if k is None:
+            yield f"unknown kind '{self.kind}' (one of {', '.join(KINDS)})"
+            return
+        if self.cta_group not in (1, 2):
+            yield f"cta_group {self.cta_group} (1 or 2)"
+        if self.a_source not in ("ss", "ts"):
+            yield f"A source '{self.a_source}' (ss or ts)"
+        if self.ws:
+            if not k.ws:
+                yield f"kind::{self.kind} has no .ws form"
+            if self.cta_group != 1:
+                yield ".ws takes cta_group::1 only"
+            if self.ashift or self.disable_output_lane or self.scale_input_d:
+                yield ".ws takes no .ashift, disable-output-lane or scale-input-d"
+            if self.collector is not None and self.collector not in COLLECTORS_B:
+                yield f".ws collector usage is collector::b<0-3>::<op>, got {self.collector}"
+        else:
+            if self.zero_column_mask:
+                yield "only .ws takes a zero-column-mask descriptor"
+            if self.collector is not None and self.collector not in COLLECTORS_A:
+                yield f"collector usage is collector::a::<op>, got {self.collector}"
+        if k.block_scaled:
+            if self.scale_vec not in k.scale_vecs:
+                yield (f"kind::{self.kind} takes scale-vector qualifiers "
+                       f"{', '.join(str(q) for q in k.scale_vecs)}, got {self.scale_vec}")
+            if self.ashift or self.disable_output_lane or self.scale_input_d:
+                yield "block-scaled forms take no .ashift, disable-output-lane or scale-input-d"
+        elif self.scale_vec is not None:
+            yield f"kind::{self.kind} is not block-scaled; no {self.scale_vec}"
+        if self.scale_input_d and not k.scale_input_d:
+            yield f"scale-input-d is for kind::f16 and kind::tf32, not kind::{self.kind}"
+        if self.ashift:
+            if self.a_source != "ts":
+                yield ".ashift needs A in tensor memory (ts)"
+            if self.collector in ("a::fill", "a::use"):
+                yield f".ashift cannot be combined with collector::{self.collector}"
+
+    def _spelled(self) -> str:
+        try:
+            return self.opcode
+        except Exception:
+            return repr(self)
+
+    # ------------------------------------------------------------------ spelling
+    @property
+    def kind_spec(self) -> UmmaKind:
+        return KINDS[self.kind]
+
+    @property
+    def block_scaled(self) -> bool:
+        return KINDS[self.kind].block_scaled
+
+    @property
+    def opcode(self) -> str:
+        q = ["tcgen05.mma"]
+        if self.ws:
+            q.append("ws")
+        if self.sparse:
+            q.append("sp")
+        q += [f"cta_group::{self.cta_group}", f"kind::{self.kind}"]
+        if self.block_scaled:
+            q.append("block_scale")
+            if self.scale_vec:
+                q.append(self.scale_vec)
+        if self.ashift:
+            q.append("ashift")
+        if self.collector:
+            q.append(f"collector::{self.collector}")
+        return ".".join(q)
+
+    @property
+    def name(self) -> str:
+        """The opcode plus the optional operands, e.g. ``...kind::f16+dol+sid``."""
+        extra = [n for n, on in (("dol", self.disable_output_lane), ("sid", self.scale_input_d),
+                                 ("zcm", self.zero_column_mask), (self.a_source, True)) if on]
+        return "+".join([self.opcode, *extra])
+
+    @property
+    def operands(self) -> tuple[str, ...]:
+        """Operand slots in order: d, a, b, meta, idesc, dol, sfa, sfb, p, sid, zcm."""
+        ops = ["d", "a", "b"]
+        if self.sparse:
+            ops.append("meta")
+        ops.append("idesc")
+        if self.disable_output_lane:
+            ops.append("dol")
+        if self.block_scaled:
+            ops += ["sfa", "sfb"]
+        ops.append("enable_input_d")
+        if self.scale_input_d:
+            ops.append("scale_input_d")
+        if self.zero_column_mask:
+            ops.append("zero_column_mask")
+        return tuple(ops)
+
+    @property
+    def disable_output_lane_regs(self) -> int:
+        return 4 * self.cta_group
+
+    def instruction(self, **ops: Any) -> str:
+        """``opcode ops;`` from operand values by slot name (TMEM addresses are wrapped in
+        brackets; ``dol`` is a sequence of registers; ``scale_input_d`` an int 0..15)."""
+        missing = [o for o in self.operands if o not in ops]
+        extra = [o for o in ops if o not in self.operands]
+        if missing or extra:
+            raise UmmaError(f"{self.name}: operands are {', '.join(self.operands)}; "
+                            f"missing {missing}, unexpected {extra}")
+        out = []
+        for slot in self.operands:
+            v = ops[slot]
+            if slot in ("d", "meta", "sfa", "sfb") or (slot == "a" and self.a_source == "ts"):
+                out.append(f"[{v}]")
+            elif slot == "dol":
+                regs = list(v)
+                if len(regs) != self.disable_output_lane_regs:
+                    raise UmmaError(f"{self.name}: disable-output-lane is "
+                                    f"{self.disable_output_lane_regs} .b32 registers, got "
+                                    f"{len(regs)}")
+                out.append("{" + ", ".join(str(r) for r in regs) + "}")
+            elif slot == "scale_input_d":
+                if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 15:
+                    raise UmmaError(f"{self.name}: scale-input-d is an immediate 0..15, got {v!r}")
+                out.append(str(v))
+            else:
+                out.append(str(v))
+        return f"{self.opcode} {', '.join(out)};"
+
+    # ------------------------------------------------------------------ availability
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The nvatom.arch features this form needs on a target."""
+        fs = ["tcgen05", KINDS[self.kind].feature]
+        if self.scale_vec in SCALE_VEC_COUNT:
+            fs.append("tcgen05.scale_vec")
+        if self.block_scaled and self.scale_vec not in SCALE_VEC_COUNT:
+            fs.append("tcgen05.block16/32")  # .block16/.block32 or the omitted default
+        if self.scale_input_d:
+            fs.append("tcgen05.scale_input_d")
+        if self.sparse and self.kind in ("mxf4", "mxf4nvf4"):
+            fs.append("tcgen05.mxf4.sp")
+        return tuple(dict.fromkeys(fs))
+
+    @property
+    def min_ptx(self) -> PtxVersion:
+        return max([KINDS[self.kind].min_ptx, *(feature(f).min_ptx for f in self.features)])
+
+    def available_on(self, t: Target | str) -> bool:
+        tt = target(t)
+        return all(feature(f).available_on(tt) for f in self.features)
+
+    def ptx_version_for(self, t: Target | str) -> PtxVersion:
+        return max(self.min_ptx, target(t).min_ptx)
+
+
+def _all_forms() -> tuple[Tcgen05MmaForm, ...]:
+    out = []
+    for kind, k in KINDS.items():
+        for cta, src, sp, ws in itertools.product((1, 2), ("ss", "ts"), (False, True),
+                                                  (False, True)):
+            if ws and (cta != 1 or not k.ws):
+                continue
+            colls = (None, *(COLLECTORS_B if ws else COLLECTORS_A))
+            svs = k.scale_vecs if k.block_scaled else (None,)
+            plain = not ws and not k.block_scaled
+            for sv, coll, ashift, dol, sid, zcm in itertools.product(
+                    svs, colls, (False, True) if plain and src == "ts" else (False,),
+                    (False, True) if plain else (False,),
+                    (False, True) if plain and k.scale_input_d else (False,),
+                    (False, True) if ws else (False,)):
+                if ashift and coll in ("a::fill", "a::use"):
+                    continue
+                out.append(Tcgen05MmaForm(kind, cta, src, sp, ws, sv, ashift, coll, dol, sid,
+                                          zcm))
+    return tuple(out)
+
+
+FORMS: tuple[Tcgen05MmaForm, ...] = _all_forms()
+_FORM_BY_NAME = {f.name: f for f in FORMS}
+
+
+def tcgen05_form(name: str) -> Tcgen05MmaForm:
+    """A form by :attr:`Tcgen05MmaForm.name` (``<opcode>[+dol][+sid][+zcm]+<ss|ts>``)."""
+    try:
+        return _FORM_BY_NAME[name.strip()]
+    except KeyError:
+        raise UmmaError(f"unknown tcgen05.mma form '{name}'") from None
+
+
+# ============================================================================ shapes
+
+
+def legal_m(kind: str, cta_group: int, ws: bool = False) -> tuple[int, ...]:
+    k = KINDS[kind]
+    if ws:
+        return (32, 64, 128) if cta_group == 1 and k.ws else ()
+    if k.block_scaled:  # CUTLASS: 1-CTA block-scaled atoms are M = 128 only
+        if cta_group == 1:
+            return (128,)
+        return (256,) if kind == "mxf8f6f4" else (128, 256)
+    return (64, 128) if cta_group == 1 else (128, 256)
+
+
+def legal_mn(kind: str, cta_group: int, sparse: bool = False, ws: bool = False
+             ) -> tuple[tuple[int, int], ...]:
+    """Every legal (M, N) of a kind (PTX ISA shape table; CUTLASS for i8 and block scaling)."""
+    out = []
+    for m in legal_m(kind, cta_group, ws):
+        if ws:
+            ns: tuple[int, ...] = (64, 128) if sparse else (64, 128, 256)
+        elif kind == "i8":
+            ns = (8, *range(16, 257, 16)) if cta_group == 1 else tuple(range(32, 257, 32))
+        elif cta_group == 1:
+            ns = tuple(range(8, 257, 8))
+        else:
+            ns = tuple(range(16, 257, 16))
+        out += [(m, n) for n in ns]
+    return tuple(out)
+
+
+# ============================================================================ atoms
+
+
+@dataclasses.dataclass(frozen=True)
+class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
+    """One UMMA atom: the type parameters of ``!cute_nvgpu.sm100.mma...``."""
+
+    kind: str
+    cta_group: int
+    m: int
+    n: int
+    d: DType
+    a: DType
+    b: DType
+    a_source: str = "ss"
+    sparse: bool = False
+    ws: bool = False
+    a_major: str = "K"
+    b_major: str = "K"
+    sf: DType | None = None  # block-scaled: scale-factor element type
+    vec_size: int | None = None  # block-scaled: elements of K per scale factor
+
+    def __post_init__(self) -> None:
+        for f in ("d", "a", "b", "sf"):
+            v = getattr(self, f)
+            if isinstance(v, str):
+                object.__setattr__(self, f, dtype(v))
+        problems = list(self._problems())
+        if problems:
+            raise UmmaError(f"bad UMMA atom {self._name_or_repr()}: {'; '.join(problems)}")
+
+    def _name_or_repr(self) -> str:
+        try:
+            return self.name
+        except Exception:
+            return repr(self)
+
+    def _problems(self) -> Iterator[str]:
+        k = KINDS.get(self.kind)
+        if k is None:
+            yield f"unknown kind '{self.kind}'"
+            return
+        if self.cta_group not in (1, 2):
+            yield f"cta_group {self.cta_group}"
+        if (self.m, self.n) not in legal_mn(self.kind, self.cta_group, self.sparse, self.ws):
+            yield (f"M x N = {self.m} x {self.n} is not a kind::{self.kind} "
+                   f"cta_group::{self.cta_group}{' .ws' if self.ws else ''} shape "
+                   f"(M in {legal_m(self.kind, self.cta_group, self.ws)})")
+        for slot, t in (("A", self.a), ("B", self.b)):
+            if t not in k.ab:
+                yield (f"{slot} type {t.name} (kind::{self.kind} takes "
+                       f"{', '.join(x.name for x in k.ab)})")
+        if not k.mixed_ab and self.a != self.b:
+            yield f"kind::{self.kind} takes A and B of one type, got {self.a.name}, {self.b.name}"
+        if self.d not in k.d:
+            yield f"D type {self.d.name} (kind::{self.kind}: {', '.join(x.name for x in k.d)})"
+        if self.kind == "f16" and BF16 in (self.a, self.b) and self.d != F32:
+            yield "bf16 accumulates in f32 only"
+        for slot, mj, t in (("A", self.a_major, self.a), ("B", self.b_major, self.b)):
+            if mj not in ("K", "MN"):
+                yield f"{slot} major '{mj}' (K or MN)"
+            elif mj == "MN" and t.encoding_bits < 8:
+                yield f"{slot} of {t.name} must be K-major (MN-major is for 8/16/32-bit types)"
+        if self.a_source == "ts" and self.a_major != "K":
+            yield "A from tensor memory is K-major"
+        if self.a_source not in ("ss", "ts"):
+            yield f"A source '{self.a_source}'"
+        if self.ws and (not k.ws or self.cta_group != 1):
+            yield ".ws needs cta_group::1 and a kind with a .ws form"
+        if k.block_scaled:
+            if self.sf not in k.sf_types:
+                yield (f"scale type {self.sf.name if self.sf else None} (kind::{self.kind}: "
+                       f"{', '.join(x.name for x in k.sf_types)})")
+            elif self.scale_vec is None and self.vec_size is not None:
+                yield (f"vector size {self.vec_size} with {self.sf.name} is not a "
+                       f"kind::{self.kind} scale vector (K = {self.k})")
+            if self.vec_size is None:
+                yield "block-scaled atoms need a vector size"
+        elif self.sf is not None or self.vec_size is not None:
+            yield f"kind::{self.kind} is not block-scaled"
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def k(self) -> int:
+        return KINDS[self.kind].k_dense * (2 if self.sparse else 1)
+
+    @property
+    def shape_mnk(self) -> tuple[int, int, int]:
+        return (self.m, self.n, self.k)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.shape_mnk
+
+    @property
+    def block_scaled(self) -> bool:
+        return KINDS[self.kind].block_scaled
+
+    @property
+    def mnemonic(self) -> str:
+        return "sm100.mma" + ("_bs" if self.block_scaled else "") + \
+            ("_sp" if self.sparse else "")
+
+    @property
+    def scale_vec(self) -> str | None:
+        """The scale-vector qualifier this atom issues (``.scale_vec::NX``, the form ptxas
+        accepts on 'a' targets; :meth:`form` can spell ``.blockN`` instead)."""
+        if not self.block_scaled or self.vec_size is None:
+            return None
+        k = KINDS[self.kind]
+        count = self.k // self.vec_size if self.k % self.vec_size == 0 else 0
+        q = next((q for q, c in SCALE_VEC_COUNT.items() if c == count and q in k.scale_vecs),
+                 None)
+        if q is None:
+            return None
+        if q == "scale_vec::4X" and self.sf not in (UE4M3, UE8M0):
+            return None
+        if q != "scale_vec::4X" and self.sf != UE8M0:
+            return None  # 1X/2X carry E8M0 scales (MX formats)
+        return q
+
+    @property
+    def block_qualifier(self) -> str | None:
+        """The ``.blockN`` spelling of the scale vector (``.block16``/``.block32``), which
+        sm_100f/103f/110f accept; None when the vector size has no such spelling."""
+        if not self.block_scaled or self.scale_vec is None:
+            return None
+        per_dense = KINDS[self.kind].k_dense // SCALE_VEC_COUNT[self.scale_vec]
+        q = f"block{per_dense}"
+        return q if q in KINDS[self.kind].scale_vecs else None
+
+    @property
+    def name(self) -> str:
+        parts = [self.mnemonic, self.kind, f"cta{self.cta_group}",
+                 f"m{self.m}n{self.n}k{self.k}", self.a_source]
+        if self.ws:
+            parts.append("ws")
+        parts += [self.d.name, self.a.name, self.b.name]
+        if self.block_scaled:
+            parts += [self.sf.name if self.sf else "?", f"vs{self.vec_size}"]
+        if self.a_major == "MN":
+            parts.append("amn")
+        if self.b_major == "MN":
+            parts.append("bmn")
+        return ".".join(parts)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def form(self, *, block_spelling: bool = False, **qualifiers: Any) -> Tcgen05MmaForm:
+        """The instruction form this atom issues; ``block_spelling`` picks ``.blockN`` over
+        ``.scale_vec::NX``; other optional qualifiers/operands pass through."""
+        sv = None
+        if self.block_scaled:
+            sv = self.block_qualifier if block_spelling else self.scale_vec
+            if sv is None:
+                raise UmmaError(f"{self.name}: no {'.blockN' if block_spelling else 'scale_vec'}"
+                                " spelling for this vector size")
+        return Tcgen05MmaForm(self.kind, self.cta_group, self.a_source, self.sparse, self.ws,
+                              sv, **qualifiers)
+
+    def idesc(self, **fields: Any) -> Any:
+        """The instruction descriptor (nvatom.descriptors.umma) of this atom."""
+        from nvatom.descriptors.umma import instr_desc_for
+
+        return instr_desc_for(self, **fields)
+
+    # ------------------------------------------------------------------ availability
+    @property
+    def feature(self) -> str:
+        """The most specific nvatom.arch feature the atom needs (named in diagnostics)."""
+        if self.sparse and self.kind in ("mxf4", "mxf4nvf4"):
+            return "tcgen05.mxf4.sp"
+        return KINDS[self.kind].feature
+
+    def available_on(self, t: Target | str) -> bool:
+        """Some spelling of the atom assembles on ``t``: ``.scale_vec::NX`` ('a' targets) or,
+        for block-scaled atoms, ``.blockN`` (also the 'f' targets, PTX 8.8)."""
+        if self.form().available_on(t):
+            return True
+        return self.block_qualifier is not None and \
+            self.form(block_spelling=True).available_on(t)
+
+    def issued_form(self, t: Target | str) -> Tcgen05MmaForm:
+        """The form to emit on ``t`` (``.scale_vec::NX`` where it exists, else ``.blockN``)."""
+        f = self.form()
+        if not f.available_on(t) and self.block_qualifier is not None:
+            f = self.form(block_spelling=True)
+        if not f.available_on(t):
+            raise UmmaError(f"atom '{self.name}' is not available on {target(t).name}")
+        return f
+
+    def ptx_version_for(self, t: Target | str) -> PtxVersion:
+        return self.issued_form(t).ptx_version_for(t)
+
+    def verify_instance(self, target_: Target | str, use: Any) -> None:
+        verify_umma(self, target_, use)
+
+    # ------------------------------------------------------------------ operand extents
+    def operand_shape(self, operand: str) -> tuple[int, int]:
+        """(rows, cols) of the operand tile one instruction reads/writes: A (M, K), B (N, K),
+        D (M, N); SFA (M, K/vec), SFB (N, K/vec); sparse A is (M, K/2) stored."""
+        op = operand.upper()
+        if op == "A":
+            return (self.m, self.k // 2 if self.sparse else self.k)
+        if op == "B":
+            return (self.n, self.k)
+        if op in ("C", "D"):
+            return (self.m, self.n)
+        if op in ("SFA", "SFB") and self.block_scaled and self.vec_size:
+            return (self.m if op == "SFA" else self.n, self.k // self.vec_size)
+        raise UmmaError(f"{self.name}: no operand '{operand}'")
+
+
+# Capability interfaces by mnemonic (seed 004 registry): sparse -> SparseMetadataAtom,
+# block-scaled -> BlockScaleAtom.  Python classes carry them, so the atom's class is chosen
+# when it is made.
+class _SparseUmmaAtom(UmmaAtom, SparseMetadataAtom):
+    def metadata_layout(self, selector: int = 0) -> Any:
+        return (self.m, self.k // 8)  # 2:4: two 2-bit indices per group of 4 -> K/8 bytes
+
+
+class _BsUmmaAtom(UmmaAtom, BlockScaleAtom):
+    pass
+
+
+class _BsSparseUmmaAtom(UmmaAtom, BlockScaleAtom, SparseMetadataAtom):
+    def metadata_layout(self, selector: int = 0) -> Any:
+        return (self.m, self.k // 8)
+
+
+def make_umma_atom(kind: str, cta_group: int, m: int, n: int, d: DType | str, a: DType | str,
+                   b: DType | str, *, a_source: str = "ss", sparse: bool = False,
+                   ws: bool = False, a_major: str = "K", b_major: str = "K",
+                   sf: DType | str | None = None, vec_size: int | None = None) -> UmmaAtom:
+    """An atom with the right capability interfaces for its mnemonic."""
+    bs = kind in KINDS and KINDS[kind].block_scaled
+    cls: type[UmmaAtom] = {(False, False): UmmaAtom, (True, False): _SparseUmmaAtom,
+                           (False, True): _BsUmmaAtom, (True, True): _BsSparseUmmaAtom}[
+        (sparse, bs)]
+    return cls(kind, cta_group, m, n, dtype(d), dtype(a), dtype(b), a_source, sparse, ws,
+               a_major, b_major, dtype(sf) if sf is not None else None, vec_size)
+
+
+_NAME_RE = re.compile(
+    r"(?P<mn>sm100\.mma(?:_bs)?(?:_sp)?)\.(?P<kind>\w+)\.cta(?P<cta>[12])\."
+    r"m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)\.(?P<src>ss|ts)(?P<ws>\.ws)?\."
+    r"(?P<d>\w+)\.(?P<a>\w+)\.(?P<b>\w+)(?:\.(?P<sf>ue8m0|ue4m3)\.vs(?P<vs>\d+))?"
+    r"(?P<amn>\.amn)?(?P<bmn>\.bmn)?$"
+)
+
+
+def umma_atom(name: str) -> UmmaAtom:
+    """Parse an atom name (see the module docstring); the name must round-trip."""
+    m = _NAME_RE.match(name.strip())
+    if not m:
+        raise UmmaError(f"'{name}' is not a UMMA atom name (e.g. "
+                        "sm100.mma.f16.cta1.m128n256k16.ss.f32.f16.f16)")
+    g = m.groupdict()
+    atom = make_umma_atom(
+        g["kind"], int(g["cta"]), int(g["m"]), int(g["n"]), g["d"], g["a"], g["b"],
+        a_source=g["src"], sparse=g["mn"].endswith("_sp"), ws=bool(g["ws"]),
+        a_major="MN" if g["amn"] else "K", b_major="MN" if g["bmn"] else "K",
+        sf=g["sf"], vec_size=int(g["vs"]) if g["vs"] else None)
+    if atom.name != name.strip():
+        raise UmmaError(f"'{name}' does not name a UMMA atom: it reads as {atom.name}")
+    return atom
+
+
+def _vec_sizes(k: UmmaKind, sparse: bool) -> list[tuple[DType, int]]:
+    kk = k.k_dense * (2 if sparse else 1)
+    out = []
+    for q in k.scale_vecs:
+        if q is None or q in SCALE_VEC_BLOCK:
+            continue
+        vs = kk // SCALE_VEC_COUNT[q]
+        for sf in k.sf_types:
+            if (q == "scale_vec::4X") or sf == UE8M0:
+                out.append((sf, vs))
+    return out
+
+
+def umma_atoms(target_: Target | str | None = None, *, mnemonic: str | None = None,
+               kind: str | None = None, cta_group: int | None = None,
+               a: DType | str | None = None, b: DType | str | None = None,
+               d: DType | str | None = None, m: int | None = None, n: int | None = None,
+               a_source: str | None = None, ws: bool | None = None) -> Iterator[UmmaAtom]:
+    """Every K-major UMMA atom matching the filters (a generator: the lattice is large)."""
+    ta, tb, td = (dtype(x) if x is not None else None for x in (a, b, d))
+    tt = target(target_) if target_ is not None else None
+    for kname, k in KINDS.items():
+        if kind is not None and kname != kind:
+            continue
+        for cta, sp, is_ws, src in itertools.product((1, 2), (False, True), (False, True),
+                                                     ("ss", "ts")):
+            if is_ws and (not k.ws or cta != 1):
+                continue
+            if (cta_group is not None and cta != cta_group) or \
+                    (ws is not None and is_ws != ws) or (a_source is not None and src != a_source):
+                continue
+            mnem = "sm100.mma" + ("_bs" if k.block_scaled else "") + ("_sp" if sp else "")
+            if mnemonic is not None and mnem != mnemonic:
+                continue
+            pairs = [(x, y) for x in k.ab for y in k.ab if k.mixed_ab or x == y]
+            sfs: list[tuple[DType | None, int | None]] = \
+                list(_vec_sizes(k, sp)) if k.block_scaled else [(None, None)]
+            for (xa, xb), xd, (mm, nn), (sf, vs) in itertools.product(
+                    pairs, k.d, legal_mn(kname, cta, sp, is_ws), sfs):
+                if (ta and xa != ta) or (tb and xb != tb) or (td and xd != td):
+                    continue
+                if (m is not None and mm != m) or (n is not None and nn != n):
+                    continue
+                if kname == "f16" and xa == BF16 and xd != F32:
+                    continue
+                atom = make_umma_atom(kname, cta, mm, nn, xd, xa, xb, a_source=src, sparse=sp,
+                                      ws=is_ws, sf=sf, vec_size=vs)
+                if tt is not None and not atom.available_on(tt):
+                    continue
+                yield atom
+
+
+# ============================================================================ verification
+
+
+@dataclasses.dataclass(frozen=True)
+class UmmaUse:
+    """What surrounding code feeds a UMMA atom (seed 004 ladder inputs).
+
+    ``residency``: ``smem_desc_view``, ``tmem`` (a memref in tensor memory), ``rmem``,
+    ``smem`` or ``gmem``; ``layout``: an (mn, k) / (m, n) layout of the operand tile, or None.
+    """
+
+    a: Any  # nvatom.atoms.verify.OperandUse
+    b: Any
+    c: Any
+    d: Any = None
+    sfa: Any = None
+    sfb: Any = None
+    metadata: Any = None
+    shape: tuple[int, int, int] | None = None
+
+    @property
+    def d_(self) -> Any:
+        return self.d if self.d is not None else self.c
+
+    @classmethod
+    def canonical(cls, atom: UmmaAtom) -> UmmaUse:
+        from nvatom.atoms.verify import OperandUse
+
+        a_res = "smem_desc_view" if atom.a_source == "ss" else "tmem"
+        sfa = sfb = meta = None
+        if atom.block_scaled:
+            sfa = sfb = OperandUse(atom.sf.name if atom.sf else "ue8m0", "tmem")
+        if atom.sparse:
+            meta = OperandUse("u32", "tmem")
+        return cls(OperandUse(atom.a.name, a_res, atom.operand_shape("A")),
+                   OperandUse(atom.b.name, "smem_desc_view", atom.operand_shape("B")),
+                   OperandUse(atom.d.name, "tmem", atom.operand_shape("D")),
+                   OperandUse(atom.d.name, "tmem", atom.operand_shape("D")),
+                   sfa, sfb, meta, atom.shape_mnk)
+
+
+def _fail(msg: str) -> None:
+    raise AtomVerificationError(msg)
+
+
+def _layout_shape(layout: Any) -> tuple[int, int] | None:
+    """(rows, cols) of an operand layout: a (rows, cols) tuple or a rank-2 Layout."""
+    if layout is None:
+        return None
+    if isinstance(layout, tuple) and len(layout) == 2 and all(isinstance(x, int) for x in layout):
+        return layout
+    from nvatom.layout import ComposedLayout, Layout, rank, size
+
+    lay = layout.outer if isinstance(layout, ComposedLayout) else layout
+    if isinstance(lay, Layout) and rank(lay) == 2:
+        return (size(lay[0]), size(lay[1]))
+    return None
+
+
+def verify_umma(atom: UmmaAtom, target_: Target | str, use: UmmaUse) -> None:
+    """Seed 004's UMMA ladder, first failure wins: target and shape; element types a, b, c
+    (c for both C and D); residency A, B, D; block-scale checks (c type, sfa/sfb types, the
+    (atom_K, vecSize) pair); sparse metadata; per-operand layouts, then their composition."""
+    from nvatom.atoms.verify import check_target_and_shape
+
+    t = target(target_)
+    check_target_and_shape(atom, t, use)
+    a, b, c, d = use.a, use.b, use.c, use.d_
+    if atom.block_scaled and (c.dtype != F32 or d.dtype != F32):
+        _fail(D.UMMA_BS_C_F32)
+    for slot, got, want in (("a", a, atom.a), ("b", b, atom.b), ("c", c, atom.d),
+                            ("c", d, atom.d)):
+        if got.dtype != want:
+            _fail(D.OPERAND_ELEMENT_TYPE.format(slot, want.name, got.dtype.name))
+    a_ok = ("smem_desc_view",) if atom.a_source == "ss" else ("tmem",)
+    if a.residency not in a_ok:
+        _fail(D.UMMA_RESIDENCY_A.format(a))
+    if b.residency != "smem_desc_view":
+        _fail(D.UMMA_RESIDENCY_B.format(b))
+    if d.residency != "tmem":
+        _fail(D.UMMA_RESIDENCY_D.format(d))
+    if atom.block_scaled:
+        if use.sfa is None or use.sfb is None:
+            _fail(f"atom '{atom.name}' expects scale-factor operands sfa and sfb in tmem")
+        if use.sfa.dtype != use.sfb.dtype:
+            _fail(D.UMMA_BS_SF_SAME)
+        if use.sfa.residency != "tmem" or use.sfb.residency != "tmem":
+            _fail(f"atom '{atom.name}' expects sfa/sfb in tmem, but got sfa: {use.sfa}, "
+                  f"sfb: {use.sfb}")
+        # seed 000's (atom_K, vecSize) pairs are dense; a sparse atom has the same scale
+        # count over twice the logical K, so it is checked at its dense K.
+        dense_vec = (atom.vec_size or 0) // (2 if atom.sparse else 1)
+        if block_scale_packed(a.dtype, b.dtype, use.sfa.dtype, use.sfb.dtype,
+                              KINDS[atom.kind].k_dense, dense_vec) == 0:
+            _fail(f"atom '{atom.name}': no block-scaled MMA for A {a.dtype.name}, B "
+                  f"{b.dtype.name}, scale {use.sfa.dtype.name}, vector size {atom.vec_size}")
+        if use.sfa.dtype != atom.sf:
+            _fail(f"atom '{atom.name}' expects scale factors of type {atom.sf.name}, but got "
+                  f"{use.sfa.dtype.name}")
+    elif use.sfa is not None or use.sfb is not None:
+        _fail(f"atom '{atom.name}' is not block-scaled and takes no scale factors")
+    if atom.sparse:
+        if use.metadata is None or use.metadata.residency != "tmem":
+            _fail(f"atom '{atom.name}' expects the sparse metadata in tmem, but got "
+                  f"{use.metadata}")
+    elif use.metadata is not None:
+        _fail(f"atom '{atom.name}' is dense and takes no metadata")
+    # Layouts: an operand without one (None) is not checked.  Each given layout must be a
+    # rank-2 tile of whole atoms (A: M x K, B: N x K, D: M x N); then the given ones must agree
+    # on M, N and K (A's K counts stored elements: half the logical K when sparse).
+    given = [x.layout is not None for x in (a, b, d)]
+    if any(given):
+        shapes = [_layout_shape(x.layout) if g else None for x, g in zip((a, b, d), given,
+                                                                          strict=True)]
+        want = [atom.operand_shape(o) for o in ("A", "B", "D")]
+        for g, s_, w in zip(given, shapes, want, strict=True):
+            if g and (s_ is None or s_[0] % w[0] or s_[1] % w[1]):
+                _fail(D.UMMA_INVALID_LAYOUT.format(a.layout, b.layout, d.layout))
+        sa, sb, sd = shapes
+        a_mk = (sa[0], sa[1] * (2 if atom.sparse else 1)) if sa else None
+        if (a_mk and sd and a_mk[0] != sd[0]) or (sb and sd and sb[0] != sd[1]) or \
+                (a_mk and sb and a_mk[1] != sb[1]):
+            _fail(D.UMMA_NOT_A_GEMM.format(a.layout, b.layout, d.layout))
+
+
+# ============================================================================ block scaling
+
+
+_FP8 = _t("e4m3", "e5m2")
+_FP6 = _t("e2m3", "e3m2")
+
+
+def block_scale_packed(a: DType | str, b: DType | str, sfa: DType | str, sfb: DType | str,
+                       atom_k: int, vec_size: int) -> int:
+    """Seed 000's block-scale verifier result: ``(atom_K << 32) | vecSize`` for its three
+    legal (atom_K, vecSize) pairs, else 0.  Accepted: A and B both FP8/FP6/FP4-in-8-bit at
+    K = 32, or both E2M1 at K = 64; (sf, vec) in (E8M0, 32), (E8M0, 16), (E4M3, 16); sfa and
+    sfb of one type.  The PTX kind each pair really issues is :func:`block_scale_kind`."""
+    ta, tb, sa, sb = dtype(a), dtype(b), dtype(sfa), dtype(sfb)
+    if sa != sb:
+        return 0
+    if atom_k == 32 and ta in F8F6F4 and tb in F8F6F4 and (sa, vec_size) == (UE8M0, 32):
+        return (32 << 32) | 32
+    if atom_k == 64 and ta == tb == E2M1 and (sa, vec_size) in ((UE8M0, 32), (UE8M0, 16),
+                                                                 (UE4M3, 16)):
+        return (64 << 32) | vec_size
+    return 0
+
+
+def block_scale_kind(a: DType | str, b: DType | str, sf: DType | str, vec_size: int
+                     ) -> tuple[str, str, str]:
+    """(kind, scale-vector qualifier, block qualifier) tcgen05 issues for a block-scaled
+    (A, B, scale type, vector size) -- ERRATA 4: vec 32 E8M0 FP8/FP6 -> mxf8f6f4 1X; vec 32
+    E8M0 FP4 -> mxf4 2X (MXFP4); vec 16 FP4 -> mxf4nvf4 4X (NVFP4, normally UE4M3)."""
+    ta, tb, s = dtype(a), dtype(b), dtype(sf)
+    if ta == tb == E2M1:
+        if vec_size == 32 and s == UE8M0:
+            return ("mxf4", "scale_vec::2X", "block32")
+        if vec_size == 16 and s in (UE8M0, UE4M3):
+            return ("mxf4nvf4", "scale_vec::4X", "block16")
+    elif ta in F8F6F4 and tb in F8F6F4 and vec_size == 32 and s == UE8M0:
+        return ("mxf8f6f4", "scale_vec::1X", "block32")
+    raise UmmaError(f"no tcgen05 block-scaled kind for A {ta.name}, B {tb.name}, scale "
+                    f"{s.name}, vector size {vec_size}")

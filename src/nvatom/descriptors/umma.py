@@ -1,0 +1,481 @@
+"""The SM100 ``tcgen05`` descriptors: the 64-bit shared-memory matrix descriptor and the 32-bit
+instruction descriptor (idesc) in its plain and block-scaled forms.  Bit-exact codecs.
+
+Sources: PTX ISA "tcgen05 Shared Memory Descriptor" and "Instruction descriptor" (tables for
+.kind::f16/tf32/f8f6f4/i8 and for the block-scaled kinds); CUTLASS
+include/cute/arch/mma_sm100_desc.hpp (``union SmemDescriptor``, ``InstrDescriptor``,
+``InstrDescriptorBlockScaled``).  Each field is written once, in :data:`SMEM_FIELDS`,
+:data:`IDESC_FIELDS` or :data:`IDESC_BS_FIELDS`; encode, decode and explain read the tables.
+
+**Shared-memory descriptor** (differs from SM90's, :mod:`nvatom.descriptors.wgmma`, in three
+places; ERRATA 3)::
+
+    start_address   0-13   addr >> 4        lbo  16-29  bytes >> 4     sbo  32-45  bytes >> 4
+    fixed           46-48  constant 0b001   base_offset 49-51          lbo_mode 52 (0 relative)
+    layout_type     61-63  0 none, 1 128B with 32B atoms, 2 128B, 4 64B, 6 32B
+
+LBO and SBO have the meaning of the SM90 descriptor (strides between 8 x 16-byte core
+matrices) and follow from the layout by the same canonical forms (CUTLASS ``make_umma_desc``
+mirrors ``make_gmma_desc``): :func:`make_umma_desc` derives them with the layout algebra
+through :func:`nvatom.descriptors.wgmma.make_gmma_desc` and re-encodes them here.
+
+**Instruction descriptor** (32 bits; passed as a ``.b32`` register)::
+
+    bit   plain kinds                         block-scaled kinds
+    0-1   sparse_id2                          sparse_id2
+    2     sparse                              sparse
+    3     saturate (i8)                       -
+    4-5   D format: 0 f16, 1 f32, 2 s32       B scale-factor id
+    7-9   A format                            A format
+    10-12 B format                            B format
+    13/14 negate A / negate B                 negate A / negate B
+    15/16 A major / B major (0 K, 1 MN)       A major / B major
+    17-22 N >> 3                              N >> 3
+    23    -                                   scale format: 0 ue4m3, 1 ue8m0
+    24-28 M >> 4                              M >> 4
+    29    -                                   29-30 A scale-factor id
+    30-31 max shift (.ws)                     31 K size (mxf4: 0 K64/K128 sparse, 1 K96)
+
+Formats: f16 kind f16 0 / bf16 1 / tf32 2; f8f6f4 and mxf8f6f4 e4m3 0, e5m2 1, e2m3 3,
+e3m2 4, e2m1 5; i8 u8 0 / s8 1; mxf4 and mxf4nvf4 e2m1 1 (:data:`FORMAT_CODES`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from nvatom.atoms.smem import SMEM_SWIZZLES, SmemError, SmemSwizzle, smem_swizzle
+from nvatom.descriptors.wgmma import (
+    DescriptorField,
+    GmmaDescriptor,
+    canonical_gmma_layout,
+    check_desc_matches,
+    make_gmma_desc,
+)
+from nvatom.dtypes import DType, dtype
+from nvatom.errors import DescriptorError
+
+__all__ = [
+    "FORMAT_CODES",
+    "IDESC_BS_FIELDS",
+    "IDESC_FIELDS",
+    "SM100_LAYOUT_TYPE",
+    "SMEM_FIELDS",
+    "InstrDescriptor",
+    "UmmaSmemDescriptor",
+    "canonical_umma_layout",
+    "check_umma_desc_matches",
+    "decode_idesc",
+    "decode_smem_desc",
+    "instr_desc_for",
+    "k_block_descriptors",
+    "make_umma_desc",
+]
+
+_M64 = (1 << 64) - 1
+_M32 = (1 << 32) - 1
+
+# ============================================================================ smem descriptor
+
+#: The SM100 shared-memory descriptor's fields (PTX ISA; CUTLASS UMMA::SmemDescriptor).
+SMEM_FIELDS: tuple[DescriptorField, ...] = (
+    DescriptorField("start_address", 0, 14, 4),
+    DescriptorField("lbo", 16, 14, 4),
+    DescriptorField("sbo", 32, 14, 4),
+    DescriptorField("fixed", 46, 3),  # must read 0b001 (CUTLASS: version_ = 1)
+    DescriptorField("base_offset", 49, 3),
+    DescriptorField("lbo_mode", 52, 1),
+    DescriptorField("layout_type", 61, 3),
+)
+_SF = {f.name: f for f in SMEM_FIELDS}
+SMEM_RESERVED_MASK: int = _M64 & ~sum(f.mask for f in SMEM_FIELDS)
+SMEM_FIXED_VALUE = 0b001
+
+#: SM100's 3-bit layout-type code of each swizzle mode (CUTLASS UMMA::LayoutType).  Code 1,
+#: SWIZZLE_128B_BASE32B (128-byte swizzle of 32-byte atoms), decodes to the name "SW128_32B";
+#: no smem layout of nvatom.atoms.smem produces it.
+SM100_LAYOUT_TYPE: dict[str, int] = {"INTERLEAVE": 0, "SW128_32B": 1, "SW128": 2, "SW64": 4,
+                                     "SW32": 6}
+_NAME_OF_CODE = {v: k for k, v in SM100_LAYOUT_TYPE.items()}
+if {s.name for s in SMEM_SWIZZLES} - set(SM100_LAYOUT_TYPE):  # pragma: no cover
+    raise ImportError("SM100_LAYOUT_TYPE must name every mode of SMEM_SWIZZLES")
+
+
+def _check_uint(where: str, name: str, v: Any, bits: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << bits:
+        raise DescriptorError(f"{where}: {name} must be an integer 0..{(1 << bits) - 1}, "
+                              f"got {v!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class UmmaSmemDescriptor:
+    """The logical fields of an SM100 shared-memory descriptor (bytes for address/offsets;
+    ``layout_type`` a mode name of :data:`SM100_LAYOUT_TYPE` or an SmemSwizzle)."""
+
+    start_address: int
+    lbo: int
+    sbo: int
+    base_offset: int = 0
+    lbo_mode: int = 0  # 0: LBO is a relative offset; 1: an absolute address
+    layout_type: str = "INTERLEAVE"
+
+    def __post_init__(self) -> None:
+        lt = self.layout_type
+        if isinstance(lt, SmemSwizzle):
+            lt = lt.name
+        elif isinstance(lt, (int, str)) and lt not in SM100_LAYOUT_TYPE:
+            try:
+                lt = smem_swizzle(lt).name
+            except SmemError as e:
+                raise DescriptorError(f"UmmaSmemDescriptor: layout_type: {e}") from None
+        if lt not in SM100_LAYOUT_TYPE:
+            raise DescriptorError(f"UmmaSmemDescriptor: layout_type {self.layout_type!r} is "
+                                  f"none of {', '.join(SM100_LAYOUT_TYPE)}")
+        object.__setattr__(self, "layout_type", lt)
+        for f in SMEM_FIELDS[:3]:
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= f.max_value:
+                raise DescriptorError(f"UmmaSmemDescriptor: {f.name} = {v!r} does not fit bits "
+                                      f"{f.bits} (0 to {f.max_value:#x}, >> {f.shift})")
+            if v % 16:
+                raise DescriptorError(f"UmmaSmemDescriptor: {f.name} = {v:#x} is not 16-byte "
+                                      f"aligned (the field stores {f.name} >> 4)")
+        _check_uint("UmmaSmemDescriptor", "base_offset", self.base_offset, 3)
+        _check_uint("UmmaSmemDescriptor", "lbo_mode", self.lbo_mode, 1)
+
+    @property
+    def swizzle(self) -> SmemSwizzle | None:
+        """The nvatom.atoms.smem mode (None for SW128_32B, which it does not model)."""
+        return next((s for s in SMEM_SWIZZLES if s.name == self.layout_type), None)
+
+    def field_values(self) -> dict[str, int]:
+        return {"start_address": self.start_address >> 4, "lbo": self.lbo >> 4,
+                "sbo": self.sbo >> 4, "fixed": SMEM_FIXED_VALUE,
+                "base_offset": self.base_offset, "lbo_mode": self.lbo_mode,
+                "layout_type": SM100_LAYOUT_TYPE[self.layout_type]}
+
+    def encode(self) -> int:
+        vals = self.field_values()
+        return sum(vals[f.name] << f.lsb for f in SMEM_FIELDS)
+
+    def __int__(self) -> int:
+        return self.encode()
+
+    def explain(self) -> str:
+        return (f"start={self.start_address:#x} lbo={self.lbo} sbo={self.sbo} "
+                f"base_offset={self.base_offset} lbo_mode="
+                f"{'absolute' if self.lbo_mode else 'relative'} swizzle={self.layout_type}")
+
+    def __str__(self) -> str:
+        return f"{self.encode():#018x} ({self.explain()})"
+
+    @classmethod
+    def of_gmma(cls, g: GmmaDescriptor) -> UmmaSmemDescriptor:
+        """The same core-matrix geometry as an SM90 descriptor, in SM100's encoding."""
+        return cls(g.start_address, g.lbo, g.sbo, g.base_offset, 0, g.layout_type.name)
+
+    def as_gmma(self) -> GmmaDescriptor:
+        sw = self.swizzle
+        if sw is None or self.lbo_mode:
+            raise DescriptorError(f"{self.explain()}: no SM90 equivalent (SW128_32B or "
+                                  "absolute LBO mode)")
+        return GmmaDescriptor(self.start_address, self.lbo, self.sbo, self.base_offset, sw)
+
+
+def decode_smem_desc(word: int) -> UmmaSmemDescriptor:
+    """The fields of a 64-bit SM100 descriptor; rejects reserved bits, a fixed field other
+    than 0b001 and the unassigned layout codes 3, 5, 7."""
+    where = "decode_smem_desc"
+    if isinstance(word, bool) or not isinstance(word, int) or not 0 <= word <= _M64:
+        raise DescriptorError(f"{where}: a descriptor is a 64-bit unsigned int, got {word!r}")
+    bad = word & SMEM_RESERVED_MASK
+    if bad:
+        bits = [i for i in range(64) if bad >> i & 1]
+        raise DescriptorError(f"{where}({word:#018x}): reserved bit(s) "
+                              f"{', '.join(map(str, bits))} set")
+    raw = {f.name: (word & f.mask) >> f.lsb for f in SMEM_FIELDS}
+    if raw["fixed"] != SMEM_FIXED_VALUE:
+        raise DescriptorError(f"{where}({word:#018x}): bits 46-48 are {raw['fixed']:#05b}; "
+                              "SM100 requires the constant 0b001 (an SM90 word?)")
+    if raw["layout_type"] not in _NAME_OF_CODE:
+        raise DescriptorError(f"{where}({word:#018x}): layout_type code {raw['layout_type']} "
+                              "in bits 61-63 is unassigned (0, 1, 2, 4, 6 are modes)")
+    return UmmaSmemDescriptor(raw["start_address"] << 4, raw["lbo"] << 4, raw["sbo"] << 4,
+                              raw["base_offset"], raw["lbo_mode"],
+                              _NAME_OF_CODE[raw["layout_type"]])
+
+
+def make_umma_desc(smem_layout: Any, element_bits: int, major: str,
+                   start_address: int = 0) -> UmmaSmemDescriptor:
+    """The SM100 descriptor of the first K-block (32 bytes of K) of ``smem_layout``: LBO/SBO
+    derived with the layout algebra (the canonical forms of docs/descriptors.md)."""
+    return UmmaSmemDescriptor.of_gmma(make_gmma_desc(smem_layout, element_bits, major,
+                                                     start_address))
+
+
+def canonical_umma_layout(desc: UmmaSmemDescriptor, element_bits: int, major: str,
+                          mn: int) -> Any:
+    """The K-block layout ``desc`` describes (coordinates (mn, k) -> element offsets)."""
+    return canonical_gmma_layout(desc.as_gmma(), element_bits, major, mn)
+
+
+def check_umma_desc_matches(desc: UmmaSmemDescriptor, smem_layout: Any, element_bits: int,
+                            major: str) -> None:
+    """Raise DescriptorError unless ``desc`` describes the first K-block of the layout."""
+    check_desc_matches(desc.as_gmma(), smem_layout, element_bits, major)
+
+
+# ============================================================================ idesc
+
+#: Plain kinds (f16, tf32, f8f6f4, i8): CUTLASS UMMA::InstrDescriptor.
+IDESC_FIELDS: tuple[DescriptorField, ...] = (
+    DescriptorField("sparse_id2", 0, 2),
+    DescriptorField("sparse", 2, 1),
+    DescriptorField("saturate", 3, 1),
+    DescriptorField("d_format", 4, 2),
+    DescriptorField("a_format", 7, 3),
+    DescriptorField("b_format", 10, 3),
+    DescriptorField("a_negate", 13, 1),
+    DescriptorField("b_negate", 14, 1),
+    DescriptorField("a_major", 15, 1),
+    DescriptorField("b_major", 16, 1),
+    DescriptorField("n", 17, 6, 3),
+    DescriptorField("m", 24, 5, 4),
+    DescriptorField("max_shift", 30, 2),
+)
+#: Block-scaled kinds (mxf8f6f4, mxf4, mxf4nvf4): CUTLASS UMMA::InstrDescriptorBlockScaled.
+IDESC_BS_FIELDS: tuple[DescriptorField, ...] = (
+    DescriptorField("sparse_id2", 0, 2),
+    DescriptorField("sparse", 2, 1),
+    DescriptorField("b_sf_id", 4, 2),
+    DescriptorField("a_format", 7, 3),
+    DescriptorField("b_format", 10, 3),
+    DescriptorField("a_negate", 13, 1),
+    DescriptorField("b_negate", 14, 1),
+    DescriptorField("a_major", 15, 1),
+    DescriptorField("b_major", 16, 1),
+    DescriptorField("n", 17, 6, 3),
+    DescriptorField("scale_format", 23, 1),
+    DescriptorField("m", 24, 5, 4),
+    DescriptorField("a_sf_id", 29, 2),
+    DescriptorField("k_size", 31, 1),
+)
+
+_E = {"e4m3": 0, "e5m2": 1, "e2m3": 3, "e3m2": 4, "e2m1": 5}
+#: Operand format codes by kind (PTX ISA idesc tables; CUTLASS F16F32Format, MXF8F6F4Format,
+#: S8Format, MXF4Format).
+FORMAT_CODES: dict[str, dict[str, int]] = {
+    "f16": {"f16": 0, "bf16": 1},
+    "tf32": {"tf32": 2},
+    "f8f6f4": _E,
+    "i8": {"u8": 0, "s8": 1},
+    "mxf8f6f4": _E,
+    "mxf4": {"e2m1": 1},
+    "mxf4nvf4": {"e2m1": 1},
+}
+D_FORMAT = {"f16": 0, "f32": 1, "s32": 2}
+SCALE_FORMAT = {"ue4m3": 0, "ue8m0": 1}
+MAX_SHIFT = {0: 0, 8: 1, 16: 2, 32: 3}
+_BS_KINDS = ("mxf8f6f4", "mxf4", "mxf4nvf4")
+
+
+def _inv(d: dict[str, int]) -> dict[int, str]:
+    return {v: k for k, v in d.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class InstrDescriptor:
+    """The logical content of a tcgen05 idesc.  ``kind`` selects the table (plain or
+    block-scaled) and how formats are coded; ``m``/``n`` are the shape; ``a``/``b``/``d`` and
+    ``sf`` element types; ``max_shift`` is 0/8/16/32 (.ws only)."""
+
+    kind: str
+    m: int
+    n: int
+    a: DType
+    b: DType
+    d: DType | None = None  # plain kinds only (block-scaled D is f32 by definition)
+    a_major: str = "K"
+    b_major: str = "K"
+    a_negate: bool = False
+    b_negate: bool = False
+    saturate: bool = False
+    sparse: bool = False
+    sparse_id2: int = 0
+    max_shift: int = 0
+    sf: DType | None = None
+    a_sf_id: int = 0
+    b_sf_id: int = 0
+    k_size: int = 0
+
+    def __post_init__(self) -> None:
+        for f in ("a", "b", "d", "sf"):
+            v = getattr(self, f)
+            if isinstance(v, str):
+                object.__setattr__(self, f, dtype(v))
+        where = f"InstrDescriptor(kind::{self.kind})"
+        if self.kind not in FORMAT_CODES:
+            raise DescriptorError(f"{where}: unknown kind (one of {', '.join(FORMAT_CODES)})")
+        codes = FORMAT_CODES[self.kind]
+        for slot in ("a", "b"):
+            t = getattr(self, slot)
+            if t is None or t.name not in codes:
+                raise DescriptorError(f"{where}: {slot.upper()} type "
+                                      f"{t.name if t else None} has no code (legal: "
+                                      f"{', '.join(codes)})")
+        if self.block_scaled:
+            if self.d is None:
+                object.__setattr__(self, "d", dtype("f32"))
+            if self.d.name != "f32":
+                raise DescriptorError(f"{where}: block-scaled D is f32, got {self.d.name}")
+            if self.sf is None or self.sf.name not in SCALE_FORMAT:
+                raise DescriptorError(f"{where}: scale format must be ue8m0 or ue4m3, got "
+                                      f"{self.sf.name if self.sf else None}")
+            if self.saturate or self.max_shift:
+                raise DescriptorError(f"{where}: block-scaled idesc has no saturate/max_shift")
+            for n_, bits in (("a_sf_id", 2), ("b_sf_id", 2), ("k_size", 1)):
+                _check_uint(where, n_, getattr(self, n_), bits)
+        else:
+            if self.d is None or self.d.name not in D_FORMAT:
+                raise DescriptorError(f"{where}: D format must be f16, f32 or s32, got "
+                                      f"{self.d.name if self.d else None}")
+            if self.sf is not None or self.a_sf_id or self.b_sf_id or self.k_size:
+                raise DescriptorError(f"{where}: scale-factor fields are for block-scaled kinds")
+            if self.max_shift not in MAX_SHIFT:
+                raise DescriptorError(f"{where}: max_shift is 0, 8, 16 or 32, got "
+                                      f"{self.max_shift}")
+            if self.saturate and self.kind != "i8":
+                raise DescriptorError(f"{where}: saturate is for kind::i8 only")
+        for slot in ("a_major", "b_major"):
+            if getattr(self, slot) not in ("K", "MN"):
+                raise DescriptorError(f"{where}: {slot} must be 'K' or 'MN'")
+        if self.m % 16 or not 16 <= self.m <= 496:
+            raise DescriptorError(f"{where}: M = {self.m} is not a multiple of 16 that fits "
+                                  "bits 24-28 (M >> 4)")
+        if self.n % 8 or not 8 <= self.n <= 504:
+            raise DescriptorError(f"{where}: N = {self.n} is not a multiple of 8 that fits "
+                                  "bits 17-22 (N >> 3)")
+        _check_uint(where, "sparse_id2", self.sparse_id2, 2)
+        if self.sparse_id2 and not self.sparse:
+            raise DescriptorError(f"{where}: sparse_id2 {self.sparse_id2} on a dense idesc")
+
+    @property
+    def block_scaled(self) -> bool:
+        return self.kind in _BS_KINDS
+
+    @property
+    def fields(self) -> tuple[DescriptorField, ...]:
+        return IDESC_BS_FIELDS if self.block_scaled else IDESC_FIELDS
+
+    def field_values(self) -> dict[str, int]:
+        codes = FORMAT_CODES[self.kind]
+        v = {"sparse_id2": self.sparse_id2, "sparse": int(self.sparse),
+             "a_format": codes[self.a.name], "b_format": codes[self.b.name],
+             "a_negate": int(self.a_negate), "b_negate": int(self.b_negate),
+             "a_major": int(self.a_major == "MN"), "b_major": int(self.b_major == "MN"),
+             "n": self.n >> 3, "m": self.m >> 4}
+        if self.block_scaled:
+            assert self.sf is not None
+            v.update(b_sf_id=self.b_sf_id, scale_format=SCALE_FORMAT[self.sf.name],
+                     a_sf_id=self.a_sf_id, k_size=self.k_size)
+        else:
+            assert self.d is not None
+            v.update(saturate=int(self.saturate), d_format=D_FORMAT[self.d.name],
+                     max_shift=MAX_SHIFT[self.max_shift])
+        return v
+
+    def encode(self) -> int:
+        vals = self.field_values()
+        return sum(vals[f.name] << f.lsb for f in self.fields)
+
+    def __int__(self) -> int:
+        return self.encode()
+
+    def explain(self) -> str:
+        parts = [f"kind::{self.kind}", f"M={self.m}", f"N={self.n}",
+                 f"A={self.a.name}({self.a_major})", f"B={self.b.name}({self.b_major})"]
+        if self.block_scaled:
+            assert self.sf is not None
+            parts += ["D=f32", f"sf={self.sf.name}", f"sfa_id={self.a_sf_id}",
+                      f"sfb_id={self.b_sf_id}", f"k_size={self.k_size}"]
+        else:
+            assert self.d is not None
+            parts.append(f"D={self.d.name}")
+            if self.saturate:
+                parts.append("saturate")
+            if self.max_shift:
+                parts.append(f"max_shift={self.max_shift}")
+        if self.a_negate:
+            parts.append("-A")
+        if self.b_negate:
+            parts.append("-B")
+        if self.sparse:
+            parts.append(f"sparse(id2={self.sparse_id2})")
+        return " ".join(parts)
+
+    def __str__(self) -> str:
+        return f"{self.encode():#010x} ({self.explain()})"
+
+
+def decode_idesc(word: int, kind: str) -> InstrDescriptor:
+    """Decode a 32-bit idesc; the kind (an instruction qualifier) picks the table and the
+    format codes.  Rejects reserved bits and codes that name no type of the kind."""
+    where = f"decode_idesc({word!r}, {kind!r})"
+    if isinstance(word, bool) or not isinstance(word, int) or not 0 <= word <= _M32:
+        raise DescriptorError(f"{where}: an idesc is a 32-bit unsigned int")
+    if kind not in FORMAT_CODES:
+        raise DescriptorError(f"{where}: unknown kind (one of {', '.join(FORMAT_CODES)})")
+    table = IDESC_BS_FIELDS if kind in _BS_KINDS else IDESC_FIELDS
+    reserved = word & _M32 & ~sum(f.mask for f in table)
+    if reserved:
+        bits = [i for i in range(32) if reserved >> i & 1]
+        raise DescriptorError(f"{where}: reserved bit(s) {', '.join(map(str, bits))} set")
+    raw = {f.name: (word & f.mask) >> f.lsb for f in table}
+    names = _inv(FORMAT_CODES[kind])
+    for slot in ("a_format", "b_format"):
+        if raw[slot] not in names:
+            legal = ", ".join(f"{v}={k}" for k, v in FORMAT_CODES[kind].items())
+            raise DescriptorError(f"{where}: {slot} code {raw[slot]} names no kind::{kind} "
+                                  f"type ({legal})")
+    common: dict[str, Any] = dict(
+        kind=kind, m=raw["m"] << 4, n=raw["n"] << 3, a=names[raw["a_format"]],
+        b=names[raw["b_format"]], a_major="MN" if raw["a_major"] else "K",
+        b_major="MN" if raw["b_major"] else "K", a_negate=bool(raw["a_negate"]),
+        b_negate=bool(raw["b_negate"]), sparse=bool(raw["sparse"]),
+        sparse_id2=raw["sparse_id2"])
+    if kind in _BS_KINDS:
+        return InstrDescriptor(**common, d="f32", sf=_inv(SCALE_FORMAT)[raw["scale_format"]],
+                               a_sf_id=raw["a_sf_id"], b_sf_id=raw["b_sf_id"],
+                               k_size=raw["k_size"])
+    if raw["d_format"] not in _inv(D_FORMAT):
+        raise DescriptorError(f"{where}: d_format code {raw['d_format']} (0 f16, 1 f32, 2 s32)")
+    return InstrDescriptor(**common, d=_inv(D_FORMAT)[raw["d_format"]],
+                           saturate=bool(raw["saturate"]),
+                           max_shift=_inv(MAX_SHIFT)[raw["max_shift"]])
+
+
+def instr_desc_for(atom: Any, **fields: Any) -> InstrDescriptor:
+    """The idesc of a :class:`nvatom.atoms.sm100.UmmaAtom` (negation, saturate, sparse_id2,
+    max_shift and scale-factor ids from ``fields``)."""
+    kw: dict[str, Any] = dict(kind=atom.kind, m=atom.m, n=atom.n, a=atom.a, b=atom.b,
+                              d=atom.d, a_major=atom.a_major, b_major=atom.b_major,
+                              sparse=atom.sparse)
+    if atom.block_scaled:
+        kw["sf"] = atom.sf
+    kw.update(fields)
+    return InstrDescriptor(**kw)
+
+
+def k_block_descriptors(smem_layout: Any, element_bits: int, major: str, k_blocks: int,
+                        start_address: int = 0) -> tuple[UmmaSmemDescriptor, ...]:
+    """The descriptor of each 32-byte K-block of ``smem_layout`` stored from
+    ``start_address``: the first block's LBO/SBO, the start advanced to the byte offset of
+    element ``(0, j * K_block)`` (the layout's swizzle leaves row 0 in place)."""
+    first = make_umma_desc(smem_layout, element_bits, major, start_address)
+    kb = 256 // element_bits
+    out = []
+    for j in range(k_blocks):
+        off = smem_layout((0, j * kb)) * element_bits // 8
+        out.append(dataclasses.replace(first, start_address=start_address + off))
+    return tuple(out)

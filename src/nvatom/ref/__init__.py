@@ -1,0 +1,5 @@
+"""CPU reference models of hardware behaviour, for tests that have no GPU to run on.
+
+:mod:`.tcgen05` models SM100 tensor memory, the shared-memory matrix descriptor as the tensor
+core reads it, ``tcgen05.mma`` (dense, sparse, block-scaled) and ``tcgen05.ld/st``.
+"""

@@ -1,0 +1,344 @@
+"""SM100 UMMA atoms without ptxas: names, shapes (PTX ISA table; CUTLASS for i8 and block
+scaling), block-scale encodings (seed 000 packed values; ERRATA 4 kinds), interfaces, and one
+negative test per verifier diagnostic of seed 004 (strings compared byte for byte)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from nvatom import diagnostics as D
+from nvatom.atoms import sm100
+from nvatom.atoms.interfaces import (
+    AtomVerificationError,
+    interfaces_of,
+    verify_atom_instance,
+)
+from nvatom.atoms.registry import atom_record
+from nvatom.atoms.sm100 import (
+    FORMS,
+    KINDS,
+    Tcgen05MmaForm,
+    UmmaError,
+    UmmaUse,
+    block_scale_kind,
+    block_scale_packed,
+    legal_mn,
+    make_umma_atom,
+    tcgen05_form,
+    umma_atom,
+    umma_atoms,
+)
+from nvatom.atoms.verify import OperandUse
+from nvatom.layout import Layout
+
+F16 = "sm100.mma.f16.cta1.m128n256k16.ss.f32.f16.f16"
+TS = "sm100.mma.f16.cta1.m128n256k16.ts.f32.f16.f16"
+BS = "sm100.mma_bs.mxf8f6f4.cta1.m128n128k32.ss.f32.e4m3.e4m3.ue8m0.vs32"
+
+
+def _err(atom: sm100.UmmaAtom, use: UmmaUse, t: str = "sm_100a") -> str:
+    with pytest.raises(AtomVerificationError) as ei:
+        atom.verify_instance(t, use)
+    return str(ei.value)
+
+
+def _op(t: str, res: str, layout: object = None) -> OperandUse:
+    return OperandUse(t, res, layout)
+
+
+# --------------------------------------------------------------------------- naming, shapes
+
+
+def test_names_round_trip() -> None:
+    names = [a.name for a in umma_atoms(kind="f16", cta_group=1)]
+    assert len(names) == len(set(names))
+    for n in names[:: max(1, len(names) // 50)]:
+        assert umma_atom(n).name == n
+    a = umma_atom(F16)
+    assert (a.shape_mnk, a.mnemonic, a.a_source) == ((128, 256, 16), "sm100.mma", "ss")
+    assert umma_atom("sm100.mma_sp.tf32.cta2.m256n16k16.ss.f32.tf32.tf32").k == 16
+    with pytest.raises(UmmaError, match="not a UMMA atom name"):
+        umma_atom("sm100.mma.m128n256k16")
+    with pytest.raises(UmmaError, match="k16"):  # K is derived: k32 does not name an atom
+        umma_atom("sm100.mma.f16.cta1.m128n256k32.ss.f32.f16.f16")
+
+
+def test_shapes_follow_the_isa_table() -> None:
+    # PTX ISA "Various combinations of .kind and shapes": f16/tf32/f8f6f4, no .ws:
+    # cta_group::1 M 64/128, N 8..256 step 8; cta_group::2 M 128/256, N 16..256 step 16;
+    # .ws: M 32/64/128, N 64/128/256 (sparse 64/128).
+    for kind in ("f16", "tf32", "f8f6f4"):
+        assert set(legal_mn(kind, 1)) == {(m, n) for m in (64, 128) for n in range(8, 257, 8)}
+        assert set(legal_mn(kind, 2)) == {(m, n) for m in (128, 256)
+                                          for n in range(16, 257, 16)}
+        assert set(legal_mn(kind, 1, ws=True)) == {(m, n) for m in (32, 64, 128)
+                                                   for n in (64, 128, 256)}
+        assert set(legal_mn(kind, 1, sparse=True, ws=True)) == {
+            (m, n) for m in (32, 64, 128) for n in (64, 128)}
+        assert legal_mn(kind, 2, ws=True) == ()
+    # CUTLASS SM100_MMA_S8_SS: N == 8 or N % 16 == 0; 2x1SM: N % 32 == 0
+    assert {n for _, n in legal_mn("i8", 1)} == {8, *range(16, 257, 16)}
+    assert {n for _, n in legal_mn("i8", 2)} == set(range(32, 257, 32))
+    # CUTLASS: 1-CTA block-scaled atoms are M = 128; MXF8F6F4 2x1SM M = 256
+    assert {m for m, _ in legal_mn("mxf4nvf4", 1)} == {128}
+    assert {m for m, _ in legal_mn("mxf8f6f4", 2)} == {256}
+
+
+@pytest.mark.parametrize(("kind", "k_dense"), [("f16", 16), ("tf32", 8), ("f8f6f4", 32),
+                                                ("i8", 32), ("mxf8f6f4", 32), ("mxf4", 64),
+                                                ("mxf4nvf4", 64)])
+def test_k_is_256_bits_dense_512_sparse(kind: str, k_dense: int) -> None:
+    # ERRATA 4 / CUTLASS mma_traits_sm100.hpp: K = 256/bits dense, 512/bits sparse
+    atoms = list(umma_atoms(kind=kind, cta_group=1, m=128, n=128))
+    assert {a.k for a in atoms if not a.sparse} == {k_dense}
+    assert {a.k for a in atoms if a.sparse} == {2 * k_dense}
+
+
+def test_bad_atoms_are_rejected_with_the_value() -> None:
+    with pytest.raises(UmmaError, match="M x N = 64 x 8 .*cta_group::2"):
+        make_umma_atom("f16", 2, 64, 8, "f32", "f16", "f16")
+    with pytest.raises(UmmaError, match="A type e4m3"):
+        make_umma_atom("f16", 1, 128, 64, "f32", "e4m3", "e4m3")
+    with pytest.raises(UmmaError, match="bf16 accumulates in f32"):
+        make_umma_atom("f16", 1, 128, 64, "f16", "bf16", "bf16")
+    with pytest.raises(UmmaError, match="one type"):
+        make_umma_atom("f16", 1, 128, 64, "f32", "f16", "bf16")
+    with pytest.raises(UmmaError, match="must be K-major"):
+        make_umma_atom("f8f6f4", 1, 128, 64, "f32", "e2m1", "e4m3", a_major="MN")
+    with pytest.raises(UmmaError, match="A from tensor memory is K-major"):
+        make_umma_atom("f16", 1, 128, 64, "f32", "f16", "f16", a_source="ts", a_major="MN")
+    with pytest.raises(UmmaError, match="scale type ue4m3"):
+        make_umma_atom("mxf4", 1, 128, 64, "f32", "e2m1", "e2m1", sf="ue4m3", vec_size=32)
+    with pytest.raises(UmmaError, match="vector size 32 with ue4m3"):
+        make_umma_atom("mxf4nvf4", 1, 128, 64, "f32", "e2m1", "e2m1", sf="ue4m3", vec_size=32)
+    with pytest.raises(UmmaError, match="not block-scaled"):
+        make_umma_atom("f16", 1, 128, 64, "f32", "f16", "f16", sf="ue8m0", vec_size=32)
+    with pytest.raises(UmmaError, match="unknown kind"):
+        make_umma_atom("f64", 1, 128, 64, "f32", "f16", "f16")
+
+
+def test_every_atom_issues_a_form_of_the_table() -> None:
+    forms = {f.name for f in FORMS}
+    n = 0
+    for a in umma_atoms(n=64):
+        assert a.form().name in forms
+        if a.block_qualifier:
+            assert a.form(block_spelling=True).name in forms
+        n += 1
+    assert n > 1000
+
+
+def test_target_availability() -> None:
+    i8 = umma_atom("sm100.mma.i8.cta1.m128n64k32.ss.s32.s8.s8")
+    assert [t for t in ("sm_100a", "sm_100f", "sm_103a", "sm_110a", "sm_110f", "sm_120a")
+            if i8.available_on(t)] == ["sm_100a", "sm_110a"]
+    nv = umma_atom("sm100.mma_bs.mxf4nvf4.cta1.m128n128k64.ss.f32.e2m1.e2m1.ue4m3.vs16")
+    assert nv.form().scale_vec == "scale_vec::4X"
+    assert nv.form(block_spelling=True).scale_vec == "block16"
+    assert nv.available_on("sm_100f")  # through .block16
+    assert not nv.form().available_on("sm_100f")  # .scale_vec::4X is 'a'-only
+    assert not umma_atom(F16).available_on("sm_90a")
+    assert nv.issued_form("sm_100a").scale_vec == "scale_vec::4X"
+    assert nv.issued_form("sm_110f").scale_vec == "block16"
+    assert nv.ptx_version_for("sm_100a") == (8, 7) and nv.ptx_version_for("sm_100f") == (8, 8)
+    with pytest.raises(UmmaError, match="not available on sm_120a"):
+        nv.issued_form("sm_120a")
+
+
+def test_form_spelling_and_operands() -> None:
+    f = Tcgen05MmaForm("f16", 1, "ss", disable_output_lane=True, scale_input_d=True)
+    assert f.operands == ("d", "a", "b", "idesc", "dol", "enable_input_d", "scale_input_d")
+    line = f.instruction(d="%r0", a="%rd1", b="%rd2", idesc="%r3",
+                         dol=["%r4", "%r5", "%r6", "%r7"], enable_input_d="%p0",
+                         scale_input_d=3)
+    assert line == ("tcgen05.mma.cta_group::1.kind::f16 [%r0], %rd1, %rd2, %r3, "
+                    "{%r4, %r5, %r6, %r7}, %p0, 3;")
+    bs = tcgen05_form("tcgen05.mma.sp.cta_group::2.kind::mxf8f6f4.block_scale.scale_vec::1X+ts")
+    assert bs.operands == ("d", "a", "b", "meta", "idesc", "sfa", "sfb", "enable_input_d")
+    with pytest.raises(UmmaError, match="0..15"):
+        f.instruction(d="%r0", a="%rd1", b="%rd2", idesc="%r3", dol=["%r4"] * 4,
+                      enable_input_d="%p0", scale_input_d=16)
+    with pytest.raises(UmmaError, match="4 .b32 registers"):
+        f.instruction(d="%r0", a="%rd1", b="%rd2", idesc="%r3", dol=["%r4"] * 8,
+                      enable_input_d="%p0", scale_input_d=1)
+
+
+@pytest.mark.parametrize(("kw", "msg"), [
+    (dict(kind="f16", cta_group=2, ws=True), "cta_group::1 only"),
+    (dict(kind="mxf4", ws=True, scale_vec="block32"), "has no .ws form"),
+    (dict(kind="f16", ashift=True), "needs A in tensor memory"),
+    (dict(kind="f16", a_source="ts", ashift=True, collector="a::fill"), "ashift cannot"),
+    (dict(kind="f8f6f4", scale_input_d=True), "scale-input-d is for kind::f16"),
+    (dict(kind="mxf4", scale_vec="block16"), "scale-vector qualifiers"),
+    (dict(kind="mxf4nvf4"), "scale-vector qualifiers"),
+    (dict(kind="f16", collector="b0::fill"), "collector::a"),
+    (dict(kind="f16", ws=True, collector="a::fill"), "collector::b"),
+    (dict(kind="f16", zero_column_mask=True), "zero-column-mask"),
+])
+def test_illegal_forms(kw: dict, msg: str) -> None:
+    with pytest.raises(UmmaError, match=msg):
+        Tcgen05MmaForm(**kw)
+
+
+# --------------------------------------------------------------------------- block scaling
+
+
+def test_block_scale_packed_seed_values() -> None:
+    # seed 000 table: (32, 32) 0x2000000020; (64, 16) 0x4000000010; (64, 32) 0x4000000020
+    assert block_scale_packed("e4m3", "e4m3", "ue8m0", "ue8m0", 32, 32) == 0x2000000020
+    assert block_scale_packed("e2m1", "e2m1", "ue4m3", "ue4m3", 64, 16) == 0x4000000010
+    assert block_scale_packed("e2m1", "e2m1", "ue8m0", "ue8m0", 64, 16) == 0x4000000010
+    assert block_scale_packed("e2m1", "e2m1", "ue8m0", "ue8m0", 64, 32) == 0x4000000020
+    assert block_scale_packed("e2m1", "e2m1", "ue4m3", "ue4m3", 64, 32) == 0  # E4M3 @ 32
+    assert block_scale_packed("e4m3", "e4m3", "ue8m0", "ue8m0", 64, 32) == 0
+    assert block_scale_packed("e2m1", "e2m1", "ue8m0", "ue4m3", 64, 16) == 0  # sfa != sfb
+    assert block_scale_packed("e4m3", "e4m3", "ue4m3", "ue4m3", 32, 16) == 0
+
+
+def test_block_scale_true_kinds() -> None:
+    # ERRATA 4: the seed's labels are wrong; vec 16 is NVFP4, vec 32 E8M0 FP4 is MXFP4
+    assert block_scale_kind("e4m3", "e5m2", "ue8m0", 32) == ("mxf8f6f4", "scale_vec::1X",
+                                                             "block32")
+    assert block_scale_kind("e2m1", "e2m1", "ue4m3", 16) == ("mxf4nvf4", "scale_vec::4X",
+                                                             "block16")
+    assert block_scale_kind("e2m1", "e2m1", "ue8m0", 32) == ("mxf4", "scale_vec::2X", "block32")
+    with pytest.raises(UmmaError, match="vector size 64"):
+        block_scale_kind("e2m1", "e2m1", "ue8m0", 64)
+    # every packed-accepted (a, b, sf, K, vec) has a real kind whose atom exists
+    for a, sf, k, vec in (("e4m3", "ue8m0", 32, 32), ("e2m1", "ue4m3", 64, 16),
+                          ("e2m1", "ue8m0", 64, 16), ("e2m1", "ue8m0", 64, 32)):
+        assert block_scale_packed(a, a, sf, sf, k, vec)
+        kind, _, _ = block_scale_kind(a, a, sf, vec)
+        atom = make_umma_atom(kind, 1, 128, 64, "f32", a, a, sf=sf, vec_size=vec)
+        assert atom.k == k
+
+
+# --------------------------------------------------------------------------- verifier
+
+
+def test_interfaces_and_registry() -> None:
+    assert interfaces_of(umma_atom(F16)) == ("MmaAtom", "TmemAtom", "SmemDescriptorAtom")
+    assert "BlockScaleAtom" in interfaces_of(umma_atom(BS))
+    sp = umma_atom("sm100.mma_bs_sp.mxf4.cta1.m128n64k128.ss.f32.e2m1.e2m1.ue8m0.vs64")
+    assert {"BlockScaleAtom", "SparseMetadataAtom"} <= set(interfaces_of(sp))
+    for mn in sm100.MNEMONICS:
+        assert atom_record(mn).min_tier is not None
+
+
+def test_canonical_use_passes_on_every_kind() -> None:
+    for kind in KINDS:
+        for a in list(umma_atoms(kind=kind, n=128))[:6]:
+            verify_atom_instance(a, "sm_100a", UmmaUse.canonical(a))
+
+
+def test_target_and_tier() -> None:
+    a = umma_atom(F16)
+    assert "needs tier" in _err(a, UmmaUse.canonical(a), "sm_90a")
+    assert "not available on sm_120a" in _err(a, UmmaUse.canonical(a), "sm_120a")
+    i8 = umma_atom("sm100.mma.i8.cta1.m128n64k32.ss.s32.s8.s8")
+    assert "not available on sm_103a" in _err(i8, UmmaUse.canonical(i8), "sm_103a")
+    verify_atom_instance(i8, "sm_110a", UmmaUse.canonical(i8))  # SM110: the sm100 atoms serve
+
+
+@pytest.mark.parametrize(("slot", "want"), [
+    ("a", "expects operand a with element type f16, but get bf16."),
+    ("b", "expects operand b with element type f16, but get bf16."),
+    ("c", "expects operand c with element type f32, but get f16."),
+    ("d", "expects operand c with element type f32, but get f16."),
+])
+def test_element_type_ladder(slot: str, want: str) -> None:
+    a = umma_atom(F16)
+    use = UmmaUse.canonical(a)
+    bad = "f16" if slot in "cd" else "bf16"
+    op = getattr(use, slot)
+    use = dataclasses.replace(use, **{slot: _op(bad, op.residency, op.layout)})
+    assert _err(a, use) == want
+    assert want == D.OPERAND_ELEMENT_TYPE.format(slot if slot != "d" else "c",
+                                                 "f32" if slot in "cd" else "f16", bad)
+
+
+def test_element_types_before_residency() -> None:
+    a = umma_atom(F16)
+    use = dataclasses.replace(UmmaUse.canonical(a), a=_op("bf16", "rmem"))
+    assert _err(a, use).startswith("expects operand a with element type")
+
+
+def test_residency_ladder() -> None:
+    a, t = umma_atom(F16), umma_atom(TS)
+    use = dataclasses.replace(UmmaUse.canonical(a), a=_op("f16", "rmem"))
+    assert _err(a, use) == "expects memref/smem_desc_view for operand A, but gets " \
+        "A:memref<f16, rmem>."
+    use = dataclasses.replace(UmmaUse.canonical(t), a=_op("f16", "smem_desc_view"))
+    assert _err(t, use) == "expects memref/smem_desc_view for operand A, but gets " \
+        "A:memref<f16, smem_desc_view>."
+    use = dataclasses.replace(UmmaUse.canonical(a), b=_op("f16", "smem"))
+    assert _err(a, use) == "expects smem_desc_view for operand B, but gets B: memref<f16, smem>."
+    use = dataclasses.replace(UmmaUse.canonical(a), d=_op("f32", "rmem"))
+    assert _err(a, use) == "expects memref for operand D, but gets D: memref<f32, rmem>."
+
+
+def test_block_scale_checks() -> None:
+    a = umma_atom(BS)
+    use = dataclasses.replace(UmmaUse.canonical(a), c=_op("f16", "tmem"))
+    assert _err(a, use) == "expects c type to be Float32"
+    use = dataclasses.replace(UmmaUse.canonical(a), sfb=_op("ue4m3", "tmem"))
+    assert _err(a, use) == "expects sfa/sfb element types to be the same"
+    use = dataclasses.replace(UmmaUse.canonical(a), sfa=_op("ue4m3", "tmem"),
+                              sfb=_op("ue4m3", "tmem"))
+    assert "no block-scaled MMA" in _err(a, use)
+    use = dataclasses.replace(UmmaUse.canonical(a), sfa=None)
+    assert "scale-factor operands" in _err(a, use)
+    plain = umma_atom(F16)
+    use = dataclasses.replace(UmmaUse.canonical(plain), sfa=_op("ue8m0", "tmem"),
+                              sfb=_op("ue8m0", "tmem"))
+    assert "takes no scale factors" in _err(plain, use)
+
+
+def test_sparse_metadata() -> None:
+    a = umma_atom("sm100.mma_sp.f16.cta1.m128n64k32.ss.f32.f16.f16")
+    use = dataclasses.replace(UmmaUse.canonical(a), metadata=None)
+    assert "sparse metadata in tmem" in _err(a, use)
+    dense = umma_atom(F16)
+    use = dataclasses.replace(UmmaUse.canonical(dense), metadata=_op("u32", "tmem"))
+    assert "dense and takes no metadata" in _err(dense, use)
+
+
+def test_layout_ladder() -> None:
+    a = umma_atom("sm100.mma.f16.cta1.m128n64k16.ss.f32.f16.f16")
+    ok = UmmaUse.canonical(a)
+    la, lb, ld = Layout((256, 64), (64, 1)), Layout((128, 64), (64, 1)), Layout((256, 128),
+                                                                             (128, 1))
+    use = dataclasses.replace(ok, a=_op("f16", "smem_desc_view", la),
+                              b=_op("f16", "smem_desc_view", lb), d=_op("f32", "tmem", ld))
+    a.verify_instance("sm_100a", use)  # a 256 x 128 x 64 gemm of 128 x 64 x 16 atoms
+    bad_a = Layout((100, 64), (64, 1))
+    use2 = dataclasses.replace(use, a=_op("f16", "smem_desc_view", bad_a))
+    assert _err(a, use2) == D.UMMA_INVALID_LAYOUT.format(bad_a, lb, ld)
+    assert _err(a, use2) == ("invalid layout of A/B/D. A: (100,64):(64,1), B: (128,64):(64,1), "
+                             "D:(256,128):(128,1)")
+    lb2 = Layout((128, 32), (32, 1))  # K 32 != A's K 64
+    use3 = dataclasses.replace(use, b=_op("f16", "smem_desc_view", lb2))
+    assert _err(a, use3) == ("layoutA, layoutB and layoutD fail to form a gemm. "
+                             f"A: {la}, B: {lb2}, D: {ld}")
+    use4 = dataclasses.replace(use, d=_op("f32", "tmem", "a string"))
+    assert _err(a, use4).startswith("invalid layout of A/B/D.")
+
+
+def test_shape_mismatch() -> None:
+    a = umma_atom(F16)
+    use = dataclasses.replace(UmmaUse.canonical(a), shape=(64, 256, 16))
+    assert "has shape (128, 256, 16)" in _err(a, use)
+
+
+def test_layout_ladder_skips_operands_without_layout() -> None:
+    a = umma_atom("sm100.mma.f16.cta1.m128n64k16.ss.f32.f16.f16")
+    la, lb = Layout((256, 64), (64, 1)), Layout((128, 64), (64, 1))
+    use = dataclasses.replace(UmmaUse.canonical(a), a=_op("f16", "smem_desc_view", la),
+                              b=_op("f16", "smem_desc_view", lb), d=_op("f32", "tmem"))
+    a.verify_instance("sm_100a", use)  # D's layout unknown: A and B still agree on K
+    lb2 = Layout((128, 32), (32, 1))
+    use2 = dataclasses.replace(use, b=_op("f16", "smem_desc_view", lb2))
+    assert _err(a, use2) == ("layoutA, layoutB and layoutD fail to form a gemm. "
+                             f"A: {la}, B: {lb2}, D: None")
