@@ -15,7 +15,7 @@ all: test
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --disable-pip-version-check -U pip
-	$(VPY) -m pip install -q --disable-pip-version-check -e '.[test,sm70]'
+	$(VPY) -m pip install -q --disable-pip-version-check -e '.[test,sm70,ir]'
 	# pycute (CUTLASS's Python layout model) for cross-checks and the layout benchmark;
 	# its wheel's other dependencies are not needed for that.
 	$(VPY) -m pip install -q --disable-pip-version-check --no-deps nvidia-cutlass==4.2.0.0

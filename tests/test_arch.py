@@ -58,9 +58,18 @@ PROBES = {
                          "[r0], rd0, rd1, r1, [r2], [r3], p0;",
     "tcgen05.block16/32": "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32 "
                           "[r0], rd0, rd1, r1, [r2], [r3], p0;",
+    "tcgen05.scale_input_d": "tcgen05.mma.cta_group::1.kind::f16 [r0], rd0, rd1, r1, p0, 3;",
+    "tcgen05.mxf4.sp": "tcgen05.mma.sp.cta_group::1.kind::mxf4.block_scale.scale_vec::2X"
+                       " [r0], rd0, rd1, [r4], r1, [r2], [r3], p0;",
     "mma.block_scale": "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X"
                        ".f32.e4m3.e4m3.f32.ue8m0 {f0,f1,f2,f3}, {r0,r1,r2,r3}, {r4,r5}, "
                        "{f4,f5,f6,f7}, r6, {0,0}, r7, {0,0};",
+    "mma.block_scale.mxf4.sp": "mma.sp::ordered_metadata.sync.aligned.m16n8k128.row.col"
+                               ".kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0 "
+                               "{f0,f1,f2,f3}, {r0,r1,r2,r3}, {r4,r5,r8,r9}, {f4,f5,f6,f7}, "
+                               "r10, 0, r6, {0,0}, r7, {0,0};",
+    "mma.f8f6f4.fp8": "mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e4m3.e5m2.f32 "
+                      "{f0,f1,f2,f3}, {r0,r1,r2,r3}, {r4,r5}, {f4,f5,f6,f7};",
     "mma.f8f6f4": "mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e3m2.e2m1.f32 "
                   "{f0,f1,f2,f3}, {r0,r1,r2,r3}, {r4,r5}, {f4,f5,f6,f7};",
 }

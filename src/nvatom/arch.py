@@ -328,8 +328,16 @@ FEATURES: tuple[Feature, ...] = (
             frozenset({"a"}), frozenset({10, 11})),
     Feature("tcgen05.block16/32", "tcgen05.mma block_scale .block16/.block32", 100, (8, 8),
             _ANY_SPECIFIC, frozenset({10, 11})),
+    Feature("tcgen05.scale_input_d", "tcgen05.mma scale-input-d immediate", 100, (8, 6),
+            _ANY_SPECIFIC, frozenset({10})),
+    Feature("tcgen05.mxf4.sp", "tcgen05.mma.sp kind::mxf4 / kind::mxf4nvf4", 100, (8, 6),
+            frozenset({"a"}), frozenset({10, 11})),
     Feature("mma.block_scale", "mma.sync block_scale (SM120 MX/NV formats)", 120, (8, 7),
             _ANY_SPECIFIC, frozenset({12})),
+    Feature("mma.block_scale.mxf4.sp", "mma.sp::ordered_metadata block_scale kind::mxf4/"
+            "mxf4nvf4 (m16n8k128)", 120, (8, 7), frozenset({"a"}), frozenset({12})),
+    Feature("mma.f8f6f4.fp8", "mma.sync kind::f8f6f4 with e4m3/e5m2 inputs only", 100, (8, 6),
+            _ANY_SPECIFIC),
     Feature("mma.f8f6f4", "mma.sync kind::f8f6f4 (FP6/FP4 inputs)", 120, (8, 7), _ANY_SPECIFIC,
             frozenset({12})),
 )

@@ -9,8 +9,9 @@ Sub-commands:
   frag      an atom's (thread, value) fragment: CuTe layout, lane table, SVG picture
   emit      an atom's PTX instruction, inline-asm template or complete test kernel
   banks     shared-memory bank conflicts of an access pattern over a smem layout
-  desc      encode a WGMMA shared-memory descriptor from a layout, or decode a word
-  demo      the main job (``make demo``): tiers, then an mma.sync kernel assembled twice
+  desc      encode/decode a WGMMA smem descriptor or a TMA tensor map (desc tma)
+  gemm      build, assemble, run and time the GEMM kernel for one problem
+  demo      the main job (``make demo``): tiers, mma.sync kernel, SM90 GEMM from atoms (+ GPU run)
 
 Errors print one line (``nvatom: error: ...``) and exit with status 2.
 """
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from nvatom import __version__
+from nvatom import __version__, cli_sm120
 from nvatom.errors import NvatomError
 
 # --------------------------------------------------------------------------- targets
@@ -276,13 +277,17 @@ def _cmd_wgmma_atoms(args: argparse.Namespace) -> int:
 
 
 def _cmd_atoms(args: argparse.Namespace) -> int:
-    from nvatom.arch import TARGETS, feature
+    from nvatom.arch import TARGETS, Tier, feature
     from nvatom.atoms.registry import ATOMS, mma_forms
 
+    if args.umma:  # SM100 UMMA atoms: src/nvatom/cli_sm100.py
+        return importlib.import_module("nvatom.cli_sm100").cmd_atoms(args)
     if args.copy:
         return _cmd_copy_atoms(args)
     if args.wgmma:
         return _cmd_wgmma_atoms(args)
+    if args.sm120:
+        return cli_sm120.cmd_atoms(args)
     forms = mma_forms(args.target, a=args.a, b=args.b, acc=args.acc)
     if args.json:
         print(json.dumps([
@@ -305,7 +310,8 @@ def _cmd_atoms(args: argparse.Namespace) -> int:
         print(f"{f.name:<{width}}  {ptx:<5} {feature(f.feature).rule:<20} {regs}")
     print(f"{len(forms)} atoms; families: " + ", ".join(
         f"{m}{'' if r.dialect_mnemonic else ' (intrinsic path)'}"
-        for m, r in ATOMS.items() if m.startswith("sm")))
+        for m, r in ATOMS.items() if m.startswith("sm") and r.min_tier != Tier.SM120)
+        + "; SM120.mma_bs, sm120.mma, sm120.sparse_mma: nvatom atoms --sm120")
     return 0
 
 
@@ -357,10 +363,14 @@ def _cmd_frag(args: argparse.Namespace) -> int:
     from nvatom.atoms.frag_view import fragment_grid
     from nvatom.atoms.registry import mma_form
 
+    if importlib.import_module("nvatom.cli_sm100").handles(args.atom):  # sm100, TMEM
+        return importlib.import_module("nvatom.cli_sm100").cmd_frag(args)
     if args.atom.startswith("atom."):
         return _cmd_copy_frag(args)
     if args.atom.startswith("sm90."):
         return _cmd_wgmma_frag(args)
+    if cli_sm120.handles(args.atom):
+        return cli_sm120.cmd_frag(args)
     form = mma_form(args.atom)
     op = args.operand.upper()
     tv = form.tv_layout(op)
@@ -450,10 +460,14 @@ def _cmd_emit(args: argparse.Namespace) -> int:
     from nvatom.ptx import mma_emit
     from nvatom.ptx.builder import Kernel
 
+    if importlib.import_module("nvatom.cli_sm100").handles(args.atom):  # sm100, TMEM
+        return importlib.import_module("nvatom.cli_sm100").cmd_emit(args)
     if args.atom.startswith("atom."):
         return _cmd_copy_emit(args)
     if args.atom.startswith("sm90."):
         return _cmd_wgmma_emit(args)
+    if cli_sm120.handles(args.atom):
+        return cli_sm120.cmd_emit(args)
     form = mma_form(args.atom)
     t = target(args.target)
     _require_available(form, t)
@@ -498,6 +512,10 @@ def _cmd_desc(args: argparse.Namespace) -> int:
     from nvatom import layout as L
     from nvatom.descriptors import wgmma
 
+    if args.kind == "tma":  # TMA tensor maps: src/nvatom/cli_tma.py
+        return importlib.import_module("nvatom.cli_tma").cmd_tma(args)
+    if args.kind in ("umma", "idesc"):  # SM100 descriptors: src/nvatom/cli_sm100.py
+        return importlib.import_module("nvatom.cli_sm100").cmd_desc(args)
     if args.action == "decode":
         try:
             word = int(args.value.replace("_", ""), 0)
@@ -522,29 +540,9 @@ def _cmd_desc(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from nvatom.kernels.mma_demo import build_demo_module
-    from nvatom.runtime.ptxas import assemble
+    from nvatom.demo import run_demo  # tiers, mma.sync demo, SM90 GEMM (+ GPU run): issue 7
 
-    print("== SM targets ==")
-    _cmd_targets(argparse.Namespace(json=False, features=False))
-    print()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    print("== mma.sync demo kernel: D[16x8] = A[16x16] @ B[16x8], f16 in, f32 accumulate ==")
-    for tname in args.targets:
-        mod = build_demo_module(tname, "f16")
-        text = mod.emit()
-        ptx_path = out / f"mma_demo_{tname}.ptx"
-        ptx_path.write_text(text)
-        res = assemble(text, tname)
-        kr = res.kernel("mma_demo")
-        (out / f"mma_demo_{tname}.cubin").write_bytes(res.cubin)
-        print(f"{tname:<7} PTX {'.'.join(map(str, mod.version))}  ptxas {res.ptxas_version}: "
-              f"{kr.summary()}  -> {ptx_path}")
-    if args.show_ptx:
-        print()
-        print(build_demo_module(args.targets[0], "f16").emit())
-    return 0
+    return run_demo(args.targets, args.out, show_ptx=args.show_ptx)
 
 
 # --------------------------------------------------------------------------- main
@@ -608,13 +606,16 @@ def _parser() -> argparse.ArgumentParser:
                     help="list the copy atoms (universal copy, ldmatrix, stmatrix, cp.async)")
     at.add_argument("--wgmma", action="store_true", help="list the SM90 WGMMA atoms (sm90.mma)")
     at.add_argument("--json", action="store_true", help="machine-readable output")
+    cli_sm120.add_options(at)
+    importlib.import_module("nvatom.cli_sm100").add_atoms_options(at)
     at.set_defaults(func=_cmd_atoms)
 
     fr = sub.add_parser("frag", help="show an atom's (thread, value) fragment layout")
     fr.add_argument("atom", help="atom name, e.g. sm80.mma.m16n8k16.f32.bf16.bf16.f32 or "
                     "'atom.ldsm<m8n8.x4>'")
-    fr.add_argument("--operand", "-o", default="A", choices=["A", "B", "C", "D", "a", "b", "c",
-                                                             "d"])
+    fr.add_argument("--operand", "-o", default="A", type=str.upper,
+                    choices=["A", "B", "C", "D", "SFA", "SFB"],
+                    help="operand; SFA/SFB: scale factors of SM120.mma_bs atoms")
     fr.add_argument("--svg", metavar="FILE", help="draw the fragment like the PTX ISA figures")
     fr.add_argument("--no-table", action="store_true", help="omit the lane table")
     fr.set_defaults(func=_cmd_frag)
@@ -647,21 +648,31 @@ def _parser() -> argparse.ArgumentParser:
     bk.set_defaults(func=_cmd_banks)
 
     de = sub.add_parser("desc", help="encode/decode tensor-core descriptors")
-    de.add_argument("kind", choices=["wgmma"], help="descriptor kind (SM90 smem descriptor)")
-    de.add_argument("action", choices=["encode", "decode"])
+    de.add_argument("kind", choices=["wgmma", "tma", "umma", "idesc"],
+                    help="wgmma: SM90 smem descriptor; tma: a TMA tensor map (CUtensorMap); "
+                    "umma: SM100 smem descriptor; idesc: tcgen05 instruction descriptor")
+    de.add_argument("action", choices=["encode", "decode"], nargs="?", default="encode")
     de.add_argument("value", nargs="?", help="decode: the 64-bit word, e.g. 0x4000004000011000")
     de.add_argument("--layout", help="encode: smem layout, e.g. "
                     "'Sw<3,4,3> o 0 o ((8,8),(64,1)):((64,512),(1,0))'")
     de.add_argument("--element-bits", type=int, default=16, help="element width (default 16)")
     de.add_argument("--major", choices=["K", "MN"], default="K")
     de.add_argument("--start", default="0", help="shared-memory byte address of the tile")
+    importlib.import_module("nvatom.cli_tma").add_arguments(de)
+    importlib.import_module("nvatom.cli_sm100").add_desc_arguments(de)
     de.set_defaults(func=_cmd_desc)
 
-    d = sub.add_parser("demo", help="the main job: tiers, then an mma.sync kernel through ptxas")
+    d = sub.add_parser("demo", help="the main job: tiers, mma.sync kernel, the SM90 GEMM from "
+                       "atoms through ptxas, and on a GPU a checked, timed 4096^3 GEMM")
     d.add_argument("--targets", nargs="+", default=["sm_80", "sm_90a"], metavar="TARGET")
     d.add_argument("--out", default="build/demo", help="where to write PTX and cubins")
     d.add_argument("--show-ptx", action="store_true", help="print the PTX too")
     d.set_defaults(func=_cmd_demo)
+
+    from nvatom.cli_gemm import add_parser as _add_gemm  # nvatom gemm (issue 7)
+    _add_gemm(sub)
+    from nvatom.cli_ir import add_parser as _add_ir  # nvatom verify/compile (issue 8)
+    _add_ir(sub)
     return p
 
 

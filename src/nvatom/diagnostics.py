@@ -42,6 +42,15 @@ COPY_ELEMENT_WIDTH = "'{0}' moves {1}, but got {2} ({3} bits)"
 COPY_ELEMENT_MISMATCH = "'{0}' copies one element type, but got src: {1}, dst: {2}"
 COPY_LAYOUT = "'{0}' expects {1} layout {2}, but got {3}"
 
+# -- UMMA family (SM100 tcgen05; seed 004 residency and layout ladders, seed 000 block scaling)
+UMMA_RESIDENCY_A = "expects memref/smem_desc_view for operand A, but gets A:{0}."
+UMMA_RESIDENCY_B = "expects smem_desc_view for operand B, but gets B: {0}."
+UMMA_RESIDENCY_D = "expects memref for operand D, but gets D: {0}."
+UMMA_INVALID_LAYOUT = "invalid layout of A/B/D. A: {0}, B: {1}, D:{2}"
+UMMA_NOT_A_GEMM = "layoutA, layoutB and layoutD fail to form a gemm. A: {0}, B: {1}, D: {2}"
+UMMA_BS_C_F32 = "expects c type to be Float32"
+UMMA_BS_SF_SAME = "expects sfa/sfb element types to be the same"
+
 # -- SM90 WGMMA operand-type pairs (seed 000); the s4/u4 one always fires: no 4-bit WGMMA
 WGMMA_INT8_TYPES = "expects A/B of type s8/u8 and D of type i32"
 WGMMA_INT4_TYPES = "expects A/B of type s4/u4 and D of type i32"
@@ -67,3 +76,21 @@ TMA_INVALID_TMA_LAYOUT = "Computed TMA layout is invalid, got "
 TMA_TENSOR_TYPE = "Failed to construct the TMA tensor type"
 TMA_MISSING_NUM_MULTICAST = "missing or invalid num_multicast for a multicast TMA load"
 TMA_NUM_MULTICAST_OF = "got num_multicast of "
+# -- TMA descriptor mutation (seed 001 "Descriptor Mutation"; the field follows after ": ")
+TMA_FIELD_NOT_MUTABLE = "TMA descriptor field is not device-mutable"
+# -- TMA reduce element types (our wording; PTX ISA "cp.reduce.async.bulk.tensor")
+TMA_REDUCE_TYPE = "TMA reduction '{0}' is not defined on {1} elements (legal: {2})"
+
+# -- SM120/SM121 block-scaled mma.sync (SM120.mma_bs), our wording: the specification gives
+#    the contract (seed 000 verify_sm120_block_scaled, seed 003) but no strings
+SM120_NO_FAMILY = "SM120.mma_bs has no form with {0}; legal families: {1}"
+SM120_SELECTOR = "SM120.mma_bs: {0} = {1} is out of range for {2} (legal: {3})"
+SM120_TARGET = "atom '{0}' is not available on {1}: SM120 block-scaled mma.sync needs {2}"
+SM120_NO_TCGEN05 = (
+    "SM120.mma_bs has no {0}: A, B, D and both scale factors live in registers "
+    "(no tensor memory, cta group, collector, weight-stationary mode or scale-input accumulator)"
+)
+SM120_SCALE_OPERANDS = (
+    "SM120.mma_bs expects two register scale-factor operands of type {0}, but got "
+    "scale_a: {1}, scale_b: {2}"
+)

@@ -78,10 +78,52 @@ ATOMS: dict[str, AtomRecord] = {
         AtomRecord("sm90.mma", Tier.SM90, ("MmaAtom", "SmemDescriptorAtom"),
                    "A in rmem or smem_desc_view; B in smem_desc_view; D in rmem",
                    note="forms in nvatom.atoms.sm90 (issue 5: table and verifier so far)"),
+        AtomRecord("sm100.mma", Tier.SM100, ("MmaAtom", "TmemAtom", "SmemDescriptorAtom"),
+                   "A in memref(tmem)/smem_desc_view; B in smem_desc_view; D in memref (tmem)",
+                   note="forms and atoms in nvatom.atoms.sm100; also serves sm_110a/f"),
+        AtomRecord("sm100.mma_sp", Tier.SM100, ("MmaAtom", "TmemAtom", "SparseMetadataAtom"),
+                   "UMMA contract + structurally-sparse A and metadata in tmem"),
+        AtomRecord("sm100.mma_bs", Tier.SM100, ("MmaAtom", "TmemAtom", "BlockScaleAtom"),
+                   "UMMA contract + scale-factor operands in tmem"),
+        AtomRecord("sm100.mma_bs_sp", Tier.SM100,
+                   ("MmaAtom", "TmemAtom", "BlockScaleAtom", "SparseMetadataAtom"),
+                   "UMMA block-scale + sparsity"),
+        AtomRecord("atom.tmem_load", Tier.SM100, ("CopyAtom",), "src=tmem, dst=rmem",
+                   note="tcgen05.ld; nvatom.atoms.tmem"),
+        AtomRecord("atom.tmem_store", Tier.SM100, ("CopyAtom",), "src=rmem, dst=tmem",
+                   note="tcgen05.st; nvatom.atoms.tmem"),
+        AtomRecord("atom.s2t_copy", Tier.SM100, ("CopyAtom", "AsyncCopyAtom"),
+                   "src=smem, dst=tmem", note="tcgen05.cp; nvatom.atoms.tmem"),
         AtomRecord("sm89.sparse_mma", Tier.SM89, ("MmaAtom", "SparseMetadataAtom"),
                    "A, B, D in rmem; metadata operand alongside A",
                    note="not in the specification's registry: ptxas has sparse FP8 on sm_89 "
                    "(ERRATA 1a)"),
+        AtomRecord("SM120.mma_bs", Tier.SM120, ("MmaAtom", "BlockScaleAtom"),
+                   "A, B, D in rmem; two scale-factor operands (one per A, B) in rmem",
+                   note="forms in nvatom.atoms.sm120; sparse forms also SparseMetadataAtom"),
+        AtomRecord("sm120.mma", Tier.SM120, ("MmaAtom",), "A, B, D in rmem; kind::f8f6f4",
+                   dialect_mnemonic=False,
+                   note="not in the specification's registry: unscaled FP8/FP6/FP4 mma.sync "
+                   "of sm_120a/f (nvatom.atoms.sm120)"),
+        AtomRecord("sm120.sparse_mma", Tier.SM120, ("MmaAtom", "SparseMetadataAtom"),
+                   "A, B, D in rmem; kind::f8f6f4; metadata operand alongside A",
+                   dialect_mnemonic=False,
+                   note="not in the specification's registry (nvatom.atoms.sm120)"),
+        # TMA (seed 004 registry, seed 001 family; nvatom.atoms.tma, docs/tma.md)
+        AtomRecord("atom.tma_load", Tier.SM90,
+                   ("CopyAtom", "TmaAtom", "PrefetchAtom", "AsyncCopyAtom"),
+                   "gmem (tensor map) -> smem; completes on an smem mbarrier"),
+        AtomRecord("atom.tma_store", Tier.SM90, ("CopyAtom", "TmaAtom", "AsyncCopyAtom"),
+                   "smem -> gmem (tensor map); completes through bulk groups"),
+        AtomRecord("atom.tma_reduce", Tier.SM90, ("CopyAtom", "TmaAtom", "AsyncCopyAtom"),
+                   "smem -> reduce into gmem (tensor map); bulk groups"),
+        *(AtomRecord(f"atom.non_exec_tiled_tma_{d}", Tier.SM90, ("TmaAtom",),
+                     "partition-verified; no mbarrier or cache binding yet")
+          for d in ("load", "store", "reduce")),
+        AtomRecord("atom.make_exec_tma", Tier.SM90, ("TmaAtom",),
+                   "binds a non-exec TMA atom to an smem mbarrier, cache mode, CTA mask"),
+        AtomRecord("prefetch_tma_desc", Tier.SM90, ("PrefetchAtom",),
+                   "tensor map in param/const/global space"),
     )
 }
 
@@ -150,6 +192,10 @@ def mma_form(name: str) -> MmaForm:
         return _by_name()[key]
     except KeyError:
         pass
+    from nvatom.atoms import sm120  # SM120 forms live in their own table (docs/sm120.md)
+
+    if sm120.is_sm120_name(key):
+        return sm120.sm120_form(key)  # type: ignore[return-value]
     near = difflib.get_close_matches(key, list(_by_name()), n=3, cutoff=0.6)
     hint = f"; nearest: {', '.join(near)}" if near else "; see 'nvatom atoms' for the list"
     raise UnknownAtomError(f"unknown MMA atom '{key}'{hint}")
@@ -173,5 +219,11 @@ def check_shape_in_lattice(
     return any(
         f.tier == tier and f.shape == tuple(mnk) and (f.a, f.b, f.c) == (ta, tb, tc)
         and f.is_sparse == sparse
-        for f in _all_forms()
+        for f in (*_all_forms(), *_sm120_forms())
     )
+
+
+def _sm120_forms() -> tuple:  # type: ignore[type-arg]
+    from nvatom.atoms import sm120  # SM120 block-scaled and kind::f8f6f4 forms
+
+    return (*sm120.MMA_BS_FORMS, *sm120.F8F6F4_FORMS)

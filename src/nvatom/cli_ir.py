@@ -1,0 +1,113 @@
+"""``nvatom verify`` and ``nvatom compile``: the cute_nvgpu textual IR from the command line.
+
+    nvatom verify FILE.mlir [--target sm_90a] [--split-input-file] [--verify-diagnostics]
+    nvatom compile FILE.mlir --target sm_90a -o out.ptx [--no-ptxas] [--print-ir]
+
+``verify`` parses and verifies; diagnostics print MLIR-style (``FILE:LINE:COL: error: 'op' op
+message``) on stderr, and the exit status is 1 when there are any.  With
+``--verify-diagnostics`` it checks the file's ``// expected-error {{...}}`` annotations
+instead (each ``// -----`` split on its own) and exits 1 on a mismatch.  ``compile`` also
+lowers every ``func.func`` to a PTX kernel, writes it (``-o -``: stdout) and, unless
+``--no-ptxas``, assembles it with ptxas for the target.  Bad input never shows a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from nvatom.errors import NvatomError
+
+__all__ = ["add_parser"]
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise NvatomError(f"cannot read '{path}': {e}") from None
+
+
+def _print_diags(diags: list) -> None:
+    for d in diags:
+        print(d, file=sys.stderr)
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from nvatom.ir import checker, driver
+
+    text = _read(args.file)
+    if args.verify_diagnostics:
+        results = checker.check_text(text, args.file)
+        bad = [p for r in results for p in r.problems]
+        for p in bad:
+            print(p, file=sys.stderr)
+        n = len(results)
+        print(f"{args.file}: {n - sum(1 for r in results if not r.ok)}/{n} case(s) as expected")
+        return 1 if bad else 0
+    cases = checker.split_cases(text) if args.split_input_file else [checker.Case(1, text)]
+    status = 0
+    for case in cases:
+        try:
+            mod = driver.parse(case.text, args.file)
+            driver.verify(mod, args.target)
+        except driver.IRError as e:
+            _print_diags(e.diagnostics)
+            status = 1
+    if status == 0:
+        print(f"{args.file}: verified ({len(cases)} case(s))")
+    return status
+
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from nvatom.ir import driver
+    from nvatom.ir.lower import lower
+
+    text = _read(args.file)
+    try:
+        mod = driver.parse(text, args.file)
+        ctx = driver.verify(mod, args.target)
+        out = lower(mod, ctx)
+    except driver.IRError as e:
+        _print_diags(e.diagnostics)
+        return 1
+    if args.print_ir:
+        print(driver.print_module(mod), end="", file=sys.stderr)
+    if args.output == "-":
+        sys.stdout.write(out.ptx)
+    else:
+        try:
+            Path(args.output).write_text(out.ptx, encoding="utf-8")
+        except OSError as e:
+            raise NvatomError(f"cannot write '{args.output}': {e}") from None
+    if not args.no_ptxas:
+        from nvatom.runtime.ptxas import assemble
+
+        res = assemble(out.ptx, out.target)
+        for name, r in res.kernels.items():
+            print(f"{name}: {r.registers} registers, {r.shared_bytes} B shared, "
+                  f"{r.spill_stores} spill stores ({out.target}, ptxas {res.ptxas_version})",
+                  file=sys.stderr)
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    v = sub.add_parser("verify", help="parse and verify a cute_nvgpu .mlir file")
+    v.add_argument("file", help="the .mlir file")
+    v.add_argument("--target", default=None,
+                   help="SM target (default: the module's nvatom.target, else sm_90a)")
+    v.add_argument("--split-input-file", action="store_true",
+                   help="verify each '// -----' section on its own")
+    v.add_argument("--verify-diagnostics", action="store_true",
+                   help="check the file's '// expected-error {{...}}' annotations")
+    v.set_defaults(func=_cmd_verify)
+
+    c = sub.add_parser("compile", help="lower a cute_nvgpu .mlir file to PTX")
+    c.add_argument("file", help="the .mlir file")
+    c.add_argument("--target", default=None,
+                   help="SM target (default: the module's nvatom.target, else sm_90a)")
+    c.add_argument("-o", "--output", default="-", help="PTX output file ('-': stdout)")
+    c.add_argument("--no-ptxas", action="store_true", help="do not assemble the PTX")
+    c.add_argument("--print-ir", action="store_true", help="print the parsed IR to stderr")
+    c.set_defaults(func=_cmd_compile)

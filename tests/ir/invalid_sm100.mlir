@@ -1,0 +1,76 @@
+// SM100 UMMA (tcgen05.mma) atoms through cute_nvgpu.atom.mma: seed 004's UMMA ladder
+// (residency, layouts) and seed 000's block-scale checks.  A and B are descriptor views or
+// TMEM memrefs, D a TMEM memref.
+
+// target: sm_100a
+// A of an ss atom must be a descriptor view.
+func.func @residency_a(%a: !cute.memref<f16, tmem>, %b: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (256,64):(64,1)>, %d: !cute.memref<f32, tmem>) {
+  %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm100.mma<f16.cta1.m128n256k16.ss.f32.f16.f16>
+  // expected-error @+1 {{expects memref/smem_desc_view for operand A, but gets A:memref<f16, tmem>.}}
+  cute_nvgpu.atom.mma %atom, %d, %a, %b, %d
+  func.return
+}
+
+// -----
+
+// target: sm_100a
+func.func @residency_b(%a: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (128,64):(64,1)>, %b: !cute.memref<f16, tmem>, %d: !cute.memref<f32, tmem>) {
+  %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm100.mma<f16.cta1.m128n256k16.ss.f32.f16.f16>
+  // expected-error @+1 {{expects smem_desc_view for operand B, but gets B: memref<f16, tmem>.}}
+  cute_nvgpu.atom.mma %atom, %d, %a, %b, %d
+  func.return
+}
+
+// -----
+
+// target: sm_100a
+// The accumulator lives in tensor memory, not registers.
+func.func @residency_d(%a: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (128,64):(64,1)>, %b: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (256,64):(64,1)>, %d: !cute.memref<f32, rmem>) {
+  %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm100.mma<f16.cta1.m128n256k16.ss.f32.f16.f16>
+  // expected-error @+1 {{expects memref for operand D, but gets D: memref<f32, rmem>.}}
+  cute_nvgpu.atom.mma %atom, %d, %a, %b, %d
+  func.return
+}
+
+// -----
+
+// target: sm_100a
+// D's 100 rows are no multiple of the atom's M = 128.
+func.func @invalid_layout(%a: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (128,64):(64,1)>, %b: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (256,64):(64,1)>, %d: !cute.memref<f32, tmem, (100,256):(256,1)>) {
+  %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm100.mma<f16.cta1.m128n256k16.ss.f32.f16.f16>
+  // expected-error @+1 {{invalid layout of A/B/D. A: Sw<3,3,3> o 0 o (128,64):(64,1), B: Sw<3,3,3> o 0 o (256,64):(64,1), D:(100,256):(256,1)}}
+  cute_nvgpu.atom.mma %atom, %d, %a, %b, %d
+  func.return
+}
+
+// -----
+
+// target: sm_100a
+// Each tile is a multiple of the atom, but A has 128 rows and D 256.
+func.func @not_a_gemm(%a: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (128,64):(64,1)>, %b: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (256,64):(64,1)>, %d: !cute.memref<f32, tmem, (256,256):(256,1)>) {
+  %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm100.mma<f16.cta1.m128n256k16.ss.f32.f16.f16>
+  // expected-error @+1 {{layoutA, layoutB and layoutD fail to form a gemm. A: Sw<3,3,3> o 0 o (128,64):(64,1), B: Sw<3,3,3> o 0 o (256,64):(64,1), D: (256,256):(256,1)}}
+  cute_nvgpu.atom.mma %atom, %d, %a, %b, %d
+  func.return
+}
+
+// -----
+
+// target: sm_100a
+// Block-scaled UMMA accumulates in f32.
+func.func @bs_c_f32(%a: !cute_nvgpu.smem_desc_view<e4m3, K, Sw<3,4,3> o 0 o (128,128):(128,1)>, %c: !cute.memref<f16, tmem>, %d: !cute.memref<f32, tmem>, %sf: !cute.memref<ue8m0, tmem>) {
+  %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm100.mma_bs<mxf8f6f4.cta1.m128n8k32.ss.f32.e4m3.e4m3.ue8m0.vs32>
+  // expected-error @+1 {{expects c type to be Float32}}
+  cute_nvgpu.atom.mma %atom, %d, %a, %a, %c, %sf, %sf
+  func.return
+}
+
+// -----
+
+// target: sm_100a
+func.func @bs_sf_same(%a: !cute_nvgpu.smem_desc_view<e4m3, K, Sw<3,4,3> o 0 o (128,128):(128,1)>, %d: !cute.memref<f32, tmem>, %sfa: !cute.memref<ue8m0, tmem>, %sfb: !cute.memref<ue4m3, tmem>) {
+  %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm100.mma_bs<mxf8f6f4.cta1.m128n8k32.ss.f32.e4m3.e4m3.ue8m0.vs32>
+  // expected-error @+1 {{expects sfa/sfb element types to be the same}}
+  cute_nvgpu.atom.mma %atom, %d, %a, %a, %d, %sfa, %sfb
+  func.return
+}
