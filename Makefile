@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 # pytest workers: CI machines have 2 cores.
 JOBS   ?= 2
 
-.PHONY: all demo test lint hw bench-layout bench-banks clean
+.PHONY: all demo test lint hw bench-layout bench-banks bench-build clean
 
 all: test
 
@@ -37,6 +37,10 @@ hw:
 
 bench-layout: $(STAMP)
 	$(VPY) bench/layout_bench.py
+
+# Python build times: GEMM kernels' PTX, the 300-op IR module (reports/bench/build_time.json).
+bench-build: $(STAMP)
+	$(VPY) bench/build_time.py
 
 # On a GPU machine (uses ncu when present): predicted vs measured bank conflicts.
 bench-banks:

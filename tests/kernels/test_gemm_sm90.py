@@ -5,8 +5,6 @@ launch specs and tensor maps; every configuration and problem error."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from nvatom.descriptors.wgmma import check_desc_matches
@@ -102,15 +100,6 @@ def test_descriptors_match_canonical_sw128_forms() -> None:
     assert p8.b_box == (128, 256)
     pc = gemm_sm90_plan(GemmSm90Config(b_major="K", cluster_m=2))
     assert pc.b_box == (64, 128) and pc.b_box_offsets == (128 * 128,)
-
-
-def test_build_time_under_100ms() -> None:
-    cfg = GemmSm90Config(raster_group=6)  # not cached by another test
-    build_gemm_sm90(cfg)  # warm imports and caches of the layout algebra
-    cfg2 = GemmSm90Config(raster_group=10)
-    t = time.perf_counter()
-    build_gemm_sm90(cfg2).emit()
-    assert time.perf_counter() - t < 0.1
 
 
 def test_launch_spec_8192() -> None:
