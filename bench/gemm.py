@@ -10,8 +10,9 @@ Method (docs/perf.md):
   user path ``nvatom.gemm(a, b, out, provider=...)`` ("sm80", "sm90"), the SM90 kernel's own
   prepared launcher (``sm90-direct``, ``prepare_gemm_sm90``: the host-path reference), and
   cuBLAS (``torch.matmul``; for e4m3 ``torch._scaled_mm`` with per-tensor scales);
-* e4m3 (A row-major, B column-major, per-tensor f32 scales, bf16 out) has no ``nvatom.gemm``
-  entry yet: its nvatom row is ``sm90-direct``;
+* e4m3 (A row-major, B column-major, per-tensor f32 scales, bf16 out) runs on the SM90 kernel
+  only: its nvatom rows are ``sm90`` (``nvatom.gemm(a, b, out, scale_a=, scale_b=)``) and
+  ``sm90-direct``;
 * one measurement = ``--batch`` launches between one pair of CUDA events, rotating over enough
   input buffers that a launch's A and B are not in L2 from the one before; time per launch =
   elapsed / batch, so host overhead counts only where it exceeds the GPU time;
@@ -240,9 +241,14 @@ def _host_gpu(n: int = 4096, calls: int = 20) -> dict[str, float]:
         kern.launch(lp.grid, lp.block, lp.args(ai, bi, oi, p), shmem=lp.shmem,
                     cluster=lp.cluster)
 
+    a8 = (a / 2).to(torch.float8_e4m3fn)
+    b8 = (b / 2).to(torch.float8_e4m3fn).t().contiguous().t()
+    sa, sb = torch.tensor(0.5, device="cuda"), torch.tensor(2.0, device="cuda")
     out = {}
     for name, fn in (("nvatom.gemm", lambda: nvatom.gemm(a, b, d, provider="sm90")),
-                     ("direct launcher", direct), ("before the caches", old_path)):
+                     ("direct launcher", direct), ("before the caches", old_path),
+                     ("nvatom.gemm e4m3 (scales)",
+                      lambda: nvatom.gemm(a8, b8, d, scale_a=sa, scale_b=sb))):
         fn()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -326,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     contenders[kname] = (lambda i, a=a, b=b, d=d, kn=kname:
                                          nvatom.gemm(a[i], b[i], d, provider=kn))
+            elif sm90:  # FP8: the SM90 kernel only, through the user path
+                contenders["sm90"] = (lambda i, a=a, b=b, d=d, sa=sa, sb=sb:
+                                      nvatom.gemm(a[i], b[i], d, scale_a=sa, scale_b=sb))
             if sm90:
                 cfg = default_config(dt)
                 scales = (sa, sb) if dt == "e4m3" else (None, None)
@@ -367,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"build+emit {nm}: cold {x['cold_ms']:.0f} ms, warm {x['warm_ms']:.0f} ms "
               f"({x['ptx_lines']} PTX lines; ptxas excluded)")
     for nm, us in host.items():
-        print(f"host time per call at 4096^3 bf16, {nm}: {us:.1f} us")
+        print(f"host time per call at 4096^3 (bf16 unless named), {nm}: {us:.1f} us")
     report = {"device": props.name, "capability": f"{cap[0]}.{cap[1]}",
               "driver": _nvidia_driver(), "driver_cuda": _driver_version(),
               "torch": torch.__version__, "commit": _commit(),
@@ -375,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
               "method": f"median of {args.rounds} interleaved rounds (order alternating), "
                         f"{args.batch} launches between one pair of CUDA events, inputs "
                         "rotated over input_sets buffers; nvatom rows through nvatom.gemm "
-                        "(provider=...), sm90-direct through prepare_gemm_sm90",
+                        "(provider=...; e4m3 with scale_a=, scale_b=), sm90-direct through "
+                        "prepare_gemm_sm90",
               "ptx_build_emit": build, "host_us_per_call_4096": host, "results": rows}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

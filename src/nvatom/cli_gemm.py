@@ -2,11 +2,15 @@
 
     nvatom gemm --m 4096 --n 4096 --k 4096 --dtype bf16 --target sm_90a [--emit out.ptx]
                 [--run] [--bench]
+    nvatom gemm --m 4096 --n 4096 --k 4096 --dtype e4m3 [--run] [--bench]   # FP8, sm_90a
 
 Without ``--run``: picks the kernel the dispatch table would use on a GPU of ``--target``'s
 compute capability, emits its PTX, assembles it with ptxas and prints the kernel name, launch
 shape and ptxas's resource report.  ``--run`` (needs torch and a GPU) multiplies random
-matrices and compares with torch.matmul; ``--bench`` also times both (CUDA events).
+matrices and compares with a float64 product; ``--bench`` also times against torch.matmul
+(CUDA events).  ``--dtype e4m3``: FP8 operands with per-tensor scales and bf16 output (B
+column-major, ``--b-major K``, the default for it); ``--run`` draws random scales and also
+compares with and times against ``torch._scaled_mm``.
 """
 
 from __future__ import annotations
@@ -32,15 +36,27 @@ def _capability(target_name: str) -> tuple[int, int]:
 
 
 def _cmd_gemm(args: argparse.Namespace) -> int:
-    from nvatom.gemm import GemmError, GemmProblem, plan
+    from nvatom.gemm import SCALED_DTYPES, SCALED_OUT_DTYPE, GemmError, GemmProblem, plan
     from nvatom.runtime.ptxas import assemble
 
     for name in ("m", "n", "k"):
         if getattr(args, name) < 1:
             raise GemmError(f"--{name} must be >= 1, got {getattr(args, name)}")
-    out_dtype = args.out_dtype or args.dtype
+    fp8 = args.dtype in SCALED_DTYPES
+    out_dtype = args.out_dtype or (SCALED_OUT_DTYPE if fp8 else args.dtype)
+    b_major = args.b_major or ("K" if fp8 else "N")
+    if fp8 and b_major != "K":
+        raise GemmError(f"--dtype {args.dtype} --b-major {b_major}: FP8 needs b column-major "
+                        "(--b-major K, the default for e4m3)")
+    if fp8 and args.a_major != "K":
+        raise GemmError(f"--dtype {args.dtype} --a-major {args.a_major}: FP8 needs a row-major "
+                        "(--a-major K)")
+    if fp8 and out_dtype != SCALED_OUT_DTYPE:
+        raise GemmError(f"--dtype {args.dtype} --out-dtype {out_dtype}: FP8 GEMMs write "
+                        f"{SCALED_OUT_DTYPE}")
+    args.b_major = b_major
     problem = GemmProblem(args.m, args.n, args.k, args.dtype, out_dtype, args.a_major,
-                          args.b_major)
+                          b_major)
     cap = _capability(args.target)
     t0 = time.perf_counter()
     launch, target = plan(problem, cap)
@@ -72,17 +88,34 @@ def _run(args: argparse.Namespace, out_dtype: str) -> None:
     from nvatom.runtime.torch_interop import torch_dtype
 
     dt, ot = torch_dtype(args.dtype), torch_dtype(out_dtype)
-    a = torch.randn(args.m, args.k, device="cuda", dtype=dt)
-    b = torch.randn(args.k, args.n, device="cuda", dtype=dt)
+    fp8 = args.dtype == "e4m3"
+    if fp8:  # randn / 2 spans e4m3's normal range well; scales random in [0.5, 2)
+        a = (torch.randn(args.m, args.k, device="cuda") / 2).to(dt)
+        b = (torch.randn(args.k, args.n, device="cuda") / 2).to(dt)
+        sa, sb = 0.5 + 1.5 * torch.rand(2, device="cuda", dtype=torch.float32)
+        sa, sb = sa.reshape(()).clone(), sb.reshape(()).clone()
+        scales = {"scale_a": sa, "scale_b": sb}
+    else:
+        a = torch.randn(args.m, args.k, device="cuda", dtype=dt)
+        b = torch.randn(args.k, args.n, device="cuda", dtype=dt)
+        scales = {}
     if args.a_major == "M":
         a = a.t().contiguous().t()
     if args.b_major == "K":
         b = b.t().contiguous().t()
     d = torch.empty(args.m, args.n, device="cuda", dtype=ot)
-    gemm(a, b, d)
+    gemm(a, b, d, **scales)
     ref = a.double() @ b.double()
+    if fp8:
+        ref = ref * sa.double() * sb.double()
     err = ((d.double() - ref).abs().max() / ref.abs().max()).item()
-    print(f"run      max |D - ref| / max |ref| = {err:.2e} (ref: float64 product)")
+    what = "float64 product of the decoded e4m3 inputs times the scales" if fp8 else \
+        "float64 product"
+    print(f"run      max |D - ref| / max |ref| = {err:.2e} (ref: {what})")
+    if fp8:
+        theirs_d = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16)
+        diff = ((d.double() - theirs_d.double()).abs().max() / ref.abs().max()).item()
+        print(f"         max |D - torch._scaled_mm| / max |ref| = {diff:.2e}")
     if not args.bench:
         return
     flop = 2.0 * args.m * args.n * args.k
@@ -102,16 +135,22 @@ def _run(args: argparse.Namespace, out_dtype: str) -> None:
     from nvatom.gemm import check_operands, plan
     from nvatom.runtime.launch import get_kernel
 
-    ai, bi, oi, problem = check_operands(a, b, d)
+    ai, bi, oi, problem = check_operands(a, b, d, **scales)
     launch, target = plan(problem, tuple(torch.cuda.get_device_capability()))  # type: ignore[arg-type]
     kern = get_kernel(launch.source, target)
-    kargs = launch.args(ai, bi, oi, problem)  # type: ignore[arg-type]
+    ptrs = (sa.data_ptr(), sb.data_ptr()) if fp8 else None
+    kargs = launch.args(ai, bi, oi, problem, ptrs)  # type: ignore[arg-type]
     kernel_ms = timed(lambda: kern.launch(launch.grid, launch.block, kargs, shmem=launch.shmem,
                                           cluster=launch.cluster))
-    call_ms = timed(lambda: gemm(a, b, d))
-    theirs = timed(lambda: torch.matmul(a, b))
+    call_ms = timed(lambda: gemm(a, b, d, **scales))
+    if fp8:
+        ref_name = "torch._scaled_mm"
+        theirs = timed(lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16))
+    else:
+        ref_name = "torch.matmul"
+        theirs = timed(lambda: torch.matmul(a, b))
     print(f"bench    {launch.source.name}: {flop / kernel_ms / 1e9:.1f} TFLOP/s "
-          f"({kernel_ms:.3f} ms); torch.matmul {flop / theirs / 1e9:.1f} TFLOP/s "
+          f"({kernel_ms:.3f} ms); {ref_name} {flop / theirs / 1e9:.1f} TFLOP/s "
           f"({theirs:.3f} ms); ratio {theirs / kernel_ms:.2f}")
     print(f"         nvatom.gemm() end to end (host checks, plan, arguments, launch): "
           f"{call_ms:.3f} ms a call; medians of {args.iters}, inputs stay in L2 when small "
@@ -127,15 +166,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--m", type=int, required=True)
     g.add_argument("--n", type=int, required=True)
     g.add_argument("--k", type=int, required=True)
-    g.add_argument("--dtype", default="bf16", choices=["bf16", "f16"], help="A and B type")
-    g.add_argument("--out-dtype", choices=["bf16", "f16", "f32"], help="D type (default dtype)")
+    g.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "e4m3"],
+                   help="A and B type (e4m3: FP8 with per-tensor scales, bf16 out, sm_90a)")
+    g.add_argument("--out-dtype", choices=["bf16", "f16", "f32"],
+                   help="D type (default: dtype; bf16 for e4m3)")
     g.add_argument("--a-major", choices=["K", "M"], default="K",
                    help="K: A row-major M x K (default); M: column-major")
-    g.add_argument("--b-major", choices=["N", "K"], default="N",
-                   help="N: B row-major K x N as torch's a @ b (default); K: column-major")
+    g.add_argument("--b-major", choices=["N", "K"], default=None,
+                   help="N: B row-major K x N as torch's a @ b (default for bf16/f16); K: "
+                   "column-major (default and required for e4m3)")
     g.add_argument("--target", default="sm_90a", help="the GPU to build for (default sm_90a)")
     g.add_argument("--emit", metavar="FILE", help="write the PTX here")
     g.add_argument("--run", action="store_true", help="run once and check against float64")
-    g.add_argument("--bench", action="store_true", help="also time against torch.matmul")
+    g.add_argument("--bench", action="store_true",
+                   help="also time against torch.matmul (e4m3: torch._scaled_mm)")
     g.add_argument("--iters", type=int, default=20, help="timed launches for --bench")
     g.set_defaults(func=_cmd_gemm)

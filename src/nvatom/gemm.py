@@ -11,12 +11,21 @@ mma.sync) supports every GPU from compute capability 8.0 on.  Plug-in point: a m
 defines ``gemm_provider() -> GemmProvider`` is registered (before the SM80 one) by
 :func:`register_provider`; ``nvatom.kernels.gemm_sm90`` is imported for this automatically
 the first time a GEMM runs, if it exists and defines ``gemm_provider``.
+
+FP8: e4m3 x e4m3 with per-tensor scales (``scale_a``, ``scale_b``: float32 one-element CUDA
+tensors as ``torch._scaled_mm`` takes, or Python numbers) gives ``(a @ b) * scale_a * scale_b``
+in bf16.  Only the SM90 provider (WGMMA ``.e4m3``, compute capability 9.0) runs it; its
+operands are K-major (row-major ``a``, column-major ``b``), as WGMMA reads 8-bit operands
+(PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate", register/shared-memory
+layouts of ``.e4m3``: K-major only).  A provider that cannot run a problem says why
+(:meth:`GemmProvider.reject`), and those reasons make up the error when none can.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import warnings
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -39,6 +48,11 @@ __all__ = [
 
 #: Accumulator types offered (the MMA atoms used accumulate in f32).
 ACC_TYPES = ("f32",)
+#: Operand types taken with per-tensor scales (FP8) and the output type they give.
+SCALED_DTYPES = ("e4m3",)
+SCALED_OUT_DTYPE = "bf16"
+#: How to make a row-major FP8 ``b`` column-major (shown in errors).
+_B_COL_HINT = "b = b_rowmajor.t().contiguous().t()"
 #: Modules imported once to let them register a provider (optional; absent is fine).
 PLUGIN_MODULES = ("nvatom.kernels.gemm_sm90",)
 
@@ -76,24 +90,34 @@ class GemmLaunch:
     param_cache: LruCache = dataclasses.field(default_factory=lambda: LruCache(256),
                                               compare=False, hash=False, repr=False)
 
-    def args(self, a: TensorInfo, b: TensorInfo, d: TensorInfo, p: GemmProblem) -> list[Any]:
+    def args(self, a: TensorInfo, b: TensorInfo, d: TensorInfo, p: GemmProblem,
+             scales: tuple[int, int] | None = None) -> list[Any]:
+        """The kernel's arguments; ``scales``: device addresses of the f32 per-tensor scales
+        of a scaled (FP8) problem, else None (kernels without scales ignore it)."""
         return [a.ptr, b.ptr, d.ptr, p.m, p.n, p.k, a.ld, b.ld, d.ld]
 
-    def packed(self, a: TensorInfo, b: TensorInfo, d: TensorInfo,
-               p: GemmProblem) -> PackedParams:
+    def packed(self, a: TensorInfo, b: TensorInfo, d: TensorInfo, p: GemmProblem,
+               scales: tuple[int, int] | None = None) -> PackedParams:
         """:meth:`args` checked and laid out for the launch, cached (bounded LRU) by everything
-        the arguments depend on."""
-        key = (a.ptr, b.ptr, d.ptr, a.ld, b.ld, d.ld, p.m, p.n, p.k)
+        the arguments depend on (the scale addresses included)."""
+        key = (a.ptr, b.ptr, d.ptr, a.ld, b.ld, d.ld, p.m, p.n, p.k, scales)
         return self.param_cache.get_or_make(
-            key, lambda: PackedParams.of(self.source.params, self.args(a, b, d, p)))
+            key, lambda: PackedParams.of(self.source.params, self.args(a, b, d, p, scales)))
 
 
 class GemmProvider(Protocol):
-    """A family of GEMM kernels (one per SM generation)."""
+    """A family of GEMM kernels (one per SM generation).
+
+    ``supports`` decides dispatch; ``reject`` (optional: providers without it are described
+    as "does not support this problem") gives the reason it does not, shown in the error when
+    no provider runs a problem.  ``plan`` returns a :class:`GemmLaunch` whose ``args`` take
+    the scale addresses of a scaled (FP8) problem."""
 
     name: str
 
     def supports(self, problem: GemmProblem, capability: tuple[int, int]) -> bool: ...
+
+    def reject(self, problem: GemmProblem, capability: tuple[int, int]) -> str | None: ...
 
     def target(self, capability: tuple[int, int]) -> str: ...
 
@@ -112,10 +136,22 @@ class Sm80Provider:
             self.name = name
 
     def supports(self, problem: GemmProblem, capability: tuple[int, int]) -> bool:
+        return self.reject(problem, capability) is None
+
+    def reject(self, problem: GemmProblem, capability: tuple[int, int]) -> str | None:
         from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
 
-        return (capability >= (8, 0) and problem.in_dtype in IN_DTYPES
-                and problem.out_dtype in OUT_DTYPES and problem.acc == "f32")
+        if problem.in_dtype in SCALED_DTYPES:
+            return (f"the SM80 kernel (mma.sync) has no FP8 path: {problem.in_dtype} GEMMs "
+                    "run on the SM90 kernel only (compute capability 9.0)")
+        if tuple(capability) < (8, 0):
+            return f"needs compute capability 8.0 or newer, got {_cc(capability)}"
+        if problem.in_dtype not in IN_DTYPES or problem.out_dtype not in OUT_DTYPES:
+            return (f"takes {'/'.join(IN_DTYPES)} operands and {'/'.join(OUT_DTYPES)} output, "
+                    f"not {problem.in_dtype} -> {problem.out_dtype}")
+        if problem.acc != "f32":
+            return f"accumulates in f32, not {problem.acc}"
+        return None
 
     def target(self, capability: tuple[int, int]) -> str:
         # A cubin runs only on its own major (sm_80 SASS does not load on sm_90), so the
@@ -188,23 +224,34 @@ def plan(problem: GemmProblem, capability: tuple[int, int],
         if p.supports(problem, capability):
             target = p.target(capability)
             return p.plan(problem, target), target
-    cc = f"{capability[0]}.{capability[1]}"
+    reasons = []
+    for p in providers:
+        reject = getattr(p, "reject", None)
+        why = reject(problem, capability) if reject is not None else None
+        reasons.append(f"{p.name}: {why or 'does not support this problem'}")
     raise GemmError(
         f"no nvatom GEMM kernel for {problem.in_dtype} x {problem.in_dtype} -> "
-        f"{problem.out_dtype} (acc {problem.acc}) on compute capability {cc} "
-        f"(providers: {', '.join(p.name for p in providers)})")
+        f"{problem.out_dtype} (acc {problem.acc}) on compute capability {_cc(capability)} "
+        f"(M x N x K = {problem.m} x {problem.n} x {problem.k}); " + "; ".join(reasons))
 
 
-def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32"
+def _cc(capability: Sequence[int]) -> str:
+    return f"{capability[0]}.{capability[1]}"
+
+
+def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
+                   scale_a: Any = None, scale_b: Any = None
                    ) -> tuple[TensorInfo, TensorInfo, TensorInfo | None, GemmProblem]:
-    """Validate ``a @ b`` (and ``out``); raises :class:`TensorArgumentError` / :class:`GemmError`
-    naming the offending argument.  Needs no GPU (duck-typed tensors suffice)."""
+    """Validate ``a @ b`` (and ``out``, and the FP8 scales); raises
+    :class:`TensorArgumentError` / :class:`GemmError` naming the offending argument.  Needs no
+    GPU (duck-typed tensors suffice)."""
     if acc not in ACC_TYPES:
         raise GemmError(f"acc='{acc}': the accumulator type is one of {', '.join(ACC_TYPES)}")
     from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
 
-    ai = check_matrix(a, "a", dtypes=IN_DTYPES, majors=("row", "col"))
-    bi = check_matrix(b, "b", dtypes=IN_DTYPES, majors=("row", "col"), device=ai.device)
+    in_dtypes = (*IN_DTYPES, *SCALED_DTYPES)
+    ai = check_matrix(a, "a", dtypes=in_dtypes, majors=("row", "col"))
+    bi = check_matrix(b, "b", dtypes=in_dtypes, majors=("row", "col"), device=ai.device)
     if ai.dtype != bi.dtype:
         raise TensorArgumentError(f"a is {ai.dtype} but b is {bi.dtype}; the operands must "
                                   "have one element type")
@@ -214,19 +261,73 @@ def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32"
     if n % 2:
         raise GemmError(f"N = {n} is odd: the kernels store output columns in pairs; pad b to "
                         f"{n + 1} columns")
+    scaled = ai.dtype in SCALED_DTYPES
+    check_scales(scale_a, scale_b, ai.dtype, ai.device)
+    if scaled:
+        if ai.major != "row" and m > 0 and ka > 0:
+            raise GemmError(f"a ({ai.dtype}, {m}x{ka}) is column-major (strides {ai.strides}): "
+                            "FP8 needs a row-major (K-major) a; pass a.contiguous()")
+        if bi.major != "col" and n > 0 and kb > 0:
+            raise GemmError(f"b ({bi.dtype}, {kb}x{n}) is row-major (strides {bi.strides}): "
+                            "FP8 needs b column-major (K-major, as torch._scaled_mm): "
+                            f"{_B_COL_HINT}")
     oi = None
-    out_dtype = ai.dtype
+    out_dtype = SCALED_OUT_DTYPE if scaled else ai.dtype
     if out is not None:
         oi = check_matrix(out, "out", dtypes=OUT_DTYPES, majors=("row",), align_bytes=4,
                           device=ai.device)
         if oi.shape != (m, n):
             raise GemmError(f"out has shape {oi.shape}, the product is {m}x{n}")
+        if scaled and oi.dtype != SCALED_OUT_DTYPE:
+            raise GemmError(f"out is {oi.dtype}: {ai.dtype} x {ai.dtype} GEMMs write "
+                            f"{SCALED_OUT_DTYPE} output")
         _check_out_pairs(oi)
         out_dtype = oi.dtype
     problem = GemmProblem(m, n, ka, ai.dtype, out_dtype,
                           "K" if ai.major == "row" else "M", "N" if bi.major == "row" else "K",
                           acc)
     return ai, bi, oi, problem
+
+
+def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int) -> None:
+    """Check the per-tensor scales against the operand type: both required for FP8 operands,
+    none allowed otherwise; each a Python number or a float32 one-element tensor on the
+    operands' CUDA device (duck-typed: ``.dtype``, ``.shape``, ``.device``)."""
+    given = [n for n, v in (("scale_a", scale_a), ("scale_b", scale_b)) if v is not None]
+    if in_dtype not in SCALED_DTYPES:
+        if given:
+            raise GemmError(f"{' and '.join(given)} given but a and b are {in_dtype}: per-tensor "
+                            f"scales apply to FP8 ({', '.join(SCALED_DTYPES)}) operands only")
+        return
+    if len(given) < 2:
+        missing = " and ".join(n for n in ("scale_a", "scale_b") if n not in given)
+        raise GemmError(f"a and b are {in_dtype} (FP8) but {missing} is missing: FP8 GEMMs "
+                        "compute (a @ b) * scale_a * scale_b and take both per-tensor scales "
+                        "(float32 one-element CUDA tensors, as torch._scaled_mm, or floats)")
+    for name, v in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if isinstance(v, bool):
+            raise GemmError(f"{name} = {v!r}: a scale is a float or a float32 tensor, not a bool")
+        if isinstance(v, (int, float)):
+            continue
+        if not hasattr(v, "dtype") or not hasattr(v, "shape"):
+            raise GemmError(f"{name} = {v!r} ({type(v).__name__}) is neither a float nor a "
+                            "float32 one-element CUDA tensor")
+        dt = str(v.dtype).removeprefix("torch.")
+        if dt != "float32":
+            raise GemmError(f"{name} has dtype {dt}; per-tensor scales are float32 (as "
+                            f"torch._scaled_mm): pass {name}.float()")
+        shape = tuple(int(x) for x in v.shape)
+        if math.prod(shape) != 1:
+            raise GemmError(f"{name} has shape {shape} ({math.prod(shape)} elements); a "
+                            "per-tensor scale has one element (row- or block-wise scales are "
+                            "not supported)")
+        dev = getattr(v, "device", None)
+        if getattr(dev, "type", None) != "cuda":
+            raise GemmError(f"{name} is on device '{dev}', not a CUDA device; move it with "
+                            f"{name}.cuda() (the kernel reads it on the GPU)")
+        idx = 0 if dev.index is None else int(dev.index)  # type: ignore[union-attr]
+        if idx != device:
+            raise GemmError(f"{name} is on cuda:{idx}, the operands on cuda:{device}")
 
 
 def _check_out_pairs(oi: TensorInfo) -> None:
@@ -239,15 +340,23 @@ def _check_out_pairs(oi: TensorInfo) -> None:
         raise TensorArgumentError(f"out's data pointer 0x{oi.ptr:x} is not {pair}-byte aligned")
 
 
-def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None
-         ) -> Any:
-    """``a @ b`` for 2-D CUDA torch tensors (bf16 or f16 operands, f32 accumulation).
+def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None,
+         scale_a: Any = None, scale_b: Any = None) -> Any:
+    """``a @ b`` for 2-D CUDA torch tensors (bf16 or f16 operands, f32 accumulation), or
+    ``(a @ b) * scale_a * scale_b`` in bf16 for e4m3 (``torch.float8_e4m3fn``) operands.
 
     ``out``: an optional row-major (M x N) tensor of bf16, f16 or f32 to write (default: a new
-    tensor of ``a``'s dtype).  Operands may be row- or column-major (``x.t()`` of a contiguous
-    tensor); the leading stride must be a multiple of 16 bytes.  Runs on torch's current stream.
+    tensor of ``a``'s dtype; bf16 for e4m3, the only output FP8 gives).  Operands may be row-
+    or column-major (``x.t()`` of a contiguous tensor); the leading stride must be a multiple
+    of 16 bytes.  Runs on torch's current stream.
     ``provider``: the name of a registered provider to use instead of the first that supports
     the problem (benchmarks; :class:`GemmError` if it does not support it).
+    ``scale_a``, ``scale_b``: FP8 only, and then both required: per-tensor scales, float32
+    one-element CUDA tensors on the operands' device (as ``torch._scaled_mm``; the kernel reads
+    them when it runs, so updating one in place needs no new call) or Python numbers (copied to
+    a cached device tensor once per distinct value).  FP8 runs on the SM90 kernel only
+    (compute capability 9.0) with a row-major ``a`` and a column-major ``b``
+    (``b = b_rowmajor.t().contiguous().t()``); K a multiple of 16, N of 8 (TMA's 16-byte rule).
 
     Host cost: a call whose operands match an earlier one in everything the checks read
     (pointers, shapes, strides, dtypes, devices; ``out`` given) skips the checks and goes
@@ -264,16 +373,19 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
             key = (a.data_ptr(), b.data_ptr(), out.data_ptr(), a.shape, b.shape, out.shape,
                    a.stride(), b.stride(), out.stride(), a.dtype, b.dtype, out.dtype,
                    a.device, b.device, out.device, acc, provider)
+            if scale_a is not None or scale_b is not None:  # bf16/f16 calls pay nothing
+                key += (_scale_key(scale_a), _scale_key(scale_b))
             hit = _calls.get(key)
         except Exception:  # not tensors, or unhashable: the checks below say what is wrong
             key = hit = None
         if hit is not None:
             hit[0](hit[1], torch.cuda.current_stream(hit[2]).cuda_stream)
             return out
-    ai, bi, oi, problem = check_operands(a, b, out, acc=acc)
+    ai, bi, oi, problem = check_operands(a, b, out, acc=acc, scale_a=scale_a, scale_b=scale_b)
     if out is None:
-        out = torch.empty((problem.m, problem.n), dtype=a.dtype, device=a.device)
-        oi = check_matrix(out, "out", dtypes=(ai.dtype,), align_bytes=4)
+        odt = torch.bfloat16 if ai.dtype in SCALED_DTYPES else a.dtype
+        out = torch.empty((problem.m, problem.n), dtype=odt, device=a.device)
+        oi = check_matrix(out, "out", dtypes=(problem.out_dtype,), align_bytes=4)
     assert oi is not None
     if problem.m == 0 or problem.n == 0:
         return out
@@ -294,13 +406,42 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
         run = (launch, kernel.launcher(launch.grid, launch.block, shmem=launch.shmem,
                                        cluster=launch.cluster))
         _launchers[(id(launch), dev)] = run
-    params = launch.packed(ai, bi, oi, problem)
+    scales = keep = None
+    if problem.in_dtype in SCALED_DTYPES:
+        sa, sb = _scale_tensor(scale_a, dev), _scale_tensor(scale_b, dev)
+        scales, keep = (int(sa.data_ptr()), int(sb.data_ptr())), (sa, sb)
+    params = launch.packed(ai, bi, oi, problem, scales)
     run[1](params, torch.cuda.current_stream(dev).cuda_stream)
     if key is not None:
         if len(_calls) >= _MAX_CALLS:
             del _calls[next(iter(_calls))]  # the oldest entry
-        _calls[key] = (run[1], params, dev)
+        _calls[key] = (run[1], params, dev, keep)  # keep: scale tensors made from floats
     return out
+
+
+def _scale_key(v: Any) -> Any:
+    """What the call cache keys a scale by: a number by value, a tensor by everything
+    :func:`check_scales` reads and its address."""
+    if v is None or isinstance(v, (int, float)):
+        return (type(v), v)
+    return (v.data_ptr(), v.dtype, v.shape, v.device)
+
+
+def _scale_tensor(v: Any, device: int) -> Any:
+    """A checked scale as a device tensor: a tensor as given, a number as a float32 tensor
+    made once per (value, device) (:data:`_scale_tensors`, bounded LRU)."""
+    if not isinstance(v, (int, float)):
+        return v
+    key = (float(v), device)
+    hit = _scale_tensors.pop(key, None)
+    if hit is None:
+        import torch
+
+        hit = torch.full((1,), float(v), dtype=torch.float32, device=f"cuda:{device}")
+        if len(_scale_tensors) >= _MAX_CALLS:
+            del _scale_tensors[next(iter(_scale_tensors))]  # least recently used
+    _scale_tensors[key] = hit
+    return hit
 
 
 def _plan_with(problem: GemmProblem, capability: tuple[int, int],
@@ -319,9 +460,13 @@ def _plan_with(problem: GemmProblem, capability: tuple[int, int],
 
 
 _named_plans: dict[tuple[Any, ...], tuple[GemmLaunch, str]] = {}
-#: checked calls: (pointers, shapes, strides, dtypes, devices, acc, provider) -> (launcher,
-#: packed arguments, device); at most _MAX_CALLS, oldest dropped first.
-_calls: dict[tuple[Any, ...], tuple[Any, PackedParams, int]] = {}
+#: checked calls: (pointers, shapes, strides, dtypes, devices, acc, provider[, scales]) ->
+#: (launcher, packed arguments, device, scale tensors kept alive); at most _MAX_CALLS, oldest
+#: dropped first.
+_calls: dict[tuple[Any, ...], tuple[Any, PackedParams, int, Any]] = {}
+#: (float value, device) -> float32 one-element CUDA tensor: scales given as numbers.  A call
+#: cache entry keeps its own tensors alive, so dropping one here never frees a live argument.
+_scale_tensors: dict[tuple[float, int], Any] = {}
 _MAX_CALLS = 256
 #: device index -> compute capability (asked of torch once).
 _capabilities: dict[int, tuple[int, ...]] = {}

@@ -1045,13 +1045,14 @@ TENSOR_MAPS = _tensor_map_cache()
 class Sm90Provider:
     """The ``nvatom.gemm`` provider for sm_90 GPUs: TMA + WGMMA (this module).
 
-    Takes row-major A (``a_major`` "K"), B either way, bf16/f16 in, bf16/f16/f32 out, on
-    compute capability 9.0, when TMA's 16-byte pitch rule holds for K and N (else the next
-    provider, the SM80 kernel, runs).  Kernel arguments: three tensor maps from the operands'
-    pointers and leading dimensions, then M, N, K.  The maps are encoded once per distinct
-    map (:data:`TENSOR_MAPS`, a bounded LRU keyed by the whole map) and the packed argument
-    block once per (pointers, leading dimensions, shape) (``GemmLaunch.packed``), so a
-    repeated call costs no encoding."""
+    Takes row-major A (``a_major`` "K"), B either way, bf16/f16 in, bf16/f16/f32 out, or
+    e4m3 in with a column-major B and bf16 out (per-tensor scales), on compute capability 9.0,
+    when TMA's 16-byte pitch rule holds for K and N (else the next provider, the SM80 kernel,
+    runs).  Kernel arguments: three tensor maps from the operands' pointers and leading
+    dimensions, then M, N, K (then the scales' addresses for e4m3).  The maps are encoded
+    once per distinct map (:data:`TENSOR_MAPS`, a bounded LRU keyed by the whole map) and the
+    packed argument block once per (pointers, leading dimensions, shape, scale addresses)
+    (``GemmLaunch.packed``), so a repeated call costs no encoding."""
 
     name = "sm90"
 
@@ -1066,15 +1067,24 @@ class Sm90Provider:
         return default_config(problem.in_dtype, problem.out_dtype, major)
 
     def supports(self, problem: Any, capability: tuple[int, int]) -> bool:
-        if tuple(capability) != (9, 0) or problem.acc != "f32" or problem.a_major != "K":
-            return False
-        if problem.in_dtype not in ("bf16", "f16") or problem.out_dtype not in _OUT:
-            return False
+        return self.reject(problem, capability) is None
+
+    def reject(self, problem: Any, capability: tuple[int, int]) -> str | None:
+        """Why this provider cannot run ``problem`` (None: it can)."""
+        if tuple(capability) != (9, 0):
+            cc = f"{capability[0]}.{capability[1]}"
+            return f"needs compute capability 9.0 (sm_90a; WGMMA and TMA), got {cc}"
+        if problem.acc != "f32":
+            return f"accumulates in f32, not {problem.acc}"
+        if problem.a_major != "K":
+            return "needs a row-major (K-major) a"
+        if problem.in_dtype not in _IN or problem.out_dtype not in _OUT:
+            return f"no kernel for {problem.in_dtype} -> {problem.out_dtype}"
         try:
             _check_problem(self._config(problem), problem.m, problem.n, problem.k)
-        except GemmSm90Error:
-            return False
-        return True
+        except GemmSm90Error as e:
+            return str(e)
+        return None
 
     def target(self, capability: tuple[int, int]) -> str:
         return "sm_90a"
@@ -1098,11 +1108,16 @@ class Sm90Provider:
 
         @dataclasses.dataclass(frozen=True)
         class Sm90Launch(GemmLaunch):
-            def args(self, a: Any, b: Any, d: Any, p: Any) -> list[Any]:
+            def args(self, a: Any, b: Any, d: Any, p: Any,
+                     scales: tuple[int, int] | None = None) -> list[Any]:
                 s = gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
                                           lda=a.ld, ldb=b.ld, ldd=d.ld)
                 maps = [ByValue(TENSOR_MAPS.get(tm)) for tm in s.tensor_maps]
-                return [*maps, p.m, p.n, p.k]
+                if cfg.in_dtype != "e4m3":
+                    return [*maps, p.m, p.n, p.k]
+                if scales is None:
+                    raise GemmSm90Error("an e4m3 launch needs the scale_a, scale_b addresses")
+                return [*maps, p.m, p.n, p.k, *scales]
 
         cluster = spec.cluster if cfg.cluster_m > 1 else None
         return Sm90Launch(source, spec.grid, spec.block, spec.smem_bytes, cluster, self.name)
