@@ -34,6 +34,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -50,6 +51,9 @@ IN_BYTES = {"bf16": 2, "f16": 2, "e4m3": 1}
 
 
 def _commit() -> str:
+    # the device's copy of the tree may carry a stale .git: the caller can name the commit
+    if os.environ.get("NVATOM_COMMIT"):
+        return os.environ["NVATOM_COMMIT"][:12]
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                              capture_output=True, text=True, check=False, timeout=10)
