@@ -63,3 +63,32 @@ def groups(pairs: Iterable[tuple[tuple[str, tuple[int, int]], T]]) -> list:
         by[key].append(item)
     return [pytest.param(t, v, by[(t, v)], id=f"{t}-{vstr(v)}", marks=marks(arch.target(t)))
             for t, v in sorted(by, key=lambda k: (arch.target(k[0]).cc, k[0], k[1]))]
+
+
+def case_verdicts(
+    build: Callable[[Sequence[Sequence[str]]], tuple[str, list[int]]],
+    target: str,
+    cases: dict[str, Sequence[str]],
+) -> dict[str, tuple[bool, tuple[str, ...]]]:
+    """(accepted, error messages) per case, a case being a group of lines that must all
+    assemble.  ``build`` puts the groups into one module and returns its text and the line
+    number of each group's first line."""
+    pending = list(cases)
+    out: dict[str, tuple[bool, tuple[str, ...]]] = {}
+    while pending:
+        text, starts = build([cases[i] for i in pending])
+        ok, diags = ptxas.check(text, target)
+        if ok:
+            out.update((i, (True, ())) for i in pending)
+            break
+        bad: dict[str, list[str]] = {}
+        for d in diags:
+            if d.severity != "error" or d.line is None:
+                continue
+            for i, s in zip(pending, starts, strict=True):
+                if s <= d.line < s + len(cases[i]):
+                    bad.setdefault(i, []).append(d.message)
+        assert bad, f"ptxas rejected the {target} sweep without naming a line: {diags}"
+        out.update((i, (False, tuple(m))) for i, m in bad.items())
+        pending = [i for i in pending if i not in bad]
+    return out

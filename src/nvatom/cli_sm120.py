@@ -122,17 +122,9 @@ def cmd_frag(args: argparse.Namespace) -> int:
 
 
 def _print_kernel(text: str, args: argparse.Namespace, t: object) -> None:
-    if args.output:
-        Path(args.output).write_text(text)
-        print(f"wrote {args.output}")
-    else:
-        print(text, end="")
-    if args.assemble:
-        from nvatom.runtime.ptxas import assemble
+    from nvatom.cli import _print_kernel as print_kernel  # one printer for every family
 
-        res = assemble(text, t)
-        for kr in res.kernels.values():
-            print(f"// ptxas {res.ptxas_version} {res.target}: {kr.name}: {kr.summary()}")
+    print_kernel(text, args, t)
 
 
 def cmd_emit(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import pytest
 from nvatom import arch
 from nvatom.ptx import sync_emit as S
 from nvatom.ptx.builder import Kernel
-from nvatom.runtime import ptxas
+from tests.ptxas_sweep import case_verdicts
 
 TARGETS = ["sm_75", "sm_80", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120", "sm_120a"]
 _REGS = ".reg .b32 %r<20>;\n.reg .f32 %f<8>;\n.reg .pred %p<4>;\n"
@@ -75,26 +75,8 @@ def _module(t: arch.Target, lines_by_case: list[list[str]]) -> tuple[str, list[i
 
 def _verdicts(t: arch.Target, cases: list[Case]) -> dict[str, tuple[bool, tuple[str, ...]]]:
     """(accepted, messages) per case id, with as few ptxas calls as ptxas allows."""
-    lines = {c[0]: _lines(c) for c in cases}
-    pending = list(lines)
-    out: dict[str, tuple[bool, tuple[str, ...]]] = {}
-    while pending:
-        text, starts = _module(t, [lines[i] for i in pending])
-        ok, diags = ptxas.check(text, t.name)
-        if ok:
-            out.update((i, (True, ())) for i in pending)
-            break
-        bad: dict[str, list[str]] = {}
-        for d in diags:
-            if d.severity != "error" or d.line is None:
-                continue
-            for i, s in zip(pending, starts, strict=True):
-                if s <= d.line < s + len(lines[i]):
-                    bad.setdefault(i, []).append(d.message)
-        assert bad, f"ptxas rejected the {t.name} sweep without naming a line: {diags}"
-        out.update((i, (False, tuple(m))) for i, m in bad.items())
-        pending = [i for i in pending if i not in bad]
-    return out
+    return case_verdicts(lambda groups: _module(t, groups), t.name,
+                         {c[0]: _lines(c) for c in cases})
 
 
 @pytest.mark.parametrize("tname", TARGETS)

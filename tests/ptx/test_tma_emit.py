@@ -24,6 +24,7 @@ from nvatom.atoms import tma as T
 from nvatom.ptx import tma_emit as E
 from nvatom.ptx.builder import Kernel, Module
 from nvatom.runtime import ptxas
+from tests.ptxas_sweep import case_verdicts
 
 # one representative of each target family ptxas 13.0 knows with the TMA surface's edges
 TARGETS = ["sm_80", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_103a", "sm_120a"]
@@ -149,27 +150,9 @@ def _module(t: arch.Target, lines_by_case: list[list[str]]) -> tuple[str, list[i
 
 
 def _verdicts(t: arch.Target) -> dict[str, tuple[bool, tuple[str, ...]]]:
-    """(accepted, messages) per case id: a case is accepted when all its lines are."""
-    lines = {c[0]: _lines(c) for c in CASES}
-    pending = list(lines)
-    out: dict[str, tuple[bool, tuple[str, ...]]] = {}
-    while pending:
-        text, starts = _module(t, [lines[i] for i in pending])
-        ok, diags = ptxas.check(text, t.name)
-        if ok:
-            out.update((i, (True, ())) for i in pending)
-            break
-        bad: dict[str, list[str]] = {}
-        for d in diags:
-            if d.severity != "error" or d.line is None:
-                continue
-            for i, s in zip(pending, starts, strict=True):
-                if s <= d.line < s + len(lines[i]):
-                    bad.setdefault(i, []).append(d.message)
-        assert bad, f"ptxas rejected the {t.name} sweep without naming a line: {diags}"
-        out.update((i, (False, tuple(m))) for i, m in bad.items())
-        pending = [i for i in pending if i not in bad]
-    return out
+    """(accepted, messages) per case id, with as few ptxas calls as ptxas allows."""
+    return case_verdicts(lambda groups: _module(t, groups), t.name,
+                         {c[0]: _lines(c) for c in CASES})
 
 
 @pytest.mark.parametrize("tname", TARGETS)
