@@ -597,11 +597,7 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
         k.ins("mov.pred", pr, is_lead)
     _release(k, cfg, smem, off_empty, rel, pr, rank)
     k.ins("mov.u32", prev, stage)
-    k.ins("add.u32", stage, stage, 1)
-    wrap = k.reg("pred")
-    k.ins("setp.eq.u32", wrap, stage, cfg.stages)
-    k.ins("selp.u32", stage, 0, stage, wrap)
-    k.ins("xor.b32", phase, phase, 1, pred=str(wrap))
+    _next_stage(k, stage, phase, cfg.stages)
     k.ins("add.u32", kt, kt, 1)
     pk_ = k.reg("pred")
     k.ins("setp.lt.u32", pk_, kt, ktiles)
@@ -723,11 +719,7 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
                 dst = _u32(k, "add.u32", b_dst, off)
                 nx = _u32(k, "add.u32", bnn, jb * per)
                 T.tma_load(k, dst, tb, [nx, kx], fullp)
-    k.ins("add.u32", pstage, pstage, 1)
-    pw = k.reg("pred")
-    k.ins("setp.eq.u32", pw, pstage, cfg.stages)
-    k.ins("selp.u32", pstage, 0, pstage, pw)
-    k.ins("xor.b32", pphase, pphase, 1, pred=str(pw))
+    _next_stage(k, pstage, pphase, cfg.stages)
     k.ins("add.u32", pkt, pkt, 1)
     pk2 = k.reg("pred")
     k.ins("setp.lt.u32", pk2, pkt, ktiles)
@@ -742,6 +734,16 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
         S.barrier_cluster_arrive(k, aligned=False, target=target_)
         S.barrier_cluster_wait(k, aligned=False, target=target_)
     return mod
+
+
+def _next_stage(k: Kernel, stage: Reg, phase: Reg, stages: int) -> None:
+    """Advance a ring position: ``stage + 1`` modulo ``stages``, flipping the mbarrier phase
+    bit each time the ring wraps."""
+    k.ins("add.u32", stage, stage, 1)
+    wrap = k.reg("pred")
+    k.ins("setp.eq.u32", wrap, stage, stages)
+    k.ins("selp.u32", stage, 0, stage, wrap)
+    k.ins("xor.b32", phase, phase, 1, pred=str(wrap))
 
 
 def _release(k: Kernel, cfg: GemmSm90Config, smem: Reg, off_empty: int, stage: Reg,
