@@ -3,6 +3,10 @@
 * tests/ir/mma_sm80.mlir: one warp, D = A * B^T + C with the sm80 bf16 mma.sync atom;
   fragments moved by cute_nvgpu.atom.copy_fragment.  Checked against a float64 product of
   the exactly-representable inputs, output poisoned with NaN first.
+* tests/ir/copy_pipeline.mlir: copy atoms around an mma.sync (cp.async, ldmatrix, stmatrix,
+  universal copy), exact on small integers.
+* tests/ir/tma_rebind.mlir: the load descriptor rebound on the device (tensormap.replace of
+  base pointer, row count, row stride) must load from the new tensor.
 * tests/ir/tma_copy.mlir: a 64 x 64 f16 box TMA-loaded into swizzled shared memory (mbarrier
   completion with the byte count the lowering derived from the partition) and TMA-stored
   into another tensor; the host encodes both hoisted descriptors from the lowering's
@@ -88,4 +92,58 @@ def test_ir_tma_round_trip_moves_exactly_the_box() -> None:
     got, want = cupy.asnumpy(dst), np.zeros((m, n), np.uint16)
     bx, by = info.tma[0].box
     want[y:y + by, x:x + bx] = cupy.asnumpy(src)[y:y + by, x:x + bx]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_ir_copy_pipeline_matches_the_product() -> None:
+    """tests/ir/copy_pipeline.mlir: cp.async -> ldmatrix -> mma.sync (f16) -> stmatrix ->
+    128-bit universal copies.  Small integer inputs make every product and sum exact in f16,
+    so D must equal A * B^T exactly; D is poisoned with NaN first."""
+    import cupy
+
+    kern, info = _kernel("copy_pipeline.mlir", "sm_90a")
+    assert info.threads == 32
+    rng = np.random.default_rng()
+    for _ in range(3):
+        a = rng.integers(-3, 4, (16, 16)).astype(np.float16)
+        bt = rng.integers(-3, 4, (8, 16)).astype(np.float16)
+        ref = a.astype(np.float64) @ bt.astype(np.float64).T
+        d_a, d_b = cupy.asarray(a), cupy.asarray(bt)
+        d_d = cupy.full((16, 8), np.nan, dtype=cupy.float16)
+        kern.launch(1, 32, [d_a.data.ptr, d_b.data.ptr, d_d.data.ptr])
+        cupy.cuda.runtime.deviceSynchronize()
+        np.testing.assert_array_equal(cupy.asnumpy(d_d).astype(np.float64), ref)
+
+
+def test_ir_descriptor_rebind_loads_from_the_new_tensor() -> None:
+    """tests/ir/tma_rebind.mlir: the host encodes the load map for ``src``; the kernel copies
+    it to a global workspace and rebinds base pointer, row count and row stride
+    (tensormap.replace) to ``src2``, then loads the box and TMA-stores it.  The box of
+    ``src2`` (never of ``src``) must arrive, and nothing else be written."""
+    import cupy
+
+    from nvatom.descriptors.tma import TensorMap
+    from nvatom.runtime.launch import ByValue
+
+    kern, info = _kernel("tma_rebind.mlir", "sm_90a")
+    n, m = 256, 128
+    x, y = 64, 64
+    rng = np.random.default_rng()
+    src = cupy.asarray(rng.integers(1, 30000, (m, n)).astype(np.uint16))
+    src2 = cupy.asarray(rng.integers(30001, 60000, (m, n)).astype(np.uint16))
+    dst = cupy.zeros((m, n), dtype=cupy.uint16)
+    ws = cupy.zeros(128, dtype=cupy.uint8)
+    maps = []
+    for t, buf in zip(info.tma, (src, dst), strict=True):
+        # the load map starts with a wrong row count and stride: the rebind must fix them
+        rows, stride = (m // 2, n) if buf is src else (m, n * 2)
+        tm = TensorMap("tiled", "float16", int(buf.data.ptr), (n, rows), (stride,),
+                       box_dims=t.box, swizzle=t.swizzle_bytes)
+        maps.append(ByValue(tm.encode_with_driver()))
+    kern.launch(1, 128, [src.data.ptr, src2.data.ptr, dst.data.ptr, ws.data.ptr, n, m, n,
+                         m, n * 2, x, y, *maps])
+    cupy.cuda.runtime.deviceSynchronize()
+    got, want = cupy.asnumpy(dst), np.zeros((m, n), np.uint16)
+    bx, by = info.tma[0].box
+    want[y:y + by, x:x + bx] = cupy.asnumpy(src2)[y:y + by, x:x + bx]
     np.testing.assert_array_equal(got, want)

@@ -39,3 +39,58 @@ func.func @residency(%s: !cute.memref<f32, smem>, %d: !cute.memref<f32, smem>) {
   cute_nvgpu.atom.copy %atom, %s, %d
   func.return
 }
+
+// -----
+
+// target: sm_75
+// cp.async groups need sm_80.
+func.func @cp_async_tier() {
+  // expected-error @+1 {{'cute_nvgpu.arch.cp_async_commit_group' needs cp.async (sm_80 and later), not sm_75}}
+  cute_nvgpu.arch.cp_async_commit_group
+  // expected-error @+1 {{'cute_nvgpu.arch.cp_async_wait_group' needs cp.async (sm_80 and later), not sm_75}}
+  cute_nvgpu.arch.cp_async_wait_group {pending = 0}
+  func.return
+}
+
+// -----
+
+func.func @wait_count() {
+  // expected-error @+1 {{cp.async.wait_group takes a count >= 0, got -1}}
+  cute_nvgpu.arch.cp_async_wait_group {pending = -1}
+  func.return
+}
+
+// -----
+
+// cute.retile keeps the element type and the registers of each thread.
+func.func @retile() {
+  %r = cute.alloc_rmem : !cute.memref<f16, rmem, (32,(2,4)):(2,(1,64))>
+  // expected-error @+1 {{retile keeps the registers: (32,(2,4)):(2,(1,64)) holds 8 values per thread, ((4,8),(2,2)):((32,1),(16,8)) 4}}
+  %a = cute.retile %r : !cute.memref<f16, rmem, ((4,8),(2,2)):((32,1),(16,8))>
+  // expected-error @+1 {{retile keeps the element type: f16 != bf16}}
+  %b = cute.retile %r : !cute.memref<bf16, rmem, (32,(2,4)):(2,(1,64))>
+  func.return
+}
+
+// -----
+
+// target: sm_100a
+// TMEM copy atoms (tcgen05.ld/st/cp) check direction and element width.
+func.func @tmem(%t: !cute.memref<f32, tmem>, %r: !cute.memref<f32, rmem>, %s: !cute.memref<f16, smem>) {
+  %ld = cute_nvgpu.make_atom : !cute_nvgpu.atom.tmem_load<32x32b.x4>
+  // expected-error @+1 {{'atom.tmem_load<32x32b.x4>' copies tmem -> rmem, but got src: rmem, dst: tmem}}
+  cute_nvgpu.atom.copy %ld, %r, %t
+  %cp = cute_nvgpu.make_atom : !cute_nvgpu.atom.s2t_copy<cta_group::1.128x256b>
+  // expected-error @+1 {{'atom.s2t_copy<cta_group::1.128x256b>' copies smem -> tmem, but got src: rmem, dst: tmem}}
+  cute_nvgpu.atom.copy %cp, %r, %t
+  func.return
+}
+
+// -----
+
+// target: sm_90a
+func.func @tmem_tier() {
+  // expected-error @+1 {{atom 'atom.tmem_store<16x64b.x2>' needs tier SM100/SM103, but target sm_90a is tier SM90}}
+  %st = cute_nvgpu.make_atom : !cute_nvgpu.atom.tmem_store<16x64b.x2>
+  func.return
+}

@@ -74,3 +74,25 @@ func.func @bs_sf_same(%a: !cute_nvgpu.smem_desc_view<e4m3, K, Sw<3,4,3> o 0 o (1
   cute_nvgpu.atom.mma %atom, %d, %a, %a, %d, %sfa, %sfb
   func.return
 }
+
+// -----
+
+// target: sm_90a
+func.func @tmem_needs_tcgen05() {
+  // expected-error @+1 {{tensor memory needs tcgen05, which sm_90a does not have}}
+  %t = cute.alloc_tmem : !cute.memref<f32, tmem, (128,64):(64,1)>
+  func.return
+}
+
+// -----
+
+// target: sm_100a
+func.func @tmem_columns(%x: i32) {
+  // expected-error @+1 {{(128,1024):(1024,1) needs 1024 TMEM columns; a CTA has 512}}
+  %t = cute.alloc_tmem : !cute.memref<f32, tmem, (128,1024):(1024,1)>
+  // expected-error @+1 {{a TMEM buffer is (lanes, columns), got 128:1}}
+  %u = cute.alloc_tmem : !cute.memref<f32, tmem, 128:1>
+  // expected-error @+1 {{expects a !cute_nvgpu.mbarrier, but got i32}}
+  cute_nvgpu.arch.umma_commit %x
+  func.return
+}

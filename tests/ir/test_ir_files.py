@@ -41,13 +41,9 @@ SPEC = (
     "TMA_G_BASIS", "TMA_INVALID_TMA_LAYOUT", "TMA_TENSOR_TYPE", "TMA_MISSING_NUM_MULTICAST",
     "TMA_NUM_MULTICAST_OF", "TMA_FIELD_NOT_MUTABLE",
 )
-_RANKS = "a tiled-MMA builder check: the IR has no make_tiled_mma operation yet"
 UNREACHABLE = {
     "NO_KNOWN_INTERFACE": "every IR atom type is an MMA or copy atom, so the dispatcher's "
                           "fallback cannot be reached from the IR",
-    "SAME_RANK_AB": _RANKS, "SAME_RANK_CD": _RANKS, "C_RANK_1_OR_2": _RANKS,
-    "C_RANK_2_OR_3": _RANKS, "C_RANK_3": _RANKS,
-    "TMA_FIELD_NOT_MUTABLE": "descriptor mutation has no IR operation yet",
 }
 
 

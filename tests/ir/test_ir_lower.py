@@ -30,6 +30,32 @@ EXAMPLES = {
     "wgmma_tile_loop.mlir": ["wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
                              "wgmma.wait_group.sync.aligned 0",
                              "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"],
+    "tma_modes.mlir": [
+        ".multicast::cluster.L2::cache_hint", "mov.b16 %h0, 3;",
+        "createpolicy.fractional.L2::evict_last.b64", "createpolicy.fractional.L2::evict_first.b64",
+        # two slices of 8 x 64 f16 land in each CTA of the mask
+        "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r6], 2048;",
+        "cp.async.bulk.tensor.3d.global.shared::cta.im2col_no_offs.bulk_group.L2::cache_hint",
+        "cp.reduce.async.bulk.tensor.2d.global.shared::cta.max.tile.bulk_group.L2::cache_hint"],
+    "tma_sm100.mlir": [
+        ".tile.mbarrier::complete_tx::bytes.cta_group::2",
+        "cp.async.bulk.tensor.3d.shared::cluster.global.im2col::w.mbarrier::complete_tx::bytes",
+        "cvt.u16.u32"],
+    "tma_rebind.mlir": [
+        "tensormap.replace.tile.global_dim.global.b1024.b32",
+        "tensormap.replace.tile.global_address.global.b1024.b64",
+        "tensormap.replace.tile.global_stride.global.b1024.b64",
+        "fence.proxy.tensormap::generic.release.gpu",
+        "fence.proxy.tensormap::generic.acquire.gpu"],
+    "umma_sm100.mlir": [
+        "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32",
+        "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned",
+        "tcgen05.mma.cta_group::1.kind::f8f6f4",
+        "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
+        "tcgen05.ld.sync.aligned.32x32b.x64.b32", "tcgen05.wait::ld.sync.aligned",
+        "tcgen05.dealloc.cta_group::1.sync.aligned.b32"],
+    "copy_pipeline.mlir": ["cp.async.cg.shared.global", "ldmatrix.sync.aligned.m8n8.x4",
+                           "stmatrix.sync.aligned.m8n8.x2"],
     "sm120_block_scaled.mlir": [
         "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X"],
 }
@@ -57,6 +83,24 @@ def test_seed001_hoists_the_descriptor_with_the_partition_box() -> None:
     # the 64-element (128-byte) inner box row, 8 rows; 128-byte swizzle (seed 001 example)
     assert (t.box, t.element_bits, t.swizzle_bytes, t.tensor_arg) == ((64, 8), 16, 128, 0)
     assert t.gmem_layout == "(n,m):(1,sn)"
+
+
+def test_umma_issues_one_instruction_per_k_block_with_advanced_descriptors() -> None:
+    from nvatom.descriptors.umma import k_block_descriptors
+    from nvatom.layout import ComposedLayout
+
+    _, out = _lower("umma_sm100.mlir")
+    # a 128-element K tile of e4m3 is four K-blocks of the k32 atom; only the first
+    # overwrites the accumulator (accumulate = false)
+    mmas = [ln for ln in out.ptx.splitlines() if "tcgen05.mma" in ln]
+    assert len(mmas) == 4 and len({m.split(",")[-1] for m in mmas[1:]}) == 1
+    assert mmas[0].split(",")[-1] != mmas[1].split(",")[-1]
+    # the descriptor words (start address 0, advanced 32 bytes per K-block) are added to the
+    # shared address >> 4
+    lay = ComposedLayout("Sw<3,4,3> o 0 o (128,128):(128,1)")
+    for d in k_block_descriptors(lay, 8, "K", 4):
+        assert f", {d.encode()};" in out.ptx
+    assert out.kernels[0].threads == 128
 
 
 def test_wgmma_loop_issues_one_instruction_per_k_block() -> None:
@@ -103,7 +147,7 @@ def test_cli_bad_file_and_target(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert err.startswith(f"{p}:2:1: error: ") and "Traceback" not in err
 
 
-def test_umma_atoms_verify_but_do_not_lower_yet() -> None:
+def test_umma_operands_must_be_allocated_in_the_kernel() -> None:
     text = ("func.func @k(%a: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (128,64):(64,1)>,"
             " %b: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (256,64):(64,1)>,"
             " %d: !cute.memref<f32, tmem, (128,256):(256,1)>) {\n"
@@ -112,5 +156,7 @@ def test_umma_atoms_verify_but_do_not_lower_yet() -> None:
             "  cute_nvgpu.atom.mma %atom, %d, %a, %b, %d\n  func.return\n}\n")
     mod = driver.parse(text, "umma.mlir")
     ctx = driver.verify(mod, "sm_100a")
-    with pytest.raises(driver.IRError, match="SM100 UMMA atoms .* are not lowered yet"):
+    # a TMEM accumulator is a cute.alloc_tmem buffer (umma_sm100.mlir), not an argument
+    with pytest.raises(driver.IRError, match=r"argument #2 of type !cute.memref<f32, tmem, "
+                       r"\(128,256\):\(256,1\)> has no PTX parameter form"):
         lower(mod, ctx)

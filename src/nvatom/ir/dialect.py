@@ -248,6 +248,73 @@ class AllocRmemOp(_AllocOp):
     SPACE = "rmem"
 
 
+class AllocTmemOp(_AllocOp):
+    """``%t = cute.alloc_tmem : !cute.memref<f32, tmem, (128,N):(N,1)>``: tensor-memory
+    columns for an UMMA accumulator (rows = TMEM lanes, N 32-bit columns; ``tcgen05.alloc``
+    of the next power of two >= 32, freed when the kernel returns)."""
+
+    name = "cute.alloc_tmem"
+    SPACE = "tmem"
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        if not v.target.supports("tcgen05"):
+            _fail(f"tensor memory needs tcgen05, which {v.target.name} does not have")
+        m = TY.memref_of(self.results[0].type)
+        assert m is not None
+        if not isinstance(m.layout, Layout) or m.layout.rank != 2:
+            _fail(f"a TMEM buffer is (lanes, columns), got {m.layout}")
+        cols = tmem_columns(m)
+        if cols > 512:
+            _fail(f"{m.layout} needs {cols} TMEM columns; a CTA has 512")
+
+
+def tmem_columns(m: Any) -> int:
+    """TMEM columns ``tcgen05.alloc`` takes for a (lanes, columns) buffer: a power of two
+    in 32..512 covering its 32-bit columns."""
+    from nvatom.layout import size
+
+    need = -(-size(m.layout[1]) * m.element.pack_bits // 32)
+    return max(32, 1 << (need - 1).bit_length())
+
+
+class RetileOp(NvOp):
+    """``%b = cute.retile %a : !cute.memref<e, rmem, TV2>``: the same registers seen through
+    another (thread, value) layout (no code; CuTe's ``retile``): an ldmatrix result, whose
+    layout is the copy atom's reference space, becomes the MMA operand fragment it is."""
+
+    name = "cute.retile"
+    OPERANDS = 1
+    RESULT = "explicit"
+
+    @classmethod
+    def check_result_type(cls, t: Any) -> None:
+        m = TY.memref_of(t)
+        if m is None or m.space != "rmem" or not isinstance(m.layout, Layout):
+            raise IRSyntaxError(f"'cute.retile' makes a !cute.memref in rmem with a static "
+                                f"layout, not {TY.type_text(t)}")
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        src = TY.memref_of(self.operands[0].type)
+        dst = TY.memref_of(self.results[0].type)
+        assert dst is not None
+        if src is None or src.space != "rmem" or not isinstance(src.layout, Layout):
+            _fail(f"expects a register fragment with a static layout, but got "
+                  f"{TY.type_text(self.operands[0].type)}")
+        assert src is not None
+        if src.element != dst.element:
+            _fail(f"retile keeps the element type: {src.element.name} != {dst.element.name}")
+        ns, nd = (_values_per_thread(m.layout) for m in (src, dst))
+        if ns != nd:
+            _fail(f"retile keeps the registers: {src.layout} holds {ns} values per thread, "
+                  f"{dst.layout} {nd}")
+
+
+def _values_per_thread(layout: Any) -> int:
+    from nvatom.layout import size
+
+    return size(layout[1]) if layout.rank >= 2 else size(layout)
+
+
 class MakeViewOp(NvOp):
     """``%v = cute.make_view %ptr : !cute.memref<e, gmem, L>``: a tensor at a pointer."""
 
@@ -493,8 +560,8 @@ class MmaOp(NvOp):
                   + "".join(f", {w}" for w in want))
         sf = [_umma_use(x.type, n) for x, n in zip(extra[:n_sf], ("SFA", "SFB"), strict=False)]
         meta = _umma_use(extra[-1].type, "E") if atom.sparse else None
-        if self.attr("selector") is not None or self.attr("accumulate") is not None:
-            _fail(f"atom '{atom.name}' takes no selector or accumulate attribute")
+        if self.attr("selector") is not None:  # accumulate = false: enable-input-d off
+            _fail(f"atom '{atom.name}' takes no selector attribute")
         atom.verify_instance(v.target, UmmaUse(uses[0], uses[1], uses[2], uses[3],
                                                *(sf or [None, None]), meta))
 
@@ -566,6 +633,73 @@ def _size(x: Any) -> int:
     return int(x)
 
 
+def _int_tuple(op: NvOp, key: str, n: int) -> tuple[int, ...] | None:
+    """An attribute ``key = "(2,2,1)"``: ``n`` positive integers."""
+    text = op.attr(key)
+    if text is None:
+        return None
+    parts = text.strip().removeprefix("(").removesuffix(")").split(",")
+    try:
+        vals = tuple(int(x) for x in parts)
+    except ValueError:
+        vals = ()
+    if len(vals) != n or min(vals) < 1:
+        _fail(f"{key} must be {n} positive integers like \"(2,2,1)\", got \"{text}\"")
+    return vals
+
+
+class MakeTiledMmaOp(NvOp):
+    """``%t = cute_nvgpu.make_tiled_mma %atom {atom_layout = "(2,2,1)", tile = "(64,32,16)"}``:
+    the atom repeated over a (M, N, K) layout of warps and tile (CuTe's ``make_tiled_mma``,
+    built by ``nvatom.atoms.tiled_mma``)."""
+
+    name = "cute_nvgpu.make_tiled_mma"
+    OPERANDS = 1
+    RESULT = "infer"
+    ATTRS: ClassVar[dict[str, Any]] = {"atom_layout": "str", "tile": "str"}
+
+    @classmethod
+    def infer(cls, operands: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        return TY.make(TY.TiledMmaT)
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        from nvatom.atoms.tiled_mma import make_tiled_mma
+
+        atom = _atom_operand(self, "mma")
+        if not hasattr(atom, "tv_layout") or not hasattr(atom, "shape_mnk"):
+            _fail(f"make_tiled_mma tiles register MMA atoms, not '{atom.name}'")
+        v.facts[self] = make_tiled_mma(atom, _int_tuple(self, "atom_layout", 3) or (1, 1, 1),
+                                       _int_tuple(self, "tile", 3))
+
+
+class TiledGemmOp(NvOp):
+    """``cute_nvgpu.tiled_mma.gemm %tiled, %d, %a, %b, %c``: D = A * B + C over tensors of the
+    tiled MMA's tile (CuTe's ``gemm``).  Verified by the tiled builders' operand checks
+    (``check_gemm_operands``: no composed layouts, A/B and C/D ranks, C's rank against A's);
+    not lowered (apply the atom with ``cute_nvgpu.atom.mma``)."""
+
+    name = "cute_nvgpu.tiled_mma.gemm"
+    OPERANDS = 5
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        from nvatom.atoms.tiled_mma import check_gemm_operands
+
+        t, *ops = self.operands
+        if not isinstance(t.type, TY.TiledMmaT):
+            _fail(f"expects a !cute_nvgpu.tiled_mma as operand #0, but got "
+                  f"{TY.type_text(t.type)}")
+        layouts = []
+        for x, n in zip(ops, "DABC", strict=True):
+            m = TY.memref_of(x.type)
+            if m is None or m.layout is None:
+                _fail(f"expects a !cute.memref with a layout for operand {n}, but got "
+                      f"{TY.type_text(x.type)}")
+            assert m is not None
+            layouts.append(m.layout)
+        d, a, b, c = layouts
+        check_gemm_operands(a, b, c, d)
+
+
 class CopyFragmentOp(NvOp):
     """``cute_nvgpu.atom.copy_fragment %atom, %src, %dst {operand = "A"}``: each lane moves
     its fragment of one MMA operand between a tile (gmem/smem view) and registers."""
@@ -617,12 +751,62 @@ class CopyOp(NvOp):
     OPERANDS = 3
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        from nvatom.atoms.copy import CopyUse
+        from nvatom.atoms.copy import CopyUse, element_bits
 
         atom = _atom_operand(self, "copy")
         src, dst = (_operand_use(x.type, n) for x, n in zip(self.operands[1:], ("src", "dst"),
                                                            strict=True))
+        if atom.mnemonic in ("atom.tmem_load", "atom.tmem_store", "atom.s2t_copy"):
+            # the TMEM atoms (nvatom.atoms.tmem) take (src, dst residency, element bits)
+            atom.verify_instance(v.target, (src.residency, dst.residency,
+                                            element_bits(src.element_type)))
+            return
         atom.verify_instance(v.target, CopyUse(src, dst))
+
+
+class UmmaCommitOp(NvOp):
+    """``cute_nvgpu.arch.umma_commit %bar``: the barrier completes (one arrival) when the
+    tcgen05 operations the issuing thread started so far have (``tcgen05.commit``)."""
+
+    name = "cute_nvgpu.arch.umma_commit"
+    OPERANDS = 1
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        if not v.target.supports("tcgen05"):
+            _fail(f"'{self.name}' needs tcgen05, which {v.target.name} does not have")
+        if not isinstance(self.operands[0].type, TY.MbarrierT):
+            _fail(f"expects a !cute_nvgpu.mbarrier, but got "
+                  f"{TY.type_text(self.operands[0].type)}")
+
+
+class CpAsyncCommitOp(NvOp):
+    """``cute_nvgpu.arch.cp_async_commit_group``: close a group of cp.async copies."""
+
+    name = "cute_nvgpu.arch.cp_async_commit_group"
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        _need_cp_async(self, v)
+
+
+class CpAsyncWaitOp(NvOp):
+    """``cute_nvgpu.arch.cp_async_wait_group {pending = 0}``: wait until at most N cp.async
+    groups are pending (``cp.async.wait_group N``)."""
+
+    name = "cute_nvgpu.arch.cp_async_wait_group"
+    ATTRS: ClassVar[dict[str, Any]] = {"pending": "int"}
+    REQUIRED = ("pending",)
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        _need_cp_async(self, v)
+        if self.attr("pending") < 0:
+            _fail(f"cp.async.wait_group takes a count >= 0, got {self.attr('pending')}")
+
+
+def _need_cp_async(op: NvOp, v: VerifyCtx) -> None:
+    from nvatom.arch import Tier
+
+    if v.target.tier < Tier.SM80:
+        _fail(f"'{op.name}' needs cp.async (sm_80 and later), not {v.target.name}")
 
 
 # -- TMA (seed 001)
@@ -645,7 +829,7 @@ class _NonExecTmaOp(NvOp):
         desc, tile, vmap = self.operands
         if not isinstance(desc.type, (TY.TmaDescTiledT, TY.TmaDescIm2colT)):
             _fail(f"expects a TMA descriptor as operand #0, but got {TY.type_text(desc.type)}")
-        desc_op = _defining(desc)
+        desc_op = _desc_origin(desc)
         if not isinstance(desc_op, MakeTiledTmaDescOp):
             _fail("expects the descriptor of an nv_tileas.make_tiled_tma_desc in this function "
                   "(its GMEM layout is the partition's)")
@@ -713,7 +897,8 @@ class MakeExecTmaOp(NvOp):
     name = "cute_nvgpu.atom.make_exec_tma"
     OPERANDS = (1, 2)
     RESULT = "infer"
-    ATTRS: ClassVar[dict[str, Any]] = {"cache_mode": TY.CacheModeAttrT}
+    ATTRS: ClassVar[dict[str, Any]] = {"cache_mode": TY.CacheModeAttrT, "multicast_mask": "int",
+                                       "l2_cache_hint": "str"}
 
     @classmethod
     def infer(cls, operands: Sequence[Any], attrs: dict[str, Any]) -> Any:
@@ -740,6 +925,23 @@ class MakeExecTmaOp(NvOp):
                   "takes no mbarrier")
         if self.kind is not T.TmaKind.LOAD and "cache_mode" in self.attributes:
             _fail("cache_mode applies to TMA loads")
+        hint = self.attr("l2_cache_hint")
+        cache = T.CacheMode.NONE
+        if hint is not None:
+            names = [m.value for m in T.CacheMode if m.value]
+            if hint not in names:
+                _fail(f"l2_cache_hint must be one of {', '.join(names)}, got '{hint}'")
+            cache = T.CacheMode(hint)
+        part_op = _defining(self.operands[0])
+        result = v.facts.get(part_op) if isinstance(part_op, _NonExecTmaOp) else None
+        if result is None:
+            return  # the non-exec atom failed (reported there) or is not from this function
+        desc_op = _desc_origin(part_op.operands[0])
+        atom = T.NonExecTmaAtom(result, desc_op.element_bits)
+        # the atom layer's binding rules: barrier for loads, the CTA mask's population
+        v.facts[self] = T.make_exec_tma(
+            atom, T.MBarrier() if self.kind is T.TmaKind.LOAD else None, cache,
+            self.attr("multicast_mask"))
 
 
 _EXEC_KIND = {TY.EXEC_TMA[k]: k for k in T.TmaKind}
@@ -748,12 +950,12 @@ _EXEC_KIND = {TY.EXEC_TMA[k]: k for k in T.TmaKind}
 class _TmaApplyOp(NvOp):
     """``cute_nvgpu.atom.tma_<kind> %exec, %smem_tile, %coord {...}``."""
 
-    OPERANDS = 3
+    OPERANDS: ClassVar[int | tuple[int, int]] = 3
     KIND: ClassVar[T.TmaKind]
     ATTRS: ClassVar[dict[str, Any]] = {"allow_tma": "bool", "inBounds": "bool"}
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        ex, tile, coord = self.operands
+        ex, tile, coord, *offsets = self.operands
         if _EXEC_KIND.get(type(ex.type)) is not self.KIND:
             _fail(f"expects an executable {self.KIND.value} atom (make_exec_tma), but got "
                   f"{TY.type_text(ex.type)}")
@@ -777,12 +979,25 @@ class _TmaApplyOp(NvOp):
         if not isinstance(coord.type, TY.CoordTypeT) or int(coord.type.text) != result.rank:
             _fail(f"expects a !cute.coord<{result.rank}> (the descriptor's rank), but got "
                   f"{TY.type_text(coord.type)}")
+        if self.KIND is T.TmaKind.LOAD:
+            mode = T.NonExecTmaAtom(result, 16).ptx_mode
+            want = T.tma_instr("load", mode).offsets(result.rank)
+            if len(offsets) != want:
+                _fail(f"a TMA load {mode.lstrip('.')} of rank {result.rank} takes {want} "
+                      f"im2col offset operand(s) after the coordinate, got {len(offsets)}")
+            for i, o in enumerate(offsets):
+                if not X.is_integer_like(o.type):
+                    _fail(f"im2col offset #{i} must be an integer, got {TY.type_text(o.type)}")
         v.facts[self] = result
 
 
 class TmaLoadOp(_TmaApplyOp):
+    """A TMA load; the im2col modes (``.im2col::w``, ``::128``) take their 16-bit offsets
+    (wHalo, wOffset) as operands after the coordinate."""
+
     name = "cute_nvgpu.atom.tma_load"
     KIND = T.TmaKind.LOAD
+    OPERANDS = (3, 6)
 
 
 class TmaStoreOp(_TmaApplyOp):
@@ -793,6 +1008,55 @@ class TmaStoreOp(_TmaApplyOp):
 class TmaReduceOp(_TmaApplyOp):
     name = "cute_nvgpu.atom.tma_reduce"
     KIND = T.TmaKind.REDUCE
+
+
+def _desc_origin(v: Any) -> Any:
+    """The make_tiled_tma_desc a descriptor value comes from (through its updates)."""
+    op = _defining(v)
+    while isinstance(op, UpdateTmaDescOp):
+        op = _defining(op.operands[0])
+    return op
+
+
+class UpdateTmaDescOp(NvOp):
+    """``%d2 = cute_nvgpu.update_tma_desc %desc, %workspace, %value {field = "global_dim",
+    axis = 1}``: seed 001's device-side descriptor mutation.  Only the base pointer
+    (``global_address``), a dimension (``global_dim``) and a non-leading stride
+    (``global_stride``) are mutable (``nvatom.atoms.tma.tma_update``).  The map is copied to
+    the 128 global bytes at ``%workspace`` and edited there with ``tensormap.replace``
+    (release/acquire fences around it); ``%d2`` is that map."""
+
+    name = "cute_nvgpu.update_tma_desc"
+    OPERANDS = 3
+    RESULT = "infer"
+    ATTRS: ClassVar[dict[str, Any]] = {"field": "str", "axis": "int"}
+    REQUIRED = ("field",)
+
+    @classmethod
+    def infer(cls, operands: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        t = operands[0].type
+        if not isinstance(t, (TY.TmaDescTiledT, TY.TmaDescIm2colT)):
+            raise IRSyntaxError(f"'cute_nvgpu.update_tma_desc' updates a TMA descriptor, not "
+                                f"{TY.type_text(t)}")
+        return t
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        desc, ws, value = self.operands
+        origin = _desc_origin(desc)
+        if not isinstance(origin, MakeTiledTmaDescOp):
+            _fail("expects a descriptor of an nv_tileas.make_tiled_tma_desc in this function")
+        if not isinstance(ws.type, TY.PtrTypeT) or TY._ptr(ws.type.text)[1] != "gmem":
+            _fail(f"expects a !cute.ptr<..., gmem> workspace (128 bytes, 64-byte aligned) as "
+                  f"operand #1, but got {TY.type_text(ws.type)}")
+        if not (X.is_integer_like(value.type) or isinstance(value.type, TY.PtrTypeT)):
+            _fail(f"expects an integer or pointer value, but got {TY.type_text(value.type)}")
+        rank = len(origin.segments()[1])
+        v.facts[self] = T.tma_update(self.attr("field"), _RuntimeValue(), self.attr("axis"),
+                                     rank=rank)
+
+
+class _RuntimeValue:
+    """A value known at run time only (the mutation rule checks its range when static)."""
 
 
 class PrefetchTmaDescOp(NvOp):
@@ -876,12 +1140,14 @@ class WarpgroupWaitOp(_WarpgroupOp):
             _fail(f"wgmma.wait_group takes 0..7, got {self.attr('pending')}")
 
 
-CUTE_OPS = X.irdl_ops(StaticOp, AllocSmemOp, AllocRmemOp, MakeViewOp, MakeCoordOp)
+CUTE_OPS = X.irdl_ops(StaticOp, AllocSmemOp, AllocRmemOp, AllocTmemOp, RetileOp, MakeViewOp,
+                      MakeCoordOp)
 NV_TILEAS_OPS = X.irdl_ops(MakeTiledTmaDescOp)
 CUTE_NVGPU_OPS = X.irdl_ops(
-    MakeAtomOp, MakeSmemDescOp, MmaOp, CopyFragmentOp, CopyOp, NonExecTmaLoadOp,
-    NonExecTmaStoreOp, NonExecTmaReduceOp, MakeExecTmaOp, TmaLoadOp, TmaStoreOp, TmaReduceOp,
-    PrefetchTmaDescOp, MbarrierInitOp, MbarrierWaitOp, SyncThreadsOp, WarpgroupFenceOp,
+    MakeAtomOp, MakeSmemDescOp, MmaOp, MakeTiledMmaOp, TiledGemmOp, CopyFragmentOp, CopyOp,
+    NonExecTmaLoadOp, NonExecTmaStoreOp, NonExecTmaReduceOp, MakeExecTmaOp, TmaLoadOp,
+    TmaStoreOp, TmaReduceOp, UpdateTmaDescOp, PrefetchTmaDescOp, MbarrierInitOp, MbarrierWaitOp,
+    SyncThreadsOp, UmmaCommitOp, CpAsyncCommitOp, CpAsyncWaitOp, WarpgroupFenceOp,
     WarpgroupCommitOp, WarpgroupWaitOp)
 ALL_OPS = [*CUTE_OPS, *NV_TILEAS_OPS, *CUTE_NVGPU_OPS]
 

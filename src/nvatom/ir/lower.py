@@ -7,14 +7,18 @@ kernel-entry ABI of seed 001: the host encodes the CUtensorMap, :class:`TmaParam
 
 Values map to registers: integers to ``.b32``/``.b64`` registers, a register fragment
 (``cute.alloc_rmem``) to its registers (zero-filled), a shared buffer to its 32-bit shared
-address, a tensor view to its base address, an atom to nothing (it is static).  Atom
-applications call the emitters of ``nvatom.ptx``: ``emit_mma`` (mma.sync), ``emit_wgmma``
-with the WGMMA protocol checked by ``WgmmaSequence``, ``tma_emit`` (mbarriers,
-``cp.async.bulk.tensor``).  The ``.version`` is the lowest one the target and every lowered
-atom accept.  ``scf.for`` becomes a counted loop (no loop-carried values).
+address, a tensor view to its base address, a TMEM buffer to its tcgen05 address, an atom
+to nothing (it is static).  Atom applications call the emitters of ``nvatom.ptx``:
+``emit_mma`` (mma.sync), ``emit_wgmma`` with the WGMMA protocol checked by
+``WgmmaSequence``, ``copy_emit`` (ld/st, ldmatrix/stmatrix, cp.async), ``tma_emit``
+(mbarriers, ``cp.async.bulk.tensor`` with multicast/im2col/cache hints, ``tensormap.replace``)
+and ``tcgen05_emit`` (TMEM allocation, ``tcgen05.mma``/``commit``/``ld``/``st``).  The
+``.version`` is the lowest one the target and every lowered atom accept.  ``scf.for`` becomes
+a counted loop (no loop-carried values).
 
-Source: PTX ISA chapters of the emitters used; seed 001 "Lowering Shape" and "Executable Atom
-Binding" (the barrier's transaction count is raised by the bytes the transfer completes).
+Source: PTX ISA chapters of the emitters used; seed 001 "Lowering Shape", "Executable Atom
+Binding" (the barrier's transaction count is raised by the bytes the transfer completes) and
+"Descriptor Mutation".
 """
 
 from __future__ import annotations
@@ -161,6 +165,12 @@ class _Addr:
 
 
 @dataclasses.dataclass
+class _Tmem:
+    taddr: Reg  # the TMEM address tcgen05.alloc returned (lane 0, first column)
+    columns: int
+
+
+@dataclasses.dataclass
 class _Desc:
     reg: Reg  # generic address of the tensor map parameter
     info: TmaParam
@@ -182,6 +192,8 @@ class _KernelLowering:
         from nvatom.ptx.wgmma_emit import WgmmaSequence
 
         self.wg = WgmmaSequence(self.k)
+        self._t5: Any = None  # the tcgen05 emitter, once the kernel uses TMEM
+        self.tmem: list[_Tmem] = []
 
     def need(self, version: PtxVersion, threads: int = 1) -> None:
         self.version = max(self.version, version)
@@ -263,6 +275,130 @@ class _KernelLowering:
     def _func_return(self, op: Any) -> None:
         if op.operands:
             raise LowerError("a kernel returns nothing")
+        if self.tmem:  # free the kernel's TMEM: every warp's tcgen05 work is done
+            self.t5.fence_before_thread_sync()
+            self.k.ins("bar.sync", 0)
+            skip = self._warp0()
+            for t in self.tmem:
+                self.t5.dealloc(t.taddr, t.columns)
+            self.k.label(skip)
+
+    # -- tcgen05 (SM100 UMMA and TMEM)
+    @property
+    def t5(self) -> Any:
+        if self._t5 is None:
+            from nvatom.ptx.tcgen05_emit import Tcgen05
+
+            self._t5 = Tcgen05(self.k, 1)
+        return self._t5
+
+    def _warp0(self) -> str:
+        """Branch so that only warp 0 runs what follows until the returned label."""
+        p = self.k.reg("pred")
+        self.k.ins("setp.ge.u32", p, self.tid(), WARP)
+        skip = self.k.fresh_label("warp0")
+        self.k.bra(skip, p)
+        return skip
+
+    def _cute_alloc_tmem(self, op: Any) -> None:
+        from nvatom.ir.dialect import tmem_columns
+
+        m = TY.memref_of(op.results[0].type)
+        cols = tmem_columns(m)
+        slot = TE.shared_address(self.k, self.k.shared(self.fresh("tslot"), 8, 8))
+        self.shared += 8
+        skip = self._warp0()
+        self.t5.alloc(slot, cols)
+        self.t5.relinquish()
+        self.k.label(skip)
+        self.t5.fence_before_thread_sync()
+        self.k.ins("bar.sync", 0)
+        self.t5.fence_after_thread_sync()
+        taddr = self.k.reg("u32")
+        self.k.ins("ld.shared.u32", taddr, f"[{slot}]")
+        t = _Tmem(taddr, cols)
+        self.tmem.append(t)
+        self.vals[op.results[0]] = t
+        self.need((8, 6), 128)
+
+    def _umma(self, op: Any, atom: Any) -> None:
+        """Thread 0 issues one ``tcgen05.mma`` per K-block of the A/B descriptor views (the
+        start address advanced, nvatom.descriptors.umma.k_block_descriptors), the first with
+        enable-input-d false when ``accumulate = false``."""
+        from nvatom.descriptors.umma import k_block_descriptors
+
+        _, d, a, b, _c, *extra = op.operands
+        if extra or atom.form().operands != ("d", "a", "b", "idesc", "enable_input_d"):
+            raise LowerError(f"'{atom.name}' is lowered for dense ss atoms without block "
+                             "scales; this form is not yet")
+        tm = self._reg_of(d)
+        if not isinstance(tm, _Tmem):
+            raise LowerError("the UMMA accumulator must be a cute.alloc_tmem buffer")
+        words = []
+        k_blocks = None
+        for x in (a, b):
+            val = self._reg_of(x)
+            if not isinstance(val, tuple):
+                raise LowerError("UMMA A and B lower from cute_nvgpu.make_smem_desc views")
+            base, desc = val
+            kb = size(desc.layout) // (atom.m if x is a else atom.n) // atom.k
+            k_blocks = kb if k_blocks is None else min(k_blocks, kb)
+            words.append((base.reg, desc))
+        assert k_blocks is not None
+        regs = []
+        for base, desc in words:
+            b64 = self.k.reg("u64")
+            self.k.ins("cvt.u64.u32", b64, base)
+            self.k.ins("shr.u64", b64, b64, 4)
+            per = []
+            for w in k_block_descriptors(desc.layout, desc.element.pack_bits, desc.major,
+                                         k_blocks):
+                r = self.k.reg("b64")
+                self.k.ins("add.s64", r, b64, str(w.encode()))
+                per.append(r)
+            regs.append(per)
+        idesc = self.k.reg("u32")
+        self.k.ins("mov.u32", idesc, str(atom.idesc().encode()))
+        on, off = self.k.reg("pred"), self.k.reg("pred")
+        self.k.ins("setp.eq.u32", on, self.tid(), self.tid())
+        self.k.ins("setp.ne.u32", off, self.tid(), self.tid())
+        skip, _ = self._elect()
+        for j in range(k_blocks):
+            first = j == 0 and op.attr("accumulate") is False
+            self.t5.mma(atom, d=tm.taddr, a=regs[0][j], b=regs[1][j], idesc=idesc,
+                        enable_input_d=off if first else on)
+        self.k.label(skip)
+        self.need(atom.ptx_version_for(self.t))
+
+    def _cute_nvgpu_arch_umma_commit(self, op: Any) -> None:
+        skip, _ = self._elect()
+        self.t5.commit(self._reg_of(op.operands[0]))
+        self.k.label(skip)
+
+    def _tmem_copy(self, atom: Any, src: Any, dst: Any) -> None:
+        """``tcgen05.ld``/``st``: warp w reaches the TMEM lanes 32 (w % 4).. of the buffer."""
+        tm, frag = (src, dst) if atom.direction == "load" else (dst, src)
+        tm, frag = self._reg_of(tm), self._reg_of(frag)
+        if not isinstance(tm, _Tmem) or not isinstance(frag, _Frag):
+            raise LowerError(f"'{atom.name}' moves between a cute.alloc_tmem buffer and a "
+                             "register fragment")
+        if len(frag.regs) != atom.registers:
+            raise LowerError(f"'{atom.name}' moves {atom.registers} registers per thread, the "
+                             f"fragment has {len(frag.regs)}")
+        quarter = self.k.reg("u32")
+        self.k.ins("shr.u32", quarter, self.tid(), 5)
+        self.k.ins("and.b32", quarter, quarter, 3)
+        self.k.ins("shl.b32", quarter, quarter, 21)  # (32 * warp) << 16: the lane field
+        lane = self.k.reg("u32")
+        self.k.ins("add.u32", lane, tm.taddr, quarter)
+        if atom.direction == "load":
+            self.t5.ld(atom, frag.regs, lane)
+            self.t5.wait_ld()
+        else:
+            self.t5.st(atom, lane, frag.regs)
+            self.t5.wait_st()
+        self.need(atom.ptx_version_for(self.t) if hasattr(atom, "ptx_version_for")
+                  else (8, 6), 128)
 
     def _arith_constant(self, op: Any) -> None:
         t = op.results[0].type
@@ -413,8 +549,8 @@ class _KernelLowering:
         from nvatom.atoms.interfaces import TmemAtom
 
         if isinstance(atom, TmemAtom):
-            raise LowerError(f"SM100 UMMA atoms ('{atom.name}') verify in the IR but are not "
-                             "lowered yet: tcgen05.mma needs TMEM allocation ops the IR lacks")
+            self._umma(op, atom)
+            return
         if not hasattr(atom, "opcode"):
             raise LowerError(f"no lowering for atom '{atom.name}'")
         from nvatom.atoms.interfaces import BlockScaleAtom
@@ -469,9 +605,101 @@ class _KernelLowering:
     def _cute_nvgpu_warpgroup_wait(self, op: Any) -> None:
         self.wg.wait(op.attr("pending"))
 
+    def _cute_retile(self, op: Any) -> None:
+        self.vals[op.results[0]] = self._reg_of(op.operands[0])
+
+    def _cute_nvgpu_arch_cp_async_commit_group(self, op: Any) -> None:
+        from nvatom.ptx.copy_emit import emit_commit_group
+
+        emit_commit_group(self.k)
+        self.need((7, 0))
+
+    def _cute_nvgpu_arch_cp_async_wait_group(self, op: Any) -> None:
+        from nvatom.ptx.copy_emit import emit_wait_group
+
+        emit_wait_group(self.k, op.attr("pending"))
+        self.need((7, 0))
+
     def _cute_nvgpu_atom_copy(self, op: Any) -> None:
-        raise LowerError("copy atoms are verified in the IR but not lowered yet; "
-                         "use cute_nvgpu.atom.copy_fragment or the TMA atoms")
+        """One copy atom application.  A memory operand's layout is (thread, value) ->
+        element offset (rank 1: the same elements for every thread); registers hold the
+        values in value order.  Each thread issues one access per ``atom.bits`` of values."""
+        from nvatom.atoms.copy import MatrixCopy, SimtAsyncCopy, UniversalCopy
+        from nvatom.ptx import copy_emit as CE
+
+        atom = TY.atom_of(op.operands[0].type)
+        if atom.mnemonic in ("atom.tmem_load", "atom.tmem_store"):
+            self._tmem_copy(atom, *op.operands[1:])
+            return
+        if not isinstance(atom, (MatrixCopy, SimtAsyncCopy, UniversalCopy)):
+            raise LowerError(f"'{atom.name}' verifies in the IR but is not lowered yet")
+        sides = [_CopySide.of(self, x) for x in op.operands[1:]]
+        threads = max(s.threads for s in sides)
+        for s in sides:
+            if s.threads not in (1, threads):
+                raise LowerError(f"the copy's operands spread over {sides[0].threads} and "
+                                 f"{sides[1].threads} threads")
+        src, dst = sides
+        self.need(atom.ptx_version_for(self.t), threads)
+        if isinstance(atom, MatrixCopy):
+            mem, frag = (src, dst) if atom.op == "ldmatrix" else (dst, src)
+            regs = frag.frag_regs
+            if len(regs) != atom.registers:
+                why = (f"; it widens each {atom.fmt.mem_bits}-bit element into a byte, which "
+                       f"a fragment of {frag.element_bits}-bit elements does not count"
+                       if atom.fmt.decompresses else "")
+                raise LowerError(f"'{atom.name}' writes {atom.registers} registers per lane, "
+                                 f"the fragment has {len(regs)}{why}")
+            if atom.op == "stmatrix":
+                self.wg.read(regs)
+            CE.emit_matrix_copy(self.k, atom, regs, mem.address(self, 0, ROW_BYTES))
+            if atom.op == "ldmatrix":
+                self.wg.write(regs)
+            return
+        bits = atom.bits
+        chunks = src.chunks(bits)
+        if dst.chunks(bits) != chunks:
+            raise LowerError(f"the copy moves {src.values} values from {dst.values}")
+        if isinstance(atom, SimtAsyncCopy):
+            fill: str | int | None = None
+            if atom.fill == "src_size":
+                fill = atom.nbytes  # no zero fill: the whole vector is read
+            elif atom.fill == "ignore_src":
+                p = self.k.reg("pred")
+                self.k.ins("setp.ne.u32", p, 0, 0)  # false: the source is read
+                fill = str(p)
+            policy = None
+            if atom.cache_policy.cache_hint:
+                policy = self.k.reg("b64")
+                self.k.ins("createpolicy.fractional.L2::evict_last.b64", policy, "1.0")
+            for j in range(chunks):
+                CE.emit_cp_async(self.k, atom, dst.address(self, j, bits // 8),
+                                 src.address(self, j, bits // 8), fill=fill,
+                                 cache_policy=policy)
+            return
+        acc = atom.vector_access
+        if src.space == "rmem":
+            self.wg.read(src.frag_regs)
+        for j in range(chunks):
+            if src.space == "rmem":
+                regs = src.access_regs(self, j, acc, pack=True)
+            elif dst.space == "rmem":
+                regs = dst.access_regs(self, j, acc, pack=False)
+            else:
+                regs = CE.alloc_copy_registers(self.k, atom)
+            if src.space != "rmem":
+                CE.emit_ld(self.k, atom, src.space, regs, src.address(self, j, bits // 8))
+            if dst.space != "rmem":
+                CE.emit_st(self.k, atom, dst.space, dst.address(self, j, bits // 8), regs)
+                continue
+            if src.space == "rmem":  # register to register
+                dregs = dst.access_regs(self, j, acc, pack=False)
+                for d, s_ in zip(dregs, regs, strict=True):
+                    self.k.ins(f"mov.b{acc.elem}", d, s_)
+                regs = dregs
+            dst.unpack(self, j, acc, regs)
+        if dst.space == "rmem":
+            self.wg.write(dst.frag_regs)
 
     # -- cute_nvgpu: TMA and barriers
     def _elect(self) -> tuple[str, str]:
@@ -497,6 +725,8 @@ class _KernelLowering:
     def _cute_nvgpu_arch_mbarrier_wait(self, op: Any) -> None:
         TE.mbarrier_wait_parity(self.k, self._reg_of(op.operands[0]),
                                 self._reg_of(op.operands[1]))
+        if self._t5 is not None:  # order later tcgen05 work after the wait
+            self.t5.fence_after_thread_sync()
 
     def _cute_nvgpu_arch_sync_threads(self, op: Any) -> None:
         self.k.ins("bar.sync", 0)
@@ -518,43 +748,98 @@ class _KernelLowering:
                                    swizzle_bytes=16 << sw.bits if sw.bits else None)
         self.tma[self.tma.index(desc.info)] = info
         desc.info = info
-        if r.tma_tensor_type.kind is T.TmaKind.LOAD and \
-                r.tma_tensor_type.mode is not T.TmaLoadMode.TMA_LOAD_NO_MULTICAST:
-            raise LowerError(f"TMA load mode {r.tma_tensor_type.mode.name} is not lowered yet")
-        if r.non_exec_atom_body.num_multicast > 1:
-            raise LowerError("multicast TMA loads (.multicast::cluster) are not lowered yet")
         self.vals[op.results[0]] = (desc, r)
         self.need((8, 0))
 
     def _cute_nvgpu_atom_make_exec_tma(self, op: Any) -> None:
         bar = self._reg_of(op.operands[1]) if len(op.operands) == 2 else None
-        self.vals[op.results[0]] = (*self._reg_of(op.operands[0]), bar)
+        ex: T.ExecTmaAtom = self.v.facts[op]
+        self.vals[op.results[0]] = (*self._reg_of(op.operands[0]), bar, ex)
+
+    def _cute_nvgpu_make_tiled_mma(self, op: Any) -> None:
+        self.vals[op.results[0]] = self.v.facts[op]
+
+    def _cute_nvgpu_tiled_mma_gemm(self, op: Any) -> None:
+        raise LowerError("cute_nvgpu.tiled_mma.gemm verifies but is not lowered: apply the "
+                         "atom with cute_nvgpu.atom.mma (one warp per atom)")
+
+    def _cute_nvgpu_update_tma_desc(self, op: Any) -> None:
+        """Thread 0 copies the 128-byte map into the workspace, edits it there with
+        ``tensormap.replace`` and releases it to the tensormap proxy; after a CTA barrier
+        every thread acquires it (PTX ISA "tensormap.replace", "fence.proxy.tensormap")."""
+        desc: _Desc = self._reg_of(op.operands[0])
+        ws: Reg = self._reg_of(op.operands[1])
+        value = self._reg_of(op.operands[2])
+        update: T.TmaUpdate = self.v.facts[op]
+        if update.kind is not T.TmaUpdateKind.DIM and value.type != "u64":
+            wide = self.k.reg("u64")
+            self.k.ins("cvt.u64.u32", wide, value)
+            value = wide
+        skip, _ = self._elect()
+        if desc.reg is not ws:  # a map already in the workspace is edited in place
+            tmp = self.k.reg("b64")
+            for off in range(0, 128, 8):
+                self.k.ins("ld.b64", tmp, f"[{desc.reg}+{off}]")
+                self.k.ins("st.global.b64", f"[{ws}+{off}]", tmp)
+        TE.tensormap_replace(self.k, ws, dataclasses.replace(update, value=str(value)),
+                             space="global", target=self.t)
+        TE.fence_tensormap_release(self.k)
+        self.k.label(skip)
+        self.k.ins("bar.sync", 0)
+        TE.fence_tensormap_acquire(self.k, ws)
+        self.vals[op.results[0]] = _Desc(ws, desc.info)
+        self.need((8, 3))
 
     def _cute_nvgpu_prefetch_tma_desc(self, op: Any) -> None:
         TE.prefetch_tensormap(self.k, self._reg_of(op.operands[0]).reg)
 
-    def _tma_apply(self, op: Any) -> tuple[_Desc, T.TmaPartitionResult, Reg | None, Reg,
+    def _tma_apply(self, op: Any) -> tuple[_Desc, T.ExecTmaAtom, Reg | None, Reg,
                                            Sequence[Reg]]:
-        desc, r, bar = self._reg_of(op.operands[0])
-        return desc, r, bar, self._reg_of(op.operands[1]).reg, self._reg_of(op.operands[2])
+        desc, _r, bar, ex = self._reg_of(op.operands[0])
+        return desc, ex, bar, self._reg_of(op.operands[1]).reg, self._reg_of(op.operands[2])
+
+    def _policy(self, ex: T.ExecTmaAtom) -> Reg | None:
+        return None if ex.cache_mode is T.CacheMode.NONE else \
+            TE.create_policy(self.k, ex.cache_mode)
 
     def _cute_nvgpu_atom_tma_load(self, op: Any) -> None:
-        desc, r, bar, dst, coord = self._tma_apply(op)
-        nbytes = r.tile_element_count * r.tma_tensor_type.element_bits // 8
+        """Thread 0 raises its CTA's barrier by the bytes the transfer lands in each
+        receiving CTA and issues the copy in the atom's mode: ``.multicast::cluster`` with
+        the bound CTA mask, ``.cta_group::2`` for two_cta, the im2col offsets as 16-bit
+        operands, ``.L2::cache_hint`` with the bound policy."""
+        desc, ex, bar, dst, coord = self._tma_apply(op)
+        offsets = []
+        for x in op.operands[3:]:
+            r16 = self.k.reg("b16")
+            self.k.ins("cvt.u16.u32", r16, self._reg_of(x))
+            offsets.append(r16)
         skip, _ = self._elect()
-        TE.mbarrier_arrive_expect_tx(self.k, bar, nbytes)
-        TE.tma_load(self.k, dst, desc.reg, coord, bar)
+        # every CTA of a multicast receives num_multicast slices (seed 001's
+        # tile_element_count = size(smem) * num_multicast)
+        r = ex.atom.partition
+        TE.mbarrier_arrive_expect_tx(self.k, bar,
+                                     r.tile_element_count * ex.atom.element_bits // 8)
+        mask = None
+        if ex.multicast_mask is not None:
+            mask = self.k.reg("b16")
+            self.k.ins("mov.b16", mask, ex.multicast_mask)
+        two_cta = ex.atom.mode is T.TmaLoadMode.TMA_LOAD_TWO_CTA
+        TE.tma_load(self.k, dst, desc.reg, coord, bar, multicast_mask=mask,
+                    cache_policy=self._policy(ex), im2col_offsets=offsets or None,
+                    mode=ex.atom.ptx_mode, cta_group=2 if two_cta else None, target=self.t)
         self.k.label(skip)
 
     def _store_like(self, op: Any, red: str | None) -> None:
-        desc, _r, _bar, src, coord = self._tma_apply(op)
+        desc, ex, _bar, src, coord = self._tma_apply(op)
         TE.fence_proxy_async(self.k)
         self.k.ins("bar.sync", 0)
         skip, _ = self._elect()
         if red is None:
-            TE.tma_store(self.k, desc.reg, coord, src)
+            TE.tma_store(self.k, desc.reg, coord, src, cache_policy=self._policy(ex),
+                         mode=ex.atom.ptx_mode, target=self.t)
         else:
-            TE.tma_reduce(self.k, red, desc.reg, coord, src)
+            TE.tma_reduce(self.k, red, desc.reg, coord, src, cache_policy=self._policy(ex),
+                          target=self.t)
         TE.bulk_commit_group(self.k)
         TE.bulk_wait_group(self.k, 0, read=False)
         self.k.label(skip)
@@ -565,6 +850,114 @@ class _KernelLowering:
     def _cute_nvgpu_atom_tma_reduce(self, op: Any) -> None:
         r: T.TmaPartitionResult = self.v.facts[op]
         self._store_like(op, T.ptx_qualifiers(r.tma_tensor_type.mode)[0][1:])  # type: ignore
+
+
+ROW_BYTES = 16  # one ldmatrix/stmatrix row
+
+
+@dataclasses.dataclass
+class _CopySide:
+    """One operand of a copy atom: a memory tile (base address, (thread, value) layout) or
+    a register fragment."""
+
+    space: str
+    element_bits: int
+    lane: Layout | None  # thread -> element offset (None: thread-invariant)
+    value: Layout  # value index -> element offset
+    base: Any  # Reg (address) or _Frag
+    lane_addr: Reg | None = None  # base + this thread's offset, once computed
+
+    @staticmethod
+    def of(low: _KernelLowering, v: Any) -> _CopySide:
+        m = TY.memref_of(v.type)
+        if m is None or not isinstance(m.layout, Layout):
+            raise LowerError(f"copy atoms lower for !cute.memref operands with a static, "
+                             f"unswizzled layout, not {TY.type_text(v.type)}")
+        lay = m.layout
+        lane, value = (lay[0], lay[1]) if lay.rank == 2 else (None, lay)
+        val = low._reg_of(v)
+        base = val if m.space == "rmem" else val.reg
+        return _CopySide(m.space, m.element.pack_bits, lane, value, base)
+
+    @property
+    def threads(self) -> int:
+        return 1 if self.lane is None else size(self.lane)
+
+    @property
+    def values(self) -> int:
+        return size(self.value)
+
+    def chunks(self, bits: int) -> int:
+        per, rem = divmod(bits, self.element_bits)
+        if rem or self.values % per:
+            raise LowerError(f"{self.values} values of {self.element_bits} bits do not split "
+                             f"into {bits}-bit accesses")
+        return self.values // per
+
+    @property
+    def frag_regs(self) -> list[Reg]:
+        """A register operand's registers, in value order."""
+        assert isinstance(self.base, _Frag)
+        return self.base.regs
+
+    def address(self, low: _KernelLowering, j: int, nbytes: int) -> str:
+        """``base + lane offset + offset of access j`` (``nbytes`` contiguous, aligned)."""
+        if self.space == "rmem":
+            raise LowerError("a register operand has no address")
+        per = nbytes * 8 // self.element_bits
+        offs = [self.value(j * per + q) for q in range(per)]
+        if offs != list(range(offs[0], offs[0] + per)) or (offs[0] * self.element_bits // 8) \
+                % nbytes:
+            raise LowerError(f"values {j * per}..{j * per + per - 1} of {self.value} sit at "
+                             f"offsets {offs}: not {nbytes} contiguous, aligned bytes")
+        eb = self.element_bits // 8
+        addr = self.base
+        if self.lane_addr is not None:
+            addr = self.lane_addr
+        elif self.lane is not None and size(self.lane) > 1:
+            bad = [d for s, d in flat_modes(self.lane) if s > 1 and (d * eb) % nbytes]
+            if bad:
+                raise LowerError(f"the thread stride {bad[0]} of {self.lane} is not a multiple "
+                                 f"of the {nbytes}-byte access")
+            lane = low.k.reg("u32")
+            low.k.ins("and.b32", lane, low.tid(), size(self.lane) - 1)
+            off = emit_layout_offset(low.k, self.lane, lane, scale=eb)
+            if self.space == "gmem":
+                off64 = low.k.reg("u64")
+                low.k.ins("cvt.u64.u32", off64, off)
+                addr = low.k.reg("u64")
+                low.k.ins("add.s64", addr, self.base, off64)
+            else:
+                addr = low.k.reg("u32")
+                low.k.ins("add.u32", addr, self.base, off)
+            self.lane_addr = addr
+        return f"{addr}+{offs[0] * eb}" if offs[0] else str(addr)
+
+    def access_regs(self, low: _KernelLowering, j: int, acc: Any, *, pack: bool) -> list[Reg]:
+        """The registers access ``j`` moves: the fragment's own registers when the access's
+        vector element is their width, else 64-bit ones built from pairs of 32-bit ones
+        (``pack``: filled from them; :meth:`unpack` writes them back)."""
+        frag = self.frag_regs
+        rbits = 64 if frag and frag[0].type in ("f64", "b64", "u64") else 32
+        first = j * acc.bits // rbits
+        if acc.elem == rbits:
+            return frag[first:first + acc.vec]
+        if acc.elem == 64 and rbits == 32:
+            out = low.k.regs("b64", acc.vec)
+            if pack:
+                for i, r in enumerate(out):
+                    low.k.ins("mov.b64", r, f"{{{frag[first + 2 * i]}, {frag[first + 2 * i + 1]}}}")
+            return out
+        raise LowerError(f"a {acc.suffix} access cannot move {self.element_bits}-bit values "
+                         f"held in {rbits}-bit registers: use an access of 32-bit elements "
+                         "(universal_copy<32>, <64>.v2.b32, <128>)")
+
+    def unpack(self, low: _KernelLowering, j: int, acc: Any, regs: Sequence[Reg]) -> None:
+        frag = self.frag_regs
+        if acc.elem == 64 and frag and frag[0].type not in ("f64", "b64", "u64"):
+            first = j * acc.bits // 32
+            for i, r in enumerate(regs):
+                low.k.ins("mov.b64", f"{{{frag[first + 2 * i]}, {frag[first + 2 * i + 1]}}}", r)
 
 
 def _one_reg(frag: Any, what: str) -> Reg:

@@ -245,6 +245,41 @@ def _sm100(mnemonic: str) -> tuple[Callable[[], Iterable[Any]], Callable[[str], 
     return table, resolve
 
 
+def _tmem(mnemonic: str) -> tuple[Callable[[], Iterable[Any]], Callable[[str], Any]]:
+    """SM100 TMEM copy atoms (nvatom.atoms.tmem, issue 9): ``atom.tmem_load<32x32b.x4>``,
+    ``atom.tmem_store<16x32bx2.x2@8>`` (the 16x32bx2 half-split offset is any column, so a
+    body resolves through the table's name parser), ``atom.s2t_copy<cta_group::1.128x256b>``.
+    The table lists every form (16x32bx2 with a half-split of 16 columns)."""
+    def table() -> Iterable[Any]:
+        from nvatom.atoms import tmem
+
+        out: list[Any] = []
+        if mnemonic == "atom.s2t_copy":
+            for shape in tmem.CP_SHAPES:
+                for cta in (1, 2):
+                    for dec in (None, *tmem.CP_DECOMPRESS):
+                        out.append(tmem.S2tCopyAtom(shape, cta, dec))
+            return out
+        direction = mnemonic.removeprefix("atom.tmem_")
+        for shape, spec in tmem.LDST_SHAPES.items():
+            for num in (1, 2, 4, 8, 16, 32, 64, 128):
+                if spec.regs * num > tmem.MAX_REGS:
+                    continue
+                for pack in (False, True):
+                    split = 16 if shape == "16x32bx2" else None
+                    out.append(tmem.TmemCopyAtom(direction, shape, num, pack, split))
+        return out
+
+    def resolve(body: str) -> Any:
+        from nvatom.atoms import tmem
+
+        atom = tmem.tmem_atom(f"{mnemonic}<{body}>")
+        if atom.mnemonic != mnemonic:
+            raise R.UnknownAtomError(f"no {mnemonic} atom <{body}>")
+        return atom
+    return table, resolve
+
+
 def _module_has(module: str, attr: str) -> bool:
     try:
         return hasattr(importlib.import_module(module), attr)
@@ -271,6 +306,9 @@ ATOM_FAMILIES: tuple[AtomFamily, ...] = tuple(
         *(AtomFamily(m, "mma", *_sm100(m)) for m in ("sm100.mma", "sm100.mma_sp",
                                                       "sm100.mma_bs", "sm100.mma_bs_sp")
           if _SM100),
+        *(AtomFamily(m, "copy", *_tmem(m)) for m in ("atom.tmem_load", "atom.tmem_store",
+                                                      "atom.s2t_copy")
+          if _module_has("nvatom.atoms.tmem", "tmem_atom")),
         *(AtomFamily(m, "mma", *_sm120(m)) for m in ("SM120.mma_bs", "sm120.mma",
                                                       "sm120.sparse_mma") if _SM120),
     )
@@ -344,6 +382,9 @@ def _bare(body: str) -> str:
 TmaDescTiledT = X.define_text_type("cute_nvgpu.tma_descriptor_tiled", _bare, bare="")
 TmaDescIm2colT = X.define_text_type("cute_nvgpu.tma_descriptor_im2col", _bare, bare="")
 MbarrierT = X.define_text_type("cute_nvgpu.mbarrier", _bare, bare="")
+#: a tiled MMA (cute_nvgpu.make_tiled_mma): its atom, atom layout and tile are the defining
+#: operation's
+TiledMmaT = X.define_text_type("cute_nvgpu.tiled_mma", _bare, bare="")
 #: non-exec TMA atoms (partition-verified, waiting for barrier and cache binding) and the
 #: executable TMA atoms they become; kind -> type
 NON_EXEC_TMA: dict[T.TmaKind, type] = {
@@ -407,5 +448,6 @@ def make(cls: type, body: str = "") -> Any:
 
 CUTE_TYPES = [LayoutTypeT, ComposedLayoutTypeT, SwizzleTypeT, MemRefTypeT, PtrTypeT, CoordTypeT]
 CUTE_NVGPU_TYPES = [*ATOM_TYPES, SmemDescViewTypeT, TmaDescTiledT, TmaDescIm2colT, MbarrierT,
+                    TiledMmaT,
                     *NON_EXEC_TMA.values(), *EXEC_TMA.values()]
 CUTE_NVGPU_ATTRS = [LoadModeAttrT, StoreModeAttrT, ReduceKindAttrT, CacheModeAttrT]

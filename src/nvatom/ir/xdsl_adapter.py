@@ -225,7 +225,14 @@ def define_op(name: str, base: type, ns: dict[str, Any]) -> type:
 # -- parse helpers for the custom syntax
 def parse_operand_list(parser: Parser) -> list[SSAValue]:
     """``%a, %b, ...`` (possibly empty): values already defined (their types are known, so
-    our syntax never repeats them; a use before the definition is a parse error)."""
+    our syntax never repeats them; a use before the definition is a parse error).  A value
+    that starts a line is the next statement's result, not an operand: an operation without
+    operands (``cute_nvgpu.arch.sync_threads``) followed by ``%x = ...`` has none."""
+    tok = parser._current_token
+    text = tok.span.input.content
+    line_start = text.rfind("\n", 0, tok.span.start) + 1
+    if not text[line_start:tok.span.start].strip():
+        return []
     first = parser._parse_optional_operand_without_type()
     if first is None:
         return []
