@@ -1,5 +1,5 @@
-"""SM100 UMMA atoms without ptxas: names, shapes (PTX ISA table; CUTLASS for i8 and block
-scaling), block-scale encodings (seed 000 packed values; ERRATA 4 kinds), interfaces, and one
+"""SM100 UMMA atoms without ptxas: names, shapes (PTX ISA 9.7.16.2.1 Table 39, every row, and
+its edges), block-scale encodings (seed 000 packed values; ERRATA 4 kinds), interfaces, and one
 negative test per verifier diagnostic of seed 004 (strings compared byte for byte)."""
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from nvatom.atoms.sm100 import (
     UmmaUse,
     block_scale_kind,
     block_scale_packed,
+    legal_m,
     legal_mn,
+    legal_n,
     make_umma_atom,
     tcgen05_form,
     umma_atom,
@@ -66,24 +68,86 @@ def test_names_round_trip() -> None:
 
 
 def test_shapes_follow_the_isa_table() -> None:
-    # PTX ISA "Various combinations of .kind and shapes": f16/tf32/f8f6f4, no .ws:
-    # cta_group::1 M 64/128, N 8..256 step 8; cta_group::2 M 128/256, N 16..256 step 16;
-    # .ws: M 32/64/128, N 64/128/256 (sparse 64/128).
-    for kind in ("f16", "tf32", "f8f6f4"):
-        assert set(legal_mn(kind, 1)) == {(m, n) for m in (64, 128) for n in range(8, 257, 8)}
-        assert set(legal_mn(kind, 2)) == {(m, n) for m in (128, 256)
-                                          for n in range(16, 257, 16)}
-        assert set(legal_mn(kind, 1, ws=True)) == {(m, n) for m in (32, 64, 128)
-                                                   for n in (64, 128, 256)}
-        assert set(legal_mn(kind, 1, sparse=True, ws=True)) == {
-            (m, n) for m in (32, 64, 128) for n in (64, 128)}
-        assert legal_mn(kind, 2, ws=True) == ()
-    # CUTLASS SM100_MMA_S8_SS: N == 8 or N % 16 == 0; 2x1SM: N % 32 == 0
-    assert {n for _, n in legal_mn("i8", 1)} == {8, *range(16, 257, 16)}
-    assert {n for _, n in legal_mn("i8", 2)} == set(range(32, 257, 32))
-    # CUTLASS: 1-CTA block-scaled atoms are M = 128; MXF8F6F4 2x1SM M = 256
-    assert {m for m, _ in legal_mn("mxf4nvf4", 1)} == {128}
-    assert {m for m, _ in legal_mn("mxf8f6f4", 2)} == {256}
+    # PTX ISA 9.7.16.2.1 Table 39 "Various combinations of .kind and shapes", row by row
+    # (values typed from the table, not derived from SHAPES).
+    n8, n16, n32 = set(range(8, 257, 8)), set(range(16, 257, 16)), set(range(32, 257, 32))
+    for kind in ("f16", "tf32", "f8f6f4", "i8"):
+        n1 = {8, 16, 24, 32, *range(48, 257, 16)} if kind == "i8" else n8
+        n2 = n32 if kind == "i8" else n16
+        for sp in (False, True):
+            assert set(legal_mn(kind, 1, sp)) == {(m, n) for m in (64, 128) for n in n1}
+            assert set(legal_mn(kind, 2, sp)) == {(m, n) for m in (128, 256) for n in n2}
+            assert set(legal_mn(kind, 1, sp, ws=True)) == {
+                (m, n) for m in (32, 64, 128) for n in ((64, 128) if sp else (64, 128, 256))}
+            assert legal_mn(kind, 2, sp, ws=True) == ()  # "Invalid"
+    for kind in ("mxf8f6f4", "mxf4", "mxf4nvf4"):
+        for sp in (False, True):
+            assert set(legal_mn(kind, 1, sp)) == {(128, n) for n in n8}
+            assert set(legal_mn(kind, 2, sp)) == {
+                (m, n) for m in ((256,) if sp else (128, 256)) for n in n16}
+            assert legal_mn(kind, 1, sp, ws=True) == legal_mn(kind, 2, sp, ws=True) == ()
+
+
+# (kind, cta_group, sparse, ws, M, N, legal): the ISA table's edges and the first value past
+# each edge.
+_EDGES = [
+    ("f16", 1, False, False, 64, 8, True), ("f16", 1, False, False, 128, 256, True),
+    ("f16", 1, False, False, 128, 264, False), ("f16", 1, False, False, 128, 12, False),
+    ("f16", 1, False, False, 32, 64, False), ("f16", 1, False, False, 256, 64, False),
+    ("tf32", 2, False, False, 128, 16, True), ("tf32", 2, False, False, 256, 256, True),
+    ("tf32", 2, False, False, 256, 8, False), ("tf32", 2, False, False, 64, 64, False),
+    ("f8f6f4", 1, True, False, 64, 8, True), ("f8f6f4", 2, True, False, 128, 24, False),
+    ("f16", 1, False, True, 32, 64, True), ("f16", 1, False, True, 32, 256, True),
+    ("f16", 1, False, True, 32, 32, False), ("f16", 1, False, True, 16, 64, False),
+    ("f16", 1, True, True, 128, 128, True), ("f16", 1, True, True, 128, 256, False),
+    ("i8", 1, False, False, 64, 8, True), ("i8", 1, False, False, 128, 24, True),
+    ("i8", 1, False, False, 128, 32, True), ("i8", 1, False, False, 128, 40, False),
+    ("i8", 1, False, False, 128, 48, True), ("i8", 1, False, False, 128, 56, False),
+    ("i8", 1, True, False, 64, 256, True), ("i8", 2, False, False, 128, 32, True),
+    ("i8", 2, False, False, 128, 16, False), ("i8", 2, False, False, 256, 48, False),
+    ("i8", 2, True, False, 256, 256, True), ("i8", 1, True, True, 32, 128, True),
+    ("i8", 1, True, True, 32, 256, False),
+    ("mxf8f6f4", 1, False, False, 128, 8, True), ("mxf8f6f4", 1, False, False, 64, 128, False),
+    ("mxf8f6f4", 1, True, False, 128, 8, True), ("mxf8f6f4", 2, False, False, 128, 16, True),
+    ("mxf8f6f4", 2, False, False, 256, 8, False), ("mxf8f6f4", 2, True, False, 256, 16, True),
+    ("mxf8f6f4", 2, True, False, 128, 16, False),
+    ("mxf4", 1, False, False, 128, 256, True), ("mxf4", 1, True, False, 128, 8, True),
+    ("mxf4", 2, False, False, 128, 256, True), ("mxf4", 2, True, False, 128, 256, False),
+    ("mxf4", 2, True, False, 256, 256, True),
+    ("mxf4nvf4", 1, False, False, 128, 8, True), ("mxf4nvf4", 1, False, False, 128, 4, False),
+    ("mxf4nvf4", 2, False, False, 128, 16, True), ("mxf4nvf4", 2, True, False, 128, 16, False),
+    ("mxf4nvf4", 2, True, False, 256, 272, False),
+]
+_TYPES = {"f16": ("f32", "f16", None, None), "tf32": ("f32", "tf32", None, None),
+          "f8f6f4": ("f32", "e4m3", None, None), "i8": ("s32", "s8", None, None),
+          "mxf8f6f4": ("f32", "e4m3", "ue8m0", 32), "mxf4": ("f32", "e2m1", "ue8m0", 32),
+          "mxf4nvf4": ("f32", "e2m1", "ue4m3", 16)}
+
+
+@pytest.mark.parametrize(("kind", "cta", "sp", "ws", "m", "n", "legal"), _EDGES)
+def test_isa_shape_edges(kind: str, cta: int, sp: bool, ws: bool, m: int, n: int,
+                         legal: bool) -> None:
+    d, ab, sf, vs = _TYPES[kind]
+    if vs is not None and sp:
+        vs *= 2  # a sparse block-scaled atom has as many scales over twice the K
+    build = lambda: make_umma_atom(kind, cta, m, n, d, ab, ab, sparse=sp, ws=ws,  # noqa: E731
+                                   sf=sf, vec_size=vs)
+    if legal:
+        assert build().shape_mnk[:2] == (m, n)
+    else:
+        with pytest.raises(UmmaError, match=f"M x N = {m} x {n} is not a kind::{kind}"):
+            build()
+
+
+def test_shape_error_names_the_legal_sets() -> None:
+    for f in (legal_m, legal_n, legal_mn):
+        with pytest.raises(UmmaError, match="unknown kind 'f64'"):
+            f("f64", 1)
+    with pytest.raises(UmmaError, match=r"M in \(64, 128\), N in \{8\.\.32/8, 48\.\.256/16\}"):
+        make_umma_atom("i8", 1, 128, 40, "s32", "s8", "s8")
+    with pytest.raises(UmmaError, match=r"M in \(256,\), N in \{16\.\.256/16\}"):
+        make_umma_atom("mxf4", 2, 128, 64, "f32", "e2m1", "e2m1", sparse=True, sf="ue8m0",
+                       vec_size=64)
 
 
 @pytest.mark.parametrize(("kind", "k_dense"), [("f16", 16), ("tf32", 8), ("f8f6f4", 32),
@@ -342,3 +406,17 @@ def test_layout_ladder_skips_operands_without_layout() -> None:
     use2 = dataclasses.replace(use, b=_op("f16", "smem_desc_view", lb2))
     assert _err(a, use2) == ("layoutA, layoutB and layoutD fail to form a gemm. "
                              f"A: {la}, B: {lb2}, D: None")
+
+
+def test_8bit_transposed_b_n_rule() -> None:
+    # PTX ISA 9.7.16.10.1 Table 50: 8-bit transpose B: cta_group::1 16 <= N <= 256 step 16,
+    # cta_group::2 32 <= N <= 256 step 32
+    assert make_umma_atom("i8", 1, 128, 16, "s32", "s8", "s8", b_major="MN").n == 16
+    assert make_umma_atom("i8", 1, 128, 24, "s32", "s8", "s8").n == 24  # K-major: fine
+    for kind, d, t, cta, n in (("i8", "s32", "u8", 1, 24), ("i8", "s32", "s8", 1, 8),
+                               ("f8f6f4", "f32", "e4m3", 1, 40), ("f8f6f4", "f16", "e5m2", 2, 48)):
+        with pytest.raises(UmmaError, match=f"multiple of {16 * cta} .* got N = {n}"):
+            make_umma_atom(kind, cta, 128 * cta, n, d, t, t, b_major="MN")
+    assert make_umma_atom("f8f6f4", 2, 256, 64, "f32", "e4m3", "e4m3", b_major="MN").n == 64
+    # 16-bit MN-major B keeps the plain N rule
+    assert make_umma_atom("f16", 1, 128, 24, "f32", "f16", "f16", b_major="MN").n == 24

@@ -10,6 +10,14 @@
   scale-input-d, structured sparsity and A in TMEM.
 * tcgen05.ld/st: every atom round-trips through the TMEM model; 32x32b loads by four warps
   return D's rows.
+* Data paths: the model's D placement equals CUTLASS's ``tmem_frg`` atoms (PTX ISA Layouts A,
+  B, D, E, F, G); MMAs of M = 32/64/128/256, cta_group::1 and ::2 (a CTA pair with two shared
+  and two tensor memories), ``.ws``, f16 accumulators, lane alignment 16, block scaling,
+  4:8 pair sparsity and A in TMEM (every layout but C, rows duplicated where D's layout
+  spreads a row over several lanes) match numpy over random data, majors and swizzles.
+* Scale factors in TMEM: staged in CUTLASS's SF atom layout, copied with tcgen05.cp
+  .32x128b.warpx4, selected by the idesc's scale-factor ids (1X, 2X, 4X), the MMA matches
+  numpy.
 """
 
 from __future__ import annotations
@@ -21,10 +29,23 @@ import pytest
 
 from nvatom.atoms.sm100 import make_umma_atom
 from nvatom.atoms.smem import smem_layout
-from nvatom.atoms.tmem import LDST_SHAPES, TmemCopyAtom
-from nvatom.descriptors.umma import k_block_descriptors
+from nvatom.atoms.tmem import COLUMNS, LDST_SHAPES, TmemCopyAtom
+from nvatom.descriptors.umma import UmmaSmemDescriptor, k_block_descriptors
 from nvatom.dtypes import decode, encode
-from nvatom.ref.tcgen05 import RefError, Smem, Tmem, mma, read_matrix, tmem_load, tmem_store
+from nvatom.layout import Layout
+from nvatom.ref.tcgen05 import (
+    RefError,
+    Smem,
+    Tmem,
+    d_lanes_columns,
+    layout_id,
+    mma,
+    read_matrix,
+    read_scale_factors,
+    tmem_copy_32x128b_warpx4,
+    tmem_load,
+    tmem_store,
+)
 
 BASE_A, BASE_B = 0x4000, 0x10000
 
@@ -212,9 +233,6 @@ def test_scale_input_d_and_errors() -> None:
     d = mma(tmem, smem, kind="f16", d_taddr=0, a=da, b_desc=db, idesc=idesc,
             enable_input_d=True, scale_input_d=2)
     assert np.all(d == 2.0)  # 8 * 2^-2
-    i64 = make_umma_atom("f16", 1, 64, 64, "f32", "f16", "f16").idesc().encode()
-    with pytest.raises(RefError, match="M = 64"):
-        mma(tmem, smem, kind="f16", d_taddr=0, a=da, b_desc=db, idesc=i64, enable_input_d=False)
     with pytest.raises(RefError, match="bits 46-48"):
         mma(tmem, smem, kind="f16", d_taddr=0, a=da & ~(1 << 46), b_desc=db, idesc=idesc,
             enable_input_d=False)
@@ -245,3 +263,445 @@ def test_ld_st_round_trip(shape: str, pack: bool) -> None:
         np.testing.assert_array_equal(tmem_load(tmem, ld, taddr), regs)
         touched = np.count_nonzero(tmem.cells != 0)
         assert touched <= 32 * st.registers * (2 if pack else 1)
+
+
+# --------------------------------------------------------------------------- data-path layouts
+# The D layouts as CUTLASS writes them (mma_traits_sm100.hpp ``tmem_frg`` / ``tmem_frg_ws``, in
+# virtual TMEM addressing: lane + 128 * column), per CTA, as nvatom.layout Layouts: an
+# independent statement of the PTX ISA's Layouts A, B, D, E, F, G.
+def _cutlass_d_layout(m: int, n: int, cta: int, ws: bool) -> Layout:
+    rows = m // cta
+    if (rows, ws) in ((128, False), (128, True)):
+        return Layout((128, n), (1, 128))  # Layouts A, D
+    if rows == 64 and not ws and cta == 1:
+        return Layout(((16, 4), n), ((1, 32), 128))  # Layout F
+    if rows == 64:
+        return Layout((64, (n // 2, 2)), (1, (128, 64)))  # Layouts B (2-CTA M128), E (.ws)
+    assert rows == 32 and ws
+    return Layout((32, (n // 4, 4)), (1, (128, 32)))  # Layout G
+
+
+_LAYOUT_CASES = [(64, 1, False, False, "F"), (128, 1, False, False, "D"),
+                 (32, 1, False, True, "G"), (64, 1, False, True, "E"),
+                 (128, 1, True, True, "D"), (128, 2, False, False, "B"),
+                 (256, 2, True, False, "A")]
+
+
+@pytest.mark.parametrize(("m", "cta", "sparse", "ws", "lid"), _LAYOUT_CASES)
+def test_data_path_layouts_are_the_isa_and_cutlass_ones(m: int, cta: int, sparse: bool,
+                                                         ws: bool, lid: str) -> None:
+    assert layout_id(m, cta, sparse, ws) == lid
+    for n in (64, 256):
+        lanes, cols = d_lanes_columns(m, n, cta, sparse, ws)
+        lay = _cutlass_d_layout(m, n, cta, ws)
+        want = np.array([[lay((r, c)) for c in range(n)] for r in range(m // cta)])
+        np.testing.assert_array_equal(lanes + 128 * cols, want)
+        assert len(set((lanes * COLUMNS + cols).ravel().tolist())) == lanes.size  # one-to-one
+        assert lanes.max() < 128
+
+
+def test_layout_spot_values() -> None:
+    # PTX ISA: F uses half the data path (16 lanes of each 32-lane quarter); G stacks four N
+    # quarters over the lane quarters; E two N halves over the lane halves.
+    lanes, cols = d_lanes_columns(64, 64, 1)
+    assert (lanes[15, 0], lanes[16, 0], lanes[63, 5], cols[63, 5]) == (15, 32, 111, 5)
+    lanes, cols = d_lanes_columns(32, 128, 1, ws=True)
+    assert (lanes[5, 96], cols[5, 96]) == (101, 0)
+    lanes, cols = d_lanes_columns(64, 256, 1, ws=True)
+    assert (lanes[1, 129], cols[1, 129]) == (65, 1)
+    with pytest.raises(RefError, match="layout C"):
+        d_lanes_columns(128, 64, 2, sparse=True)
+    with pytest.raises(RefError, match="M = 32"):
+        layout_id(32, 1, False, False)
+    with pytest.raises(RefError, match="cta_group::1 only"):
+        layout_id(64, 2, False, True)
+
+
+def _sw_for(rows: int, bits: int, major: str, rng: np.random.Generator,
+            kbytes: int = 32) -> str:
+    if major == "K":  # a swizzled K-major atom must hold one MMA's K bytes of a row
+        return str(rng.choice([s for s, w in (("INTERLEAVE", 0), ("SW32", 32), ("SW64", 64),
+                                              ("SW128", 128)) if w == 0 or w >= kbytes]))
+    # the MN-major atom spans W bytes of MN: it must divide the rows
+    return str(rng.choice([s for s, w in (("INTERLEAVE", 16), ("SW32", 32), ("SW64", 64),
+                                          ("SW128", 128)) if rows % (w * 8 // bits) == 0]))
+
+
+def _run_paths(kind: str, a_t: str, b_t: str, d_t: str, m: int, n: int, *, cta: int = 1,
+               ws: bool = False, sparse: bool = False, a_tmem: bool = False,
+               lane: int = 0, seed: int = 0, k_blocks: int = 2, sf: str | None = None,
+               vec: int | None = None) -> None:
+    """One or more MMAs of any modelled shape over random data and random layouts (majors,
+    swizzles), D compared with numpy and read back through CUTLASS's layout of D."""
+    rng = np.random.default_rng(seed)
+    bits = 4 if kind.startswith("mxf4") else {"f16": 16, "bf16": 16, "tf32": 32}.get(a_t, 8)
+    a_major = "K" if a_tmem or bits in (4, 32) else str(rng.choice(["K", "MN"]))
+    b_major = "K" if bits in (4, 32) else str(rng.choice(["K", "MN"]))
+    atom = make_umma_atom(kind, cta, m, n, d_t, a_t, b_t, sparse=sparse, ws=ws,
+                          a_source="ts" if a_tmem else "ss", a_major=a_major, b_major=b_major,
+                          sf=sf, vec_size=vec)
+    if sparse:
+        a_major = atom.a_major
+    k = atom.k
+    ka = k // 2 if sparse else k
+    mc, nc = m // cta, n // cta
+    a_codes = _rand_codes(rng, a_t, (m, ka * k_blocks))
+    b_codes = _rand_codes(rng, b_t, (n, k * k_blocks))
+    smems, tmems = [Smem() for _ in range(cta)], [Tmem() for _ in range(cta)]
+    a_sw = _sw_for(mc, bits, a_major, rng, ka * bits // 8)
+    b_sw = _sw_for(nc, bits, b_major, rng, k * bits // 8)
+    a_descs = b_descs = None
+    for c in range(cta):  # each CTA holds its M/2 rows of A and N/2 rows of B, same layout
+        a_lay = _store_tile(smems[c], BASE_A, a_codes[c * mc:(c + 1) * mc], bits, a_major, a_sw)
+        b_lay = _store_tile(smems[c], BASE_B, b_codes[c * nc:(c + 1) * nc], bits, b_major, b_sw)
+        a_descs = k_block_descriptors(a_lay, bits, a_major, k_blocks * ka * bits // 256, BASE_A)
+        b_descs = k_block_descriptors(b_lay, bits, b_major, k_blocks * k * bits // 256, BASE_B)
+    assert a_descs is not None and b_descs is not None
+    av = decode(a_t, a_codes).astype(np.float64)
+    bv = decode(b_t, b_codes).astype(np.float64)
+    meta = None
+    if sparse:  # PTX ISA 9.7.16.10.8 granularity: 1:2 tf32, 4:8 in pairs mxf4*, else 2:4
+        g = {"tf32": 2, "mxf4": 8, "mxf4nvf4": 8}.get(kind, 4)
+        meta = np.zeros((m, ka * k_blocks), np.int64)
+        full = np.zeros((m, k * k_blocks))
+        for i in range(m):
+            for grp in range(k * k_blocks // g):
+                if g == 8:
+                    pairs = sorted(rng.choice(4, 2, replace=False))
+                    pos = [2 * pairs[0], 2 * pairs[0] + 1, 2 * pairs[1], 2 * pairs[1] + 1]
+                else:
+                    pos = sorted(rng.choice(g, g // 2, replace=False))
+                meta[i, grp * g // 2:(grp + 1) * g // 2] = pos
+                for j, p in enumerate(pos):
+                    full[i, grp * g + p] = av[i, grp * g // 2 + j]
+        av = full
+    sfa = sfb = None
+    if sf is not None:  # block-scaled: scale codes as arrays (around 1.0)
+        assert vec is not None
+        if sf == "ue8m0":
+            sfa = rng.integers(124, 130, (m, k * k_blocks // vec)).astype(np.uint64)
+            sfb = rng.integers(124, 130, (n, k * k_blocks // vec)).astype(np.uint64)
+        else:
+            sfa = encode(sf, rng.uniform(0.25, 4, (m, k * k_blocks // vec)),
+                         rounding="rn").astype(np.uint64)
+            sfb = encode(sf, rng.uniform(0.25, 4, (n, k * k_blocks // vec)),
+                         rounding="rn").astype(np.uint64)
+        av = av * np.repeat(decode(sf, sfa), vec, axis=1)
+        bv = bv * np.repeat(decode(sf, sfb), vec, axis=1)
+    idesc = atom.idesc().encode()
+    d_col = int(rng.choice([0, 32, 128]))
+    d_taddr = lane << 16 | d_col
+    # A in TMEM: row r in every lane where CUTLASS's D layout puts row r (the lane's data
+    # path multiplies that row)
+    d_lay = _cutlass_d_layout(m, n, cta, ws)
+    a_lanes = [sorted({d_lay((r, j)) % 128 for j in range(n)}) for r in range(mc)]
+    for s in range(k_blocks):
+        a_arg: int | tuple[str, int]
+        if a_tmem:
+            per = 32 // bits
+            for c in range(cta):
+                block = a_codes[c * mc:(c + 1) * mc, s * ka:(s + 1) * ka]
+                for r in range(mc):
+                    for col in range(ka // per):
+                        word = sum(int(block[r, col * per + j]) << (bits * j)
+                                   for j in range(per))
+                        for ln in a_lanes[r]:
+                            tmems[c].cells[lane + ln, 384 + col] = word
+            a_arg = ("tmem", lane << 16 | 384)
+        else:
+            a_arg = a_descs[s * (ka * bits // 256)].encode()
+        mma(tmems if cta == 2 else tmems[0], smems if cta == 2 else smems[0], kind=kind,
+            d_taddr=d_taddr, a=a_arg, b_desc=b_descs[s * (k * bits // 256)].encode(),
+            idesc=idesc, enable_input_d=s > 0, cta_group=cta, ws=ws,
+            sparse_meta=None if meta is None else meta[:, s * ka:(s + 1) * ka],
+            sfa=None if sfa is None else sfa[:, s * k // vec:(s + 1) * k // vec],
+            sfb=None if sfb is None else sfb[:, s * k // vec:(s + 1) * k // vec])
+    want = av @ bv.T
+    for c in range(cta):
+        lay = _cutlass_d_layout(m, n, cta, ws)
+        got = np.zeros((mc, n), np.uint32)
+        for r in range(mc):
+            for j in range(n):
+                v = lay((r, j))
+                got[r, j] = tmems[c].cells[lane + v % 128, d_col + v // 128]
+        w = want[c * mc:(c + 1) * mc]
+        if d_t == "s32":
+            np.testing.assert_array_equal(got.view(np.int32), w.astype(np.int64))
+        elif d_t == "f16":
+            assert np.all(got >> 16 == 0)  # one f16 in the low half of each word
+            np.testing.assert_allclose(decode("f16", got.astype(np.uint64)), w, rtol=2e-3,
+                                       atol=2e-2)
+        else:
+            np.testing.assert_allclose(got.view(np.float32), w, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize(("kind", "a", "b", "d", "m", "n", "kw"), [
+    ("f16", "f16", "f16", "f32", 64, 40, {}),
+    ("f16", "bf16", "bf16", "f32", 64, 64, {"lane": 16, "seed": 1}),
+    ("i8", "s8", "u8", "s32", 64, 24, {"seed": 2}),
+    ("f8f6f4", "e4m3", "e4m3", "f32", 64, 16, {"sparse": True, "seed": 3}),
+    ("f16", "f16", "f16", "f32", 64, 32, {"a_tmem": True, "lane": 16, "seed": 4}),
+    ("f16", "bf16", "bf16", "f32", 128, 64, {"a_tmem": True, "cta": 2, "seed": 22}),
+    ("i8", "s8", "s8", "s32", 256, 32, {"a_tmem": True, "cta": 2, "seed": 23}),
+    ("f16", "f16", "f16", "f32", 64, 128, {"a_tmem": True, "ws": True, "seed": 24}),
+    ("tf32", "tf32", "tf32", "f32", 32, 64, {"a_tmem": True, "ws": True, "seed": 25}),
+    ("f8f6f4", "e4m3", "e5m2", "f32", 128, 256, {"a_tmem": True, "ws": True, "seed": 26}),
+    ("f16", "f16", "f16", "f16", 128, 64, {"seed": 5}),
+    ("f8f6f4", "e5m2", "e4m3", "f16", 64, 48, {"seed": 6}),
+    ("f16", "f16", "f16", "f32", 32, 64, {"ws": True, "seed": 7}),
+    ("tf32", "tf32", "tf32", "f32", 32, 128, {"ws": True, "seed": 8}),
+    ("f16", "bf16", "bf16", "f32", 64, 256, {"ws": True, "seed": 9}),
+    ("i8", "u8", "u8", "s32", 128, 64, {"ws": True, "seed": 10}),
+    ("f16", "f16", "f16", "f32", 64, 128, {"ws": True, "sparse": True, "seed": 11}),
+    ("f16", "f16", "f16", "f32", 256, 64, {"cta": 2, "seed": 12}),
+    ("f16", "bf16", "bf16", "f32", 128, 32, {"cta": 2, "seed": 13}),
+    ("i8", "s8", "s8", "s32", 128, 64, {"cta": 2, "seed": 14}),
+    ("f16", "f16", "f16", "f32", 256, 32, {"cta": 2, "sparse": True, "seed": 15}),
+    ("tf32", "tf32", "tf32", "f32", 256, 16, {"cta": 2, "seed": 16}),
+    ("mxf8f6f4", "e4m3", "e5m2", "f32", 256, 32, {"cta": 2, "sf": "ue8m0", "vec": 32,
+                                                  "seed": 17}),
+    ("mxf8f6f4", "e4m3", "e4m3", "f32", 128, 48, {"cta": 2, "sf": "ue8m0", "vec": 32,
+                                                  "seed": 18}),
+    ("mxf4", "e2m1", "e2m1", "f32", 128, 64, {"sparse": True, "sf": "ue8m0", "vec": 64,
+                                              "seed": 19}),
+    ("mxf4nvf4", "e2m1", "e2m1", "f32", 256, 32, {"cta": 2, "sparse": True, "sf": "ue4m3",
+                                                  "vec": 32, "seed": 20}),
+    ("mxf8f6f4", "e5m2", "e4m3", "f32", 128, 32, {"sparse": True, "sf": "ue8m0", "vec": 64,
+                                                  "seed": 21}),
+])
+def test_mma_data_paths_match_numpy(kind: str, a: str, b: str, d: str, m: int, n: int,
+                                    kw: dict) -> None:
+    _run_paths(kind, a, b, d, m, n, **kw)
+
+
+def test_data_path_errors() -> None:
+    smem, tmem = Smem(), Tmem()
+    i128 = make_umma_atom("f16", 1, 128, 64, "f32", "f16", "f16").idesc().encode()
+    with pytest.raises(RefError, match="lane alignment 0, got lane 16"):
+        mma(tmem, smem, kind="f16", d_taddr=16 << 16, a=0, b_desc=0, idesc=i128,
+            enable_input_d=False)
+    c2 = make_umma_atom("f16", 2, 128, 64, "f32", "f16", "f16", sparse=True).idesc().encode()
+    with pytest.raises(RefError, match="layout C"):
+        mma([tmem, Tmem()], [smem, Smem()], kind="f16", d_taddr=0, a=0, b_desc=0, idesc=c2,
+            enable_input_d=False, cta_group=2)
+    with pytest.raises(RefError, match="pair of Tmem"):
+        mma(tmem, smem, kind="f16", d_taddr=0, a=0, b_desc=0, idesc=i128,
+            enable_input_d=False, cta_group=2)
+    w32 = make_umma_atom("f16", 1, 32, 64, "f32", "f16", "f16", ws=True).idesc().encode()
+    with pytest.raises(RefError, match="not a kind::f16 cta_group::1 shape"):
+        mma(tmem, smem, kind="f16", d_taddr=0, a=0, b_desc=0, idesc=w32, enable_input_d=False)
+    e64 = make_umma_atom("f16", 1, 64, 64, "f32", "f16", "f16", ws=True,
+                         a_source="ts").idesc().encode()
+    tmem.cells[70, 0] = 1  # A row 6 in lane 6 (zero) and lane 70 (one) disagree
+    with pytest.raises(RefError, match="layout E needs each A row in lanes \\[0, 64\\]"):
+        mma(tmem, smem, kind="f16", d_taddr=0, a=("tmem", 0), b_desc=0, idesc=e64,
+            enable_input_d=False, ws=True)
+    with pytest.raises(RefError, match="taking no scale factors|takes no scale factors"):
+        mma(tmem, smem, kind="f16", d_taddr=0, a=0, b_desc=0, idesc=i128,
+            enable_input_d=False, sfa=0, sfb=0)
+
+
+# --------------------------------------------------------------------------- scale factors in TMEM
+def _sf_to_tmem(smem: Smem, tmem: Tmem, base: int, col: int, sf: np.ndarray) -> int:
+    """Stage scale codes (rows x Q, Q = K / vec over all MMAs) the CUTLASS way: 512-byte SF
+    atoms of 128 rows x 4 scale factors, row m = m0 + 32 m1 and scale q at byte
+    16 m0 + 4 m1 + q (``Sm1xxBlkScaledConfig``'s ((32,4),(vec,4)):((16,4),(0,1))), each
+    copied to TMEM with tcgen05.cp .32x128b.warpx4 (columns col + 4 per atom).  Returns the
+    TMEM columns used per group of four scale factors."""
+    rows, q = sf.shape
+    groups = -(-rows // 128)  # a partial atom is padded
+    sf = np.concatenate([sf, np.zeros((128 * groups - rows, q), sf.dtype)])
+    addr = base
+    for ch in range(q // 4):
+        for g in range(groups):
+            chunk = np.zeros(512, np.uint8)
+            for x in range(128):
+                for j in range(4):
+                    chunk[16 * (x % 32) + 4 * (x // 32) + j] = sf[128 * g + x, 4 * ch + j]
+            smem.data[addr:addr + 512] = chunk
+            desc = UmmaSmemDescriptor(addr, 16, 128).encode()  # 32 rows of 16 bytes
+            tmem_copy_32x128b_warpx4(tmem, smem, col + ch * 4 * groups + 4 * g, desc)
+            addr += 512
+    return 4 * groups
+
+
+@pytest.mark.parametrize(("kind", "ab", "sf", "vec", "n", "seed", "qual"), [
+    ("mxf8f6f4", "e4m3", "ue8m0", 32, 256, 0, None),
+    ("mxf8f6f4", "e5m2", "ue8m0", 32, 64, 1, "block32"),
+    ("mxf4", "e2m1", "ue8m0", 32, 128, 2, None),
+    ("mxf4nvf4", "e2m1", "ue4m3", 16, 256, 3, None),
+    ("mxf4nvf4", "e2m1", "ue8m0", 32, 64, 4, "scale_vec::2X"),
+    ("mxf4nvf4", "e2m1", "ue8m0", 16, 128, 5, "block16"),
+])
+def test_scale_factors_from_tmem(kind: str, ab: str, sf: str, vec: int, n: int,
+                                 seed: int, qual: str | None) -> None:
+    rng = np.random.default_rng(seed)
+    m, k_blocks = 128, 4
+    atom = make_umma_atom(kind, 1, m, n, "f32", ab, ab, sf=sf, vec_size=vec)
+    k = atom.k
+    bits = 4 if kind != "mxf8f6f4" else 8
+    a_codes, b_codes = _rand_codes(rng, ab, (m, k * k_blocks)), _rand_codes(rng, ab,
+                                                                           (n, k * k_blocks))
+    smem, tmem = Smem(), Tmem()
+    sw = "SW128" if bits == 8 else "SW64"
+    a_descs = k_block_descriptors(_store_tile(smem, BASE_A, a_codes, bits, "K", sw), bits, "K",
+                                  k_blocks * k * bits // 256, BASE_A)
+    b_descs = k_block_descriptors(_store_tile(smem, BASE_B, b_codes, bits, "K", sw), bits, "K",
+                                  k_blocks * k * bits // 256, BASE_B)
+    q = k * k_blocks // vec
+    if sf == "ue8m0":
+        sfa = rng.integers(120, 134, (m, q)).astype(np.uint64)
+        sfb = rng.integers(120, 134, (n, q)).astype(np.uint64)
+    else:
+        sfa = encode(sf, rng.uniform(0.25, 4, (m, q)), rounding="rn").astype(np.uint64)
+        sfb = encode(sf, rng.uniform(0.25, 4, (n, q)), rounding="rn").astype(np.uint64)
+    sfa_col, sfb_col = 256, 320
+    a_step = _sf_to_tmem(smem, tmem, 0x30000, sfa_col, sfa)
+    b_step = _sf_to_tmem(smem, tmem, 0x38000, sfb_col, sfb)
+    per = k // vec  # scale factors per row per MMA: 1 (1X), 2 (2X) or 4 (4X)
+    for s in range(k_blocks):
+        first = s * per  # index of this MMA's first scale factor in the row
+        idesc = atom.idesc(a_sf_id=first % 4, b_sf_id=first % 4).encode()
+        mma(tmem, smem, kind=kind, d_taddr=0, a=a_descs[s * k * bits // 256].encode(),
+            b_desc=b_descs[s * k * bits // 256].encode(), idesc=idesc, enable_input_d=s > 0,
+            sfa=sfa_col + (first // 4) * a_step, sfb=sfb_col + (first // 4) * b_step,
+            scale_vec=qual)
+    av = decode(ab, a_codes) * np.repeat(decode(sf, sfa), vec, axis=1)
+    bv = decode(ab, b_codes) * np.repeat(decode(sf, sfb), vec, axis=1)
+    want = av @ bv.T  # D is rounded to f32 after each of the k_blocks MMAs: allow that
+    np.testing.assert_allclose(tmem.cells[:m, :n].view(np.float32), want, rtol=1e-5,
+                               atol=4e-7 * k_blocks * np.abs(want).max())
+
+
+def test_scale_factor_errors() -> None:
+    tmem = Tmem()
+    tmem.cells[:, 8] = 0x7F7F7F7F
+    np.testing.assert_array_equal(read_scale_factors(tmem, 8, 32, 2, 2), 0x7F)
+    with pytest.raises(RefError, match="legal ids \\(0, 2\\)"):
+        read_scale_factors(tmem, 8, 32, 2, 1)
+    with pytest.raises(RefError, match="legal ids \\(0,\\)"):
+        read_scale_factors(tmem, 8, 32, 4, 2)
+    with pytest.raises(RefError, match="three per row"):
+        read_scale_factors(tmem, 8, 32, 3, 0)
+    tmem.cells[64, 8] = 0  # partition 2 differs from the others
+    with pytest.raises(RefError, match="not duplicated over the 32-lane partitions "
+                       "\\(0, 1, 2, 3\\)"):
+        read_scale_factors(tmem, 8, 32, 1, 0)
+    # 2x2: partitions (0, 1) and (2, 3) hold the two halves; each pair must agree
+    tmem.cells[96, 8] = 0
+    np.testing.assert_array_equal(read_scale_factors(tmem, 8, 64, 1, 0, "2x2")[:, 0],
+                                  [0x7F] * 32 + [0] + [0x7F] * 31)
+    tmem.cells[96, 8] = 5
+    with pytest.raises(RefError, match="partitions \\(2, 3\\)"):
+        read_scale_factors(tmem, 8, 64, 1, 0, "2x2")
+    with pytest.raises(RefError, match="data path '3x1'"):
+        read_scale_factors(tmem, 8, 64, 1, 0, "3x1")
+    with pytest.raises(RefError, match="lane field must be 0"):
+        read_scale_factors(tmem, 32 << 16 | 8, 32, 1, 0)
+    smem = Smem()
+    nv = make_umma_atom("mxf4nvf4", 1, 128, 64, "f32", "e2m1", "e2m1", sf="ue8m0", vec_size=32)
+    with pytest.raises(RefError, match="2X or 4X: pass scale_vec"):
+        mma(tmem, smem, kind="mxf4nvf4", d_taddr=0, a=0, b_desc=0,
+            idesc=nv.idesc().encode(), enable_input_d=False, sfa=0, sfb=8)
+    with pytest.raises(RefError, match="takes scale-vector qualifiers"):
+        mma(tmem, smem, kind="mxf4nvf4", d_taddr=0, a=0, b_desc=0, scale_vec="scale_vec::1X",
+            idesc=nv.idesc().encode(), enable_input_d=False, sfa=0, sfb=8)
+    k96 = make_umma_atom("mxf4", 2, 256, 64, "f32", "e2m1", "e2m1", sf="ue8m0", vec_size=32)
+    with pytest.raises(RefError, match="K = 96 form"):
+        mma([tmem, Tmem()], [smem, Smem()], kind="mxf4", d_taddr=0, a=0, b_desc=0,
+            cta_group=2, idesc=k96.idesc(k_size=1).encode(), enable_input_d=False,
+            sfa=np.zeros((256, 3)), sfb=np.zeros((64, 3)))
+    with pytest.raises(RefError, match="both as TMEM addresses or both as arrays"):
+        mma(tmem, smem, kind="mxf4nvf4", d_taddr=0, a=0, b_desc=0,
+            idesc=nv.idesc().encode(), enable_input_d=False, sfa=np.zeros((128, 2)), sfb=8)
+
+
+def test_mxf4_sparsity_is_pairwise() -> None:
+    # PTX ISA 9.7.16.10.8.3: kind::mxf4/mxf4nvf4 keep two aligned 2-wide sub-chunks of each
+    # 8-wide chunk; element-wise 2:4 positions are not a legal pattern.
+    atom = make_umma_atom("mxf4", 1, 128, 64, "f32", "e2m1", "e2m1", sparse=True, sf="ue8m0",
+                          vec_size=64)
+    smem, tmem = Smem(), Tmem()
+    da = k_block_descriptors(_store_tile(smem, BASE_A, np.zeros((128, 64), np.uint64), 4, "K",
+                                         "SW64"), 4, "K", 1, BASE_A)[0].encode()
+    db = k_block_descriptors(_store_tile(smem, BASE_B, np.zeros((64, 128), np.uint64), 4, "K",
+                                         "SW64"), 4, "K", 2, BASE_B)[0].encode()
+    sfa, sfb = np.full((128, 2), 127, np.uint64), np.full((64, 2), 127, np.uint64)
+    kw = dict(kind="mxf4", d_taddr=0, a=da, b_desc=db, idesc=atom.idesc().encode(),
+              enable_input_d=False, sfa=sfa, sfb=sfb)
+    pairs = np.tile([2, 3, 4, 5], (128, 16))
+    mma(tmem, smem, sparse_meta=pairs, **kw)
+    with pytest.raises(RefError, match="4:8 in pairs"):
+        mma(tmem, smem, sparse_meta=np.tile([0, 2, 4, 6], (128, 16)), **kw)
+    with pytest.raises(RefError, match="4:8 in pairs"):
+        mma(tmem, smem, sparse_meta=np.tile([1, 2, 4, 5], (128, 16)), **kw)
+    with pytest.raises(RefError, match="increasing positions inside each group of 8"):
+        mma(tmem, smem, sparse_meta=np.tile([4, 5, 2, 3], (128, 16)), **kw)
+
+
+def _sf_cells(tmem: Tmem, col: int, sf: np.ndarray, datapath: str) -> None:
+    """Write scale codes (rows x count) into TMEM through CUTLASS's ``tmem_sf_frg`` atom (as an
+    nvatom Layout over (row incl. replicas, scale index) -> lane + 128 * byte column):
+    4x1 ``(((32, R/32), 4), n):(((1, 512), 32), 128)``, 2x2
+    ``(((32, R/64), 2, 2), n):(((1, 512), 64, 32), 128)``."""
+    rows, cnt = sf.shape
+    if datapath == "4x1":
+        lay = Layout((((32, -(-rows // 32)), 4), cnt), (((1, 512), 32), 128))
+        reps = 4
+    else:
+        lay = Layout((((32, -(-rows // 64)), 2, 2), cnt), (((1, 512), 64, 32), 128))
+        reps = 2
+    for rep in range(reps):
+        for r in range(rows):
+            for j in range(cnt):
+                v = lay((r + rep * rows, j))
+                lane, byte = v % 128, v // 128
+                cell = int(tmem.cells[lane, col + byte // 4]) & ~(0xFF << 8 * (byte % 4))
+                tmem.cells[lane, col + byte // 4] = cell | int(sf[r, j]) << 8 * (byte % 4)
+
+
+@pytest.mark.parametrize(("m", "n", "seed"), [(256, 64, 0), (128, 64, 1), (128, 256, 2)])
+def test_scale_factors_from_tmem_cta_pair(m: int, n: int, seed: int) -> None:
+    # mxf8f6f4 cta_group::2: CTA c holds the SFA of its M/2 rows (4x1) and all N SFB (4x1 for
+    # Layout A, 2x2 for Layout B), written through CUTLASS's tmem_sf_frg atoms; the two CTAs'
+    # D rows are scaled by their own copies.
+    rng = np.random.default_rng(seed)
+    atom = make_umma_atom("mxf8f6f4", 2, m, n, "f32", "e4m3", "e5m2",
+                          sf="ue8m0", vec_size=32)
+    k, mc, nc = atom.k, m // 2, n // 2
+    a_codes, b_codes = _rand_codes(rng, "e4m3", (m, k)), _rand_codes(rng, "e5m2", (n, k))
+    smems, tmems = [Smem(), Smem()], [Tmem(), Tmem()]
+    sfa = rng.integers(120, 134, (m, 1)).astype(np.uint64)
+    sfb = rng.integers(120, 134, (n, 1)).astype(np.uint64)
+    for c in range(2):
+        da = k_block_descriptors(_store_tile(smems[c], BASE_A, a_codes[c * mc:(c + 1) * mc], 8,
+                                             "K", "SW128"), 8, "K", 1, BASE_A)[0].encode()
+        db = k_block_descriptors(_store_tile(smems[c], BASE_B, b_codes[c * nc:(c + 1) * nc], 8,
+                                             "K", "SW128"), 8, "K", 1, BASE_B)[0].encode()
+        # scale id 2: the factors sit in byte 2 of each word
+        _sf_cells(tmems[c], 256, np.concatenate([np.zeros((mc, 2), np.uint64),
+                                                 sfa[c * mc:(c + 1) * mc]], axis=1), "4x1")
+        _sf_cells(tmems[c], 300, np.concatenate([np.zeros((n, 2), np.uint64), sfb], axis=1),
+                  "2x2" if m == 128 else "4x1")
+    mma(tmems, smems, kind="mxf8f6f4", d_taddr=0, a=da, b_desc=db, cta_group=2,
+        idesc=atom.idesc(a_sf_id=2, b_sf_id=2).encode(), enable_input_d=False, sfa=256,
+        sfb=300)
+    want = (decode("e4m3", a_codes) * decode("ue8m0", sfa)) @ \
+        (decode("e5m2", b_codes) * decode("ue8m0", sfb)).T
+    for c in range(2):
+        lay = _cutlass_d_layout(m, n, 2, False)
+        got = np.array([[tmems[c].cells[lay((r, j)) % 128, lay((r, j)) // 128]
+                         for j in range(n)] for r in range(mc)], np.uint32)
+        np.testing.assert_allclose(got.view(np.float32), want[c * mc:(c + 1) * mc],
+                                   rtol=1e-5, atol=1e-4)
+    # Layout B reads SFB as 2x2: staged as 4x1 instead, N's second half gets other scales
+    if m == 128:
+        t2 = [Tmem(), Tmem()]
+        for c in range(2):
+            t2[c].cells[:] = tmems[c].cells
+            _sf_cells(t2[c], 300, np.concatenate([np.zeros((n, 2), np.uint64), sfb], axis=1),
+                      "4x1")
+        d2 = mma(t2, smems, kind="mxf8f6f4", d_taddr=0, a=da, b_desc=db, cta_group=2,
+                 idesc=atom.idesc(a_sf_id=2, b_sf_id=2).encode(), enable_input_d=False,
+                 sfa=256, sfb=300)
+        assert not np.allclose(d2[:, n // 2:], want[:, n // 2:])

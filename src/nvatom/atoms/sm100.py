@@ -32,10 +32,11 @@ then, for block-scaled atoms, ``.<sf>.vs<V>`` and, when not K-major, ``.amn`` / 
 ``sm100.mma.f16.cta1.m128n256k16.ss.f32.bf16.bf16`` or
 ``sm100.mma_bs.mxf4nvf4.cta1.m128n128k64.ss.f32.e2m1.e2m1.ue4m3.vs16``.
 
-Shapes (PTX ISA table "Various combinations of .kind and shapes"; for ``i8`` and the
-block-scaled kinds CUTLASS's static_asserts in cute/arch/mma_sm100_umma.hpp, the ISA rows
-not having been available to us): see :data:`KINDS` and :func:`legal_mn`.  SM110 has no
-mnemonic of its own (seed 004): the sm100 atoms serve sm_110a/f where ptxas allows them.
+Shapes: PTX ISA 9.7.16.2.1 "Matrix Shape", Table 39 "Various combinations of .kind and
+shapes", for every kind x cta_group x dense/sparse x .ws: see :data:`SHAPES` and
+:func:`legal_mn` (docs/spec-deviations.md lists where CUTLASS's static_asserts differ).
+SM110 has no mnemonic of its own (seed 004): the sm100 atoms serve sm_110a/f where ptxas
+allows them.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ __all__ = [
     "FORMS",
     "KINDS",
     "MNEMONICS",
+    "SHAPES",
     "Tcgen05MmaForm",
     "UmmaAtom",
     "UmmaError",
@@ -72,6 +74,7 @@ __all__ = [
     "block_scale_packed",
     "legal_m",
     "legal_mn",
+    "legal_n",
     "make_umma_atom",
     "tcgen05_form",
     "umma_atom",
@@ -379,32 +382,68 @@ def tcgen05_form(name: str) -> Tcgen05MmaForm:
 # ============================================================================ shapes
 
 
-def legal_m(kind: str, cta_group: int, ws: bool = False) -> tuple[int, ...]:
-    k = KINDS[kind]
-    if ws:
-        return (32, 64, 128) if cta_group == 1 and k.ws else ()
-    if k.block_scaled:  # CUTLASS: 1-CTA block-scaled atoms are M = 128 only
-        if cta_group == 1:
-            return (128,)
-        return (256,) if kind == "mxf8f6f4" else (128, 256)
-    return (64, 128) if cta_group == 1 else (128, 256)
+_N8 = tuple(range(8, 257, 8))  # N = 8, 16, ... 256 (steps of 8)
+_N16 = tuple(range(16, 257, 16))  # N = 16, 32, ... 256 (steps of 16)
+_N32 = tuple(range(32, 257, 32))  # N = 32, 64, ... 256 (steps of 32)
+_N_I8 = (8, 16, 24, 32, *range(48, 257, 16))  # "8, 16, 24, 32, 48, ... steps of 16 after N > 32"
+_N_WS = (64, 128, 256)
+_N_WS_SP = (64, 128)
+
+#: PTX ISA 9.7.16.2.1 "Matrix Shape", Table 39 "Various combinations of .kind and shapes"
+#: (Table 42 in 9.7.17.2.1 of later ISA versions; same rows), one entry per
+#: (kind, cta_group, sparse, ws) -> (legal M, legal N).  K is the kind's dense K, doubled when
+#: sparse.  Absent keys are the table's "Invalid" rows (.ws with cta_group::2; .ws of the
+#: block-scaled kinds).  Not expressed here: the table's extra ``256xNxK1`` (K1 = 96) dense
+#: cta_group::2 shape of kind::mxf4 / mxf4nvf4, selected by the block-scaled idesc's K-size
+#: bit 31 (nvatom.descriptors.umma ``k_size``); an atom's K is one value per kind.
+SHAPES: dict[tuple[str, int, bool, bool], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+for _kind in ("f16", "tf32", "f8f6f4", "i8"):
+    for _sp in (False, True):
+        SHAPES[(_kind, 1, _sp, False)] = ((64, 128), _N_I8 if _kind == "i8" else _N8)
+        SHAPES[(_kind, 2, _sp, False)] = ((128, 256), _N32 if _kind == "i8" else _N16)
+        SHAPES[(_kind, 1, _sp, True)] = ((32, 64, 128), _N_WS_SP if _sp else _N_WS)
+for _kind in ("mxf8f6f4", "mxf4", "mxf4nvf4"):
+    for _sp in (False, True):
+        SHAPES[(_kind, 1, _sp, False)] = ((128,), _N8)
+        # cta_group::2: dense 128xNxK and 256xNxK; sparse 256xNxK only
+        SHAPES[(_kind, 2, _sp, False)] = ((256,) if _sp else (128, 256), _N16)
+del _kind, _sp
+
+
+def _spans(ns: tuple[int, ...]) -> str:
+    """``8, 16, 24, 32, 48..256/16`` style text of a legal-N tuple (for diagnostics)."""
+    out, i = [], 0
+    while i < len(ns):  # greedy runs of one step; runs of 4 or more are abbreviated
+        step = ns[i + 1] - ns[i] if i + 1 < len(ns) else 0
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] - ns[j] == step:
+            j += 1
+        out += [f"{ns[i]}..{ns[j]}/{step}"] if j - i >= 3 else [str(x) for x in ns[i:j + 1]]
+        i = j + 1
+    return "{" + ", ".join(out) + "}"
+
+
+def legal_m(kind: str, cta_group: int, ws: bool = False, sparse: bool = False
+            ) -> tuple[int, ...]:
+    """Legal M of a kind (PTX ISA Table 39); () where the table says "Invalid"."""
+    if kind not in KINDS:
+        raise UmmaError(f"unknown kind '{kind}' (one of {', '.join(KINDS)})")
+    return SHAPES.get((kind, cta_group, sparse, ws), ((), ()))[0]
+
+
+def legal_n(kind: str, cta_group: int, sparse: bool = False, ws: bool = False
+            ) -> tuple[int, ...]:
+    """Legal N of a kind (PTX ISA Table 39); () where the table says "Invalid"."""
+    if kind not in KINDS:
+        raise UmmaError(f"unknown kind '{kind}' (one of {', '.join(KINDS)})")
+    return SHAPES.get((kind, cta_group, sparse, ws), ((), ()))[1]
 
 
 def legal_mn(kind: str, cta_group: int, sparse: bool = False, ws: bool = False
              ) -> tuple[tuple[int, int], ...]:
-    """Every legal (M, N) of a kind (PTX ISA shape table; CUTLASS for i8 and block scaling)."""
-    out = []
-    for m in legal_m(kind, cta_group, ws):
-        if ws:
-            ns: tuple[int, ...] = (64, 128) if sparse else (64, 128, 256)
-        elif kind == "i8":
-            ns = (8, *range(16, 257, 16)) if cta_group == 1 else tuple(range(32, 257, 32))
-        elif cta_group == 1:
-            ns = tuple(range(8, 257, 8))
-        else:
-            ns = tuple(range(16, 257, 16))
-        out += [(m, n) for n in ns]
-    return tuple(out)
+    """Every legal (M, N) of a kind (PTX ISA 9.7.16.2.1, Table 39)."""
+    return tuple((m, n) for m in legal_m(kind, cta_group, ws, sparse)
+                 for n in legal_n(kind, cta_group, sparse, ws))
 
 
 # ============================================================================ atoms
@@ -454,7 +493,8 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
         if (self.m, self.n) not in legal_mn(self.kind, self.cta_group, self.sparse, self.ws):
             yield (f"M x N = {self.m} x {self.n} is not a kind::{self.kind} "
                    f"cta_group::{self.cta_group}{' .ws' if self.ws else ''} shape "
-                   f"(M in {legal_m(self.kind, self.cta_group, self.ws)})")
+                   f"(M in {legal_m(self.kind, self.cta_group, self.ws, self.sparse)}, "
+                   f"N in {_spans(legal_n(self.kind, self.cta_group, self.sparse, self.ws))})")
         for slot, t in (("A", self.a), ("B", self.b)):
             if t not in k.ab:
                 yield (f"{slot} type {t.name} (kind::{self.kind} takes "
@@ -470,6 +510,11 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
                 yield f"{slot} major '{mj}' (K or MN)"
             elif mj == "MN" and t.encoding_bits < 8:
                 yield f"{slot} of {t.name} must be K-major (MN-major is for 8/16/32-bit types)"
+        if self.b_major == "MN" and self.b.encoding_bits == 8 and \
+                self.n % (16 * self.cta_group):
+            # PTX ISA 9.7.16.10.1, Table 50 "N shape with .cta_group for 8bit transpose B"
+            yield (f"8-bit MN-major (transposed) B needs N a multiple of "
+                   f"{16 * self.cta_group} (cta_group::{self.cta_group}), got N = {self.n}")
         if self.a_source == "ts" and self.a_major != "K":
             yield "A from tensor memory is K-major"
         if self.a_source not in ("ss", "ts"):

@@ -22,28 +22,45 @@ the way the PTX ISA says the hardware does):
   decode_idesc`, whose table tests/descriptors/test_umma_desc.py checks against CUTLASS's
   C bit-fields): types, majors, negation, M, N, saturation, sparsity.
 * **Tensor memory** (:class:`Tmem`): 128 lanes x 512 columns of 32-bit cells; address
-  ``lane << 16 | column``.  D of an M = 128, cta_group::1 MMA sits at lanes 0..127 (row m in
-  lane m) and columns ``col(taddr) + n`` (PTX ISA data-path layout for M = 128), as f32 or s32
-  bit patterns.
+  ``lane << 16 | column``.  One ``Tmem`` and one ``Smem`` per CTA.
+* **Data-path layouts** (PTX ISA 9.7.16.10.5, :func:`layout_id`, :func:`d_lanes_columns`):
+  where D's rows and columns sit in each CTA's TMEM for Layouts A (M 256, cta_group::2),
+  B (M 128, cta_group::2, dense), D (M 128), E (M 64 .ws), F (M 64, half the data path, lane
+  alignment 0 or 16) and G (M 32 .ws).  The ISA draws these as figures; the row/column
+  placement is cross-checked against CUTLASS's ``tmem_frg`` atoms in the tests.  Layout C
+  (M 128, cta_group::2, sparse A) raises.
 * **tcgen05.mma**: D = A x B (+ D if enable-input-d; D scaled by 2^-scale_input_d), with
   A = M x K and B = N x K (both as the descriptor/TMEM read them), negation, per-block scale
-  factors (``sfa[m, k // vec] * sfb[n, k // vec]``, decoded UE8M0/UE4M3) and 2:4 (1:2 for
-  tf32) sparse A with its metadata given as kept-element positions.  Products are summed in
-  float64 and rounded once to f32 (the hardware's f32 accumulation order is unspecified, so
-  the model is exact up to that rounding); integer MMAs are exact, wrapped or (saturate)
-  clamped to s32.
+  factors and structured-sparse A (1:2 tf32, 2:4, 4:8 in pairs for mxf4/mxf4nvf4; ISA
+  9.7.16.10.8) with its metadata given as kept-element positions.  ``cta_group::2`` runs on
+  a CTA pair: each CTA's shared memory holds its half of A's rows and of B's N rows behind
+  the same descriptors, and each CTA's TMEM receives its half of D's rows.  A in TMEM sits in
+  the lanes that hold the same D row (duplicated for B, E, G).  Products are summed in
+  float64 and rounded once to the D type (the hardware's accumulation order is unspecified,
+  so the model is exact up to that rounding); integer MMAs are exact, wrapped or (saturate)
+  clamped to s32.  f32/s32 D fill a TMEM word; an f16 D is one element in the low 16 bits of
+  each word (ISA 9.7.16.10.4.1).
+* **Scale factors** (:func:`read_scale_factors`): from TMEM addresses with the idesc's
+  scale-factor ids (byte / half-word / word sub-columns for 1X / 2X / 4X, ISA 9.7.16.10.7.2),
+  duplicated over the 32-lane partitions (CUTLASS ``tmem_sf_frg``: 4x1, or 2x2 for the SFB of
+  Layout B), row r in lane r % 32 and column r // 32; each CTA of a pair holds its rows' SFA
+  and all of SFB; or as arrays.  :func:`tmem_copy_32x128b_warpx4` models the
+  ``tcgen05.cp .32x128b.warpx4`` that puts the 4x1 form there.
 * **tcgen05.ld/st**: through the (thread, value) layouts of :mod:`nvatom.atoms.tmem` (checked
   against CUTLASS), one warp at the warp's base address.
 
-Not modelled (clear errors): M = 64 / cta_group::2 / .ws data-path layouts, f16 accumulators
-in TMEM, FP6/FP4 in 8-bit containers (kind::f8f6f4 / mxf8f6f4 with e2m3, e3m2, e2m1), the
-TMEM layouts of sparse metadata and scale factors (given here as arrays), base_offset != 0,
-the absolute LBO mode and the 128B-with-32B-atom swizzle.
+Not modelled (clear errors): Layout C; FP6/FP4 in 8-bit containers (kind::f8f6f4 / mxf8f6f4
+with e2m3, e3m2, e2m1: the ISA gives the bit positions only as figures); the TMEM layout of
+sparse metadata (given as an array); the K = 96 form of mxf4/mxf4nvf4 (idesc k_size); the
+``.ws`` zero-column mask and disable-output-lane; base_offset != 0, the absolute LBO mode and
+the 128B-with-32B-atom swizzle.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +69,8 @@ from nvatom.descriptors.umma import decode_idesc
 from nvatom.dtypes import decode, dtype, encode
 from nvatom.errors import NvatomError
 
-__all__ = ["RefError", "Smem", "Tmem", "mma", "read_matrix", "tmem_load", "tmem_store"]
+__all__ = ["RefError", "Smem", "Tmem", "d_lanes_columns", "layout_id", "mma", "read_matrix",
+           "read_scale_factors", "tmem_copy_32x128b_warpx4", "tmem_load", "tmem_store"]
 
 
 class RefError(NvatomError):
@@ -184,93 +202,347 @@ def _bits_of(kind: str, name: str) -> int:
     if kind in ("mxf4", "mxf4nvf4"):
         return 4
     if name in ("e2m3", "e3m2", "e2m1"):
-        raise RefError(f"{name} in an 8-bit container (kind::{kind}) is not modelled")
+        raise RefError(f"{name} in an 8-bit container (kind::{kind}) is not modelled: the PTX "
+                       "ISA gives the container bit positions only as figures (9.7.16.10.4.4)")
     return dtype(name).storage_bits
 
 
-def mma(tmem: Tmem, smem: Smem, *, kind: str, d_taddr: int, a: int | tuple[str, int],
-        b_desc: int, idesc: int, enable_input_d: bool, scale_input_d: int = 0,
-        sfa: np.ndarray | None = None, sfb: np.ndarray | None = None,
-        sparse_meta: np.ndarray | None = None, cta_group: int = 1) -> np.ndarray:
+# ---------------------------------------------------------------------------- data path layouts
+#: PTX ISA 9.7.16.10.5 "Data Path Layout Organization": layout id -> the TMEM lane alignments
+#: it allows (the lane field of the D / A address; half-data-path layouts take 0 or 16).
+_LAYOUT_IDS = {"G": (0,), "E": (0,), "F": (0, 16), "D": (0,), "B": (0,), "C": (0, 16),
+               "A": (0,)}
+
+
+def layout_id(m: int, cta_group: int, sparse: bool, ws: bool) -> str:
+    """The ISA's data-path layout (A..G) of a tcgen05.mma."""
+    if ws:
+        if cta_group != 1:
+            raise RefError(".ws is cta_group::1 only")
+        ids = {32: "G", 64: "E", 128: "D"}
+    elif cta_group == 1:
+        ids = {64: "F", 128: "D"}
+    elif cta_group == 2:
+        ids = {128: "C" if sparse else "B", 256: "A"}
+    else:
+        raise RefError(f"cta_group::{cta_group} (1 or 2)")
+    if m not in ids:
+        raise RefError(f"no data-path layout for M = {m}, cta_group::{cta_group}"
+                       f"{' .ws' if ws else ''} (M in {sorted(ids)})")
+    return ids[m]
+
+
+def d_lanes_columns(m: int, n: int, cta_group: int = 1, sparse: bool = False,
+                    ws: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(lane, column) offsets, each (M / cta_group) x N, of D's elements in one CTA's TMEM,
+    relative to the D address, for row r of that CTA's share of M and column n.
+
+    ISA layouts (9.7.16.10.5), with CUTLASS ``tmem_frg`` / ``tmem_frg_ws`` (mma_traits_sm100)
+    as the cross-check of the row/column placement the ISA draws in its figures:
+
+    * D (M 128, cta_group::1, also .ws) and A (M 256, cta_group::2: 128 rows per CTA):
+      row r in lane r, column n.
+    * F (M 64, cta_group::1, not .ws; half the data path): rows in 16-lane groups at the
+      start of each 32-lane partition: row r in lane (r % 16) + 32 (r // 16), column n
+      (lane alignment 0 or 16 comes from the address).
+    * E (M 64 .ws) and B (M 128 cta_group::2 dense: 64 rows per CTA): N split in two halves
+      stacked over the lanes: lane r + 64 (n // (N/2)), column n % (N/2).
+    * G (M 32 .ws): N split in four quarters: lane r + 32 (n // (N/4)), column n % (N/4).
+    * C (M 128 cta_group::2 sparse) is not modelled (raises).
+    """
+    lid = layout_id(m, cta_group, sparse, ws)
+    rows = m // cta_group
+    r = np.arange(rows)[:, None] + np.zeros((1, n), np.int64)
+    c = np.arange(n)[None, :] + np.zeros((rows, 1), np.int64)
+    if lid in ("A", "D"):
+        return r, c
+    if lid == "F":
+        return (r % 16) + 32 * (r // 16), c
+    if lid in ("B", "E"):
+        return r + 64 * (c // (n // 2)), c % (n // 2)
+    if lid == "G":
+        return r + 32 * (c // (n // 4)), c % (n // 4)
+    raise RefError(f"data-path layout {lid} (M = {m}, cta_group::{cta_group}, sparse A) is "
+                   "not modelled")
+
+
+def _d_cells(tmem: Tmem, d_taddr: int, m: int, n: int, cta_group: int, sparse: bool,
+             ws: bool) -> tuple[np.ndarray, np.ndarray]:
+    lid = layout_id(m, cta_group, sparse, ws)
+    lane0, col0 = Tmem.split(d_taddr)
+    if lane0 not in _LAYOUT_IDS[lid]:
+        raise RefError(f"D at {d_taddr:#x}: layout {lid} takes lane alignment "
+                       f"{' or '.join(map(str, _LAYOUT_IDS[lid]))}, got lane {lane0}")
+    lanes, cols = d_lanes_columns(m, n, cta_group, sparse, ws)
+    lanes, cols = lanes + lane0, cols + col0
+    if cols.max() >= COLUMNS:
+        raise RefError(f"D at {d_taddr:#x} ({m} x {n}, layout {lid}) runs past column "
+                       f"{COLUMNS - 1}")
+    return lanes, cols
+
+
+# ---------------------------------------------------------------------------- scale factors
+def read_scale_factors(tmem: Tmem, taddr: int, rows: int, count: int, sf_id: int,
+                       datapath: str = "4x1") -> np.ndarray:
+    """The (rows x count) scale-factor codes tcgen05.mma reads from TMEM at ``taddr``.
+
+    PTX ISA 9.7.16.10.7.2/3 ("Scale Factor A/B ID"): each TMEM word holds four 1-byte scale
+    factors; ``count`` = 1 (scale_vec::1X) takes the byte ``sf_id`` (0..3), 2 (2X) the two
+    bytes from the half-word ``sf_id`` (0 or 2), 4 (4X) all four (``sf_id`` 0).  The scale
+    factors "need to be duplicated to all 32 lane partitions".  Placement (CUTLASS
+    ``tmem_sf_frg``, which the ISA's figures draw):
+
+    * ``"4x1"`` (SFA of every layout; SFB of Layouts A and D): row (or B column) r in lane
+      r % 32 of each of the four 32-lane partitions, column ``col(taddr) + r // 32``;
+    * ``"2x2"`` (SFB of Layout B, the 2-CTA M = 128 MMA): the first half of the rows in
+      partitions 0 and 1, the second half in partitions 2 and 3 (as D's N halves): row r of
+      half h = r // (rows/2) in lane (r % 32) + 64 h (+ 32), column
+      ``col(taddr) + (r % (rows/2)) // 32``.
+
+    The model reads every copy and raises if they differ."""
+    lane0, col0 = Tmem.split(taddr)
+    legal = {1: (0, 1, 2, 3), 2: (0, 2), 4: (0,)}
+    if count not in legal:
+        raise RefError(f"{count} scale factors per row per MMA: 1, 2 or 4 are modelled "
+                       "(block32 with K = 96, three per row, is not)")
+    if sf_id not in legal[count]:
+        raise RefError(f"scale-factor id {sf_id} with {count} scale factor(s) per row: "
+                       f"legal ids {legal[count]}")
+    if lane0 != 0:
+        raise RefError(f"scale factors at {taddr:#x}: lane field must be 0, got {lane0}")
+    if datapath not in ("4x1", "2x2"):
+        raise RefError(f"scale-factor data path '{datapath}' (4x1 or 2x2)")
+    half = rows // 2 if datapath == "2x2" else rows
+    ncols = -(-half // 32)
+    if col0 + ncols > COLUMNS:
+        raise RefError(f"scale factors at {taddr:#x} for {rows} rows run past the last column")
+    block = tmem.cells[:, col0:col0 + ncols].reshape(4, 32, ncols)  # (partition, lane, col)
+    groups = ((0, 1, 2, 3),) if datapath == "4x1" else ((0, 1), (2, 3))
+    for g in groups:
+        if np.any(block[list(g)] != block[g[0]]):
+            raise RefError(f"scale factors at {taddr:#x} are not duplicated over the 32-lane "
+                           f"partitions {g} (PTX ISA 9.7.16.10.7, {datapath} data path)")
+    r = np.arange(rows)
+    part = np.array([groups[x // half][0] for x in r]) if datapath == "2x2" else 0
+    words = block[part, r % 32, (r % half) // 32].astype(np.uint64)
+    out = np.zeros((rows, count), np.uint64)
+    for j in range(count):
+        out[:, j] = (words >> np.uint64(8 * (sf_id + j))) & np.uint64(0xFF)
+    return out
+
+
+def tmem_copy_32x128b_warpx4(tmem: Tmem, smem: Smem, taddr: int, desc: int) -> None:
+    """``tcgen05.cp.cta_group::1.32x128b.warpx4 [taddr], s-desc``: 32 rows of 16 bytes read
+    through the shared-memory descriptor (K-major canonical layout), written to columns
+    ``col(taddr) .. +3`` of lanes ``r`` of each of the four 32-lane partitions (PTX ISA
+    "tcgen05.cp": ``.warpx4`` multicasts the 32 lanes to the four warps' lane quarters)."""
+    lane0, col0 = Tmem.split(taddr)
+    if lane0 != 0:
+        raise RefError(f".32x128b.warpx4 writes all four lane partitions: lane must be 0, "
+                       f"got {lane0}")
+    raw = read_matrix(smem, desc, 32, 16, 8, "K").astype(np.uint32)  # (32 rows, 16 bytes)
+    words = raw[:, 0::4] | raw[:, 1::4] << 8 | raw[:, 2::4] << 16 | raw[:, 3::4] << 24
+    for p in range(4):
+        tmem.cells[32 * p:32 * p + 32, col0:col0 + 4] = words
+
+
+# ---------------------------------------------------------------------------- the MMA
+def _pair(x: Any, what: str, cta_group: int) -> list[Any]:
+    if cta_group == 1:
+        if isinstance(x, (list, tuple)):
+            if len(x) != 1:
+                raise RefError(f"cta_group::1 takes one {what}, got {len(x)}")
+            return list(x)
+        return [x]
+    if not isinstance(x, (list, tuple)) or len(x) != 2:
+        raise RefError(f"cta_group::2 takes a pair of {what} (the CTA pair: even rank first)")
+    return list(x)
+
+
+def _read_a_tmem(tmem: Tmem, taddr: int, ka: int, abits: int, m: int, n: int, cta_group: int,
+                 sparse: bool, ws: bool) -> np.ndarray:
+    """A (rows of this CTA x ka codes) from TMEM.  Each data-path lane multiplies the A row
+    of the D row it holds, so row r must sit in every lane that D's layout gives row r: one
+    lane for Layouts A, D and F; lanes r and r + 64 for B and E (CUTLASS allocates A of the
+    2-CTA M = 128 MMA "Duplicated"); r + 32 q for G.  The copies must agree (else RefError).
+    K is packed low-first into 32-bit columns."""
+    lid = layout_id(m, cta_group, sparse, ws)
+    lane0, col0 = Tmem.split(taddr)
+    if lane0 not in _LAYOUT_IDS[lid]:
+        raise RefError(f"A at {taddr:#x}: layout {lid} takes lane alignment "
+                       f"{' or '.join(map(str, _LAYOUT_IDS[lid]))}, got lane {lane0}")
+    d_lanes, _ = d_lanes_columns(m, n, cta_group, sparse, ws)
+    per = 32 // abits
+    cols = -(-ka // per)
+    copies = [np.unique(d_lanes[r]) + lane0 for r in range(d_lanes.shape[0])]
+    cells = np.stack([tmem.cells[np.array([c[i] for c in copies]), col0:col0 + cols]
+                      for i in range(len(copies[0]))])  # (copies, rows, cols)
+    if np.any(cells != cells[0:1]):
+        raise RefError(f"A at {taddr:#x}: layout {lid} needs each A row in lanes "
+                       f"{copies[0].tolist()} (+ row) to hold the same values")
+    words = cells[0].astype(np.uint64)
+    codes = np.zeros((words.shape[0], ka), np.uint64)
+    for j in range(ka):
+        codes[:, j] = (words[:, j // per] >> np.uint64(abits * (j % per))) & \
+            np.uint64((1 << abits) - 1)
+    return codes
+
+
+def mma(tmem: Tmem | Sequence[Tmem], smem: Smem | Sequence[Smem], *, kind: str, d_taddr: int,
+        a: int | tuple[str, int], b_desc: int, idesc: int, enable_input_d: bool,
+        scale_input_d: int = 0, sfa: np.ndarray | int | None = None,
+        sfb: np.ndarray | int | None = None, sparse_meta: np.ndarray | None = None,
+        cta_group: int = 1, ws: bool = False, scale_vec: str | None = None) -> np.ndarray:
     """Execute one ``tcgen05.mma`` on the model; returns the new D (M x N, float64/int64).
 
-    ``a`` is a descriptor word, or ``("tmem", taddr)`` for A in tensor memory (row m in lane
-    m, 32-bit columns holding K-major elements packed low first).  ``sfa``/``sfb`` are scale
-    codes (M x K/vec, N x K/vec); ``sparse_meta`` gives, for each kept A element (M x K/2),
-    its position inside its group of 4 (2 for tf32)."""
-    d = decode_idesc(idesc, kind)
-    if cta_group != 1 or d.m != 128:
-        raise RefError(f"only cta_group::1 M = 128 is modelled, got cta_group::{cta_group} "
-                       f"M = {d.m}")
-    from nvatom.atoms.sm100 import KINDS
+    ``a`` is a descriptor word, or ``("tmem", taddr)`` for A in tensor memory (rows in the
+    lanes of D's data-path layout, 32-bit columns holding K-major elements packed low first).
+    ``sfa``/``sfb`` are TMEM addresses of the scale factors (read as
+    :func:`read_scale_factors` describes, with the idesc's scale-factor ids), or the scale
+    codes as arrays (M x K/vec, N x K/vec).  ``scale_vec`` is the instruction's scale-vector
+    qualifier (``scale_vec::NX`` / ``blockN``; it fixes the scale factors per row read from
+    TMEM; default: the kind's only one, 4X for mxf4nvf4 with ue4m3).  ``sparse_meta`` gives,
+    for each kept A element (M x K/2), its position inside its group of 4 (2 for tf32, 8 for
+    mxf4/mxf4nvf4, whose kept positions come in aligned pairs).
 
+    ``cta_group=2``: ``tmem`` and ``smem`` are the CTA pair's (even rank first).  The same
+    descriptors and addresses are applied in each CTA: CTA c's shared memory holds A rows
+    c M/2 .. and B rows (N) c N/2 ..; D rows c M/2 .. land in CTA c's TMEM."""
+    d = decode_idesc(idesc, kind)
+    tmems, smems = _pair(tmem, "Tmem", cta_group), _pair(smem, "Smem", cta_group)
+    from nvatom.atoms.sm100 import KINDS, legal_mn
+
+    if (d.m, d.n) not in legal_mn(kind, cta_group, d.sparse, ws):
+        raise RefError(f"M x N = {d.m} x {d.n} is not a kind::{kind} cta_group::{cta_group}"
+                       f"{' .ws' if ws else ''}{' sparse' if d.sparse else ''} shape")
+    lid = layout_id(d.m, cta_group, d.sparse, ws)
+    if lid == "C":
+        raise RefError("data-path layout C (M = 128, cta_group::2, sparse A) is not modelled")
     kspec = KINDS[kind]
+    if kspec.block_scaled and d.k_size:
+        raise RefError("the K = 96 form (idesc k_size = 1) is not modelled")
+    if not kspec.block_scaled and (sfa is not None or sfb is not None):
+        raise RefError(f"kind::{kind} is not block-scaled and takes no scale factors")
     k = kspec.k_dense * (2 if d.sparse else 1)
     abits, bbits = _bits_of(kind, d.a.name), _bits_of(kind, d.b.name)
     ka = k // 2 if d.sparse else k
-    if isinstance(a, tuple):
-        if d.a_major != "K":
-            raise RefError("A in tensor memory is K-major")
-        lane0, col0 = Tmem.split(a[1])
-        per = 32 // abits
-        cols = -(-ka // per)
-        cells = tmem.cells[lane0:lane0 + d.m, col0:col0 + cols].astype(np.uint64)
-        a_codes = np.zeros((d.m, ka), np.uint64)
-        for j in range(ka):
-            a_codes[:, j] = (cells[:, j // per] >> np.uint64(abits * (j % per))) & \
-                np.uint64((1 << abits) - 1)
-    else:
-        a_codes = read_matrix(smem, a, d.m, ka, abits, d.a_major)
-    b_codes = read_matrix(smem, b_desc, d.n, k, bbits, d.b_major)
+    mc, nc = d.m // cta_group, d.n // cta_group
+    d_cells = [_d_cells(t, d_taddr, d.m, d.n, cta_group, d.sparse, ws) for t in tmems]
+    if kspec.block_scaled:
+        sfa_c, sfb_c = _scale_codes(tmems, sfa, sfb, d, k, cta_group, scale_vec, lid)
+    a_parts, b_parts = [], []
+    for c in range(cta_group):
+        if isinstance(a, tuple):
+            if d.a_major != "K":
+                raise RefError("A in tensor memory is K-major")
+            a_parts.append(_read_a_tmem(tmems[c], a[1], ka, abits, d.m, d.n, cta_group,
+                                        d.sparse, ws))
+        else:
+            a_parts.append(read_matrix(smems[c], a, mc, ka, abits, d.a_major))
+        b_parts.append(read_matrix(smems[c], b_desc, nc, k, bbits, d.b_major))
+    a_codes, b_codes = np.concatenate(a_parts), np.concatenate(b_parts)
     av, bv = _values(a_codes, d.a.name), _values(b_codes, d.b.name)
     if d.sparse:
-        group = 2 if kind == "tf32" else 4
+        # PTX ISA 9.7.16.10.8: tf32 1:2; f16/f8f6f4/mxf8f6f4/i8 2:4; mxf4/mxf4nvf4 4:8 in
+        # pairs (two 2-wide sub-chunks of each 8-wide chunk are kept whole)
+        group = {"tf32": 2, "mxf4": 8, "mxf4nvf4": 8}.get(kind, 4)
         if sparse_meta is None or sparse_meta.shape != (d.m, ka):
             raise RefError(f"sparse A needs metadata of shape {(d.m, ka)}")
         full = np.zeros((d.m, k), av.dtype)
         grp = np.arange(ka)[None, :] // (group // 2)
         pos = grp * group + sparse_meta
-        if np.any(sparse_meta >= group) or np.any(
+        if np.any(sparse_meta < 0) or np.any(sparse_meta >= group) or np.any(
                 np.diff(sparse_meta.reshape(d.m, -1, group // 2), axis=2) <= 0):
-            raise RefError("sparse metadata must name increasing positions inside each group")
+            raise RefError("sparse metadata must name increasing positions inside each group "
+                           f"of {group}")
+        if group == 8 and (np.any(sparse_meta[:, 0::2] % 2) or
+                           np.any(sparse_meta[:, 1::2] != sparse_meta[:, 0::2] + 1)):
+            raise RefError(f"kind::{kind} sparsity is 4:8 in pairs: kept positions come as "
+                           "aligned pairs (2j, 2j + 1)")
         np.put_along_axis(full, pos.astype(np.int64), av, axis=1)
         av = full
     if d.a_negate:
         av = -av
     if d.b_negate:
         bv = -bv
+    b_scaled = [bv] * cta_group
     if kspec.block_scaled:
         assert d.sf is not None
-        if sfa is None or sfb is None:
-            raise RefError("block-scaled MMA needs sfa and sfb")
-        vec = k // sfa.shape[1]
-        if sfa.shape != (d.m, k // vec) or sfb.shape != (d.n, k // vec):
-            raise RefError(f"scale shapes {sfa.shape}, {sfb.shape} do not tile K = {k}")
-        sa = np.repeat(_values(sfa, d.sf.name), vec, axis=1)
-        sb = np.repeat(_values(sfb, d.sf.name), vec, axis=1)
-        av, bv = av * sa, bv * sb
-    prod = av @ bv.T  # (M, N), exact in float64 for these widths and K
-    lane0, col0 = Tmem.split(d_taddr)
-    if lane0 != 0 or col0 + d.n > COLUMNS:
-        raise RefError(f"D at {d_taddr:#x} does not hold {d.m} x {d.n}")
-    view = tmem.cells[0:d.m, col0:col0 + d.n]
+        vec = k // sfa_c.shape[1]
+        av = av * np.repeat(_values(sfa_c, d.sf.name), vec, axis=1)
+        b_scaled = [bv * np.repeat(_values(x, d.sf.name), vec, axis=1) for x in sfb_c]
+    # (M, N), exact in float64 for these widths and K; CTA c's rows use its own SFB
+    prod = np.concatenate([av[c * mc:(c + 1) * mc] @ b_scaled[c].T for c in range(cta_group)])
     assert d.d is not None
-    if d.d.name == "s32":
+    out = np.empty_like(prod, dtype=np.int64 if d.d.name == "s32" else np.float64)
+    for c in range(cta_group):
+        lanes, cols = d_cells[c]
+        rows = slice(c * mc, (c + 1) * mc)
+        out[rows] = _accumulate(tmems[c], lanes, cols, prod[rows], d.d.name, enable_input_d,
+                                scale_input_d, d.saturate)
+    return out
+
+
+def _scale_codes(tmems: list[Tmem], sfa: Any, sfb: Any, d: Any, k: int, cta_group: int,
+                 scale_vec: str | None, lid: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(SFA codes M x count, [SFB codes N x count of each CTA])."""
+    if sfa is None or sfb is None:
+        raise RefError("block-scaled MMA needs sfa and sfb")
+    if isinstance(sfa, np.ndarray) and isinstance(sfb, np.ndarray):
+        vec = k // sfa.shape[1] if sfa.ndim == 2 and sfa.shape[1] else 0
+        if not vec or sfa.shape != (d.m, k // vec) or sfb.shape != (d.n, k // vec):
+            raise RefError(f"scale shapes {sfa.shape}, {sfb.shape} do not tile K = {k}")
+        return sfa, [sfb] * cta_group
+    if isinstance(sfa, np.ndarray) or isinstance(sfb, np.ndarray):
+        raise RefError("give sfa and sfb both as TMEM addresses or both as arrays")
+    # scale factors per row per MMA: the scale-vector qualifier's (PTX ISA Table 54)
+    from nvatom.atoms.sm100 import KINDS, UmmaError
+
+    if scale_vec is not None:
+        try:
+            count = KINDS[d.kind].scale_count(scale_vec)
+        except UmmaError as e:
+            raise RefError(str(e)) from None
+    else:
+        count = {"mxf8f6f4": 1, "mxf4": 2}.get(d.kind, 4 if d.sf.name == "ue4m3" else 0)
+    if count == 0:
+        raise RefError("kind::mxf4nvf4 with ue8m0 scales is 2X or 4X: pass scale_vec")
+    # each CTA holds the SFA of its own rows and the SFB of all N (cta_group::2: CUTLASS
+    # tmem_sf_frg, "ScaleFactorDuplicated2by2" for Layout B's SFB)
+    mc = d.m // cta_group
+    sfa_c = np.concatenate([read_scale_factors(t, sfa, mc, count, d.a_sf_id) for t in tmems])
+    sfb_c = [read_scale_factors(t, sfb, d.n, count, d.b_sf_id, "2x2" if lid == "B" else "4x1")
+             for t in tmems]
+    return sfa_c, sfb_c
+
+
+def _accumulate(tmem: Tmem, lanes: np.ndarray, cols: np.ndarray, prod: np.ndarray, dname: str,
+                enable_input_d: bool, scale_input_d: int, saturate: bool) -> np.ndarray:
+    cells = tmem.cells[lanes, cols]
+    if dname == "s32":
         acc = prod.astype(np.int64)
         if enable_input_d:
-            acc = acc + view.view(np.int32).astype(np.int64)
-        if d.saturate:
+            acc = acc + cells.view(np.int32).astype(np.int64)
+        if saturate:
             acc = np.clip(acc, -(1 << 31), (1 << 31) - 1)
-        out = (acc & 0xFFFFFFFF).astype(np.uint32)
-        view[...] = out
-        return out.view(np.int32).astype(np.int64)
-    if d.d.name != "f32":
-        raise RefError(f"{d.d.name} accumulators in TMEM are not modelled")
+        word = (acc & 0xFFFFFFFF).astype(np.uint32)
+        tmem.cells[lanes, cols] = word
+        return word.view(np.int32).astype(np.int64)
     acc = prod
-    if enable_input_d:
-        acc = acc + view.view(np.float32).astype(np.float64) * 2.0 ** -scale_input_d
-    view[...] = encode("f32", acc).astype(np.uint32)
-    return view.view(np.float32).astype(np.float64)
+    if dname == "f32":
+        if enable_input_d:
+            acc = acc + cells.view(np.float32).astype(np.float64) * 2.0 ** -scale_input_d
+        word = encode("f32", acc).astype(np.uint32)
+        tmem.cells[lanes, cols] = word
+        return word.view(np.float32).astype(np.float64)
+    if dname == "f16":  # PTX ISA 9.7.16.10.4.1: one f16 in the low 16 bits of each word
+        if enable_input_d:
+            old = decode("f16", (cells & 0xFFFF).astype(np.uint64)).astype(np.float64)
+            acc = acc + old * 2.0 ** -scale_input_d
+        half = encode("f16", acc).astype(np.uint32) & 0xFFFF
+        tmem.cells[lanes, cols] = half
+        return decode("f16", half.astype(np.uint64)).astype(np.float64)
+    raise RefError(f"{dname} accumulators are not a tcgen05 D type")
 
 
 def tmem_load(tmem: Tmem, atom: TmemCopyAtom, taddr: int) -> np.ndarray:
