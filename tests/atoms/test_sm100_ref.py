@@ -15,6 +15,11 @@
   and two tensor memories), ``.ws``, f16 accumulators, lane alignment 16, block scaling,
   4:8 pair sparsity and A in TMEM (every layout but C, rows duplicated where D's layout
   spreads a row over several lanes) match numpy over random data, majors and swizzles.
+* Sparse metadata in TMEM: the model's placement equals CUTLASS's ``tmem_e_frg`` atoms
+  (M = 128: f16, 8-bit, 4-bit; .ws M = 64 / 32: f16, 8-bit).  Metadata stored by four
+  warps' tcgen05.st and read by the MMA at its TMEM address gives numpy's D on the dense A
+  (f16, bf16 .ws, f8f6f4, i8, mxf8f6f4, mxf4, mxf4nvf4, f16 on a CTA pair, A in TMEM, .ws
+  M = 64 / 32); a row-per-lane placement of f16 metadata gives a wrong D.
 * Scale factors in TMEM: staged in CUTLASS's SF atom layout, copied with tcgen05.cp
   .32x128b.warpx4, selected by the idesc's scale-factor ids (1X, 2X, 4X), the MMA matches
   numpy.
@@ -38,16 +43,22 @@ from nvatom.ref.tcgen05 import (
     Smem,
     Tmem,
     d_lanes_columns,
+    decode_sparse_meta,
+    encode_sparse_meta,
     layout_id,
     mma,
     read_matrix,
     read_scale_factors,
+    read_sparse_meta,
+    sparse_meta_cells,
+    store_sparse_meta,
     tmem_copy_32x128b_warpx4,
     tmem_load,
     tmem_store,
 )
 
 BASE_A, BASE_B = 0x4000, 0x10000
+META_COL = 480  # sparse metadata column in the data-path tests
 
 
 def _store_tile(smem: Smem, base: int, codes: np.ndarray, bits: int, major: str,
@@ -330,9 +341,13 @@ def _sw_for(rows: int, bits: int, major: str, rng: np.random.Generator,
 def _run_paths(kind: str, a_t: str, b_t: str, d_t: str, m: int, n: int, *, cta: int = 1,
                ws: bool = False, sparse: bool = False, a_tmem: bool = False,
                lane: int = 0, seed: int = 0, k_blocks: int = 2, sf: str | None = None,
-               vec: int | None = None) -> None:
+               vec: int | None = None, meta_tmem: str | None = None) -> None:
     """One or more MMAs of any modelled shape over random data and random layouts (majors,
-    swizzles), D compared with numpy and read back through CUTLASS's layout of D."""
+    swizzles), D compared with numpy and read back through CUTLASS's layout of D.
+
+    ``meta_tmem``: sparse metadata placed in each CTA's TMEM (column 480) before each MMA,
+    ``"st"`` by four warps' tcgen05.st (``store_sparse_meta``), ``"rowmajor"`` deliberately
+    wrong (row r in lane r, codes packed low first), and the MMA given its address."""
     rng = np.random.default_rng(seed)
     bits = 4 if kind.startswith("mxf4") else {"f16": 16, "bf16": 16, "tf32": 32}.get(a_t, 8)
     a_major = "K" if a_tmem or bits in (4, 32) else str(rng.choice(["K", "MN"]))
@@ -410,10 +425,24 @@ def _run_paths(kind: str, a_t: str, b_t: str, d_t: str, m: int, n: int, *, cta: 
             a_arg = ("tmem", lane << 16 | 384)
         else:
             a_arg = a_descs[s * (ka * bits // 256)].encode()
+        meta_arg: np.ndarray | int | None = None if meta is None else \
+            meta[:, s * ka:(s + 1) * ka]
+        if meta_tmem is not None:
+            assert meta is not None
+            for c in range(cta):
+                rows = meta[c * mc:(c + 1) * mc, s * ka:(s + 1) * ka]
+                if meta_tmem == "st":
+                    store_sparse_meta(tmems[c], META_COL, kind, rows)
+                else:
+                    codes = encode_sparse_meta(kind, rows).astype(np.uint64)
+                    tmems[c].cells[:, META_COL:META_COL + 2] = 0
+                    for j in range(codes.shape[1]):
+                        tmems[c].cells[:mc, META_COL + j // 8] |= (
+                            codes[:, j] << np.uint64(4 * (j % 8))).astype(np.uint32)
+            meta_arg = META_COL
         mma(tmems if cta == 2 else tmems[0], smems if cta == 2 else smems[0], kind=kind,
             d_taddr=d_taddr, a=a_arg, b_desc=b_descs[s * (k * bits // 256)].encode(),
-            idesc=idesc, enable_input_d=s > 0, cta_group=cta, ws=ws,
-            sparse_meta=None if meta is None else meta[:, s * ka:(s + 1) * ka],
+            idesc=idesc, enable_input_d=s > 0, cta_group=cta, ws=ws, sparse_meta=meta_arg,
             sfa=None if sfa is None else sfa[:, s * k // vec:(s + 1) * k // vec],
             sfb=None if sfb is None else sfb[:, s * k // vec:(s + 1) * k // vec])
     want = av @ bv.T
@@ -705,3 +734,136 @@ def test_scale_factors_from_tmem_cta_pair(m: int, n: int, seed: int) -> None:
                  idesc=atom.idesc(a_sf_id=2, b_sf_id=2).encode(), enable_input_d=False,
                  sfa=256, sfb=300)
         assert not np.allclose(d2[:, n // 2:], want[:, n // 2:])
+
+
+# ---------------------------------------------------------------------------- sparse metadata
+# CUTLASS tmem_e_frg (mma_traits_sm100.hpp) atoms for M = 128, as nvatom.layout Layouts over
+# (row, K element) in virtual TMEM addressing (lane + 128 * metadata-bit column), and the
+# metadata bits per K element (sparse_elem<8, uint8_t>: 1; sparse_elem<16, uint8_t>: 1/2).
+# The .ws atoms (tmem_e_frg_ws) for M = 64 / 32 carry a last mode of 128 / M copies, which
+# is given here as the coordinate q.
+_CUTLASS_E = {
+    ("f16", 128): (Layout(((8, 2, 8), (16, 2)), ((1, 2048, 16), (128, 8))), 32, 4, 1),
+    ("i8", 128): (Layout((128, 64), (1, 128)), 64, 4, 1),
+    ("mxf4", 128): (Layout((128, 128), (1, 128)), 128, 8, 2),
+    ("f16", 64): (Layout(((8, 2, 4), (16, 2), 2), ((1, 2048, 16), (128, 8), 64)), 32, 4, 1),
+    ("f16", 32): (Layout(((8, 2, 2), (16, 2), 4), ((1, 2048, 16), (128, 8), 32)), 32, 4, 1),
+    ("i8", 64): (Layout((64, (64, 2)), (1, (128, 64))), 64, 4, 1),
+    ("i8", 32): (Layout((32, (64, 4)), (1, (128, 32))), 64, 4, 1),
+}
+
+
+@pytest.mark.parametrize(("kind", "rows"), sorted(_CUTLASS_E))
+def test_sparse_meta_layout_is_cutlass_tmem_e_frg(kind: str, rows: int) -> None:
+    lay, k, chunk, per_bit = _CUTLASS_E[(kind, rows)]
+    lane, col, bit = sparse_meta_cells(kind, rows, k)
+    assert lane.shape == (rows, k // chunk)
+    for r in range(rows):
+        for j in range(k // chunk):
+            for q in range(128 // rows):
+                # the code of chunk j starts at its first element's bit; copy q
+                if kind == "i8":
+                    v = lay((r, chunk * j + k * q))
+                else:
+                    v = lay((r, chunk * j, q) if rows < 128 else (r, chunk * j))
+                assert (lane[r, j] + rows * q, 32 * col[r, j] + bit[r, j]) == \
+                    (v % 128, v // 128 // per_bit)
+    # one-to-one: every metadata nibble has its own 4 bits
+    cells = {(int(a), int(b), int(c) // 4)
+             for a, b, c in zip(lane.ravel(), col.ravel(), bit.ravel(), strict=True)}
+    assert len(cells) == lane.size
+
+
+def _rand_positions(rng: np.random.Generator, kind: str, rows: int, k: int) -> np.ndarray:
+    out = []
+    for _ in range(rows):
+        row: list[int] = []
+        for _ in range(k // (8 if kind.startswith("mxf4") else 4)):
+            if kind.startswith("mxf4"):
+                p = sorted(rng.choice(4, 2, replace=False))
+                row += [2 * p[0], 2 * p[0] + 1, 2 * p[1], 2 * p[1] + 1]
+            else:
+                row += sorted(rng.choice(4, 2, replace=False).tolist())
+        out.append(row)
+    return np.array(out, np.int64)
+
+
+@pytest.mark.parametrize(("kind", "k"), [("f16", 32), ("i8", 64), ("f8f6f4", 64),
+                                         ("mxf8f6f4", 64), ("mxf4", 128), ("mxf4nvf4", 128)])
+def test_sparse_meta_store_then_read(kind: str, k: int) -> None:
+    rng = np.random.default_rng(5)
+    pos = _rand_positions(rng, kind, 128, k)
+    np.testing.assert_array_equal(decode_sparse_meta(kind, encode_sparse_meta(kind, pos)), pos)
+    tmem = Tmem()
+    store_sparse_meta(tmem, 200, kind, pos)
+    np.testing.assert_array_equal(read_sparse_meta(tmem, 200, kind, 128, k), pos)
+    # PTX ISA mma.sp (9.7.14.6) metadata: 0xD keeps elements 1 and 3 of a chunk of 4
+    assert encode_sparse_meta("f16", np.array([[1, 3]]))[0, 0] == 0b1101
+    assert encode_sparse_meta("mxf4", np.array([[2, 3, 6, 7]]))[0, 0] == 0b1101
+
+
+def test_sparse_meta_wrong_placement_is_caught() -> None:
+    rng = np.random.default_rng(6)
+    pos = _rand_positions(rng, "f16", 128, 32)
+    tmem = Tmem()
+    codes = encode_sparse_meta("f16", pos)
+    for j in range(8):  # row r in lane r: not the f16 layout
+        tmem.cells[:, 100] |= codes[:, j] << np.uint32(4 * j)
+    assert not np.array_equal(read_sparse_meta(tmem, 100, "f16", 128, 32), pos)
+    store_sparse_meta(tmem, 100, "f16", pos)
+    with pytest.raises(RefError, match="lane field must be 0"):
+        read_sparse_meta(tmem, 32 << 16 | 100, "f16", 128, 32)
+    with pytest.raises(RefError, match="selector 1 is not modelled"):
+        read_sparse_meta(tmem, 100, "f16", 128, 32, selector=1)
+    with pytest.raises(RefError, match="kind::tf32 is not modelled"):
+        read_sparse_meta(tmem, 100, "tf32", 128, 16)
+    with pytest.raises(RefError, match="64 rows without .ws"):
+        read_sparse_meta(tmem, 100, "f16", 64, 32)
+    with pytest.raises(RefError, match="got 16"):
+        sparse_meta_cells("f16", 16, 32)
+    ws = _rand_positions(rng, "i8", 64, 64)
+    store_sparse_meta(tmem, 300, "i8", ws)
+    np.testing.assert_array_equal(read_sparse_meta(tmem, 300, "i8", 64, 64, ws=True), ws)
+    tmem.cells[64:, 300:302] = 0  # .ws M = 64: the copy in lanes 64.. is missing
+    with pytest.raises(RefError, match="copy in lanes 64"):
+        read_sparse_meta(tmem, 300, "i8", 64, 64, ws=True)
+    with pytest.raises(RefError, match="past column"):
+        read_sparse_meta(tmem, 511, "i8", 128, 64)
+    with pytest.raises(RefError, match="aligned pairs"):
+        encode_sparse_meta("mxf4", np.array([[1, 2, 4, 5]]))
+    dense = make_umma_atom("f16", 1, 128, 64, "f32", "f16", "f16").idesc().encode()
+    with pytest.raises(RefError, match="dense"):
+        mma(tmem, Smem(), kind="f16", d_taddr=0, a=0, b_desc=0, idesc=dense,
+            enable_input_d=False, sparse_meta=100)
+
+
+_META_TMEM_CASES = [
+    ("f16", "f16", "f16", "f32", 128, 64, {"seed": 21}),
+    ("f16", "bf16", "bf16", "f32", 128, 128, {"ws": True, "seed": 22}),
+    ("f16", "f16", "f16", "f32", 64, 128, {"ws": True, "seed": 30}),
+    ("f16", "f16", "f16", "f32", 32, 64, {"ws": True, "seed": 31}),
+    ("i8", "s8", "s8", "s32", 64, 64, {"ws": True, "seed": 32}),
+    ("f8f6f4", "e5m2", "e4m3", "f32", 32, 128, {"ws": True, "seed": 33}),
+    ("f16", "f16", "f16", "f32", 256, 64, {"cta": 2, "seed": 23}),
+    ("f16", "f16", "f16", "f32", 128, 32, {"a_tmem": True, "seed": 24}),
+    ("f8f6f4", "e4m3", "e5m2", "f32", 128, 64, {"seed": 25}),
+    ("i8", "s8", "u8", "s32", 128, 32, {"seed": 26}),
+    ("mxf8f6f4", "e5m2", "e4m3", "f32", 128, 32, {"sf": "ue8m0", "vec": 64, "seed": 27}),
+    ("mxf4", "e2m1", "e2m1", "f32", 128, 64, {"sf": "ue8m0", "vec": 64, "seed": 28}),
+    ("mxf4nvf4", "e2m1", "e2m1", "f32", 256, 32, {"cta": 2, "sf": "ue4m3", "vec": 32,
+                                                  "seed": 29}),
+]
+
+
+@pytest.mark.parametrize(("kind", "a", "b", "d", "m", "n", "kw"), _META_TMEM_CASES)
+def test_sparse_mma_reads_metadata_from_tmem(kind: str, a: str, b: str, d: str, m: int, n: int,
+                                             kw: dict) -> None:
+    _run_paths(kind, a, b, d, m, n, sparse=True, meta_tmem="st", **kw)
+
+
+def test_sparse_mma_with_misplaced_metadata_fails() -> None:
+    with pytest.raises(AssertionError, match="Not equal to tolerance"):
+        _run_paths("f16", "f16", "f16", "f32", 128, 64, sparse=True, meta_tmem="rowmajor",
+                   seed=21)
+    # the same metadata placed correctly passes (the case above)
+    _run_paths("f16", "f16", "f16", "f32", 128, 64, sparse=True, meta_tmem="st", seed=21)

@@ -32,26 +32,33 @@ the way the PTX ISA says the hardware does):
 * **tcgen05.mma**: D = A x B (+ D if enable-input-d; D scaled by 2^-scale_input_d), with
   A = M x K and B = N x K (both as the descriptor/TMEM read them), negation, per-block scale
   factors and structured-sparse A (1:2 tf32, 2:4, 4:8 in pairs for mxf4/mxf4nvf4; ISA
-  9.7.16.10.8) with its metadata given as kept-element positions.  ``cta_group::2`` runs on
-  a CTA pair: each CTA's shared memory holds its half of A's rows and of B's N rows behind
-  the same descriptors, and each CTA's TMEM receives its half of D's rows.  A in TMEM sits in
-  the lanes that hold the same D row (duplicated for B, E, G).  Products are summed in
-  float64 and rounded once to the D type (the hardware's accumulation order is unspecified,
-  so the model is exact up to that rounding); integer MMAs are exact, wrapped or (saturate)
-  clamped to s32.  f32/s32 D fill a TMEM word; an f16 D is one element in the low 16 bits of
-  each word (ISA 9.7.16.10.4.1).
+  9.7.16.10.8) with its metadata read from TMEM or given as kept-element positions.
+  ``cta_group::2`` runs on a CTA pair: each CTA's shared memory holds its half of A's rows
+  and of B's N rows behind the same descriptors, and each CTA's TMEM receives its half of
+  D's rows.  A in TMEM sits in the lanes that hold the same D row (duplicated for B, E, G).
+  Products are summed in float64 and rounded once to the D type (the hardware's
+  accumulation order is unspecified, so the model is exact up to that rounding); integer
+  MMAs are exact, wrapped or (saturate) clamped to s32.  f32/s32 D fill a TMEM word; an f16
+  D is one element in the low 16 bits of each word (ISA 9.7.16.10.4.1).
 * **Scale factors** (:func:`read_scale_factors`): from TMEM addresses with the idesc's
   scale-factor ids (byte / half-word / word sub-columns for 1X / 2X / 4X, ISA 9.7.16.10.7.2),
   duplicated over the 32-lane partitions (CUTLASS ``tmem_sf_frg``: 4x1, or 2x2 for the SFB of
   Layout B), row r in lane r % 32 and column r // 32; each CTA of a pair holds its rows' SFA
   and all of SFB; or as arrays.  :func:`tmem_copy_32x128b_warpx4` models the
   ``tcgen05.cp .32x128b.warpx4`` that puts the 4x1 form there.
+* **Sparse metadata in TMEM** (:func:`read_sparse_meta`, :func:`store_sparse_meta`, ISA
+  9.7.16.10.8.4): a 4-bit code per chunk of K (two 2-bit indices, of elements for 2:4 and of
+  pairs for 4:8 in pairs), placed as CUTLASS's ``tmem_e_frg`` (the ISA draws it as figures)
+  (``tmem_e_frg_ws`` for .ws) for 128 rows per CTA (M = 128, also .ws; M = 256
+  cta_group::2) and .ws M = 64 / 32 (repeated over the lane blocks) of kind::f16, i8,
+  f8f6f4, mxf8f6f4, mxf4 and mxf4nvf4, sparsity selector 0.
 * **tcgen05.ld/st**: through the (thread, value) layouts of :mod:`nvatom.atoms.tmem` (checked
   against CUTLASS), one warp at the warp's base address.
 
 Not modelled (clear errors): Layout C; FP6/FP4 in 8-bit containers (kind::f8f6f4 / mxf8f6f4
-with e2m3, e3m2, e2m1: the ISA gives the bit positions only as figures); the TMEM layout of
-sparse metadata (given as an array); the K = 96 form of mxf4/mxf4nvf4 (idesc k_size); the
+with e2m3, e3m2, e2m1: the ISA gives the bit positions only as figures); sparse metadata in
+TMEM for tf32, for M = 64 without .ws (Layout F) and for sparsity selectors other than 0 (it
+can be given as an array instead); the K = 96 form of mxf4/mxf4nvf4 (idesc k_size); the
 ``.ws`` zero-column mask and disable-output-lane; base_offset != 0, the absolute LBO mode and
 the 128B-with-32B-atom swizzle.
 """
@@ -69,8 +76,10 @@ from nvatom.descriptors.umma import decode_idesc
 from nvatom.dtypes import decode, dtype, encode
 from nvatom.errors import NvatomError
 
-__all__ = ["RefError", "Smem", "Tmem", "d_lanes_columns", "layout_id", "mma", "read_matrix",
-           "read_scale_factors", "tmem_copy_32x128b_warpx4", "tmem_load", "tmem_store"]
+__all__ = ["RefError", "Smem", "Tmem", "d_lanes_columns", "decode_sparse_meta",
+           "encode_sparse_meta", "layout_id", "mma", "read_matrix", "read_scale_factors",
+           "read_sparse_meta", "sparse_meta_cells", "sparse_meta_words", "store_sparse_meta",
+           "tmem_copy_32x128b_warpx4", "tmem_load", "tmem_store"]
 
 
 class RefError(NvatomError):
@@ -346,6 +355,123 @@ def tmem_copy_32x128b_warpx4(tmem: Tmem, smem: Smem, taddr: int, desc: int) -> N
         tmem.cells[32 * p:32 * p + 32, col0:col0 + 4] = words
 
 
+# ---------------------------------------------------------------------------- sparse metadata
+#: K elements per 4-bit metadata code (PTX ISA 9.7.16.10.8): 2:4 chunks of 4 (two 2-bit
+#: indices, first kept element in bits 0-1) and 4:8-in-pairs chunks of 8 (two 2-bit pair
+#: indices).  tf32 (1:2) is not modelled in TMEM.
+_META_CHUNK = {"f16": 4, "f8f6f4": 4, "mxf8f6f4": 4, "i8": 4, "mxf4": 8, "mxf4nvf4": 8}
+
+
+def sparse_meta_cells(kind: str, rows: int, k: int) -> tuple[np.ndarray, np.ndarray,
+                                                               np.ndarray]:
+    """(lane, column, bit) of each 4-bit metadata code (rows x K/chunk) of one CTA's rows,
+    relative to the metadata TMEM address, sparsity selector 0 (``rows`` 128, or 64 / 32 for
+    .ws, whose copies :func:`read_sparse_meta` adds).
+
+    PTX ISA 9.7.16.10.8.4 ("Sparsity selector", M = 128 / 256) draws the layout as figures;
+    the placement here is CUTLASS's ``tmem_e_frg`` (mma_traits_sm100), read as lane = virtual
+    address % 128 and bit = metadata bit index (virtual address // 128):
+
+    * kind::f16 (K 32, 32 bits per row): code j of row r in lane
+      (r % 8) + 8 (j // 4) + 16 (r // 16), bit 16 ((r // 8) % 2) + 4 (j % 4), column 0;
+    * 8-bit kinds (K 64) and mxf4/mxf4nvf4 (K 128), 64 bits per row: row r in lane r, code j
+      in column j // 8, bit 4 (j % 8).
+
+    ``.ws`` M = 64 / 32 (CUTLASS ``tmem_e_frg_ws``): the same placement of the M rows,
+    repeated at lanes + 64 / + 32 q (as D's Layouts E and G spread each row over those
+    lanes)."""
+    if kind not in _META_CHUNK:
+        raise RefError(f"sparse metadata in TMEM for kind::{kind} is not modelled (tf32 1:2: "
+                       "the ISA gives its layout only as a figure)")
+    if rows not in (32, 64, 128):
+        raise RefError(f"sparse metadata in TMEM is modelled for 128 rows per CTA (M = 128 "
+                       f"cta_group::1, M = 256 cta_group::2) and .ws M = 32 / 64, got {rows}")
+    codes = k // _META_CHUNK[kind]
+    r = np.arange(rows)[:, None] + np.zeros((1, codes), np.int64)
+    j = np.arange(codes)[None, :] + np.zeros((rows, 1), np.int64)
+    if kind == "f16":
+        return (r % 8) + 8 * (j // 4) + 16 * (r // 16), 0 * j, 16 * ((r // 8) % 2) + 4 * (j % 4)
+    return r, j // 8, 4 * (j % 8)
+
+
+def encode_sparse_meta(kind: str, positions: np.ndarray) -> np.ndarray:
+    """Kept-element positions (rows x K/2, as :func:`mma`'s array form) -> 4-bit codes
+    (rows x K/chunk): two 2-bit indices per code, the first kept element's in bits 0-1 (as
+    the mma.sp metadata of PTX ISA 9.7.14.6, e.g. 0xD keeps elements 1 and 3); for
+    mxf4/mxf4nvf4 the indices are of the kept pairs (position // 2)."""
+    if kind not in _META_CHUNK:
+        raise RefError(f"sparse metadata in TMEM for kind::{kind} is not modelled")
+    pos = np.asarray(positions, np.int64)
+    if kind in ("mxf4", "mxf4nvf4") and (np.any(pos[:, 0::2] % 2) or
+                                         np.any(pos[:, 1::2] != pos[:, 0::2] + 1)):
+        raise RefError(f"kind::{kind} sparsity is 4:8 in pairs: kept positions come as "
+                       "aligned pairs (2j, 2j + 1)")
+    idx = pos[:, 0::2] // 2 if kind in ("mxf4", "mxf4nvf4") else pos
+    lo, hi = idx[:, 0::2], idx[:, 1::2]
+    if np.any(idx < 0) or np.any(idx > 3):
+        raise RefError("sparse metadata indices are 2-bit (0..3)")
+    return (lo | hi << 2).astype(np.uint32)
+
+
+def decode_sparse_meta(kind: str, codes: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`encode_sparse_meta`: 4-bit codes -> kept positions (rows x K/2)."""
+    c = np.asarray(codes, np.int64)
+    idx = np.empty((c.shape[0], 2 * c.shape[1]), np.int64)
+    idx[:, 0::2], idx[:, 1::2] = c & 3, (c >> 2) & 3
+    if kind not in ("mxf4", "mxf4nvf4"):
+        return idx
+    pos = np.empty((c.shape[0], 2 * idx.shape[1]), np.int64)
+    pos[:, 0::2], pos[:, 1::2] = 2 * idx, 2 * idx + 1
+    return pos
+
+
+def sparse_meta_words(kind: str, positions: np.ndarray) -> np.ndarray:
+    """The (128 lanes x columns) uint32 words that hold the metadata of 128 rows (or of the
+    32 / 64 rows of a .ws MMA, repeated over the lane blocks) given as kept positions
+    (rows x K/2), in the layout :func:`sparse_meta_cells` gives."""
+    codes = encode_sparse_meta(kind, positions)
+    rows = codes.shape[0]
+    lane, col, bit = sparse_meta_cells(kind, rows, codes.shape[1] * _META_CHUNK[kind])
+    words = np.zeros((rows, int(col.max()) + 1), np.uint64)
+    np.add.at(words, (lane, col), codes.astype(np.uint64) << bit.astype(np.uint64))
+    return np.tile(words, (LANES // rows, 1)).astype(np.uint32)  # .ws: copies per lane block
+
+
+def store_sparse_meta(tmem: Tmem, taddr: int, kind: str, positions: np.ndarray) -> None:
+    """Place metadata (128 rows, or .ws 64 / 32 rows and their lane-block copies) at
+    ``taddr`` the way a kernel does: four warps, each a
+    ``tcgen05.st.sync.aligned.32x32b.xN`` (thread t of warp w -> lane 32 w + t, register i ->
+    column i) at ``taddr + (32 w << 16)``."""
+    words = sparse_meta_words(kind, positions)
+    atom = TmemCopyAtom("store", "32x32b", words.shape[1])
+    for w in range(4):
+        tmem_store(tmem, atom, taddr + ((32 * w) << 16), words[32 * w:32 * w + 32])
+
+
+def read_sparse_meta(tmem: Tmem, taddr: int, kind: str, rows: int, k: int,
+                     selector: int = 0, ws: bool = False) -> np.ndarray:
+    """Kept positions (rows x K/2) tcgen05.mma.sp reads from the metadata at ``taddr``
+    (``rows`` per CTA: 128, or 64 / 32 with ``ws``, whose lane-block copies must agree)."""
+    if rows != LANES and not ws:
+        raise RefError(f"sparse metadata in TMEM for {rows} rows without .ws (Layout F) is "
+                       "not modelled: CUTLASS's tmem_e_frg is M = 128 only")
+    if selector != 0:
+        raise RefError(f"sparsity selector {selector} is not modelled (the ISA gives the "
+                       "selected sub-columns only as figures; selector 0 is)")
+    lane0, col0 = Tmem.split(taddr)
+    if lane0 != 0:
+        raise RefError(f"sparse metadata at {taddr:#x}: lane field must be 0, got {lane0}")
+    lane, col, bit = sparse_meta_cells(kind, rows, k)
+    if col0 + col.max() >= COLUMNS:
+        raise RefError(f"sparse metadata at {taddr:#x} runs past column {COLUMNS - 1}")
+    words = tmem.cells[lane, col0 + col].astype(np.uint64)
+    for q in range(1, LANES // rows):
+        if np.any(tmem.cells[lane + rows * q, col0 + col] != words):
+            raise RefError(f"sparse metadata at {taddr:#x}: .ws M = {rows} needs the copy in "
+                           f"lanes {rows * q}.. to equal lanes 0..{rows - 1}")
+    return decode_sparse_meta(kind, (words >> bit.astype(np.uint64)) & np.uint64(0xF))
+
+
 # ---------------------------------------------------------------------------- the MMA
 def _pair(x: Any, what: str, cta_group: int) -> list[Any]:
     if cta_group == 1:
@@ -391,7 +517,7 @@ def _read_a_tmem(tmem: Tmem, taddr: int, ka: int, abits: int, m: int, n: int, ct
 def mma(tmem: Tmem | Sequence[Tmem], smem: Smem | Sequence[Smem], *, kind: str, d_taddr: int,
         a: int | tuple[str, int], b_desc: int, idesc: int, enable_input_d: bool,
         scale_input_d: int = 0, sfa: np.ndarray | int | None = None,
-        sfb: np.ndarray | int | None = None, sparse_meta: np.ndarray | None = None,
+        sfb: np.ndarray | int | None = None, sparse_meta: np.ndarray | int | None = None,
         cta_group: int = 1, ws: bool = False, scale_vec: str | None = None) -> np.ndarray:
     """Execute one ``tcgen05.mma`` on the model; returns the new D (M x N, float64/int64).
 
@@ -401,8 +527,10 @@ def mma(tmem: Tmem | Sequence[Tmem], smem: Smem | Sequence[Smem], *, kind: str, 
     :func:`read_scale_factors` describes, with the idesc's scale-factor ids), or the scale
     codes as arrays (M x K/vec, N x K/vec).  ``scale_vec`` is the instruction's scale-vector
     qualifier (``scale_vec::NX`` / ``blockN``; it fixes the scale factors per row read from
-    TMEM; default: the kind's only one, 4X for mxf4nvf4 with ue4m3).  ``sparse_meta`` gives,
-    for each kept A element (M x K/2), its position inside its group of 4 (2 for tf32, 8 for
+    TMEM; default: the kind's only one, 4X for mxf4nvf4 with ue4m3).  ``sparse_meta`` is the
+    metadata's TMEM address (read as :func:`read_sparse_meta` describes, with the idesc's
+    sparsity selector; each CTA of a pair holds its own rows'), or an array giving, for each
+    kept A element (M x K/2), its position inside its group of 4 (2 for tf32, 8 for
     mxf4/mxf4nvf4, whose kept positions come in aligned pairs).
 
     ``cta_group=2``: ``tmem`` and ``smem`` are the CTA pair's (even rank first).  The same
@@ -421,6 +549,8 @@ def mma(tmem: Tmem | Sequence[Tmem], smem: Smem | Sequence[Smem], *, kind: str, 
     kspec = KINDS[kind]
     if kspec.block_scaled and d.k_size:
         raise RefError("the K = 96 form (idesc k_size = 1) is not modelled")
+    if not d.sparse and sparse_meta is not None:
+        raise RefError("the idesc is dense (sparsity bit 2 clear): no sparse metadata")
     if not kspec.block_scaled and (sfa is not None or sfb is not None):
         raise RefError(f"kind::{kind} is not block-scaled and takes no scale factors")
     k = kspec.k_dense * (2 if d.sparse else 1)
@@ -446,6 +576,9 @@ def mma(tmem: Tmem | Sequence[Tmem], smem: Smem | Sequence[Smem], *, kind: str, 
         # PTX ISA 9.7.16.10.8: tf32 1:2; f16/f8f6f4/mxf8f6f4/i8 2:4; mxf4/mxf4nvf4 4:8 in
         # pairs (two 2-wide sub-chunks of each 8-wide chunk are kept whole)
         group = {"tf32": 2, "mxf4": 8, "mxf4nvf4": 8}.get(kind, 4)
+        if isinstance(sparse_meta, (int, np.integer)):
+            sparse_meta = np.concatenate([read_sparse_meta(t, int(sparse_meta), kind, mc, k,
+                                                            d.sparse_id2, ws) for t in tmems])
         if sparse_meta is None or sparse_meta.shape != (d.m, ka):
             raise RefError(f"sparse A needs metadata of shape {(d.m, ka)}")
         full = np.zeros((d.m, k), av.dtype)
