@@ -4,7 +4,9 @@ One module per target holds one kernel per atom (ptxas runs once per module): un
 copies gmem -> smem -> gmem (and through registers where the access moves 32- or 64-bit
 elements), cp.async gmem -> smem with commit/wait, ldmatrix/stmatrix between the atom's
 reference smem layout and a register fragment.  The instruction spellings each kernel must
-contain are the PTX ISA's ("ld", "st", "cp.async", "ldmatrix", "stmatrix")."""
+contain are the PTX ISA's ("ld", "st", "cp.async", "ldmatrix", "stmatrix").  Swizzled shared
+memory: the lowered address arithmetic is run on the CPU for every lane and compared with
+``nvatom.atoms.smem.warp_addresses`` (the layout algebra's addresses of the swizzled tile)."""
 
 from __future__ import annotations
 
@@ -142,11 +144,17 @@ def test_copy_pipeline_example() -> None:
      "  %a16 = cute_nvgpu.make_atom : !cute_nvgpu.atom.universal_copy<16>\n"
      "  cute_nvgpu.atom.copy %a16, %h, %r",
      "a .b16 access cannot move 16-bit values held in 32-bit registers"),
-    # a swizzled tile: the lowering evaluates plain layouts only
+    # a swizzled layout's offset that misaligns the access
     ("%g = cute.make_view %p : !cute.memref<f32, gmem, (32,4):(4,1)>\n"
-     "  %s = cute.alloc_smem : !cute.memref<f32, smem, Sw<1,2,3> o 0 o (32,4):(4,1)>\n"
+     "  %s = cute.alloc_smem : !cute.memref<f32, smem, Sw<3,4,3> o 2 o (32,4):(4,1)>\n"
      "  cute_nvgpu.atom.copy %atom, %g, %s",
-     "static, unswizzled layout"),
+     "the swizzled layout's offset 2 puts the 16-byte access of value offset 0 at element 2, "
+     "not a multiple of 4"),
+    # swizzles lower in shared memory only
+    ("%g = cute.make_view %p : !cute.memref<f32, gmem, Sw<3,4,3> o 0 o (32,4):(4,1)>\n"
+     "  %s = cute.alloc_smem : !cute.memref<f32, smem, (32,4):(4,1)>\n"
+     "  cute_nvgpu.atom.copy %atom, %g, %s",
+     "static layout (swizzled ones in smem only)"),
     # thread stride not a multiple of the access: misaligned for lanes > 0
     ("%g = cute.make_view %p : !cute.memref<f32, gmem, (32,4):(2,1)>\n"
      "  %s = cute.alloc_smem : !cute.memref<f32, smem, (32,4):(4,1)>\n"
@@ -196,3 +204,159 @@ def test_tmem_copy_register_count_is_checked() -> None:
     with pytest.raises(driver.IRError, match="moves 32 registers per thread, the fragment "
                                              "has 16"):
         lower(mod, driver.verify(mod, "sm_100a"))
+
+
+# --------------------------------------------------------------------------- swizzled smem
+
+# The (lane, value) layout of ldmatrix/stmatrix .x4 over the top-left 16 x 16 block of a
+# row-major 16 x 64 tile of 16-bit elements (lane l = t + 8 j0 + 16 j1: row 8 j0 + t, columns
+# 8 j1 ..): the order of nvatom.atoms.smem.warp_addresses("ldsm.x4") for that block.
+_X4_ROWS = "((8,2,2),8):((64,512,8),1)"
+# Sw<3,4,3> (the issue's example) and the hardware's SW32/SW64/SW128 modes in 16-bit elements
+_SWIZZLES = ["Sw<3,4,3>", "Sw<1,3,3>", "Sw<2,3,3>", "Sw<3,3,3>"]
+
+
+def _swizzled_kernel(i: int, sw: str) -> str:
+    return (f"func.func @sw{i}(%pa: !cute.ptr<f16, gmem>, %pd: !cute.ptr<f16, gmem>) {{\n"
+            "  %cp = cute_nvgpu.make_atom : !cute_nvgpu.atom.simt_async_copy<16>\n"
+            "  %ld = cute_nvgpu.make_atom : !cute_nvgpu.atom.ldsm<m8n8.x4>\n"
+            "  %st = cute_nvgpu.make_atom : !cute_nvgpu.atom.stsm<m8n8.x4>\n"
+            "  %out = cute_nvgpu.make_atom : !cute_nvgpu.atom.universal_copy<128>\n"
+            "  %ga = cute.make_view %pa : !cute.memref<f16, gmem, ((8,2,2),8):((16,128,8),1)>\n"
+            "  %gd = cute.make_view %pd : !cute.memref<f16, gmem, ((8,2,2),8):((16,128,8),1)>\n"
+            f"  %sa = cute.alloc_smem : !cute.memref<f16, smem, {sw} o 0 o {_X4_ROWS}>\n"
+            "  cute_nvgpu.atom.copy %cp, %ga, %sa\n"
+            "  cute_nvgpu.arch.cp_async_commit_group\n"
+            "  cute_nvgpu.arch.cp_async_wait_group {pending = 0}\n"
+            "  cute_nvgpu.arch.sync_threads\n"
+            "  %r = cute.alloc_rmem : !cute.memref<f16, rmem, (32,(2,4)):(2,(1,64))>\n"
+            "  cute_nvgpu.atom.copy %ld, %sa, %r\n"
+            "  cute_nvgpu.arch.sync_threads\n"
+            "  cute_nvgpu.atom.copy %st, %r, %sa\n"
+            "  cute_nvgpu.arch.sync_threads\n"
+            "  cute_nvgpu.atom.copy %out, %sa, %gd\n"
+            "  func.return\n}\n")
+
+
+# The u32 integer instructions the address arithmetic uses (PTX ISA semantics, mod 2^32).
+_U32 = {
+    "mov.u32": lambda a: a,
+    "and.b32": lambda a, b: a & b,
+    "xor.b32": lambda a, b: a ^ b,
+    "shr.u32": lambda a, b: a >> b,
+    "shl.b32": lambda a, b: (a << b) & 0xFFFFFFFF,
+    "add.u32": lambda a, b: (a + b) & 0xFFFFFFFF,
+    "mad.lo.u32": lambda a, b, c: (a * b + c) & 0xFFFFFFFF,
+}
+_SMEM_OPS = ("cp.async", "ldmatrix", "stmatrix", "ld.shared", "st.shared")
+
+
+def _shared_addresses(body: str, lane: int) -> list[tuple[str, int]]:
+    """Run the kernel's u32 arithmetic for thread ``lane`` (shared symbols at 0) and return
+    (opcode, byte address) of every shared-memory access in order."""
+    env: dict[str, int] = {}
+
+    def val(a: str) -> int:
+        if a == "%tid.x":
+            return lane
+        if a.startswith("%"):
+            return env[a]
+        return int(a) if a.lstrip("-").isdigit() else 0  # a .shared symbol: base 0
+
+    out = []
+    for line in body.splitlines():
+        m = re.fullmatch(r"\s*([\w.:]+) (.*);", line)
+        if not m:
+            continue
+        op, args = m.group(1), m.group(2)
+        if op in _U32:
+            regs = [a.strip() for a in args.split(",")]
+            env[regs[0]] = _U32[op](*(val(a) for a in regs[1:]))
+        elif op.startswith(_SMEM_OPS) and "[" in args:  # not cp.async.commit/wait_group
+            # the shared operand: [reg] or [reg+imm] (cp.async: the first bracket)
+            addr = re.findall(r"\[(%r\d+)(?:\+(\d+))?\]", args)[0]
+            out.append((op, val(addr[0]) + int(addr[1] or 0)))
+    return out
+
+
+def test_swizzled_smem_copies_lower_and_assemble_and_address_what_the_layout_says() -> None:
+    """cp.async -> ldmatrix -> stmatrix -> ld.shared.v4 through swizzled smem, per swizzle:
+    every lane's shared address (the lowered u32 arithmetic run on the CPU) is the one
+    ``nvatom.atoms.smem.warp_addresses`` gives for the swizzled 16 x 64 tile, for all four
+    instructions (one ptxas run for the whole module)."""
+    from nvatom.atoms.smem import warp_addresses
+    from nvatom.layout import ComposedLayout
+
+    text = "".join(_swizzled_kernel(i, sw) for i, sw in enumerate(_SWIZZLES))
+    mod = driver.parse(text, "swizzled.mlir")
+    assert driver.print_module(mod) == text
+    out = lower(mod, driver.verify(mod, "sm_90a"))
+    bodies = out.ptx.split(".entry ")[1:]
+    assert len(bodies) == len(_SWIZZLES)
+    ops = ["cp.async.cg.shared.global", "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+           "stmatrix.sync.aligned.m8n8.x4.shared.b16", "ld.shared.v4.b32"]
+    for sw, body in zip(_SWIZZLES, bodies, strict=True):
+        tile = ComposedLayout(f"{sw} o 0 o (16,64):(64,1)")
+        want = [la.address for la in warp_addresses(tile, "ldsm.x4", element_bits=16)[0].lanes]
+        for lane in range(32):
+            got = _shared_addresses(body, lane)
+            assert [o for o, _ in got] == ops, (sw, got)
+            assert {a for _, a in got} == {want[lane]}, (sw, lane, got, want[lane])
+    assert any(want[lane] != 128 * (lane % 16) + 16 * (lane // 16) for lane in range(32))
+    assert set(assemble(out.ptx, "sm_90a").kernels) == {f"sw{i}" for i in range(len(_SWIZZLES))}
+
+
+def test_swizzled_copy_example_file_lowers_and_assembles() -> None:
+    text = (HERE / "copy_swizzled.mlir").read_text()
+    mod = driver.parse(text, "copy_swizzled.mlir")  # round trip: test_ir_files.py
+    out = lower(mod, driver.verify(mod, "sm_90a"))
+    assert out.ptx.count("xor.b32") == 4  # one swizzle per shared access
+    assert set(assemble(out.ptx, "sm_90a").kernels) == {"copy_swizzled_f16"}
+
+
+_LDSM_X4 = ("  %a = cute_nvgpu.make_atom : !cute_nvgpu.atom.ldsm<m8n8.x4>\n"
+            "  %s = cute.alloc_smem : !cute.memref<f16, smem, {}>\n"
+            "  %r = cute.alloc_rmem : !cute.memref<f16, rmem, (32,(2,4)):(2,(1,64))>\n"
+            "  cute_nvgpu.atom.copy %a, %s, %r\n")
+
+
+@pytest.mark.parametrize(("elem", "body", "msg"), [
+    # the swizzle's lowest bit (4 elements) splits a 16-byte ldmatrix row (8 f16)
+    ("f16", _LDSM_X4.format("Sw<3,2,3> o 0 o (32,8):(8,1)"),
+     "the swizzle Sw<3,2,3> permutes units of 4 16-bit element(s), less than the 16-byte "
+     "access (8 elements): the bytes of one access would not stay contiguous"),
+    # a swizzled ldmatrix operand's values must be one row in order
+    ("f16", _LDSM_X4.format("Sw<3,4,3> o 0 o (32,8):(8,2)"),
+     "'atom.ldsm<m8n8.x4>' takes a swizzled src Sw o offset o (lane, value) with 32 lanes and "
+     "the values one row 8:1, but got Sw<3,4,3> o 0 o (32,8):(8,2)"),
+    # sub-byte elements: not implemented
+    ("u4", "  %a = cute_nvgpu.make_atom : !cute_nvgpu.atom.universal_copy<128>\n"
+     "  %g = cute.make_view %p : !cute.memref<u4, gmem, (32,32):(32,1)>\n"
+     "  %s = cute.alloc_smem : !cute.memref<u4, smem, Sw<3,5,3> o 0 o (32,32):(32,1)>\n"
+     "  cute_nvgpu.atom.copy %a, %g, %s\n",
+     "a swizzled copy operand of 4-bit elements does not lower"),
+])
+def test_swizzled_copies_that_do_not_lower_say_why(elem: str, body: str, msg: str) -> None:
+    text = f"func.func @k(%p: !cute.ptr<{elem}, gmem>) {{\n{body}  func.return\n}}\n"
+    mod = driver.parse(text, "bad.mlir")
+    with pytest.raises(driver.IRError, match=re.escape(msg)):
+        lower(mod, driver.verify(mod, "sm_90a"))
+
+
+def test_thread_invariant_swizzled_operand_folds_the_swizzle_at_build_time() -> None:
+    """A rank-1 smem layout (the same elements for every thread): each 16-byte access's
+    address is the swizzle of its element offset, computed at build time (no xor emitted)."""
+    from nvatom.layout import Swizzle
+
+    text = ("func.func @k(%p: !cute.ptr<f16, gmem>) {\n"
+            "  %a = cute_nvgpu.make_atom : !cute_nvgpu.atom.universal_copy<128>\n"
+            "  %g = cute.make_view %p : !cute.memref<f16, gmem, 256:1>\n"
+            "  %s = cute.alloc_smem : !cute.memref<f16, smem, Sw<3,4,3> o 0 o 256:1>\n"
+            "  cute_nvgpu.atom.copy %a, %g, %s\n  func.return\n}\n")
+    mod = driver.parse(text, "static.mlir")
+    out = lower(mod, driver.verify(mod, "sm_90a"))
+    assert "xor.b32" not in out.ptx
+    got = [a for _, a in _shared_addresses(out.ptx, 0)]
+    assert got == [2 * Swizzle(3, 4, 3)(8 * j) for j in range(32)]
+    assert got != [16 * j for j in range(32)]
+    assert set(assemble(out.ptx, "sm_90a").kernels) == {"k"}

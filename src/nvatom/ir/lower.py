@@ -10,9 +10,10 @@ Values map to registers: integers to ``.b32``/``.b64`` registers, a register fra
 address, a tensor view to its base address, a TMEM buffer to its tcgen05 address, an atom
 to nothing (it is static).  Atom applications call the emitters of ``nvatom.ptx``:
 ``emit_mma`` (mma.sync), ``emit_wgmma`` with the WGMMA protocol checked by
-``WgmmaSequence``, ``copy_emit`` (ld/st, ldmatrix/stmatrix, cp.async), ``tma_emit``
-(mbarriers, ``cp.async.bulk.tensor`` with multicast/im2col/cache hints, ``tensormap.replace``)
-and ``tcgen05_emit`` (TMEM allocation, ``tcgen05.mma``/``commit``/``ld``/``st``).  The
+``WgmmaSequence``, ``copy_emit`` (ld/st, ldmatrix/stmatrix, cp.async; swizzled shared
+memory addressed with ``layout_eval.emit_swizzle`` per access), ``tma_emit`` (mbarriers,
+``cp.async.bulk.tensor`` with multicast/im2col/cache hints, ``tensormap.replace``) and
+``tcgen05_emit`` (TMEM allocation, ``tcgen05.mma``/``commit``/``ld``/``st``).  The
 ``.version`` is the lowest one the target and every lowered atom accept.  ``scf.for`` becomes
 a counted loop (no loop-carried values).
 
@@ -35,11 +36,11 @@ from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.driver import Diagnostic, IRError, Module
 from nvatom.ir.syntax import layout_text
-from nvatom.layout import ComposedLayout, Layout, composition, cosize, size
+from nvatom.layout import ComposedLayout, Layout, Swizzle, composition, cosize, size
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
 from nvatom.ptx.builder import Module as PtxModule
-from nvatom.ptx.layout_eval import emit_layout_offset, flat_modes
+from nvatom.ptx.layout_eval import emit_layout_offset, emit_swizzle, flat_modes
 
 __all__ = ["FragmentAccess", "LowerError", "Lowered", "TmaParam", "fragment_access", "lower"]
 
@@ -455,7 +456,7 @@ class _KernelLowering:
     def _cute_alloc_smem(self, op: Any) -> None:
         m = TY.memref_of(op.results[0].type)
         assert m is not None
-        nbytes = -(-cosize(m.layout) * m.element.pack_bits // 8)
+        nbytes = -(-_footprint(m.layout) * m.element.pack_bits // 8)
         align = 1024 if isinstance(m.layout, ComposedLayout) else 128
         sym = self.k.shared(self.fresh("smem"), max(nbytes, 16), align)
         self.shared += nbytes
@@ -866,18 +867,30 @@ class _CopySide:
     value: Layout  # value index -> element offset
     base: Any  # Reg (address) or _Frag
     lane_addr: Reg | None = None  # base + this thread's offset, once computed
+    swizzle: Swizzle | None = None  # smem Sw<B,M,S> o offset o (lane, value)
+    offset: int = 0  # the composed layout's offset (elements, before the swizzle)
+    lane_lin: Reg | None = None  # swizzled: this thread's unswizzled element offset
 
     @staticmethod
     def of(low: _KernelLowering, v: Any) -> _CopySide:
         m = TY.memref_of(v.type)
-        if m is None or not isinstance(m.layout, Layout):
-            raise LowerError(f"copy atoms lower for !cute.memref operands with a static, "
-                             f"unswizzled layout, not {TY.type_text(v.type)}")
-        lay = m.layout
+        lay = None if m is None else m.layout
+        sw, offset = None, 0
+        if isinstance(lay, ComposedLayout) and isinstance(lay.inner, Swizzle) \
+                and m.space == "smem":  # type: ignore[union-attr]
+            sw, offset, lay = lay.inner, lay.offset, lay.outer
+        if m is None or not isinstance(lay, Layout):
+            raise LowerError(f"copy atoms lower for !cute.memref operands with a static layout "
+                             f"(swizzled ones in smem only), not {TY.type_text(v.type)}")
+        if sw is not None and m.element.pack_bits % 8:
+            raise LowerError(f"a swizzled copy operand of {m.element.pack_bits}-bit elements "
+                             "does not lower: swizzled addresses are scaled by whole element "
+                             "bytes (sub-byte elements are not implemented)")
         lane, value = (lay[0], lay[1]) if lay.rank == 2 else (None, lay)
         val = low._reg_of(v)
         base = val if m.space == "rmem" else val.reg
-        return _CopySide(m.space, m.element.pack_bits, lane, value, base)
+        return _CopySide(m.space, m.element.pack_bits, lane, value, base, swizzle=sw,
+                         offset=offset)
 
     @property
     def threads(self) -> int:
@@ -911,6 +924,8 @@ class _CopySide:
             raise LowerError(f"values {j * per}..{j * per + per - 1} of {self.value} sit at "
                              f"offsets {offs}: not {nbytes} contiguous, aligned bytes")
         eb = self.element_bits // 8
+        if self.swizzle is not None:
+            return self._swizzled_address(low, offs[0], per, nbytes)
         addr = self.base
         if self.lane_addr is not None:
             addr = self.lane_addr
@@ -932,6 +947,54 @@ class _CopySide:
                 low.k.ins("add.u32", addr, self.base, off)
             self.lane_addr = addr
         return f"{addr}+{offs[0] * eb}" if offs[0] else str(addr)
+
+    def _lane_strides_fit(self, nbytes: int) -> None:
+        eb = self.element_bits // 8
+        bad = [d for s, d in flat_modes(self.lane) if s > 1 and (d * eb) % nbytes]
+        if bad:
+            raise LowerError(f"the thread stride {bad[0]} of {self.lane} is not a multiple "
+                             f"of the {nbytes}-byte access")
+
+    def _swizzled_address(self, low: _KernelLowering, first: int, per: int,
+                          nbytes: int) -> str:
+        """``base + Sw(offset + lane offset + first) * element bytes``.  The swizzle XORs
+        bit fields of the element offset, so it is applied to the whole offset of each access
+        (not split into a lane and a value part).  The access's ``per`` elements, contiguous
+        and aligned in the unswizzled layout, stay so iff no bit the swizzle reads or writes
+        lies below ``per``: then the XOR moves the aligned block as a whole."""
+        sw = self.swizzle
+        assert sw is not None
+        if sw.swizzle_code & (per - 1):
+            unit = sw.swizzle_code & -sw.swizzle_code
+            raise LowerError(f"the swizzle {sw} permutes units of {unit} {self.element_bits}-bit "
+                             f"element(s), less than the {nbytes}-byte access ({per} elements): "
+                             "the bytes of one access would not stay contiguous")
+        static = self.offset + first
+        if static % per:
+            raise LowerError(f"the swizzled layout's offset {self.offset} puts the {nbytes}-byte "
+                             f"access of value offset {first} at element {static}, not a "
+                             f"multiple of {per}")
+        eb = self.element_bits // 8
+        k = low.k
+        if self.lane is None or size(self.lane) == 1:
+            return f"{self.base}+{sw(static) * eb}" if sw(static) else str(self.base)
+        if self.lane_lin is None:
+            self._lane_strides_fit(nbytes)
+            lane = k.reg("u32")
+            k.ins("and.b32", lane, low.tid(), size(self.lane) - 1)
+            self.lane_lin = emit_layout_offset(k, self.lane, lane)
+        lin = self.lane_lin
+        if static:
+            lin = k.reg("u32")
+            k.ins("add.u32", lin, self.lane_lin, static)
+        off = emit_swizzle(k, lin, sw)
+        if eb > 1:
+            scaled = k.reg("u32")
+            k.ins("shl.b32", scaled, off, eb.bit_length() - 1)
+            off = scaled
+        addr = k.reg("u32")
+        k.ins("add.u32", addr, self.base, off)
+        return str(addr)
 
     def access_regs(self, low: _KernelLowering, j: int, acc: Any, *, pack: bool) -> list[Reg]:
         """The registers access ``j`` moves: the fragment's own registers when the access's
@@ -958,6 +1021,17 @@ class _CopySide:
             first = j * acc.bits // 32
             for i, r in enumerate(regs):
                 low.k.ins("mov.b64", f"{{{frag[first + 2 * i]}, {frag[first + 2 * i + 1]}}}", r)
+
+
+def _footprint(layout: Layout | ComposedLayout) -> int:
+    """Elements a buffer of ``layout`` spans.  A swizzle ``Sw o off o L`` keeps every bit
+    above its highest XOR target, so it maps ``[0, off + cosize(L))`` into the same range
+    rounded up to a multiple of ``2^(that bit + 1)``."""
+    if not isinstance(layout, ComposedLayout) or not isinstance(layout.inner, Swizzle):
+        return cosize(layout)
+    n = layout.offset + cosize(layout.outer)
+    span = 1 << layout.inner.zzz_msk.bit_length()
+    return -(-n // span) * span
 
 
 def _one_reg(frag: Any, what: str) -> Reg:
