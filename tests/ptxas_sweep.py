@@ -92,3 +92,25 @@ def case_verdicts(
         out.update((i, (False, tuple(m))) for i, m in bad.items())
         pending = [i for i in pending if i not in bad]
     return out
+
+
+def kernel_lines(emit: Callable[..., object]) -> list[str]:
+    """The instruction lines one emitter call appends to an empty kernel (no declarations)."""
+    from nvatom.ptx.builder import Kernel
+
+    k = Kernel("x")
+    emit(k)
+    return [ln for ln in k.emit().splitlines()[2:-2] if not ln.strip().startswith(".reg")]
+
+
+def one_kernel_module(ptx_target: str, version: tuple[int, int], params: str, regs: str,
+                      groups: Sequence[Sequence[str]]) -> tuple[str, list[int]]:
+    """One kernel holding every group of lines, and the line number where each group starts
+    (the ``build`` argument of :func:`case_verdicts`)."""
+    text = (f".version {version[0]}.{version[1]}\n.target {ptx_target}\n.address_size 64\n"
+            f".visible .entry k({params})\n{{\n" + regs)
+    starts = []
+    for lines in groups:
+        starts.append(text.count("\n") + 1)
+        text += "\n".join(lines) + "\n"
+    return text + "ret;\n}\n", starts

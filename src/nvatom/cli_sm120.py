@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from nvatom.errors import NvatomError
 
@@ -79,14 +78,9 @@ def cmd_atoms(args: argparse.Namespace) -> int:
 
 
 def _show(grid: list, args: argparse.Namespace, title: str) -> int:
-    from nvatom.atoms.frag_view import fragment_svg, fragment_table
+    from nvatom.cli import _show_fragment  # one fragment printer for every family
 
-    if not args.no_table:
-        print(fragment_table(grid))
-    if args.svg:
-        Path(args.svg).write_text(fragment_svg(grid, title))
-        print(f"wrote {args.svg}")
-    return 0
+    return _show_fragment(grid, args, title)
 
 
 def cmd_frag(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import pytest
 from nvatom import arch
 from nvatom.ptx import sync_emit as S
 from nvatom.ptx.builder import Kernel
-from tests.ptxas_sweep import case_verdicts
+from tests.ptxas_sweep import case_verdicts, kernel_lines, one_kernel_module
 
 TARGETS = ["sm_75", "sm_80", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_120", "sm_120a"]
 _REGS = ".reg .b32 %r<20>;\n.reg .f32 %f<8>;\n.reg .pred %p<4>;\n"
@@ -57,20 +57,12 @@ CASES = _cases()
 
 
 def _lines(case: Case) -> list[str]:
-    k = Kernel("x")
-    case[2](k)
-    return [ln for ln in k.emit().splitlines()[2:-2] if not ln.strip().startswith(".reg")]
+    return kernel_lines(case[2])
 
 
 def _module(t: arch.Target, lines_by_case: list[list[str]]) -> tuple[str, list[int]]:
-    version = max(t.min_ptx, (8, 0))
-    head = (f".version {version[0]}.{version[1]}\n.target {t.ptx_target}\n.address_size 64\n"
-            ".visible .entry k()\n{\n" + _REGS)
-    text, starts = head, []
-    for lines in lines_by_case:
-        starts.append(text.count("\n") + 1)
-        text += "\n".join(lines) + "\n"
-    return text + "ret;\n}\n", starts
+    return one_kernel_module(t.ptx_target, max(t.min_ptx, (8, 0)), "", _REGS,
+                             lines_by_case)
 
 
 def _verdicts(t: arch.Target, cases: list[Case]) -> dict[str, tuple[bool, tuple[str, ...]]]:

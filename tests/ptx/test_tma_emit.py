@@ -24,7 +24,7 @@ from nvatom.atoms import tma as T
 from nvatom.ptx import tma_emit as E
 from nvatom.ptx.builder import Kernel, Module
 from nvatom.runtime import ptxas
-from tests.ptxas_sweep import case_verdicts
+from tests.ptxas_sweep import case_verdicts, kernel_lines, one_kernel_module
 
 # one representative of each target family ptxas 13.0 knows with the TMA surface's edges
 TARGETS = ["sm_80", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_103a", "sm_120a"]
@@ -133,20 +133,12 @@ CASES = _cases()
 
 
 def _lines(case: Case) -> list[str]:
-    k = Kernel("x")
-    case[2](k)
-    return [ln for ln in k.emit().splitlines()[2:-2] if not ln.strip().startswith(".reg")]
+    return kernel_lines(case[2])
 
 
 def _module(t: arch.Target, lines_by_case: list[list[str]]) -> tuple[str, list[int]]:
-    version = max(t.min_ptx, (8, 8))
-    head = (f".version {version[0]}.{version[1]}\n.target {t.ptx_target}\n.address_size 64\n"
-            ".visible .entry k(.param .align 64 .b8 tm[128])\n{\n" + _REGS)
-    text, starts = head, []
-    for lines in lines_by_case:
-        starts.append(text.count("\n") + 1)
-        text += "\n".join(lines) + "\n"
-    return text + "ret;\n}\n", starts
+    return one_kernel_module(t.ptx_target, max(t.min_ptx, (8, 8)),
+                             ".param .align 64 .b8 tm[128]", _REGS, lines_by_case)
 
 
 def _verdicts(t: arch.Target) -> dict[str, tuple[bool, tuple[str, ...]]]:
