@@ -331,7 +331,7 @@ class _KernelLowering:
         _, d, a, b, _c, *extra = op.operands
         if extra or atom.form().operands != ("d", "a", "b", "idesc", "enable_input_d"):
             raise LowerError(f"'{atom.name}' is lowered for dense ss atoms without block "
-                             "scales; this form is not yet")
+                             "scales; this form does not lower yet")
         tm = self._reg_of(d)
         if not isinstance(tm, _Tmem):
             raise LowerError("the UMMA accumulator must be a cute.alloc_tmem buffer")
