@@ -8,6 +8,9 @@
 * MMA: the model's D equals numpy's A @ B^T for every modelled kind (f16, bf16, tf32, e4m3 x
   e5m2, s8 x u8, MXFP8, NVFP4, MXFP4), K-major and MN-major B, negation, accumulate and
   scale-input-d, structured sparsity and A in TMEM.
+* FP4/FP6 of kind::f8f6f4 / mxf8f6f4 in shared memory: the padded-packed 16-byte units
+  (.b4x16_p64 / .b6x16_p32) match the format's definition; MMAs mixing e2m1/e2m3/e3m2 with
+  FP8 match numpy; one code per byte (the wrong container) gives a wrong D.
 * tcgen05.ld/st: every atom round-trips through the TMEM model; 32x32b loads by four warps
   return D's rows.
 * Data paths: the model's D placement equals CUTLASS's ``tmem_frg`` atoms (PTX ISA Layouts A,
@@ -48,6 +51,7 @@ from nvatom.ref.tcgen05 import (
     layout_id,
     mma,
     read_matrix,
+    read_padded_matrix,
     read_scale_factors,
     read_sparse_meta,
     sparse_meta_cells,
@@ -55,6 +59,7 @@ from nvatom.ref.tcgen05 import (
     tmem_copy_32x128b_warpx4,
     tmem_load,
     tmem_store,
+    write_padded_matrix,
 )
 
 BASE_A, BASE_B = 0x4000, 0x10000
@@ -246,10 +251,6 @@ def test_scale_input_d_and_errors() -> None:
     assert np.all(d == 2.0)  # 8 * 2^-2
     with pytest.raises(RefError, match="bits 46-48"):
         mma(tmem, smem, kind="f16", d_taddr=0, a=da & ~(1 << 46), b_desc=db, idesc=idesc,
-            enable_input_d=False)
-    e2 = make_umma_atom("f8f6f4", 1, 128, 64, "f32", "e2m1", "e2m1").idesc().encode()
-    with pytest.raises(RefError, match="8-bit container"):
-        mma(tmem, smem, kind="f8f6f4", d_taddr=0, a=da, b_desc=db, idesc=e2,
             enable_input_d=False)
 
 
@@ -867,3 +868,134 @@ def test_sparse_mma_with_misplaced_metadata_fails() -> None:
                    seed=21)
     # the same metadata placed correctly passes (the case above)
     _run_paths("f16", "f16", "f16", "f32", 128, 64, sparse=True, meta_tmem="st", seed=21)
+
+
+# --------------------------------------------------------------- FP4 / FP6 in shared memory
+# kind::f8f6f4 / mxf8f6f4 read e2m1 / e2m3 / e3m2 from shared memory in the padded-packed
+# format: PTX ISA 9.7.16.10.4.4 ("contiguously packed along with padding"), the layout of TMA's
+# .b4x16_p64 / .b6x16_p32 (ISA 5.5.1.1.1; CUDA driver API CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B
+# "8 byte gaps between every 8 byte chunk of packed values", 16U6_ALIGN16B "4 byte gaps between
+# every 12 byte chunk"), which CUTLASS loads these operands with (float_*_unpacksmem_t,
+# sm1xx_common.inl); descriptors count one byte per element.
+
+_SUB = {"e2m1": 4, "e2m3": 6, "e3m2": 6}
+
+
+def _unit_bytes(codes: list[int], bits: int) -> bytes:
+    """One 16-byte unit written from the formats' definition, independently of the model:
+    16 codes packed little-endian (code i at bits bits*i), then the padding (zero here)."""
+    data = sum(int(c) << (bits * i) for i, c in enumerate(codes))
+    return data.to_bytes(2 * bits, "little") + bytes(16 - 2 * bits)
+
+
+@pytest.mark.parametrize("bits", [4, 6])
+def test_padded_unit_matches_the_format_definition(bits: int) -> None:
+    rng = np.random.default_rng(bits)
+    codes = rng.integers(0, 1 << bits, (8, 128)).astype(np.uint64)
+    smem = Smem()
+    lay = smem_layout(8, 128, 8, "K", "SW128")  # one 128B swizzle atom: 8 rows x 128 bytes
+    words = [d.encode() for d in k_block_descriptors(lay, 8, "K", 4, BASE_A)]
+    for j, w in enumerate(words):
+        write_padded_matrix(smem, w, codes[:, 32 * j:32 * j + 32], bits)
+    # 128B swizzle (ISA 9.7.16.10.3 / CUTLASS Swizzle<3,4,3>): unit u of row r at 16 (u ^ r)
+    for r in range(8):
+        for u in range(8):
+            at = BASE_A + 128 * r + 16 * (u ^ r)
+            assert bytes(smem.data[at:at + 16]) == _unit_bytes(list(codes[r, 16 * u:16 * u + 16]),
+                                                               bits)
+            smem.data[at + 2 * bits:at + 16] = 0xA5  # garbage in the padding is not read
+    for j, w in enumerate(words):
+        np.testing.assert_array_equal(read_padded_matrix(smem, w, 8, 32, bits),
+                                      codes[:, 32 * j:32 * j + 32])
+
+
+def _sub_operand(smem: Smem, base: int, codes: np.ndarray, t: str, major: str,
+                 sw: str, container: str = "padded") -> list[int]:
+    """Store (rows x K) codes of type t; return the descriptor word of each 32-element
+    K-block.  Sub-byte types go in the padded-packed format (``container="byte"``: one code
+    per byte instead, the wrong assumption)."""
+    rows, k = codes.shape
+    if t not in _SUB or container == "byte":
+        lay = _store_tile(smem, base, codes, 8, major, sw)
+    else:
+        kk = -(-k // 128) * 128 if major == "K" else k
+        lay = smem_layout(rows, kk, 8, major, sw)
+    words = [d.encode() for d in k_block_descriptors(lay, 8, major, k // 32, base)]
+    if t in _SUB and container == "padded":
+        for j, w in enumerate(words):
+            write_padded_matrix(smem, w, codes[:, 32 * j:32 * j + 32], _SUB[t], major)
+    return words
+
+
+def _run_sub(kind: str, a_t: str, b_t: str, *, b_major: str = "K", b_sw: str = "SW128",
+             seed: int = 0, container: str = "padded") -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    sf = "ue8m0" if kind == "mxf8f6f4" else None
+    atom = make_umma_atom(kind, 1, 128, 64, "f32", a_t, b_t, b_major=b_major, sf=sf,
+                          vec_size=32 if sf else None)
+    m, n, k = atom.shape_mnk
+    kb = 3
+
+    def codes(t: str, rows: int) -> np.ndarray:
+        if t in _SUB:  # every code is a finite value
+            return rng.integers(0, 1 << _SUB[t], (rows, k * kb)).astype(np.uint64)
+        return _rand_codes(rng, t, (rows, k * kb))
+
+    a_codes, b_codes = codes(a_t, m), codes(b_t, n)
+    smem, tmem = Smem(), Tmem()
+    a_words = _sub_operand(smem, BASE_A, a_codes, a_t, "K", "SW128", container)
+    b_words = _sub_operand(smem, BASE_B, b_codes, b_t, b_major, b_sw, container)
+    av, bv = decode(a_t, a_codes).astype(np.float64), decode(b_t, b_codes).astype(np.float64)
+    sfa = sfb = None
+    if sf:
+        sfa = rng.integers(120, 134, (m, kb)).astype(np.uint64)
+        sfb = rng.integers(120, 134, (n, kb)).astype(np.uint64)
+        av, bv = av * np.repeat(decode(sf, sfa), 32, axis=1), \
+            bv * np.repeat(decode(sf, sfb), 32, axis=1)
+    idesc = atom.idesc().encode()
+    for s in range(kb):
+        mma(tmem, smem, kind=kind, d_taddr=0, a=a_words[s], b_desc=b_words[s], idesc=idesc,
+            enable_input_d=s > 0, sfa=None if sfa is None else sfa[:, s:s + 1],
+            sfb=None if sfb is None else sfb[:, s:s + 1])
+    return tmem.cells[:m, :n].view(np.float32), av @ bv.T
+
+
+@pytest.mark.parametrize(("kind", "a", "b", "kw"), [
+    ("f8f6f4", "e2m1", "e4m3", {}),
+    ("f8f6f4", "e4m3", "e2m3", {"b_sw": "SW64"}),
+    ("f8f6f4", "e3m2", "e2m1", {"b_sw": "SW32"}),
+    ("f8f6f4", "e2m3", "e3m2", {"b_sw": "INTERLEAVE"}),
+    ("f8f6f4", "e2m1", "e2m1", {"b_sw": "SW128"}),
+    ("f8f6f4", "e3m2", "e5m2", {"b_major": "MN", "b_sw": "SW64"}),
+    ("mxf8f6f4", "e2m1", "e3m2", {}),
+    ("mxf8f6f4", "e5m2", "e2m1", {"b_sw": "SW64"}),
+])
+def test_fp4_fp6_from_shared_memory_match_numpy(kind: str, a: str, b: str, kw: dict) -> None:
+    got, want = _run_sub(kind, a, b, seed=len(a + b + kind), **kw)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_fp4_fp6_one_code_per_byte_is_not_the_format() -> None:
+    # the other container assumption (one code per byte, as in TMEM) must give a wrong D
+    for a, b in (("e2m1", "e4m3"), ("e4m3", "e2m3")):
+        got, want = _run_sub("f8f6f4", a, b, seed=5, container="byte")
+        assert not np.allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_fp4_fp6_errors() -> None:
+    smem, tmem = Smem(), Tmem()
+    word = k_block_descriptors(smem_layout(8, 32, 8, "K", "INTERLEAVE"), 8, "K", 1,
+                               BASE_A)[0].encode()
+    with pytest.raises(RefError, match="4- or 6-bit elements, not 8-bit"):
+        read_padded_matrix(smem, word, 8, 32, 8)
+    with pytest.raises(RefError, match="MN-major FP4/FP6 operands are not modelled"):
+        read_padded_matrix(smem, word, 8, 32, 6, "MN")
+    with pytest.raises(RefError, match="must be 4-bit values"):
+        write_padded_matrix(smem, word, np.full((8, 32), 16), 4)
+    with pytest.raises(RefError, match=r"\(rows x k\) array"):
+        write_padded_matrix(smem, word, np.zeros(16, np.int64), 4)
+    e2 = make_umma_atom("f8f6f4", 1, 128, 64, "f32", "e2m1", "e2m1",
+                        a_source="ts").idesc().encode()
+    with pytest.raises(RefError, match="e2m1 A in tensor memory .* 8-bit containers"):
+        mma(tmem, smem, kind="f8f6f4", d_taddr=0, a=("tmem", 256), b_desc=word, idesc=e2,
+            enable_input_d=False)

@@ -55,8 +55,26 @@ the way the PTX ISA says the hardware does):
 * **tcgen05.ld/st**: through the (thread, value) layouts of :mod:`nvatom.atoms.tmem` (checked
   against CUTLASS), one warp at the warp's base address.
 
-Not modelled (clear errors): Layout C; FP6/FP4 in 8-bit containers (kind::f8f6f4 / mxf8f6f4
-with e2m3, e3m2, e2m1: the ISA gives the bit positions only as figures); sparse metadata in
+* **FP6/FP4 operands of kind::f8f6f4 / mxf8f6f4 in shared memory**
+  (:func:`read_padded_matrix`, :func:`write_padded_matrix`): the padded-packed container of
+  PTX ISA 9.7.16.10.4.4 ("contiguously packed along with padding") = the layout TMA's
+  ``.b4x16_p64`` / ``.b6x16_p32`` (ISA 5.5.1.1.1; CUDA driver API
+  ``CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B`` / ``16U6_ALIGN16B``: 8-byte gaps after every 8
+  bytes of packed 4-bit values, 4-byte gaps after every 12 bytes of 6-bit values) writes:
+  every 16 consecutive elements (along the operand's contiguous dimension) fill one 16-byte
+  unit, their 64 / 96 bits first, element i at bits b*i .. b*i+b-1 of the little-endian
+  data, then 8 / 4 bytes of padding that the MMA ignores.  The canonical layout and the
+  descriptor arithmetic are those of 8-bit elements (one byte of address per element; CUTLASS
+  maps e2m1/e2m3/e3m2 of the F8F6F4 kinds to ``float_*_unpacksmem_t``
+  (``sm1xx_kernel_input_element_to_mma_input_element``, gemm/collective/builders/
+  sm1xx_common.inl), loads them with those TMA formats (``to_CUtensorMapDataType``,
+  cute/arch/copy_sm90_desc.hpp) into smem allocated as ``uint8_t`` per element (the SM100
+  collectives' ``SmemAllocTypeA/B``: ``sizeof_bits < 8`` -> ``uint8_t``)).  The bit order
+  follows CUTLASS's packed sub-byte storage (element i at bit offset b*i), which TMA copies
+  as is.  Not checked on a device.
+
+Not modelled (clear errors): Layout C; FP6/FP4 A of kind::f8f6f4 / mxf8f6f4 in tensor memory
+(8-bit containers, ISA 9.7.16.10.4.3, bit positions only in figures); sparse metadata in
 TMEM for tf32, for M = 64 without .ws (Layout F) and for sparsity selectors other than 0 (it
 can be given as an array instead); the K = 96 form of mxf4/mxf4nvf4 (idesc k_size); the
 ``.ws`` zero-column mask and disable-output-lane; base_offset != 0, the absolute LBO mode and
@@ -76,10 +94,11 @@ from nvatom.descriptors.umma import decode_idesc
 from nvatom.dtypes import decode, dtype, encode
 from nvatom.errors import NvatomError
 
-__all__ = ["RefError", "Smem", "Tmem", "d_lanes_columns", "decode_sparse_meta",
-           "encode_sparse_meta", "layout_id", "mma", "read_matrix", "read_scale_factors",
-           "read_sparse_meta", "sparse_meta_cells", "sparse_meta_words", "store_sparse_meta",
-           "tmem_copy_32x128b_warpx4", "tmem_load", "tmem_store"]
+__all__ = ["PADDED_DATA_BYTES", "RefError", "Smem", "Tmem", "d_lanes_columns",
+           "decode_sparse_meta", "encode_sparse_meta", "layout_id", "mma", "read_matrix",
+           "read_padded_matrix", "read_scale_factors", "read_sparse_meta", "sparse_meta_cells",
+           "sparse_meta_words", "store_sparse_meta", "tmem_copy_32x128b_warpx4", "tmem_load",
+           "tmem_store", "write_padded_matrix"]
 
 
 class RefError(NvatomError):
@@ -203,17 +222,80 @@ def read_matrix(smem: Smem, word: int, rows: int, k: int, element_bits: int,
     return out
 
 
+#: Element bits -> data bytes of each 16-byte unit of the padded-packed shared-memory format of
+#: FP4/FP6 in kind::f8f6f4 / mxf8f6f4 (PTX ISA 9.7.16.10.4.4 and 5.5.1.1.1 ``.b4x16_p64`` /
+#: ``.b6x16_p32``; CUDA driver API ``16U4_ALIGN16B`` / ``16U6_ALIGN16B``): 16 elements, then
+#: 8 / 4 bytes of padding.
+PADDED_DATA_BYTES = {4: 8, 6: 12}
+_SUBBYTE_F8F6F4 = {"e2m1": 4, "e2m3": 6, "e3m2": 6}
+
+
+def _padded_bits(word: int, rows: int, k: int, element_bits: int,
+                 major: str) -> tuple[np.ndarray, np.ndarray]:
+    """(byte address, bit) of each bit of each element of a padded-packed operand tile:
+    arrays (rows, k, element_bits).  The descriptor places the tile as one byte per element;
+    the element at such an address a is number p = a % 16 of the 16-byte unit a - p (the
+    swizzles permute whole 16-byte units), whose data holds it at bits b p .. b p + b - 1."""
+    if element_bits not in PADDED_DATA_BYTES:
+        raise RefError(f"the padded-packed format holds 4- or 6-bit elements, not "
+                       f"{element_bits}-bit ones")
+    if major != "K":
+        raise RefError("MN-major FP4/FP6 operands are not modelled (nvatom's UMMA atoms make "
+                       "them K-major)")
+    addr = matrix_addresses(word, rows, k, major, 8)
+    p = addr % 16
+    pos = (p * element_bits)[..., None] + np.arange(element_bits)  # data bit of each bit
+    return (addr - p)[..., None] + pos // 8, pos % 8
+
+
+def read_padded_matrix(smem: Smem, word: int, rows: int, k: int, element_bits: int,
+                       major: str = "K") -> np.ndarray:
+    """The (rows x k) FP4/FP6 codes (``element_bits`` 4 or 6) a kind::f8f6f4 / mxf8f6f4
+    operand descriptor makes the tensor core read from the padded-packed format
+    (:data:`PADDED_DATA_BYTES`); the padding bytes are not read."""
+    byte, bit = _padded_bits(word, rows, k, element_bits, major)
+    bits = (smem.data[byte] >> bit.astype(np.uint8)) & 1
+    weights = np.uint64(1) << np.arange(element_bits, dtype=np.uint64)
+    return (bits.astype(np.uint64) * weights).sum(axis=-1).astype(np.uint64)
+
+
+def write_padded_matrix(smem: Smem, word: int, codes: np.ndarray, element_bits: int,
+                        major: str = "K") -> None:
+    """Write (rows x k) FP4/FP6 codes where the descriptor ``word`` places them, in the
+    padded-packed format (what TMA's ``.b4x16_p64`` / ``.b6x16_p32`` load leaves in shared
+    memory); padding bytes are left as they are."""
+    codes = np.asarray(codes)
+    if codes.ndim != 2:
+        raise RefError(f"codes must be a (rows x k) array, got shape {codes.shape}")
+    if np.any(codes < 0) or np.any(codes >> element_bits):
+        raise RefError(f"codes must be {element_bits}-bit values")
+    rows, k = codes.shape
+    byte, bit = _padded_bits(word, rows, k, element_bits, major)
+    vals = (codes.astype(np.uint64)[..., None] >> np.arange(element_bits, dtype=np.uint64)) & 1
+    flat_b, flat_s = byte.ravel(), bit.ravel().astype(np.uint8)
+    data = smem.data
+    np.bitwise_and.at(data, flat_b, ~(np.uint8(1) << flat_s))
+    np.bitwise_or.at(data, flat_b, (vals.ravel().astype(np.uint8) << flat_s))
+
+
 def _values(codes: np.ndarray, t: str) -> np.ndarray:
     return decode(t, codes).astype(np.float64 if dtype(t).kind == "float" else np.int64)
 
 
 def _bits_of(kind: str, name: str) -> int:
+    """Element width in the operand's shared-memory form (6 / 4: padded-packed)."""
     if kind in ("mxf4", "mxf4nvf4"):
         return 4
-    if name in ("e2m3", "e3m2", "e2m1"):
-        raise RefError(f"{name} in an 8-bit container (kind::{kind}) is not modelled: the PTX "
-                       "ISA gives the container bit positions only as figures (9.7.16.10.4.4)")
+    if name in _SUBBYTE_F8F6F4:
+        return _SUBBYTE_F8F6F4[name]
     return dtype(name).storage_bits
+
+
+def _read_smem(smem: Smem, word: int, rows: int, k: int, bits: int, major: str,
+               kind: str) -> np.ndarray:
+    if kind in ("f8f6f4", "mxf8f6f4") and bits in PADDED_DATA_BYTES:
+        return read_padded_matrix(smem, word, rows, k, bits, major)
+    return read_matrix(smem, word, rows, k, bits, major)
 
 
 # ---------------------------------------------------------------------------- data path layouts
@@ -565,11 +647,15 @@ def mma(tmem: Tmem | Sequence[Tmem], smem: Smem | Sequence[Smem], *, kind: str, 
         if isinstance(a, tuple):
             if d.a_major != "K":
                 raise RefError("A in tensor memory is K-major")
+            if kind in ("f8f6f4", "mxf8f6f4") and d.a.name in _SUBBYTE_F8F6F4:
+                raise RefError(f"{d.a.name} A in tensor memory (kind::{kind}, 8-bit "
+                               "containers) is not modelled: the PTX ISA gives the container "
+                               "bit positions only as figures (9.7.16.10.4.3)")
             a_parts.append(_read_a_tmem(tmems[c], a[1], ka, abits, d.m, d.n, cta_group,
                                         d.sparse, ws))
         else:
-            a_parts.append(read_matrix(smems[c], a, mc, ka, abits, d.a_major))
-        b_parts.append(read_matrix(smems[c], b_desc, nc, k, bbits, d.b_major))
+            a_parts.append(_read_smem(smems[c], a, mc, ka, abits, d.a_major, kind))
+        b_parts.append(_read_smem(smems[c], b_desc, nc, k, bbits, d.b_major, kind))
     a_codes, b_codes = np.concatenate(a_parts), np.concatenate(b_parts)
     av, bv = _values(a_codes, d.a.name), _values(b_codes, d.b.name)
     if d.sparse:
