@@ -11,6 +11,10 @@
   completion with the byte count the lowering derived from the partition) and TMA-stored
   into another tensor; the host encodes both hoisted descriptors from the lowering's
   TmaParam (box, swizzle).  The box must arrive exactly, and nothing else be written.
+* tests/ir/tma_multicast.mlir: a cluster of two CTAs (the kernel's cluster attribute, launched
+  with the cluster the lowering reports); each CTA loads its half of a 64 x 64 bf16 box
+  multicast to both and stores its whole tile to its own output slot: both slots must hold
+  the box exactly (so each CTA received the other's half), nothing else written.
 """
 
 from __future__ import annotations
@@ -146,4 +150,34 @@ def test_ir_descriptor_rebind_loads_from_the_new_tensor() -> None:
     got, want = cupy.asnumpy(dst), np.zeros((m, n), np.uint16)
     bx, by = info.tma[0].box
     want[y:y + by, x:x + bx] = cupy.asnumpy(src2)[y:y + by, x:x + bx]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_ir_multicast_slices_fill_every_cta_of_the_cluster() -> None:
+    import cupy
+
+    from nvatom.descriptors.tma import TensorMap
+    from nvatom.runtime.launch import ByValue
+
+    kern, info = _kernel("tma_multicast.mlir", "sm_90a")
+    assert info.cluster == (2, 1, 1)
+    n, m, mo = 128, 128, 256  # row-major bf16 (bit patterns): n contiguous
+    x, y = 64, 32
+    rng = np.random.default_rng()
+    src = cupy.asarray(rng.integers(1, 30000, (m, n)).astype(np.uint16))
+    dst = cupy.zeros((mo, n), dtype=cupy.uint16)
+    maps = []
+    for t, buf, rows in zip(info.tma, (src, dst), (m, mo), strict=True):
+        assert t.element_bits == 16
+        tm = TensorMap("tiled", "bfloat16", int(buf.data.ptr), (n, rows), (n * 2,),
+                       box_dims=t.box, swizzle=t.swizzle_bytes)
+        maps.append(ByValue(tm.encode_with_driver()))
+    assert info.tma[0].box == (64, 32)  # each CTA's slice: half of the box's 64 rows
+    kern.launch(2, 128, [src.data.ptr, dst.data.ptr, n, m, mo, n, x, y, *maps],
+                cluster=info.cluster)
+    cupy.cuda.runtime.deviceSynchronize()
+    got, want = cupy.asnumpy(dst), np.zeros((mo, n), np.uint16)
+    box = cupy.asnumpy(src)[y:y + 64, x:x + 64]
+    for rank in range(2):  # CTA r stores its tile at rows y + 64 r
+        want[y + 64 * rank:y + 64 * rank + 64, x:x + 64] = box
     np.testing.assert_array_equal(got, want)

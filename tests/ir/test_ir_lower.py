@@ -54,6 +54,15 @@ EXAMPLES = {
         "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
         "tcgen05.ld.sync.aligned.32x32b.x64.b32", "tcgen05.wait::ld.sync.aligned",
         "tcgen05.dealloc.cta_group::1.sync.aligned.b32"],
+    "tma_multicast.mlir": [
+        ".reqnctapercluster 2, 1, 1", "mov.u32 %r9, %cluster_ctarank;",
+        # slice k = popc(mask & ((1 << rank) - 1)): 32 of the box's 64 rows, 32 x 64 x 2 bytes
+        "popc.b32 %r11, %r10;", "mad.lo.u32 %r12, %r11, 32, %r5;",
+        "mad.lo.u32 %r13, %r11, 4096, %r8;",
+        # every CTA's barrier expects the whole 64 x 64 bf16 box
+        "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r7], 8192;",
+        ".multicast::cluster [%r13], [%rd5, {%r4, %r12}], [%r7], %h0;",
+        "barrier.cluster.arrive.release.aligned;", "barrier.cluster.wait.acquire.aligned;"],
     "copy_pipeline.mlir": ["cp.async.cg.shared.global", "ldmatrix.sync.aligned.m8n8.x4",
                            "stmatrix.sync.aligned.m8n8.x2"],
     "sm120_block_scaled.mlir": [
@@ -160,3 +169,45 @@ def test_umma_operands_must_be_allocated_in_the_kernel() -> None:
     with pytest.raises(driver.IRError, match=r"argument #2 of type !cute.memref<f32, tmem, "
                        r"\(128,256\):\(256,1\)> has no PTX parameter form"):
         lower(mod, ctx)
+
+
+def test_multicast_kernel_reports_its_cluster_and_slice_box() -> None:
+    _, out = _lower("tma_multicast.mlir")
+    (k,) = out.kernels
+    assert k.cluster == (2, 1, 1)
+    load, store = k.tma
+    assert load.box == (64, 32)  # the slice: half of the 64-row box (innermost first)
+    assert store.box == (64, 64)
+    assert k.shared_bytes >= 64 * 64 * 2
+
+
+def test_kernels_without_the_attribute_have_no_cluster() -> None:
+    _, out = _lower("tma_copy.mlir")
+    assert out.kernels[0].cluster is None
+    assert ".reqnctapercluster" not in out.ptx
+
+
+@pytest.mark.parametrize(("attr", "target", "msg"), [
+    ("[0, 1, 1]", "sm_90a", "is not a list of 1 to 3 positive integers"),
+    ('"2"', "sm_90a", "is not a list of 1 to 3 positive integers"),
+    ("[1, 1, 1, 1]", "sm_90a", "is not a list of 1 to 3 positive integers"),
+    ("[4, 4]", "sm_90a", "a cluster of (4, 4, 1) has more than 8 CTAs"),
+    ("[2]", "sm_80", "a cluster launch needs sm_90 or later, not sm_80"),
+])
+def test_bad_cluster_attribute_is_a_diagnostic(attr: str, target: str, msg: str) -> None:
+    text = (f'module attributes {{nvatom.target = "{target}"}} {{\n'
+            f"func.func @k() attributes {{cluster = {attr}}} {{\n  func.return\n}}\n}}\n")
+    mod = driver.parse(text, "k.mlir")
+    with pytest.raises(driver.IRError) as e:
+        lower(mod, driver.verify(mod))
+    assert msg in str(e.value)
+
+
+@pytest.mark.parametrize("attr", ["array<i32: 2, 2>", "[2, 2]", "[2 : i32, 2 : i32, 1 : i32]"])
+def test_cluster_attribute_forms(attr: str) -> None:
+    text = f"func.func @k() attributes {{cluster = {attr}}} {{\n  func.return\n}}\n"
+    mod = driver.parse(text, "k.mlir")
+    out = lower(mod, driver.verify(mod))
+    assert out.kernels[0].cluster == (2, 2, 1)
+    assert ".reqnctapercluster 2, 2, 1" in out.ptx
+    assemble(out.ptx, out.target)

@@ -29,7 +29,7 @@ from nvatom.errors import NvatomError
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.syntax import IRSyntaxError
-from nvatom.layout import ComposedLayout, Layout, layouts_equivalent
+from nvatom.layout import ComposedLayout, Layout, cosize, layouts_equivalent, size
 
 __all__ = ["ALL_OPS", "DIALECTS", "IRVerifyError", "NvOp", "VerifyCtx", "is_nv_op"]
 
@@ -1003,7 +1003,9 @@ class _TmaApplyOp(NvOp):
             _fail("the non-exec TMA atom did not verify")
         assert m is not None
         body = result.non_exec_atom_body
-        if str(m.layout) != str(body.smem):
+        if self.attr("multicast_slice"):
+            _check_slice_tile(m.layout, body)
+        elif str(m.layout) != str(body.smem):
             _fail(f"the tile's layout {m.layout} is not the partitioned SMEM layout {body.smem}")
         if not isinstance(coord.type, TY.CoordTypeT) or int(coord.type.text) != result.rank:
             _fail(f"expects a !cute.coord<{result.rank}> (the descriptor's rank), but got "
@@ -1020,13 +1022,55 @@ class _TmaApplyOp(NvOp):
         v.facts[self] = result
 
 
+def _check_slice_tile(full: Any, body: Any) -> None:
+    """``multicast_slice``: the tile holds the ``num_multicast`` slices of the multicast
+    box one after another, each laid out as the partitioned SMEM layout (slice ``k`` is
+    slice 0 moved by ``k * size(slice)`` elements), and a slice spans whole swizzle
+    patterns, so moving the destination by a slice keeps the swizzle."""
+    part, n = body.smem, body.num_multicast
+    if n < 2:
+        _fail("multicast_slice = true needs a multicast atom (num_multicast >= 2), got "
+              f"num_multicast = {n}")
+
+    def split(lay: Any) -> tuple[str, int, Any]:
+        if hasattr(lay, "outer"):
+            return str(lay.inner), lay.offset, lay.outer
+        return "", 0, lay
+
+    sw_f, off_f, lf = split(full)
+    sw_p, off_p, lp = split(part)
+    step = size(lp)
+    fs, fd, ps, pd = (tuple(x) if isinstance(x, tuple) else (x,)
+                      for x in (lf.shape, lf.stride, lp.shape, lp.stride))
+    ok = ((sw_f, off_f) == (sw_p, off_p) and fd == pd and len(fs) == len(ps)
+          and all(isinstance(x, int) for x in (*fs, *fd, *ps, *pd)) and cosize(lp) == step)
+    if ok:  # one mode, the slowest of the dense slice, is n times longer
+        diff = [j for j in range(len(ps)) if fs[j] != ps[j]]
+        ok = (len(diff) == 1 and fs[diff[0]] == n * ps[diff[0]]
+              and pd[diff[0]] * ps[diff[0]] == step)
+    if not ok:
+        _fail(f"multicast_slice = true: the tile's layout {full} is not {n} slices of the "
+              f"partitioned SMEM layout {part}, one after another")
+    if sw_p and hasattr(part, "inner"):
+        sw = part.inner
+        pattern = 1 << (sw.bits + sw.base + sw.shift)
+        if sw.bits and step % pattern:
+            _fail(f"multicast_slice = true: a slice of {step} elements does not span whole "
+                  f"patterns of {sw_p} ({pattern} elements)")
+
+
 class TmaLoadOp(_TmaApplyOp):
     """A TMA load; the im2col modes (``.im2col::w``, ``::128``) take their 16-bit offsets
-    (wHalo, wOffset) as operands after the coordinate."""
+    (wHalo, wOffset) as operands after the coordinate.  ``multicast_slice = true``: the CTA
+    of slice index ``k`` (its position among the mask's CTAs) loads slice ``k`` of the
+    multicast box (the box's outermost coordinate advanced by ``k`` slice extents) into
+    slice ``k`` of a tile that holds all ``num_multicast`` slices."""
 
     name = "cute_nvgpu.atom.tma_load"
     KIND = T.TmaKind.LOAD
     OPERANDS = (3, 6)
+    ATTRS: ClassVar[dict[str, Any]] = {"allow_tma": "bool", "inBounds": "bool",
+                                       "multicast_slice": "bool"}
 
 
 class TmaStoreOp(_TmaApplyOp):
@@ -1138,6 +1182,38 @@ class SyncThreadsOp(NvOp):
     name = "cute_nvgpu.arch.sync_threads"
 
 
+def _need_cluster(op: NvOp, v: VerifyCtx) -> None:
+    from nvatom.arch import Tier
+
+    if v.target.tier < Tier.SM90:
+        _fail(f"'{op.name}' needs thread-block clusters (sm_90 and later), not {v.target.name}")
+
+
+class ClusterCtaRankOp(NvOp):
+    """``%r = cute_nvgpu.arch.cluster_cta_rank``: the CTA's rank in its cluster, an i32
+    (``%cluster_ctarank``, PTX ISA "Special Registers")."""
+
+    name = "cute_nvgpu.arch.cluster_cta_rank"
+    RESULT = "infer"
+
+    @classmethod
+    def infer(cls, operands: Sequence[Any], attrs: dict[str, Any]) -> Any:
+        return X.IntegerType(32)
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        _need_cluster(self, v)
+
+
+class ClusterSyncOp(NvOp):
+    """``cute_nvgpu.arch.cluster_sync``: a cluster-wide barrier (``barrier.cluster.arrive``
+    with release, ``barrier.cluster.wait`` with acquire; PTX ISA "barrier.cluster")."""
+
+    name = "cute_nvgpu.arch.cluster_sync"
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        _need_cluster(self, v)
+
+
 class _WarpgroupOp(NvOp):
     def verify_ir(self, v: VerifyCtx) -> None:
         if not v.target.supports("wgmma"):
@@ -1176,8 +1252,8 @@ CUTE_NVGPU_OPS = X.irdl_ops(
     MakeAtomOp, MakeSmemDescOp, MmaOp, MakeTiledMmaOp, TiledGemmOp, CopyFragmentOp, CopyOp,
     NonExecTmaLoadOp, NonExecTmaStoreOp, NonExecTmaReduceOp, MakeExecTmaOp, TmaLoadOp,
     TmaStoreOp, TmaReduceOp, UpdateTmaDescOp, PrefetchTmaDescOp, MbarrierInitOp, MbarrierWaitOp,
-    SyncThreadsOp, UmmaCommitOp, CpAsyncCommitOp, CpAsyncWaitOp, WarpgroupFenceOp,
-    WarpgroupCommitOp, WarpgroupWaitOp)
+    SyncThreadsOp, ClusterCtaRankOp, ClusterSyncOp, UmmaCommitOp, CpAsyncCommitOp, CpAsyncWaitOp,
+    WarpgroupFenceOp, WarpgroupCommitOp, WarpgroupWaitOp)
 ALL_OPS = [*CUTE_OPS, *NV_TILEAS_OPS, *CUTE_NVGPU_OPS]
 
 DIALECTS = [

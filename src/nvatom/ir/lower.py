@@ -28,7 +28,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from nvatom.arch import PtxVersion
+from nvatom.arch import PtxVersion, Tier
 from nvatom.atoms import tma as T
 from nvatom.errors import NvatomError
 from nvatom.ir import dialect as DL
@@ -37,6 +37,7 @@ from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.driver import Diagnostic, IRError, Module
 from nvatom.ir.syntax import layout_text
 from nvatom.layout import ComposedLayout, Layout, Swizzle, composition, cosize, size
+from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
 from nvatom.ptx.builder import Module as PtxModule
@@ -139,6 +140,7 @@ class KernelInfo:
     tma: list[TmaParam]
     threads: int  # threads the atoms need per CTA (32 mma.sync, 128 WGMMA)
     shared_bytes: int
+    cluster: tuple[int, int, int] | None = None  # the launch's cluster (.reqnctapercluster)
 
 
 @dataclasses.dataclass
@@ -212,6 +214,7 @@ class _KernelLowering:
 
     # ------------------------------------------------------------------ entry
     def run(self) -> KernelInfo:
+        cluster = self._cluster_shape()
         for i, arg in enumerate(X.block_args(self.fn)):
             self._param(i, arg)
         self.tid()
@@ -223,7 +226,27 @@ class _KernelLowering:
         ptx_params = tuple((p.name, p.type if p.nbytes is None else f"b8[{p.nbytes}]@{p.align}")
                            for p in self.k.params)
         return KernelInfo(self.k.name, self.params, ptx_params, self.tma, self.threads,
-                          self.shared)
+                          self.shared, cluster)
+
+    def _cluster_shape(self) -> tuple[int, int, int] | None:
+        """The kernel attribute ``cluster = [x, y, z]``: the CTAs per cluster the kernel
+        requires (``.reqnctapercluster``, PTX ISA "Cluster Dimension Directives")."""
+        attr = self.fn.attributes.get("cluster")
+        if attr is None:
+            return None
+        dims = X.int_list(attr)
+        if dims is None or not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+            raise LowerError(f"the kernel attribute cluster = {X.print_attr(attr)} is not a "
+                             "list of 1 to 3 positive integers")
+        shape = (*dims, 1, 1)[:3]
+        if self.t.tier < Tier.SM90:
+            raise LowerError(f"a cluster launch needs sm_90 or later, not {self.t.name}")
+        if shape[0] * shape[1] * shape[2] > 8:
+            raise LowerError(f"a cluster of {shape} has more than 8 CTAs (the portable "
+                             "cluster size)")
+        self.k.reqnctapercluster = shape
+        self.need((7, 8))
+        return shape  # type: ignore[return-value]
 
     def _param(self, i: int, arg: Any) -> None:
         t = arg.type
@@ -732,6 +755,20 @@ class _KernelLowering:
     def _cute_nvgpu_arch_sync_threads(self, op: Any) -> None:
         self.k.ins("bar.sync", 0)
 
+    def _cute_nvgpu_arch_cluster_cta_rank(self, op: Any) -> None:
+        self.vals[op.results[0]] = self._cluster_rank()
+
+    def _cluster_rank(self) -> Reg:
+        r = self.k.reg("u32")
+        self.k.ins("mov.u32", r, "%cluster_ctarank")
+        self.need((7, 8))
+        return r
+
+    def _cute_nvgpu_arch_cluster_sync(self, op: Any) -> None:
+        SE.barrier_cluster_arrive(self.k, target=self.t)
+        SE.barrier_cluster_wait(self.k, target=self.t)
+        self.need((7, 8))
+
     def _cute_nvgpu_atom_non_exec_tiled_tma_load(self, op: Any) -> None:
         self._non_exec(op)
 
@@ -814,10 +851,12 @@ class _KernelLowering:
             r16 = self.k.reg("b16")
             self.k.ins("cvt.u16.u32", r16, self._reg_of(x))
             offsets.append(r16)
+        r = ex.atom.partition
+        if op.attr("multicast_slice"):
+            dst, coord = self._slice(ex, r, dst, list(coord))
         skip, _ = self._elect()
         # every CTA of a multicast receives num_multicast slices (seed 001's
         # tile_element_count = size(smem) * num_multicast)
-        r = ex.atom.partition
         TE.mbarrier_arrive_expect_tx(self.k, bar,
                                      r.tile_element_count * ex.atom.element_bits // 8)
         mask = None
@@ -829,6 +868,29 @@ class _KernelLowering:
                     cache_policy=self._policy(ex), im2col_offsets=offsets or None,
                     mode=ex.atom.ptx_mode, cta_group=2 if two_cta else None, target=self.t)
         self.k.label(skip)
+
+    def _slice(self, ex: T.ExecTmaAtom, r: T.TmaPartitionResult, dst: Reg,
+               coord: list[Any]) -> tuple[Reg, list[Any]]:
+        """``multicast_slice``: slice index k = the CTAs of the mask below this CTA's rank
+        (``popc(mask & ((1 << rank) - 1))``); the box's outermost coordinate (its last
+        mode longer than 1) advances by k box extents and the destination by k slices."""
+        assert ex.multicast_mask is not None
+        box = r.tma_tensor_type.box
+        g = max(i for i, b in enumerate(box) if b > 1) if any(b > 1 for b in box) else 0
+        rank = self._cluster_rank()
+        below = self.k.reg("b32")
+        self.k.ins("shl.b32", below, 1, rank)
+        self.k.ins("add.s32", below, below, -1)
+        self.k.ins("and.b32", below, below, ex.multicast_mask)
+        k = self.k.reg("u32")
+        self.k.ins("popc.b32", k, below)
+        c = self.k.reg("u32")
+        self.k.ins("mad.lo.u32", c, k, box[g], coord[g])
+        coord[g] = c
+        slice_bytes = size(r.non_exec_atom_body.smem) * ex.atom.element_bits // 8
+        d = self.k.reg("u32")
+        self.k.ins("mad.lo.u32", d, k, slice_bytes, dst)
+        return d, coord
 
     def _store_like(self, op: Any, red: str | None) -> None:
         desc, ex, _bar, src, coord = self._tma_apply(op)

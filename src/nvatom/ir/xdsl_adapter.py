@@ -435,6 +435,19 @@ def print_attr(a: Attribute) -> str:
     return out.getvalue()
 
 
+def int_list(a: Attribute) -> list[int] | None:
+    """The integers of an ``[1, 2, 3]`` array attribute (or ``array<i32: 1, 2, 3>``), else
+    None."""
+    from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase
+
+    if isinstance(a, DenseArrayBase):
+        vals = a.get_values()
+        return [int(v) for v in vals] if all(isinstance(v, int) for v in vals) else None
+    if isinstance(a, ArrayAttr) and all(isinstance(x, IntegerAttr) for x in a.data):
+        return [int(x.value.data) for x in a.data]  # type: ignore[attr-defined]
+    return None
+
+
 def is_integer_like(t: Attribute) -> bool:
     return isinstance(t, (IntegerType, IndexType))
 
