@@ -405,7 +405,7 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
     k.maxnreg = _ENTRY_REGS
     if cfg.cluster_m > 1:
         k.reqnctapercluster = (cfg.cluster_m, 1, 1)
-    pa, pb, pd = (k.byte_param(n, 128, 64) for n in ("tmap_a", "tmap_b", "tmap_d"))
+    pa, pb, pd = (k.byte_param(n, T.TENSORMAP_BYTES, 64) for n in ("tmap_a", "tmap_b", "tmap_d"))
     pm, pn, pk = (k.param(n, "u32") for n in ("M", "N", "K"))
     psa = psb = None
     if fp8:

@@ -38,8 +38,8 @@ __all__ = [
 ]
 
 THREADS = 128
-TMAP_BYTES = 128
-TMAP_ALIGN = 128  # CUDA 13 cuda.h: CUtensorMap is alignas(128); nvcc declares .align 128
+TMAP_BYTES = E.TENSORMAP_BYTES
+TMAP_ALIGN = E.TENSORMAP_ALIGN  # CUDA 13 cuda.h: alignas(128); nvcc declares .align 128
 _TARGET = "sm_90a"
 _FEATURES = ("tma", "mbarrier.tx", "cluster")
 
