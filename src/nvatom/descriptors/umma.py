@@ -228,12 +228,10 @@ def check_umma_desc_matches(desc: UmmaSmemDescriptor, smem_layout: Any, element_
 
 # ============================================================================ idesc
 
-#: Plain kinds (f16, tf32, f8f6f4, i8): CUTLASS UMMA::InstrDescriptor.
-IDESC_FIELDS: tuple[DescriptorField, ...] = (
+#: Fields both idesc forms share (sparsity, operand formats, negation, majors, N, M).
+_IDESC_COMMON: tuple[DescriptorField, ...] = (
     DescriptorField("sparse_id2", 0, 2),
     DescriptorField("sparse", 2, 1),
-    DescriptorField("saturate", 3, 1),
-    DescriptorField("d_format", 4, 2),
     DescriptorField("a_format", 7, 3),
     DescriptorField("b_format", 10, 3),
     DescriptorField("a_negate", 13, 1),
@@ -242,22 +240,23 @@ IDESC_FIELDS: tuple[DescriptorField, ...] = (
     DescriptorField("b_major", 16, 1),
     DescriptorField("n", 17, 6, 3),
     DescriptorField("m", 24, 5, 4),
+)
+
+
+def _idesc_table(*own: DescriptorField) -> tuple[DescriptorField, ...]:
+    return tuple(sorted(_IDESC_COMMON + own, key=lambda f: f.lsb))
+
+
+#: Plain kinds (f16, tf32, f8f6f4, i8): CUTLASS UMMA::InstrDescriptor.
+IDESC_FIELDS = _idesc_table(
+    DescriptorField("saturate", 3, 1),
+    DescriptorField("d_format", 4, 2),
     DescriptorField("max_shift", 30, 2),
 )
 #: Block-scaled kinds (mxf8f6f4, mxf4, mxf4nvf4): CUTLASS UMMA::InstrDescriptorBlockScaled.
-IDESC_BS_FIELDS: tuple[DescriptorField, ...] = (
-    DescriptorField("sparse_id2", 0, 2),
-    DescriptorField("sparse", 2, 1),
+IDESC_BS_FIELDS = _idesc_table(
     DescriptorField("b_sf_id", 4, 2),
-    DescriptorField("a_format", 7, 3),
-    DescriptorField("b_format", 10, 3),
-    DescriptorField("a_negate", 13, 1),
-    DescriptorField("b_negate", 14, 1),
-    DescriptorField("a_major", 15, 1),
-    DescriptorField("b_major", 16, 1),
-    DescriptorField("n", 17, 6, 3),
     DescriptorField("scale_format", 23, 1),
-    DescriptorField("m", 24, 5, 4),
     DescriptorField("a_sf_id", 29, 2),
     DescriptorField("k_size", 31, 1),
 )
