@@ -359,18 +359,29 @@ def _cmd_wgmma_frag(args: argparse.Namespace) -> int:
     return _show_fragment(grid, args, f"{form.name}  operand {op}  (T<thread>:V<value>)")
 
 
+def _family_command(atom: str, verb: str):  # type: ignore[no-untyped-def]
+    """The ``frag``/``emit`` handler of the atom family an atom name belongs to, or None for
+    the register MMA forms handled here.  Order matters: sm100 names include TMEM copy atoms
+    spelled ``atom.*``."""
+    sm100 = importlib.import_module("nvatom.cli_sm100")
+    if sm100.handles(atom):
+        return getattr(sm100, f"cmd_{verb}")
+    if atom.startswith("atom."):
+        return {"frag": _cmd_copy_frag, "emit": _cmd_copy_emit}[verb]
+    if atom.startswith("sm90."):
+        return {"frag": _cmd_wgmma_frag, "emit": _cmd_wgmma_emit}[verb]
+    if cli_sm120.handles(atom):
+        return getattr(cli_sm120, f"cmd_{verb}")
+    return None
+
+
 def _cmd_frag(args: argparse.Namespace) -> int:
     from nvatom.atoms.frag_view import fragment_grid
     from nvatom.atoms.registry import mma_form
 
-    if importlib.import_module("nvatom.cli_sm100").handles(args.atom):  # sm100, TMEM
-        return importlib.import_module("nvatom.cli_sm100").cmd_frag(args)
-    if args.atom.startswith("atom."):
-        return _cmd_copy_frag(args)
-    if args.atom.startswith("sm90."):
-        return _cmd_wgmma_frag(args)
-    if cli_sm120.handles(args.atom):
-        return cli_sm120.cmd_frag(args)
+    family = _family_command(args.atom, "frag")
+    if family is not None:
+        return family(args)
     form = mma_form(args.atom)
     op = args.operand.upper()
     tv = form.tv_layout(op)
@@ -460,14 +471,9 @@ def _cmd_emit(args: argparse.Namespace) -> int:
     from nvatom.ptx import mma_emit
     from nvatom.ptx.builder import Kernel
 
-    if importlib.import_module("nvatom.cli_sm100").handles(args.atom):  # sm100, TMEM
-        return importlib.import_module("nvatom.cli_sm100").cmd_emit(args)
-    if args.atom.startswith("atom."):
-        return _cmd_copy_emit(args)
-    if args.atom.startswith("sm90."):
-        return _cmd_wgmma_emit(args)
-    if cli_sm120.handles(args.atom):
-        return cli_sm120.cmd_emit(args)
+    family = _family_command(args.atom, "emit")
+    if family is not None:
+        return family(args)
     form = mma_form(args.atom)
     t = target(args.target)
     _require_available(form, t)
