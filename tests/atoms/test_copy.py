@@ -1,9 +1,9 @@
 """Copy atoms (nvatom.atoms.copy) against independent sources, without ptxas.
 
 * the ldmatrix/stmatrix (thread, value) layouts equal CUTLASS's ``Copy_Traits`` (typed in
-  below as known answers, with the header they come from), and the PTX ISA's prose ("lane i
-  gets elements (i / 4, 2 * (i % 4) + {0, 1}) of matrix 0", "addresses addr0-addr7 are the
-  rows of the first matrix") evaluated point by point;
+  below as known answers, with the header they come from) where CUTLASS issues the bare
+  instruction; its .m16n16 loads shuffle bytes afterwards and match ours only through that
+  shuffle.  The PTX ISA's per-lane rules are tests/atoms/test_copy_isa_layouts.py;
 * ``ldsm_matches_mma`` / ``row_addresses`` agree with the well-known ldmatrix recipes for
   mma.sync operands, and reject the mismatches;
 * ``vectorize_copy`` vectorises what CuTe would and fails with the specification's two
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -61,9 +62,12 @@ CUTLASS_SM100 = {
     **{f"atom.ldsm<m8n16.x{n}.b8x16.b{b}x16_p{p}>": CUTLASS_SM75[f"atom.ldsm<m8n8.x{n}>"]
        for n in (1, 2, 4) for b, p in ((4, 64), (6, 32))},
 }
-# SM100_U8x8_LDSM_T / SM100_U8x16_LDSM_T use a reference space whose rows are not in address
-# order, so they are compared through the reference-free map below.
-CUTLASS_SM100_M16N16 = {
+# SM100_U8x8_LDSM_T / SM100_U8x16_LDSM_T (copy_sm100.hpp) issue ldmatrix .m16n16 and then
+# rearrange the bytes of each register pair: dst0 = {tmp0.x, tmp0.y, tmp1.x, tmp1.y}, dst1 =
+# {tmp0.z, tmp0.w, tmp1.z, tmp1.w}.  Their layouts describe the registers after that shuffle
+# (and order their reference rows differently), so they are a cross-check of the bare
+# instruction's layout only through the shuffle (test_cutlass_m16n16_is_the_bare_load_shuffled).
+CUTLASS_SM100_M16N16_SHUFFLED = {
     "atom.ldsm<m16n16.x1.trans.b8>": (
         Layout(((2, 2, 4, 2), 128), ((128, 1024, 256, 0), 1)),
         Layout(((4, 8), (8, 2, 2, 2)), ((256, 8), (1, 128, 64, 1024)))),
@@ -105,56 +109,49 @@ def test_sm100_layouts_match_cutlass(name: str) -> None:
     assert layouts_equivalent(a.dst_layout(1), dst), (a.dst_layout(1), dst)
 
 
-def _lane_bits(src: Layout, dst: Layout) -> list[tuple[int, int]]:
+def _lane_bits(src: Layout, dst: Callable[[int, int], int], nbits: int
+               ) -> list[tuple[int, int]]:
     """For each destination (thread, bit): (source lane, bit of its row) that supplies it,
     the first lane when several address the same row."""
     where: dict[int, tuple[int, int]] = {}
     nthr, nval = size(src[0]), size(src[1])
     for lane, b in itertools.product(range(nthr), range(nval)):
         where.setdefault(src(lane, b), (lane, b))
-    return [where[dst(t, v)] for v in range(size(dst[1])) for t in range(32)]
+    return [where[dst(t, v)] for v in range(nbits) for t in range(32)]
 
 
-@pytest.mark.parametrize("name", sorted(CUTLASS_SM100_M16N16))
-def test_m16n16_matches_cutlass_reference_free(name: str) -> None:
-    src, dst = CUTLASS_SM100_M16N16[name]
+def _cutlass_shuffle(bare: Layout) -> Callable[[int, int], int]:
+    """CUTLASS's register p-pair shuffle applied to the bare (thread, bit) layout: its register
+    2p + d, byte b is the bare register 2p + b / 2, byte 2d + b % 2."""
+
+    def f(t: int, bit: int) -> int:
+        reg, rest = divmod(bit, 32)
+        byte, u = divmod(rest, 8)
+        p, d = divmod(reg, 2)
+        return bare(t, 32 * (2 * p + byte // 2) + 8 * (2 * d + byte % 2) + u)
+
+    return f
+
+
+@pytest.mark.parametrize("name", sorted(CUTLASS_SM100_M16N16_SHUFFLED))
+def test_cutlass_m16n16_is_the_bare_load_shuffled(name: str) -> None:
+    """Cross-check, not ground truth: our .m16n16 layout (the ISA's, see
+    test_copy_isa_layouts.py) followed by CUTLASS's byte shuffle is CUTLASS's layout, so the
+    two differ exactly by that shuffle (docs/copy-atoms.md)."""
+    src, dst = CUTLASS_SM100_M16N16_SHUFFLED[name]
     a = _atom(name)
-    assert _lane_bits(a.src_layout(1), a.dst_layout(1)) == _lane_bits(src, dst)
+    nbits = size(dst[1])
+    ours = _lane_bits(a.src_layout(1), _cutlass_shuffle(a.dst_layout(1)), nbits)
+    assert ours == _lane_bits(src, dst, nbits)
+    # the shuffle is not the identity: CUTLASS's layout is not the instruction's
+    assert _lane_bits(a.src_layout(1), a.dst_layout(1), nbits) != ours
     # ... and the decompressing variants share the 8-bit layouts.
     for fmt in ("b8x16.b6x16_p32", "b8x16.b4x16_p64"):
         d = _atom(name.replace(".b8>", f".{fmt}>"))
         assert layouts_equivalent(d.dst_layout(1), a.dst_layout(1))
 
 
-# --------------------------------------------------------------------------- ISA prose
-
-
-@pytest.mark.parametrize("num", [1, 2, 4])
-@pytest.mark.parametrize("trans", [False, True])
-def test_m8n8_fragment_follows_the_isa(num: int, trans: bool) -> None:
-    """Lane i holds elements (i / 4, 2 (i % 4) + e) of each matrix, one register per matrix in
-    order; .trans swaps row and column.  Rows address-lane l supplies: row l % 8 of matrix
-    l / 8.  Elements indexed (matrix * 8 + row) * 8 + col."""
-    a = _atom(f"atom.ldsm<m8n8.x{num}{'.trans' if trans else ''}>")
-    dst, src = a.dst_layout(), a.src_layout()
-    assert a.elements_per_lane == 2 * num == size(dst[1])
-    for i, j, e in itertools.product(range(32), range(num), range(2)):
-        r, c = i // 4, 2 * (i % 4) + e
-        if trans:
-            r, c = c, r
-        assert dst(i, 2 * j + e) == (j * 8 + r) * 8 + c
-    for lane, col in itertools.product(range(32), range(8)):
-        assert src(lane, col) == (lane % (8 * num)) * 8 + col
-
-
-def test_m16n8_stmatrix_is_the_accumulator_fragment() -> None:
-    """ISA stmatrix .m16n8: thread t holds e0..e3 of a 16 x 8 matrix at rows t/4 and t/4 + 8,
-    columns 2 (t % 4) + {0, 1}; .trans stores it as 8 rows of 16 bytes."""
-    a = _atom("atom.stsm<m16n8.x1.trans.b8>")
-    src = a.src_layout()
-    for t, k in itertools.product(range(32), range(4)):
-        row, col = t // 4 + 8 * (k // 2), 2 * (t % 4) + k % 2
-        assert src(t, k) == col * 16 + row  # smem row = the register matrix's column
+# --------------------------------------------------------------------------- table
 
 
 def test_table_shape() -> None:
@@ -213,6 +210,10 @@ MATCHES = [
     ("atom.ldsm<m8n8.x4>", "sm80.mma.m16n8k8.f32.tf32.tf32.f32", "A", "K"),
     ("atom.ldsm<m8n8.x4>", "sm89.mma.m16n8k32.f32.e4m3.e4m3.f32", "A", "K"),
     ("atom.ldsm<m8n16.x4.b8x16.b4x16_p64>", "sm89.mma.m16n8k32.f32.e4m3.e4m3.f32", "A", "K"),
+    # the bare .m16n16 .trans load: register i is row g + 8 i, columns 4q..4q+3 -- the 8-bit
+    # A fragment of an M-major tile (matrix j: K 16 j .. 16 j + 15)
+    ("atom.ldsm<m16n16.x2.trans.b8>", "sm89.mma.m16n8k32.f32.e4m3.e4m3.f32", "A", "M"),
+    ("atom.ldsm<m16n16.x1.trans.b8>", "sm80.mma.m16n8k16.s32.s8.s8.s32", "A", "M"),
 ]
 MISMATCHES = [
     ("atom.ldsm<m8n8.x4>", F16, "A", "M"),  # an M-major tile needs .trans
@@ -224,6 +225,7 @@ MISMATCHES = [
     ("atom.ldsm<m8n8.x4.trans>", "sm80.mma.m16n8k8.f32.tf32.tf32.f32", "A", "M"),
     ("atom.ldsm<m8n8.x1>", "sm70.mma.m8n8k4.row.col.f32.f16.f16.f32", "A", "K"),  # 8 threads
     ("atom.ldsm<m16n16.x1.trans.b8>", "sm89.mma.m16n8k32.f32.e4m3.e4m3.f32", "B", "N"),
+    ("atom.ldsm<m16n16.x2.trans.b8>", "sm89.mma.m16n8k32.f32.e4m3.e4m3.f32", "A", "K"),
 ]
 
 
@@ -257,6 +259,10 @@ def test_row_addresses_are_the_textbook_ones() -> None:
     at = C.row_addresses(_atom("atom.ldsm<m8n8.x4.trans>"), F16, "A")
     assert [at(lane) for lane in range(32)] == [
         (lane % 8) * 16 + 8 * ((lane // 8) % 2) + 128 * (lane // 16) for lane in range(32)]
+    # .m16n16.x2.trans and an M-major 16 x 32 8-bit A tile (16 M-bytes per K): lane l at K row l
+    b8 = C.row_addresses(_atom("atom.ldsm<m16n16.x2.trans.b8>"),
+                         "sm89.mma.m16n8k32.f32.e4m3.e4m3.f32", "A", "M")
+    assert [b8(lane) for lane in range(32)] == [16 * lane for lane in range(32)]
 
 
 def test_stsm_stores_the_accumulator() -> None:

@@ -520,25 +520,37 @@ B4X16_P64 = MatrixFormat("b8x16.b4x16_p64", 4, 8)
 MATRIX_FORMATS = (B16, B8, B6X16_P32, B4X16_P64)
 
 
+# Each fragment function is the PTX ISA's per-lane rule for one register matrix (the matrix as
+# the registers see it; .trans transposes it in shared memory): lane t, register i of a matrix,
+# element k of the register (k = 0 in the low bits) -> (row, column).  g = t / 4, q = t % 4.
+# Sources: PTX ISA "Warp-level matrix load instruction: ldmatrix" and "Warp-level matrix store
+# instruction: stmatrix" (figure numbers of ISA 9.0).  These rules describe the bare
+# instruction: a library that rearranges registers after it (CUTLASS's SM100_U8x8_LDSM_T and
+# SM100_U8x16_LDSM_T) has a different layout, which is not this atom's (docs/copy-atoms.md).
+
+
 def _m8n8(t: int, i: int, k: int) -> tuple[int, int]:
-    # ISA "ldmatrix" fig. "fragment of an 8x8 matrix": a group of four lanes holds a row.
+    # ldmatrix/stmatrix .m8n8 .b16 (Figures 104 and 107): "a group of four threads loads an
+    # entire row"; lane t holds elements 2q and 2q + 1 of row g.
     return t // 4, 2 * (t % 4) + k
 
 
 def _m16n16(t: int, i: int, k: int) -> tuple[int, int]:
-    # ISA: "each thread loads 4 consecutive columns across 2 rows"; register i holds two of
-    # the columns for both rows (the byte order is CUTLASS's SM100_U8x8_LDSM_T).
-    return t // 4 + 8 * (k // 2), 4 * (t % 4) + 2 * i + k % 2
+    # ldmatrix .m16n16 (Figure 105): "each thread loads 4 consecutive columns across 2 rows",
+    # "in each register four 8-bit elements are loaded": register i holds columns 4q .. 4q + 3
+    # of row g + 8 i.
+    return t // 4 + 8 * i, 4 * (t % 4) + k
 
 
 def _m8n16(t: int, i: int, k: int) -> tuple[int, int]:
-    # ISA: "each thread loads 4 consecutive columns" of a row.
+    # ldmatrix .m8n16 (Figure 106): "each thread loads 4 consecutive columns" of row g.
     return t // 4, 4 * (t % 4) + k
 
 
 def _m16n8(t: int, i: int, k: int) -> tuple[int, int]:
-    # ISA stmatrix: four 8-bit elements e0..e3 per thread and matrix: rows g and g+8,
-    # columns 2 (t % 4) + {0, 1} (CUTLASS SM100_U8x4_STSM_T).
+    # stmatrix .m16n8 (the figure after Figure 107): "each of the 32 threads provides four
+    # elements" e0..e3 per matrix, e0/e1 in row g and e2/e3 in row g + 8, columns 2q and
+    # 2q + 1 (the m16n8 accumulator pattern).
     return t // 4 + 8 * (k // 2), 2 * (t % 4) + k % 2
 
 
