@@ -268,3 +268,21 @@ def test_ptxas_accepts_counts_the_isa_does_not_have() -> None:
 def test_ptxas_messages(target: str, version: tuple[int, int], line: str, message: str) -> None:
     ((ok, msgs),) = verdicts(target, version, [line])
     assert not ok and any(message in m for m in msgs), msgs
+
+
+def test_layout_gpu_kernels_assemble() -> None:
+    """The module tests/gpu/test_copy_layouts_gpu.py runs on the GPU (m8n8 ldmatrix/stmatrix
+    and cp.async test kernels), assembled for sm_90a here, where that file is skipped."""
+    from nvatom.ptx.copy_emit import build_copy_test_module
+    from tests.gpu.test_copy_layouts_gpu import ATOMS as GPU_ATOMS
+    from tests.gpu.test_copy_layouts_gpu import layout_test_atoms
+
+    atoms = layout_test_atoms()
+    module, names = build_copy_test_module(atoms, "sm_90a")
+    text = module.emit()
+    asm = ptxas.assemble(text, "sm_90a")
+    assert set(asm.kernels) == set(names) and len(names) == len(GPU_ATOMS)
+    for a in atoms:
+        assert a.opcode in text  # type: ignore[attr-defined]
+    for name in names:
+        assert asm.kernel(name).spills == 0
