@@ -17,9 +17,10 @@ thread.  ``.pack::16b`` packs the 16-bit values of two adjacent columns into one
 
 The (thread, value) layouts below map (lane-of-warp thread, register) to the TMEM cell offset
 ``lane * 2^16 + column`` relative to the warp's base address; they are built with the layout
-algebra from one row per shape (:data:`LDST_SHAPES`) and checked against the bit-level
-``Copy_Traits<SM100_TMEM_LOAD_*>`` layouts of CUTLASS (cute/atom/copy_traits_sm100.hpp) in
-tests/atoms/test_sm100_tmem.py.
+algebra from one row per shape (:data:`LDST_SHAPES`).  They are the bare instruction's: the
+PTX ISA's per-lane rule of each shape is written out in tests/atoms/test_copy_isa_layouts.py
+and compared lane by lane; CUTLASS's bit-level ``Copy_Traits<SM100_TMEM_LOAD_*>`` layouts
+(cute/atom/copy_traits_sm100.hpp) are a cross-check in tests/atoms/test_sm100_tmem.py.
 
 ``tcgen05.cp.cta_group::N.<shape>[.<decompress>] [taddr], s-desc`` copies shared memory (read
 through a matrix descriptor) into TMEM: shapes 128x256b, 4x256b, 128x128b,
