@@ -184,6 +184,9 @@ _ACC = {"f16": ("f32", "f16"), "tf32": ("f32",), "f8f6f4": ("f32", "f16"), "i8":
 
 
 def test_idesc_matches_cutlass_bitfields_on_random_fields() -> None:
+    """Random *valid* descriptors (PTX ISA Tables 39, 42-44: shapes every kind has, selector
+    only where allowed, no i8 negate, K-major mxf4, per-kind scale formats and ids) encode
+    like CUTLASS's bit-fields.  Validity itself is swept in test_idesc_validity.py."""
     rng = random.Random(10)
     for _ in range(2000):
         kind = rng.choice(list(FORMAT_CODES))
@@ -192,16 +195,23 @@ def test_idesc_matches_cutlass_bitfields_on_random_fields() -> None:
         b = a if kind == "f16" else rng.choice(types)
         bs = kind.startswith("mx")
         sp = rng.random() < 0.3
-        kw: dict = dict(kind=kind, m=16 * rng.randrange(1, 32), n=8 * rng.randrange(1, 64),
-                        a=a, b=b, a_major=rng.choice("K MN".split()),
-                        b_major=rng.choice("K MN".split()), a_negate=rng.random() < .5,
-                        b_negate=rng.random() < .5, sparse=sp,
-                        sparse_id2=rng.randrange(4) if sp else 0)
+        mn_major = kind not in ("mxf4", "mxf4nvf4")
+        kw: dict = dict(kind=kind, m=rng.choice([128, 256] if bs else [64, 128, 256]),
+                        n=32 * rng.randrange(1, 9), a=a, b=b,
+                        a_major=rng.choice(["K", "MN"] if mn_major else ["K"]),
+                        b_major=rng.choice(["K", "MN"] if mn_major else ["K"]),
+                        a_negate=kind != "i8" and rng.random() < .5,
+                        b_negate=kind != "i8" and rng.random() < .5, sparse=sp,
+                        sparse_id2=rng.randrange(4) if sp and kind in ("f16", "tf32") else 0)
         if bs:
-            kw.update(sf=rng.choice(["ue8m0", "ue4m3"]), a_sf_id=rng.randrange(4),
-                      b_sf_id=rng.randrange(4), k_size=rng.randrange(2))
+            ids = range(4) if kind == "mxf8f6f4" else (0, 2)
+            kw.update(sf=rng.choice(["ue8m0", "ue4m3"] if kind == "mxf4nvf4" else ["ue8m0"]),
+                      a_sf_id=rng.choice(ids), b_sf_id=rng.choice(ids),
+                      k_size=int(kind != "mxf8f6f4" and not sp and kw["m"] == 256
+                                 and rng.random() < .5))
         else:
-            kw.update(d=rng.choice(_ACC[kind]), saturate=kind == "i8" and rng.random() < .5,
+            acc = _ACC[kind] if (kind, a) != ("f16", "bf16") else ("f32",)
+            kw.update(d=rng.choice(acc), saturate=kind == "i8" and rng.random() < .5,
                       max_shift=rng.choice([0, 8, 16, 32]))
         d = InstrDescriptor(**kw)
         assert d.encode() == _cutlass_idesc(d), d.explain()

@@ -19,25 +19,29 @@ matrices) and follow from the layout by the same canonical forms (CUTLASS ``make
 mirrors ``make_gmma_desc``): :func:`make_umma_desc` derives them with the layout algebra
 through :func:`nvatom.descriptors.wgmma.make_gmma_desc` and re-encodes them here.
 
-**Instruction descriptor** (32 bits; passed as a ``.b32`` register)::
+**Instruction descriptor** (32 bits; passed as a ``.b32`` register; PTX ISA Tables 42-44, in
+:mod:`nvatom.descriptors.idesc_rules` with the rules of which words are valid)::
 
-    bit   plain kinds                         block-scaled kinds
-    0-1   sparse_id2                          sparse_id2
+    bit   plain kinds (Table 42)              block-scaled kinds (Tables 43, 44)
+    0-1   sparse_id2 (sparse only)            reserved
     2     sparse                              sparse
-    3     saturate (i8)                       -
-    4-5   D format: 0 f16, 1 f32, 2 s32       B scale-factor id
+    3     saturate (i8)                       reserved
+    4-5   D format: 0 f16, 1 f32, 2 s32       B scale-factor id (mxf4/mxf4nvf4: 0 or 2)
     7-9   A format                            A format
-    10-12 B format                            B format
-    13/14 negate A / negate B                 negate A / negate B
-    15/16 A major / B major (0 K, 1 MN)       A major / B major
+    10-12 B format                            B format (mxf4/mxf4nvf4: 10-11, 12 reserved)
+    13/14 negate A / negate B (not i8)        negate A / negate B
+    15/16 A major / B major (0 K, 1 MN)       A major / B major (mxf4/mxf4nvf4: K only)
     17-22 N >> 3                              N >> 3
-    23    -                                   scale format: 0 ue4m3, 1 ue8m0
-    24-28 M >> 4                              M >> 4
-    29    -                                   29-30 A scale-factor id
-    30-31 max shift (.ws)                     31 K size (mxf4: 0 K64/K128 sparse, 1 K96)
+    23    reserved                            scale format: 0 ue4m3 (mxf4nvf4), 1 ue8m0
+    24-28 M >> 4                              24-26 reserved, 27-28 M >> 7
+    29    reserved                            29-30 A scale-factor id (mxf4/mxf4nvf4: 0 or 2)
+    30-31 max shift (.ws)                     31 K size (mxf4/mxf4nvf4: 0 K64/K128 sparse,
+                                              1 K96); reserved for mxf8f6f4
 
 Formats: f16 kind f16 0 / bf16 1 / tf32 2; f8f6f4 and mxf8f6f4 e4m3 0, e5m2 1, e2m3 3,
-e3m2 4, e2m1 5; i8 u8 0 / s8 1; mxf4 and mxf4nvf4 e2m1 1 (:data:`FORMAT_CODES`).
+e3m2 4, e2m1 5; i8 u8 0 / s8 1; mxf4 and mxf4nvf4 e2m1 1 (:data:`FORMAT_CODES`).  For valid
+words the block-scaled layout agrees bit for bit with CUTLASS's ``InstrDescriptorBlockScaled``
+(which keeps the plain layout's ``M >> 4`` in 24-28 and a selector in 0-1).
 """
 
 from __future__ import annotations
@@ -46,6 +50,18 @@ import dataclasses
 from typing import Any
 
 from nvatom.atoms.smem import SMEM_SWIZZLES, SmemError, SmemSwizzle, smem_swizzle
+from nvatom.descriptors.idesc_rules import (
+    BS_KINDS,
+    D_FORMAT,
+    FORMAT_CODES,
+    IDESC_BS_FIELDS,
+    IDESC_FIELDS,
+    IDESC_MXF4_FIELDS,
+    IDESC_TABLES,
+    MAX_SHIFT,
+    SCALE_FORMAT,
+    idesc_problems,
+)
 from nvatom.descriptors.wgmma import (
     DescriptorField,
     GmmaDescriptor,
@@ -60,6 +76,8 @@ __all__ = [
     "FORMAT_CODES",
     "IDESC_BS_FIELDS",
     "IDESC_FIELDS",
+    "IDESC_MXF4_FIELDS",
+    "IDESC_TABLES",
     "SM100_LAYOUT_TYPE",
     "SMEM_FIELDS",
     "InstrDescriptor",
@@ -68,6 +86,7 @@ __all__ = [
     "check_umma_desc_matches",
     "decode_idesc",
     "decode_smem_desc",
+    "idesc_problems",
     "instr_desc_for",
     "k_block_descriptors",
     "make_umma_desc",
@@ -227,67 +246,25 @@ def check_umma_desc_matches(desc: UmmaSmemDescriptor, smem_layout: Any, element_
 
 
 # ============================================================================ idesc
-
-#: Fields both idesc forms share (sparsity, operand formats, negation, majors, N, M).
-_IDESC_COMMON: tuple[DescriptorField, ...] = (
-    DescriptorField("sparse_id2", 0, 2),
-    DescriptorField("sparse", 2, 1),
-    DescriptorField("a_format", 7, 3),
-    DescriptorField("b_format", 10, 3),
-    DescriptorField("a_negate", 13, 1),
-    DescriptorField("b_negate", 14, 1),
-    DescriptorField("a_major", 15, 1),
-    DescriptorField("b_major", 16, 1),
-    DescriptorField("n", 17, 6, 3),
-    DescriptorField("m", 24, 5, 4),
-)
-
-
-def _idesc_table(*own: DescriptorField) -> tuple[DescriptorField, ...]:
-    return tuple(sorted(_IDESC_COMMON + own, key=lambda f: f.lsb))
-
-
-#: Plain kinds (f16, tf32, f8f6f4, i8): CUTLASS UMMA::InstrDescriptor.
-IDESC_FIELDS = _idesc_table(
-    DescriptorField("saturate", 3, 1),
-    DescriptorField("d_format", 4, 2),
-    DescriptorField("max_shift", 30, 2),
-)
-#: Block-scaled kinds (mxf8f6f4, mxf4, mxf4nvf4): CUTLASS UMMA::InstrDescriptorBlockScaled.
-IDESC_BS_FIELDS = _idesc_table(
-    DescriptorField("b_sf_id", 4, 2),
-    DescriptorField("scale_format", 23, 1),
-    DescriptorField("a_sf_id", 29, 2),
-    DescriptorField("k_size", 31, 1),
-)
-
-_E = {"e4m3": 0, "e5m2": 1, "e2m3": 3, "e3m2": 4, "e2m1": 5}
-#: Operand format codes by kind (PTX ISA idesc tables; CUTLASS F16F32Format, MXF8F6F4Format,
-#: S8Format, MXF4Format).
-FORMAT_CODES: dict[str, dict[str, int]] = {
-    "f16": {"f16": 0, "bf16": 1},
-    "tf32": {"tf32": 2},
-    "f8f6f4": _E,
-    "i8": {"u8": 0, "s8": 1},
-    "mxf8f6f4": _E,
-    "mxf4": {"e2m1": 1},
-    "mxf4nvf4": {"e2m1": 1},
-}
-D_FORMAT = {"f16": 0, "f32": 1, "s32": 2}
-SCALE_FORMAT = {"ue4m3": 0, "ue8m0": 1}
-MAX_SHIFT = {0: 0, 8: 1, 16: 2, 32: 3}
-_BS_KINDS = ("mxf8f6f4", "mxf4", "mxf4nvf4")
-
+# The field tables, the format codes and the validity predicate live in
+# nvatom.descriptors.idesc_rules (PTX ISA Tables 42-44); this section is the codec over them.
 
 def _inv(d: dict[str, int]) -> dict[int, str]:
     return {v: k for k, v in d.items()}
 
 
+def _check_idesc(word: int, kind: str, where: str) -> None:
+    problems = idesc_problems(word, kind)
+    if problems:
+        raise DescriptorError(f"{where}: {'; '.join(problems)}")
+
+
 @dataclasses.dataclass(frozen=True)
 class InstrDescriptor:
-    """The logical content of a tcgen05 idesc.  ``kind`` selects the table (plain or
-    block-scaled) and how formats are coded; ``m``/``n`` are the shape; ``a``/``b``/``d`` and
-    ``sf`` element types; ``max_shift`` is 0/8/16/32 (.ws only)."""
+    """The logical content of a tcgen05 idesc.  ``kind`` selects the table (PTX ISA Tables
+    42-44) and how formats are coded; ``m``/``n`` are the shape; ``a``/``b``/``d`` and ``sf``
+    element types; ``max_shift`` is 0/8/16/32 (.ws only).  Only what the ISA's tables define
+    can be built (:func:`nvatom.descriptors.idesc_rules.idesc_problems`)."""
 
     kind: str
     m: int
@@ -333,8 +310,14 @@ class InstrDescriptor:
                                       f"{self.sf.name if self.sf else None}")
             if self.saturate or self.max_shift:
                 raise DescriptorError(f"{where}: block-scaled idesc has no saturate/max_shift")
+            if self.sparse_id2:
+                raise DescriptorError(f"{where}: sparse_id2 {self.sparse_id2}: bits 0-1 are "
+                                      "reserved in the block-scaled idesc (the selector is 0)")
             for n_, bits in (("a_sf_id", 2), ("b_sf_id", 2), ("k_size", 1)):
                 _check_uint(where, n_, getattr(self, n_), bits)
+            if self.k_size and self.kind == "mxf8f6f4":
+                raise DescriptorError(f"{where}: k_size is for kind::mxf4/mxf4nvf4 (bit 31 is "
+                                      "reserved for mxf8f6f4)")
         else:
             if self.d is None or self.d.name not in D_FORMAT:
                 raise DescriptorError(f"{where}: D format must be f16, f32 or s32, got "
@@ -346,42 +329,47 @@ class InstrDescriptor:
                                       f"{self.max_shift}")
             if self.saturate and self.kind != "i8":
                 raise DescriptorError(f"{where}: saturate is for kind::i8 only")
+            _check_uint(where, "sparse_id2", self.sparse_id2, 2)
         for slot in ("a_major", "b_major"):
             if getattr(self, slot) not in ("K", "MN"):
                 raise DescriptorError(f"{where}: {slot} must be 'K' or 'MN'")
-        if self.m % 16 or not 16 <= self.m <= 496:
-            raise DescriptorError(f"{where}: M = {self.m} is not a multiple of 16 that fits "
-                                  "bits 24-28 (M >> 4)")
-        if self.n % 8 or not 8 <= self.n <= 504:
-            raise DescriptorError(f"{where}: N = {self.n} is not a multiple of 8 that fits "
-                                  "bits 17-22 (N >> 3)")
-        _check_uint(where, "sparse_id2", self.sparse_id2, 2)
-        if self.sparse_id2 and not self.sparse:
-            raise DescriptorError(f"{where}: sparse_id2 {self.sparse_id2} on a dense idesc")
+        for f in self.fields:  # M and N must be expressible in their fields
+            if f.name in ("m", "n"):
+                v = getattr(self, f.name)
+                if isinstance(v, bool) or not isinstance(v, int) or v <= 0 or \
+                        v % (1 << f.shift) or v > f.max_value:
+                    raise DescriptorError(
+                        f"{where}: {f.name.upper()} = {v!r} is not a multiple of "
+                        f"{1 << f.shift} that fits bits {f.bits} ({f.name.upper()} >> {f.shift})")
+        _check_idesc(self.encode(), self.kind, where)
 
     @property
     def block_scaled(self) -> bool:
-        return self.kind in _BS_KINDS
+        return self.kind in BS_KINDS
 
     @property
     def fields(self) -> tuple[DescriptorField, ...]:
-        return IDESC_BS_FIELDS if self.block_scaled else IDESC_FIELDS
+        return IDESC_TABLES[self.kind]
 
     def field_values(self) -> dict[str, int]:
         codes = FORMAT_CODES[self.kind]
-        v = {"sparse_id2": self.sparse_id2, "sparse": int(self.sparse),
+        v = {"sparse": int(self.sparse),
              "a_format": codes[self.a.name], "b_format": codes[self.b.name],
              "a_negate": int(self.a_negate), "b_negate": int(self.b_negate),
-             "a_major": int(self.a_major == "MN"), "b_major": int(self.b_major == "MN"),
-             "n": self.n >> 3, "m": self.m >> 4}
+             "a_major": int(self.a_major == "MN"), "b_major": int(self.b_major == "MN")}
+        for f in self.fields:
+            if f.name in ("m", "n"):
+                v[f.name] = getattr(self, f.name) >> f.shift
         if self.block_scaled:
             assert self.sf is not None
             v.update(b_sf_id=self.b_sf_id, scale_format=SCALE_FORMAT[self.sf.name],
-                     a_sf_id=self.a_sf_id, k_size=self.k_size)
+                     a_sf_id=self.a_sf_id)
+            if self.kind != "mxf8f6f4":
+                v["k_size"] = self.k_size
         else:
             assert self.d is not None
-            v.update(saturate=int(self.saturate), d_format=D_FORMAT[self.d.name],
-                     max_shift=MAX_SHIFT[self.max_shift])
+            v.update(sparse_id2=self.sparse_id2, saturate=int(self.saturate),
+                     d_format=D_FORMAT[self.d.name], max_shift=MAX_SHIFT[self.max_shift])
         return v
 
     def encode(self) -> int:
@@ -419,40 +407,30 @@ class InstrDescriptor:
 
 def decode_idesc(word: int, kind: str) -> InstrDescriptor:
     """Decode a 32-bit idesc; the kind (an instruction qualifier) picks the table and the
-    format codes.  Rejects reserved bits and codes that name no type of the kind."""
+    format codes.  Refuses every word the PTX ISA's tables mark invalid (reserved bits, codes
+    and values a kind does not list, shapes it does not have; :func:`idesc_problems`)."""
     where = f"decode_idesc({word!r}, {kind!r})"
     if isinstance(word, bool) or not isinstance(word, int) or not 0 <= word <= _M32:
         raise DescriptorError(f"{where}: an idesc is a 32-bit unsigned int")
     if kind not in FORMAT_CODES:
         raise DescriptorError(f"{where}: unknown kind (one of {', '.join(FORMAT_CODES)})")
-    table = IDESC_BS_FIELDS if kind in _BS_KINDS else IDESC_FIELDS
-    reserved = word & _M32 & ~sum(f.mask for f in table)
-    if reserved:
-        bits = [i for i in range(32) if reserved >> i & 1]
-        raise DescriptorError(f"{where}: reserved bit(s) {', '.join(map(str, bits))} set")
-    raw = {f.name: (word & f.mask) >> f.lsb for f in table}
+    where = f"decode_idesc({word:#010x}, {kind!r})"
+    _check_idesc(word, kind, where)
+    table = IDESC_TABLES[kind]
+    raw = {f.name: (word & f.mask) >> f.lsb << f.shift for f in table}
     names = _inv(FORMAT_CODES[kind])
-    for slot in ("a_format", "b_format"):
-        if raw[slot] not in names:
-            legal = ", ".join(f"{v}={k}" for k, v in FORMAT_CODES[kind].items())
-            raise DescriptorError(f"{where}: {slot} code {raw[slot]} names no kind::{kind} "
-                                  f"type ({legal})")
     common: dict[str, Any] = dict(
-        kind=kind, m=raw["m"] << 4, n=raw["n"] << 3, a=names[raw["a_format"]],
+        kind=kind, m=raw["m"], n=raw["n"], a=names[raw["a_format"]],
         b=names[raw["b_format"]], a_major="MN" if raw["a_major"] else "K",
         b_major="MN" if raw["b_major"] else "K", a_negate=bool(raw["a_negate"]),
-        b_negate=bool(raw["b_negate"]), sparse=bool(raw["sparse"]),
-        sparse_id2=raw["sparse_id2"])
-    if kind in _BS_KINDS:
+        b_negate=bool(raw["b_negate"]), sparse=bool(raw["sparse"]))
+    if kind in BS_KINDS:
         return InstrDescriptor(**common, d="f32", sf=_inv(SCALE_FORMAT)[raw["scale_format"]],
                                a_sf_id=raw["a_sf_id"], b_sf_id=raw["b_sf_id"],
-                               k_size=raw["k_size"])
-    if raw["d_format"] not in _inv(D_FORMAT):
-        raise DescriptorError(f"{where}: d_format code {raw['d_format']} (0 f16, 1 f32, 2 s32)")
-    return InstrDescriptor(**common, d=_inv(D_FORMAT)[raw["d_format"]],
-                           saturate=bool(raw["saturate"]),
+                               k_size=raw.get("k_size", 0))
+    return InstrDescriptor(**common, sparse_id2=raw["sparse_id2"],
+                           d=_inv(D_FORMAT)[raw["d_format"]], saturate=bool(raw["saturate"]),
                            max_shift=_inv(MAX_SHIFT)[raw["max_shift"]])
-
 
 def instr_desc_for(atom: Any, **fields: Any) -> InstrDescriptor:
     """The idesc of a :class:`nvatom.atoms.sm100.UmmaAtom` (negation, saturate, sparse_id2,
