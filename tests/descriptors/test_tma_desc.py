@@ -138,7 +138,7 @@ NEGATIVE = [
     ("globalStrides[1] = 1000 bytes is not a multiple of 16", dict(global_strides=(1000,))),
     ("globalStrides[1] = 48 bytes is not a multiple of 32 (interleave 32B)",
      dict(global_strides=(48,), interleave="32B", swizzle=32)),
-    ("globalStrides[1] = 1099511627776 bytes is out of range (16..2^40 - 16)",
+    ("globalStrides[1] = 1099511627776 bytes is out of range (0 or 16..2^40 - 16)",
      dict(global_strides=(2**40,))),
     ("boxDim has 1 entries, expected 2", dict(box_dims=(64,))),
     ("boxDim[1] = 257 is out of range (1..256)", dict(box_dims=(64, 257))),
@@ -192,3 +192,20 @@ def test_interleave_lifts_box_rules() -> None:
     m = TensorMap(**{**BF16_2D, "global_dims": (4096, 4096, 2), "global_strides": (8192, 1 << 25),
                      "interleave": "16B", "box_dims": (128, 64, 1)})  # type: ignore[arg-type]
     assert m.driver_args()["interleave"] == 1
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_a_zero_global_stride_is_a_broadcast_dimension(dim: int) -> None:
+    # The driver accepts a global stride of 0 (issue 14: a device sweep of the review found 139
+    # such maps accepted by cuTensorMapEncodeTiled; tests/gpu/test_tma_stride0_gpu.py encodes
+    # them with the driver and reads the broadcast dimension back with a TMA load).
+    strides = [8192, 8192 * 16]
+    strides[dim - 1] = 0
+    m = TensorMap(**{**BF16_2D, "global_dims": (4096, 16, 4),  # type: ignore[arg-type]
+                     "global_strides": tuple(strides), "box_dims": (64, 8, 2)})
+    assert m.driver_args()["globalStrides"] == tuple(strides)
+    # 0 is a multiple of 32 too: interleave 32B accepts it.
+    TensorMap(**{**BF16_2D, "global_dims": (4096, 16, 4), "global_strides": (0, 8192),
+                 "interleave": "32B", "swizzle": 32, "box_dims": (16, 8, 2)})  # type: ignore[arg-type]
+    _bad("globalStrides[1] = -16 bytes is out of range (0 or 16..2^40 - 16)",
+         global_strides=(-16,))

@@ -155,6 +155,24 @@ def test_each_sweep_moves_only_its_field() -> None:
             assert moved <= allowed | derived | byte_of["swizzle"], (group, sorted(moved))
 
 
+def test_a_zero_stride_stores_zero_in_the_stride_field() -> None:
+    """A broadcast dimension (global stride 0, which the driver accepts: issue 14).  Golden:
+    the driver's bytes for the same map with a 16-byte stride (corpus ``sweep:strides*``, whose
+    stride field then holds 16 >> 4 = 1), with that field cleared; the driver's own bytes for
+    the 0-stride map are compared on the GPU (tests/gpu/test_tma_stride0_gpu.py)."""
+    for i in range(4):
+        e = next(x for x in accepted() if x["group"] == f"sweep:strides{i}"
+                 and x["args"]["globalStrides"][i] == 16)
+        lo = next(f for f in te.FIELDS if f.name == f"globalStrides[{i + 1}]_lo")
+        want = int.from_bytes(bytes.fromhex(e["bytes"]), "little") & ~(1 << lo.bit)
+        args = dict(e["args"], globalStrides=[0 if j == i else s
+                                              for j, s in enumerate(e["args"]["globalStrides"])])
+        got = te.encode_args("tiled", args)
+        assert int.from_bytes(got, "little") == want, i
+        m = te.decode(got)
+        assert m.global_strides[i] == 0 and m.encode() == got
+
+
 def test_decode_inverts_encode_on_the_corpus() -> None:
     for e in accepted():
         if not modelled(e):
@@ -272,7 +290,7 @@ ENCODE_ERRORS = [
     ("kind = 'gather' is not 'tiled' or 'im2col'", "gather", {}),
     ("globalAddress = 0x200000000000000 is not below 2^57", "tiled",
      {"globalAddress": 1 << 57}),
-    ("globalStrides[1] = 8200 is not a multiple of 16 in 16..2^40 - 16", "tiled",
+    ("globalStrides[1] = 8200 is not a multiple of 16 in 0..2^40 - 16", "tiled",
      {"globalStrides": (8200,)}),
     ("globalStrides has 0 entries, expected 1", "tiled", {"globalStrides": ()}),
     ("boxDim has 1 entries, expected 2", "tiled", {"boxDim": (64,)}),

@@ -24,7 +24,12 @@ of ``cuTensorMapEncodeTiled`` and ``cuTensorMapEncodeIm2col`` and the enums
   tests/data/tma_driver_corpus.json.gz, group ``sweep:addr``).
 * ``globalDim[i]``: 1 .. 2^32.
 * ``globalStrides[i]`` (``rank - 1`` byte strides of dims 1..rank-1): a multiple of 16 (of 32
-  when ``interleave`` is 32B) and less than 2^40.
+  when ``interleave`` is 32B) and less than 2^40.  0 is accepted: every index of that dimension
+  reads the same bytes (a broadcast dimension).  The documentation's pseudo-code builds each
+  stride from the previous one (``globalStrides[i] >= globalDim[i] ...``), but the driver checks
+  no such relation (it accepted 1,003 maps of the corpus whose stride of dimension 1 is smaller
+  than the row, and a 0 stride in the review's device sweep); tests/gpu/test_tma_stride0_gpu.py
+  proves the 0-stride map on the GPU.
 * tiled ``boxDim[i]``: 1 .. 256; ``boxDim[0] * elementSize`` (im2col: ``channelsPerPixel *
   elementSize``) is a multiple of 16 bytes.  The documentation asks this with ``interleave``
   none only; the driver refused every other inner size with 16B and 32B interleave too.
@@ -275,9 +280,9 @@ class TensorMap:
                 raise DescriptorError(
                     f"globalStrides[{i}] = {s} bytes is not a multiple of {smult}{why}"
                 )
-            if not 0 < s < MAX_GLOBAL_STRIDE:
+            if not 0 <= s < MAX_GLOBAL_STRIDE:  # 0: a broadcast dimension (the driver's rule)
                 raise DescriptorError(
-                    f"globalStrides[{i}] = {s} bytes is out of range (16..2^40 - 16)"
+                    f"globalStrides[{i}] = {s} bytes is out of range (0 or 16..2^40 - 16)"
                 )
 
         if self.kind == "tiled":

@@ -208,9 +208,9 @@ def encode_args(kind: str, args: Mapping[str, Any]) -> bytes:
     w = _put(w, _BY_NAME["tf32"], tf32)
     w = _put(w, _BY_NAME["l2_promotion"], args["l2Promotion"])
     for i, s in enumerate(strides):
-        if s % 16 or not 0 < s < 1 << 40:
+        if s % 16 or not 0 <= s < 1 << 40:  # 0: a broadcast dimension, stored as 0
             raise DescriptorError(f"globalStrides[{i + 1}] = {s} is not a multiple of 16 "
-                                  "in 16..2^40 - 16")
+                                  "in 0..2^40 - 16")
         w = _put(w, _BY_NAME[f"globalStrides[{i + 1}]_lo"], (s >> 4) & 0xFFFFFFFF)
         w = _put(w, _BY_NAME[f"globalStrides[{i + 1}]_hi"], s >> 36)
     for i, d in enumerate(dims):
