@@ -26,7 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="element type: an nvatom name (bf16, f16, f32, tf32, u8 ...) or a "
                         "driver name (bfloat16, uint16, float32_ftz ...); default bf16")
     g.add_argument("--strides", metavar="S1,..",
-                   help="byte strides of dims 1..rank-1 (default: packed, dim i after dim i-1)")
+                   help="byte strides of dims 1..rank-1, 0 for a broadcast dimension "
+                        "(default: packed, dim i after dim i-1)")
     g.add_argument("--elem-strides", metavar="E0,E1,..", help="elementStrides (default all 1)")
     g.add_argument("--interleave", default="none", help="none, 16B or 32B")
     g.add_argument("--swizzle", default="none", help="none, 32B, 64B or 128B (default none)")
