@@ -215,3 +215,45 @@ def test_gemm_operand_checks() -> None:
     sw = make_composed_layout(Swizzle(3, 4, 3), 0, Layout((8, 64), (64, 1)))
     assert _err(check_gemm_operands, sw, b2, c2).startswith(
         "doesn't support composed layout for A/B/D, but got: A: Sw<3,4,3> o 0 o (8,64):(64,1)")
+
+
+def _metadata_layout_from_isa(form) -> Layout:
+    """Slot 3 written from the PTX ISA's sparse-metadata figures for 8-bit A (docs/fragments.md,
+    measured on the GPU): contributor t = j + 2 g (j < 2 lanes per group of four, group g < 8);
+    nibble v < 8 of its register holds row g + 8 j, chunk v (m16n8k32: eight 4-element chunks);
+    index row + 16 * chunk of the column-major 16 x 8 nibble tile."""
+    assert form.k == 32 and form.a.name == "s8"
+    return Layout(((2, 8), 8), ((8, 1), 16))
+
+
+def test_sparse_metadata_layout_is_slot_3() -> None:
+    f = mma_form(SPARSE_S8)
+    right = _metadata_layout_from_isa(f)
+    good = MmaUse.canonical(f)  # carries the synthesized slot 3 for selector 0
+    f.verify_instance("sm_80", good)
+    f.verify_instance("sm_80", dataclasses.replace(good, metadata=OperandUse("u32", "rmem", right)))
+    slot3 = synthesize_reference_layouts(32, 16, True, False, False).slots[3]
+    f.verify_instance("sm_80", dataclasses.replace(good, metadata=OperandUse("u32", "rmem", slot3)))
+    # The 16-bit convention (row g + 8 (v // 4), chunk 4 j + v % 4) applied to 8-bit A: wrong.
+    wrong = Layout(((2, 8), (4, 2)), ((64, 1), (16, 8)))
+    bad = dataclasses.replace(good, metadata=OperandUse("u32", "rmem", wrong))
+    assert _err(f.verify_instance, "sm_80", bad) == (
+        "expects Mma atom layout of ((2,8),8):((8,1),16) on lanes 0 + (2,8):(1,4) for operand E "
+        "(metadata), but got ((2,8),(4,2)):((64,1),(16,8))")
+    # Selector 1 reads lanes 2, 3 of each group: selector 0's layout is wrong there.
+    sel1 = dataclasses.replace(good, selector=1)
+    msg = _err(f.verify_instance, "sm_80", sel1)
+    assert msg.startswith("expects Mma atom layout of ((2,8),8):((8,1),16) on lanes 2 + (2,8):(1,4)"
+                          " for operand E (metadata), but got ((2,8),8):((8,1),16) on lanes 0 + ")
+    f.verify_instance("sm_80", dataclasses.replace(
+        sel1, metadata=OperandUse("u32", "rmem", f.metadata_layout(1))))
+
+
+def test_sparse_metadata_layout_of_every_sparse_arm() -> None:
+    """Each sparse form accepts its own slot 3 and rejects another form's (a mis-sized buffer)."""
+    f16 = mma_form("sm80.sparse_mma.m16n8k16.f16.f16.f16.f16")
+    s8 = mma_form(SPARSE_S8)
+    u = MmaUse.canonical(f16)
+    wrong = dataclasses.replace(u, metadata=OperandUse("u32", "rmem", s8.metadata_layout(0)))
+    assert _err(f16.verify_instance, "sm_80", wrong).startswith(D.MMA_ATOM_LAYOUT)
+    assert D.MMA_ATOM_LAYOUT == "expects Mma atom layout of "

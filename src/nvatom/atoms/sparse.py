@@ -62,7 +62,7 @@ import numpy as np
 from nvatom.atoms.fragments import layout_from_function
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
-from nvatom.layout import Layout, get
+from nvatom.layout import Layout, get, layouts_equivalent
 
 if TYPE_CHECKING:
     from nvatom.atoms.mma import MmaForm
@@ -206,6 +206,24 @@ class MetadataLayout:
     @property
     def contributors(self) -> int:
         return 8 * self.threads_per_group
+
+    def __str__(self) -> str:
+        """``<layout> on lanes <first_lane> + <thr_id>``: the (contributor, nibble) layout
+        and where the contributors sit (what the verifier prints)."""
+        return f"{self.layout} on lanes {self.first_lane} + {self.thr_id}"
+
+    def equivalent(self, other: object) -> bool:
+        """The verifier's slot-3 predicate (seed 000 ``layouts_equivalent``): a
+        :class:`MetadataLayout` must read the same lanes (``first_lane`` and ``thr_id``) and
+        put the same nibble in each (``layout``); a bare :class:`Layout` is compared with the
+        (contributor, nibble) layout alone."""
+        if isinstance(other, MetadataLayout):
+            return (self.first_lane == other.first_lane
+                    and layouts_equivalent(self.thr_id, other.thr_id)
+                    and layouts_equivalent(self.layout, other.layout))
+        if isinstance(other, Layout):
+            return layouts_equivalent(self.layout, other)
+        return False
 
     def lane(self, t: int) -> int:
         """The lane of contributor ``t``."""

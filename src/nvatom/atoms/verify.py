@@ -14,7 +14,12 @@ type, residency and (thread, value) layout, plus metadata and selector for spars
 6. layouts are static integer layouts ("expects static and no scaled basis layout for");
 7. each layout is equivalent to the atom's canonical one ("expects Mma atom layout of ...",
    compared with ``layouts_equivalent``);
-8. sparse forms: a metadata operand in registers, a selector in the legal range.
+8. sparse forms: a metadata operand in one 32-bit register, a selector in the legal range,
+   and the metadata operand's layout equivalent to slot 3 of the synthesized layouts (seed 000
+   ``verify_sm80_mma``: ``layouts_equivalent(use.sparse_metadata.layout,
+   expected.slots[3])``), i.e. :meth:`~nvatom.atoms.mma.SparseMmaForm.metadata_layout` for
+   the use's selector; a wrong one fails with "expects Mma atom layout of <slot 3> for
+   operand E (metadata), but got <layout>".
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from nvatom import diagnostics as D
 from nvatom.arch import Target, feature, target
 from nvatom.atoms.interfaces import AtomVerificationError, SparseMetadataAtom
 from nvatom.atoms.mma import MmaForm
+from nvatom.atoms.sparse import MetadataLayout
 from nvatom.dtypes import DType, dtype
 from nvatom.layout import ComposedLayout, Layout, layouts_equivalent
 
@@ -75,7 +81,10 @@ class MmaUse:
             lay = form.tv_layout(name) if with_layouts else None
             return OperandUse(form.operand_type(name).name, "rmem", lay)
 
-        meta = OperandUse("u32", "rmem") if form.is_sparse else None
+        meta = None
+        if form.is_sparse:
+            lay = form.metadata_layout(selector) if with_layouts else None  # type: ignore[attr-defined]
+            meta = OperandUse("u32", "rmem", lay)
         return cls(op("A"), op("B"), op("C"), op("D"), meta,
                    selector if form.is_sparse else None, form.shape)
 
@@ -141,5 +150,12 @@ def verify_register_mma(form: MmaForm, target_: Target | str, use: MmaUse) -> No
         if sel is None or sel not in form.selectors:
             _fail(f"atom '{form.name}': sparsity selector {sel} out of range "
                   f"[0..{max(form.selectors)}]")
+        got = use.metadata.layout
+        if got is not None:
+            want_meta = form.metadata_layout(sel)
+            if not isinstance(got, Layout | MetadataLayout):
+                _fail(f"{D.STATIC_LAYOUT} {got!r}")
+            if not want_meta.equivalent(got):
+                _fail(f"{D.MMA_ATOM_LAYOUT}{want_meta} for operand E (metadata), but got {got}")
     elif use.metadata is not None or use.selector is not None:
         _fail(f"atom '{form.name}' is dense and takes no metadata or selector")
