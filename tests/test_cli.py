@@ -272,3 +272,21 @@ def test_demo_builds_the_sm90_gemm(capsys, tmp_path) -> None:
     assert "Python build+emit" in out
     if gpu_skip_reason() is not None:
         assert "no GPU present" in out
+
+
+def test_frag_of_the_sm80_m16n8k8_atom(capsys) -> None:
+    """Seed 000 synthesizer arm 6 is an sm80.mma atom: PTX ISA m16n8k8 f16 A fragment, lane
+    4 g + tig holds (g, 2 tig + i) and (g + 8, 2 tig + i)."""
+    code, out, _ = run(capsys, "frag", "sm80.mma.m16n8k8.f16.f16.f16.f16", "--operand", "A")
+    assert code == 0
+    assert out.startswith("sm80.mma.m16n8k8.f16.f16.f16.f16 operand A: f16, 4 values in 2 b32")
+    rows = {int(line.split()[0]): line.split()[1:] for line in out.splitlines()[3:19]}
+    for lane in range(32):
+        g, tig = lane // 4, lane % 4
+        for i in range(2):
+            assert rows[g][2 * tig + i] == f"T{lane}:V{i}"
+            assert rows[g + 8][2 * tig + i] == f"T{lane}:V{2 + i}"
+    code, out, _ = run(capsys, "atoms", "--target", "sm_80", "--a", "f16")
+    assert "sm80.mma.m16n8k8.f32.f16.f16.f32" in out and "sm75.mma.m16n8k8.f32.f16.f16.f32" in out
+    code, out, _ = run(capsys, "atoms", "--target", "sm_75", "--a", "f16")
+    assert "sm80.mma.m16n8k8" not in out and "sm75.mma.m16n8k8.f16.f16.f16.f16" in out

@@ -11,6 +11,7 @@ import dataclasses
 import pytest
 
 from nvatom import diagnostics as D
+from nvatom.arch import Tier
 from nvatom.atoms.interfaces import (
     AtomVerificationError,
     MmaAtom,
@@ -26,7 +27,7 @@ from nvatom.atoms.registry import (
     mma_form,
     mma_forms,
 )
-from nvatom.atoms.synth import synthesize_reference_layouts
+from nvatom.atoms.synth import ARMS, synthesize_reference_layouts
 from nvatom.atoms.tiled_mma import check_gemm_operands, make_tiled_mma
 from nvatom.atoms.universal import UniversalFma
 from nvatom.atoms.verify import MmaUse, OperandUse
@@ -257,3 +258,20 @@ def test_sparse_metadata_layout_of_every_sparse_arm() -> None:
     wrong = dataclasses.replace(u, metadata=OperandUse("u32", "rmem", s8.metadata_layout(0)))
     assert _err(f16.verify_instance, "sm_80", wrong).startswith(D.MMA_ATOM_LAYOUT)
     assert D.MMA_ATOM_LAYOUT == "expects Mma atom layout of "
+
+
+def test_synthesizer_arm_6_is_an_sm80_atom() -> None:
+    """Arms other than the FP8 one apply "at SM80 and above" (seed 000): arm 6 is m16n8k8 f16,
+    which sm80.mma carries too (the same PTX as sm75.mma.m16n8k8)."""
+    r = synthesize_reference_layouts(8, 16, False, False, False)
+    assert r.form == "sm80.mma.m16n8k8.f16.f16.f16.f16" and r.elements_per_thread == 4
+    sm80, sm75 = mma_form(r.form), mma_form("sm75.mma.m16n8k8.f16.f16.f16.f16")
+    assert sm80.opcode == sm75.opcode == "mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16"
+    assert sm80.available_on("sm_80") and not sm80.available_on("sm_75")
+    for arm, name in ARMS.items():
+        if name is not None and not arm[3]:  # every non-FP8 arm: an SM80 atom
+            assert mma_form(name).tier == Tier.SM80, name
+    u = MmaUse.canonical(sm80)
+    assert _err(sm80.verify_instance, "sm_75", u) == (
+        "atom 'sm80.mma.m16n8k8.f16.f16.f16.f16' needs tier SM80, but target sm_75 is tier "
+        "SM70/75")

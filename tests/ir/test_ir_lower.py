@@ -24,6 +24,7 @@ EXAMPLES = {
         "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r6], 1024;",
         "prefetch.tensormap", ".param .align 128 .b8 tmap0[128]", "cvta.param.u64"],
     "mma_sm80.mlir": ["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"],
+    "mma_sm80_m16n8k8.mlir": ["mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16"],
     "tma_copy.mlir": [
         "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r6], 8192;",
         "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group", "fence.proxy.async"],

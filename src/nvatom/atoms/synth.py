@@ -31,7 +31,7 @@ ARMS: dict[tuple[int, int, bool, bool, bool], str | None] = {
     (32, 16, False, False, False): "sm80.mma.m16n8k32.s32.s8.s8.s32",
     (32, 16, False, True, False): "sm89.mma.m16n8k32.f32.e4m3.e4m3.f32",
     (32, 16, True, False, False): "sm80.sparse_mma.m16n8k32.s32.s8.s8.s32",
-    (8, 16, False, False, False): "sm75.mma.m16n8k8.f16.f16.f16.f16",
+    (8, 16, False, False, False): "sm80.mma.m16n8k8.f16.f16.f16.f16",
 }
 
 
