@@ -275,3 +275,126 @@ def test_synthesizer_arm_6_is_an_sm80_atom() -> None:
     assert _err(sm80.verify_instance, "sm_75", u) == (
         "atom 'sm80.mma.m16n8k8.f16.f16.f16.f16' needs tier SM80, but target sm_75 is tier "
         "SM70/75")
+
+
+# --------------------------------------------------------------------------- registry vs ptxas
+
+_F4, _F4b = "{f0,f1,f2,f3}", "{f4,f5,f6,f7}"
+#: One instruction of each registry record, written from the PTX ISA's syntax sections, with the
+#: lowest .version it needs (the target's own minimum binds too).
+RECORD_PROBES: dict[str, tuple[str, tuple[int, int]]] = {
+    "atom.universal_fma": ("fma.rn.f32 f0, f1, f2, f3;", (6, 0)),
+    "sm70.mma": ("mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32 {f0,f1,f2,f3,f4,f5,f6,f7}, "
+                 "{r0,r1}, {r2,r3}, {f8,f9,f10,f11,f12,f13,f14,f15};", (6, 4)),
+    "sm75.mma": ("mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16 {r0,r1}, {r2,r3}, {r4}, "
+                 "{r5,r6};", (6, 5)),
+    "sm80.mma": (f"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {_F4}, {{r0,r1,r2,r3}}, "
+                 f"{{r4,r5}}, {_F4b};", (7, 0)),
+    "sm80.sparse_mma": (f"mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {_F4}, {{r0,r1}}, "
+                        f"{{r2,r3}}, {_F4b}, r8, 0x0;", (7, 1)),
+    "sm89.mma": (f"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32 {_F4}, {{r0,r1,r2,r3}}, "
+                 f"{{r4,r5}}, {_F4b};", (8, 4)),
+    "sm89.sparse_mma": (f"mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.f32.e4m3.e4m3"
+                        f".f32 {_F4}, {{r0,r1,r2,r3}}, {{r4,r5,r6,r7}}, {_F4b}, r8, 0;", (8, 5)),
+    "atom.universal_copy": ("ld.shared.b32 r1, [r0];", (6, 0)),
+    "atom.ldsm": ("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {r0,r1,r2,r3}, [r4];", (6, 5)),
+    "atom.stsm": ("stmatrix.sync.aligned.m8n8.x2.shared.b16 [r0], {r1,r2};", (7, 8)),
+    "atom.simt_async_copy": ("cp.async.cg.shared.global [r0], [rd0], 16;", (7, 0)),
+    "sm90.mma": (f"wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {_F4}, rd0, rd1, p0, 1, 1, "
+                 "0, 0;", (8, 0)),
+    "sm100.mma": ("tcgen05.mma.cta_group::1.kind::f16 [r0], rd0, rd1, r1, p0;", (8, 6)),
+    "sm100.mma_sp": ("tcgen05.mma.sp.cta_group::1.kind::tf32 [r0], rd0, rd1, [r2], r1, p0;",
+                     (8, 6)),
+    "sm100.mma_bs": ("tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32 [r0], rd0, rd1,"
+                     " r1, [r2], [r3], p0;", (8, 8)),
+    "sm100.mma_bs_sp": ("tcgen05.mma.sp.cta_group::1.kind::mxf8f6f4.block_scale.block32 [r0], rd0,"
+                        " rd1, [r4], r1, [r2], [r3], p0;", (8, 8)),
+    "atom.tmem_load": ("tcgen05.ld.sync.aligned.32x32b.x2.b32 {r1,r2}, [r0];", (8, 6)),
+    "atom.tmem_store": ("tcgen05.st.sync.aligned.16x64b.x1.b32 [r0], {r1};", (8, 6)),
+    "atom.s2t_copy": ("tcgen05.cp.cta_group::1.128x256b [r0], rd0;", (8, 6)),
+    "SM120.mma_bs": (f"mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X"
+                     f".f32.e4m3.e4m3.f32.ue8m0 {_F4}, {{r0,r1,r2,r3}}, {{r4,r5}}, {_F4b}, r6, "
+                     "{0,0}, r7, {0,0};", (8, 7)),
+    "sm120.mma": (f"mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e5m2.e4m3.f32 {_F4}, "
+                  f"{{r0,r1,r2,r3}}, {{r4,r5}}, {_F4b};", (8, 6)),
+    "sm120.sparse_mma": (f"mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.kind::f8f6f4"
+                         f".f32.e4m3.e4m3.f32 {_F4}, {{r0,r1,r2,r3}}, {{r4,r5,r6,r7}}, {_F4b}, "
+                         "r8, 0;", (8, 6)),
+    "atom.tma_load": ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx"
+                      "::bytes [r0], [rd0, {r1, r2}], [r3];", (8, 0)),
+    "atom.tma_store": ("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [rd0, {r1, r2}],"
+                       " [r0];", (8, 0)),
+    "atom.tma_reduce": ("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group "
+                        "[rd0, {r1, r2}], [r0];", (8, 0)),
+    "prefetch_tma_desc": ("prefetch.tensormap [rd0];", (8, 0)),
+}
+# The non-exec atoms and make_exec_tma issue the executable atoms' instructions.
+for _d in ("load", "store", "reduce"):
+    RECORD_PROBES[f"atom.non_exec_tiled_tma_{_d}"] = RECORD_PROBES[f"atom.tma_{_d}"]
+RECORD_PROBES["atom.make_exec_tma"] = RECORD_PROBES["atom.tma_load"]
+
+
+def _probe_module(target: str, version: tuple[int, int], lines) -> tuple[str, int]:
+    head = [f".version {version[0]}.{version[1]}", f".target {target}", ".address_size 64",
+            ".visible .entry probe()", "{",
+            ".reg .b32 r<16>; .reg .f32 f<16>; .reg .b64 rd<8>; .reg .pred p<4>;"]
+    return "\n".join([*head, *lines, "ret;", "}", ""]), len(head) + 1
+
+
+def test_record_probes_cover_the_registry() -> None:
+    assert set(RECORD_PROBES) == set(ATOMS)
+
+
+def _record_groups() -> list:
+    from nvatom.arch import TARGETS
+    from tests.ptxas_sweep import groups
+
+    pairs = []
+    for t in TARGETS.values():
+        for mn, (_, v) in RECORD_PROBES.items():
+            version = max(v, t.min_ptx)
+            if t.ptxas == "12.9" and version > (8, 8):
+                continue  # ptxas 12.9 knows PTX up to 8.8; those records are far above sm_7x
+            pairs.append(((t.name, version), mn))
+    return groups(pairs)
+
+
+@pytest.mark.parametrize(("target", "version", "records"), _record_groups())
+def test_allowed_on_is_what_ptxas_accepts(target: str, version, records) -> None:
+    """One instruction of each record assembles on a target exactly when the registry allows
+    the record there (sm90.mma: sm_90a only; tcgen05 atoms: sm_100/103/110 a and f; ...)."""
+    from tests.ptxas_sweep import verdicts
+
+    got = verdicts(_probe_module, target, version, [RECORD_PROBES[m][0] for m in records])
+    wrong = [f"{m}: ptxas {'accepts' if ok else 'rejects ' + '; '.join(msgs)}, allowed_on says "
+             f"{ATOMS[m].allowed_on(target)}"
+             for m, (ok, msgs) in zip(records, got, strict=True)
+             if ok != ATOMS[m].allowed_on(target)]
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize(("mnemonic", "target", "message"), [
+    ("sm90.mma", "sm_90", "atom 'sm90.mma' is not available on sm_90: it needs wgmma.mma_async "
+     "(warpgroup MMA) (sm_9x, 'a' targets)"),
+    ("sm100.mma", "sm_120a", "atom 'sm100.mma' is not available on sm_120a: it needs tcgen05 "
+     "(UMMA, tensor memory) (sm_10x/11x, 'a'/'f' targets)"),
+    ("atom.tmem_load", "sm_100", "atom 'atom.tmem_load' is not available on sm_100: it needs "
+     "tcgen05 (UMMA, tensor memory) (sm_10x/11x, 'a'/'f' targets)"),
+    ("sm100.mma_bs", "sm_90a", "atom 'sm100.mma_bs' needs tier SM100/SM103, but target sm_90a is "
+     "tier SM90"),
+    ("SM120.mma_bs", "sm_120", "atom 'SM120.mma_bs' is not available on sm_120: it needs mma.sync "
+     "block_scale (SM120 MX/NV formats) (sm_12x, 'a'/'f' targets)"),
+])
+def test_record_rejections(mnemonic: str, target: str, message: str) -> None:
+    r = atom_record(mnemonic)
+    assert not r.allowed_on(target) and r.rejection(target) == message
+    assert r.rejection("sm_100a" if "100" in mnemonic or "tmem" in mnemonic else
+                       "sm_90a" if mnemonic == "sm90.mma" else "sm_120a") is None
+
+
+def test_wgmma_atom_on_plain_sm90_is_rejected_by_the_record() -> None:
+    from nvatom.atoms.sm90 import FORMS as WGMMA
+
+    f = WGMMA[0]
+    assert not atom_record(f.mnemonic).allowed_on("sm_90")
+    assert atom_record(f.mnemonic).allowed_on("sm_90a")

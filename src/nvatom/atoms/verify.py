@@ -103,9 +103,9 @@ def check_target_and_shape(form: object, t: Target, use: MmaUse) -> None:
 
     name = form.name  # type: ignore[attr-defined]
     record = atom_record(form.mnemonic)  # type: ignore[attr-defined]
-    if not record.allowed_on(t):
-        _fail(f"atom '{name}' needs tier {record.min_tier.label if record.min_tier else ''}"
-              f", but target {t.name} is tier {t.tier.label}")
+    why = record.rejection(t, name)
+    if why is not None:
+        _fail(why)
     if not form.available_on(t):  # type: ignore[attr-defined]
         f = feature(form.feature)  # type: ignore[attr-defined]
         _fail(f"atom '{name}' is not available on {t.name}: it needs {f.description} "

@@ -470,11 +470,8 @@ class MakeAtomOp(NvOp):
         if check is not None and not check(v.target):
             from nvatom.atoms.registry import atom_record
 
-            rec = atom_record(atom.mnemonic)
-            if not rec.allowed_on(v.target):
-                _fail(f"atom '{atom.name}' needs tier {rec.min_tier.label if rec.min_tier else ''}"
-                      f", but target {v.target.name} is tier {v.target.tier.label}")
-            _fail(f"atom '{atom.name}' is not available on {v.target.name}")
+            why = atom_record(atom.mnemonic).rejection(v.target, atom.name)
+            _fail(why or f"atom '{atom.name}' is not available on {v.target.name}")
 
 
 class MakeSmemDescOp(NvOp):
