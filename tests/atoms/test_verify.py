@@ -31,6 +31,7 @@ from nvatom.atoms.synth import ARMS, synthesize_reference_layouts
 from nvatom.atoms.tiled_mma import check_gemm_operands, make_tiled_mma
 from nvatom.atoms.universal import UniversalFma
 from nvatom.atoms.verify import MmaUse, OperandUse
+from nvatom.errors import NvatomError
 from nvatom.layout import Layout, Swizzle, make_composed_layout
 
 BF16 = "sm80.mma.m16n8k16.f32.bf16.bf16.f32"
@@ -398,3 +399,56 @@ def test_wgmma_atom_on_plain_sm90_is_rejected_by_the_record() -> None:
     f = WGMMA[0]
     assert not atom_record(f.mnemonic).allowed_on("sm_90")
     assert atom_record(f.mnemonic).allowed_on("sm_90a")
+
+
+@pytest.mark.parametrize(("tier", "mnk", "types", "sparse", "want"), [
+    # SM90 WGMMA (seed 000 lattice notes; PTX ISA wgmma "Matrix shape"): M = 64, K = 256 / bits,
+    # N = 8..256 step 8 for f16/bf16/tf32/FP8; s8/u8 N = 8, 16, 24, then 32..256 step 16.
+    ("SM90", (64, 128, 16), ("f16", "f16", "f32"), False, True),
+    ("SM90", (64, 256, 16), ("bf16", "bf16", "f32"), False, True),
+    ("SM90", (64, 8, 8), ("tf32", "tf32", "f32"), False, True),
+    ("SM90", (64, 200, 32), ("e4m3", "e5m2", "f16"), False, True),
+    ("SM90", (64, 48, 32), ("s8", "u8", "s32"), False, True),
+    ("SM90", (64, 40, 32), ("s8", "s8", "s32"), False, False),  # 40 is not a WGMMA integer N
+    ("SM90", (128, 128, 16), ("f16", "f16", "f32"), False, False),  # M is 64 only
+    ("SM90", (64, 128, 32), ("f16", "f16", "f32"), False, False),  # K = 256 / 16
+    ("SM90", (64, 128, 64), ("s4", "s4", "s32"), False, False),  # no 4-bit WGMMA
+    ("SM90", (64, 128, 16), ("f16", "f16", "f32"), True, False),
+    # SM100 UMMA (PTX ISA tcgen05.mma "Matrix shape" table): cta_group::1 M 64/128 with N step
+    # 8, cta_group::2 M 128/256 with N step 16, N <= 256; K = 256 / bits, doubled when sparse.
+    ("SM100", (128, 256, 16), ("f16", "f16", "f32"), False, True),
+    ("SM100", (64, 8, 16), ("bf16", "bf16", "f32"), False, True),
+    ("SM100", (256, 256, 16), ("f16", "f16", "f16"), False, True),
+    ("SM100", (256, 24, 16), ("f16", "f16", "f32"), False, False),  # cta_group::2: N step 16
+    ("SM100", (128, 264, 16), ("f16", "f16", "f32"), False, False),
+    ("SM100", (64, 8, 16), ("bf16", "bf16", "f16"), False, False),  # bf16 accumulates in f32
+    ("SM100", (128, 128, 32), ("f16", "f16", "f32"), True, True),
+    ("SM100", (128, 128, 32), ("f16", "f16", "f32"), False, False),
+    ("SM100", (128, 64, 8), ("tf32", "tf32", "f32"), False, True),
+    ("SM100", (128, 128, 32), ("e2m3", "e4m3", "f32"), False, True),
+    ("SM100", (128, 128, 32), ("s8", "u8", "s32"), False, True),
+    ("SM100", (128, 128, 64), ("e2m1", "e2m1", "f32"), False, True),  # mxf4 / mxf4nvf4
+    ("SM110", (128, 128, 16), ("f16", "f16", "f32"), False, True),  # sm_110a/f run tcgen05
+    # SM120 and the register tiers keep their tables.
+    ("SM120", (16, 8, 32), ("e4m3", "e4m3", "f32"), False, True),
+    ("SM89", (16, 8, 32), ("e4m3", "e4m3", "f32"), False, True),
+    ("SM80", (16, 8, 8), ("f16", "f16", "f16"), False, True),  # synthesizer arm 6
+    ("SM80", (64, 128, 16), ("f16", "f16", "f32"), False, False),
+])
+def test_shape_lattice_of_every_tier(tier, mnk, types, sparse, want) -> None:
+    assert check_shape_in_lattice(tier, mnk, *types, sparse=sparse) is want
+
+
+def test_every_tier_has_lattice_rows() -> None:
+    rows = {"SM70": ((8, 8, 4), "f16", "f16", "f32"), "SM75": ((16, 8, 8), "f16", "f16", "f32"),
+            "SM80": ((16, 8, 16), "bf16", "bf16", "f32"), "SM89": ((16, 8, 16), "e5m2", "e4m3",
+                                                                   "f32"),
+            "SM90": ((64, 8, 16), "f16", "f16", "f16"), "SM100": ((128, 8, 16), "f16", "f16",
+                                                                 "f32"),
+            "SM110": ((128, 8, 16), "f16", "f16", "f32"),
+            "SM120": ((16, 8, 32), "e2m1", "e3m2", "f32")}
+    assert set(rows) == set(Tier.__members__)
+    for tier, (mnk, a, b, c) in rows.items():
+        assert check_shape_in_lattice(tier, mnk, a, b, c), tier
+    with pytest.raises(NvatomError, match="unknown tier 'SM95'"):
+        check_shape_in_lattice("SM95", (64, 8, 16), "f16", "f16", "f16")

@@ -241,6 +241,16 @@ def mma_form(name: str) -> MmaForm:
     raise UnknownAtomError(f"unknown MMA atom '{key}'{hint}")
 
 
+def _tier(tier: Tier | str) -> Tier:
+    if isinstance(tier, Tier):
+        return tier
+    try:
+        return Tier[str(tier).upper()]
+    except KeyError:
+        raise NvatomError(f"unknown tier '{tier}' (one of {', '.join(Tier.__members__)})") \
+            from None
+
+
 def check_shape_in_lattice(
     tier: Tier | str, mnk: tuple[int, int, int], a: DType | str, b: DType | str,
     c: DType | str,
@@ -248,16 +258,33 @@ def check_shape_in_lattice(
     sparse: bool = False,
 ) -> bool:
     """Seed 000's lattice gate: is there a (dense, or with ``sparse`` a sparse) form of this
-    tier with this shape and element types?"""
-    if isinstance(tier, str):
-        try:
-            tier = Tier[tier.upper()]
-        except KeyError:
-            raise NvatomError(f"unknown tier '{tier}' (one of {', '.join(Tier.__members__)})") \
-                from None
+    tier with this shape and element types?  Every tier reads its own table:
+
+    * SM70-SM89: the register-MMA forms of that tier (``sm80.mma``, ``sm89.mma``, ...);
+    * SM90: the WGMMA forms (``nvatom.atoms.sm90``: M = 64, K = 256 / bits, the ISA's N);
+    * SM100 and SM110: the UMMA atoms (``nvatom.atoms.sm100``: the PTX ISA's kind x M x N
+      table, K from the kind, doubled when sparse); SM110 targets run the SM100 atoms
+      (tcgen05 on sm_110a/f, docs/spec-deviations.md);
+    * SM120: the block-scaled and ``kind::f8f6f4`` forms (``nvatom.atoms.sm120``).
+    """
+    t = _tier(tier)
+    shape = tuple(mnk)
     ta, tb, tc = dtype(a), dtype(b), dtype(c)
+    if t == Tier.SM90:
+        from nvatom.atoms import sm90
+
+        return not sparse and any(f.shape == shape and (f.a, f.b, f.d) == (ta, tb, tc)
+                                  for f in sm90.FORMS)
+    if t in (Tier.SM100, Tier.SM110):
+        from nvatom.atoms import sm100
+
+        if len(shape) != 3:
+            return False
+        m, n, k = shape
+        return any(u.k == k and u.sparse == sparse
+                   for u in sm100.umma_atoms(a=ta, b=tb, d=tc, m=m, n=n))
     return any(
-        f.tier == tier and f.shape == tuple(mnk) and (f.a, f.b, f.c) == (ta, tb, tc)
+        f.tier == t and f.shape == shape and (f.a, f.b, f.c) == (ta, tb, tc)
         and f.is_sparse == sparse
         for f in (*_all_forms(), *_sm120_forms())
     )
