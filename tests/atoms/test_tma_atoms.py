@@ -242,3 +242,115 @@ def test_registry_records() -> None:
         r = atom_record(name)
         assert r.allowed_on("sm_90a") and not r.allowed_on("sm_89")
     assert "PrefetchAtom" in atom_record("atom.tma_load").interfaces
+
+
+# ----------------------------------------------------------------------------- enums (seed 001)
+def test_mode_enum_values_are_the_specification_s() -> None:
+    """Seed 001 "Partition Op and Mode Enums", transcribed:
+    TMA_LOAD_NO_MULTICAST = 0, TMA_LOAD_TWO_CTA = 1, TMA_LOAD_W_MULTICAST = 2,
+    TMA_LOAD_W128_MULTICAST = 3; TMA_STORE_TILED = 0, TMA_STORE_IM2COL = 1,
+    TMA_STORE_IM2COL_W = 2, TMA_STORE_IM2COL_W128 = 3; TMA_REDUCE_ADD = 0, MIN = 1, MAX = 2,
+    INC = 3, DEC = 4, AND = 5, OR = 6, XOR = 7."""
+    load = {"TMA_LOAD_NO_MULTICAST": 0, "TMA_LOAD_TWO_CTA": 1, "TMA_LOAD_W_MULTICAST": 2,
+            "TMA_LOAD_W128_MULTICAST": 3}
+    store = {"TMA_STORE_TILED": 0, "TMA_STORE_IM2COL": 1, "TMA_STORE_IM2COL_W": 2,
+             "TMA_STORE_IM2COL_W128": 3}
+    reduce = {f"TMA_REDUCE_{op}": i for i, op in enumerate(
+        ("ADD", "MIN", "MAX", "INC", "DEC", "AND", "OR", "XOR"))}
+    for enum_type, want in ((T.TmaLoadMode, load), (T.TmaStoreMode, store),
+                            (T.TmaReduceKind, reduce)):
+        assert {m.name: int(m.value) for m in enum_type} == want
+        assert [m.name for m in enum_type] == list(want)  # declaration order too
+
+
+# ----------------------------------------------------------------------------- interfaces
+def _exec(kind: str, **kw):
+    if kind == "load":
+        a = T.non_exec_tiled_tma_load(TILE, SMEM, GMEM, VMAP, **kw)
+        return T.make_exec_tma(a, T.MBarrier())
+    if kind == "store":
+        return T.make_exec_tma(T.non_exec_tiled_tma_store(T.TmaStoreMode.TMA_STORE_TILED, SMEM,
+                                                          GMEM, VMAP))
+    return T.make_exec_tma(T.non_exec_tiled_tma_reduce("add", SMEM, GMEM, VMAP))
+
+
+def test_tma_atoms_implement_the_registry_interfaces() -> None:
+    from nvatom.atoms.interfaces import interfaces_of
+
+    for kind in ("load", "store", "reduce"):
+        ex = _exec(kind)
+        assert set(interfaces_of(ex)) == set(atom_record(ex.mnemonic).interfaces), kind
+        assert set(interfaces_of(ex.atom)) == set(atom_record(ex.atom.mnemonic).interfaces)
+    assert interfaces_of(_exec("load")) == ("CopyAtom", "PrefetchAtom", "TmaAtom",
+                                            "AsyncCopyAtom")
+    assert "PrefetchAtom" not in interfaces_of(_exec("store"))
+    p = T.PrefetchTmaDesc()
+    assert set(interfaces_of(p)) == set(atom_record(p.mnemonic).interfaces) == {"PrefetchAtom"}
+
+
+def test_tma_contracts() -> None:
+    """Seed 004 CopyAtomContract: descriptor-driven, async; only loads prefetch."""
+    c = _exec("load").contract()
+    assert (c.source, c.destination, c.is_async, c.uses_tma_descriptor, c.supports_prefetch) == \
+        (("gmem",), ("smem",), True, True, True)
+    assert c.value_bits == 64 * 16 * 16  # the 64 x 16 bf16 box, moved by one thread
+    s = _exec("store").contract()
+    assert (s.source, s.destination, s.uses_tma_descriptor, s.supports_prefetch) == \
+        (("smem",), ("gmem",), True, False)
+    assert _exec("reduce").contract().supports_prefetch is False
+
+
+def test_dispatcher_reaches_the_tma_atoms() -> None:
+    from nvatom.atoms.interfaces import verify_atom_instance
+
+    ld, st = _exec("load"), _exec("store")
+    verify_atom_instance(ld, "sm_90", T.TmaCopyUse("gmem", "smem", 2))
+    verify_atom_instance(st, "sm_120a", T.TmaCopyUse("smem", "gmem", 2))
+    verify_atom_instance(T.PrefetchTmaDesc(), "sm_90", T.TmaPrefetchUse("const"))
+    ld.verify_prefetch("sm_100a", T.TmaPrefetchUse("param"))
+    cases = [
+        (ld, "sm_89", T.TmaCopyUse("gmem", "smem"),
+         "atom 'atom.tma_load<2d.tile>' needs tier SM90, but target sm_89 is tier SM89"),
+        (ld, "sm_90", T.TmaCopyUse("gmem", "rmem"),
+         "'atom.tma_load<2d.tile>' copies gmem -> smem, but got src: gmem, dst: rmem"),
+        (st, "sm_90", T.TmaCopyUse("gmem", "smem"),
+         "'atom.tma_store<2d.tile>' copies smem -> gmem, but got src: gmem, dst: smem"),
+        (ld, "sm_90", T.TmaCopyUse("gmem", "smem", 3),
+         "'atom.tma_load<2d.tile>' takes 2 tensor coordinates (descriptor rank 2), but got 3"),
+        (T.PrefetchTmaDesc(), "sm_90", T.TmaPrefetchUse("shared"),
+         "'prefetch_tma_desc' prefetches a tensor map in param, const, global space, but got "
+         "shared"),
+        (T.PrefetchTmaDesc(), "sm_80", T.TmaPrefetchUse(),
+         "atom 'prefetch_tma_desc' needs tier SM90, but target sm_80 is tier SM80"),
+    ]
+    for atom, tgt, use, msg in cases:
+        with pytest.raises(AtomVerificationError) as ei:
+            verify_atom_instance(atom, tgt, use)
+        assert str(ei.value) == msg
+    # The non-exec atom is a TmaAtom only: no copy or prefetch interface to dispatch to.
+    with pytest.raises(AtomVerificationError) as ei:
+        verify_atom_instance(ld.atom, "sm_90", T.TmaCopyUse("gmem", "smem"))
+    assert str(ei.value) == D.NO_KNOWN_INTERFACE
+
+
+def test_two_cta_load_needs_the_cta_group_targets() -> None:
+    a = T.non_exec_tiled_tma_load(T.TmaLoadMode.TMA_LOAD_TWO_CTA, SMEM, GMEM, VMAP,
+                                  num_multicast=1)
+    ex = T.make_exec_tma(a, T.MBarrier())
+    assert a.features == ("tma", "tcgen05")
+    assert ex.available_on("sm_100a") and not ex.available_on("sm_90a")
+    ex.verify_instance("sm_100f", T.TmaCopyUse("gmem", "smem", 2))
+    with pytest.raises(AtomVerificationError) as ei:
+        ex.verify_instance("sm_90a", T.TmaCopyUse("gmem", "smem", 2))
+    assert str(ei.value) == ("atom 'atom.tma_load<2d.tile>' is not available on sm_90a: it needs "
+                             "tcgen05 (UMMA, tensor memory) (sm_10x/11x, 'a'/'f' targets)")
+
+
+def test_tensor_map_is_a_descriptor_type() -> None:
+    from nvatom.atoms.interfaces import DescriptorType, interfaces_of
+    from nvatom.descriptors.tma import TensorMap
+
+    m = TensorMap(kind="tiled", data_type="bf16", global_address=0x7F00_0000_0000,
+                  global_dims=(4096, 4096), global_strides=(8192,), box_dims=(64, 64),
+                  swizzle=128)
+    assert isinstance(m, DescriptorType) and interfaces_of(m) == ("DescriptorType",)

@@ -64,8 +64,10 @@ class PrefetchAtom(abc.ABC):
     def verify_prefetch(self, target: Any, use: Any) -> None: ...
 
 
-class DescriptorType:  # marker until its atoms land (issues 5, 6, 9)
-    """Carries hardware descriptor state (SMEM descriptor views, TMA descriptors)."""
+class DescriptorType:  # a marker: no methods of its own
+    """Carries hardware descriptor state: SMEM descriptor views
+    (:class:`nvatom.descriptors.wgmma.SmemDescView`) and TMA descriptors
+    (:class:`nvatom.descriptors.tma.TensorMap`)."""
 
 
 # -- capability interfaces
@@ -76,20 +78,21 @@ class SparseMetadataAtom(abc.ABC):
     def metadata_layout(self, selector: int = 0) -> Any: ...
 
 
-class BlockScaleAtom:  # marker until its atoms land (issues 5, 6, 9)
+class BlockScaleAtom:  # a capability marker
     """Scale-factor operands scale A and B per block of K."""
 
 
-class TmemAtom:  # marker until its atoms land (issues 5, 6, 9)
+class TmemAtom:  # a capability marker
     """Operands in tensor memory (SM100)."""
 
 
-class SmemDescriptorAtom:  # marker until its atoms land (issues 5, 6, 9)
+class SmemDescriptorAtom:  # a capability marker
     """Operands described by shared-memory descriptors (WGMMA, UMMA)."""
 
 
-class TmaAtom:  # marker until its atoms land (issues 5, 6, 9)
-    """Driven by a TMA tensor map."""
+class TmaAtom:  # a capability marker
+    """Driven by a TMA tensor map (``nvatom.atoms.tma``: the non-exec and executable TMA
+    atoms)."""
 
 
 class AsyncCopyAtom:  # a capability marker: completion is observed separately

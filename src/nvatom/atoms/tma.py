@@ -40,8 +40,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from nvatom import diagnostics as D
-from nvatom.arch import target
-from nvatom.atoms.interfaces import AtomVerificationError
+from nvatom.arch import Target, Tier, feature, target
+from nvatom.atoms.interfaces import (
+    AsyncCopyAtom,
+    AtomVerificationError,
+    CopyAtom,
+    PrefetchAtom,
+    TmaAtom,
+)
 from nvatom.atoms.smem import smem_swizzle_of
 from nvatom.layout import ComposedLayout, Layout
 from nvatom.layout.swizzle import Swizzle
@@ -65,19 +71,24 @@ TMA_NUM_MULTICAST_OF = D.TMA_NUM_MULTICAST_OF
 __all__ = [
     "REDUCE_TYPES",
     "TENSORMAP_FIELDS",
+    "TENSORMAP_SPACES",
     "TMA_INSTRS",
     "CacheMode",
     "E",
     "ExecTmaAtom",
+    "ExecTmaLoadAtom",
     "LayoutType",
     "MBarrier",
     "NonExecTmaAtom",
+    "PrefetchTmaDesc",
     "TmaAtomBody",
+    "TmaCopyUse",
     "TmaFlags",
     "TmaInstr",
     "TmaKind",
     "TmaLoadMode",
     "TmaPartitionResult",
+    "TmaPrefetchUse",
     "TmaReduceKind",
     "TmaStoreMode",
     "TmaTensorType",
@@ -590,10 +601,66 @@ _NON_EXEC_MNEMONIC = {TmaKind.LOAD: "atom.non_exec_tiled_tma_load",
                       TmaKind.REDUCE: "atom.non_exec_tiled_tma_reduce"}
 
 
+_DIRECTION = {TmaKind.LOAD: "load", TmaKind.STORE: "store", TmaKind.REDUCE: "reduce"}
+#: where the shared-memory side of each transfer sits: (source, destination)
+_SPACES = {TmaKind.LOAD: ("gmem", "smem"), TmaKind.STORE: ("smem", "gmem"),
+           TmaKind.REDUCE: ("smem", "gmem")}
+#: where a tensor map may live for ``prefetch[.param|.const].tensormap`` (PTX ISA
+#: "prefetch"): a kernel parameter, constant memory, or a generic address (global memory)
+TENSORMAP_SPACES = ("param", "const", "global")
+
+
 @dataclass(frozen=True)
-class NonExecTmaAtom:
+class TmaCopyUse:
+    """What the surrounding code feeds an executable TMA atom (seed 001 ``lower_tma_load`` /
+    ``lower_tma_store``): the memory spaces of source and destination (the tensor map's side
+    is ``gmem``) and the number of tensor coordinates (``None``: not checked)."""
+
+    src: str
+    dst: str
+    coords: int | None = None
+
+
+@dataclass(frozen=True)
+class TmaPrefetchUse:
+    """A descriptor prefetch: the state space the tensor map lives in (:data:`TENSORMAP_SPACES`)."""
+
+    space: str = "param"
+
+
+def _check_target(name: str, mnemonic: str, features: tuple[str, ...], t: Target) -> None:
+    """The registry record's rule, then each feature the transfer's PTX needs."""
+    from nvatom.atoms.registry import atom_record
+
+    why = atom_record(mnemonic).rejection(t, name)
+    if why is not None:
+        raise AtomVerificationError(why)
+    for f in features:
+        if not feature(f).available_on(t):
+            ff = feature(f)
+            raise AtomVerificationError(
+                f"atom '{name}' is not available on {t.name}: it needs {ff.description} "
+                f"({ff.rule})")
+
+
+def _check_prefetch(name: str, mnemonic: str, t: Any, use: Any) -> None:
+    _check_target(name, mnemonic, ("tma",), target(t))
+    if not isinstance(use, TmaPrefetchUse):
+        raise AtomVerificationError(f"'{name}' verifies a TmaPrefetchUse, got {use!r}")
+    if use.space not in TENSORMAP_SPACES:
+        raise AtomVerificationError(
+            f"'{name}' prefetches a tensor map in {', '.join(TENSORMAP_SPACES)} space, but got "
+            f"{use.space}")
+
+
+@dataclass(frozen=True)
+class NonExecTmaAtom(TmaAtom):
     """A partition-verified TMA atom (``atom.non_exec_tiled_tma_*``), not yet bound to an
-    mbarrier or a cache mode: the verifier's result plus what lowering needs."""
+    mbarrier or a cache mode: the verifier's result plus what lowering needs.
+
+    Registry interfaces (seed 004): ``TmaAtom`` only -- it is no copy atom until
+    ``atom.make_exec_tma`` binds it, so the interface dispatcher does not verify it.
+    """
 
     partition: TmaPartitionResult
     element_bits: int
@@ -635,6 +702,35 @@ class NonExecTmaAtom:
         if q is None or isinstance(self.mode, TmaReduceKind):
             return ".tile"
         return q[0]
+
+    @property
+    def instr(self) -> TmaInstr:
+        """The tensor-copy form this atom issues (:data:`TMA_INSTRS`)."""
+        return tma_instr(_DIRECTION[self.kind], self.ptx_mode)
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The :mod:`nvatom.arch` features its PTX needs (the mode's, and ``.cta_group::2``'s
+        for the spec's TWO_CTA load)."""
+        fs = [self.instr.feature]
+        if self.mode is TmaLoadMode.TMA_LOAD_TWO_CTA:
+            fs.append(CTA_GROUP_FEATURE)
+        return tuple(dict.fromkeys(fs))
+
+    def available_on(self, t: Target | str) -> bool:
+        tt = target(t)
+        return all(feature(f).available_on(tt) for f in self.features)
+
+    def contract(self) -> Any:
+        """Seed 004's ``CopyAtomContract`` of the transfer: descriptor-driven, asynchronous;
+        loads prefetch (``atom.tma_load`` is the registry's PrefetchAtom).  ``value_bits`` is
+        what the one issuing thread moves: the whole box."""
+        from nvatom.atoms.copy import CopyContract
+
+        src, dst = _SPACES[self.kind]
+        return CopyContract(Tier.SM90, (src,), (dst,), self.tx_bytes * 8, True,
+                            uses_tma_descriptor=True,
+                            supports_prefetch=self.kind is TmaKind.LOAD)
 
 
 def non_exec_tiled_tma_load(mode: TmaLoadMode, smem: Any, gmem: Any, cta_v_map: Any, *,
@@ -688,8 +784,16 @@ class MBarrier:
 
 
 @dataclass(frozen=True)
-class ExecTmaAtom:
-    """``atom.make_exec_tma``'s result: a non-exec atom bound to runtime state."""
+class ExecTmaAtom(CopyAtom, TmaAtom, AsyncCopyAtom):
+    """``atom.make_exec_tma``'s result: a non-exec atom bound to runtime state.
+
+    ``atom.tma_store`` / ``atom.tma_reduce`` (seed 004: CopyAtom, TmaAtom, AsyncCopyAtom);
+    loads are :class:`ExecTmaLoadAtom`, which adds PrefetchAtom.  :meth:`verify_instance`
+    checks a :class:`TmaCopyUse` (our wording; the specification has no strings for these):
+    the registry record and the mode's features on the target, the memory spaces
+    (``gmem -> smem`` for a load, ``smem -> gmem`` otherwise: seed 001 ``lower_tma_*``
+    require the shared-memory side), and the coordinate count (the descriptor's rank).
+    """
 
     atom: NonExecTmaAtom
     barrier: MBarrier | None
@@ -701,8 +805,64 @@ class ExecTmaAtom:
         return "atom." + self.atom.kind.value
 
     @property
+    def name(self) -> str:
+        return f"{self.mnemonic}<{self.atom.rank}d{self.atom.ptx_mode}>"
+
+    @property
     def tx_bytes(self) -> int:
         return self.atom.tx_bytes
+
+    def available_on(self, t: Target | str) -> bool:
+        from nvatom.atoms.registry import atom_record
+
+        return atom_record(self.mnemonic).allowed_on(t) and self.atom.available_on(t)
+
+    def contract(self) -> Any:
+        return self.atom.contract()
+
+    def verify_instance(self, target_: Any, use: Any) -> None:
+        t = target(target_)
+        _check_target(self.name, self.mnemonic, self.atom.features, t)
+        if not isinstance(use, TmaCopyUse):
+            raise AtomVerificationError(f"'{self.name}' verifies a TmaCopyUse, got {use!r}")
+        src, dst = _SPACES[self.atom.kind]
+        if (use.src, use.dst) != (src, dst):
+            raise AtomVerificationError(
+                f"'{self.name}' copies {src} -> {dst}, but got src: {use.src}, dst: {use.dst}")
+        want = self.atom.instr.coords(self.atom.rank)
+        if use.coords is not None and use.coords != want:
+            raise AtomVerificationError(
+                f"'{self.name}' takes {want} tensor coordinates (descriptor rank "
+                f"{self.atom.rank}), but got {use.coords}")
+
+
+@dataclass(frozen=True)
+class ExecTmaLoadAtom(ExecTmaAtom, PrefetchAtom):
+    """``atom.tma_load``: also a PrefetchAtom (seed 004: "the SM90+ TMA load atom is the only
+    positive hit"): :meth:`verify_prefetch` checks a :class:`TmaPrefetchUse`."""
+
+    def verify_prefetch(self, target_: Any, use: Any) -> None:
+        _check_prefetch(self.name, self.mnemonic, target_, use)
+
+
+@dataclass(frozen=True)
+class PrefetchTmaDesc(PrefetchAtom):
+    """``prefetch_tma_desc`` (seed 001): bring a tensor map into the descriptor cache before a
+    transfer (``prefetch[.param|.const].tensormap``; PTX ISA "prefetch")."""
+
+    mnemonic = "prefetch_tma_desc"
+
+    @property
+    def name(self) -> str:
+        return self.mnemonic
+
+    def available_on(self, t: Target | str) -> bool:
+        from nvatom.atoms.registry import atom_record
+
+        return atom_record(self.mnemonic).allowed_on(t)
+
+    def verify_prefetch(self, target_: Any, use: Any) -> None:
+        _check_prefetch(self.name, self.mnemonic, target_, use)
 
 
 def make_exec_tma(atom: NonExecTmaAtom, barrier: MBarrier | None = None,
@@ -737,7 +897,8 @@ def make_exec_tma(atom: NonExecTmaAtom, barrier: MBarrier | None = None,
             raise AtomVerificationError(
                 f"a TMA {atom.kind.name.lower()} completes through bulk groups and never "
                 "multicasts: bind neither an mbarrier nor a CTA mask")
-    return ExecTmaAtom(atom, barrier, cache_mode, multicast_mask)
+    cls = ExecTmaLoadAtom if atom.kind is TmaKind.LOAD else ExecTmaAtom
+    return cls(atom, barrier, cache_mode, multicast_mask)
 
 
 # =========================================================================== mutation

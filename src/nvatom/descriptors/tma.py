@@ -56,6 +56,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from nvatom.atoms.interfaces import DescriptorType
 from nvatom.atoms.smem import SMEM_SWIZZLES, SmemError, SmemSwizzle, smem_swizzle
 from nvatom.dtypes import DType
 from nvatom.errors import DescriptorError, DTypeError
@@ -188,7 +189,7 @@ def _check_len(name: str, values: tuple[int, ...], n: int) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class TensorMap:
+class TensorMap(DescriptorType):
     """The arguments of ``cuTensorMapEncodeTiled`` / ``cuTensorMapEncodeIm2col``, checked.
 
     Dimensions are innermost first, as the driver takes them: ``global_dims[0]`` is the
