@@ -290,3 +290,50 @@ def test_frag_of_the_sm80_m16n8k8_atom(capsys) -> None:
     assert "sm80.mma.m16n8k8.f32.f16.f16.f32" in out and "sm75.mma.m16n8k8.f32.f16.f16.f32" in out
     code, out, _ = run(capsys, "atoms", "--target", "sm_75", "--a", "f16")
     assert "sm80.mma.m16n8k8" not in out and "sm75.mma.m16n8k8.f16.f16.f16.f16" in out
+
+
+def test_atoms_copy_lists_the_tmem_atoms_where_tcgen05_is(capsys) -> None:
+    """tcgen05.ld/st/cp are listed for exactly the targets with tcgen05 (ptxas's rule,
+    tests/test_arch.py), and every listed one assembles there."""
+    import json
+
+    from nvatom.arch import TARGETS
+    from nvatom.atoms.tmem import tmem_atom
+    from nvatom.runtime import ptxas
+
+    def tmem_names(t: str) -> list[str]:
+        code, out, _ = run(capsys, "atoms", "--copy", "--target", t, "--json")
+        assert code == 0
+        return [d["name"] for d in json.loads(out)
+                if d["name"].startswith(("atom.tmem_load", "atom.tmem_store", "atom.s2t_copy"))]
+
+    have = {t: tmem_names(t) for t in ("sm_90a", "sm_100", "sm_100a", "sm_100f", "sm_103a",
+                                       "sm_110f", "sm_120a", "sm_121f")}
+    for t, names in have.items():
+        assert bool(names) == TARGETS[t].supports("tcgen05"), t
+    names = have["sm_100a"]
+    assert {"atom.tmem_load<32x32b.x1>", "atom.tmem_store<16x256b.x1.unpack::16b>",
+            "atom.tmem_load<16x32bx2.x1@0>", "atom.s2t_copy<cta_group::2.128x256b>",
+            "atom.s2t_copy<cta_group::1.32x128b.warpx4.b8x16.b4x16_p64>"} <= set(names)
+    assert names == have["sm_110f"]
+    lines = []
+    for n in names:
+        a = tmem_atom(n)
+        if a.mnemonic == "atom.s2t_copy":
+            lines.append(a.instruction("%r0", "%rd0"))
+        else:
+            lines.append(a.instruction([f"%r{i + 1}" for i in range(a.registers)], "%r0"))
+    # A kernel may not mix .cta_group::1 and ::2 (ptxas): one kernel per CTA group.
+    pair = [line for line in lines if "cta_group::2" in line]
+    for t in ("sm_100a", "sm_110f"):
+        v = TARGETS[t].ptx_version_for("tcgen05")
+        for body in ([line for line in lines if line not in pair], pair):
+            ptx = (f".version {v[0]}.{v[1]}\n.target {t}\n.address_size 64\n"
+                   ".visible .entry k()\n{\n.reg .b32 %r<16>;\n.reg .b64 %rd<2>;\n"
+                   + "\n".join(body) + "\nret;\n}\n")
+            ok, log = ptxas.check(ptx, t)
+            assert ok, log
+    code, out, _ = run(capsys, "atoms", "--copy", "--target", "sm_100a")
+    assert code == 0
+    row = next(line for line in out.splitlines() if line.startswith("atom.tmem_load<32x32b.x1>"))
+    assert row.split()[1:] == ["8.6", "sm_10x/11x,", "'a'/'f'", "targets"]

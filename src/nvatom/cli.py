@@ -228,24 +228,45 @@ def _cmd_check(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- atoms
 
 
+def _tmem_copy_atoms(target_: str | None) -> list:
+    """The TMEM copy atoms (``tcgen05.ld/st/cp``) for ``nvatom atoms --copy``: each tcgen05.ld /
+    st shape at ``.x1`` (with and without ``.pack::16b``; ``.xN`` up to 128 registers), each
+    tcgen05.cp shape per CTA group and decompression; none where the target lacks tcgen05."""
+    from nvatom.atoms.registry import atom_record
+    from nvatom.atoms.tmem import CP_DECOMPRESS, CP_SHAPES, LDST_SHAPES, S2tCopyAtom, TmemCopyAtom
+
+    atoms: list = [TmemCopyAtom(d, shape, 1, pack, 0 if shape == "16x32bx2" else None)
+                   for d in ("load", "store") for shape in LDST_SHAPES for pack in (False, True)]
+    atoms += [S2tCopyAtom(shape, cta, dz) for shape in CP_SHAPES for cta in (1, 2)
+              for dz in (None, *CP_DECOMPRESS)]
+    return [a for a in atoms
+            if target_ is None or (atom_record(a.mnemonic).allowed_on(target_)
+                                   and a.available_on(target_))]
+
+
 def _cmd_copy_atoms(args: argparse.Namespace) -> int:
     from nvatom.arch import feature
     from nvatom.atoms.copy import copy_atoms
+    from nvatom.atoms.registry import atom_record
 
-    atoms = copy_atoms(args.target)
+    rows = []  # (name, ptx opcode, tier label, min PTX, target rule)
+    for a in copy_atoms(args.target):
+        rows.append((a.name, getattr(a, "opcode", None), a.tier.label if a.tier else "all",
+                     a.min_ptx, feature(a.feature).rule if a.feature else "all"))
+    for a in _tmem_copy_atoms(args.target):
+        rec = atom_record(a.mnemonic)
+        f = feature(rec.feature or "")
+        rows.append((a.name, a.opcode, rec.min_tier.label if rec.min_tier else "all",
+                     f.min_ptx, f.rule))
     if args.json:
-        print(json.dumps([{"name": a.name, "ptx": getattr(a, "opcode", None),
-                           "tier": a.tier.label if a.tier else "all",
-                           "min_ptx": f"{a.min_ptx[0]}.{a.min_ptx[1]}"} for a in atoms],
-                         indent=2))
+        print(json.dumps([{"name": n, "ptx": op, "tier": tier, "min_ptx": f"{v[0]}.{v[1]}"}
+                          for n, op, tier, v, _ in rows], indent=2))
         return 0
-    width = max(len(a.name) for a in atoms)
+    width = max(len(r[0]) for r in rows)
     print(f"{'atom':<{width}}  {'PTX':<5} targets")
-    for a in atoms:
-        ptx = f"{a.min_ptx[0]}.{a.min_ptx[1]}"
-        rule = feature(a.feature).rule if a.feature else "all"
-        print(f"{a.name:<{width}}  {ptx:<5} {rule}")
-    print(f"{len(atoms)} copy atoms")
+    for n, _, _, v, rule in rows:
+        print(f"{n:<{width}}  {v[0]}.{v[1]:<3} {rule}")
+    print(f"{len(rows)} copy atoms")
     return 0
 
 
@@ -609,7 +630,8 @@ def _parser() -> argparse.ArgumentParser:
     at.add_argument("--b", help="element type of B")
     at.add_argument("--acc", help="element type of the accumulator C")
     at.add_argument("--copy", action="store_true",
-                    help="list the copy atoms (universal copy, ldmatrix, stmatrix, cp.async)")
+                    help="list the copy atoms (universal copy, ldmatrix, stmatrix, cp.async, "
+                    "TMEM tcgen05.ld/st/cp)")
     at.add_argument("--wgmma", action="store_true", help="list the SM90 WGMMA atoms (sm90.mma)")
     at.add_argument("--json", action="store_true", help="machine-readable output")
     cli_sm120.add_options(at)
