@@ -967,9 +967,11 @@ def tma_update(field: str | TmaUpdateKind, value: Any, axis: int | None = None, 
     if kind is TmaUpdateKind.STRIDE:
         if axis == 0:
             raise AtomVerificationError(f"{D.TMA_FIELD_NOT_MUTABLE}: leading stride")
-        if _is_int(value) and (value % 16 or not 0 < value < 1 << 40):
+        # 0 is a broadcast dimension: the driver encodes it (descriptors/tma.py) and the
+        # GPU reads it (tests/gpu/test_tma_stride0_gpu.py); the field is the same on the device.
+        if _is_int(value) and (value % 16 or not 0 <= value < 1 << 40):
             raise AtomVerificationError(
-                f"global stride {value} bytes is not a multiple of 16 in 16..2^40 - 16")
+                f"global stride {value} bytes is not a multiple of 16 in 0..2^40 - 16")
     if kind is TmaUpdateKind.DIM and _is_int(value) and not 1 <= value <= 1 << 32:
         raise AtomVerificationError(f"global dim {value} is out of range (1..2^32)")
     return TmaUpdate(kind, axis, value)
