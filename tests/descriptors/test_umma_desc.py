@@ -22,7 +22,7 @@ import random
 import pytest
 
 from nvatom.atoms.sm100 import umma_atom
-from nvatom.atoms.smem import smem_layout
+from nvatom.atoms.smem import SmemError, smem_layout
 from nvatom.descriptors.umma import (
     FORMAT_CODES,
     InstrDescriptor,
@@ -137,11 +137,23 @@ def test_smem_desc_field_errors() -> None:
 
 @pytest.mark.parametrize("bits", [8, 16, 32])
 @pytest.mark.parametrize("major", ["K", "MN"])
-@pytest.mark.parametrize("sw", ["INTERLEAVE", "SW32", "SW64", "SW128"])
+@pytest.mark.parametrize("sw", ["INTERLEAVE", "SW32", "SW64", "SW128", "SW128_32B"])
 def test_derived_desc_describes_the_layout(bits: int, major: str, sw: str) -> None:
-    if major == "MN" and bits == 32 and sw == "INTERLEAVE":
-        pytest.skip("one K-block of tf32 MN-major INTERLEAVE spans one 8-row group: LBO unused")
+    # PTX ISA (tcgen05 shared-memory layouts, swizzling notes after the idesc table): tf32
+    # MN-major operands exist only with the 128-byte swizzle of 32-byte atomicity, and that
+    # mode is for them only (CUTLASS: "SWIZZLE_128B_BASE32B is invalid for Major-K").
+    legal = (major == "MN" and bits == 32) == (sw == "SW128_32B")
     rows, cols = 256, 1024 // bits
+    if not legal:
+        if major == "K" and sw == "SW128_32B":
+            with pytest.raises(SmemError, match="MN-major only|no K-major atom"):
+                smem_layout(rows, cols, bits, major, sw)
+            return
+        lay = smem_layout(rows, cols, bits, major, sw)
+        with pytest.raises(DescriptorError, match=f"{bits}-bit elements takes the swizzle "
+                           f"modes .*not {sw}"):
+            make_umma_desc(lay, bits, major)
+        return
     lay = smem_layout(rows, cols, bits, major, sw)
     d = make_umma_desc(lay, bits, major)
     check_umma_desc_matches(d, lay, bits, major)
@@ -261,3 +273,57 @@ def test_idesc_errors() -> None:
         decode_idesc(2 << 7 | 1 << 4 | 1 << 17 | 4 << 24, "f8f6f4")  # format code 2
     with pytest.raises(DescriptorError, match="sparse_id2"):
         InstrDescriptor("f16", 128, 128, "f16", "f16", "f32", sparse_id2=1)
+
+
+# ============================================================================ SW128_32B
+
+
+def _sw128_32b_byte(addr: int) -> int:
+    """PTX ISA Table 40 layout type 1, "128-Byte with 32B atomic swizzling": within each
+    128-byte line the 32-byte units are permuted by the line index mod 4 (CUTLASS
+    ``Swizzle<2,5,2>``: bits [5,7) ^= bits [7,9)), written out here bit by bit."""
+    unit = (addr >> 5) & 3
+    line = (addr >> 7) & 3
+    return (addr & ~(3 << 5)) | ((unit ^ line) << 5)
+
+
+def test_sw128_32b_descriptor_round_trip_and_layout() -> None:
+    # tf32 MN-major tile 128 (MN) x 8 (K), compact: atoms of 32 MN elements (128 bytes) x 4 K
+    # rows; the MN atoms follow each other (LBO = 512 bytes), the K-row groups of 4 after all
+    # of them (SBO = 4 atoms x 512 bytes = 2048)
+    lay = smem_layout(128, 8, 32, "MN", "SW128_32B")
+    d = make_umma_desc(lay, 32, "MN", 0x800)
+    assert (d.lbo, d.sbo, d.layout_type, d.start_address) == (512, 2048, "SW128_32B", 0x800)
+    word = d.encode()
+    assert word >> 61 == 1 and (word >> 46) & 7 == 1
+    assert decode_smem_desc(word) == d
+    # the element at (mn, k) sits at byte 4 * (mn % 32) + 128 * (k % 4) + 512 * (mn // 32)
+    # + 2048 * (k // 4) before the swizzle (the ISA's MN-major canonical form with 4-row atoms)
+    for mn in range(128):
+        for k in range(8):
+            lin = 4 * (mn % 32) + 128 * (k % 4) + 512 * (mn // 32) + 2048 * (k // 4)
+            assert int(lay((mn, k))) * 4 == _sw128_32b_byte(lin)
+    want = canonical_umma_layout(d, 32, "MN", 128)
+    assert all(int(want((mn, k))) == int(lay((mn, k))) for mn in range(128) for k in range(8))
+    check_umma_desc_matches(d, lay, 32, "MN")
+    from dataclasses import replace
+
+    with pytest.raises(DescriptorError, match="does not describe"):
+        check_umma_desc_matches(replace(d, sbo=4096), lay, 32, "MN")
+    with pytest.raises(DescriptorError, match="512-byte SW128_32B pattern"):
+        make_umma_desc(lay, 32, "MN", 0x880)
+
+
+def test_sw128_32b_refusals_name_the_values() -> None:
+    with pytest.raises(DescriptorError, match="tf32 MN-major exists only with the 128-byte "
+                       "swizzle of 32-byte atomicity"):
+        make_umma_desc(smem_layout(64, 8, 32, "MN", "SW64"), 32, "MN")
+    with pytest.raises(DescriptorError, match="K-major operand of 32-bit elements takes the "
+                       "swizzle modes INTERLEAVE, SW32, SW64, SW128, not SW128_32B"):
+        from nvatom.layout import Layout, Swizzle
+        from nvatom.layout import composition as comp
+
+        make_umma_desc(comp(Swizzle(2, 3, 2), Layout((8, 32), (32, 1))), 32, "K")
+    assert UmmaSmemDescriptor(0, 16, 16, layout_type="SW128_32B").swizzle.name == "SW128_32B"
+    with pytest.raises(DescriptorError, match="no SM90 equivalent"):
+        UmmaSmemDescriptor(0, 16, 16, layout_type="SW128_32B").as_gmma()

@@ -49,7 +49,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nvatom.atoms.smem import SMEM_SWIZZLES, SmemError, SmemSwizzle, smem_swizzle
+from nvatom.atoms.smem import (
+    SMEM_SWIZZLES,
+    SW128_32B,
+    UMMA_SMEM_SWIZZLES,
+    SmemError,
+    SmemSwizzle,
+    smem_swizzle,
+    smem_swizzle_of,
+    umma_canonical_layout,
+    umma_canonical_params,
+    umma_swizzles_for,
+)
 from nvatom.descriptors.idesc_rules import (
     BS_KINDS,
     D_FORMAT,
@@ -111,14 +122,14 @@ _SF = {f.name: f for f in SMEM_FIELDS}
 SMEM_RESERVED_MASK: int = _M64 & ~sum(f.mask for f in SMEM_FIELDS)
 SMEM_FIXED_VALUE = 0b001
 
-#: SM100's 3-bit layout-type code of each swizzle mode (CUTLASS UMMA::LayoutType).  Code 1,
-#: SWIZZLE_128B_BASE32B (128-byte swizzle of 32-byte atoms), decodes to the name "SW128_32B";
-#: no smem layout of nvatom.atoms.smem produces it.
+#: SM100's 3-bit layout-type code of each swizzle mode (PTX ISA Table 40; CUTLASS
+#: UMMA::LayoutType).  Code 1, "128-Byte with 32B atomic swizzling" (CUTLASS
+#: SWIZZLE_128B_BASE32B), is nvatom.atoms.smem.SW128_32B, ``Sw<2,5,2>`` on byte addresses.
 SM100_LAYOUT_TYPE: dict[str, int] = {"INTERLEAVE": 0, "SW128_32B": 1, "SW128": 2, "SW64": 4,
                                      "SW32": 6}
 _NAME_OF_CODE = {v: k for k, v in SM100_LAYOUT_TYPE.items()}
-if {s.name for s in SMEM_SWIZZLES} - set(SM100_LAYOUT_TYPE):  # pragma: no cover
-    raise ImportError("SM100_LAYOUT_TYPE must name every mode of SMEM_SWIZZLES")
+if {s.name for s in UMMA_SMEM_SWIZZLES} != set(SM100_LAYOUT_TYPE):  # pragma: no cover
+    raise ImportError("SM100_LAYOUT_TYPE must name every mode of UMMA_SMEM_SWIZZLES")
 
 
 def _check_uint(where: str, name: str, v: Any, bits: int) -> None:
@@ -145,7 +156,7 @@ class UmmaSmemDescriptor:
             lt = lt.name
         elif isinstance(lt, (int, str)) and lt not in SM100_LAYOUT_TYPE:
             try:
-                lt = smem_swizzle(lt).name
+                lt = smem_swizzle(lt, umma=True).name
             except SmemError as e:
                 raise DescriptorError(f"UmmaSmemDescriptor: layout_type: {e}") from None
         if lt not in SM100_LAYOUT_TYPE:
@@ -164,9 +175,9 @@ class UmmaSmemDescriptor:
         _check_uint("UmmaSmemDescriptor", "lbo_mode", self.lbo_mode, 1)
 
     @property
-    def swizzle(self) -> SmemSwizzle | None:
-        """The nvatom.atoms.smem mode (None for SW128_32B, which it does not model)."""
-        return next((s for s in SMEM_SWIZZLES if s.name == self.layout_type), None)
+    def swizzle(self) -> SmemSwizzle:
+        """The nvatom.atoms.smem mode (SW128_32B included)."""
+        return next(s for s in UMMA_SMEM_SWIZZLES if s.name == self.layout_type)
 
     def field_values(self) -> dict[str, int]:
         return {"start_address": self.start_address >> 4, "lbo": self.lbo >> 4,
@@ -196,7 +207,7 @@ class UmmaSmemDescriptor:
 
     def as_gmma(self) -> GmmaDescriptor:
         sw = self.swizzle
-        if sw is None or self.lbo_mode:
+        if sw not in SMEM_SWIZZLES or self.lbo_mode:
             raise DescriptorError(f"{self.explain()}: no SM90 equivalent (SW128_32B or "
                                   "absolute LBO mode)")
         return GmmaDescriptor(self.start_address, self.lbo, self.sbo, self.base_offset, sw)
@@ -225,10 +236,72 @@ def decode_smem_desc(word: int) -> UmmaSmemDescriptor:
                               _NAME_OF_CODE[raw["layout_type"]])
 
 
+def _check_umma_swizzle(where: str, sw: SmemSwizzle, element_bits: int, major: str) -> None:
+    """The swizzle modes tcgen05.mma takes for a (major, element width): tf32 MN-major only
+    with SW128_32B, and SW128_32B only for it (nvatom.atoms.smem.umma_swizzles_for)."""
+    try:
+        legal = umma_swizzles_for(major, element_bits)
+    except SmemError as e:
+        raise DescriptorError(f"{where}: {e}") from None
+    if sw not in legal:
+        raise DescriptorError(
+            f"{where}: a {major}-major operand of {element_bits}-bit elements takes the "
+            f"swizzle modes {', '.join(s.name for s in legal)}, not {sw.name}"
+            + (" (tf32 MN-major exists only with the 128-byte swizzle of 32-byte atomicity)"
+               if major == "MN" and element_bits == 32 else ""))
+
+
+def _make_sw128_32b_desc(where: str, smem_layout: Any, element_bits: int,
+                         start_address: int) -> UmmaSmemDescriptor:
+    """SW128_32B (MN-major tf32): LBO / SBO read off the canonical form of
+    nvatom.atoms.smem.UMMA_SMEM_CANONICAL, then the first K-block compared with it."""
+    from nvatom.layout import ComposedLayout, size
+
+    if isinstance(smem_layout, ComposedLayout) and smem_layout.offset:
+        raise DescriptorError(f"{where}: {smem_layout} has offset {smem_layout.offset} between "
+                              "the swizzle and the layout; move it into start_address")
+    outer = smem_layout.outer if isinstance(smem_layout, ComposedLayout) else smem_layout
+    rows, kblock = size(outer[0]), 256 // element_bits
+    if size(outer[1]) % kblock:
+        raise DescriptorError(f"{where}: K = {size(outer[1])} is not a multiple of one K-block "
+                              f"({kblock} elements)")
+    lbo, sbo = umma_canonical_params(smem_layout, "MN", SW128_32B, element_bits, rows, kblock)
+    canon = umma_canonical_layout("MN", SW128_32B, element_bits, rows, kblock, lbo, sbo)
+    base = int(outer((0, 0)))
+    for r in range(rows):
+        for k in range(kblock):
+            if int(outer((r, k))) - base != int(canon.outer((r, k))):
+                raise DescriptorError(
+                    f"{where}: not the canonical MN-major SW128_32B layout "
+                    f"{canon} (LBO {lbo}, SBO {sbo} elements): element ({r},{k}) is at "
+                    f"{int(outer((r, k))) - base}, not {int(canon.outer((r, k)))}")
+    period = SW128_32B.period_bytes
+    if start_address % period >= 128:
+        raise DescriptorError(f"{where}: start_address {start_address:#x} is at byte "
+                              f"{start_address % period} of the {period}-byte SW128_32B "
+                              f"pattern; align the tile to {period} bytes")
+    eb = element_bits // 8
+    return UmmaSmemDescriptor(start_address, lbo * eb, sbo * eb, 0, 0, SW128_32B.name)
+
+
 def make_umma_desc(smem_layout: Any, element_bits: int, major: str,
                    start_address: int = 0) -> UmmaSmemDescriptor:
     """The SM100 descriptor of the first K-block (32 bytes of K) of ``smem_layout``: LBO/SBO
-    derived with the layout algebra (the canonical forms of docs/descriptors.md)."""
+    derived with the layout algebra (the canonical forms of docs/descriptors.md; SW128_32B
+    through nvatom.atoms.smem.UMMA_SMEM_CANONICAL).  Refuses a swizzle mode tcgen05.mma does
+    not take for (major, element width): tf32 MN-major needs SW128_32B."""
+    where = f"make_umma_desc({smem_layout}, {element_bits}, {major!r})"
+    sw = None
+    if isinstance(element_bits, int) and not isinstance(element_bits, bool) and \
+            element_bits in (4, 8, 16, 32):
+        try:
+            sw = smem_swizzle_of(smem_layout, element_bits, umma=True)
+        except (SmemError, TypeError):
+            sw = None
+    if sw is not None and major in ("K", "MN"):
+        _check_umma_swizzle(where, sw, element_bits, major)
+        if sw is SW128_32B:
+            return _make_sw128_32b_desc(where, smem_layout, element_bits, start_address)
     return UmmaSmemDescriptor.of_gmma(make_gmma_desc(smem_layout, element_bits, major,
                                                      start_address))
 
@@ -236,12 +309,23 @@ def make_umma_desc(smem_layout: Any, element_bits: int, major: str,
 def canonical_umma_layout(desc: UmmaSmemDescriptor, element_bits: int, major: str,
                           mn: int) -> Any:
     """The K-block layout ``desc`` describes (coordinates (mn, k) -> element offsets)."""
+    if desc.layout_type == SW128_32B.name:
+        _check_umma_swizzle("canonical_umma_layout", SW128_32B, element_bits, major)
+        eb = element_bits // 8
+        return umma_canonical_layout(major, SW128_32B, element_bits, mn, 256 // element_bits,
+                                     desc.lbo // eb, desc.sbo // eb)
     return canonical_gmma_layout(desc.as_gmma(), element_bits, major, mn)
 
 
 def check_umma_desc_matches(desc: UmmaSmemDescriptor, smem_layout: Any, element_bits: int,
                             major: str) -> None:
     """Raise DescriptorError unless ``desc`` describes the first K-block of the layout."""
+    if desc.layout_type == SW128_32B.name:
+        got = make_umma_desc(smem_layout, element_bits, major, desc.start_address)
+        if (got.lbo, got.sbo, got.layout_type) != (desc.lbo, desc.sbo, desc.layout_type):
+            raise DescriptorError(f"check_umma_desc_matches: {desc.explain()} does not describe "
+                                  f"{smem_layout} ({got.explain()})")
+        return
     check_desc_matches(desc.as_gmma(), smem_layout, element_bits, major)
 
 
