@@ -32,6 +32,7 @@ from nvatom.atoms.sm100 import (
     umma_atom,
     umma_atoms,
 )
+from nvatom.atoms.smem import smem_layout
 from nvatom.atoms.verify import OperandUse
 from nvatom.layout import Layout
 
@@ -372,16 +373,18 @@ def test_sparse_metadata() -> None:
 def test_layout_ladder() -> None:
     a = umma_atom("sm100.mma.f16.cta1.m128n64k16.ss.f32.f16.f16")
     ok = UmmaUse.canonical(a)
-    la, lb, ld = Layout((256, 64), (64, 1)), Layout((128, 64), (64, 1)), Layout((256, 128),
-                                                                             (128, 1))
+    # canonical operands: A, B K-major 128-byte swizzled tiles; D row r in lane r, the second
+    # 128-row block 128 columns further
+    la, lb = smem_layout(256, 64, 16, "K", 128), smem_layout(128, 64, 16, "K", 128)
+    ld = Layout(((128, 2), 128), ((1 << 16, 128), 1))
     use = dataclasses.replace(ok, a=_op("f16", "smem_desc_view", la),
                               b=_op("f16", "smem_desc_view", lb), d=_op("f32", "tmem", ld))
     a.verify_instance("sm_100a", use)  # a 256 x 128 x 64 gemm of 128 x 64 x 16 atoms
     bad_a = Layout((100, 64), (64, 1))
     use2 = dataclasses.replace(use, a=_op("f16", "smem_desc_view", bad_a))
     assert _err(a, use2) == D.UMMA_INVALID_LAYOUT.format(bad_a, lb, ld)
-    assert _err(a, use2) == ("invalid layout of A/B/D. A: (100,64):(64,1), B: (128,64):(64,1), "
-                             "D:(256,128):(128,1)")
+    assert _err(a, use2) == ("invalid layout of A/B/D. A: (100,64):(64,1), B: Sw<3,3,3> o 0 o "
+                             "((8,16),(64,1)):((64,512),(1,0)), D:((128,2),128):((65536,128),1)")
     lb2 = Layout((128, 32), (32, 1))  # K 32 != A's K 64
     use3 = dataclasses.replace(use, b=_op("f16", "smem_desc_view", lb2))
     assert _err(a, use3) == ("layoutA, layoutB and layoutD fail to form a gemm. "
@@ -398,7 +401,7 @@ def test_shape_mismatch() -> None:
 
 def test_layout_ladder_skips_operands_without_layout() -> None:
     a = umma_atom("sm100.mma.f16.cta1.m128n64k16.ss.f32.f16.f16")
-    la, lb = Layout((256, 64), (64, 1)), Layout((128, 64), (64, 1))
+    la, lb = smem_layout(256, 64, 16, "K", 128), smem_layout(128, 64, 16, "K", 128)
     use = dataclasses.replace(UmmaUse.canonical(a), a=_op("f16", "smem_desc_view", la),
                               b=_op("f16", "smem_desc_view", lb), d=_op("f32", "tmem"))
     a.verify_instance("sm_100a", use)  # D's layout unknown: A and B still agree on K

@@ -59,24 +59,35 @@ from nvatom.atoms.interfaces import (
 )
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
+from nvatom.layout import Layout, is_int, size
 
 __all__ = [
+    "DATAPATH_LAYOUTS",
+    "DATAPATH_OF",
     "FORMS",
     "KINDS",
     "MNEMONICS",
+    "SF_DATAPATHS",
     "SHAPES",
     "Tcgen05MmaForm",
     "UmmaAtom",
     "UmmaError",
     "UmmaKind",
     "UmmaUse",
+    "a_tmem_layout",
     "block_scale_kind",
     "block_scale_packed",
+    "d_tmem_layout",
+    "layout_id",
     "legal_m",
     "legal_mn",
     "legal_n",
     "make_umma_atom",
+    "scale_factor_layout_is_legal",
+    "sf_datapath",
+    "sf_tmem_layout",
     "tcgen05_form",
+    "tmem_copies",
     "umma_atom",
     "umma_atoms",
     "verify_umma",
@@ -446,6 +457,176 @@ def legal_mn(kind: str, cta_group: int, sparse: bool = False, ws: bool = False
                  for n in legal_n(kind, cta_group, sparse, ws))
 
 
+# ============================================================================ operand layouts
+
+
+class _Tmem:
+    """TMEM addresses are ``lane << 16 | column`` (PTX ISA 9.7.16.2 "Tensor Memory
+    addressing"); the layouts below map coordinates to offsets from the operand's address."""
+
+    L = 1 << 16  # one lane
+
+
+#: PTX ISA 9.7.16.10.5 "Data Path Layout Organization": layout id -> (where element (r, n) of D
+#: sits in one CTA's TMEM as CuTe text, the lane alignments the D / A address may have).  ``r``
+#: counts this CTA's M / cta_group rows (symbol ``R``), ``n`` the N columns (``N``); ``L`` is
+#: one lane (2^16).  A, D: row r in lane r.  F (M 64, half the data path): 16-lane groups at
+#: the start of each 32-lane partition.  B, E: N split in halves stacked over lanes 0-63 and
+#: 64-127.  G (.ws M 32): N in quarters over the four 32-lane partitions.  The ISA draws them
+#: as figures; the placement matches CUTLASS's ``tmem_frg`` / ``tmem_frg_ws`` (the tests check
+#: each rule as an independent per-element formula).  C (M 128, cta_group::2, sparse A) is not
+#: modelled: None.
+DATAPATH_LAYOUTS: dict[str, tuple[str | None, tuple[int, ...]]] = {
+    "A": ("(R,N):(L,1)", (0,)),
+    "B": ("(R,(N/2,2)):(L,(1,64L))", (0,)),
+    "C": (None, (0, 16)),
+    "D": ("(R,N):(L,1)", (0,)),
+    "E": ("(R,(N/2,2)):(L,(1,64L))", (0,)),
+    "F": ("((16,R/16),N):((L,32L),1)", (0, 16)),
+    "G": ("(R,(N/4,4)):(L,(1,32L))", (0,)),
+}
+#: (cta_group, .ws, M) -> data-path layout id; cta_group::2 M 128 is B dense and C sparse.
+DATAPATH_OF: dict[tuple[int, bool, int], str] = {
+    (1, True, 32): "G", (1, True, 64): "E", (1, True, 128): "D",
+    (1, False, 64): "F", (1, False, 128): "D",
+    (2, False, 128): "B", (2, False, 256): "A",
+}
+_SYM = re.compile(r"(\d*)(L|R|N)(?:/(\d+))?")
+
+
+def layout_id(m: int, cta_group: int, sparse: bool = False, ws: bool = False) -> str:
+    """The ISA's data-path layout (A..G) of a tcgen05.mma of M rows (:data:`DATAPATH_OF`)."""
+    if ws and cta_group != 1:
+        raise UmmaError(".ws is cta_group::1 only")
+    if cta_group not in (1, 2):
+        raise UmmaError(f"cta_group::{cta_group} (1 or 2)")
+    lid = DATAPATH_OF.get((cta_group, ws, m))
+    if lid is None:
+        ms = sorted(mm for (c, w, mm) in DATAPATH_OF if (c, w) == (cta_group, ws))
+        raise UmmaError(f"no data-path layout for M = {m}, cta_group::{cta_group}"
+                        f"{' .ws' if ws else ''} (M in {ms})")
+    return "C" if lid == "B" and sparse else lid
+
+
+def _tmem_text(text: str, rows: int, n: int) -> Layout:
+    from nvatom.layout import parse_layout
+
+    vals = {"L": _Tmem.L, "R": rows, "N": n}
+
+    def sub(mo: re.Match[str]) -> str:
+        v = int(mo.group(1) or 1) * vals[mo.group(2)]
+        div = int(mo.group(3) or 1)
+        if v % div:
+            raise UmmaError(f"data-path layout {text}: {mo.group(0)} with R = {rows}, N = {n} "
+                            "is not whole")
+        return str(v // div)
+
+    lay = parse_layout(_SYM.sub(sub, text))
+    assert isinstance(lay, Layout)
+    return lay
+
+
+def d_tmem_layout(m: int, n: int, cta_group: int = 1, sparse: bool = False,
+                  ws: bool = False) -> Layout:
+    """D in one CTA's TMEM: (row of this CTA's M / cta_group, column n) -> offset from the D
+    address (``lane << 16 | column``), from :data:`DATAPATH_LAYOUTS`.  Every D type takes one
+    32-bit column per element (an f16 D sits in the low half; PTX ISA 9.7.16.10.4.1)."""
+    lid = layout_id(m, cta_group, sparse, ws)
+    text = DATAPATH_LAYOUTS[lid][0]
+    if text is None:
+        raise UmmaError(f"data-path layout {lid} (M = {m}, cta_group::{cta_group}, sparse A) "
+                        "is not modelled: the ISA gives it only as a figure")
+    return _tmem_text(text, m // cta_group, n)
+
+
+def a_tmem_layout(m: int, n: int, k: int, a_bits: int, cta_group: int = 1,
+                  sparse: bool = False, ws: bool = False) -> Layout:
+    """A in TMEM (``ts``): (row, k) -> offset from the A address.  Each data-path lane multiplies
+    the A row of the D row it holds, so row r sits in D's lane for row r (mode 0 of
+    :func:`d_tmem_layout`); K is packed low element first, ``32 / a_bits`` to a 32-bit column:
+    element k is in column ``k // P`` at bits ``a_bits * (k % P)`` (P = 32 / a_bits, the
+    stride-0 inner K mode).  Layouts B and E need each row also in the lanes + 64, G in + 32,
+    + 64, + 96 (the lanes of D's other column blocks: :func:`tmem_copies`).  ``k`` is A's
+    stored K (half the logical K when sparse)."""
+    d = d_tmem_layout(m, n, cta_group, sparse, ws)
+    per = 32 // a_bits
+    if k % per:
+        raise UmmaError(f"A in TMEM: K = {k} {a_bits}-bit elements do not fill 32-bit columns")
+    return Layout((d.shape[0], (per, k // per)), (d.stride[0], (0, 1)))  # type: ignore[index]
+
+
+def tmem_copies(m: int, n: int, cta_group: int = 1, sparse: bool = False,
+                ws: bool = False) -> tuple[int, ...]:
+    """Lane offsets (``<< 16``) at which A in TMEM must repeat its rows: those that D's column
+    mode adds (0 only for Layouts A, D and F)."""
+    d = d_tmem_layout(m, n, cta_group, sparse, ws)
+    cols = d[1]
+    offs = sorted({int(cols(c)) & ~(_Tmem.L - 1) for c in range(size(cols))})
+    return tuple(offs)
+
+
+def _sf_rows_layout(rows: int) -> Layout:
+    """Row r of a scale-factor operand in lane r % 32, column r // 32 (rows past a multiple of
+    32 pad the last column)."""
+    if rows <= 32:
+        return Layout(rows, _Tmem.L)
+    return Layout((32, -(-rows // 32)), (_Tmem.L, 1))
+
+
+#: Scale-factor data paths (PTX ISA 9.7.16.10.7, "the scale factors need to be duplicated to all
+#: 32 lane partitions"; placement as CUTLASS's ``tmem_sf_frg``): name -> (lane offsets of the
+#: copies, whether the rows split in two halves over partitions {0,1} and {2,3}).
+SF_DATAPATHS: dict[str, tuple[tuple[int, ...], bool]] = {
+    "4x1": ((0, 32, 64, 96), False),
+    "2x2": ((0, 32), True),
+}
+
+
+def sf_tmem_layout(rows: int, count: int, datapath: str = "4x1") -> Layout:
+    """Scale factors in TMEM: (row, j) -> offset from the SFA / SFB address, j < ``count`` the
+    scale factors of a row per MMA, which share one 32-bit word: byte ``sf_id + j`` (the idesc's
+    scale-factor id; PTX ISA 9.7.16.10.7.2/3), hence the stride-0 mode.  ``"4x1"``: row r in
+    lane r % 32, column r // 32, copied to each 32-lane partition; ``"2x2"`` (SFB of Layout B):
+    the first half of the rows in partitions 0-1, the second half in 2-3, each half as 4x1.
+    :data:`SF_DATAPATHS` lists the copies."""
+    if datapath not in SF_DATAPATHS:
+        raise UmmaError(f"scale-factor data path '{datapath}' (one of {', '.join(SF_DATAPATHS)})")
+    if SF_DATAPATHS[datapath][1]:
+        if rows % 2:
+            raise UmmaError(f"the 2x2 scale-factor data path splits rows in halves, got {rows}")
+        half = _sf_rows_layout(rows // 2)
+        rmode = Layout((half.shape, 2), (half.stride, 64 * _Tmem.L))
+    else:
+        rmode = _sf_rows_layout(rows)
+    return Layout((rmode.shape, count), (rmode.stride, 0))
+
+
+def sf_datapath(operand: str, m: int, cta_group: int, sparse: bool = False) -> str:
+    """'4x1' (SFA, and SFB of Layouts A and D) or '2x2' (SFB of Layout B)."""
+    if operand.upper() == "SFB" and layout_id(m, cta_group, sparse) == "B":
+        return "2x2"
+    return "4x1"
+
+
+def _tile_offsets(layout: Any, rows: int, cols: int) -> list[list[int]] | None:
+    """Offsets of a rank-2 Layout over ``rows x cols`` relative to its (0, 0); None when it is
+    not a static rank-2 Layout covering that tile."""
+    from nvatom.layout import ComposedLayout, rank
+
+    if isinstance(layout, ComposedLayout) or not isinstance(layout, Layout) or rank(layout) != 2:
+        return None
+    if size(layout[0]) < rows or size(layout[1]) < cols:
+        return None
+    base = int(layout((0, 0)))
+    return [[int(layout((r, c))) - base for c in range(cols)] for r in range(rows)]
+
+
+def _same_on(got: Any, want: Layout, rows: int, cols: int) -> bool:
+    g = _tile_offsets(got, rows, cols)
+    w = _tile_offsets(want, rows, cols)
+    return g is not None and g == w
+
+
 # ============================================================================ atoms
 
 
@@ -664,6 +845,103 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
         if op in ("SFA", "SFB") and self.block_scaled and self.vec_size:
             return (self.m if op == "SFA" else self.n, self.k // self.vec_size)
         raise UmmaError(f"{self.name}: no operand '{operand}'")
+
+
+    # ------------------------------------------------------------------ operand layouts
+    @property
+    def datapath(self) -> str:
+        """The ISA's data-path layout id (A..G) of this atom's D (:data:`DATAPATH_OF`)."""
+        return layout_id(self.m, self.cta_group, self.sparse, self.ws)
+
+    def element_bits(self, operand: str) -> int:
+        """Bits per element of A or B as the MMA addresses it: in shared memory FP6/FP4 of
+        kind::f8f6f4 / mxf8f6f4 take an 8-bit container (PTX ISA 9.7.16.10.4.4, padded
+        packing); in TMEM every f8f6f4 / mxf8f6f4 element is an 8-bit container (9.7.16.10.4.3);
+        mxf4 / mxf4nvf4 E2M1 are packed 4-bit."""
+        op = operand.upper()
+        t = {"A": self.a, "B": self.b}.get(op)
+        if t is None:
+            raise UmmaError(f"{self.name}: element_bits of A or B, not '{operand}'")
+        if self.kind in ("mxf4", "mxf4nvf4"):
+            return 4
+        if self.kind in ("f8f6f4", "mxf8f6f4"):
+            return 8
+        return t.storage_bits
+
+    def smem_rows(self, operand: str) -> int:
+        """Rows of A (M) or B (N) in each CTA's shared memory: a CTA pair splits them."""
+        op = operand.upper()
+        return (self.m if op == "A" else self.n) // self.cta_group
+
+    def stored_k(self, operand: str) -> int:
+        """K elements of A or B one instruction reads (A of a sparse atom: half)."""
+        return self.operand_shape(operand)[1]
+
+    def smem_swizzles(self, operand: str) -> tuple[Any, ...]:
+        """The swizzle modes A or B may use in shared memory (nvatom.atoms.smem)."""
+        from nvatom.atoms.smem import umma_swizzles_for
+
+        op = operand.upper()
+        major = self.a_major if op == "A" else self.b_major
+        return umma_swizzles_for(major, self.element_bits(op))
+
+    def smem_layout(self, operand: str, swizzle: Any, lbo: int | None = None,
+                    sbo: int | None = None) -> Any:
+        """The PTX ISA's canonical shared-memory layout of A or B for one instruction, per CTA:
+        ``(mn, k)`` -> element offset (nvatom.atoms.smem.UMMA_SMEM_CANONICAL), LBO / SBO in
+        elements (None: a compact tile's).  Raises for a swizzle the operand cannot use (tf32
+        MN-major takes only SW128_32B)."""
+        from nvatom.atoms.smem import smem_swizzle, umma_canonical_layout
+
+        op = operand.upper()
+        if op == "A" and self.a_source != "ss":
+            raise UmmaError(f"{self.name}: A is in tensor memory (ts), not shared memory")
+        sw = smem_swizzle(swizzle, umma=True)
+        legal = self.smem_swizzles(op)
+        major = self.a_major if op == "A" else self.b_major
+        if sw not in legal:
+            raise UmmaError(
+                f"{self.name}: {major}-major {op} of {self.element_bits(op)}-bit elements takes "
+                f"the swizzle modes {', '.join(x.name for x in legal)}, not {sw.name}"
+                + (" (tf32 MN-major exists only with the 128-byte swizzle of 32-byte atomicity)"
+                   if major == "MN" and self.element_bits(op) == 32 else ""))
+        return umma_canonical_layout(major, sw, self.element_bits(op), self.smem_rows(op),
+                                     self.stored_k(op), lbo, sbo)
+
+    def scale_count(self) -> int:
+        """Scale factors per row per instruction (K / vector size)."""
+        if not self.block_scaled or not self.vec_size:
+            raise UmmaError(f"{self.name} is not block-scaled")
+        return self.k // self.vec_size
+
+    def tmem_layout(self, operand: str) -> Layout:
+        """Where an operand in TMEM sits, per CTA: ``D`` (:func:`d_tmem_layout`), ``A`` of a
+        ``ts`` atom (:func:`a_tmem_layout`), ``SFA`` / ``SFB`` (:func:`sf_tmem_layout`);
+        coordinates -> offset from the operand's TMEM address (``lane << 16 | column``)."""
+        op = operand.upper()
+        args = (self.m, self.n, self.cta_group, self.sparse, self.ws)
+        if op in ("C", "D"):
+            return d_tmem_layout(*args)
+        if op == "A":
+            if self.a_source != "ts":
+                raise UmmaError(f"{self.name}: A is in shared memory (ss), not tensor memory")
+            return a_tmem_layout(self.m, self.n, self.stored_k("A"), self.element_bits("A"),
+                                 self.cta_group, self.sparse, self.ws)
+        if op in ("SFA", "SFB") and self.block_scaled:
+            rows = self.m // self.cta_group if op == "SFA" else self.n
+            return sf_tmem_layout(rows, self.scale_count(),
+                                  sf_datapath(op, self.m, self.cta_group, self.sparse))
+        raise UmmaError(f"{self.name}: no operand '{operand}' in tensor memory")
+
+    def tmem_tile(self, operand: str) -> tuple[int, int]:
+        """(rows, cols) of :meth:`tmem_layout`'s tile in one CTA."""
+        op = operand.upper()
+        if op in ("C", "D"):
+            return (self.m // self.cta_group, self.n)
+        if op == "A":
+            return (self.m // self.cta_group, self.stored_k("A"))
+        rows = self.m // self.cta_group if op == "SFA" else self.n
+        return (rows, self.scale_count())
 
 
 # Capability interfaces by mnemonic (seed 004 registry): sparse -> SparseMetadataAtom,
@@ -896,6 +1174,75 @@ def verify_umma(atom: UmmaAtom, target_: Target | str, use: UmmaUse) -> None:
         if (a_mk and sd and a_mk[0] != sd[0]) or (sb and sd and sb[0] != sd[1]) or \
                 (a_mk and sb and a_mk[1] != sb[1]):
             _fail(D.UMMA_NOT_A_GEMM.format(a.layout, b.layout, d.layout))
+    # Then each declared layout against the atom's own (seed 004: "expects Mma atom layout of
+    # " + the canonical reference layout): A / B in shared memory against the ISA's canonical
+    # form of their swizzle, A / D in TMEM against the data-path layout (first atom tile of
+    # this CTA, relative to its address), the scale factors through scale_factor_layout_is_legal.
+    for name, op in (("A", a), ("B", b), ("D", d)):
+        want = _layout_mismatch(atom, name, op.layout)
+        if want is not None:
+            _fail(f"{D.MMA_ATOM_LAYOUT}{want} for operand {name}, but got {op.layout}")
+    if atom.block_scaled and not scale_factor_layout_is_legal(atom, use.sfa.layout,
+                                                              use.sfb.layout):
+        for name, op in (("SFA", use.sfa), ("SFB", use.sfb)):
+            want = _layout_mismatch(atom, name, op.layout)
+            if want is not None:
+                _fail(f"{D.MMA_ATOM_LAYOUT}{want} for operand {name}, but got {op.layout}")
+
+
+def _layout_mismatch(atom: UmmaAtom, operand: str, layout: Any) -> Any:
+    """None when ``layout`` (or its absence, or a bare (rows, cols) shape) agrees with the
+    atom's layout of ``operand``; else the layout the atom expects (for the diagnostic)."""
+    from nvatom.layout import ComposedLayout
+
+    if layout is None or (isinstance(layout, tuple) and all(isinstance(x, int)
+                                                            for x in layout)):
+        return None
+    if operand in ("A", "B") and (operand == "B" or atom.a_source == "ss"):
+        return _smem_mismatch(atom, operand, layout)
+    if atom.datapath == "C":
+        return None  # Layout C is not modelled: nothing to compare with (docs/sm100.md)
+    want = atom.tmem_layout(operand)
+    rows, cols = atom.tmem_tile(operand)
+    if isinstance(layout, Layout) and layout.rank == 2 and is_int(layout.shape[0]) and \
+            is_int(layout.shape[1]) and layout.stride == (layout.shape[1], 1):
+        # a TMEM buffer of (lanes, columns) stored row-major (the IR's cute.alloc_tmem
+        # memref): element (lane, column) is at address lane << 16 | column
+        layout = Layout(layout.shape, (_Tmem.L, 1))
+    if isinstance(layout, ComposedLayout) or not _same_on(layout, want, rows, cols):
+        return want
+    return None
+
+
+def _smem_mismatch(atom: UmmaAtom, operand: str, layout: Any) -> Any:
+    from nvatom.atoms.smem import smem_swizzle_of, umma_canonical_layout, umma_canonical_params
+    from nvatom.layout import ComposedLayout
+
+    bits = atom.element_bits(operand)
+    major = atom.a_major if operand == "A" else atom.b_major
+    rows, k = atom.smem_rows(operand), atom.stored_k(operand)
+    legal = atom.smem_swizzles(operand)
+    sw = smem_swizzle_of(layout, bits, umma=True) \
+        if isinstance(layout, (Layout, ComposedLayout)) else None
+    if sw is None or sw not in legal:
+        return atom.smem_layout(operand, legal[-1])
+    lbo, sbo = umma_canonical_params(layout, major, sw, bits, rows, k)
+    want = umma_canonical_layout(major, sw, bits, rows, k, lbo, sbo)
+    outer = layout.outer if isinstance(layout, ComposedLayout) else layout
+    want_outer = want.outer if isinstance(want, ComposedLayout) else want
+    return None if _same_on(outer, want_outer, rows, k) else want
+
+
+def scale_factor_layout_is_legal(atom: UmmaAtom, sfa_layout: Any, sfb_layout: Any) -> bool:
+    """Seed 000's ``scale_factor_layout_is_legal(atom, use.scale_factors)`` for SM100
+    block-scaled atoms: each given scale-factor layout places this CTA's first instruction's
+    scale factors where tcgen05.mma reads them (:func:`sf_tmem_layout`: row r in lane r % 32,
+    column r // 32, the ``K / vec`` factors of a row in one word; SFB of Layout B split 2x2),
+    relative to its TMEM address.  Layouts not given (None) or given only as a shape pass."""
+    if not atom.block_scaled:
+        return sfa_layout is None and sfb_layout is None
+    return all(_layout_mismatch(atom, name, lay) is None
+               for name, lay in (("SFA", sfa_layout), ("SFB", sfb_layout)))
 
 
 # ============================================================================ block scaling

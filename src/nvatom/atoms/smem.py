@@ -395,7 +395,7 @@ def _canonical_counts(text: str, major: str, t: int, rows: int, k: int) -> tuple
 
 def umma_canonical_layout(major: str, swizzle: int | str | SmemSwizzle, element_bits: int,
                           rows: int, k: int, lbo: int | None = None,
-                          sbo: int | None = None) -> ComposedLayout:
+                          sbo: int | None = None) -> Layout | ComposedLayout:
     """The ISA's canonical layout (:data:`UMMA_SMEM_CANONICAL`) of a ``rows x k`` operand tile
     of ``element_bits``-bit elements: ``Sw o 0 o layout`` with the swizzle in elements.
     ``lbo`` / ``sbo`` are in elements; None takes the compact tile's values (the ones
