@@ -89,8 +89,12 @@ def _store_tile(smem: Smem, base: int, codes: np.ndarray, bits: int, major: str,
     return lay
 
 
+# PTX ISA: tf32 (32-bit) MN-major operands exist only with the 128-byte swizzle of 32-byte
+# atomicity (SW128_32B), which no other operand takes
 _CASES = [(bits, major, sw) for bits in (4, 8, 16, 32) for major in ("K", "MN")
-          for sw in ("INTERLEAVE", "SW32", "SW64", "SW128") if not (bits == 4 and major == "MN")]
+          for sw in ("INTERLEAVE", "SW32", "SW64", "SW128", "SW128_32B")
+          if not (bits == 4 and major == "MN")
+          and (major == "MN" and bits == 32) == (sw == "SW128_32B")]
 
 
 @pytest.mark.parametrize(("bits", "major", "sw"), _CASES)
@@ -101,8 +105,6 @@ def test_descriptors_read_back_what_the_layout_wrote(bits: int, major: str, sw: 
     for _ in range(2):
         rows = r.choice([64, 128] if major == "K" else [128, 256])
         kblocks = r.choice([1, 2, 4])
-        if major == "MN" and bits == 32 and sw == "INTERLEAVE":
-            kblocks = 1
         codes = rng.integers(0, 1 << min(bits, 16), (rows, kblocks * kb)).astype(np.uint64)
         smem = Smem()
         lay = _store_tile(smem, BASE_B, codes, bits, major, sw)
@@ -111,6 +113,38 @@ def test_descriptors_read_back_what_the_layout_wrote(bits: int, major: str, sw: 
             got = read_matrix(smem, d.encode(), rows, kb, bits, major)
             np.testing.assert_array_equal(got, codes[:, j * kb:(j + 1) * kb],
                                           err_msg=f"K-block {j}: {d.explain()}")
+
+
+def test_tf32_mn_major_needs_the_32_byte_atomic_swizzle() -> None:
+    # descriptor words written field by field (PTX ISA Table 40): version 0b001 in bits 46-48,
+    # the layout type in bits 61-63 (1: 128-byte swizzle with 32-byte atomicity, 2: 128-byte)
+    word = (0x10000 >> 4) | (512 >> 4) << 16 | (2048 >> 4) << 32 | 1 << 46
+    smem = Smem()
+    read_matrix(smem, word | 1 << 61, 128, 8, 32, "MN")
+    with pytest.raises(RefError, match="MN-major operand of 32-bit elements is read with the "
+                       "swizzle modes SW128_32B; the descriptor .* has SW128 \\(tf32 MN-major"):
+        read_matrix(smem, word | 2 << 61, 128, 8, 32, "MN")
+    with pytest.raises(RefError, match="has SW128_32B"):
+        read_matrix(smem, word | 1 << 61, 128, 16, 16, "MN")
+    with pytest.raises(RefError, match="has SW128_32B"):
+        read_matrix(smem, word | 1 << 61, 128, 8, 32, "K")
+
+
+def test_sw128_32b_read_is_the_isa_byte_formula() -> None:
+    # MN-major tf32 through a SW128_32B descriptor: element (mn, k) at
+    # start + 4 (mn % 32) + 128 (k % 4) + LBO (mn // 32) + SBO (k // 4), then 32-byte unit u of
+    # each 128-byte line l becomes u ^ (l % 4) (bits 5-6 ^= bits 7-8 of the absolute address)
+    start, lbo, sbo = 0x10000, 1024, 512
+    word = (start >> 4) | (lbo >> 4) << 16 | (sbo >> 4) << 32 | 1 << 46 | 1 << 61
+    smem = Smem()
+    smem.data[:] = np.random.default_rng(3).integers(0, 256, smem.data.size, dtype=np.uint8)
+    got = read_matrix(smem, word, 64, 8, 32, "MN")
+    for mn in range(64):
+        for k in range(8):
+            lin = start + 4 * (mn % 32) + 128 * (k % 4) + lbo * (mn // 32) + sbo * (k // 4)
+            addr = (lin & ~0x60) | ((((lin >> 5) & 3) ^ ((lin >> 7) & 3)) << 5)
+            want = int.from_bytes(bytes(smem.data[addr:addr + 4]), "little")
+            assert int(got[mn, k]) == want, (mn, k)
 
 
 def test_a_wrong_descriptor_reads_another_tile() -> None:
@@ -153,6 +187,8 @@ def _run(kind: str, a_t: str, b_t: str, d_t: str, *, b_major: str = "K", k_block
     smem, tmem = Smem(), Tmem()
     a_lay = _store_tile(smem, BASE_A, a_codes, bits, "K", "SW128" if bits > 4 else "SW64")
     b_sw = "SW128" if b_major == "K" or n * bits // 8 >= 128 else "SW64"
+    if b_major == "MN" and bits == 32:
+        b_sw = "SW128_32B"  # tf32 MN-major: the only swizzle it has (PTX ISA)
     b_lay = _store_tile(smem, BASE_B, b_codes, bits, b_major, b_sw)
     a_descs = k_block_descriptors(a_lay, bits, "K", k_blocks * ka // (256 // bits), BASE_A)
     b_descs = k_block_descriptors(b_lay, bits, b_major, k_blocks * k // (256 // bits), BASE_B)

@@ -4,20 +4,24 @@ What it models, and from which text (none of it reuses nvatom's encoders; it rea
 the way the PTX ISA says the hardware does):
 
 * **Shared memory** (:class:`Smem`): a byte array indexed by the 18-bit shared-window address.
-* **The shared-memory descriptor as read** (:func:`read_matrix`): the PTX ISA "Shared Memory
-  Matrix Layout" canonical forms, written as address arithmetic on core matrices (8 rows x
-  16 bytes) with LBO, SBO and the start address decoded straight from the 64-bit word, then
-  the swizzle applied to the *absolute* byte address: bits [4, 4+B) ^= bits [7, 7+B) with
-  B = 1, 2, 3 for 32/64/128-byte swizzling.  K-major (row r, K byte c)::
+* **The shared-memory descriptor as read** (:func:`read_matrix`): the PTX ISA "Canonical
+  Layouts" of the descriptor's swizzle mode and major-ness (the one table,
+  :data:`nvatom.atoms.smem.UMMA_SMEM_CANONICAL`), instantiated with LBO, SBO and the start
+  address decoded straight from the 64-bit word, then the mode's swizzle applied to the
+  *absolute* byte address: bits [M, M+B) ^= bits [M+S, M+S+B) of ``Sw<B,M,S>`` (16-byte units
+  with B = 1, 2, 3 for 32/64/128-byte swizzling; 32-byte units, B = 2, for the 128-byte
+  swizzle with 32-byte atomicity, layout type 1).  K-major (row r, K byte c)::
 
       INTERLEAVE  start + (r%8)*16 + (r//8)*SBO + (c//16)*LBO + c%16
       SWxx (W B)  start + (r%8)*W  + (r//8)*SBO + c                      (c < W)
 
-  MN-major (MN byte m, K row k)::
+  MN-major (MN element m, K row k, T elements per 16 bytes)::
 
-      INTERLEAVE  start + m%16 + (m//16)*SBO + (k%8)*16 + (k//8)*LBO
-      SWxx (W B)  start + m%W  + (m//W)*LBO  + (k%8)*W  + (k//8)*SBO
+      INTERLEAVE  start + m%T + (m//T)*SBO + (k%8)*T + (k//8)*LBO        (in elements)
+      SWxx (W B)  start + m%(W/16*T) + (m//(W/16*T))*LBO + (k%8)*W + (k//8)*SBO
+      SW128_32B   start + m%(8T) + (m//(8T))*LBO + (k%4)*128 + (k//4)*SBO  (tf32 only)
 
+  tf32 MN-major operands exist only with SW128_32B, and only they take it (else RefError).
 * **The instruction descriptor**: decoded field by field (:func:`nvatom.descriptors.umma.
   decode_idesc`, whose table tests/descriptors/test_umma_desc.py checks against CUTLASS's
   C bit-fields): types, majors, negation, M, N, saturation, sparsity.
@@ -26,7 +30,10 @@ the way the PTX ISA says the hardware does):
 * **Data-path layouts** (PTX ISA 9.7.16.10.5, :func:`layout_id`, :func:`d_lanes_columns`):
   where D's rows and columns sit in each CTA's TMEM for Layouts A (M 256, cta_group::2),
   B (M 128, cta_group::2, dense), D (M 128), E (M 64 .ws), F (M 64, half the data path, lane
-  alignment 0 or 16) and G (M 32 .ws).  The ISA draws these as figures; the row/column
+  alignment 0 or 16) and G (M 32 .ws): the layouts of
+  :data:`nvatom.atoms.sm100.DATAPATH_LAYOUTS` (the same table the verifier and ``nvatom frag``
+  read; A in TMEM through :func:`nvatom.atoms.sm100.a_tmem_layout`, scale factors through
+  :func:`nvatom.atoms.sm100.sf_tmem_layout`).  The ISA draws these as figures; the row/column
   placement is cross-checked against CUTLASS's ``tmem_frg`` atoms in the tests.  Layout C
   (M 128, cta_group::2, sparse A) raises.
 * **tcgen05.mma**: D = A x B (+ D if enable-input-d; D scaled by 2^-scale_input_d), with
@@ -77,8 +84,7 @@ Not modelled (clear errors): Layout C; FP6/FP4 A of kind::f8f6f4 / mxf8f6f4 in t
 (8-bit containers, ISA 9.7.16.10.4.3, bit positions only in figures); sparse metadata in
 TMEM for tf32, for M = 64 without .ws (Layout F) and for sparsity selectors other than 0 (it
 can be given as an array instead); the K = 96 form of mxf4/mxf4nvf4 (idesc k_size); the
-``.ws`` zero-column mask and disable-output-lane; base_offset != 0, the absolute LBO mode and
-the 128B-with-32B-atom swizzle.
+``.ws`` zero-column mask and disable-output-lane; base_offset != 0 and the absolute LBO mode.
 """
 
 from __future__ import annotations
@@ -89,10 +95,19 @@ from typing import Any
 
 import numpy as np
 
+from nvatom.atoms import sm100 as _sm100
+from nvatom.atoms.smem import (
+    UMMA_SMEM_SWIZZLES,
+    SmemError,
+    SmemSwizzle,
+    umma_canonical_layout,
+    umma_swizzles_for,
+)
 from nvatom.atoms.tmem import COLUMNS, LANES, TmemCopyAtom
-from nvatom.descriptors.umma import decode_idesc
+from nvatom.descriptors.umma import SM100_LAYOUT_TYPE, decode_idesc
 from nvatom.dtypes import decode, dtype, encode
 from nvatom.errors import NvatomError
+from nvatom.layout import ComposedLayout, Layout, flatten
 
 __all__ = ["PADDED_DATA_BYTES", "RefError", "Smem", "Tmem", "d_lanes_columns",
            "decode_sparse_meta", "encode_sparse_meta", "layout_id", "mma", "read_matrix",
@@ -106,7 +121,10 @@ class RefError(NvatomError):
 
 
 SMEM_BYTES = 1 << 18
-_SW_BITS = {0: 0, 6: 1, 4: 2, 2: 3}  # SM100 layout-type code -> swizzle B (bytes 16 << B)
+#: SM100 layout-type code (bits 61-63) -> swizzle mode (nvatom.descriptors.umma's table, read
+#: as the PTX ISA's Table 40: 0 none, 1 128-byte with 32-byte atomicity, 2 128B, 4 64B, 6 32B)
+_MODE_OF_CODE: dict[int, SmemSwizzle] = {
+    SM100_LAYOUT_TYPE[sw.name]: sw for sw in UMMA_SMEM_SWIZZLES}
 
 
 @dataclasses.dataclass
@@ -137,63 +155,86 @@ class Tmem:
         return lane, col
 
 
-def _desc_fields(word: int) -> tuple[int, int, int, int]:
-    """(start, LBO, SBO, swizzle B) read from a 64-bit SM100 descriptor word."""
+def _desc_fields(word: int) -> tuple[int, int, int, SmemSwizzle]:
+    """(start, LBO, SBO, swizzle mode) read from a 64-bit SM100 descriptor word."""
     if (word >> 46) & 0b111 != 0b001:
         raise RefError(f"descriptor {word:#018x}: bits 46-48 must be 0b001")
     if (word >> 49) & 7 or (word >> 52) & 1:
         raise RefError(f"descriptor {word:#018x}: base_offset / absolute LBO mode not modelled")
     code = word >> 61
-    if code not in _SW_BITS:
-        raise RefError(f"descriptor {word:#018x}: layout type {code} not modelled")
+    if code not in _MODE_OF_CODE:
+        raise RefError(f"descriptor {word:#018x}: layout type {code} is unassigned")
     m14 = (1 << 14) - 1
     return (word & m14) << 4, ((word >> 16) & m14) << 4, ((word >> 32) & m14) << 4, \
-        _SW_BITS[code]
+        _MODE_OF_CODE[code]
 
 
-def _swizzle(addr: np.ndarray, b: int) -> np.ndarray:
-    if b == 0:
+def _swizzle(addr: np.ndarray, sw: SmemSwizzle) -> np.ndarray:
+    """The mode's swizzle ``Sw<B,M,S>`` on absolute byte addresses: bits [M, M+B) ^= bits
+    [M+S, M+S+B) (16-byte units of 128-byte lines; 32-byte units for SW128_32B)."""
+    z = sw.swizzle
+    if z.bits == 0:
         return addr
-    mask = ((1 << b) - 1)
-    return addr ^ (((addr >> 7) & mask) << 4)
+    mask = (1 << z.bits) - 1
+    return addr ^ (((addr >> (z.base + z.shift)) & mask) << z.base)
+
+
+def _eval2(layout: Layout, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """A rank-2 Layout evaluated at integer arrays of row and column coordinates (each mode's
+    coordinate split colexicographically over its flat shape; the last digit unbounded)."""
+    out = np.zeros(np.broadcast(rows, cols).shape, np.int64)
+    for mode, c in ((layout[0], rows), (layout[1], cols)):
+        fl = flatten(mode)
+        shapes = fl.shape if isinstance(fl.shape, tuple) else (fl.shape,)
+        strides = fl.stride if isinstance(fl.stride, tuple) else (fl.stride,)
+        rest = np.asarray(c, np.int64)
+        for i, (sh, st) in enumerate(zip(shapes, strides, strict=True)):
+            digit = rest if i == len(shapes) - 1 else rest % sh
+            out = out + digit * st
+            rest = rest // sh
+    return out
 
 
 def matrix_addresses(word: int, rows: int, kbytes: int, major: str,
                      element_bits: int) -> np.ndarray:
-    """Byte address of each (row, K byte) of the operand tile a descriptor describes.
+    """Byte address of each (row, K byte) of the operand tile a descriptor describes: the PTX
+    ISA's canonical layout of the descriptor's swizzle mode and major-ness
+    (nvatom.atoms.smem.UMMA_SMEM_CANONICAL, instantiated with the word's LBO and SBO), from the
+    start address, then the mode's swizzle on the absolute address.
 
-    For MN-major, the (MN byte, K row) form is computed and transposed to (row, K byte), with
-    ``element_bits`` telling how MN bytes group into rows."""
-    start, lbo, sbo, b = _desc_fields(word)
-    w = 16 << b if b else 16
-    if major == "K":
-        r = np.arange(rows)[:, None]
-        c = np.arange(kbytes)[None, :]
-        if b == 0:
-            a = start + (r % 8) * 16 + (r // 8) * sbo + (c // 16) * lbo + c % 16
-        else:
-            if kbytes > w:
-                raise RefError(f"a K-major {w}-byte swizzled K-block holds {w} bytes of K, "
-                               f"not {kbytes}")
-            a = start + (r % 8) * w + (r // 8) * sbo + c
-        return _swizzle(a, b)
-    if major != "MN":
+    K-major tiles are read as bytes (T = 16: the address does not depend on the element
+    width).  For MN-major, the (MN element, K row) form is computed in elements of
+    ``element_bits`` and transposed to (row, K byte).  tf32 (32-bit) MN-major operands need
+    the 128-byte swizzle with 32-byte atomicity, which no other operand takes."""
+    start, lbo, sbo, sw = _desc_fields(word)
+    if major not in ("K", "MN"):
         raise RefError(f"major is 'K' or 'MN', got {major!r}")
-    if element_bits < 8:
+    if major == "MN" and element_bits < 8:
         raise RefError("MN-major sub-byte operands are not modelled")
-    eb = element_bits // 8
-    kk = kbytes // eb  # K rows
-    m = np.arange(rows * eb)[:, None]  # MN byte
-    k = np.arange(kk)[None, :]
-    if b == 0:
-        a = start + m % 16 + (m // 16) * sbo + (k % 8) * 16 + (k // 8) * lbo
-    else:
-        a = start + m % w + (m // w) * lbo + (k % 8) * w + (k // 8) * sbo
-    a = _swizzle(a, b)  # (MN byte, K row)
-    # -> (row, K byte): element (row, k) occupies MN bytes row*eb .. row*eb+eb-1 of K row k
+    e = 8 if major == "K" else element_bits
+    try:
+        legal = umma_swizzles_for(major, e if major == "MN" else 8)
+    except SmemError as err:
+        raise RefError(str(err)) from None
+    if sw not in legal:
+        raise RefError(f"a {major}-major operand of {element_bits}-bit elements is read with "
+                       f"the swizzle modes {', '.join(x.name for x in legal)}; the descriptor "
+                       f"{word:#018x} has {sw.name}"
+                       + (" (tf32 MN-major exists only with the 128-byte swizzle of 32-byte "
+                          "atomicity)" if major == "MN" and element_bits == 32 else ""))
+    eb = e // 8
+    if major == "K" and sw.nbytes and kbytes > sw.row_bytes:
+        raise RefError(f"a K-major {sw.row_bytes}-byte swizzled K-block holds {sw.row_bytes} "
+                       f"bytes of K, not {kbytes}")
+    kk = kbytes // eb
+    lay = umma_canonical_layout(major, sw, e, rows, kk, lbo // eb, sbo // eb)
+    outer = lay.outer if isinstance(lay, ComposedLayout) else lay
+    off = _eval2(outer, np.arange(rows)[:, None], np.arange(kk)[None, :])  # elements
+    if major == "K":
+        return _swizzle(start + off, sw)
     out = np.empty((rows, kk * eb), np.int64)
-    for j in range(eb):
-        out[:, j::eb] = a[j::eb, :]
+    for j in range(eb):  # element (row, k) occupies bytes j of its eb
+        out[:, j::eb] = _swizzle(start + off * eb + j, sw)
     return out
 
 
@@ -299,71 +340,40 @@ def _read_smem(smem: Smem, word: int, rows: int, k: int, bits: int, major: str,
 
 
 # ---------------------------------------------------------------------------- data path layouts
-#: PTX ISA 9.7.16.10.5 "Data Path Layout Organization": layout id -> the TMEM lane alignments
-#: it allows (the lane field of the D / A address; half-data-path layouts take 0 or 16).
-_LAYOUT_IDS = {"G": (0,), "E": (0,), "F": (0, 16), "D": (0,), "B": (0,), "C": (0, 16),
-               "A": (0,)}
-
-
 def layout_id(m: int, cta_group: int, sparse: bool, ws: bool) -> str:
-    """The ISA's data-path layout (A..G) of a tcgen05.mma."""
-    if ws:
-        if cta_group != 1:
-            raise RefError(".ws is cta_group::1 only")
-        ids = {32: "G", 64: "E", 128: "D"}
-    elif cta_group == 1:
-        ids = {64: "F", 128: "D"}
-    elif cta_group == 2:
-        ids = {128: "C" if sparse else "B", 256: "A"}
-    else:
-        raise RefError(f"cta_group::{cta_group} (1 or 2)")
-    if m not in ids:
-        raise RefError(f"no data-path layout for M = {m}, cta_group::{cta_group}"
-                       f"{' .ws' if ws else ''} (M in {sorted(ids)})")
-    return ids[m]
+    """The ISA's data-path layout (A..G) of a tcgen05.mma (nvatom.atoms.sm100.layout_id)."""
+    try:
+        return _sm100.layout_id(m, cta_group, sparse, ws)
+    except _sm100.UmmaError as e:
+        raise RefError(str(e)) from None
+
+
+def _lane_alignments(lid: str) -> tuple[int, ...]:
+    return _sm100.DATAPATH_LAYOUTS[lid][1]
 
 
 def d_lanes_columns(m: int, n: int, cta_group: int = 1, sparse: bool = False,
                     ws: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(lane, column) offsets, each (M / cta_group) x N, of D's elements in one CTA's TMEM,
-    relative to the D address, for row r of that CTA's share of M and column n.
-
-    ISA layouts (9.7.16.10.5), with CUTLASS ``tmem_frg`` / ``tmem_frg_ws`` (mma_traits_sm100)
-    as the cross-check of the row/column placement the ISA draws in its figures:
-
-    * D (M 128, cta_group::1, also .ws) and A (M 256, cta_group::2: 128 rows per CTA):
-      row r in lane r, column n.
-    * F (M 64, cta_group::1, not .ws; half the data path): rows in 16-lane groups at the
-      start of each 32-lane partition: row r in lane (r % 16) + 32 (r // 16), column n
-      (lane alignment 0 or 16 comes from the address).
-    * E (M 64 .ws) and B (M 128 cta_group::2 dense: 64 rows per CTA): N split in two halves
-      stacked over the lanes: lane r + 64 (n // (N/2)), column n % (N/2).
-    * G (M 32 .ws): N split in four quarters: lane r + 32 (n // (N/4)), column n % (N/4).
-    * C (M 128 cta_group::2 sparse) is not modelled (raises).
-    """
+    relative to the D address, for row r of that CTA's share of M and column n: the layout
+    :func:`nvatom.atoms.sm100.d_tmem_layout` (the data-path layouts of PTX ISA 9.7.16.10.5,
+    :data:`nvatom.atoms.sm100.DATAPATH_LAYOUTS`) evaluated.  Layout C raises."""
     lid = layout_id(m, cta_group, sparse, ws)
-    rows = m // cta_group
-    r = np.arange(rows)[:, None] + np.zeros((1, n), np.int64)
-    c = np.arange(n)[None, :] + np.zeros((rows, 1), np.int64)
-    if lid in ("A", "D"):
-        return r, c
-    if lid == "F":
-        return (r % 16) + 32 * (r // 16), c
-    if lid in ("B", "E"):
-        return r + 64 * (c // (n // 2)), c % (n // 2)
-    if lid == "G":
-        return r + 32 * (c // (n // 4)), c % (n // 4)
-    raise RefError(f"data-path layout {lid} (M = {m}, cta_group::{cta_group}, sparse A) is "
-                   "not modelled")
+    try:
+        lay = _sm100.d_tmem_layout(m, n, cta_group, sparse, ws)
+    except _sm100.UmmaError as e:
+        raise RefError(f"data-path layout {lid}: {e}") from None
+    off = _eval2(lay, np.arange(m // cta_group)[:, None], np.arange(n)[None, :])
+    return off >> 16, off & 0xFFFF
 
 
 def _d_cells(tmem: Tmem, d_taddr: int, m: int, n: int, cta_group: int, sparse: bool,
              ws: bool) -> tuple[np.ndarray, np.ndarray]:
     lid = layout_id(m, cta_group, sparse, ws)
     lane0, col0 = Tmem.split(d_taddr)
-    if lane0 not in _LAYOUT_IDS[lid]:
+    if lane0 not in _lane_alignments(lid):
         raise RefError(f"D at {d_taddr:#x}: layout {lid} takes lane alignment "
-                       f"{' or '.join(map(str, _LAYOUT_IDS[lid]))}, got lane {lane0}")
+                       f"{' or '.join(map(str, _lane_alignments(lid)))}, got lane {lane0}")
     lanes, cols = d_lanes_columns(m, n, cta_group, sparse, ws)
     lanes, cols = lanes + lane0, cols + col0
     if cols.max() >= COLUMNS:
@@ -380,8 +390,10 @@ def read_scale_factors(tmem: Tmem, taddr: int, rows: int, count: int, sf_id: int
     PTX ISA 9.7.16.10.7.2/3 ("Scale Factor A/B ID"): each TMEM word holds four 1-byte scale
     factors; ``count`` = 1 (scale_vec::1X) takes the byte ``sf_id`` (0..3), 2 (2X) the two
     bytes from the half-word ``sf_id`` (0 or 2), 4 (4X) all four (``sf_id`` 0).  The scale
-    factors "need to be duplicated to all 32 lane partitions".  Placement (CUTLASS
-    ``tmem_sf_frg``, which the ISA's figures draw):
+    factors "need to be duplicated to all 32 lane partitions".  Placement: the layout
+    :func:`nvatom.atoms.sm100.sf_tmem_layout` and its copies
+    (:data:`nvatom.atoms.sm100.SF_DATAPATHS`; CUTLASS ``tmem_sf_frg``, which the ISA's figures
+    draw):
 
     * ``"4x1"`` (SFA of every layout; SFB of Layouts A and D): row (or B column) r in lane
       r % 32 of each of the four 32-lane partitions, column ``col(taddr) + r // 32``;
@@ -401,21 +413,24 @@ def read_scale_factors(tmem: Tmem, taddr: int, rows: int, count: int, sf_id: int
                        f"legal ids {legal[count]}")
     if lane0 != 0:
         raise RefError(f"scale factors at {taddr:#x}: lane field must be 0, got {lane0}")
-    if datapath not in ("4x1", "2x2"):
-        raise RefError(f"scale-factor data path '{datapath}' (4x1 or 2x2)")
-    half = rows // 2 if datapath == "2x2" else rows
-    ncols = -(-half // 32)
-    if col0 + ncols > COLUMNS:
+    try:
+        lay = _sm100.sf_tmem_layout(rows, count, datapath)
+    except _sm100.UmmaError as e:
+        raise RefError(str(e)) from None
+    copies = _sm100.SF_DATAPATHS[datapath][0]
+    off = _eval2(lay, np.arange(rows), np.zeros(rows, np.int64))
+    lanes, cols = off >> 16, (off & 0xFFFF) + col0
+    if cols.max() >= COLUMNS:
         raise RefError(f"scale factors at {taddr:#x} for {rows} rows run past the last column")
-    block = tmem.cells[:, col0:col0 + ncols].reshape(4, 32, ncols)  # (partition, lane, col)
-    groups = ((0, 1, 2, 3),) if datapath == "4x1" else ((0, 1), (2, 3))
-    for g in groups:
-        if np.any(block[list(g)] != block[g[0]]):
+    # every copy of the block of lanes the rows use (whole 32-lane partitions) must agree
+    ncols = int(cols.max()) - col0 + 1
+    for p0 in sorted({int(x) // 32 for x in lanes}):
+        group = tuple(p0 + c // 32 for c in copies)
+        block = [tmem.cells[32 * p:32 * p + 32, col0:col0 + ncols] for p in group]
+        if any(np.any(b != block[0]) for b in block[1:]):
             raise RefError(f"scale factors at {taddr:#x} are not duplicated over the 32-lane "
-                           f"partitions {g} (PTX ISA 9.7.16.10.7, {datapath} data path)")
-    r = np.arange(rows)
-    part = np.array([groups[x // half][0] for x in r]) if datapath == "2x2" else 0
-    words = block[part, r % 32, (r % half) // 32].astype(np.uint64)
+                           f"partitions {group} (PTX ISA 9.7.16.10.7, {datapath} data path)")
+    words = tmem.cells[lanes, cols].astype(np.uint64)
     out = np.zeros((rows, count), np.uint64)
     for j in range(count):
         out[:, j] = (words >> np.uint64(8 * (sf_id + j))) & np.uint64(0xFF)
@@ -569,31 +584,33 @@ def _pair(x: Any, what: str, cta_group: int) -> list[Any]:
 
 def _read_a_tmem(tmem: Tmem, taddr: int, ka: int, abits: int, m: int, n: int, cta_group: int,
                  sparse: bool, ws: bool) -> np.ndarray:
-    """A (rows of this CTA x ka codes) from TMEM.  Each data-path lane multiplies the A row
-    of the D row it holds, so row r must sit in every lane that D's layout gives row r: one
-    lane for Layouts A, D and F; lanes r and r + 64 for B and E (CUTLASS allocates A of the
-    2-CTA M = 128 MMA "Duplicated"); r + 32 q for G.  The copies must agree (else RefError).
-    K is packed low-first into 32-bit columns."""
+    """A (rows of this CTA x ka codes) from TMEM, through
+    :func:`nvatom.atoms.sm100.a_tmem_layout`: row r in the lane D's row r has (Layouts A, D and
+    F: one lane; B and E: also + 64, CUTLASS allocates A of the 2-CTA M = 128 MMA
+    "Duplicated"; G: + 32 q, :func:`nvatom.atoms.sm100.tmem_copies`), K packed low element
+    first, 32 / abits to a column.  The copies must agree (else RefError)."""
     lid = layout_id(m, cta_group, sparse, ws)
     lane0, col0 = Tmem.split(taddr)
-    if lane0 not in _LAYOUT_IDS[lid]:
+    if lane0 not in _lane_alignments(lid):
         raise RefError(f"A at {taddr:#x}: layout {lid} takes lane alignment "
-                       f"{' or '.join(map(str, _LAYOUT_IDS[lid]))}, got lane {lane0}")
-    d_lanes, _ = d_lanes_columns(m, n, cta_group, sparse, ws)
-    per = 32 // abits
-    cols = -(-ka // per)
-    copies = [np.unique(d_lanes[r]) + lane0 for r in range(d_lanes.shape[0])]
-    cells = np.stack([tmem.cells[np.array([c[i] for c in copies]), col0:col0 + cols]
-                      for i in range(len(copies[0]))])  # (copies, rows, cols)
+                       f"{' or '.join(map(str, _lane_alignments(lid)))}, got lane {lane0}")
+    try:
+        lay = _sm100.a_tmem_layout(m, n, ka, abits, cta_group, sparse, ws)
+        copies = _sm100.tmem_copies(m, n, cta_group, sparse, ws)
+    except _sm100.UmmaError as e:
+        raise RefError(f"A in TMEM, layout {lid}: {e}") from None
+    rows = m // cta_group
+    off = _eval2(lay, np.arange(rows)[:, None], np.arange(ka)[None, :])
+    lanes, cols = (off >> 16) + lane0, (off & 0xFFFF) + col0
+    cells = np.stack([tmem.cells[lanes + (c >> 16), cols] for c in copies])
     if np.any(cells != cells[0:1]):
+        first = [int(lanes[0, 0]) + (c >> 16) for c in copies]
         raise RefError(f"A at {taddr:#x}: layout {lid} needs each A row in lanes "
-                       f"{copies[0].tolist()} (+ row) to hold the same values")
+                       f"{first} (+ row) to hold the same values")
     words = cells[0].astype(np.uint64)
-    codes = np.zeros((words.shape[0], ka), np.uint64)
-    for j in range(ka):
-        codes[:, j] = (words[:, j // per] >> np.uint64(abits * (j % per))) & \
-            np.uint64((1 << abits) - 1)
-    return codes
+    per = 32 // abits
+    shift = (abits * (np.arange(ka) % per)).astype(np.uint64)[None, :]
+    return (words >> shift) & np.uint64((1 << abits) - 1)
 
 
 def mma(tmem: Tmem | Sequence[Tmem], smem: Smem | Sequence[Smem], *, kind: str, d_taddr: int,
