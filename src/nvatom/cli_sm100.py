@@ -145,8 +145,48 @@ def _tmem_frag(name: str) -> int:
     return 0
 
 
+def _frag_smem(a: object, op: str) -> None:
+    """A or B in shared memory: the ISA's canonical form of each legal swizzle mode, with T, m
+    and k, and the compact tile (nvatom.atoms.smem.UMMA_SMEM_CANONICAL)."""
+    from nvatom.atoms.smem import umma_canonical_text
+
+    major = a.a_major if op == "A" else a.b_major  # type: ignore[attr-defined]
+    bits = a.element_bits(op)  # type: ignore[attr-defined]
+    rows, k = a.smem_rows(op), a.stored_k(op)  # type: ignore[attr-defined]
+    per = " per CTA" if a.cta_group == 2 else ""  # type: ignore[attr-defined]
+    print(f"{op} in shared memory: {major}-major, {bits}-bit elements, {rows} x {k}{per}; "
+          f"canonical layouts (PTX ISA, elements, T = {128 // bits}):")
+    for sw in a.smem_swizzles(op):  # type: ignore[attr-defined]
+        lay = a.smem_layout(op, sw)  # type: ignore[attr-defined]
+        print(f"  {sw.name:<10} {umma_canonical_text(major, sw)}")
+        print(f"  {'':<10} compact: {lay}")
+
+
+def _frag_tmem(a: object, op: str) -> None:
+    from nvatom.atoms.sm100 import sf_datapath, tmem_copies
+
+    lay = a.tmem_layout(op)  # type: ignore[attr-defined]
+    rows, cols = a.tmem_tile(op)  # type: ignore[attr-defined]
+    what = {"D": "(row, column n)", "A": "(row, k)"}.get(op, "(row, scale factor j)")
+    print(f"{op} in TMEM, {rows} x {cols} per CTA, {what} -> lane << 16 | column: {lay}")
+    if op == "A":
+        bits = a.element_bits("A")  # type: ignore[attr-defined]
+        copies = tmem_copies(a.m, a.n, a.cta_group, a.sparse, a.ws)  # type: ignore[attr-defined]
+        print(f"  {32 // bits} elements of K per 32-bit column, low first"
+              + (f"; each row also at lanes + {', '.join(str(c >> 16) for c in copies[1:])}"
+                 if len(copies) > 1 else ""))
+    if op in ("SFA", "SFB"):
+        dp = sf_datapath(op, a.m, a.cta_group, a.sparse)  # type: ignore[attr-defined]
+        print(f"  {dp} data path: the {cols} scale factor(s) of a row share one word (bytes "
+              "sf_id ..), copied to every 32-lane partition"
+              + (" of its half" if dp == "2x2" else ""))
+    cells = [(r, c) for r in (0, 1, rows // 2, rows - 1) for c in (0, cols - 1)]
+    print("  " + "  ".join(f"({r},{c})->lane {int(lay((r, c))) >> 16} col "
+                           f"{int(lay((r, c))) & 0xFFFF}" for r, c in dict.fromkeys(cells)))
+
+
 def cmd_frag(args: argparse.Namespace) -> int:
-    from nvatom.atoms.sm100 import umma_atom
+    from nvatom.atoms.sm100 import DATAPATH_LAYOUTS, umma_atom
 
     if not args.atom.strip().startswith("sm100."):
         return _tmem_frag(args.atom)
@@ -157,9 +197,19 @@ def cmd_frag(args: argparse.Namespace) -> int:
         where = {"A": "shared memory (descriptor)" if a.a_source == "ss" else "TMEM",
                  "B": "shared memory (descriptor)", "D": "TMEM"}.get(op, "TMEM")
         print(f"  {op:<3} {rows} x {cols} in {where}")
-    if a.cta_group == 1 and a.m == 128:
-        print(f"  D in TMEM: row m -> lane m, column n -> base column + n ({a.n} columns of "
-              f"32-bit {a.d.name})")
+    lid = a.datapath
+    print(f"data path: layout {lid} (PTX ISA 9.7.16.10.5; D / A address lane "
+          f"{' or '.join(map(str, DATAPATH_LAYOUTS[lid][1]))})")
+    if a.a_source == "ss":
+        _frag_smem(a, "A")
+    _frag_smem(a, "B")
+    if lid == "C":
+        print("D / A in TMEM: data-path layout C is not modelled (the ISA gives it only as a "
+              "figure)")
+    else:
+        for op in ("D",) + (("A",) if a.a_source == "ts" else ()) + \
+                (("SFA", "SFB") if a.block_scaled else ()):
+            _frag_tmem(a, op)
     d = a.idesc()
     print(f"idesc {d}")
     return 0

@@ -883,7 +883,12 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
 
         op = operand.upper()
         major = self.a_major if op == "A" else self.b_major
-        return umma_swizzles_for(major, self.element_bits(op))
+        bits = self.element_bits(op)
+        kbytes = self.stored_k(op) * bits // 8
+        # K-major swizzled rows hold row_bytes of K: the 64-byte K of a sparse B does not fit
+        # a 32-byte row (one canonical layout per instruction; not modelled otherwise)
+        return tuple(sw for sw in umma_swizzles_for(major, bits)
+                     if major == "MN" or not sw.nbytes or kbytes <= sw.row_bytes)
 
     def smem_layout(self, operand: str, swizzle: Any, lbo: int | None = None,
                     sbo: int | None = None) -> Any:

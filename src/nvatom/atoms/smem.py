@@ -405,6 +405,9 @@ def umma_canonical_layout(major: str, swizzle: int | str | SmemSwizzle, element_
     sw = smem_swizzle(swizzle, umma=True)
     text = umma_canonical_text(major, sw).split(" o ", 1)[1]
     t = 128 // e if e <= 128 else 1
+    if major == "K" and sw.nbytes and k * e > 8 * sw.row_bytes:
+        raise SmemError(f"a K-major {sw.name} row holds {sw.row_bytes} bytes of K; {k} "
+                        f"{e}-bit elements ({k * e // 8} bytes) are not one canonical layout")
     m, kk = _canonical_counts(text, major, t, rows, k)
     if lbo is None or sbo is None:
         atom = sw.atom(e, major)
