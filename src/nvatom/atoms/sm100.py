@@ -32,6 +32,16 @@ then, for block-scaled atoms, ``.<sf>.vs<V>`` and, when not K-major, ``.amn`` / 
 ``sm100.mma.f16.cta1.m128n256k16.ss.f32.bf16.bf16`` or
 ``sm100.mma_bs.mxf4nvf4.cta1.m128n128k64.ss.f32.e2m1.e2m1.ue4m3.vs16``.
 
+Operand layouts (one table each; the verifier, ``nvatom frag`` and the CPU model
+:mod:`nvatom.ref.tcgen05` read them): A and B in shared memory are the PTX ISA's canonical
+layouts (9.7.16.3.3; :data:`nvatom.atoms.smem.UMMA_SMEM_CANONICAL`, :meth:`UmmaAtom.smem_layout`)
+for the swizzle modes the operand may use (tf32 MN-major: only the 128-byte swizzle with 32-byte
+atomicity); D, A (``ts``) and the scale factors in TMEM follow the data-path layouts of
+9.7.16.10.5 and the scale-factor placement of 9.7.16.10.7 (:data:`DATAPATH_LAYOUTS`,
+:func:`d_tmem_layout`, :func:`a_tmem_layout`, :func:`sf_tmem_layout`, :meth:`UmmaAtom.tmem_layout`).
+:func:`verify_umma` compares declared layouts with them ("expects Mma atom layout of ...") and
+checks seed 000's :func:`scale_factor_layout_is_legal`.
+
 Shapes: PTX ISA 9.7.16.2.1 "Matrix Shape", Table 39 "Various combinations of .kind and
 shapes", for every kind x cta_group x dense/sparse x .ws: see :data:`SHAPES` and
 :func:`legal_mn` (docs/spec-deviations.md lists where CUTLASS's static_asserts differ).

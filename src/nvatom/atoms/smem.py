@@ -38,6 +38,13 @@ SW128 = ``Sw<3,4,3>``: 16-byte chunk ``c`` of a 128-byte line ``l`` moves to chu
 elements), which is CuTe's ``as_position_independent_swizzle_layout``; ``tile_to_shape``
 repeats the atom to the tile.
 
+**SM100.**  :data:`SW128_32B` is the UMMA-only "128-Byte swizzling with 32-Byte atomicity"
+(``Sw<2,5,2>``; MN-major tf32 operands only), outside :data:`SMEM_SWIZZLES` because neither the
+SM90 descriptor nor the TMA codes name it (``smem_swizzle(..., umma=True)`` finds it).
+:data:`UMMA_SMEM_CANONICAL` is the PTX ISA's table of canonical tcgen05 operand layouts
+(9.7.16.3.3) per major-ness and mode; :func:`umma_canonical_layout`,
+:func:`umma_canonical_params` and :func:`umma_swizzles_for` read it.
+
 **Access patterns.**  :data:`ACCESSES` names each warp access by what the SASS calls it:
 ``ldsm.x1``, ``ldsm.x2``, ``ldsm.x4`` (+ ``.trans``), ``stsm.x1/x2/x4`` (+ ``.trans``),
 ``lds.32/64/128`` and ``sts.32/64/128``.  How a layout becomes per-lane addresses
