@@ -353,6 +353,8 @@ class WgmmaTestPlan:
     a_major: str = "K"
     b_major: str = "K"
     load_c: bool = False
+    scale_a: int = 1  # imm-scale-a: -1 negates A
+    scale_b: int = 1
 
     @property
     def lbits(self) -> int:
@@ -369,11 +371,11 @@ class WgmmaTestPlan:
 
     @property
     def imm(self) -> tuple[int, ...]:
-        """scale-a = scale-b = 1; trans-a/trans-b = 1 for MN-major A/B."""
+        """scale-a/scale-b (1, or -1 to negate); trans-a/trans-b = 1 for MN-major A/B."""
         out = []
         for w in self.form.immediates:
             if w.startswith("scale"):
-                out.append(1)
+                out.append(self.scale_a if w == "scale_a" else self.scale_b)
             else:
                 out.append(int((self.a_major if w == "trans_a" else self.b_major) == "MN"))
         return tuple(out)
@@ -402,11 +404,17 @@ def _tile(rows: int, k_total: int, bits: int, major: str, sw: object) -> tuple[i
 
 def wgmma_test_plan(form: WgmmaForm, swizzle: object, k_steps: int,
                     b_desc_swizzle: object | None = None, *, a_major: str = "K",
-                    b_major: str = "K", load_c: bool = False) -> WgmmaTestPlan:
+                    b_major: str = "K", load_c: bool = False, scale_a: int = 1,
+                    scale_b: int = 1) -> WgmmaTestPlan:
     """The layouts and descriptors of :func:`build_wgmma_test_module`.  ``b_desc_swizzle``
     (for negative tests only) builds B's descriptors for another swizzle's layout than the
     one B is stored in."""
     _check_test_form(form, a_major, b_major, load_c)
+    for what, v in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if v not in (1, -1) or isinstance(v, bool):
+            raise WgmmaEmitError(f"{what} must be 1 or -1, got {v!r}")
+        if v == -1 and what not in form.immediates:
+            raise WgmmaEmitError(f"{form.name} has no {what} immediate: it cannot negate")
     if isinstance(k_steps, bool) or not isinstance(k_steps, int) or k_steps < 1:
         raise WgmmaEmitError(f"k_steps must be a positive int, got {k_steps!r}")
     sw = smem_swizzle(swizzle)  # type: ignore[arg-type]
@@ -429,7 +437,7 @@ def wgmma_test_plan(form: WgmmaForm, swizzle: object, k_steps: int,
         _, o_l = _tile(form.n, k_total, bits, b_major, other)
         b_descs = k_step_descriptors(o_l, bits, ks, k_steps, major=b_major)
     return WgmmaTestPlan(form, sw.name, k_steps, k_total, k_smem, a_l, b_l, a_descs, b_descs,
-                         a_major, b_major, load_c)
+                         a_major, b_major, load_c, scale_a, scale_b)
 
 
 _CHUNK = 16  # bytes per thread copy
@@ -540,7 +548,8 @@ _POISON = {"f32": "0f7FC00000", "f16": "0x7E007E00", "s32": "0x5A5A5A5A"}
 def build_wgmma_test_module(form: WgmmaForm | str, swizzle: object = "SW128", k_steps: int = 1,
                             target_: Target | str = "sm_90a", *,
                             b_desc_swizzle: object | None = None, a_major: str = "K",
-                            b_major: str = "K", load_c: bool = False) -> Module:
+                            b_major: str = "K", load_c: bool = False, scale_a: int = 1,
+                            scale_b: int = 1) -> Module:
     """Kernel ``wgmma_test(A, B, D)``: D (64 x N row-major, the form's accumulator type) =
     A (64 x K*k_steps) @ B (N x K*k_steps)^T [+ D when ``load_c``]; launch with 128 threads.
 
@@ -549,12 +558,13 @@ def build_wgmma_test_module(form: WgmmaForm | str, swizzle: object = "SW128", k_
     transposed (K*k_steps x 64 or x N, row-major).  ``rs`` A is loaded by each thread from
     the 64 x K*k_steps row-major tile through the A fragment layout.  Without ``load_c`` the
     accumulators start poisoned and the first step runs with scale-d false; with it they are
-    loaded from D and every step runs with scale-d true."""
+    loaded from D and every step runs with scale-d true.  ``scale_a`` / ``scale_b`` = -1
+    negate A / B through the imm-scale immediates (forms that have them)."""
     from nvatom.atoms.sm90 import wgmma_form
 
     form = wgmma_form(form) if isinstance(form, str) else form
     plan = wgmma_test_plan(form, swizzle, k_steps, b_desc_swizzle, a_major=a_major,
-                           b_major=b_major, load_c=load_c)
+                           b_major=b_major, load_c=load_c, scale_a=scale_a, scale_b=scale_b)
     t = target(target_)
     mod = Module(t, features=[form.feature], version=form.ptx_version_for(t))
     k = mod.kernel("wgmma_test")

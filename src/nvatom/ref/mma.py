@@ -50,10 +50,11 @@ import numpy as np
 from nvatom import dtypes
 from nvatom.atoms.mma import MmaForm
 from nvatom.errors import NvatomError
-from nvatom.layout import size
+from nvatom.layout import Layout, size
 
-__all__ = ["MmaRefError", "decode_operand", "encode_operand", "error_bound", "mma",
-           "products", "reference_d", "tile_shape", "word_dtype"]
+__all__ = ["MmaRefError", "codes_to_values", "decode_operand", "encode_operand", "error_bound",
+           "layout_table", "mma", "products", "reference_d", "tile_shape", "values_to_codes",
+           "word_dtype"]
 
 LANES = 32
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -65,6 +66,28 @@ class MmaRefError(NvatomError):
 
 
 # --------------------------------------------------------------------------- fragments
+
+
+def _flatten(t: Any) -> list[int]:
+    return [x for e in t for x in _flatten(e)] if isinstance(t, tuple) else [int(t)]
+
+
+def layout_table(layout: Layout) -> np.ndarray:
+    """``layout(x, y)`` for every coordinate of a rank-2 layout, as an int64 array
+    (size(mode 0) x size(mode 1)): each mode evaluated at its 1-D coordinate through its
+    flattened (colexicographic) shape and stride."""
+    cols = []
+    for i in (0, 1):
+        mode = layout[i]
+        shapes, strides = _flatten(mode.shape), _flatten(mode.stride)
+        x = np.arange(math.prod(shapes), dtype=np.int64)
+        off = np.zeros_like(x)
+        for s, d in zip(shapes, strides, strict=True):
+            off += (x % s) * d
+            x //= s
+        cols.append(off)
+    return cols[0][:, None] + cols[1][None, :]
+
 
 
 def products(form: MmaForm) -> int:
@@ -118,7 +141,7 @@ def _element_map(form: MmaForm, op: str) -> tuple[np.ndarray, ...]:
         raise MmaRefError(f"{form.name}: {op} has {nval} values per lane, not "
                           f"{form.registers(op)} registers of {per}")
     nprod, rows, cols = tile_shape(form, op)
-    idx = np.array([[int(layout(t, v)) for v in range(nval)] for t in range(nthr)])
+    idx = layout_table(layout)
     out: list[list[int]] = [[], [], [], [], [], []]
     for q in range(nprod):
         for t in range(nthr):
@@ -149,8 +172,9 @@ def _check_words(form: MmaForm, op: str, words: Any) -> np.ndarray:
     return w.astype(np.uint64)
 
 
-def _codes_to_values(t: dtypes.DType, codes: np.ndarray) -> np.ndarray:
-    """Decoded values: float64 for floats, int64 for integers (s32 sign-extended)."""
+def codes_to_values(t: dtypes.DType, codes: np.ndarray) -> np.ndarray:
+    """Decoded values of codes (uint64): float64 for floats, int64 for integers (s32
+    sign-extended); tf32's 13 low bits are ignored."""
     name = t.name
     if name == "f64":
         return codes.astype(np.uint64).view(np.float64).copy()
@@ -164,7 +188,9 @@ def _codes_to_values(t: dtypes.DType, codes: np.ndarray) -> np.ndarray:
     return vals.astype(np.int64) if t.is_int else vals.astype(np.float64)
 
 
-def _values_to_codes(t: dtypes.DType, values: np.ndarray) -> np.ndarray:
+def values_to_codes(t: dtypes.DType, values: np.ndarray) -> np.ndarray:
+    """Codes (uint64) of values in type ``t``: f32/f64 as IEEE bits, s32 as two's complement,
+    other types by :func:`nvatom.dtypes.encode` (round to nearest even)."""
     name = t.name
     v = np.asarray(values)
     if name == "f64":
@@ -187,7 +213,7 @@ def decode_operand(form: MmaForm, op: str, words: Any) -> np.ndarray:
     mask = np.uint64((1 << width) - 1)
     codes = (w[lane, reg] >> (slot * width).astype(np.uint64)) & mask
     out = np.zeros(tile_shape(form, op), dtype=np.int64 if t.is_int else np.float64)
-    out[q, row, col] = _codes_to_values(t, codes)
+    out[q, row, col] = codes_to_values(t, codes)
     return out
 
 
@@ -205,7 +231,7 @@ def encode_operand(form: MmaForm, op: str, tiles: Any) -> np.ndarray:
     t = form.operand_type(op)
     lane, reg, slot, q, row, col = _element_map(form, op)
     width = 64 if t.name == "f64" else (32 if _per_reg(form, op) == 1 else t.pack_bits)
-    codes = _values_to_codes(t, arr[q, row, col])
+    codes = values_to_codes(t, arr[q, row, col])
     words = np.zeros((LANES, form.registers(op)), dtype=np.uint64)
     np.bitwise_or.at(words, (lane, reg), codes << (slot * width).astype(np.uint64))
     return words.astype(word_dtype(form, op))
