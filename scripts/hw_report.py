@@ -15,6 +15,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -83,6 +84,37 @@ def _versions() -> dict:
     return out
 
 
+AGREEMENT_ENV = "NVATOM_REF_AGREEMENT"  # tests/gpu/test_ref_models_gpu.py appends here
+
+
+def _model_agreement(path: Path) -> dict:
+    """Forms compared with the CPU models of nvatom.ref, and how many agreed (a form agrees
+    when all its runs, e.g. every sparse selector, did), per family and in all."""
+    runs = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                runs.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    forms: dict[tuple[str, str], bool] = {}
+    for r in runs:
+        key = (str(r.get("family")), str(r.get("form")))
+        forms[key] = forms.get(key, True) and bool(r.get("agree"))
+    by_family: dict[str, dict[str, int]] = {}
+    for (family, _), ok in forms.items():
+        fam = by_family.setdefault(family, {"compared": 0, "agreeing": 0})
+        fam["compared"] += 1
+        fam["agreeing"] += int(ok)
+    return {
+        "forms_compared": len(forms),
+        "forms_agreeing": sum(forms.values()),
+        "runs": len(runs),
+        "by_family": by_family,
+        "disagreeing": sorted(f"{fam}:{name}" for (fam, name), ok in forms.items() if not ok),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "reports/hw/latest.json"))
@@ -91,6 +123,9 @@ def main() -> int:
 
     collector = _Collector()
     t0 = time.time()
+    agreement_dir = tempfile.TemporaryDirectory(prefix="nvatom-hw-")
+    agreement = Path(agreement_dir.name) / "cpu_model_agreement.jsonl"
+    os.environ[AGREEMENT_ENV] = str(agreement)
     rc = pytest.main(["-m", "gpu", "-p", "no:cacheprovider", "-q", str(ROOT / "tests"),
                       *args.pytest_args], plugins=[collector])
     tests = sorted(collector.tests.values(), key=lambda e: e["test"])
@@ -106,12 +141,16 @@ def main() -> int:
         "wall_s": round(time.time() - t0, 2),
         "pytest_exit": int(rc),
         "summary": counts,
+        "cpu_model_agreement": _model_agreement(agreement),
         "tests": tests,
     }
+    agreement_dir.cleanup()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {out}: {counts}")
+    agree = report["cpu_model_agreement"]
+    print(f"wrote {out}: {counts}; CPU models: {agree['forms_agreeing']} of "
+          f"{agree['forms_compared']} forms agree with the GPU")
     if counts.get("passed", 0) == 0:
         print("no GPU test passed", file=sys.stderr)
         return 1
