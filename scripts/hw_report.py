@@ -2,8 +2,10 @@
 """Run the `gpu`-marked tests on this machine's GPU and write a JSON report.
 
 Used by `make hw` on a GPU machine (see docs/hardware.md).  The report holds the device
-name, driver, compute capability, date, git commit, software versions and every test with
-its outcome.  Exits non-zero when a test failed, or when no GPU test ran at all.
+name, driver, compute capability, date, git commit, software versions, every test with
+its outcome, and ``cpu_model_agreement``: how many MMA forms the GPU ran and how many agreed
+with the CPU models of nvatom.ref (tests/gpu/test_ref_models_gpu.py appends to the file
+named by $NVATOM_REF_AGREEMENT).  Exits non-zero when a test failed, or when no GPU test ran at all.
 """
 
 from __future__ import annotations
