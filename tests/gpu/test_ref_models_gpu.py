@@ -1,7 +1,7 @@
 """The CPU models of nvatom.ref (register MMA, WGMMA) against the GPU, form by form.
 
 Every register MMA form (and sparse selector) the GPU's target runs, and on an sm_90 GPU
-every WGMMA form the test kernel can run, is executed on random inputs; the device's D is
+every WGMMA form, is executed on random inputs; the device's D is
 compared with the CPU model's D computed from the *same register words / shared-memory
 bytes* the instruction saw:
 
@@ -276,11 +276,8 @@ class _Config:
                 "scale_a": self.scale_a, "scale_b": self.scale_b}
 
 
-def _config(form: WgmmaForm) -> _Config | None:
-    """One test-kernel configuration per form, drawn from the form's name; None when the
-    test kernel cannot run the form (rs b1: it has no b1 A fragment loader)."""
-    if form.a_source == "rs" and form.family == "b1":
-        return None
+def _config(form: WgmmaForm) -> _Config:
+    """One test-kernel configuration per form, drawn from the form's name."""
     rng = np.random.default_rng(zlib.crc32(form.name.encode()))
     sw = SWIZZLES[int(rng.integers(4))]
     k_steps = int(rng.integers(1, 3))
@@ -319,7 +316,7 @@ _CUBINS: dict[str, bytes | Exception] = {}
 def _wgmma_cubin(form: WgmmaForm, cfg: _Config) -> bytes:
     """The form's test kernel; the first call assembles every form's kernel in parallel."""
     if not _CUBINS:
-        jobs = {f.name: (f, c) for f in WGMMA_FORMS if (c := _config(f)) is not None}
+        jobs = {f.name: (f, _config(f)) for f in WGMMA_FORMS}
 
         def build(item: tuple[WgmmaForm, _Config]) -> bytes | Exception:
             f, c = item
@@ -469,8 +466,6 @@ def _wgmma_trial(form: WgmmaForm, cfg: _Config, rng: np.random.Generator, exact:
 def test_wgmma_matches_model(form: WgmmaForm) -> None:
     _require_sm90()
     cfg = _config(form)
-    if cfg is None:
-        pytest.skip(f"{form.name}: the WGMMA test kernel has no b1 A fragment loader")
 
     def check() -> None:
         rng = np.random.default_rng(zlib.crc32(form.name.encode()) + 1)

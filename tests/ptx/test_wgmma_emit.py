@@ -402,8 +402,6 @@ def test_test_kernel_rejects_unsupported_options() -> None:
         build_wgmma_test_module("sm90.mma.m64n64k8.ss.f32.tf32.tf32", "SW128", 1, a_major="MN")
     with pytest.raises(WgmmaEmitError, match="trans-a"):
         build_wgmma_test_module("sm90.mma.m64n64k16.rs.f32.f16.f16", "SW128", 1, a_major="MN")
-    with pytest.raises(WgmmaEmitError, match="b1"):
-        build_wgmma_test_module("sm90.mma.m64n64k256.rs.s32.b1.b1.and.popc", "SW128", 1)
     with pytest.raises(WgmmaEmitError, match="MN-major tile"):
         build_wgmma_test_module("sm90.mma.m64n8k16.ss.f32.f16.f16", "SW128", 1, b_major="MN")
     with pytest.raises(WgmmaEmitError, match="'K' or 'MN'"):

@@ -282,16 +282,19 @@ def test_error_bound() -> None:
 
 
 def test_negating_test_kernel_assembles() -> None:
-    for name, sa, sb in (("sm90.mma.m64n64k16.ss.f32.f16.f16", -1, 1),
-                         ("sm90.mma.m64n32k8.rs.f32.tf32.tf32", 1, -1),
-                         ("sm90.mma.m64n16k32.ss.f16.e5m2.e4m3", -1, -1)):
+    """The test kernel with imm-scale-a/b = -1, and with an rs b1 A (loaded 32 bits of K
+    per register from the packed global rows), assembles."""
+    for name, sa, sb, want in (("sm90.mma.m64n64k16.ss.f32.f16.f16", -1, 1, ["-1", "1"]),
+                               ("sm90.mma.m64n32k8.rs.f32.tf32.tf32", 1, -1, ["1", "-1"]),
+                               ("sm90.mma.m64n16k32.ss.f16.e5m2.e4m3", -1, -1, ["-1", "-1"]),
+                               ("sm90.mma.m64n24k256.rs.s32.b1.b1.and.popc", 1, 1, [])):
         text = build_wgmma_test_module(name, "SW64", 2, scale_a=sa, scale_b=sb,
                                        load_c=True).emit()
         line = next(x for x in text.splitlines() if "wgmma.mma_async" in x)
         tokens = [x.strip() for x in line.strip().rstrip(";").split(",")]
         pred = max(i for i, x in enumerate(tokens) if x.startswith("%p"))  # scale-d
         imms = tokens[pred + 1:]
-        assert imms[:2] == [str(sa), str(sb)], line
+        assert imms[:2] == want, line
         assemble(text, "sm_90a")
     with pytest.raises(WgmmaEmitError, match="scale_a"):
         build_wgmma_test_module("sm90.mma.m64n64k32.ss.s32.s8.s8", scale_a=-1)

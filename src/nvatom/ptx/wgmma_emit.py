@@ -25,7 +25,8 @@ the asm, and the immediates ``n``.
 ``rs`` forms of every family (f16/bf16/tf32/FP8 with f32 or f16 D, s8/u8 incl. mixed and
 .satfinite, b1 .and.popc laid out as bytes), K-major or, for f16/bf16, MN-major operands
 (trans-a/trans-b = 1; the global tile is then stored transposed); ``rs`` A is loaded per
-thread through :func:`nvatom.atoms.wgmma_fragments.a_layout` before the wgmma.fence;
+thread through :func:`nvatom.atoms.wgmma_fragments.a_layout` before the wgmma.fence (b1:
+32 K bits per register from the packed rows); imm-scale-a/b may be -1 (negation);
 ``load_c`` starts from D's contents with scale-d true.  The 16-bit K-major case in detail:
 A is 64 x K*k_steps and B is N x K*k_steps, both
 row-major (K-major) in global memory; D is 64 x N f32 row-major.  128 threads copy A and B in
@@ -51,7 +52,7 @@ from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor, make_gmma_desc
 from nvatom.errors import NvatomError
 from nvatom.layout import Layout, composition, size
 from nvatom.ptx.builder import Kernel, Module, Reg
-from nvatom.ptx.layout_eval import emit_composed_offset, emit_layout_offset
+from nvatom.ptx.layout_eval import emit_composed_offset, emit_layout_offset, flat_modes
 from nvatom.ptx.mma_emit import InlineAsm
 
 __all__ = [
@@ -322,8 +323,6 @@ def _check_test_form(form: WgmmaForm, a_major: str, b_major: str, load_c: bool) 
     if form.a_source == "rs" and a_major != "K":
         raise WgmmaEmitError(f"{form.name}: an rs form's A comes from registers (K-major); "
                              "it has no trans-a")
-    if form.a_source == "rs" and form.family == "b1":
-        raise WgmmaEmitError(f"{form.name}: the test kernel has no b1 A fragment loader")
     if not isinstance(load_c, bool):
         raise WgmmaEmitError(f"load_c must be a bool, got {load_c!r}")
 
@@ -602,12 +601,16 @@ def build_wgmma_test_module(form: WgmmaForm | str, swizzle: object = "SW128", k_
     a_regs: list[Reg] = []
     if not ss:
         k.comment("A fragments: gmem -> registers through the wgmma A layout")
-        thr, offs = a_fragment_offsets(plan.lbits, plan.k_total)
-        abase = _add64(k, g["A"], emit_layout_offset(k, thr, tid, scale=esize))
+        # offsets in A elements (bits each; b1: 8 to a byte of the global tile) -> bytes
+        abits = form.a.pack_bits
+        thr, offs = a_fragment_offsets(abits, plan.k_total * plan.lbits // abits)
+        thr_bytes = Layout(tuple(sh for sh, _ in flat_modes(thr)),
+                           tuple(st * abits // 8 for _, st in flat_modes(thr)))
+        abase = _add64(k, g["A"], emit_layout_offset(k, thr_bytes, tid))
         for s in range(k_steps):
             regs = k.regs("b32", 4)
             for r, o in zip(regs, offs, strict=True):
-                k.ins("ld.global.b32", r, f"[{abase}+{(o + s * plan.k_step) * esize}]")
+                k.ins("ld.global.b32", r, f"[{abase}+{o * abits // 8 + s * plan.k_step * esize}]")
             a_regs += regs
             a_ops.append(regs)
     p_first = emit_scale_d(k, 1 if load_c else 0)
