@@ -158,7 +158,7 @@ def encode_a(form: WgmmaForm, tile: Any) -> np.ndarray:
 # --------------------------------------------------------------------------- shared memory
 
 
-@functools.cache
+@functools.lru_cache(maxsize=1024)
 def _offsets(word: int, lbits: int, major: str, rows: int) -> tuple[np.ndarray, int]:
     """(byte address of every (row, K element) of the K-block, element bytes) for a
     descriptor word: canonical layout offsets from the start address, then the swizzle on
