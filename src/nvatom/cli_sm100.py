@@ -203,13 +203,9 @@ def cmd_frag(args: argparse.Namespace) -> int:
     if a.a_source == "ss":
         _frag_smem(a, "A")
     _frag_smem(a, "B")
-    if lid == "C":
-        print("D / A in TMEM: data-path layout C is not modelled (the ISA gives it only as a "
-              "figure)")
-    else:
-        for op in ("D",) + (("A",) if a.a_source == "ts" else ()) + \
-                (("SFA", "SFB") if a.block_scaled else ()):
-            _frag_tmem(a, op)
+    for op in ("D",) + (("A",) if a.a_source == "ts" else ()) + \
+            (("SFA", "SFB") if a.block_scaled else ()):
+        _frag_tmem(a, op)
     d = a.idesc()
     print(f"idesc {d}")
     return 0

@@ -77,7 +77,8 @@ def test_frag_shows_the_operand_layouts(capsys: pytest.CaptureFixture[str]) -> N
     assert "SFB in TMEM, 128 x 4 per CTA" in out and "2x2 data path" in out
     assert "(127,0)->lane 95 col 1" in out  # second half: partitions 2-3, row 63 of the half
     rc, out, _ = _run(capsys, "frag", "sm100.mma_sp.f16.cta2.m128n64k32.ss.f32.f16.f16")
-    assert rc == 0 and "layout C is not modelled" in out
+    assert rc == 0 and "data path: layout C" in out
+    assert "(32,0)->lane 64 col 0" in out and "(63,0)->lane 111" in out  # F per CTA
     rc, out, _ = _run(capsys, "desc", "umma", "encode", "--layout",
                       "Sw<2,3,2> o 0 o ((4,8,4),(4,2)):((1,4,128),(32,512))",
                       "--element-bits", "32", "--major", "MN", "--start", "0x400")

@@ -176,11 +176,16 @@ def test_d_and_a_in_tmem_are_the_data_path_layouts(kind: str, cta: int, m: int, 
         assert int(a_lay((r, k))) == lane * L + k // (32 // bits), (r, k)
 
 
-def test_layout_c_is_not_modelled() -> None:
+def test_layout_c_is_layout_f_per_cta() -> None:
+    # PTX ISA 9.7.16.10.5's table: Layout C (M 128, cta_group::2, sparse A) has the same data
+    # path organization as F, "4x1 (1/2 datapath utilized)", lane alignment 0 or 16, over the
+    # 64 rows each CTA of the pair holds: row r in lane 32 (r // 16) + r % 16.
     sp = umma_atom("sm100.mma_sp.f16.cta2.m128n64k32.ss.f32.f16.f16")
     assert sp.datapath == "C"
-    with pytest.raises(UmmaError, match="layout C .* not modelled"):
-        sp.tmem_layout("D")
+    lay = sp.tmem_layout("D")
+    for r, c in itertools.product(range(64), range(64)):
+        assert int(lay((r, c))) == (32 * (r // 16) + r % 16) * L + c, (r, c)
+
 
 
 def _isa_sf(rows: int, datapath: str, r: int) -> tuple[int, int]:

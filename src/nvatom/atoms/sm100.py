@@ -484,12 +484,13 @@ class _Tmem:
 #: the start of each 32-lane partition.  B, E: N split in halves stacked over lanes 0-63 and
 #: 64-127.  G (.ws M 32): N in quarters over the four 32-lane partitions.  The ISA draws them
 #: as figures; the placement matches CUTLASS's ``tmem_frg`` / ``tmem_frg_ws`` (the tests check
-#: each rule as an independent per-element formula).  C (M 128, cta_group::2, sparse A) is not
-#: modelled: None.
-DATAPATH_LAYOUTS: dict[str, tuple[str | None, tuple[int, ...]]] = {
+#: each rule as an independent per-element formula).  C (M 128, cta_group::2, sparse A): the
+#: ISA's table gives it F's organization ("4x1 (1/2 datapath utilized)", lane alignment 0 or
+#: 16) over each CTA's 64 rows, so it is F's rule with R = 64.
+DATAPATH_LAYOUTS: dict[str, tuple[str, tuple[int, ...]]] = {
     "A": ("(R,N):(L,1)", (0,)),
     "B": ("(R,(N/2,2)):(L,(1,64L))", (0,)),
-    "C": (None, (0, 16)),
+    "C": ("((16,R/16),N):((L,32L),1)", (0, 16)),
     "D": ("(R,N):(L,1)", (0,)),
     "E": ("(R,(N/2,2)):(L,(1,64L))", (0,)),
     "F": ("((16,R/16),N):((L,32L),1)", (0, 16)),
@@ -543,9 +544,6 @@ def d_tmem_layout(m: int, n: int, cta_group: int = 1, sparse: bool = False,
     32-bit column per element (an f16 D sits in the low half; PTX ISA 9.7.16.10.4.1)."""
     lid = layout_id(m, cta_group, sparse, ws)
     text = DATAPATH_LAYOUTS[lid][0]
-    if text is None:
-        raise UmmaError(f"data-path layout {lid} (M = {m}, cta_group::{cta_group}, sparse A) "
-                        "is not modelled: the ISA gives it only as a figure")
     return _tmem_text(text, m // cta_group, n)
 
 
@@ -1215,8 +1213,6 @@ def _layout_mismatch(atom: UmmaAtom, operand: str, layout: Any) -> Any:
         return None
     if operand in ("A", "B") and (operand == "B" or atom.a_source == "ss"):
         return _smem_mismatch(atom, operand, layout)
-    if atom.datapath == "C":
-        return None  # Layout C is not modelled: nothing to compare with (docs/sm100.md)
     want = atom.tmem_layout(operand)
     rows, cols = atom.tmem_tile(operand)
     if isinstance(layout, Layout) and layout.rank == 2 and is_int(layout.shape[0]) and \

@@ -35,7 +35,7 @@ the way the PTX ISA says the hardware does):
   read; A in TMEM through :func:`nvatom.atoms.sm100.a_tmem_layout`, scale factors through
   :func:`nvatom.atoms.sm100.sf_tmem_layout`).  The ISA draws these as figures; the row/column
   placement is cross-checked against CUTLASS's ``tmem_frg`` atoms in the tests.  Layout C
-  (M 128, cta_group::2, sparse A) raises.
+  (M 128, cta_group::2, sparse A) is F's organization per CTA (the ISA's table).
 * **tcgen05.mma**: D = A x B (+ D if enable-input-d; D scaled by 2^-scale_input_d), with
   A = M x K and B = N x K (both as the descriptor/TMEM read them), negation, per-block scale
   factors and structured-sparse A (1:2 tf32, 2:4, 4:8 in pairs for mxf4/mxf4nvf4; ISA
@@ -80,7 +80,7 @@ the way the PTX ISA says the hardware does):
   follows CUTLASS's packed sub-byte storage (element i at bit offset b*i), which TMA copies
   as is.  Not checked on a device.
 
-Not modelled (clear errors): Layout C; FP6/FP4 A of kind::f8f6f4 / mxf8f6f4 in tensor memory
+Not modelled (clear errors): FP6/FP4 A of kind::f8f6f4 / mxf8f6f4 in tensor memory
 (8-bit containers, ISA 9.7.16.10.4.3, bit positions only in figures); sparse metadata in
 TMEM for tf32, for M = 64 without .ws (Layout F) and for sparsity selectors other than 0 (it
 can be given as an array instead); the K = 96 form of mxf4/mxf4nvf4 (idesc k_size); the
@@ -357,7 +357,7 @@ def d_lanes_columns(m: int, n: int, cta_group: int = 1, sparse: bool = False,
     """(lane, column) offsets, each (M / cta_group) x N, of D's elements in one CTA's TMEM,
     relative to the D address, for row r of that CTA's share of M and column n: the layout
     :func:`nvatom.atoms.sm100.d_tmem_layout` (the data-path layouts of PTX ISA 9.7.16.10.5,
-    :data:`nvatom.atoms.sm100.DATAPATH_LAYOUTS`) evaluated.  Layout C raises."""
+    :data:`nvatom.atoms.sm100.DATAPATH_LAYOUTS`) evaluated."""
     lid = layout_id(m, cta_group, sparse, ws)
     try:
         lay = _sm100.d_tmem_layout(m, n, cta_group, sparse, ws)
@@ -643,8 +643,6 @@ def mma(tmem: Tmem | Sequence[Tmem], smem: Smem | Sequence[Smem], *, kind: str, 
         raise RefError(f"M x N = {d.m} x {d.n} is not a kind::{kind} cta_group::{cta_group}"
                        f"{' .ws' if ws else ''}{' sparse' if d.sparse else ''} shape")
     lid = layout_id(d.m, cta_group, d.sparse, ws)
-    if lid == "C":
-        raise RefError("data-path layout C (M = 128, cta_group::2, sparse A) is not modelled")
     kspec = KINDS[kind]
     if kspec.block_scaled and d.k_size:
         raise RefError("the K = 96 form (idesc k_size = 1) is not modelled")
