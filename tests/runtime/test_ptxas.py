@@ -92,7 +92,7 @@ def test_cache_hits_in_memory_and_on_disk(tmp_path) -> None:
     ptxas._memory_cache.clear()  # a new process: only the disk cache is left
     disk = ptxas.assemble(KERNEL, "sm_80")
     assert disk.cached and disk.cubin == first.cubin and disk.kernels == first.kernels
-    assert list((tmp_path / "cache" / "ptxas").rglob("*.cubin"))
+    assert list((tmp_path / "cache" / "ptxas").rglob("*.entry"))
     # Different target or options: a different entry.
     other = ptxas.assemble(KERNEL, "sm_86")
     assert not other.cached

@@ -8,7 +8,9 @@ target.  :func:`get_kernel` turns (source, target) into a :class:`LoadedKernel`:
 2. disk cache of the cubin (``$NVATOM_CACHE_DIR`` or ``~/.cache/nvatom``, sub-folder
    ``kernels``; ``NVATOM_CACHE_DIR=""`` disables it, as for ptxas), keyed by a hash of the key,
    the target, the ptxas build and a fingerprint of nvatom's own source, so editing an emitter
-   never serves a stale cubin;
+   never serves a stale cubin; an entry is one self-checking file written atomically
+   (:func:`nvatom.runtime.ptxas.write_entry`): a truncated, corrupted or foreign file is
+   removed and the kernel rebuilt (docs/reliability.md);
 3. otherwise the PTX is built and assembled (:func:`nvatom.runtime.ptxas.assemble`).
 
 Launching goes through ``cuda.core`` (``ObjectCode.from_cubin``, ``LaunchConfig(grid, block,
@@ -38,7 +40,6 @@ import dataclasses
 import functools
 import hashlib
 import inspect
-import json
 import os
 import re
 import struct
@@ -75,7 +76,7 @@ __all__ = [
 #: The largest dynamic shared memory a block may use without opting in (CUDA: 48 KB).
 DEFAULT_DYNAMIC_SMEM = 48 * 1024
 #: Bump when the disk-cache entry format changes.
-_CACHE_FORMAT = 1
+_CACHE_FORMAT = 2
 
 # PTX parameter type -> (struct format, integer range or None for floats)
 _SCALARS: dict[str, tuple[str, tuple[int, int] | None]] = {
@@ -339,27 +340,23 @@ def build_cubin(source: KernelSource, target: str) -> tuple[bytes, bool]:
     tool = ptxas.find_ptxas(target)
     key = _disk_key(source, target, tool.build)
     d = kernel_cache_dir()
-    if d is not None:
-        path = d / key[:2] / f"{key}.cubin"
-        try:
-            cubin = path.read_bytes()
-        except OSError:
-            pass
-        else:
-            _cubins[mkey] = cubin
-            return cubin, True
+    path = None if d is None else d / key[:2] / f"{key}.entry"
+    if path is not None:
+        got = ptxas.read_entry(path, key, elf=True)  # a bad file is removed and rebuilt
+        if got is not None and got[0].get("name") == source.name:
+            _cubins[mkey] = got[1]
+            return got[1], True
     res = ptxas.assemble(source.build(target), target, ptxas=tool)
     if source.name not in res.kernels:
         raise LaunchError(f"the PTX of '{source.key}' has no entry '{source.name}' "
                           f"(entries: {', '.join(res.kernels)})")
     _cubins[mkey] = res.cubin
-    if d is not None:
+    if path is not None:
+        meta = {"key": key, "source_key": source.key, "name": source.name, "target": target,
+                "resources": dataclasses.asdict(res.kernels[source.name])}
         try:
-            (d / key[:2]).mkdir(parents=True, exist_ok=True)
-            ptxas._atomic_write(d / key[:2] / f"{key}.cubin", res.cubin)
-            meta = {"key": source.key, "name": source.name, "target": target,
-                    "resources": dataclasses.asdict(res.kernels[source.name])}
-            ptxas._atomic_write(d / key[:2] / f"{key}.json", json.dumps(meta).encode())
+            path.parent.mkdir(parents=True, exist_ok=True)
+            ptxas.write_entry(path, meta, res.cubin)
         except OSError:
             pass  # a read-only or full disk only costs speed
     return res.cubin, False

@@ -11,7 +11,11 @@ can emit is assembled by it in the test suite.  This module
   shared memory, stack frame, spills, constant banks) and the diagnostics;
 * caches results (cubins and failures alike) by a content hash of the ptxas identity, the
   target, the options and the PTX text, in memory and on disk, so the test suite, which
-  assembles thousands of forms, stays fast.
+  assembles thousands of forms, stays fast.  A disk entry is one self-checking file (length
+  and SHA-256 header, its key inside, ELF magic for cubins) written atomically (temporary
+  file + ``os.replace``): concurrent writers, killed writers and truncated or corrupted files
+  give a rebuilt cubin, never a crash or a wrong one (:func:`write_entry`, :func:`read_entry`;
+  also used by the kernel cache of :mod:`nvatom.runtime.launch`; docs/reliability.md).
 
 Rejections raise :class:`nvatom.errors.PtxasError` carrying ptxas's own messages.
 """
@@ -25,9 +29,11 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -43,6 +49,8 @@ __all__ = [
     "check",
     "discover",
     "find_ptxas",
+    "read_entry",
+    "write_entry",
 ]
 
 _VERSION_RE = re.compile(r"release (\d+)\.(\d+), V([\d.]+)")
@@ -61,7 +69,7 @@ _SMEM_RE = re.compile(r"(\d+) bytes smem")
 _CMEM_RE = re.compile(r"(\d+) bytes cmem\[(\d+)\]")
 
 #: Bump when the cache entry format or the parser changes.
-_CACHE_FORMAT = 2
+_CACHE_FORMAT = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -309,6 +317,77 @@ def cache_dir() -> Path | None:
 
 _memory_cache: dict[str, tuple[bool, bytes, str]] = {}
 
+# A disk-cache entry is one file, written whole or not at all and checked when read:
+#
+#     magic (8 bytes) | meta length (u64) | blob length (u64) | sha256(meta + blob) (32 bytes)
+#     | meta (UTF-8 JSON object, holding the entry's "key") | blob (the cubin)
+#
+# Writers write a temporary file in the same directory and ``os.replace`` it onto the entry's
+# name (atomic on POSIX and Windows), so a reader sees the old file, the new one or none,
+# never half of one, and two processes writing the same entry at once both succeed (the last
+# rename wins; their contents are equal).  A reader rejects, and removes, a file that is short,
+# long, of another format, whose digest does not match, whose key is not the one asked for, or
+# whose blob is not an ELF file where a cubin is expected: the caller then rebuilds it.
+# Temporary files a killed writer left behind are never read, and are removed once stale.
+_ENTRY_MAGIC = b"nvatomE1"
+_ENTRY_HEADER = struct.Struct("<8sQQ32s")
+_ELF_MAGIC = b"\x7fELF"
+_TMP_PREFIX = ".tmp-"
+#: A temporary file older than this (seconds) is a dead writer's: removed by the next writer.
+STALE_TMP_SECONDS = 3600.0
+
+
+def write_entry(path: Path, meta: dict, blob: bytes = b"") -> None:
+    """Write a checked cache entry atomically (temporary file + ``os.replace``).  Raises
+    OSError when the disk refuses (callers treat that as a cache miss)."""
+    meta_bytes = json.dumps(meta, sort_keys=True).encode()
+    digest = hashlib.sha256(meta_bytes + blob).digest()
+    header = _ENTRY_HEADER.pack(_ENTRY_MAGIC, len(meta_bytes), len(blob), digest)
+    _atomic_write(path, header + meta_bytes + blob)
+
+
+def read_entry(path: Path, key: str, *, elf: bool = False) -> tuple[dict, bytes] | None:
+    """The (meta, blob) of a cache entry written by :func:`write_entry` for ``key``, or None
+    when it is absent or fails a check (the bad file is removed).  ``elf``: the blob must be a
+    non-empty ELF file (a cubin)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    entry = _decode_entry(data, key, elf)
+    if entry is None:
+        _discard(path)
+    return entry
+
+
+def _decode_entry(data: bytes, key: str, elf: bool) -> tuple[dict, bytes] | None:
+    n = _ENTRY_HEADER.size
+    if len(data) < n:
+        return None
+    magic, meta_len, blob_len, digest = _ENTRY_HEADER.unpack_from(data)
+    if magic != _ENTRY_MAGIC or len(data) != n + meta_len + blob_len:
+        return None
+    body = data[n:]
+    if hashlib.sha256(body).digest() != digest:
+        return None
+    try:
+        meta = json.loads(body[:meta_len].decode())
+    except (UnicodeDecodeError, ValueError):
+        return None
+    blob = body[meta_len:]
+    if not isinstance(meta, dict) or meta.get("key") != key:
+        return None
+    if elf and not blob.startswith(_ELF_MAGIC):
+        return None
+    return meta, blob
+
+
+def _discard(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass  # gone already (another reader), or read-only: the caller rebuilds anyway
+
 
 def _cache_key(tool: PtxasTool, target: str, args: Sequence[str], ptx: str) -> str:
     h = hashlib.sha256()
@@ -319,6 +398,10 @@ def _cache_key(tool: PtxasTool, target: str, args: Sequence[str], ptx: str) -> s
     return h.hexdigest()
 
 
+def _entry_path(d: Path, key: str) -> Path:
+    return d / key[:2] / f"{key}.entry"
+
+
 def _cache_get(key: str) -> tuple[bool, bytes, str] | None:
     hit = _memory_cache.get(key)
     if hit is not None:
@@ -326,13 +409,16 @@ def _cache_get(key: str) -> tuple[bool, bytes, str] | None:
     d = cache_dir()
     if d is None:
         return None
-    meta = d / key[:2] / f"{key}.json"
-    try:
-        info = json.loads(meta.read_text())
-        cubin = (d / key[:2] / f"{key}.cubin").read_bytes() if info["ok"] else b""
-    except (OSError, ValueError, KeyError):
+    got = read_entry(_entry_path(d, key), key)
+    if got is None:
         return None
-    entry = (bool(info["ok"]), cubin, str(info["log"]))
+    meta, cubin = got
+    ok, log = meta.get("ok"), meta.get("log")
+    if not isinstance(ok, bool) or not isinstance(log, str) or \
+            (ok and not cubin.startswith(_ELF_MAGIC)):
+        _discard(_entry_path(d, key))
+        return None
+    entry = (ok, cubin, log)
     _memory_cache[key] = entry
     return entry
 
@@ -342,22 +428,41 @@ def _cache_put(key: str, ok: bool, cubin: bytes, log: str) -> None:
     d = cache_dir()
     if d is None:
         return
-    sub = d / key[:2]
     try:
-        sub.mkdir(parents=True, exist_ok=True)
-        # Write-then-rename so parallel test workers never read half a file.
-        if ok:
-            _atomic_write(sub / f"{key}.cubin", cubin)
-        _atomic_write(sub / f"{key}.json", json.dumps({"ok": ok, "log": log}).encode())
+        (d / key[:2]).mkdir(parents=True, exist_ok=True)
+        write_entry(_entry_path(d, key), {"key": key, "ok": ok, "log": log},
+                    cubin if ok else b"")
     except OSError:
         pass  # a read-only or full disk only costs speed
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    """Write ``data`` to ``path`` through a temporary file in the same directory and
+    ``os.replace``: readers never see a partial file.  The temporary file is removed when
+    the write fails; stale ones of killed writers are swept (:data:`STALE_TMP_SECONDS`)."""
+    _sweep_stale(path.parent)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP_PREFIX)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        _discard(Path(tmp))
+        raise
+
+
+def _sweep_stale(d: Path) -> None:
+    now = time.time()
+    try:
+        names = [e for e in os.scandir(d) if e.name.startswith(_TMP_PREFIX)]
+    except OSError:
+        return
+    for e in names:
+        try:
+            if now - e.stat().st_mtime > STALE_TMP_SECONDS:
+                os.unlink(e.path)
+        except OSError:
+            pass  # another writer swept it first
 
 
 # --------------------------------------------------------------------------- assembly
