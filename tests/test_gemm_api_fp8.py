@@ -96,8 +96,9 @@ def test_fp8_problem() -> None:
      TensorArgumentError, "b has dtype float8_e5m2 \\(e5m2\\); this kernel takes bf16, f16, e4m3"),
     ((a8(64, 64), mat(64, 64).T), {"scale_a": 1.0, "scale_b": 1.0}, TensorArgumentError,
      "a is e4m3 but b is bf16"),
-    ((a8(64, 40), b8(40, 64)), {"scale_a": 1.0, "scale_b": 1.0}, TensorArgumentError,
-     r"a's leading stride 40 elements \(40 bytes\) is not a multiple of 16 bytes"),
+    # a 40-byte row pitch is legal storage (staged where a kernel needs 16 bytes); K = 40
+    # itself is what no kernel runs (test_cli_gemm_e4m3_errors, tests/runtime/test_gemm_dispatch)
+    ((a8(64, 40), b8(40, 64)), {"scale_a": 1.0, "scale_b": 1.0}, None, None),
 ])
 def test_fp8_check_errors(args, kw, err, match) -> None:
     if err is None:  # a control: the same call with a K-major b passes

@@ -20,6 +20,7 @@ import re
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 from nvatom.errors import NvatomError
 
@@ -36,12 +37,23 @@ def _capability(target_name: str) -> tuple[int, int]:
 
 
 def _cmd_gemm(args: argparse.Namespace) -> int:
-    from nvatom.gemm import SCALED_DTYPES, SCALED_OUT_DTYPE, GemmError, GemmProblem, plan
+    from nvatom.gemm import (
+        SCALED_DTYPES,
+        SCALED_OUT_DTYPE,
+        GemmError,
+        GemmProblem,
+        check_sizes,
+        plan,
+    )
     from nvatom.runtime.ptxas import assemble
 
     for name in ("m", "n", "k"):
         if getattr(args, name) < 1:
             raise GemmError(f"--{name} must be >= 1, got {getattr(args, name)}")
+    try:
+        check_sizes(args.m, args.n, args.k)
+    except GemmError as e:  # name the option
+        raise GemmError(f"--{str(e)[0].lower()}{str(e)[1:]}") from None
     fp8 = args.dtype in SCALED_DTYPES
     out_dtype = args.out_dtype or (SCALED_OUT_DTYPE if fp8 else args.dtype)
     b_major = args.b_major or ("K" if fp8 else "N")
@@ -55,6 +67,8 @@ def _cmd_gemm(args: argparse.Namespace) -> int:
         raise GemmError(f"--dtype {args.dtype} --out-dtype {out_dtype}: FP8 GEMMs write "
                         f"{SCALED_OUT_DTYPE}")
     args.b_major = b_major
+    if args.run or args.bench:
+        _torch_for(args)
     problem = GemmProblem(args.m, args.n, args.k, args.dtype, out_dtype, args.a_major,
                           b_major)
     cap = _capability(args.target)
@@ -77,13 +91,21 @@ def _cmd_gemm(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(args: argparse.Namespace, out_dtype: str) -> None:
+def _torch_for(args: argparse.Namespace) -> Any:
+    """torch with a GPU, for ``--run`` / ``--bench`` (checked before anything is built)."""
+    flag = "--bench" if args.bench else "--run"
     try:
         import torch
     except ImportError:
-        raise NvatomError("--run needs torch") from None
+        raise NvatomError(f"{flag} needs torch (pip install torch), which is not installed; "
+                          "without it, leave out --run and --bench") from None
     if not torch.cuda.is_available():
-        raise NvatomError("--run needs a CUDA GPU (torch.cuda.is_available() is False)")
+        raise NvatomError(f"{flag} needs a CUDA GPU (torch.cuda.is_available() is False)")
+    return torch
+
+
+def _run(args: argparse.Namespace, out_dtype: str) -> None:
+    torch = _torch_for(args)
     from nvatom.gemm import gemm
     from nvatom.runtime.torch_interop import torch_dtype
 

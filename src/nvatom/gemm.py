@@ -32,7 +32,12 @@ from typing import Any, Protocol
 
 from nvatom.errors import NvatomError
 from nvatom.runtime.launch import KernelSource, LruCache, PackedParams, get_kernel
-from nvatom.runtime.torch_interop import TensorArgumentError, TensorInfo, check_matrix
+from nvatom.runtime.torch_interop import (
+    ELEMENT_BYTES,
+    TensorArgumentError,
+    TensorInfo,
+    check_matrix,
+)
 
 __all__ = [
     "PROVIDERS",
@@ -40,10 +45,14 @@ __all__ = [
     "GemmLaunch",
     "GemmProblem",
     "GemmProvider",
+    "GemmRoute",
+    "OperandRule",
     "Sm80Provider",
+    "explain",
     "gemm",
     "plan",
     "register_provider",
+    "route",
 ]
 
 #: Accumulator types offered (the MMA atoms used accumulate in f32).
@@ -55,6 +64,14 @@ SCALED_OUT_DTYPE = "bf16"
 _B_COL_HINT = "b = b_rowmajor.t().contiguous().t()"
 #: Modules imported once to let them register a provider (optional; absent is fine).
 PLUGIN_MODULES = ("nvatom.kernels.gemm_sm90",)
+#: The largest M, N or K: the kernels index rows, columns and K steps with 32-bit integers,
+#: some signed (``s32`` K remainders and column limits), and take them as ``u32`` parameters.
+MAX_DIM = 2**31 - 1
+#: gridDim.x's limit (CUDA C++ Programming Guide, "Compute Capabilities": 2^31 - 1).
+MAX_GRID_X = 2**31 - 1
+#: Staged operands (copies made so a kernel can read or write them) start at a multiple of
+#: this many bytes, with rows padded to the kernel's pitch rule.
+STAGE_ALIGN = 256
 
 
 class GemmError(NvatomError, ValueError):
@@ -105,6 +122,73 @@ class GemmLaunch:
             key, lambda: PackedParams.of(self.source.params, self.args(a, b, d, p, scales)))
 
 
+@dataclasses.dataclass(frozen=True)
+class OperandRule:
+    """What a kernel needs of one operand's storage to read or write it where it lies.
+
+    ``base_align``: the data pointer is a multiple of it (bytes).  ``pitch_align``: the row
+    pitch (leading stride x element size) is a multiple of it, when more than one line is
+    stored.  ``max_ld``: the largest leading stride, in elements (the kernel's parameter
+    width), or None.  ``max_pitch``: the row pitch is below it (bytes), or None.
+    ``no_overlap``: the leading stride is at least the contiguous extent (lines do not
+    overlap: a TMA tensor map).  ``why``: the hardware reason, shown by :func:`explain`.
+    An operand that breaks a rule is staged: copied to (or, for ``out``, computed in) an
+    aligned buffer, :data:`STAGE_ALIGN`-byte aligned with a tight, padded pitch that meets
+    every rule."""
+
+    base_align: int
+    pitch_align: int
+    why: str
+    max_ld: int | None = None
+    max_pitch: int | None = None
+    no_overlap: bool = False
+
+    def violation(self, t: TensorInfo) -> str | None:
+        """Why ``t`` cannot be used in place (None: it can)."""
+        if t.ptr % self.base_align:
+            return (f"{t.name}'s data pointer 0x{t.ptr:x} is not {self.base_align}-byte "
+                    f"aligned ({self.why})")
+        if t.lines <= 1:  # one line: the leading stride addresses nothing (see settle_ld)
+            return None
+        pitch = t.ld * t.element_bytes
+        if pitch % self.pitch_align:
+            return (f"{t.name}'s row pitch {t.ld} elements ({pitch} bytes) is not a multiple "
+                    f"of {self.pitch_align} bytes ({self.why})")
+        if self.no_overlap and t.ld < t.inner:
+            return (f"{t.name}'s leading stride {t.ld} is below its {t.inner} elements per "
+                    f"line: its lines overlap ({self.why})")
+        if self.max_ld is not None and t.ld > self.max_ld:
+            return f"{t.name}'s leading stride {t.ld} exceeds {self.max_ld} ({self.why})"
+        if self.max_pitch is not None and pitch >= self.max_pitch:
+            return (f"{t.name}'s row pitch {pitch} bytes is not below {self.max_pitch} "
+                    f"({self.why})")
+        return None
+
+    def tight_ld(self, inner: int, element_bytes: int) -> int:
+        """The smallest leading stride >= ``inner`` (at least 1) whose pitch meets the rule."""
+        step = self.pitch_align // math.gcd(self.pitch_align, element_bytes)
+        return -(-max(inner, 1) // step) * step
+
+    def settle_ld(self, t: TensorInfo) -> TensorInfo:
+        """``t`` with a leading stride that meets the rule when it stores one line (torch
+        gives a 1 x N view any stride; the kernel is never asked to step by it)."""
+        if t.lines > 1:
+            return t
+        ld = self.tight_ld(t.inner, t.element_bytes)
+        return t if ld == t.ld else t.with_ld(ld)
+
+
+def default_operand_rules(problem: GemmProblem) -> dict[str, OperandRule]:
+    """The rules of a provider that states none (:meth:`GemmProvider.operand_rules`): those of
+    the SM80 kernel, 16-byte A and B (cp.async) and pair-aligned D."""
+    cp = OperandRule(16, 16, "cp.async moves 16-byte chunks; lda and ldb are u32",
+                     max_ld=2**32 - 1)
+    pair = 2 * ELEMENT_BYTES[problem.out_dtype]
+    d = OperandRule(pair, pair, f"column pairs are stored as one {pair}-byte access; ldd is "
+                    "u32", max_ld=2**32 - 1)
+    return {"a": cp, "b": cp, "out": d}
+
+
 class GemmProvider(Protocol):
     """A family of GEMM kernels (one per SM generation).
 
@@ -122,6 +206,11 @@ class GemmProvider(Protocol):
     def target(self, capability: tuple[int, int]) -> str: ...
 
     def plan(self, problem: GemmProblem, target: str) -> GemmLaunch: ...
+
+    def operand_rules(self, problem: GemmProblem) -> dict[str, OperandRule]:
+        """Optional: what the kernel needs of ``a``, ``b`` and ``out`` in memory
+        (:func:`default_operand_rules` when absent)."""
+        ...
 
 
 class Sm80Provider:
@@ -151,7 +240,24 @@ class Sm80Provider:
                     f"not {problem.in_dtype} -> {problem.out_dtype}")
         if problem.acc != "f32":
             return f"accumulates in f32, not {problem.acc}"
+        spec = self._spec(problem)
+        ctas = spec.grid(problem.m, problem.n)[0]
+        if ctas > MAX_GRID_X:
+            c = spec.config
+            return (f"M x N = {problem.m} x {problem.n} needs {ctas} CTAs of {c.bm} x {c.bn}, "
+                    f"more than the launch grid takes (gridDim.x <= {MAX_GRID_X} = 2^31 - 1)")
         return None
+
+    def operand_rules(self, problem: GemmProblem) -> dict[str, OperandRule]:
+        return default_operand_rules(problem)
+
+    def _spec(self, problem: GemmProblem) -> Any:
+        from nvatom.kernels import gemm_sm80 as k
+
+        return k.GemmSm80Spec(problem.in_dtype, problem.out_dtype,
+                              "K" if problem.a_major == "K" else "M",
+                              "N" if problem.b_major == "N" else "K",
+                              self.config or k.GemmSm80Config())
 
     def target(self, capability: tuple[int, int]) -> str:
         # A cubin runs only on its own major (sm_80 SASS does not load on sm_90), so the
@@ -163,10 +269,7 @@ class Sm80Provider:
     def plan(self, problem: GemmProblem, target: str) -> GemmLaunch:
         from nvatom.kernels import gemm_sm80 as k
 
-        spec = k.GemmSm80Spec(problem.in_dtype, problem.out_dtype,
-                              "K" if problem.a_major == "K" else "M",
-                              "N" if problem.b_major == "N" else "K",
-                              self.config or k.GemmSm80Config())
+        spec = self._spec(problem)
         source = KernelSource(repr(spec), spec.kernel_name, k.kernel_params(),
                               lambda t, s=spec: k.emit_ptx(s, t))
         return GemmLaunch(source, spec.grid(problem.m, problem.n), spec.block(),
@@ -235,6 +338,78 @@ def plan(problem: GemmProblem, capability: tuple[int, int],
         f"(M x N x K = {problem.m} x {problem.n} x {problem.k}); " + "; ".join(reasons))
 
 
+@dataclasses.dataclass(frozen=True)
+class GemmRoute:
+    """How one call runs: the provider's plan and target, the operands as the kernel gets
+    them (``a``, ``b``, ``out``: a one-line operand's leading stride settled to the rule) and
+    which of them are ``staged`` (copied to an aligned buffer first; for ``out``, computed in
+    one and copied back), each with its reason in ``why``."""
+
+    launch: GemmLaunch
+    target: str
+    provider: str
+    a: TensorInfo
+    b: TensorInfo
+    out: TensorInfo
+    rules: dict[str, OperandRule] = dataclasses.field(compare=False, hash=False)
+    staged: tuple[str, ...] = ()
+    why: tuple[str, ...] = ()
+
+
+def _provider_named(name: str, providers: Sequence[GemmProvider]) -> GemmProvider:
+    for p in providers:
+        if p.name == name:
+            return p
+    raise GemmError(f"no GEMM provider named '{name}' (registered: "
+                    f"{', '.join(p.name for p in providers)})")
+
+
+def route(a: TensorInfo, b: TensorInfo, out: TensorInfo, problem: GemmProblem,
+          capability: tuple[int, int], provider: str | None = None) -> GemmRoute:
+    """Choose the kernel for checked operands (:func:`check_operands`; ``out`` as it will be
+    written) without launching anything: the first provider that supports ``problem`` (or
+    the one named ``provider``), and, from its :class:`OperandRule` table, the operands it
+    cannot take where they lie: those are staged.  Staging replaces an operand by a copy with
+    a :data:`STAGE_ALIGN`-aligned base and a tight padded pitch, which every rule accepts, so
+    a documented input is never refused for its alignment or row pitch."""
+    if provider is None:
+        launch, target = plan(problem, capability)
+        chosen = _provider_named(launch.provider, PROVIDERS)
+    else:
+        launch, target = _plan_with(problem, capability, provider)
+        chosen = _provider_named(provider, PROVIDERS)
+    rules_of = getattr(chosen, "operand_rules", None)
+    rules = rules_of(problem) if rules_of is not None else default_operand_rules(problem)
+    infos, staged, why = {}, [], []
+    for name, t in (("a", a), ("b", b), ("out", out)):
+        rule = rules[name]
+        reason = rule.violation(t)
+        if reason is not None:
+            staged.append(name)
+            why.append(reason)
+        infos[name] = rule.settle_ld(t)
+    return GemmRoute(launch, target, launch.provider, infos["a"], infos["b"], infos["out"],
+                     rules, tuple(staged), tuple(why))
+
+
+def explain(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None,
+            scale_a: Any = None, scale_b: Any = None,
+            capability: tuple[int, int] | None = None) -> GemmRoute:
+    """The :class:`GemmRoute` :func:`gemm` takes for these arguments (checked as it checks
+    them), without running it.  ``capability``: the GPU's (default: the operands' device's,
+    from torch).  Without ``out`` the route is that of the fresh contiguous output gemm
+    makes."""
+    ai, bi, oi, problem = check_operands(a, b, out, acc=acc, scale_a=scale_a, scale_b=scale_b)
+    if oi is None:  # what gemm() allocates: contiguous, aligned
+        oi = TensorInfo("out", STAGE_ALIGN, problem.out_dtype, (problem.m, problem.n),
+                        (problem.n, 1), ai.device, "row")
+    if capability is None:
+        import torch
+
+        capability = tuple(torch.cuda.get_device_capability(ai.device))  # type: ignore[assignment]
+    return route(ai, bi, oi, problem, capability, provider)  # type: ignore[arg-type]
+
+
 def _cc(capability: Sequence[int]) -> str:
     return f"{capability[0]}.{capability[1]}"
 
@@ -250,14 +425,18 @@ def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
     from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
 
     in_dtypes = (*IN_DTYPES, *SCALED_DTYPES)
-    ai = check_matrix(a, "a", dtypes=in_dtypes, majors=("row", "col"))
-    bi = check_matrix(b, "b", dtypes=in_dtypes, majors=("row", "col"), device=ai.device)
+    # Alignment is each provider's rule (OperandRule): an operand a kernel cannot take where
+    # it lies is staged through an aligned copy (route), never refused.
+    ai = check_matrix(a, "a", dtypes=in_dtypes, majors=("row", "col"), align_bytes=1)
+    bi = check_matrix(b, "b", dtypes=in_dtypes, majors=("row", "col"), device=ai.device,
+                      align_bytes=1)
     if ai.dtype != bi.dtype:
         raise TensorArgumentError(f"a is {ai.dtype} but b is {bi.dtype}; the operands must "
                                   "have one element type")
     (m, ka), (kb, n) = ai.shape, bi.shape
     if ka != kb:
         raise GemmError(f"shapes do not chain: a is {m}x{ka}, b is {kb}x{n} ({ka} != {kb})")
+    check_sizes(m, n, ka)
     if n % 2:
         raise GemmError(f"N = {n} is odd: the kernels store output columns in pairs; pad b to "
                         f"{n + 1} columns")
@@ -274,19 +453,31 @@ def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
     oi = None
     out_dtype = SCALED_OUT_DTYPE if scaled else ai.dtype
     if out is not None:
-        oi = check_matrix(out, "out", dtypes=OUT_DTYPES, majors=("row",), align_bytes=4,
+        oi = check_matrix(out, "out", dtypes=OUT_DTYPES, majors=("row",), align_bytes=1,
                           device=ai.device)
         if oi.shape != (m, n):
             raise GemmError(f"out has shape {oi.shape}, the product is {m}x{n}")
         if scaled and oi.dtype != SCALED_OUT_DTYPE:
             raise GemmError(f"out is {oi.dtype}: {ai.dtype} x {ai.dtype} GEMMs write "
                             f"{SCALED_OUT_DTYPE} output")
-        _check_out_pairs(oi)
+        if m > 1 and n > 0 and oi.ld < n:
+            raise TensorArgumentError(
+                f"out's rows overlap (row stride {oi.ld} < N = {n}, strides {oi.strides}): "
+                "each element of the product needs its own place; pass a tensor with row "
+                f"stride >= {n}, e.g. torch.empty({m}, {n})")
         out_dtype = oi.dtype
     problem = GemmProblem(m, n, ka, ai.dtype, out_dtype,
                           "K" if ai.major == "row" else "M", "N" if bi.major == "row" else "K",
                           acc)
     return ai, bi, oi, problem
+
+
+def check_sizes(m: int, n: int, k: int) -> None:
+    """Refuse a size the kernels' 32-bit index arithmetic cannot take (:data:`MAX_DIM`)."""
+    for dim, v in (("M", m), ("N", n), ("K", k)):
+        if v > MAX_DIM:
+            raise GemmError(f"{dim} = {v} is larger than {MAX_DIM} (2^31 - 1), the largest size "
+                            "the GEMM kernels' 32-bit index arithmetic takes")
 
 
 def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int) -> None:
@@ -330,16 +521,6 @@ def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int) -> None
             raise GemmError(f"{name} is on cuda:{idx}, the operands on cuda:{device}")
 
 
-def _check_out_pairs(oi: TensorInfo) -> None:
-    """Column pairs are stored as one 4-byte (16-bit D) or 8-byte (f32 D) access."""
-    pair = 2 * oi.element_bytes
-    if oi.shape[0] > 1 and oi.ld % 2:
-        raise TensorArgumentError(f"out's row stride {oi.ld} is odd; the kernels store column "
-                                  "pairs")
-    if oi.ptr % pair:
-        raise TensorArgumentError(f"out's data pointer 0x{oi.ptr:x} is not {pair}-byte aligned")
-
-
 def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None,
          scale_a: Any = None, scale_b: Any = None) -> Any:
     """``a @ b`` for 2-D CUDA torch tensors (bf16 or f16 operands, f32 accumulation), or
@@ -365,8 +546,6 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     prepared (per plan) and its arguments packed with their encoded tensor maps (bounded LRU
     per pointers and strides); then one ``cuLaunchKernelEx``.
     """
-    import torch
-
     key: tuple[Any, ...] | None = None
     if out is not None:
         try:
@@ -379,13 +558,17 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
         except Exception:  # not tensors, or unhashable: the checks below say what is wrong
             key = hit = None
         if hit is not None:
+            import torch
+
             hit[0](hit[1], torch.cuda.current_stream(hit[2]).cuda_stream)
             return out
     ai, bi, oi, problem = check_operands(a, b, out, acc=acc, scale_a=scale_a, scale_b=scale_b)
+    import torch
+
     if out is None:
         odt = torch.bfloat16 if ai.dtype in SCALED_DTYPES else a.dtype
         out = torch.empty((problem.m, problem.n), dtype=odt, device=a.device)
-        oi = check_matrix(out, "out", dtypes=(problem.out_dtype,), align_bytes=4)
+        oi = check_matrix(out, "out", dtypes=(problem.out_dtype,), align_bytes=1)
     assert oi is not None
     if problem.m == 0 or problem.n == 0:
         return out
@@ -396,13 +579,11 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     cap = _capabilities.get(dev)
     if cap is None:
         cap = _capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
-    if provider is None:
-        launch, target = plan(problem, cap)  # type: ignore[arg-type]
-    else:
-        launch, target = _plan_with(problem, cap, provider)  # type: ignore[arg-type]
+    r = route(ai, bi, oi, problem, cap, provider)  # type: ignore[arg-type]
+    launch = r.launch
     run = _launchers.get((id(launch), dev))
     if run is None or run[0] is not launch:
-        kernel = get_kernel(launch.source, target, device=dev)
+        kernel = get_kernel(launch.source, r.target, device=dev)
         run = (launch, kernel.launcher(launch.grid, launch.block, shmem=launch.shmem,
                                        cluster=launch.cluster))
         _launchers[(id(launch), dev)] = run
@@ -410,13 +591,55 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     if problem.in_dtype in SCALED_DTYPES:
         sa, sb = _scale_tensor(scale_a, dev), _scale_tensor(scale_b, dev)
         scales, keep = (int(sa.data_ptr()), int(sb.data_ptr())), (sa, sb)
-    params = launch.packed(ai, bi, oi, problem, scales)
-    run[1](params, torch.cuda.current_stream(dev).cuda_stream)
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    if r.staged:
+        _run_staged(r, run[1], {"a": a, "b": b, "out": out}, problem, scales, stream)
+        return out  # not call-cached: the staging buffers are made per call
+    params = launch.packed(r.a, r.b, r.out, problem, scales)
+    run[1](params, stream)
     if key is not None:
         if len(_calls) >= _MAX_CALLS:
             del _calls[next(iter(_calls))]  # the oldest entry
         _calls[key] = (run[1], params, dev, keep)  # keep: scale tensors made from floats
     return out
+
+
+def _staging_buffer(t: TensorInfo, like: Any, rule: OperandRule) -> Any:
+    """An empty tensor of ``t``'s shape, dtype and major on ``like``'s device whose base is
+    :data:`STAGE_ALIGN`-aligned and whose pitch is :meth:`OperandRule.tight_ld`."""
+    import torch
+
+    eb = t.element_bytes
+    ld = rule.tight_ld(t.inner, eb)
+    extra = STAGE_ALIGN // eb
+    flat = torch.empty(max(t.lines, 1) * ld + extra, dtype=like.dtype, device=like.device)
+    offset = (-int(flat.data_ptr()) % STAGE_ALIGN) // eb
+    strides = (ld, 1) if t.major == "row" else (1, ld)
+    return flat.as_strided(t.shape, strides, offset)
+
+
+def _run_staged(r: GemmRoute, launcher: Any, tensors: dict[str, Any], problem: GemmProblem,
+                scales: tuple[int, int] | None, stream: int) -> None:
+    """Launch ``r`` with its staged operands copied into aligned buffers (``out``: computed
+    in one, then copied into ``out``), all on torch's current stream, so the buffers may be
+    freed (and reused by later work on that stream) as soon as this returns."""
+    infos = {"a": r.a, "b": r.b, "out": r.out}
+    bufs = {}
+    for name in r.staged:
+        buf = _staging_buffer(infos[name], tensors[name], r.rules[name])
+        if name != "out":
+            buf.copy_(tensors[name])
+        bufs[name] = buf
+        t = check_matrix(buf, name, dtypes=(infos[name].dtype,), majors=(infos[name].major,),
+                         align_bytes=1)
+        assert r.rules[name].violation(t) is None, r.rules[name].violation(t)
+        infos[name] = r.rules[name].settle_ld(t)
+    launch = r.launch
+    params = PackedParams.of(launch.source.params,
+                             launch.args(infos["a"], infos["b"], infos["out"], problem, scales))
+    launcher(params, stream)
+    if "out" in bufs:
+        tensors["out"].copy_(bufs["out"])
 
 
 def _scale_key(v: Any) -> Any:
@@ -451,10 +674,7 @@ def _plan_with(problem: GemmProblem, capability: tuple[int, int],
     if hit is not None:
         return hit
     _load_plugins()
-    chosen = [p for p in PROVIDERS if p.name == name]
-    if not chosen:
-        raise GemmError(f"no GEMM provider named '{name}' (registered: "
-                        f"{', '.join(p.name for p in PROVIDERS)})")
+    chosen = [_provider_named(name, PROVIDERS)]
     hit = _named_plans[key] = plan(problem, capability, chosen)
     return hit
 

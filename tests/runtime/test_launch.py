@@ -120,6 +120,20 @@ def test_launch_dims() -> None:
     for bad in (0, (1, 2, 3, 4), (2, -1), (True,)):
         with pytest.raises(LaunchError, match="grid must be 1 to 3 positive ints"):
             launch._dims(bad, "grid")  # type: ignore[arg-type]
+    # CUDA's launch limits (Programming Guide, technical specifications per compute capability)
+    assert launch._dims((2**31 - 1, 65535, 65535), "grid") == (2**31 - 1, 65535, 65535)
+    assert launch._dims((1024, 1, 1), "block") == (1024, 1, 1)
+    for bad, what, match in (
+            (2**31, "grid", r"gridDim.x = 2147483648 exceeds the CUDA limit 2147483647"),
+            (9 * 10**29, "grid", r"gridDim.x = 90{29} exceeds the CUDA limit"),
+            ((1, 65536), "grid", r"gridDim.y = 65536 exceeds the CUDA limit 65535"),
+            ((1, 1, 65536), "grid", r"gridDim.z = 65536 exceeds"),
+            (1025, "block", r"blockDim.x = 1025 exceeds the CUDA limit 1024"),
+            ((1, 1, 65), "block", r"blockDim.z = 65 exceeds the CUDA limit 64"),
+            ((64, 32), "block", r"block \(64, 32, 1\) has 2048 threads, more than the CUDA "
+                                r"limit 1024")):
+        with pytest.raises(LaunchError, match=match):
+            launch._dims(bad, what)
 
 
 # --------------------------------------------------------------------------- cache
@@ -224,10 +238,18 @@ def test_check_operands_problem() -> None:
     ((mat(8, 8), mat(8, 8), mat(8, 16)), GemmError, r"out has shape \(8, 16\), the product is 8x8"),
     ((mat(8, 8), mat(8, 8), mat(8, 8).T), TensorArgumentError, "out with shape"),
     ((mat(8, 8), FakeTensor((8, 7), (8, 1))), GemmError, "N = 7 is odd"),
-    ((mat(8, 8), mat(8, 8), mat(8, 8, dtype="torch.float32", ptr=0x7F0000000004)),
-     TensorArgumentError, "out's data pointer 0x7f0000000004 is not 8-byte aligned"),
-    ((mat(8, 8), FakeTensor((8, 6), (8, 1)), FakeTensor((8, 6), (7, 1))), TensorArgumentError,
-     "out's leading stride 7"),
+    ((mat(8, 8), FakeTensor((8, 6), (8, 1)), FakeTensor((8, 6), (5, 1))), TensorArgumentError,
+     r"out's rows overlap \(row stride 5 < N = 6, strides \(5, 1\)\)"),
+    ((mat(8, 8), mat(8, 8), FakeTensor((8, 8), (0, 1))), TensorArgumentError,
+     r"out's rows overlap \(row stride 0 < N = 8"),
+    (([[1.0]], [[1.0]]), TensorArgumentError,
+     r"a is a list, not a torch tensor: nvatom's kernels take torch CUDA tensors"),
+    ((mat(8, 8), mat(8, 8), (1, 2)), TensorArgumentError,
+     r"out is a tuple, not a torch tensor"),
+    ((mat(2**31, 8), mat(8, 8)), GemmError,
+     r"M = 2147483648 is larger than 2147483647 \(2\^31 - 1\), the largest size the GEMM "
+     r"kernels' 32-bit index arithmetic takes"),
+    ((mat(8, 10**30), mat(10**30, 8)), GemmError, r"K = 10{30} is larger than 2147483647"),
     ((mat(8, 8), mat(8, 8), mat(8, 8, dtype="torch.float8_e4m3fn")), TensorArgumentError,
      "out has dtype float8_e4m3fn"),
 ])

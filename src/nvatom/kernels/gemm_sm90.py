@@ -58,7 +58,7 @@ from nvatom.atoms.copy import MATRIX_COPIES
 from nvatom.atoms.sm90 import WgmmaForm, wgmma_form
 from nvatom.atoms.smem import smem_layout, smem_swizzle
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
-from nvatom.descriptors.tma import TensorMap
+from nvatom.descriptors.tma import MAX_GLOBAL_STRIDE, TensorMap
 from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor, make_gmma_desc
 from nvatom.errors import NvatomError
 from nvatom.layout import tile_to_shape
@@ -796,6 +796,18 @@ def _check_problem(cfg: GemmSm90Config, m: int, n: int, k: int) -> None:
     if (n * ob) % 16:
         raise GemmSm90Error(f"N = {n}: a row of D ({n} x {ob} bytes) is not a multiple of 16 "
                             f"bytes (TMA's stride rule); N must be a multiple of {16 // ob}")
+    tm = -(-m // cfg.block_m)
+    tm += tm % 2 if cfg.cluster_m == 2 else 0
+    tiles = tm * -(-n // cfg.block_n)
+    if tiles > _MAX_TILES:
+        raise GemmSm90Error(f"M x N = {m} x {n} makes {tiles} tiles of {cfg.block_m} x "
+                            f"{cfg.block_n}, more than the kernel's 32-bit tile index (and a "
+                            f"non-persistent grid) takes: at most {_MAX_TILES} = 2^31 - 1")
+
+
+#: The most output tiles: the kernel counts them in u32 (tiles_m * tiles_n, tile + nctaid),
+#: and a non-persistent launch has one CTA each (gridDim.x <= 2^31 - 1).
+_MAX_TILES = 2**31 - 1
 
 
 def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: int = 0,
@@ -1087,6 +1099,17 @@ class Sm90Provider:
         except GemmSm90Error as e:
             return str(e)
         return None
+
+    def operand_rules(self, problem: Any) -> dict[str, Any]:
+        """TMA's rules for every operand (``cuTensorMapEncodeTiled``, :mod:`nvatom.descriptors.
+        tma`): 16-byte aligned global address, row pitch a multiple of 16 bytes below 2^40,
+        rows that do not overlap (the pitch covers the row).  ``nvatom.gemm`` stages an
+        operand that breaks one through an aligned copy."""
+        from nvatom.gemm import OperandRule
+
+        tma = OperandRule(16, 16, "TMA: 16-byte aligned global address and row pitch",
+                          max_pitch=MAX_GLOBAL_STRIDE, no_overlap=True)
+        return {"a": tma, "b": tma, "out": tma}
 
     def target(self, capability: tuple[int, int]) -> str:
         return "sm_90a"

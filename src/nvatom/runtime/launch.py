@@ -75,6 +75,11 @@ __all__ = [
 
 #: The largest dynamic shared memory a block may use without opting in (CUDA: 48 KB).
 DEFAULT_DYNAMIC_SMEM = 48 * 1024
+#: Launch-shape limits of every GPU nvatom targets (CUDA C++ Programming Guide, "Compute
+#: Capabilities", technical specifications: grid x 2^31 - 1, y and z 65535; block x and y
+#: 1024, z 64, 1024 threads in all).
+_DIM_LIMITS = {"grid": (2**31 - 1, 65535, 65535), "block": (1024, 1024, 64)}
+MAX_BLOCK_THREADS = 1024
 #: Bump when the disk-cache entry format changes.
 _CACHE_FORMAT = 2
 
@@ -401,7 +406,17 @@ def _dims(v: int | Sequence[int], what: str) -> tuple[int, int, int]:
     if not 1 <= len(t) <= 3 or any(isinstance(x, bool) or not isinstance(x, int) or x < 1
                                    for x in t):
         raise LaunchError(f"{what} must be 1 to 3 positive ints, got {v!r}")
-    return (*t, 1, 1)[:3]  # type: ignore[return-value]
+    dims: tuple[int, int, int] = (*t, 1, 1)[:3]  # type: ignore[assignment]
+    limits = _DIM_LIMITS.get(what)
+    if limits is not None:
+        for axis, x, most in zip("xyz", dims, limits, strict=True):
+            if x > most:
+                raise LaunchError(f"{what} {dims}: {what}Dim.{axis} = {x} exceeds the CUDA "
+                                  f"limit {most}")
+        if what == "block" and dims[0] * dims[1] * dims[2] > MAX_BLOCK_THREADS:
+            raise LaunchError(f"block {dims} has {dims[0] * dims[1] * dims[2]} threads, more "
+                              f"than the CUDA limit {MAX_BLOCK_THREADS}")
+    return dims
 
 
 class LoadedKernel:

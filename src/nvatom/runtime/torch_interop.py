@@ -24,6 +24,7 @@ from typing import Any
 from nvatom.errors import NvatomError
 
 __all__ = [
+    "ELEMENT_BYTES",
     "TORCH_DTYPES",
     "TensorArgumentError",
     "TensorInfo",
@@ -41,7 +42,9 @@ TORCH_DTYPES: dict[str, str] = {
     "float8_e4m3fn": "e4m3",
     "float8_e5m2": "e5m2",
 }
-_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "e4m3": 1, "e5m2": 1}
+#: nvatom element type -> bytes per element.
+ELEMENT_BYTES: dict[str, int] = {"bf16": 2, "f16": 2, "f32": 4, "e4m3": 1, "e5m2": 1}
+_BYTES = ELEMENT_BYTES
 
 
 class TensorArgumentError(NvatomError, ValueError):
@@ -68,6 +71,22 @@ class TensorInfo:
     @property
     def element_bytes(self) -> int:
         return _BYTES[self.dtype]
+
+    @property
+    def lines(self) -> int:
+        """How many rows (row-major) or columns (column-major) are stored ``ld`` apart."""
+        return self.shape[0] if self.major == "row" else self.shape[1]
+
+    @property
+    def inner(self) -> int:
+        """The contiguous extent: elements per line."""
+        return self.shape[1] if self.major == "row" else self.shape[0]
+
+    def with_ld(self, ld: int) -> TensorInfo:
+        """The same operand with leading stride ``ld`` (for one line, whose stride no access
+        uses: the kernels' own rules then decide it)."""
+        strides = (ld, 1) if self.major == "row" else (1, ld)
+        return dataclasses.replace(self, strides=strides)
 
 
 _dtype_cache: dict[Any, str] = {}
@@ -100,7 +119,18 @@ def torch_dtype(name: str) -> Any:
                               f"(known: {', '.join(TORCH_DTYPES.values())})")
 
 
+def _type_name(t: Any) -> str:
+    cls = type(t)
+    return cls.__qualname__ if cls.__module__ == "builtins" else \
+        f"{cls.__module__}.{cls.__qualname__}"
+
+
 def _device_index(t: Any, name: str) -> int:
+    if not (hasattr(t, "data_ptr") and hasattr(t, "stride") and hasattr(t, "device")):
+        raise TensorArgumentError(
+            f"{name} is a {_type_name(t)}, not a torch tensor: nvatom's kernels take torch CUDA "
+            f"tensors (torch.Tensor on a 'cuda' device), e.g. torch.as_tensor({name}, "
+            "dtype=torch.bfloat16, device='cuda')")
     dev = getattr(t, "device", None)
     kind = getattr(dev, "type", None)
     if kind != "cuda":
