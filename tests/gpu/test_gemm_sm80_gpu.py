@@ -147,7 +147,9 @@ def test_bad_arguments_on_gpu() -> None:
         gemm(a, a.half())
     with pytest.raises(GemmError, match="do not chain"):
         gemm(a, a[:16])
-    with pytest.raises(TensorArgumentError, match="not 16-byte aligned"):
-        gemm(a.flatten()[1:1 + 31 * 32].view(31, 32)[:, :24], a[:24])
+    # a view 2 bytes off is legal storage: staged through an aligned copy, not refused
+    odd = a.flatten()[1:1 + 31 * 32].view(31, 32)[:, :24]
+    ref = odd.double() @ a[:24].double()
+    assert float((gemm(odd, a[:24]).double() - ref).norm() / ref.norm()) < 8e-3
     with pytest.raises(TensorArgumentError, match="is not row-major"):
         gemm(a[:, ::2], a[:16])
