@@ -19,6 +19,15 @@ operands are K-major (row-major ``a``, column-major ``b``), as WGMMA reads 8-bit
 (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate", register/shared-memory
 layouts of ``.e4m3``: K-major only).  A provider that cannot run a problem says why
 (:meth:`GemmProvider.reject`), and those reasons make up the error when none can.
+
+Operands in memory: the checks accept every storage docs/runtime.md documents (any leading
+stride, any element-aligned offset).  Each provider states what its kernel needs of each
+operand (:class:`OperandRule`: TMA's 16-byte base and pitch for SM90, cp.async's 16-byte
+chunks and the pair stores for SM80); :func:`route` checks every operand against the rules of
+the provider that runs the problem and stages the ones that break a rule through an aligned
+buffer (``out``: computed there, then copied back), so a documented input is never refused
+for where it lies.  Sizes are bounded by the kernels' 32-bit index arithmetic
+(:data:`MAX_DIM`) and the launch grid (:data:`MAX_GRID_X`).
 """
 
 from __future__ import annotations
@@ -528,8 +537,11 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
 
     ``out``: an optional row-major (M x N) tensor of bf16, f16 or f32 to write (default: a new
     tensor of ``a``'s dtype; bf16 for e4m3, the only output FP8 gives).  Operands may be row-
-    or column-major (``x.t()`` of a contiguous tensor); the leading stride must be a multiple
-    of 16 bytes.  Runs on torch's current stream.
+    or column-major (``x.t()`` of a contiguous tensor) with any leading stride and offset
+    (views such as ``a[:, 1:]``); ``out`` is row-major with rows that do not overlap.  An
+    operand the chosen kernel cannot address where it lies (its :class:`OperandRule`, e.g.
+    TMA's 16-byte base and row pitch) is staged through an aligned copy (:func:`route`;
+    :func:`explain` shows the route).  Runs on torch's current stream.
     ``provider``: the name of a registered provider to use instead of the first that supports
     the problem (benchmarks; :class:`GemmError` if it does not support it).
     ``scale_a``, ``scale_b``: FP8 only, and then both required: per-tensor scales, float32
