@@ -383,10 +383,9 @@ def route(a: TensorInfo, b: TensorInfo, out: TensorInfo, problem: GemmProblem,
     a documented input is never refused for its alignment or row pitch."""
     if provider is None:
         launch, target = plan(problem, capability)
-        chosen = _provider_named(launch.provider, PROVIDERS)
     else:
         launch, target = _plan_with(problem, capability, provider)
-        chosen = _provider_named(provider, PROVIDERS)
+    chosen = next((p for p in PROVIDERS if p.name == launch.provider), None)
     rules_of = getattr(chosen, "operand_rules", None)
     rules = rules_of(problem) if rules_of is not None else default_operand_rules(problem)
     infos, staged, why = {}, [], []
