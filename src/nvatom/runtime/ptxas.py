@@ -351,12 +351,18 @@ def read_entry(path: Path, key: str, *, elf: bool = False) -> tuple[dict, bytes]
     when it is absent or fails a check (the bad file is removed).  ``elf``: the blob must be a
     non-empty ELF file (a cubin)."""
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as f:
+            ino = os.fstat(f.fileno()).st_ino
+            data = f.read()
     except OSError:
         return None
     entry = _decode_entry(data, key, elf)
     if entry is None:
-        _discard(path)
+        try:  # remove the bad file, unless a writer has just replaced it with a new one
+            if os.stat(path).st_ino == ino:
+                path.unlink()
+        except OSError:
+            pass
     return entry
 
 
