@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""SHA-256 of the PTX nvatom emits for every GEMM configuration the tests build and for every
+IR example that lowers: the guard for behaviour-preserving refactors (issue 15).
+
+    python scripts/ptx_fingerprint.py --write   # record reports/ptx_fingerprint.json
+    python scripts/ptx_fingerprint.py           # compare with it; exit 1 and name what moved
+
+The recorded file is committed; a commit that changes emitted PTX on purpose re-records it
+and says why.  tests/test_ptx_fingerprint.py runs the comparison in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORD = ROOT / "reports" / "ptx_fingerprint.json"
+
+
+def _h(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sm90() -> dict[str, str]:
+    from nvatom.kernels.gemm_sm90 import GemmSm90Config, build_gemm_sm90
+
+    cfgs = [
+        GemmSm90Config(),
+        GemmSm90Config(b_major="K"),
+        GemmSm90Config(in_dtype="f16", out_dtype="f16"),
+        GemmSm90Config(in_dtype="f16", out_dtype="f32", stages=3),
+        GemmSm90Config(in_dtype="bf16", out_dtype="f16"),
+        GemmSm90Config(in_dtype="bf16", out_dtype="f32", stages=3),
+        GemmSm90Config(in_dtype="e4m3", b_major="K"),
+        GemmSm90Config(cluster_m=2),
+        GemmSm90Config(cluster_m=2, multicast=False),
+        GemmSm90Config(in_dtype="e4m3", b_major="K", cluster_m=2),
+        GemmSm90Config(consumers=1, block_n=128, stages=6, b_major="K"),
+        GemmSm90Config(wgmma_inflight=0, persistent=False),
+        GemmSm90Config(block_n=128, raster_group=4),
+    ]
+    out = {}
+    for c in cfgs:
+        out[f"sm90/{c.name}"] = _h(build_gemm_sm90(c).emit())
+    return out
+
+
+def _sm80() -> dict[str, str]:
+    from nvatom.kernels.gemm_sm80 import GemmSm80Config, GemmSm80Spec, emit_ptx
+
+    out = {}
+    configs = [GemmSm80Config(), GemmSm80Config(bm=64, bn=128, bk=64, warps_m=1, warps_n=2,
+                                                stages=3)]
+    for cfg, (am, bm), (i, o) in itertools.product(
+            configs, itertools.product(("K", "M"), ("N", "K")),
+            (("bf16", "f32"), ("f16", "f16"), ("bf16", "bf16"))):
+        spec = GemmSm80Spec(i, o, am, bm, cfg)
+        for t in ("sm_80", "sm_90a"):
+            out[f"sm80/{spec}/{t}"] = _h(emit_ptx(spec, t))
+    return out
+
+
+def _sm100() -> dict[str, str]:
+    from nvatom.kernels.gemm_sm100 import build_gemm_sm100_module, gemm_sm100_plan
+
+    out = {}
+    for bn, dtype, k_tiles in ((128, "bf16", 2), (64, "f16", 1), (32, "bf16", 3), (16, "f16", 1)):
+        text = build_gemm_sm100_module(gemm_sm100_plan(bn, dtype), k_tiles).emit()
+        out[f"sm100/bn{bn}/{dtype}/k{k_tiles}"] = _h(text)
+    return out
+
+
+def _ir() -> dict[str, str]:
+    try:
+        from nvatom.ir import driver
+        from nvatom.ir.lower import lower
+    except ImportError:  # no xDSL: the IR part is skipped (and reported)
+        return {}
+    out = {}
+    for p in sorted((ROOT / "tests" / "ir").glob("*.mlir")):
+        if p.name.startswith("invalid"):
+            continue
+        mod = driver.parse(p.read_text(), p.name)
+        out[f"ir/{p.name}"] = _h(lower(mod, driver.verify(mod)).ptx)
+    return out
+
+
+def fingerprint() -> dict[str, str]:
+    fp: dict[str, str] = {}
+    for part in (_sm90, _sm80, _sm100, _ir):
+        fp.update(part())
+    return fp
+
+
+def compare(recorded: dict[str, str], now: dict[str, str]) -> list[str]:
+    """What moved: keys whose hash changed, and keys on one side only."""
+    moved = [f"changed: {k}" for k in sorted(recorded.keys() & now.keys())
+             if recorded[k] != now[k]]
+    moved += [f"missing now: {k}" for k in sorted(recorded.keys() - now.keys())]
+    moved += [f"new: {k}" for k in sorted(now.keys() - recorded.keys())]
+    return moved
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="record the current fingerprint")
+    args = ap.parse_args(argv)
+    now = fingerprint()
+    if args.write:
+        RECORD.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        print(f"recorded {len(now)} PTX fingerprints in {RECORD.relative_to(ROOT)}")
+        return 0
+    recorded = json.loads(RECORD.read_text(encoding="utf-8"))
+    moved = compare(recorded, now)
+    for line in moved:
+        print(line)
+    print(f"{len(now)} PTX fingerprints, {len(moved)} differences")
+    return 1 if moved else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
