@@ -1,9 +1,29 @@
-"""nvatom: an open, pure-Python atom layer for NVIDIA tensor cores."""
+"""nvatom: an open, pure-Python atom layer for NVIDIA tensor cores.
+
+``import nvatom`` loads nothing but this file: the GEMM (:mod:`nvatom.gemm`, which pulls in
+the kernels, the PTX builder and the runtime with numpy) is imported the first time
+``nvatom.gemm`` is looked up (PEP 562 module ``__getattr__``), so ``import nvatom.layout``
+costs only the layout algebra (``bench/import_time.py`` measures both).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
 
-from nvatom.gemm import gemm
-
 __all__ = ["__version__", "gemm"]
+
+
+def __getattr__(name: str) -> Any:
+    """``nvatom.gemm``: the GEMM function, imported on first use."""
+    if name == "gemm":
+        from nvatom.gemm import gemm
+
+        globals()["gemm"] = gemm  # the function, as before (the import set the module here)
+        return gemm
+    raise AttributeError(f"module 'nvatom' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -35,6 +35,8 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import math
+import sys
+import types
 import warnings
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -703,3 +705,15 @@ _MAX_CALLS = 256
 _capabilities: dict[int, tuple[int, ...]] = {}
 #: (id of a memoized plan, device) -> (the plan, its prepared Launcher).
 _launchers: dict[tuple[int, int], tuple[GemmLaunch, Any]] = {}
+
+
+class _GemmModule(types.ModuleType):
+    """This module, callable: ``nvatom.gemm`` is the function :func:`gemm` when reached
+    through the package (``nvatom.__getattr__``), and the package attribute is this module
+    when ``nvatom.gemm`` was imported as a module first; calling either runs :func:`gemm`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return gemm(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _GemmModule
