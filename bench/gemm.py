@@ -128,23 +128,23 @@ def host_cpu(n: int = 4096, calls: int = 2000) -> dict[str, float]:
     """Host microseconds per call of the SM90 provider path on fake tensors, before and after
     the caches (tensor maps by nvatom's pure-Python encoder standing in for the driver's; the
     driver launch itself is not included)."""
+    from nvatom import gemm_providers as gp
     from nvatom.gemm import check_operands, plan
-    from nvatom.kernels import gemm_sm90 as g
     from nvatom.runtime.launch import PackedParams
 
     bf = _FakeDtype("bfloat16")
     a = _FakeTensor(n, n, 1 << 30, bf)
     b = _FakeTensor(n, n, 2 << 30, bf)
     d = _FakeTensor(n, n, 3 << 30, bf)
-    enc = g.TENSOR_MAPS.encoder
-    g.TENSOR_MAPS.encoder = lambda tm: tm.encode()
-    providers = [g.Sm90Provider()]
+    enc = gp.TENSOR_MAPS.encoder
+    gp.TENSOR_MAPS.encoder = lambda tm: tm.encode()
+    providers = [gp.Sm90Provider()]
     try:
         lp_cached, _ = plan(check_operands(a, b, d)[3], (9, 0), providers)
 
         def before() -> None:  # the plan was memoized before too; the maps were not
             ai, bi, oi, p = check_operands(a, b, d)
-            g.TENSOR_MAPS.clear()
+            gp.TENSOR_MAPS.clear()
             PackedParams.of(lp_cached.source.params, lp_cached.args(ai, bi, oi, p))
 
         def after() -> None:
@@ -161,7 +161,7 @@ def host_cpu(n: int = 4096, calls: int = 2000) -> dict[str, float]:
             out[name] *= 1e6
         return out
     finally:
-        g.TENSOR_MAPS.encoder = enc
+        gp.TENSOR_MAPS.encoder = enc
 
 
 # ------------------------------------------------------------------------- GPU
@@ -228,7 +228,8 @@ def _host_gpu(n: int = 4096, calls: int = 20) -> dict[str, float]:
 
     import nvatom
     from nvatom.gemm import check_operands, plan
-    from nvatom.kernels.gemm_sm90 import TENSOR_MAPS, default_config, prepare_gemm_sm90
+    from nvatom.gemm_providers import TENSOR_MAPS
+    from nvatom.kernels.gemm_sm90 import default_config, prepare_gemm_sm90
     from nvatom.runtime.launch import get_kernel
 
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)

@@ -24,8 +24,8 @@ import torch
 from nvatom.kernels.gemm_sm90 import (
     GemmSm90Config,
     GemmSm90Error,
-    _check_problem,
     build_gemm_sm90,
+    check_problem,
     default_config,
     prepare_gemm_sm90,
 )
@@ -101,7 +101,7 @@ def operands(cfg: GemmSm90Config, m: int, n: int, k: int, gen: torch.Generator):
 
 def check(cfg: GemmSm90Config, m: int, n: int, k: int, seed: int) -> dict | None:
     try:
-        _check_problem(cfg, m, n, k)
+        check_problem(cfg, m, n, k)
     except GemmSm90Error:
         return None  # not a shape TMA's stride rule allows for these dtypes
     gen = torch.Generator(device="cuda").manual_seed(seed)

@@ -17,6 +17,7 @@ import types
 
 import pytest
 
+from nvatom import gemm_providers as gp
 from nvatom.gemm import GemmError, GemmProblem, Sm80Provider, check_operands, check_scales, plan
 from nvatom.kernels import gemm_sm90 as g
 from nvatom.runtime.torch_interop import TensorArgumentError
@@ -116,7 +117,7 @@ def test_check_scales_accepts_numbers_and_one_element_tensors() -> None:
 
 # --------------------------------------------------------------------------- dispatch
 
-PROVIDERS = [g.Sm90Provider(), Sm80Provider()]
+PROVIDERS = [gp.Sm90Provider(), Sm80Provider()]
 
 
 def test_fp8_dispatches_to_sm90_only() -> None:
@@ -163,10 +164,10 @@ def test_a_provider_without_reject_is_described() -> None:
 @pytest.fixture
 def py_encoder(monkeypatch):
     """Tensor maps by nvatom's pure-Python encoder (the driver's stand-in)."""
-    monkeypatch.setattr(g.TENSOR_MAPS, "encoder", lambda tm: tm.encode())
-    g.TENSOR_MAPS.clear()
+    monkeypatch.setattr(gp.TENSOR_MAPS, "encoder", lambda tm: tm.encode())
+    gp.TENSOR_MAPS.clear()
     yield
-    g.TENSOR_MAPS.clear()
+    gp.TENSOR_MAPS.clear()
 
 
 def test_fp8_packed_arguments_carry_the_scale_addresses(py_encoder) -> None:
@@ -233,7 +234,6 @@ def fake_torch(monkeypatch, py_encoder):
     for name in ("_calls", "_capabilities", "_launchers", "_scale_tensors", "_plans"):
         monkeypatch.setattr(gm, name, {})
     monkeypatch.setattr(gm, "PROVIDERS", list(PROVIDERS))
-    monkeypatch.setattr(gm, "_plugins_loaded", True)
     return types.SimpleNamespace(launches=launches, made=made)
 
 

@@ -7,10 +7,11 @@ current stream.
 
 Dispatch: :data:`PROVIDERS` is an ordered list of :class:`GemmProvider` objects; the first whose
 ``supports(problem, capability)`` is true runs.  The SM80 provider (cp.async + ldmatrix +
-mma.sync) supports every GPU from compute capability 8.0 on.  Plug-in point: a module that
-defines ``gemm_provider() -> GemmProvider`` is registered (before the SM80 one) by
-:func:`register_provider`; ``nvatom.kernels.gemm_sm90`` is imported for this automatically
-the first time a GEMM runs, if it exists and defines ``gemm_provider``.
+mma.sync) supports every GPU from compute capability 8.0 on; the SM90 provider (TMA + WGMMA)
+comes first.  Both live in :mod:`nvatom.gemm_providers`, imported directly; the types they
+share with this module (:class:`GemmProblem`, :class:`GemmLaunch`, :class:`OperandRule`,
+:class:`GemmProvider`) live below both, in :mod:`nvatom.runtime.gemm_plan`.
+:func:`register_provider` adds another provider.
 
 FP8: e4m3 x e4m3 with per-tensor scales (``scale_a``, ``scale_b``: float32 one-element CUDA
 tensors as ``torch._scaled_mm`` takes, or Python numbers) gives ``(a @ b) * scale_a * scale_b``
@@ -33,22 +34,27 @@ for where it lies.  Sizes are bounded by the kernels' 32-bit index arithmetic
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 import sys
 import types
-import warnings
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from nvatom.errors import NvatomError
-from nvatom.runtime.launch import KernelSource, LruCache, PackedParams, get_kernel
-from nvatom.runtime.torch_interop import (
-    ELEMENT_BYTES,
-    TensorArgumentError,
-    TensorInfo,
-    check_matrix,
+from nvatom.gemm_providers import PROVIDERS as _BUILT_IN
+from nvatom.gemm_providers import Sm80Provider, Sm90Provider
+from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
+from nvatom.runtime.gemm_plan import (
+    SCALED_DTYPES,
+    GemmLaunch,
+    GemmProblem,
+    GemmProvider,
+    OperandRule,
+    default_operand_rules,
 )
+from nvatom.runtime.gemm_plan import capability_text as _cc
+from nvatom.runtime.launch import PackedParams, get_kernel
+from nvatom.runtime.torch_interop import TensorArgumentError, TensorInfo, check_matrix
 
 __all__ = [
     "PROVIDERS",
@@ -59,6 +65,7 @@ __all__ = [
     "GemmRoute",
     "OperandRule",
     "Sm80Provider",
+    "Sm90Provider",
     "explain",
     "gemm",
     "plan",
@@ -68,18 +75,13 @@ __all__ = [
 
 #: Accumulator types offered (the MMA atoms used accumulate in f32).
 ACC_TYPES = ("f32",)
-#: Operand types taken with per-tensor scales (FP8) and the output type they give.
-SCALED_DTYPES = ("e4m3",)
+#: The output type of operands taken with per-tensor scales (FP8, ``SCALED_DTYPES``).
 SCALED_OUT_DTYPE = "bf16"
 #: How to make a row-major FP8 ``b`` column-major (shown in errors).
 _B_COL_HINT = "b = b_rowmajor.t().contiguous().t()"
-#: Modules imported once to let them register a provider (optional; absent is fine).
-PLUGIN_MODULES = ("nvatom.kernels.gemm_sm90",)
 #: The largest M, N or K: the kernels index rows, columns and K steps with 32-bit integers,
 #: some signed (``s32`` K remainders and column limits), and take them as ``u32`` parameters.
 MAX_DIM = 2**31 - 1
-#: gridDim.x's limit (CUDA C++ Programming Guide, "Compute Capabilities": 2^31 - 1).
-MAX_GRID_X = 2**31 - 1
 #: Staged operands (copies made so a kernel can read or write them) start at a multiple of
 #: this many bytes, with rows padded to the kernel's pitch rule.
 STAGE_ALIGN = 256
@@ -89,206 +91,9 @@ class GemmError(NvatomError, ValueError):
     """A GEMM that nvatom cannot run as asked (shapes, types, device)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class GemmProblem:
-    """``D (M x N) = A (M x K) @ B (K x N)`` with operand storage orders and types."""
-
-    m: int
-    n: int
-    k: int
-    in_dtype: str  # A and B
-    out_dtype: str
-    a_major: str  # "K": A row-major (M x K, stride (lda, 1)); "M": column-major
-    b_major: str  # "N": B row-major (K x N, stride (ldb, 1)); "K": column-major
-    acc: str = "f32"
-
-
-@dataclasses.dataclass(frozen=True)
-class GemmLaunch:
-    """How to run one problem: the kernel, launch shape and a function giving its arguments."""
-
-    source: KernelSource
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shmem: int
-    cluster: tuple[int, int, int] | None
-    provider: str
-    #: packed kernel arguments per (pointers, leading dimensions, M, N, K): the hot path of a
-    #: repeated call is one dictionary hit (:meth:`packed`).
-    param_cache: LruCache = dataclasses.field(default_factory=lambda: LruCache(256),
-                                              compare=False, hash=False, repr=False)
-
-    def args(self, a: TensorInfo, b: TensorInfo, d: TensorInfo, p: GemmProblem,
-             scales: tuple[int, int] | None = None) -> list[Any]:
-        """The kernel's arguments; ``scales``: device addresses of the f32 per-tensor scales
-        of a scaled (FP8) problem, else None (kernels without scales ignore it)."""
-        return [a.ptr, b.ptr, d.ptr, p.m, p.n, p.k, a.ld, b.ld, d.ld]
-
-    def packed(self, a: TensorInfo, b: TensorInfo, d: TensorInfo, p: GemmProblem,
-               scales: tuple[int, int] | None = None) -> PackedParams:
-        """:meth:`args` checked and laid out for the launch, cached (bounded LRU) by everything
-        the arguments depend on (the scale addresses included)."""
-        key = (a.ptr, b.ptr, d.ptr, a.ld, b.ld, d.ld, p.m, p.n, p.k, scales)
-        return self.param_cache.get_or_make(
-            key, lambda: PackedParams.of(self.source.params, self.args(a, b, d, p, scales)))
-
-
-@dataclasses.dataclass(frozen=True)
-class OperandRule:
-    """What a kernel needs of one operand's storage to read or write it where it lies.
-
-    ``base_align``: the data pointer is a multiple of it (bytes).  ``pitch_align``: the row
-    pitch (leading stride x element size) is a multiple of it, when more than one line is
-    stored.  ``max_ld``: the largest leading stride, in elements (the kernel's parameter
-    width), or None.  ``max_pitch``: the row pitch is below it (bytes), or None.
-    ``no_overlap``: the leading stride is at least the contiguous extent (lines do not
-    overlap: a TMA tensor map).  ``why``: the hardware reason, shown by :func:`explain`.
-    An operand that breaks a rule is staged: copied to (or, for ``out``, computed in) an
-    aligned buffer, :data:`STAGE_ALIGN`-byte aligned with a tight, padded pitch that meets
-    every rule."""
-
-    base_align: int
-    pitch_align: int
-    why: str
-    max_ld: int | None = None
-    max_pitch: int | None = None
-    no_overlap: bool = False
-
-    def violation(self, t: TensorInfo) -> str | None:
-        """Why ``t`` cannot be used in place (None: it can)."""
-        if t.ptr % self.base_align:
-            return (f"{t.name}'s data pointer 0x{t.ptr:x} is not {self.base_align}-byte "
-                    f"aligned ({self.why})")
-        if t.lines <= 1:  # one line: the leading stride addresses nothing (see settle_ld)
-            return None
-        pitch = t.ld * t.element_bytes
-        if pitch % self.pitch_align:
-            return (f"{t.name}'s row pitch {t.ld} elements ({pitch} bytes) is not a multiple "
-                    f"of {self.pitch_align} bytes ({self.why})")
-        if self.no_overlap and t.ld < t.inner:
-            return (f"{t.name}'s leading stride {t.ld} is below its {t.inner} elements per "
-                    f"line: its lines overlap ({self.why})")
-        if self.max_ld is not None and t.ld > self.max_ld:
-            return f"{t.name}'s leading stride {t.ld} exceeds {self.max_ld} ({self.why})"
-        if self.max_pitch is not None and pitch >= self.max_pitch:
-            return (f"{t.name}'s row pitch {pitch} bytes is not below {self.max_pitch} "
-                    f"({self.why})")
-        return None
-
-    def tight_ld(self, inner: int, element_bytes: int) -> int:
-        """The smallest leading stride >= ``inner`` (at least 1) whose pitch meets the rule."""
-        step = self.pitch_align // math.gcd(self.pitch_align, element_bytes)
-        return -(-max(inner, 1) // step) * step
-
-    def settle_ld(self, t: TensorInfo) -> TensorInfo:
-        """``t`` with a leading stride that meets the rule when it stores one line (torch
-        gives a 1 x N view any stride; the kernel is never asked to step by it)."""
-        if t.lines > 1:
-            return t
-        ld = self.tight_ld(t.inner, t.element_bytes)
-        return t if ld == t.ld else t.with_ld(ld)
-
-
-def default_operand_rules(problem: GemmProblem) -> dict[str, OperandRule]:
-    """The rules of a provider that states none (:meth:`GemmProvider.operand_rules`): those of
-    the SM80 kernel, 16-byte A and B (cp.async) and pair-aligned D."""
-    cp = OperandRule(16, 16, "cp.async moves 16-byte chunks; lda and ldb are u32",
-                     max_ld=2**32 - 1)
-    pair = 2 * ELEMENT_BYTES[problem.out_dtype]
-    d = OperandRule(pair, pair, f"column pairs are stored as one {pair}-byte access; ldd is "
-                    "u32", max_ld=2**32 - 1)
-    return {"a": cp, "b": cp, "out": d}
-
-
-class GemmProvider(Protocol):
-    """A family of GEMM kernels (one per SM generation).
-
-    ``supports`` decides dispatch; ``reject`` (optional: providers without it are described
-    as "does not support this problem") gives the reason it does not, shown in the error when
-    no provider runs a problem.  ``plan`` returns a :class:`GemmLaunch` whose ``args`` take
-    the scale addresses of a scaled (FP8) problem."""
-
-    name: str
-
-    def supports(self, problem: GemmProblem, capability: tuple[int, int]) -> bool: ...
-
-    def reject(self, problem: GemmProblem, capability: tuple[int, int]) -> str | None: ...
-
-    def target(self, capability: tuple[int, int]) -> str: ...
-
-    def plan(self, problem: GemmProblem, target: str) -> GemmLaunch: ...
-
-    def operand_rules(self, problem: GemmProblem) -> dict[str, OperandRule]:
-        """Optional: what the kernel needs of ``a``, ``b`` and ``out`` in memory
-        (:func:`default_operand_rules` when absent)."""
-        ...
-
-
-class Sm80Provider:
-    """cp.async + ldmatrix + mma.sync (``nvatom.kernels.gemm_sm80``), compute capability 8.0+."""
-
-    name = "sm80"
-
-    def __init__(self, config: Any = None, name: str | None = None) -> None:
-        """``config``: a :class:`nvatom.kernels.gemm_sm80.GemmSm80Config` (default tiling)."""
-        self.config = config
-        if name is not None:
-            self.name = name
-
-    def supports(self, problem: GemmProblem, capability: tuple[int, int]) -> bool:
-        return self.reject(problem, capability) is None
-
-    def reject(self, problem: GemmProblem, capability: tuple[int, int]) -> str | None:
-        from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
-
-        if problem.in_dtype in SCALED_DTYPES:
-            return (f"the SM80 kernel (mma.sync) has no FP8 path: {problem.in_dtype} GEMMs "
-                    "run on the SM90 kernel only (compute capability 9.0)")
-        if tuple(capability) < (8, 0):
-            return f"needs compute capability 8.0 or newer, got {_cc(capability)}"
-        if problem.in_dtype not in IN_DTYPES or problem.out_dtype not in OUT_DTYPES:
-            return (f"takes {'/'.join(IN_DTYPES)} operands and {'/'.join(OUT_DTYPES)} output, "
-                    f"not {problem.in_dtype} -> {problem.out_dtype}")
-        if problem.acc != "f32":
-            return f"accumulates in f32, not {problem.acc}"
-        spec = self._spec(problem)
-        ctas = spec.grid(problem.m, problem.n)[0]
-        if ctas > MAX_GRID_X:
-            c = spec.config
-            return (f"M x N = {problem.m} x {problem.n} needs {ctas} CTAs of {c.bm} x {c.bn}, "
-                    f"more than the launch grid takes (gridDim.x <= {MAX_GRID_X} = 2^31 - 1)")
-        return None
-
-    def operand_rules(self, problem: GemmProblem) -> dict[str, OperandRule]:
-        return default_operand_rules(problem)
-
-    def _spec(self, problem: GemmProblem) -> Any:
-        from nvatom.kernels import gemm_sm80 as k
-
-        return k.GemmSm80Spec(problem.in_dtype, problem.out_dtype,
-                              "K" if problem.a_major == "K" else "M",
-                              "N" if problem.b_major == "N" else "K",
-                              self.config or k.GemmSm80Config())
-
-    def target(self, capability: tuple[int, int]) -> str:
-        # A cubin runs only on its own major (sm_80 SASS does not load on sm_90), so the
-        # sm_80-level kernel is assembled for the device's plain target.
-        from nvatom.arch import target
-
-        return target(f"sm_{capability[0]}{capability[1]}").name
-
-    def plan(self, problem: GemmProblem, target: str) -> GemmLaunch:
-        from nvatom.kernels import gemm_sm80 as k
-
-        spec = self._spec(problem)
-        source = KernelSource(repr(spec), spec.kernel_name, k.kernel_params(),
-                              lambda t, s=spec: k.emit_ptx(s, t))
-        return GemmLaunch(source, spec.grid(problem.m, problem.n), spec.block(),
-                          spec.config.smem_bytes(), None, self.name)
-
-
-PROVIDERS: list[GemmProvider] = [Sm80Provider()]
-_plugins_loaded = False
+#: The providers in dispatch order (:mod:`nvatom.gemm_providers`; :func:`register_provider`
+#: adds more).
+PROVIDERS: list[GemmProvider] = list(_BUILT_IN)
 #: (problem, capability, providers) -> (launch plan, target): gemm() plans a shape once.
 _plans: dict[tuple[Any, ...], tuple[GemmLaunch, str]] = {}
 
@@ -304,31 +109,11 @@ def register_provider(provider: GemmProvider, *, first: bool = True) -> None:
     _calls.clear()  # a checked call may now dispatch elsewhere
 
 
-def _load_plugins() -> None:
-    global _plugins_loaded
-    if _plugins_loaded:
-        return
-    _plugins_loaded = True
-    for name in PLUGIN_MODULES:
-        try:
-            mod = importlib.import_module(name)
-            factory = getattr(mod, "gemm_provider", None)
-            provider = factory() if factory is not None else None
-        except Exception as e:  # a broken plug-in must not take the other kernels down
-            if not (isinstance(e, ImportError) and e.name == name):
-                warnings.warn(f"GEMM plug-in {name} not loaded: {type(e).__name__}: {e}",
-                              RuntimeWarning, stacklevel=3)
-            continue
-        if provider is not None and not any(p.name == provider.name for p in PROVIDERS):
-            register_provider(provider)
-
-
 def plan(problem: GemmProblem, capability: tuple[int, int],
          providers: Sequence[GemmProvider] | None = None) -> tuple[GemmLaunch, str]:
     """The launch plan and target of the first provider that supports ``problem`` (memoized
     when ``providers`` is the registered list)."""
     if providers is None:
-        _load_plugins()
         key = (problem, tuple(capability), tuple(id(p) for p in PROVIDERS))
         hit = _plans.get(key)
         if hit is None:
@@ -420,10 +205,6 @@ def explain(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str 
     return route(ai, bi, oi, problem, capability, provider)  # type: ignore[arg-type]
 
 
-def _cc(capability: Sequence[int]) -> str:
-    return f"{capability[0]}.{capability[1]}"
-
-
 def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
                    scale_a: Any = None, scale_b: Any = None
                    ) -> tuple[TensorInfo, TensorInfo, TensorInfo | None, GemmProblem]:
@@ -432,8 +213,6 @@ def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
     GPU (duck-typed tensors suffice)."""
     if acc not in ACC_TYPES:
         raise GemmError(f"acc='{acc}': the accumulator type is one of {', '.join(ACC_TYPES)}")
-    from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
-
     in_dtypes = (*IN_DTYPES, *SCALED_DTYPES)
     # Alignment is each provider's rule (OperandRule): an operand a kernel cannot take where
     # it lies is staged through an aligned copy (route), never refused.
@@ -686,7 +465,6 @@ def _plan_with(problem: GemmProblem, capability: tuple[int, int],
     hit = _named_plans.get(key)
     if hit is not None:
         return hit
-    _load_plugins()
     chosen = [_provider_named(name, PROVIDERS)]
     hit = _named_plans[key] = plan(problem, capability, chosen)
     return hit

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
 from nvatom.gemm import check_operands, explain, gemm  # noqa: E402
-from nvatom.kernels.gemm_sm90 import Sm90Provider  # noqa: E402
+from nvatom.gemm_providers import Sm90Provider  # noqa: E402
 
 
 def _require_sm90() -> None:

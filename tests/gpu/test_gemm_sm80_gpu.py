@@ -25,10 +25,9 @@ from nvatom.runtime.torch_interop import TensorArgumentError  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def sm80_only(monkeypatch):
-    """Every GEMM in this file runs the SM80 kernel, whatever plug-ins (SM90) would pick."""
+    """Every GEMM in this file runs the SM80 kernel, whatever the SM90 provider would pick."""
     gemm_mod = importlib.import_module("nvatom.gemm")  # nvatom.gemm is also the function
     monkeypatch.setattr(gemm_mod, "PROVIDERS", [gemm_mod.Sm80Provider()])
-    monkeypatch.setattr(gemm_mod, "_plugins_loaded", True)
 
 
 IN = {"bf16": torch.bfloat16, "f16": torch.float16}

@@ -22,6 +22,7 @@ import types
 
 import pytest
 
+from nvatom import gemm_providers as gp
 from nvatom.gemm import (
     MAX_DIM,
     GemmError,
@@ -33,7 +34,6 @@ from nvatom.gemm import (
     plan,
     route,
 )
-from nvatom.kernels import gemm_sm90 as g
 from nvatom.runtime.launch import PackedParams
 from nvatom.runtime.torch_interop import TensorArgumentError, TensorInfo
 
@@ -49,14 +49,13 @@ EB = {"torch.bfloat16": 2, "torch.float16": 2, "torch.float32": 4,
 @pytest.fixture(autouse=True)
 def providers(monkeypatch):
     """The registered providers as a GPU session has them: SM90 first, then SM80."""
-    monkeypatch.setattr(gm, "PROVIDERS", [g.Sm90Provider(), Sm80Provider()])
-    monkeypatch.setattr(gm, "_plugins_loaded", True)
+    monkeypatch.setattr(gm, "PROVIDERS", [gp.Sm90Provider(), Sm80Provider()])
     monkeypatch.setattr(gm, "_plans", {})
     monkeypatch.setattr(gm, "_named_plans", {})
-    monkeypatch.setattr(g.TENSOR_MAPS, "encoder", lambda tm: tm.encode())
-    g.TENSOR_MAPS.clear()
+    monkeypatch.setattr(gp.TENSOR_MAPS, "encoder", lambda tm: tm.encode())
+    gp.TENSOR_MAPS.clear()
     yield
-    g.TENSOR_MAPS.clear()
+    gp.TENSOR_MAPS.clear()
 
 
 def view(rows: int, cols: int, *, ld: int, major: str = "row", offset: int = 0,
@@ -230,7 +229,7 @@ def test_random_legal_inputs_always_run() -> None:
         a, b, out, scales = _random_case(rng)
         ai, bi, oi, p = check_operands(a, b, out, **scales)
         r = route(ai, bi, oi, p, SM90)
-        sm90_supports = g.Sm90Provider().supports(p, SM90)
+        sm90_supports = gp.Sm90Provider().supports(p, SM90)
         assert r.provider == ("sm90" if sm90_supports else "sm80"), p
         ok = tma_ok if r.provider == "sm90" else (lambda t: sm80_ok(t, t.name))
         for t in (ai, bi, oi):
@@ -292,7 +291,7 @@ def fake_torch(monkeypatch):
     for name in ("_calls", "_capabilities", "_launchers"):
         monkeypatch.setattr(gm, name, {})
     maps: list = []
-    monkeypatch.setattr(g.TENSOR_MAPS, "encoder", lambda tm: maps.append(tm) or tm.encode())
+    monkeypatch.setattr(gp.TENSOR_MAPS, "encoder", lambda tm: maps.append(tm) or tm.encode())
     return types.SimpleNamespace(log=log, maps=maps)
 
 
@@ -359,7 +358,7 @@ def test_grid_and_index_limits_are_refused_with_the_value() -> None:
     assert why80 is not None and "needs 281474976710656 CTAs of 128 x 128" in why80
     assert "gridDim.x <= 2147483647" in why80
     sm90_big = dataclasses.replace(big, n=MAX_DIM - 7)
-    why90 = g.Sm90Provider().reject(sm90_big, SM90)
+    why90 = gp.Sm90Provider().reject(sm90_big, SM90)
     assert why90 is not None and "more than the kernel's 32-bit tile index" in why90
     with pytest.raises(GemmError, match="no nvatom GEMM kernel .* 2147483647 x 2147483646"):
         plan(big, SM90)

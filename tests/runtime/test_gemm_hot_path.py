@@ -8,6 +8,7 @@ import struct
 
 import pytest
 
+from nvatom import gemm_providers as gp
 from nvatom.gemm import GemmProblem, check_operands, plan
 from nvatom.kernels import gemm_sm90 as g
 from nvatom.runtime.launch import LaunchError, LruCache, PackedParams, TensorMapCache, pack_args
@@ -19,22 +20,22 @@ from .test_launch import mat
 def counted_encoder():
     """Tensor maps encoded by nvatom's pure-Python encoder (the driver's stand-in), counted."""
     calls: list[object] = []
-    old = g.TENSOR_MAPS.encoder
+    old = gp.TENSOR_MAPS.encoder
 
     def enc(tm):
         calls.append(tm)
         return tm.encode()
 
-    g.TENSOR_MAPS.encoder = enc
-    g.TENSOR_MAPS.clear()
+    gp.TENSOR_MAPS.encoder = enc
+    gp.TENSOR_MAPS.clear()
     yield calls
-    g.TENSOR_MAPS.encoder = old
-    g.TENSOR_MAPS.clear()
+    gp.TENSOR_MAPS.encoder = old
+    gp.TENSOR_MAPS.clear()
 
 
 def _sm90_launch(m: int, n: int, k: int):
     lp, target = plan(GemmProblem(m, n, k, "bf16", "bf16", "K", "N"), (9, 0),
-                      providers=[g.Sm90Provider()])
+                      providers=[gp.Sm90Provider()])
     assert target == "sm_90a"
     return lp
 
@@ -87,7 +88,7 @@ def test_tensor_map_cache_key_is_the_whole_map(counted_encoder) -> None:
     u = g.gemm_sm90_launch_spec(g.default_config("f16"), 128, 256, 64, 1 << 30, 2 << 30,
                                 3 << 30)  # other type
     for tm in (*s.tensor_maps, *t.tensor_maps, *u.tensor_maps):
-        g.TENSOR_MAPS.get(tm)
+        gp.TENSOR_MAPS.get(tm)
     # s: 3; t: only A differs; u: all three differ (data type)
     assert len(counted_encoder) == 3 + 1 + 3
     cache = TensorMapCache(2, encoder=lambda tm: b"x" * 128)

@@ -315,14 +315,16 @@ def test_params_of_builder_kernel() -> None:
     assert [param_decl(n, t) for n, t in params] == [p.declaration() for p in k.params]
 
 
-def test_broken_plugin_warns_and_sm80_still_plans(monkeypatch, tmp_path) -> None:
+def test_providers_are_registered_directly() -> None:
+    """nvatom.gemm lists its providers from nvatom.gemm_providers (imported, not plugged in
+    through importlib): SM90 first, then SM80; the SM80 one takes a problem on 9.0 that the
+    SM90 one refuses (K not a multiple of 8: TMA's 16-byte pitch)."""
     gemm_mod = importlib.import_module("nvatom.gemm")
-    (tmp_path / "nvatom_broken_plugin.py").write_text("raise RuntimeError('half-written')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(gemm_mod, "PLUGIN_MODULES", ("nvatom_broken_plugin", "nvatom_absent"))
-    monkeypatch.setattr(gemm_mod, "_plugins_loaded", False)
-    monkeypatch.setattr(gemm_mod, "PROVIDERS", [Sm80Provider()])
-    p = GemmProblem(64, 64, 64, "bf16", "bf16", "K", "N")
-    with pytest.warns(RuntimeWarning, match="nvatom_broken_plugin not loaded: RuntimeError"):
-        _, target = plan(p, (9, 0))
-    assert target == "sm_90"
+    import nvatom.gemm_providers as gp
+
+    assert not hasattr(gemm_mod, "PLUGIN_MODULES")
+    assert [p.name for p in gemm_mod.PROVIDERS] == ["sm90", "sm80"]
+    assert [type(p) for p in gemm_mod.PROVIDERS] == [gp.Sm90Provider, gp.Sm80Provider]
+    p = GemmProblem(64, 64, 12, "bf16", "bf16", "K", "N")
+    assert plan(p, (9, 0), providers=gemm_mod.PROVIDERS)[1] == "sm_90"
+

@@ -69,14 +69,16 @@ from nvatom.ptx.copy_emit import emit_matrix_copy
 from nvatom.ptx.wgmma_emit import WgmmaSequence, emit_scale_d
 
 __all__ = [
+    "IN_DTYPES",
+    "MAX_GLOBAL_STRIDE",
+    "OUT_DTYPES",
     "GemmSm90Config",
     "GemmSm90Error",
     "LaunchSpec",
-    "Sm90Provider",
     "b_major_of",
     "build_gemm_sm90",
+    "check_problem",
     "default_config",
-    "gemm_provider",
     "gemm_sm90_launch_spec",
     "gemm_sm90_plan",
     "kernel_params",
@@ -88,6 +90,9 @@ __all__ = [
 _IN = {"bf16": ("bf16", 2, 16), "f16": ("f16", 2, 16), "e4m3": ("e4m3", 1, 32)}
 #: Output dtypes -> element bytes.
 _OUT = {"bf16": 2, "f16": 2, "f32": 4}
+#: The element types the kernel reads and writes.
+IN_DTYPES = tuple(_IN)
+OUT_DTYPES = tuple(_OUT)
 #: TMA data type names (tensor-map ``tensorDataType``) of each element type.
 _TMA_TYPE = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "e4m3": "uint8"}
 _SW128 = smem_swizzle("SW128")
@@ -780,7 +785,7 @@ class LaunchSpec:
     scalars: tuple[int, int, int]  # M, N, K
 
 
-def _check_problem(cfg: GemmSm90Config, m: int, n: int, k: int) -> None:
+def check_problem(cfg: GemmSm90Config, m: int, n: int, k: int) -> None:
     for name, v in (("M", m), ("N", n), ("K", k)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise GemmSm90Error(f"{name} = {v!r} must be a positive int")
@@ -818,7 +823,7 @@ def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: in
     A, B, D at the given device addresses (row-major A and D; B as ``cfg.b_major``).  The
     leading dimensions (in elements) default to tight rows; each must give a row pitch that
     is a multiple of 16 bytes (TMA)."""
-    _check_problem(cfg, m, n, k)
+    check_problem(cfg, m, n, k)
     plan = gemm_sm90_plan(cfg)
     ib, ob = cfg.in_bytes, cfg.out_bytes
     it, ot = _TMA_TYPE[cfg.in_dtype], _TMA_TYPE[cfg.out_dtype]
@@ -1029,9 +1034,6 @@ def run_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config | None = None, *
     return out
 
 
-# ---------------------------------------------------------------------------- nvatom.gemm
-
-
 def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
     """The kernel's parameters as ``(name, PTX type)`` (``nvatom.runtime.launch`` form)."""
     out = [("tmap_a", "b8[128]@64"), ("tmap_b", "b8[128]@64"), ("tmap_d", "b8[128]@64"),
@@ -1039,115 +1041,3 @@ def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
     if cfg.in_dtype == "e4m3":
         out += [("scale_a", "u64"), ("scale_b", "u64")]
     return tuple(out)
-
-
-def _driver_map_bytes(tm: TensorMap) -> bytes:
-    return _tensor_map_bytes(_encode(tm))
-
-
-def _tensor_map_cache() -> Any:
-    from nvatom.runtime.launch import TensorMapCache
-
-    return TensorMapCache(512, _driver_map_bytes)
-
-
-#: Encoded tensor maps of the provider path (``cuTensorMapEncodeTiled``), keyed by the whole
-#: :class:`TensorMap`; at most 512 kept.
-TENSOR_MAPS = _tensor_map_cache()
-
-
-class Sm90Provider:
-    """The ``nvatom.gemm`` provider for sm_90 GPUs: TMA + WGMMA (this module).
-
-    Takes row-major A (``a_major`` "K"), B either way, bf16/f16 in, bf16/f16/f32 out, or
-    e4m3 in with a column-major B and bf16 out (per-tensor scales), on compute capability 9.0,
-    when TMA's 16-byte pitch rule holds for K and N (else the next provider, the SM80 kernel,
-    runs).  Kernel arguments: three tensor maps from the operands' pointers and leading
-    dimensions, then M, N, K (then the scales' addresses for e4m3).  The maps are encoded
-    once per distinct map (:data:`TENSOR_MAPS`, a bounded LRU keyed by the whole map) and the
-    packed argument block once per (pointers, leading dimensions, shape, scale addresses)
-    (``GemmLaunch.packed``), so a repeated call costs no encoding."""
-
-    name = "sm90"
-
-    def __init__(self, config: GemmSm90Config | None = None) -> None:
-        self.config = config
-
-    def _config(self, problem: Any) -> GemmSm90Config:
-        major = "MN" if problem.b_major == "N" else "K"
-        if self.config is not None:
-            return dataclasses.replace(self.config, in_dtype=problem.in_dtype,
-                                       out_dtype=problem.out_dtype, b_major=major)
-        return default_config(problem.in_dtype, problem.out_dtype, major)
-
-    def supports(self, problem: Any, capability: tuple[int, int]) -> bool:
-        return self.reject(problem, capability) is None
-
-    def reject(self, problem: Any, capability: tuple[int, int]) -> str | None:
-        """Why this provider cannot run ``problem`` (None: it can)."""
-        if tuple(capability) != (9, 0):
-            cc = f"{capability[0]}.{capability[1]}"
-            return f"needs compute capability 9.0 (sm_90a; WGMMA and TMA), got {cc}"
-        if problem.acc != "f32":
-            return f"accumulates in f32, not {problem.acc}"
-        if problem.a_major != "K":
-            return "needs a row-major (K-major) a"
-        if problem.in_dtype not in _IN or problem.out_dtype not in _OUT:
-            return f"no kernel for {problem.in_dtype} -> {problem.out_dtype}"
-        try:
-            _check_problem(self._config(problem), problem.m, problem.n, problem.k)
-        except GemmSm90Error as e:
-            return str(e)
-        return None
-
-    def operand_rules(self, problem: Any) -> dict[str, Any]:
-        """TMA's rules for every operand (``cuTensorMapEncodeTiled``, :mod:`nvatom.descriptors.
-        tma`): 16-byte aligned global address, row pitch a multiple of 16 bytes below 2^40,
-        rows that do not overlap (the pitch covers the row).  ``nvatom.gemm`` stages an
-        operand that breaks one through an aligned copy."""
-        from nvatom.gemm import OperandRule
-
-        tma = OperandRule(16, 16, "TMA: 16-byte aligned global address and row pitch",
-                          max_pitch=MAX_GLOBAL_STRIDE, no_overlap=True)
-        return {"a": tma, "b": tma, "out": tma}
-
-    def target(self, capability: tuple[int, int]) -> str:
-        return "sm_90a"
-
-    def plan(self, problem: Any, target: str) -> Any:
-        from nvatom.gemm import GemmLaunch
-        from nvatom.runtime.launch import ByValue, KernelSource
-
-        cfg = self._config(problem)
-        sms = 132
-        try:
-            import torch
-
-            sms = torch.cuda.get_device_properties(torch.cuda.current_device()) \
-                .multi_processor_count
-        except Exception:  # no torch / no GPU: plan with the H100/H200 count
-            pass
-        spec = gemm_sm90_launch_spec(cfg, problem.m, problem.n, problem.k, num_sms=sms)
-        source = KernelSource(repr(cfg), cfg.name, kernel_params(cfg),
-                              lambda t, c=cfg: build_gemm_sm90(c, t).emit())
-
-        @dataclasses.dataclass(frozen=True)
-        class Sm90Launch(GemmLaunch):
-            def args(self, a: Any, b: Any, d: Any, p: Any,
-                     scales: tuple[int, int] | None = None) -> list[Any]:
-                s = gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
-                                          lda=a.ld, ldb=b.ld, ldd=d.ld)
-                maps = [ByValue(TENSOR_MAPS.get(tm)) for tm in s.tensor_maps]
-                if cfg.in_dtype != "e4m3":
-                    return [*maps, p.m, p.n, p.k]
-                if scales is None:
-                    raise GemmSm90Error("an e4m3 launch needs the scale_a, scale_b addresses")
-                return [*maps, p.m, p.n, p.k, *scales]
-
-        cluster = spec.cluster if cfg.cluster_m > 1 else None
-        return Sm90Launch(source, spec.grid, spec.block, spec.smem_bytes, cluster, self.name)
-
-
-def gemm_provider() -> Sm90Provider:
-    """The plug-in hook ``nvatom.gemm`` looks for."""
-    return Sm90Provider()

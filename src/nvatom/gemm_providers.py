@@ -1,0 +1,181 @@
+"""The GEMM providers of :func:`nvatom.gemm`: one per kernel family of :mod:`nvatom.kernels`.
+
+:class:`Sm90Provider` runs :mod:`nvatom.kernels.gemm_sm90` (TMA + WGMMA, compute capability
+9.0) and :class:`Sm80Provider` runs :mod:`nvatom.kernels.gemm_sm80` (cp.async + ldmatrix +
+mma.sync, compute capability 8.0 and newer).  :data:`PROVIDERS` lists them in dispatch order;
+:mod:`nvatom.gemm` imports this module directly (no plug-in loading), and the types both share
+come from :mod:`nvatom.runtime.gemm_plan`, below both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from nvatom.arch import target as arch_target
+from nvatom.kernels import gemm_sm80 as sm80
+from nvatom.kernels import gemm_sm90 as sm90
+from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
+from nvatom.runtime.gemm_plan import (
+    MAX_GRID_X,
+    SCALED_DTYPES,
+    GemmLaunch,
+    GemmProblem,
+    OperandRule,
+    capability_text,
+    default_operand_rules,
+)
+from nvatom.runtime.launch import ByValue, KernelSource, TensorMapCache
+
+__all__ = ["PROVIDERS", "TENSOR_MAPS", "Sm80Provider", "Sm90Provider"]
+
+#: Encoded tensor maps of the SM90 provider path (the driver's ``cuTensorMapEncodeTiled``
+#: through :meth:`nvatom.descriptors.tma.TensorMap.encode_with_driver`), keyed by the whole
+#: :class:`~nvatom.descriptors.tma.TensorMap`; at most 512 kept.
+TENSOR_MAPS = TensorMapCache(512)
+
+
+class Sm80Provider:
+    """cp.async + ldmatrix + mma.sync (:mod:`nvatom.kernels.gemm_sm80`), compute capability 8.0+."""
+
+    name = "sm80"
+
+    def __init__(self, config: Any = None, name: str | None = None) -> None:
+        """``config``: a :class:`nvatom.kernels.gemm_sm80.GemmSm80Config` (default tiling)."""
+        self.config = config
+        if name is not None:
+            self.name = name
+
+    def supports(self, problem: GemmProblem, capability: tuple[int, int]) -> bool:
+        return self.reject(problem, capability) is None
+
+    def reject(self, problem: GemmProblem, capability: tuple[int, int]) -> str | None:
+        if problem.in_dtype in SCALED_DTYPES:
+            return (f"the SM80 kernel (mma.sync) has no FP8 path: {problem.in_dtype} GEMMs "
+                    "run on the SM90 kernel only (compute capability 9.0)")
+        if tuple(capability) < (8, 0):
+            return f"needs compute capability 8.0 or newer, got {capability_text(capability)}"
+        if problem.in_dtype not in IN_DTYPES or problem.out_dtype not in OUT_DTYPES:
+            return (f"takes {'/'.join(IN_DTYPES)} operands and {'/'.join(OUT_DTYPES)} output, "
+                    f"not {problem.in_dtype} -> {problem.out_dtype}")
+        if problem.acc != "f32":
+            return f"accumulates in f32, not {problem.acc}"
+        spec = self._spec(problem)
+        ctas = spec.grid(problem.m, problem.n)[0]
+        if ctas > MAX_GRID_X:
+            c = spec.config
+            return (f"M x N = {problem.m} x {problem.n} needs {ctas} CTAs of {c.bm} x {c.bn}, "
+                    f"more than the launch grid takes (gridDim.x <= {MAX_GRID_X} = 2^31 - 1)")
+        return None
+
+    def operand_rules(self, problem: GemmProblem) -> dict[str, OperandRule]:
+        return default_operand_rules(problem)
+
+    def _spec(self, problem: GemmProblem) -> Any:
+        return sm80.GemmSm80Spec(problem.in_dtype, problem.out_dtype,
+                              "K" if problem.a_major == "K" else "M",
+                              "N" if problem.b_major == "N" else "K",
+                              self.config or sm80.GemmSm80Config())
+
+    def target(self, capability: tuple[int, int]) -> str:
+        # A cubin runs only on its own major (sm_80 SASS does not load on sm_90), so the
+        # sm_80-level kernel is assembled for the device's plain target.
+        return arch_target(f"sm_{capability[0]}{capability[1]}").name
+
+    def plan(self, problem: GemmProblem, target: str) -> GemmLaunch:
+        spec = self._spec(problem)
+        source = KernelSource(repr(spec), spec.kernel_name, sm80.kernel_params(),
+                              lambda t, s=spec: sm80.emit_ptx(s, t))
+        return GemmLaunch(source, spec.grid(problem.m, problem.n), spec.block(),
+                          spec.config.smem_bytes(), None, self.name)
+
+
+class Sm90Provider:
+    """The ``nvatom.gemm`` provider for sm_90 GPUs: TMA + WGMMA (:mod:`nvatom.kernels.gemm_sm90`).
+
+    Takes row-major A (``a_major`` "K"), B either way, bf16/f16 in, bf16/f16/f32 out, or
+    e4m3 in with a column-major B and bf16 out (per-tensor scales), on compute capability 9.0,
+    when TMA's 16-byte pitch rule holds for K and N (else the next provider, the SM80 kernel,
+    runs).  Kernel arguments: three tensor maps from the operands' pointers and leading
+    dimensions, then M, N, K (then the scales' addresses for e4m3).  The maps are encoded
+    once per distinct map (:data:`TENSOR_MAPS`, a bounded LRU keyed by the whole map) and the
+    packed argument block once per (pointers, leading dimensions, shape, scale addresses)
+    (``GemmLaunch.packed``), so a repeated call costs no encoding."""
+
+    name = "sm90"
+
+    def __init__(self, config: sm90.GemmSm90Config | None = None) -> None:
+        self.config = config
+
+    def _config(self, problem: Any) -> sm90.GemmSm90Config:
+        major = "MN" if problem.b_major == "N" else "K"
+        if self.config is not None:
+            return dataclasses.replace(self.config, in_dtype=problem.in_dtype,
+                                       out_dtype=problem.out_dtype, b_major=major)
+        return sm90.default_config(problem.in_dtype, problem.out_dtype, major)
+
+    def supports(self, problem: Any, capability: tuple[int, int]) -> bool:
+        return self.reject(problem, capability) is None
+
+    def reject(self, problem: Any, capability: tuple[int, int]) -> str | None:
+        """Why this provider cannot run ``problem`` (None: it can)."""
+        if tuple(capability) != (9, 0):
+            cc = f"{capability[0]}.{capability[1]}"
+            return f"needs compute capability 9.0 (sm_90a; WGMMA and TMA), got {cc}"
+        if problem.acc != "f32":
+            return f"accumulates in f32, not {problem.acc}"
+        if problem.a_major != "K":
+            return "needs a row-major (K-major) a"
+        if problem.in_dtype not in sm90.IN_DTYPES or problem.out_dtype not in sm90.OUT_DTYPES:
+            return f"no kernel for {problem.in_dtype} -> {problem.out_dtype}"
+        try:
+            sm90.check_problem(self._config(problem), problem.m, problem.n, problem.k)
+        except sm90.GemmSm90Error as e:
+            return str(e)
+        return None
+
+    def operand_rules(self, problem: Any) -> dict[str, Any]:
+        """TMA's rules for every operand (``cuTensorMapEncodeTiled``, :mod:`nvatom.descriptors.
+        tma`): 16-byte aligned global address, row pitch a multiple of 16 bytes below 2^40,
+        rows that do not overlap (the pitch covers the row).  ``nvatom.gemm`` stages an
+        operand that breaks one through an aligned copy."""
+        tma = OperandRule(16, 16, "TMA: 16-byte aligned global address and row pitch",
+                          max_pitch=sm90.MAX_GLOBAL_STRIDE, no_overlap=True)
+        return {"a": tma, "b": tma, "out": tma}
+
+    def target(self, capability: tuple[int, int]) -> str:
+        return "sm_90a"
+
+    def plan(self, problem: Any, target: str) -> Any:
+        cfg = self._config(problem)
+        sms = 132
+        try:
+            import torch
+
+            sms = torch.cuda.get_device_properties(torch.cuda.current_device()) \
+                .multi_processor_count
+        except Exception:  # no torch / no GPU: plan with the H100/H200 count
+            pass
+        spec = sm90.gemm_sm90_launch_spec(cfg, problem.m, problem.n, problem.k, num_sms=sms)
+        source = KernelSource(repr(cfg), cfg.name, sm90.kernel_params(cfg),
+                              lambda t, c=cfg: sm90.build_gemm_sm90(c, t).emit())
+
+        @dataclasses.dataclass(frozen=True)
+        class Sm90Launch(GemmLaunch):
+            def args(self, a: Any, b: Any, d: Any, p: Any,
+                     scales: tuple[int, int] | None = None) -> list[Any]:
+                s = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
+                                          lda=a.ld, ldb=b.ld, ldd=d.ld)
+                maps = [ByValue(TENSOR_MAPS.get(tm)) for tm in s.tensor_maps]
+                if cfg.in_dtype != "e4m3":
+                    return [*maps, p.m, p.n, p.k]
+                if scales is None:
+                    raise sm90.GemmSm90Error("an e4m3 launch needs the scale_a, scale_b addresses")
+                return [*maps, p.m, p.n, p.k, *scales]
+
+        cluster = spec.cluster if cfg.cluster_m > 1 else None
+        return Sm90Launch(source, spec.grid, spec.block, spec.smem_bytes, cluster, self.name)
+
+
+#: Dispatch order: the SM90 kernel where it runs, else the SM80 one.
+PROVIDERS: tuple[Any, ...] = (Sm90Provider(), Sm80Provider())
