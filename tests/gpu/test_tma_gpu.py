@@ -1,6 +1,6 @@
 """TMA on an sm_90a GPU: the lowering of issue 6 against what the hardware writes.
 
-Kernels come from nvatom.kernels.tma_tests (builder + nvatom.ptx.tma_emit), tensor maps from
+Kernels come from tests.gpu.tma_kernels (builder + nvatom.ptx.tma_emit), tensor maps from
 nvatom.descriptors.tma.TensorMap encoded by the CUDA driver (cuTensorMapEncodeTiled/Im2col
 through cuda.bindings) and passed by value as 128-byte kernel parameters.  Every run uses
 fresh random data and NaN-poisoned outputs; expected values come from numpy slicing of the
@@ -26,9 +26,9 @@ import pytest
 from nvatom.atoms import tma as T
 from nvatom.atoms.smem import SMEM_SWIZZLES, smem_layout
 from nvatom.descriptors.tma import TensorMap
-from nvatom.kernels import tma_tests as K
 from nvatom.layout import ComposedLayout, Layout
 from nvatom.runtime.ptxas import assemble
+from tests.gpu import tma_kernels as K
 
 pytestmark = pytest.mark.gpu
 

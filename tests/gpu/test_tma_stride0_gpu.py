@@ -7,7 +7,7 @@ refused).  Proved here, for tiled maps of rank 2..5 with one or every stride 0, 
 
 * the driver accepts the map and ``TensorMap.encode()`` (pure Python) writes the driver's 128
   bytes, and :func:`nvatom.descriptors.tma_encode.decode` gives the map back;
-* a TMA load (``cp.async.bulk.tensor``, nvatom.kernels.tma_tests.load_store_module) through a
+* a TMA load (``cp.async.bulk.tensor``, tests.gpu.tma_kernels.load_store_module) through a
   map whose dimension 1 (then dimension 2) has stride 0 reads the same global row for every
   index of that dimension: each element of the box is checked against numpy indexing of the
   source buffer (fresh random data, NaN-poisoned output).
@@ -20,7 +20,7 @@ import pytest
 
 from nvatom.descriptors import tma_encode
 from nvatom.descriptors.tma import TensorMap
-from nvatom.kernels import tma_tests as K
+from tests.gpu import tma_kernels as K
 from tests.gpu.test_tma_gpu import _cu, _dev, _nan_bytes, launch
 
 pytestmark = pytest.mark.gpu

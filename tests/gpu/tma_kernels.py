@@ -1,5 +1,7 @@
 """Test kernels that prove the TMA lowering on the GPU (issue 6; tests/gpu/test_tma_gpu.py).
 
+A test fixture (moved from ``nvatom.kernels`` in issue 15): only the GPU tests use it.
+
 Each builder returns a :class:`~nvatom.ptx.builder.Module` for sm_90a whose kernels use only
 the emitters of :mod:`nvatom.ptx.tma_emit` (spellings from the atom tables) and plain PTX for
 the glue (thread index, 16-byte shared <-> global copies).  Tensor maps are 128-byte by-value
