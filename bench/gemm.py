@@ -228,8 +228,8 @@ def _host_gpu(n: int = 4096, calls: int = 20) -> dict[str, float]:
 
     import nvatom
     from nvatom.gemm import check_operands, plan
-    from nvatom.gemm_providers import TENSOR_MAPS
-    from nvatom.kernels.gemm_sm90 import default_config, prepare_gemm_sm90
+    from nvatom.gemm_providers import TENSOR_MAPS, prepare_gemm_sm90
+    from nvatom.kernels.gemm_sm90 import default_config
     from nvatom.runtime.launch import get_kernel
 
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -284,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     import nvatom
-    from nvatom.kernels.gemm_sm90 import default_config, prepare_gemm_sm90
+    from nvatom.gemm_providers import prepare_gemm_sm90
+    from nvatom.kernels.gemm_sm90 import default_config
 
     kernels = [k for k in args.kernels.split(",") if k]
     dtypes = [d for d in args.dtypes.split(",") if d]

@@ -21,13 +21,13 @@ import time
 
 import torch
 
+from nvatom.gemm_providers import prepare_gemm_sm90
 from nvatom.kernels.gemm_sm90 import (
     GemmSm90Config,
     GemmSm90Error,
     build_gemm_sm90,
     check_problem,
     default_config,
-    prepare_gemm_sm90,
 )
 
 BENCH = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024),

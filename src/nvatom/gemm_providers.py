@@ -5,17 +5,24 @@
 mma.sync, compute capability 8.0 and newer).  :data:`PROVIDERS` lists them in dispatch order;
 :mod:`nvatom.gemm` imports this module directly (no plug-in loading), and the types both share
 come from :mod:`nvatom.runtime.gemm_plan`, below both.
+
+:func:`prepare_gemm_sm90` / :func:`run_gemm_sm90` run the SM90 kernel directly on torch
+tensors for one :class:`~nvatom.kernels.gemm_sm90.GemmSm90Config` (benchmarks, tuning, FP8
+checks) through the driver launcher of :mod:`nvatom.runtime.driver_launch`.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
 from typing import Any
 
 from nvatom.arch import target as arch_target
 from nvatom.kernels import gemm_sm80 as sm80
 from nvatom.kernels import gemm_sm90 as sm90
 from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
+from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
 from nvatom.runtime.gemm_plan import (
     MAX_GRID_X,
     SCALED_DTYPES,
@@ -26,8 +33,11 @@ from nvatom.runtime.gemm_plan import (
     default_operand_rules,
 )
 from nvatom.runtime.launch import ByValue, KernelSource, TensorMapCache
+from nvatom.runtime.ptxas import assemble
+from nvatom.runtime.torch_interop import TORCH_DTYPES, torch_dtype
 
-__all__ = ["PROVIDERS", "TENSOR_MAPS", "Sm80Provider", "Sm90Provider"]
+__all__ = ["PROVIDERS", "TENSOR_MAPS", "Sm80Provider", "Sm90Provider", "prepare_gemm_sm90",
+           "run_gemm_sm90"]
 
 #: Encoded tensor maps of the SM90 provider path (the driver's ``cuTensorMapEncodeTiled``
 #: through :meth:`nvatom.descriptors.tma.TensorMap.encode_with_driver`), keyed by the whole
@@ -179,3 +189,74 @@ class Sm90Provider:
 
 #: Dispatch order: the SM90 kernel where it runs, else the SM80 one.
 PROVIDERS: tuple[Any, ...] = (Sm90Provider(), Sm80Provider())
+
+
+# ---------------------------------------------------------------------------- direct run
+
+
+@functools.lru_cache(maxsize=64)
+def _cubin(cfg: sm90.GemmSm90Config) -> bytes:
+    return assemble(sm90.build_gemm_sm90(cfg).emit(), "sm_90a").cubin
+
+
+def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
+                      scale_a: Any = None, scale_b: Any = None, *,
+                      grid: int | None = None) -> Any:
+    """Check torch tensors against ``cfg`` and return a zero-argument callable that launches
+    the kernel on the current stream (tensor maps encoded once, by the driver).  ``grid``
+    caps the number of CTAs of a persistent launch (tuning)."""
+    import torch
+
+    want_in, want_out = torch_dtype(cfg.in_dtype), torch_dtype(cfg.out_dtype)
+    for name, t, want in (("a", a, want_in), ("b", b, want_in), ("out", out, want_out)):
+        if t.dtype != want:
+            raise sm90.GemmSm90Error(f"{name} is {t.dtype}, the config wants {want}")
+        if not t.is_cuda or t.dim() != 2:
+            raise sm90.GemmSm90Error(f"{name} must be a 2-D CUDA tensor")
+    m, k = a.shape
+    k2, n = b.shape
+    if k2 != k or tuple(out.shape) != (m, n):
+        raise sm90.GemmSm90Error(f"shapes a {tuple(a.shape)} @ b {tuple(b.shape)} -> out "
+                                 f"{tuple(out.shape)} do not match")
+    if a.stride() != (k, 1) or out.stride() != (n, 1):
+        raise sm90.GemmSm90Error("a and out must be row-major and contiguous")
+    if sm90.b_major_of(b.shape, b.stride()) != cfg.b_major:
+        raise sm90.GemmSm90Error(f"b has strides {b.stride()}, the config wants a "
+                                 f"{cfg.b_major}-major b")
+    for name, t in (("a", a), ("b", b), ("out", out)):
+        if t.data_ptr() % 16:
+            raise sm90.GemmSm90Error(f"{name} is not 16-byte aligned (TMA)")
+    dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(dev)
+    spec = sm90.gemm_sm90_launch_spec(cfg, m, n, k, a.data_ptr(), b.data_ptr(),
+                                      out.data_ptr(), props.multi_processor_count)
+    maps = [tm.encode_with_driver() for tm in spec.tensor_maps]
+    f = load_function(cfg, lambda: _cubin(cfg), cfg.name, dev, cfg.smem_bytes,
+                      cfg.cluster_m > 1)
+    # kernel parameters: three 128-byte tensor maps by value, then M, N, K (u32) [, scales]
+    blobs: list[Any] = [(ctypes.c_uint64 * 16).from_buffer_copy(raw) for raw in maps]
+    for v in spec.scalars:
+        blobs.append(ctypes.c_uint32(v))
+    if cfg.in_dtype == "e4m3":
+        if scale_a is None or scale_b is None:
+            raise sm90.GemmSm90Error("e4m3 GEMM needs scale_a and scale_b (f32 device scalars)")
+        blobs += [ctypes.c_uint64(scale_a.data_ptr()), ctypes.c_uint64(scale_b.data_ptr())]
+    return prepare_driver_launch(
+        f, spec.grid, spec.block, spec.smem_bytes, spec.cluster, blobs,
+        lambda: torch.cuda.current_stream(dev).cuda_stream,
+        fit_clusters=cfg.cluster_m > 1 and cfg.persistent, grid_cap=grid,
+        keep=(maps, a, b, out, scale_a, scale_b))
+
+
+def run_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config | None = None, *,
+                  scale_a: Any = None, scale_b: Any = None) -> Any:
+    """``out = a @ b`` (e4m3: ``out = (a @ b) * scale_a * scale_b``) with torch tensors on
+    an sm_90 device; ``cfg`` defaults to the tuned configuration for the dtypes."""
+    if cfg is None:
+        ind = TORCH_DTYPES.get(str(a.dtype).removeprefix("torch."))
+        outd = TORCH_DTYPES.get(str(out.dtype).removeprefix("torch."))
+        if ind not in sm90.IN_DTYPES or outd not in sm90.OUT_DTYPES:
+            raise sm90.GemmSm90Error(f"no SM90 GEMM for {a.dtype} -> {out.dtype}")
+        cfg = sm90.default_config(ind, outd, sm90.b_major_of(b.shape, b.stride()) or "MN")
+    prepare_gemm_sm90(a, b, out, cfg, scale_a, scale_b)()
+    return out

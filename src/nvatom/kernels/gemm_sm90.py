@@ -82,8 +82,6 @@ __all__ = [
     "gemm_sm90_launch_spec",
     "gemm_sm90_plan",
     "kernel_params",
-    "prepare_gemm_sm90",
-    "run_gemm_sm90",
 ]
 
 #: Input dtypes -> (wgmma A/B type name, element bytes, K per wgmma).
@@ -857,155 +855,6 @@ def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: in
                       (cfg.cluster_m, 1, 1), (ta, tb, td), (m, n, k))
 
 
-# ---------------------------------------------------------------------------- device run
-# A private launcher through cuda.bindings (cuLaunchKernelEx): the shared runtime
-# (nvatom.runtime.launch) is used instead when it offers the same.
-
-
-@functools.lru_cache(maxsize=64)
-def _cubin(cfg: GemmSm90Config) -> bytes:
-    from nvatom.runtime.ptxas import assemble
-
-    return assemble(build_gemm_sm90(cfg).emit(), "sm_90a").cubin
-
-
-_FUNCS: dict[tuple[GemmSm90Config, int], Any] = {}
-
-
-def _check(res: Any, what: str) -> Any:
-    err = res[0] if isinstance(res, tuple) else res
-    if int(err) != 0:
-        raise GemmSm90Error(f"{what} failed: CUresult {int(err)} ({err})")
-    if isinstance(res, tuple):
-        return res[1] if len(res) == 2 else res[1:]
-    return None
-
-
-def _function(cfg: GemmSm90Config, device: int) -> Any:
-    from cuda.bindings import driver as cu
-
-    key = (cfg, device)
-    if key not in _FUNCS:
-        mod = _check(cu.cuModuleLoadData(_cubin(cfg)), "cuModuleLoadData")
-        f = _check(cu.cuModuleGetFunction(mod, cfg.name.encode()), "cuModuleGetFunction")
-        _check(cu.cuFuncSetAttribute(
-            f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            cfg.smem_bytes), "cuFuncSetAttribute")
-        if cfg.cluster_m > 1:
-            _check(cu.cuFuncSetAttribute(
-                f, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                1), "cuFuncSetAttribute")
-        _FUNCS[key] = (mod, f)
-    return _FUNCS[key][1]
-
-
-def _tensor_map_bytes(encoded: Any) -> bytes:
-    """The 128 bytes of an encoded ``CUtensorMap`` (16 little-endian 64-bit words)."""
-    import struct
-
-    return struct.pack("<16Q", *[int(x) for x in encoded.opaque])
-
-
-def _encode(m: TensorMap) -> Any:
-    from cuda.bindings import driver as cu
-
-    a = m.driver_args()
-    return _check(cu.cuTensorMapEncodeTiled(
-        cu.CUtensorMapDataType(a["tensorDataType"]), cu.cuuint32_t(a["tensorRank"]),
-        a["globalAddress"], [cu.cuuint64_t(x) for x in a["globalDim"]],
-        [cu.cuuint64_t(x) for x in a["globalStrides"]],
-        [cu.cuuint32_t(x) for x in a["boxDim"]],
-        [cu.cuuint32_t(x) for x in a["elementStrides"]],
-        cu.CUtensorMapInterleave(a["interleave"]), cu.CUtensorMapSwizzle(a["swizzle"]),
-        cu.CUtensorMapL2promotion(a["l2Promotion"]),
-        cu.CUtensorMapFloatOOBfill(a["oobFill"])), "cuTensorMapEncodeTiled")
-
-
-_TORCH_NAMES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32",
-                "e4m3": "float8_e4m3fn"}
-
-
-def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config,
-                      scale_a: Any = None, scale_b: Any = None, *,
-                      grid: int | None = None) -> Any:
-    """Check torch tensors against ``cfg`` and return a zero-argument callable that launches
-    the kernel on the current stream (tensor maps encoded once).  ``grid`` caps the number of
-    CTAs of a persistent launch (tuning)."""
-    import ctypes
-
-    import torch
-    from cuda.bindings import driver as cu
-
-    want_in = getattr(torch, _TORCH_NAMES[cfg.in_dtype])
-    want_out = getattr(torch, _TORCH_NAMES[cfg.out_dtype])
-    for name, t, want in (("a", a, want_in), ("b", b, want_in), ("out", out, want_out)):
-        if t.dtype != want:
-            raise GemmSm90Error(f"{name} is {t.dtype}, the config wants {want}")
-        if not t.is_cuda or t.dim() != 2:
-            raise GemmSm90Error(f"{name} must be a 2-D CUDA tensor")
-    m, k = a.shape
-    k2, n = b.shape
-    if k2 != k or tuple(out.shape) != (m, n):
-        raise GemmSm90Error(f"shapes a {tuple(a.shape)} @ b {tuple(b.shape)} -> out "
-                            f"{tuple(out.shape)} do not match")
-    if a.stride() != (k, 1) or out.stride() != (n, 1):
-        raise GemmSm90Error("a and out must be row-major and contiguous")
-    if b_major_of(b.shape, b.stride()) != cfg.b_major:
-        raise GemmSm90Error(f"b has strides {b.stride()}, the config wants a "
-                            f"{cfg.b_major}-major b")
-    for name, t in (("a", a), ("b", b), ("out", out)):
-        if t.data_ptr() % 16:
-            raise GemmSm90Error(f"{name} is not 16-byte aligned (TMA)")
-    dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
-    props = torch.cuda.get_device_properties(dev)
-    spec = gemm_sm90_launch_spec(cfg, m, n, k, a.data_ptr(), b.data_ptr(), out.data_ptr(),
-                                 props.multi_processor_count)
-    maps = [_encode(tm) for tm in spec.tensor_maps]
-    f = _function(cfg, dev)
-    # kernel parameters: three 128-byte tensor maps by value, then M, N, K (u32) [, scales]
-    blobs: list[Any] = []
-    for tm in maps:
-        raw = (ctypes.c_uint64 * 16)(*[int(x) for x in tm.opaque])
-        blobs.append(raw)
-    for v in spec.scalars:
-        blobs.append(ctypes.c_uint32(v))
-    if cfg.in_dtype == "e4m3":
-        if scale_a is None or scale_b is None:
-            raise GemmSm90Error("e4m3 GEMM needs scale_a and scale_b (f32 device scalars)")
-        blobs += [ctypes.c_uint64(scale_a.data_ptr()), ctypes.c_uint64(scale_b.data_ptr())]
-    ptrs = (ctypes.c_void_p * len(blobs))(*[ctypes.addressof(x) for x in blobs])
-
-    cfg_l = cu.CUlaunchConfig()
-    cfg_l.gridDimX, cfg_l.gridDimY, cfg_l.gridDimZ = spec.grid
-    cfg_l.blockDimX, cfg_l.blockDimY, cfg_l.blockDimZ = spec.block
-    cfg_l.sharedMemBytes = spec.smem_bytes
-    attrs = []
-    if cfg.cluster_m > 1:
-        at = cu.CUlaunchAttribute()
-        at.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-        at.value.clusterDim.x, at.value.clusterDim.y, at.value.clusterDim.z = spec.cluster
-        attrs.append(at)
-    cfg_l.attrs = attrs
-    cfg_l.numAttrs = len(attrs)
-    if cfg.cluster_m > 1 and cfg.persistent:
-        # Not every SM can hold a CTA of a 2-CTA cluster (GPCs of odd size): a grid of
-        # #SMs CTAs would run a second wave.  Size the grid by the clusters that fit.
-        cfg_l.hStream = cu.CUstream(torch.cuda.current_stream(dev).cuda_stream)
-        fit = _check(cu.cuOccupancyMaxActiveClusters(f, cfg_l), "cuOccupancyMaxActiveClusters")
-        cfg_l.gridDimX = min(spec.grid[0], max(1, int(fit)) * cfg.cluster_m)
-    if grid is not None:
-        cfg_l.gridDimX = min(cfg_l.gridDimX, grid - grid % cfg.cluster_m)
-    keep = (blobs, ptrs, maps, a, b, out, scale_a, scale_b)
-
-    def launch() -> None:
-        cfg_l.hStream = cu.CUstream(torch.cuda.current_stream(dev).cuda_stream)
-        _check(cu.cuLaunchKernelEx(cfg_l, f, ctypes.addressof(ptrs), 0), "cuLaunchKernelEx")
-
-    launch.keep = keep  # type: ignore[attr-defined]
-    launch.grid = cfg_l.gridDimX  # type: ignore[attr-defined]
-    return launch
-
-
 def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
                    b_major: str = "MN") -> GemmSm90Config:
     """The tuned configuration for a dtype pair (docs/perf.md): 128 x 256 x 128-byte tiles,
@@ -1017,21 +866,6 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
     if in_dtype == "e4m3":
         b_major = "K"
     return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype, b_major=b_major)
-
-
-def run_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config | None = None, *,
-                  scale_a: Any = None, scale_b: Any = None) -> Any:
-    """``out = a @ b`` (e4m3: ``out = (a @ b) * scale_a * scale_b``) with torch tensors on
-    an sm_90 device; ``cfg`` defaults to the tuned configuration for the dtypes."""
-    if cfg is None:
-        rev = {v: kk for kk, v in _TORCH_NAMES.items()}
-        ind = rev.get(str(a.dtype).removeprefix("torch."))
-        outd = rev.get(str(out.dtype).removeprefix("torch."))
-        if ind is None or outd is None:
-            raise GemmSm90Error(f"no SM90 GEMM for {a.dtype} -> {out.dtype}")
-        cfg = default_config(ind, outd, b_major_of(b.shape, b.stride()) or "MN")
-    prepare_gemm_sm90(a, b, out, cfg, scale_a, scale_b)()
-    return out
 
 
 def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
