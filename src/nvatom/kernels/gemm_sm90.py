@@ -55,12 +55,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from nvatom.atoms.copy import MATRIX_COPIES
-from nvatom.atoms.sm90 import WgmmaForm, wgmma_form
+from nvatom.atoms.sm90 import FORMS, WgmmaForm
 from nvatom.atoms.smem import smem_layout, smem_swizzle
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
-from nvatom.descriptors.tma import MAX_GLOBAL_STRIDE, TensorMap
+from nvatom.descriptors.tma import MAX_GLOBAL_STRIDE, TensorMap, tma_data_type
 from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor, make_gmma_desc
-from nvatom.errors import NvatomError
+from nvatom.dtypes import dtype
+from nvatom.errors import DescriptorError, NvatomError
 from nvatom.layout import tile_to_shape
 from nvatom.ptx import sync_emit as S
 from nvatom.ptx import tma_emit as T
@@ -84,17 +85,13 @@ __all__ = [
     "kernel_params",
 ]
 
-#: Input dtypes -> (wgmma A/B type name, element bytes, K per wgmma).
-_IN = {"bf16": ("bf16", 2, 16), "f16": ("f16", 2, 16), "e4m3": ("e4m3", 1, 32)}
-#: Output dtypes -> element bytes.
-_OUT = {"bf16": 2, "f16": 2, "f32": 4}
-#: The element types the kernel reads and writes.
-IN_DTYPES = tuple(_IN)
-OUT_DTYPES = tuple(_OUT)
-#: TMA data type names (tensor-map ``tensorDataType``) of each element type.
-_TMA_TYPE = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "e4m3": "uint8"}
+#: The element types the kernel reads (A and B: one ``wgmma`` ``.ss`` form per type, f32
+#: accumulation) and writes.  Widths come from :mod:`nvatom.dtypes`, the K of each
+#: instruction from the form (:data:`nvatom.atoms.sm90.FORMS`).
+IN_DTYPES = ("bf16", "f16", "e4m3")
+OUT_DTYPES = ("bf16", "f16", "f32")
 _SW128 = smem_swizzle("SW128")
-_ROW = 128  # bytes: one SW128 row, the K extent of every smem tile and every TMA box row
+_ROW = _SW128.row_bytes  # one SW128 row: the K extent of every smem tile and TMA box row
 _MAX_SMEM = 232448  # sm_90: 227 KB of dynamic shared memory per block
 _REGS = 65536  # registers per SM
 _ENTRY_REGS = 168  # .maxnreg at entry (65536 / 384, rounded down to 8): setmaxnreg needs a cap
@@ -136,10 +133,12 @@ class GemmSm90Config:
     tmap_address: str = "cvta"
 
     def __post_init__(self) -> None:
-        if self.in_dtype not in _IN:
-            raise GemmSm90Error(f"in_dtype {self.in_dtype!r} is not one of {', '.join(_IN)}")
-        if self.out_dtype not in _OUT:
-            raise GemmSm90Error(f"out_dtype {self.out_dtype!r} is not one of {', '.join(_OUT)}")
+        if self.in_dtype not in IN_DTYPES:
+            raise GemmSm90Error(f"in_dtype {self.in_dtype!r} is not one of "
+                                f"{', '.join(IN_DTYPES)}")
+        if self.out_dtype not in OUT_DTYPES:
+            raise GemmSm90Error(f"out_dtype {self.out_dtype!r} is not one of "
+                                f"{', '.join(OUT_DTYPES)}")
         if self.in_dtype == "e4m3" and self.out_dtype != "bf16":
             raise GemmSm90Error(f"e4m3 inputs give bf16 output here, not {self.out_dtype}")
         if self.b_major not in ("K", "MN"):
@@ -203,11 +202,11 @@ class GemmSm90Config:
 
     @property
     def in_bytes(self) -> int:
-        return _IN[self.in_dtype][1]
+        return dtype(self.in_dtype).storage_bits // 8
 
     @property
     def out_bytes(self) -> int:
-        return _OUT[self.out_dtype]
+        return dtype(self.out_dtype).storage_bits // 8
 
     @property
     def block_m(self) -> int:
@@ -220,7 +219,7 @@ class GemmSm90Config:
 
     @property
     def k_steps(self) -> int:
-        return self.block_k // _IN[self.in_dtype][2]
+        return self.block_k // self.form.k
 
     @property
     def threads(self) -> int:
@@ -228,8 +227,7 @@ class GemmSm90Config:
 
     @property
     def form(self) -> WgmmaForm:
-        t = _IN[self.in_dtype][0]
-        return wgmma_form(f"sm90.mma.m64n{self.block_n}k{_IN[self.in_dtype][2]}.ss.f32.{t}.{t}")
+        return _ss_form(self.block_n, self.in_dtype)
 
     @property
     def a_stage_bytes(self) -> int:
@@ -263,6 +261,13 @@ class GemmSm90Config:
         return (f"gemm_sm90_{self.in_dtype}_{self.out_dtype}_{self.block_m}x{self.block_n}_"
                 f"s{self.stages}_b{self.b_major}_{p}_g{self.raster_group}_c{self.cluster_m}_"
                 f"w{self.wgmma_inflight}")
+
+
+@functools.cache
+def _ss_form(n: int, in_dtype: str) -> WgmmaForm:
+    """The ``wgmma`` form ``m64n<n>k<K>.ss.f32.<t>.<t>`` of the atom table."""
+    return next(f for f in FORMS if (f.n, f.a.name, f.b.name, f.d.name, f.a_source,
+                                     f.satfinite) == (n, in_dtype, in_dtype, "f32", "ss", False))
 
 
 def b_major_of(b_shape: Sequence[int], b_strides: Sequence[int]) -> str | None:
@@ -304,7 +309,7 @@ def _b_layout(cfg: GemmSm90Config) -> Any:
 @functools.lru_cache(maxsize=64)
 def gemm_sm90_plan(cfg: GemmSm90Config) -> GemmSm90Plan:
     bits = 8 * cfg.in_bytes
-    ks = _IN[cfg.in_dtype][2]
+    ks = cfg.form.k
     a_l = smem_layout(cfg.block_m, cfg.block_k, bits, "K", _SW128)
     a_one = smem_layout(64, cfg.block_k, bits, "K", _SW128)
     a_base = make_gmma_desc(a_one, bits, "K")
@@ -366,7 +371,7 @@ def _check_c_offsets(cfg: GemmSm90Config, plan: GemmSm90Plan) -> None:
             if cfg.out_bytes == 2:  # stmatrix.x4: lane supplies row t of matrix j
                 j, t = lane // 8, lane % 8
                 row = 16 * w + 8 * (j % 2) + t
-                base = row * 128 + (((j >> 1) ^ t) << 4)
+                base = row * _ROW + (((j >> 1) ^ t) << 4)
                 for q in range(cfg.c_chunk_cols // 16):
                     want = c((row, 16 * q + 8 * (j >> 1))) * eb
                     if base ^ (32 * q) != want:  # pragma: no cover - algebra guard
@@ -376,7 +381,7 @@ def _check_c_offsets(cfg: GemmSm90Config, plan: GemmSm90Plan) -> None:
                 g, tig = lane // 4, lane % 4
                 for half in (0, 1):
                     row = 16 * w + g + 8 * half
-                    base = row * 128 + (((tig >> 1) ^ g) << 4) + (tig & 1) * 8
+                    base = row * _ROW + (((tig >> 1) ^ g) << 4) + (tig & 1) * 8
                     for cb in range(cfg.c_chunk_cols // 8):
                         want = c((row, 8 * cb + 2 * tig)) * eb
                         if base ^ (32 * cb) != want:  # pragma: no cover
@@ -539,7 +544,7 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
         col = _u32(k, "shr.u32", j, 1)
         k.ins("xor.b32", col, col, t7)
         k.ins("shl.b32", col, col, 4)
-        c_lane = _u32(k, "mad.lo.u32", row, 128, col)
+        c_lane = _u32(k, "mad.lo.u32", row, _ROW, col)
     else:
         g8 = _u32(k, "shr.u32", lane, 2)
         tig = _u32(k, "and.b32", lane, 3)
@@ -550,7 +555,7 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
         lo = _u32(k, "and.b32", tig, 1)
         k.ins("shl.b32", lo, lo, 3)
         k.ins("add.u32", col, col, lo)
-        c_lane = _u32(k, "mad.lo.u32", row, 128, col)
+        c_lane = _u32(k, "mad.lo.u32", row, _ROW, col)
     c_buf0 = _u32(k, "mad.lo.u32", cw, 2 * cfg.c_buffer_bytes, off_c)
     k.ins("add.u32", c_buf0, c_buf0, smem)  # this warpgroup's two staging buffers
     bar_id = _u32(k, "add.u32", cw, 1)
@@ -813,6 +818,16 @@ def check_problem(cfg: GemmSm90Config, m: int, n: int, k: int) -> None:
 _MAX_TILES = 2**31 - 1
 
 
+def _tma_type(name: str) -> Any:
+    """The tensor-map data type of an element type: the driver's own
+    (:func:`nvatom.descriptors.tma.tma_data_type`), or for a type it has none of (FP8) the
+    unsigned integer of its width, which TMA moves as raw bytes."""
+    try:
+        return tma_data_type(name)
+    except DescriptorError:
+        return tma_data_type(f"uint{dtype(name).storage_bits}")
+
+
 def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: int = 0,
                           b_ptr: int = 0, d_ptr: int = 0, num_sms: int = 132, *,
                           lda: int | None = None, ldb: int | None = None,
@@ -824,7 +839,7 @@ def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: in
     check_problem(cfg, m, n, k)
     plan = gemm_sm90_plan(cfg)
     ib, ob = cfg.in_bytes, cfg.out_bytes
-    it, ot = _TMA_TYPE[cfg.in_dtype], _TMA_TYPE[cfg.out_dtype]
+    it, ot = _tma_type(cfg.in_dtype), _tma_type(cfg.out_dtype)
     lda = k if lda is None else lda
     ldb = (k if cfg.b_major == "K" else n) if ldb is None else ldb
     ldd = n if ldd is None else ldd
@@ -834,15 +849,16 @@ def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: in
             raise GemmSm90Error(f"{name} = {ld!r} must be an int >= {least} whose row pitch "
                                 f"({eb}-byte elements) is a multiple of 16 bytes (TMA)")
     ta = TensorMap("tiled", it, a_ptr, (k, m), (lda * ib,),
-                   box_dims=(cfg.block_k, cfg.block_m), swizzle=128, l2_promotion="256B")
+                   box_dims=(cfg.block_k, cfg.block_m), swizzle=_SW128,
+                   l2_promotion="256B")
     if cfg.b_major == "K":
         tb = TensorMap("tiled", it, b_ptr, (k, n), (ldb * ib,), box_dims=plan.b_box,
-                       swizzle=128, l2_promotion="256B")
+                       swizzle=_SW128, l2_promotion="256B")
     else:
         tb = TensorMap("tiled", it, b_ptr, (n, k), (ldb * ib,), box_dims=plan.b_box,
-                       swizzle=128, l2_promotion="256B")
+                       swizzle=_SW128, l2_promotion="256B")
     td = TensorMap("tiled", ot, d_ptr, (n, m), (ldd * ob,), box_dims=(cfg.c_chunk_cols, 64),
-                   swizzle=128)
+                   swizzle=_SW128)
     tm = -(-m // cfg.block_m)
     if cfg.cluster_m == 2:
         tm += tm % 2
