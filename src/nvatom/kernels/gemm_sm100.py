@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from nvatom.atoms.sm100 import UmmaAtom, make_umma_atom
-from nvatom.atoms.smem import smem_layout
+from nvatom.atoms.smem import smem_layout, smem_swizzle
 from nvatom.atoms.tmem import TmemCopyAtom
 from nvatom.descriptors.tma import TensorMap
 from nvatom.descriptors.umma import UmmaSmemDescriptor, k_block_descriptors
@@ -55,9 +55,13 @@ from nvatom.ptx.tcgen05_emit import Tcgen05, check_kernel
 __all__ = ["GemmSm100Error", "GemmSm100Plan", "build_gemm_sm100_module", "gemm_sm100_plan",
            "simulate"]
 
-BM, BK = 128, 64  # rows per CTA (UMMA M), K elements per TMA box (one 128-byte SW128 row)
+#: The operand types (16-bit: the kind::f16 UMMA, f32 accumulation).
+IN_DTYPES = ("f16", "bf16")
+_BITS = 16  # element width of every IN_DTYPES type
+_SW128 = smem_swizzle("SW128")
+#: rows per CTA (UMMA M), K elements per TMA box (one SW128 row of 16-bit elements)
+BM, BK = 128, _SW128.row_bytes * 8 // _BITS
 THREADS = 128
-_TMA_TYPE = {"f16": "float16", "bf16": "bfloat16"}
 
 
 class GemmSm100Error(NvatomError):
@@ -100,23 +104,23 @@ class GemmSm100Plan:
 
 
 def gemm_sm100_plan(bn: int = 128, dtype: str = "bf16") -> GemmSm100Plan:
-    if dtype not in _TMA_TYPE:
+    if dtype not in IN_DTYPES:
         raise GemmSm100Error(f"dtype {dtype!r}: the SM100 GEMM takes f16 or bf16")
     if bn not in (16, 32, 64, 128):
         raise GemmSm100Error(f"BN = {bn}: one 32x32b.x<BN> load per warp takes BN in 16, 32, "
                              "64, 128")
     atom = make_umma_atom("f16", 1, BM, bn, "f32", dtype, dtype)
-    a_lay = smem_layout(BM, BK, 16, "K", "SW128")
-    b_lay = smem_layout(bn, BK, 16, "K", "SW128")
-    a_off, b_off = 0, BM * BK * 2
-    bar_off = b_off + bn * BK * 2
+    a_lay = smem_layout(BM, BK, _BITS, "K", _SW128)
+    b_lay = smem_layout(bn, BK, _BITS, "K", _SW128)
+    a_off, b_off = 0, BM * BK * _BITS // 8
+    bar_off = b_off + bn * BK * _BITS // 8
     kb = BK // atom.k
     return GemmSm100Plan(
         dtype=dtype, bn=bn, atom=atom, a_layout=a_lay, b_layout=b_lay, a_offset=a_off,
         b_offset=b_off, bar_offset=bar_off, slot_offset=bar_off + 16,
         smem_bytes=bar_off + 32,
-        a_descs=k_block_descriptors(a_lay, 16, "K", kb, a_off),
-        b_descs=k_block_descriptors(b_lay, 16, "K", kb, b_off),
+        a_descs=k_block_descriptors(a_lay, _BITS, "K", kb, a_off),
+        b_descs=k_block_descriptors(b_lay, _BITS, "K", kb, b_off),
         idesc=atom.idesc().encode(), tmem_columns=max(32, 1 << (bn - 1).bit_length()),
         ld_atom=TmemCopyAtom("load", "32x32b", bn))
 
@@ -127,9 +131,10 @@ def tensor_maps(plan: GemmSm100Plan, m: int, n: int, k: int, a_ptr: int = 0,
     if k % BK or m % BM or n % plan.bn:
         raise GemmSm100Error(f"M, N, K = {m}, {n}, {k} must be multiples of {BM}, {plan.bn}, "
                              f"{BK}")
-    t = _TMA_TYPE[plan.dtype]
-    ta = TensorMap("tiled", t, a_ptr, (k, m), (k * 2,), box_dims=(BK, BM), swizzle=128)
-    tb = TensorMap("tiled", t, b_ptr, (k, n), (k * 2,), box_dims=(BK, plan.bn), swizzle=128)
+    t, pitch = plan.dtype, k * _BITS // 8  # the driver's type of f16 / bf16 (tma_data_type)
+    ta = TensorMap("tiled", t, a_ptr, (k, m), (pitch,), box_dims=(BK, BM), swizzle=_SW128)
+    tb = TensorMap("tiled", t, b_ptr, (k, n), (pitch,), box_dims=(BK, plan.bn),
+                   swizzle=_SW128)
     return ta, tb
 
 
@@ -150,7 +155,8 @@ def build_gemm_sm100_module(plan: GemmSm100Plan, k_tiles: int = 2,
     mod = Module(target, features=("tcgen05", "tma", "mbarrier.tx"))
     k = mod.kernel("gemm_sm100")
     k.reqntid = (THREADS,)
-    pa, pb = k.byte_param("tmap_a", 128, 64), k.byte_param("tmap_b", 128, 64)
+    pa, pb = (k.byte_param(n, tma.TENSORMAP_BYTES, tma.GEMM_TENSORMAP_ALIGN)
+              for n in ("tmap_a", "tmap_b"))
     pd, pn = k.param("D", "u64"), k.param("N", "u32")
     smem = k.dynamic_shared("dsmem", 1024)
     t5 = Tcgen05(k, 1)
@@ -258,14 +264,15 @@ def build_gemm_sm100_module(plan: GemmSm100Plan, k_tiles: int = 2,
 
 def _tma_sw128_load(smem: Any, addr: int, box: np.ndarray) -> None:
     """A TMA load of a (rows x 64) 16-bit box with CU_TENSOR_MAP_SWIZZLE_128B: row r is 128
-    bytes at ``addr + 128 r``; its 16-byte chunk c is stored at chunk ``c ^ (r % 8)``
-    (``addr`` 1024-byte aligned)."""
+    bytes at ``addr + 128 r``; each 16-byte chunk lands where the SW128 swizzle of the
+    table (:data:`nvatom.atoms.smem.SMEM_SWIZZLES`) puts its byte offset: chunk c of row r at
+    chunk ``c ^ (r % 8)`` (``addr`` 1024-byte aligned)."""
     raw = np.ascontiguousarray(box.astype(np.uint16)).view(np.uint8)
-    rows = raw.shape[0]
+    rows, row, unit = raw.shape[0], _SW128.row_bytes, _SW128.atom_bytes
     for r in range(rows):
-        for c in range(8):
-            dst = addr + 128 * r + 16 * (c ^ (r % 8))
-            smem.data[dst:dst + 16] = raw[r, 16 * c:16 * c + 16]
+        for c in range(row // unit):
+            dst = addr + _SW128.swizzle(row * r + unit * c)
+            smem.data[dst:dst + unit] = raw[r, unit * c:unit * c + unit]
 
 
 def simulate(plan: GemmSm100Plan, a_codes: np.ndarray, b_codes: np.ndarray) -> np.ndarray:

@@ -413,7 +413,8 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
     k.maxnreg = _ENTRY_REGS
     if cfg.cluster_m > 1:
         k.reqnctapercluster = (cfg.cluster_m, 1, 1)
-    pa, pb, pd = (k.byte_param(n, T.TENSORMAP_BYTES, 64) for n in ("tmap_a", "tmap_b", "tmap_d"))
+    pa, pb, pd = (k.byte_param(n, T.TENSORMAP_BYTES, T.GEMM_TENSORMAP_ALIGN)
+                  for n in ("tmap_a", "tmap_b", "tmap_d"))
     pm, pn, pk = (k.param(n, "u32") for n in ("M", "N", "K"))
     psa = psb = None
     if fp8:
@@ -886,7 +887,8 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
 
 def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
     """The kernel's parameters as ``(name, PTX type)`` (``nvatom.runtime.launch`` form)."""
-    out = [("tmap_a", "b8[128]@64"), ("tmap_b", "b8[128]@64"), ("tmap_d", "b8[128]@64"),
+    tmap = T.tensormap_param_type(T.GEMM_TENSORMAP_ALIGN)
+    out = [("tmap_a", tmap), ("tmap_b", tmap), ("tmap_d", tmap),
            ("M", "u32"), ("N", "u32"), ("K", "u32")]
     if cfg.in_dtype == "e4m3":
         out += [("scale_a", "u64"), ("scale_b", "u64")]
