@@ -25,7 +25,7 @@ from nvatom.atoms.mma import MmaForm
 from nvatom.atoms.registry import mma_form
 from nvatom.atoms.smem import smem_layout
 from nvatom.layout import Layout, composition, right_inverse
-from nvatom.ptx import copy_emit, mma_emit
+from nvatom.ptx import copy_emit, mma_emit, sync_emit
 from nvatom.ptx.builder import Kernel, Module, Reg
 from nvatom.ptx.layout_eval import emit_composed_offset
 
@@ -156,9 +156,8 @@ def build_pipeline_module(dtype: str, target_: Target | str) -> Module:
     if form.d.name == "f16":
         out = regs.d
     else:  # f32 accumulators: round pairs to bf16 (cvt packs its first source high)
-        out = k.regs("b32", 2)
-        for j in range(2):
-            k.ins("cvt.rn.bf16x2.f32", out[j], regs.d[2 * j + 1], regs.d[2 * j])
+        out = [sync_emit.cvt_pack_f32(k, "bf16", regs.d[2 * j + 1], regs.d[2 * j],
+                                      target=target_) for j in range(2)]
     d_addr = _row_address(k, lane, s_d, st_d.name, p.out_form, "D", Layout((m, n), (n, 1)),
                           m, n, 2)
     copy_emit.emit_matrix_copy(k, st_d, out, d_addr)

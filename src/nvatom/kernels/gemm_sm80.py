@@ -41,9 +41,11 @@ from nvatom.atoms.copy import MatrixCopy, SimtAsyncCopy, copy_atom, row_addresse
 from nvatom.atoms.mma import MmaForm
 from nvatom.atoms.registry import mma_form
 from nvatom.atoms.smem import smem_layout
+from nvatom.dtypes import dtype
 from nvatom.errors import NvatomError
 from nvatom.layout import ComposedLayout, Layout
 from nvatom.ptx import copy_emit, mma_emit
+from nvatom.ptx import sync_emit as S
 from nvatom.ptx.builder import Kernel, Module, Reg
 from nvatom.ptx.layout_eval import emit_layout_offset, emit_swizzle
 
@@ -72,8 +74,8 @@ DYNAMIC_SMEM = "gemm_smem"
 _PARAMS = (("A", "u64"), ("B", "u64"), ("D", "u64"), ("M", "u32"), ("N", "u32"),
            ("K", "u32"), ("lda", "u32"), ("ldb", "u32"), ("ldd", "u32"))
 _CHUNK = 16  # bytes per cp.async
-_ESIZE = 2  # bytes per 16-bit input element
-_CVT = {"bf16": "cvt.rn.bf16x2.f32", "f16": "cvt.rn.f16x2.f32"}
+_ESIZE = dtype(IN_DTYPES[0]).storage_bits // 8  # bytes per input element (all 16-bit)
+assert all(dtype(t).storage_bits == 8 * _ESIZE for t in IN_DTYPES)
 
 
 class GemmSm80Error(NvatomError, ValueError):
@@ -160,7 +162,7 @@ class GemmSm80Spec:
 
     @property
     def out_bytes(self) -> int:
-        return 4 if self.out_dtype == "f32" else 2
+        return dtype(self.out_dtype).storage_bits // 8
 
     def grid(self, m: int, n: int) -> tuple[int, int, int]:
         """1-D grid of CTAs; the kernel maps the CTA index to a (tile m, tile n) pair."""
@@ -702,8 +704,7 @@ def _epilogue(k: Kernel, spec: GemmSm80Spec, form: MmaForm, regs_c: list[list[li
                 if spec.out_dtype == "f32":
                     k.ins("st.global.v2.f32", addr, [lo, hi], pred=str(ok))
                 else:
-                    packed = k.reg("b32")
-                    k.ins(_CVT[spec.out_dtype], packed, hi, lo)  # first source goes high
+                    packed = S.cvt_pack_f32(k, spec.out_dtype, hi, lo)  # hi in bits 16-31
                     k.ins("st.global.b32", addr, packed, pred=str(ok))
 
 
