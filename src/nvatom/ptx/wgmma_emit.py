@@ -313,6 +313,12 @@ def _layout_bits(form: WgmmaForm) -> int:
     return max(8, form.a.pack_bits)
 
 
+def _k_step(form: WgmmaForm) -> int:
+    """Layout elements of ``_layout_bits`` per mma_async: the form's K (b1: K bits counted as
+    bytes)."""
+    return form.k * form.a.pack_bits // _layout_bits(form)
+
+
 def _check_test_form(form: WgmmaForm, a_major: str, b_major: str, load_c: bool) -> None:
     for what, m in (("a_major", a_major), ("b_major", b_major)):
         if m not in _MAJORS:
@@ -361,8 +367,8 @@ class WgmmaTestPlan:
 
     @property
     def k_step(self) -> int:
-        """Layout elements per mma_async (32 bytes)."""
-        return 256 // self.lbits
+        """Layout elements per mma_async (the form's K)."""
+        return _k_step(self.form)
 
     @property
     def esize(self) -> int:
@@ -418,7 +424,7 @@ def wgmma_test_plan(form: WgmmaForm, swizzle: object, k_steps: int,
         raise WgmmaEmitError(f"k_steps must be a positive int, got {k_steps!r}")
     sw = smem_swizzle(swizzle)  # type: ignore[arg-type]
     bits = _layout_bits(form)
-    ks = 256 // bits
+    ks = _k_step(form)
     k_total = ks * k_steps
     b_ks, b_l = _tile(form.n, k_total, bits, b_major, sw)
     a_l: object = None
