@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from nvatom.atoms.smem import SMEM_SWIZZLES
 from nvatom.errors import NvatomError
 
 __all__ = ["add_arguments", "cmd_tma"]
@@ -64,8 +65,10 @@ def _named(option: str, text: str, table: dict[str, str]) -> str:
     return table[key]
 
 
-_SWIZZLE = {"none": "0", "0": "0", "32b": "32", "32": "32", "sw32": "32", "64b": "64",
-            "64": "64", "sw64": "64", "128b": "128", "128": "128", "sw128": "128"}
+#: --swizzle spellings -> bytes, for every mode of the one swizzle table.
+_SWIZZLE = {"none": "0", "0": "0"} | {
+    alias: str(s.nbytes) for s in SMEM_SWIZZLES if s.nbytes
+    for alias in (f"{s.nbytes}b", f"{s.nbytes}", f"sw{s.nbytes}")}
 _INTERLEAVE = {"none": "none", "16b": "16B", "32b": "32B"}
 _L2 = {"none": "none", "64b": "64B", "128b": "128B", "256b": "256B"}
 _OOB = {"none": "none", "zero": "none", "nan": "nan_request_zero_fma",

@@ -48,7 +48,7 @@ from nvatom.atoms.interfaces import (
     PrefetchAtom,
     TmaAtom,
 )
-from nvatom.atoms.smem import smem_swizzle_of
+from nvatom.atoms.smem import SMEM_SWIZZLES, smem_swizzle_of
 from nvatom.layout import ComposedLayout, Layout
 from nvatom.layout.swizzle import Swizzle
 
@@ -70,6 +70,7 @@ TMA_NUM_MULTICAST_OF = D.TMA_NUM_MULTICAST_OF
 
 __all__ = [
     "REDUCE_TYPES",
+    "SWIZZLE_BYTES",
     "TENSORMAP_FIELDS",
     "TENSORMAP_SPACES",
     "TMA_INSTRS",
@@ -300,7 +301,8 @@ def _size(x: Any) -> int:
 
 
 # -- the swizzles the TMA unit can write: Sw<B,4,3>, B = 0 (none), 1 (32B), 2 (64B), 3 (128B)
-_SWIZZLE_BYTES = {0: None, 1: 32, 2: 64, 3: 128}
+#: Swizzle bits B -> the span in bytes (None: no swizzle), read off the one swizzle table.
+SWIZZLE_BYTES: dict[int, int | None] = {s.swizzle.bits: s.nbytes or None for s in SMEM_SWIZZLES}
 # the result record's swizzle_mode (seed 001): 0 none, 2 128B, 3 32B/64B
 _SWIZZLE_FIELD = {0: 0, 1: 3, 2: 3, 3: 2}
 # element widths a tensor map can carry (8/16/32/64; 4 and 6 in sm_100's packed types)
@@ -412,7 +414,7 @@ def verify_tma_partition(
     elem_form = (isinstance(sw, Swizzle) and _is_int(element_bits) and element_bits >= 8
                  and element_bits & (element_bits - 1) == 0
                  and smem_swizzle_of(smem, element_bits) is not None)
-    if not ((byte_form or elem_form) and sw.bits in _SWIZZLE_BYTES):  # type: ignore[union-attr]
+    if not ((byte_form or elem_form) and sw.bits in SWIZZLE_BYTES):  # type: ignore[union-attr]
         raise _fail(TMA_SMEM_SWIZZLE + _got(smem))
     # 6. SMEM layout and CTA V-map static (a ComposedLayout is always static)
     if not (_static(smem) and isinstance(cta_v_map, (Layout, LayoutType))
@@ -431,7 +433,7 @@ def verify_tma_partition(
     tma_layout = LayoutType(box, tuple(E(k) for k in range(rank)))
     lead = _leaves(gmem.stride)[0] if gmem.stride is not None else None
     inner_bits = box[0] * element_bits
-    span = _SWIZZLE_BYTES[sw.bits]
+    span = SWIZZLE_BYTES[sw.bits]
     im2col = (kind is TmaKind.LOAD and mode in (TmaLoadMode.TMA_LOAD_W_MULTICAST,
                                                 TmaLoadMode.TMA_LOAD_W128_MULTICAST)) or (
         kind is TmaKind.STORE and mode is not TmaStoreMode.TMA_STORE_TILED)

@@ -242,7 +242,6 @@ def decode_fields(word: int) -> dict[str, int]:
 # ============================================================================ from layouts
 
 
-_W = {"INTERLEAVE": 1, "SW32": 2, "SW64": 4, "SW128": 8}  # swizzle span in 16-byte chunks
 
 
 def _check_major(major: Any) -> str:
@@ -301,7 +300,7 @@ def _canonical_strides(
     u: Layout, sw: SmemSwizzle, major: str, where: str
 ) -> tuple[int, int]:
     """(LBO, SBO) in 16-byte units read off the canonical form of K-block ``u``."""
-    w = _W[sw.name]
+    w = sw.row_bytes // sw.atom_bytes  # the swizzle span in 16-byte chunks
     mn = size(u[0])
     if major == "K":
         if mn % 8:
@@ -387,7 +386,7 @@ def canonical_gmma_layout(
     that ``desc`` describes for an operand of ``mn`` rows: CUTLASS's canonical form."""
     major = _check_major(major)
     sw = desc.layout_type
-    w = _W[sw.name]
+    w = sw.row_bytes // sw.atom_bytes  # the swizzle span in 16-byte chunks
     per = 128 // element_bits
     lbo, sbo = desc.lbo // 16 * per, desc.sbo // 16 * per  # in elements
     if major == "K":

@@ -783,7 +783,7 @@ class _KernelLowering:
         desc: _Desc = self._reg_of(op.operands[0])
         sw = r.non_exec_atom_body.smem.inner
         info = dataclasses.replace(desc.info, box=r.tma_tensor_type.box,
-                                   swizzle_bytes=16 << sw.bits if sw.bits else None)
+                                   swizzle_bytes=T.SWIZZLE_BYTES[sw.bits])
         self.tma[self.tma.index(desc.info)] = info
         desc.info = info
         self.vals[op.results[0]] = (desc, r)
