@@ -28,7 +28,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from nvatom.arch import PtxVersion, Tier
+from nvatom.arch import PtxVersion, Tier, feature
 from nvatom.atoms import tma as T
 from nvatom.errors import NvatomError
 from nvatom.ir import dialect as DL
@@ -202,6 +202,10 @@ class _KernelLowering:
         self.version = max(self.version, version)
         self.threads = max(self.threads, threads)
 
+    def need_feature(self, name: str, threads: int = 1) -> None:
+        """:meth:`need` the minimum PTX version of an :data:`nvatom.arch.FEATURES` row."""
+        self.need(feature(name).min_ptx, threads)
+
     def fresh(self, stem: str) -> str:
         self._n += 1
         return f"{stem}{self._n}"
@@ -245,7 +249,7 @@ class _KernelLowering:
             raise LowerError(f"a cluster of {shape} has more than 8 CTAs (the portable "
                              "cluster size)")
         self.k.reqnctapercluster = shape
-        self.need((7, 8))
+        self.need_feature("cluster")
         return shape  # type: ignore[return-value]
 
     def _param(self, i: int, arg: Any) -> None:
@@ -343,7 +347,7 @@ class _KernelLowering:
         t = _Tmem(taddr, cols)
         self.tmem.append(t)
         self.vals[op.results[0]] = t
-        self.need((8, 6), 128)
+        self.need_feature("tcgen05", 128)
 
     def _umma(self, op: Any, atom: Any) -> None:
         """Thread 0 issues one ``tcgen05.mma`` per K-block of the A/B descriptor views (the
@@ -422,7 +426,7 @@ class _KernelLowering:
             self.t5.st(atom, lane, frag.regs)
             self.t5.wait_st()
         self.need(atom.ptx_version_for(self.t) if hasattr(atom, "ptx_version_for")
-                  else (8, 6), 128)
+                  else feature("tcgen05").min_ptx, 128)
 
     def _arith_constant(self, op: Any) -> None:
         t = op.results[0].type
@@ -636,13 +640,13 @@ class _KernelLowering:
         from nvatom.ptx.copy_emit import emit_commit_group
 
         emit_commit_group(self.k)
-        self.need((7, 0))
+        self.need_feature("cp.async")
 
     def _cute_nvgpu_arch_cp_async_wait_group(self, op: Any) -> None:
         from nvatom.ptx.copy_emit import emit_wait_group
 
         emit_wait_group(self.k, op.attr("pending"))
-        self.need((7, 0))
+        self.need_feature("cp.async")
 
     def _cute_nvgpu_atom_copy(self, op: Any) -> None:
         """One copy atom application.  A memory operand's layout is (thread, value) ->
@@ -744,7 +748,7 @@ class _KernelLowering:
         self.k.label(skip)
         self.k.ins("bar.sync", 0)
         self.vals[op.results[0]] = bar
-        self.need((8, 0))
+        self.need_feature("mbarrier.tx")  # fence.mbarrier_init (atoms.mbarrier)
 
     def _cute_nvgpu_arch_mbarrier_wait(self, op: Any) -> None:
         TE.mbarrier_wait_parity(self.k, self._reg_of(op.operands[0]),
@@ -761,13 +765,13 @@ class _KernelLowering:
     def _cluster_rank(self) -> Reg:
         r = self.k.reg("u32")
         self.k.ins("mov.u32", r, "%cluster_ctarank")
-        self.need((7, 8))
+        self.need_feature("cluster")
         return r
 
     def _cute_nvgpu_arch_cluster_sync(self, op: Any) -> None:
         SE.barrier_cluster_arrive(self.k, target=self.t)
         SE.barrier_cluster_wait(self.k, target=self.t)
-        self.need((7, 8))
+        self.need_feature("cluster")
 
     def _cute_nvgpu_atom_non_exec_tiled_tma_load(self, op: Any) -> None:
         self._non_exec(op)
@@ -787,7 +791,7 @@ class _KernelLowering:
         self.tma[self.tma.index(desc.info)] = info
         desc.info = info
         self.vals[op.results[0]] = (desc, r)
-        self.need((8, 0))
+        self.need_feature("tma")
 
     def _cute_nvgpu_atom_make_exec_tma(self, op: Any) -> None:
         bar = self._reg_of(op.operands[1]) if len(op.operands) == 2 else None
@@ -826,7 +830,7 @@ class _KernelLowering:
         self.k.ins("bar.sync", 0)
         TE.fence_tensormap_acquire(self.k, ws)
         self.vals[op.results[0]] = _Desc(ws, desc.info)
-        self.need((8, 3))
+        self.need_feature("tensormap.replace")
 
     def _cute_nvgpu_prefetch_tma_desc(self, op: Any) -> None:
         TE.prefetch_tensormap(self.k, self._reg_of(op.operands[0]).reg)
