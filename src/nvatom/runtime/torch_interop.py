@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
+from nvatom.dtypes import dtype
 from nvatom.errors import NvatomError
 
 __all__ = [
@@ -42,8 +43,8 @@ TORCH_DTYPES: dict[str, str] = {
     "float8_e4m3fn": "e4m3",
     "float8_e5m2": "e5m2",
 }
-#: nvatom element type -> bytes per element.
-ELEMENT_BYTES: dict[str, int] = {"bf16": 2, "f16": 2, "f32": 4, "e4m3": 1, "e5m2": 1}
+#: nvatom element type -> bytes per element (the storage width of :mod:`nvatom.dtypes`).
+ELEMENT_BYTES: dict[str, int] = {t: dtype(t).storage_bits // 8 for t in TORCH_DTYPES.values()}
 _BYTES = ELEMENT_BYTES
 
 
