@@ -17,7 +17,10 @@
   into SW128 staging tiles -> ``fence.proxy.async`` -> TMA store.  f32 output uses
   ``st.shared.v2.f32`` (stmatrix moves 16-bit elements only).
 
-**Kernel structure** (PTX ISA "wgmma", "cp.async.bulk.tensor", "mbarrier", "setmaxnreg"):
+**Kernel structure** (PTX ISA "wgmma", "cp.async.bulk.tensor", "mbarrier", "setmaxnreg"),
+one function per piece of :func:`build_gemm_sm90`: :func:`_prologue` (parameters,
+shared-memory map, tile counts, barriers), :func:`_producer`, :func:`_consumer` (main loop)
+with :func:`_epilogue_setup` / :func:`_epilogue`, and :func:`_exit`.
 ``1 + C`` warpgroups.  Warpgroup 0 is the producer: ``setmaxnreg.dec`` to ``producer_regs``,
 then one thread loops over the CTA's tiles and K blocks: wait ``empty[s]``,
 ``mbarrier.arrive.expect_tx(full[s], stage bytes)``, TMA A and B into stage ``s``.
@@ -397,17 +400,75 @@ def _acc_index(n: int, row_half: int, col: int) -> int:
     return i
 
 
+@dataclasses.dataclass
+class _Build:
+    """What the pieces of the kernel share: the kernel being built, its configuration and plan,
+    the shared-memory map (byte offsets) and the registers every warpgroup reads."""
+
+    k: Kernel
+    cfg: GemmSm90Config
+    plan: GemmSm90Plan
+    target: str
+    off_a: int
+    off_b: int
+    off_c: int
+    off_full: int
+    off_empty: int
+    smem: Reg  # the dynamic shared memory's base address
+    tid: Reg
+    wg: Reg  # warpgroup index: 0 the producer, 1.. the consumers
+    tmaps: tuple[Reg, Reg, Reg]  # A, B, D tensor-map addresses
+    tiles_m: Reg
+    tiles_n: Reg
+    ntiles: Reg
+    ktiles: Reg
+    rank: Reg | None  # %cluster_ctarank (cluster_m 2)
+    first_tile: Reg
+    step: Reg
+    producer_label: str  # where warpgroup 0 starts
+    done: str  # the exit label
+    scale_params: tuple[Param, Param] | None  # FP8: scale_a, scale_b addresses
+
+    def tile_coords(self, tile: Reg) -> tuple[Reg, Reg]:
+        """(m block, n block) of a linear tile index: grouped raster (``raster_group`` M
+        blocks per N sweep); non-persistent launches use the same order."""
+        k, g = self.k, self.cfg.raster_group
+        per_group = _u32(k, "mul.lo.u32", self.tiles_n, g)
+        gid = _u32(k, "div.u32", tile, per_group)
+        first = _u32(k, "mul.lo.u32", gid, g)
+        gsize = _u32(k, "sub.u32", self.tiles_m, first)
+        k.ins("min.u32", gsize, gsize, g)
+        within = _u32(k, "rem.u32", tile, per_group)
+        mb = _u32(k, "rem.u32", within, gsize)
+        k.ins("add.u32", mb, mb, first)
+        nb = _u32(k, "div.u32", within, gsize)
+        return mb, nb
+
+
 def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
-    """The kernel ``cfg.name(tmap_a, tmap_b, tmap_d, M, N, K[, scale_a, scale_b])``."""
+    """The kernel ``cfg.name(tmap_a, tmap_b, tmap_d, M, N, K[, scale_a, scale_b])``: a
+    prologue (parameters, shared-memory map, tile counts, barriers), then warpgroup 0 runs
+    :func:`_producer` and warpgroups 1..C run :func:`_consumer` (main loop and
+    :func:`_epilogue`), all leaving through :func:`_exit`."""
     plan = gemm_sm90_plan(cfg)
     _check_c_offsets(cfg, plan)
-    form = cfg.form
-    fp8 = cfg.in_dtype == "e4m3"
     feats = ["wgmma", "tma", "mbarrier.tx", "setmaxnreg", "stmatrix"]
     if cfg.cluster_m > 1:
         feats.append("cluster")
     mod = Module(target_, features=feats)
-    k = mod.kernel(cfg.name)
+    b = _prologue(mod.kernel(cfg.name), cfg, plan, target_)
+    pp = b.k.reg("pred")
+    b.k.ins("setp.eq.u32", pp, b.wg, 0)
+    b.k.bra(b.producer_label, pp)
+    _consumer(b)
+    b.k.label(b.producer_label)
+    _producer(b)
+    _exit(b)
+    return mod
+
+
+def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) -> _Build:
+    """Parameters, the shared-memory map, tile counts and the barriers' initialisation."""
     k.reqntid = (cfg.threads, 1, 1)
     k.minnctapersm = 1
     k.maxnreg = _ENTRY_REGS
@@ -416,16 +477,15 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
     pa, pb, pd = (k.byte_param(n, T.TENSORMAP_BYTES, T.GEMM_TENSORMAP_ALIGN)
                   for n in ("tmap_a", "tmap_b", "tmap_d"))
     pm, pn, pk = (k.param(n, "u32") for n in ("M", "N", "K"))
-    psa = psb = None
-    if fp8:
-        psa, psb = k.param("scale_a", "u64"), k.param("scale_b", "u64")
+    scale_params = None
+    if cfg.in_dtype == "e4m3":
+        scale_params = (k.param("scale_a", "u64"), k.param("scale_b", "u64"))
     dsm = k.dynamic_shared("smem", align=1024)
 
-    # ---------------------------------------------------------------- shared-memory map
-    stage_a, stage_b = cfg.a_stage_bytes, cfg.b_stage_bytes
+    # shared-memory map: A stages, B stages, epilogue staging, full[s], empty[s]
     off_a = 0
-    off_b = cfg.stages * stage_a
-    off_c = off_b + cfg.stages * stage_b
+    off_b = cfg.stages * cfg.a_stage_bytes
+    off_c = off_b + cfg.stages * cfg.b_stage_bytes
     off_full = off_c + 2 * cfg.consumers * cfg.c_buffer_bytes
     off_empty = off_full + 8 * cfg.stages
 
@@ -479,61 +539,130 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
     else:
         S.named_barrier_sync(k, 0, cfg.threads, target=target_)
 
-    def tile_coords(tile: Reg) -> tuple[Reg, Reg]:
-        """(m block, n block) of a linear tile index: grouped raster (``raster_group`` M
-        blocks per N sweep); non-persistent launches use the same order."""
-        g = cfg.raster_group
-        per_group = _u32(k, "mul.lo.u32", tiles_n, g)
-        gid = _u32(k, "div.u32", tile, per_group)
-        first = _u32(k, "mul.lo.u32", gid, g)
-        gsize = _u32(k, "sub.u32", tiles_m, first)
-        k.ins("min.u32", gsize, gsize, g)
-        within = _u32(k, "rem.u32", tile, per_group)
-        mb = _u32(k, "rem.u32", within, gsize)
-        k.ins("add.u32", mb, mb, first)
-        nb = _u32(k, "div.u32", within, gsize)
-        return mb, nb
-
     first_tile = _u32(k, "mov.u32", "%ctaid.x")
     step = _u32(k, "mov.u32", "%nctaid.x")
-
     prod = k.fresh_label("producer")
     done = k.fresh_label("exit")
-    pp = k.reg("pred")
-    k.ins("setp.eq.u32", pp, wg, 0)
-    k.bra(prod, pp)
+    return _Build(k, cfg, plan, target_, off_a, off_b, off_c, off_full, off_empty, smem, tid,
+                  wg, (ta, tb, td), tiles_m, tiles_n, ntiles, ktiles, rank, first_tile, step,
+                  prod, done, scale_params)
 
-    # ================================================================ consumers
+
+@dataclasses.dataclass
+class _Epilogue:
+    """A consumer warpgroup's epilogue registers: its lane's offset in a staging tile, its
+    two staging buffers and its named barrier."""
+
+    c_lane: Reg
+    c_buf0: Reg
+    bar_id: Reg
+    is_lead: Reg  # thread 0 of the warpgroup
+    cw: Reg  # consumer index
+
+
+def _consumer(b: _Build) -> None:
+    """Warpgroups 1..C: per tile, the WGMMA main loop over K blocks, then the epilogue."""
+    k, cfg, plan, form = b.k, b.cfg, b.plan, b.cfg.form
     k.comment("consumer warpgroups: WGMMA main loop + epilogue")
-    S.setmaxnreg(k, "inc", cfg.consumer_regs, target=target_)
-    cw = _u32(k, "sub.u32", wg, 1)  # consumer index
-    ltid = _u32(k, "and.b32", tid, WARPGROUP - 1)
+    S.setmaxnreg(k, "inc", cfg.consumer_regs, target=b.target)
+    cw = _u32(k, "sub.u32", b.wg, 1)  # consumer index
+    ltid = _u32(k, "and.b32", b.tid, WARPGROUP - 1)
     is_lead = k.reg("pred")
     k.ins("setp.eq.u32", is_lead, ltid, 0)
     # descriptors of stage 0 for this consumer's rows; stages added below (16-byte units)
     a_row = _u32(k, "mul.lo.u32", cw, plan.a_consumer_offset)
-    a_sm = _u32(k, "add.u32", smem, a_row)
-    a_desc0 = [_desc_base(k, a_sm, d, off_a) for d in plan.a_descs]
-    b_desc0 = [_desc_base(k, smem, d, off_b) for d in plan.b_descs]
+    a_sm = _u32(k, "add.u32", b.smem, a_row)
+    a_desc0 = [_desc_base(k, a_sm, d, b.off_a) for d in plan.a_descs]
+    b_desc0 = [_desc_base(k, b.smem, d, b.off_b) for d in plan.b_descs]
     acc = k.regs("f32", form.registers("D"))
-    scale = None
-    if fp8:
-        assert psa is not None and psb is not None
-        ga, gb = k.ld_param(psa), k.ld_param(psb)
-        k.ins("cvta.to.global.u64", ga, ga)
-        k.ins("cvta.to.global.u64", gb, gb)
-        sa, sb = k.reg("f32"), k.reg("f32")
-        k.ins("ld.global.nc.f32", sa, f"[{ga}]")
-        k.ins("ld.global.nc.f32", sb, f"[{gb}]")
-        scale = k.reg("f32")
-        k.ins("mul.f32", scale, sa, sb)
+    scale = _fp8_scale(b)
     p_true = emit_scale_d(k, 1)
     p_acc = k.reg("pred")
     imm = tuple(1 if w.startswith("scale") else int(w == "trans_b" and cfg.b_major == "MN")
                 for w in form.immediates)
+    ep = _epilogue_setup(b, cw, ltid, is_lead)
 
-    # epilogue per-lane address (checked against the staging layout by _check_c_offsets)
-    lane = _u32(k, "and.b32", tid, 31)
+    stage = _u32(k, "mov.u32", 0)
+    phase = _u32(k, "mov.u32", 0)
+    tile = _u32(k, "mov.u32", b.first_tile)
+    top = k.fresh_label("c_tile")
+    k.label(top)
+    pt = k.reg("pred")
+    k.ins("setp.ge.u32", pt, tile, b.ntiles)
+    k.bra(b.done, pt)
+    mb, nb = b.tile_coords(tile)
+    seq = WgmmaSequence(k)
+    k.ins("setp.ne.u32", p_acc, 0, 0)  # first K block: D = A*B
+    kt = _u32(k, "mov.u32", 0)
+    prev = _u32(k, "mov.u32", 0)
+    kloop = k.fresh_label("c_k")
+    k.label(kloop)
+    full = _u32(k, "mad.lo.u32", stage, 8, b.off_full)
+    k.ins("add.u32", full, full, b.smem)
+    T.mbarrier_wait_parity(k, full, phase)
+    # descriptors of this stage
+    da = k.reg("b64")
+    db = k.reg("b64")
+    sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
+    sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
+    da64, db64 = k.reg("b64"), k.reg("b64")
+    k.ins("cvt.u64.u32", da64, sa_off)
+    k.ins("cvt.u64.u32", db64, sb_off)
+    seq.fence()  # every K block: the previous tile's epilogue touched the accumulators
+    for s in range(cfg.k_steps):
+        k.ins("add.s64", da, a_desc0[s], da64)
+        k.ins("add.s64", db, b_desc0[s], db64)
+        seq.mma(form, acc, da, db, p_acc if s == 0 else p_true, imm)
+        da, db = k.reg("b64"), k.reg("b64")
+    seq.commit()
+    k.ins("setp.ne.u32", p_acc, 1, 0)
+    seq.wait(cfg.wgmma_inflight)
+    # release the stage whose wgmma group just retired
+    rel = prev if cfg.wgmma_inflight else stage
+    pr = k.reg("pred")
+    if cfg.wgmma_inflight:
+        k.ins("setp.ne.u32", pr, kt, 0)
+        k.ins("and.pred", pr, pr, is_lead)
+    else:
+        k.ins("mov.pred", pr, is_lead)
+    _release(k, cfg, b.smem, b.off_empty, rel, pr, b.rank)
+    k.ins("mov.u32", prev, stage)
+    _next_stage(k, stage, phase, cfg.stages)
+    k.ins("add.u32", kt, kt, 1)
+    pk_ = k.reg("pred")
+    k.ins("setp.lt.u32", pk_, kt, b.ktiles)
+    k.bra(kloop, pk_)
+    seq.wait(0)
+    if cfg.wgmma_inflight:
+        _release(k, cfg, b.smem, b.off_empty, prev, is_lead, b.rank)
+    seq.read(acc)
+    seq.finish()
+    _epilogue(b, ep, acc, scale, mb, nb)
+    k.ins("add.u32", tile, tile, b.step)
+    k.bra(top)
+
+
+def _fp8_scale(b: _Build) -> Reg | None:
+    """FP8: ``scale_a * scale_b`` loaded from the two f32 device scalars (else None)."""
+    if b.scale_params is None:
+        return None
+    k = b.k
+    ga, gb = (k.ld_param(p) for p in b.scale_params)
+    k.ins("cvta.to.global.u64", ga, ga)
+    k.ins("cvta.to.global.u64", gb, gb)
+    sa, sb = k.reg("f32"), k.reg("f32")
+    k.ins("ld.global.nc.f32", sa, f"[{ga}]")
+    k.ins("ld.global.nc.f32", sb, f"[{gb}]")
+    scale = k.reg("f32")
+    k.ins("mul.f32", scale, sa, sb)
+    return scale
+
+
+def _epilogue_setup(b: _Build, cw: Reg, ltid: Reg, is_lead: Reg) -> _Epilogue:
+    """The per-lane staging address (checked against the staging layout by
+    :func:`_check_c_offsets`), this warpgroup's two staging buffers and its barrier id."""
+    k, cfg = b.k, b.cfg
+    lane = _u32(k, "and.b32", b.tid, 31)
     warp = _u32(k, "shr.u32", ltid, 5)
     if cfg.out_bytes == 2:
         j = _u32(k, "shr.u32", lane, 3)
@@ -557,70 +686,22 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
         k.ins("shl.b32", lo, lo, 3)
         k.ins("add.u32", col, col, lo)
         c_lane = _u32(k, "mad.lo.u32", row, _ROW, col)
-    c_buf0 = _u32(k, "mad.lo.u32", cw, 2 * cfg.c_buffer_bytes, off_c)
-    k.ins("add.u32", c_buf0, c_buf0, smem)  # this warpgroup's two staging buffers
+    c_buf0 = _u32(k, "mad.lo.u32", cw, 2 * cfg.c_buffer_bytes, b.off_c)
+    k.ins("add.u32", c_buf0, c_buf0, b.smem)  # this warpgroup's two staging buffers
     bar_id = _u32(k, "add.u32", cw, 1)
+    return _Epilogue(c_lane, c_buf0, bar_id, is_lead, cw)
 
-    stage = _u32(k, "mov.u32", 0)
-    phase = _u32(k, "mov.u32", 0)
-    tile = _u32(k, "mov.u32", first_tile)
-    top = k.fresh_label("c_tile")
-    k.label(top)
-    pt = k.reg("pred")
-    k.ins("setp.ge.u32", pt, tile, ntiles)
-    k.bra(done, pt)
-    mb, nb = tile_coords(tile)
-    seq = WgmmaSequence(k)
-    k.ins("setp.ne.u32", p_acc, 0, 0)  # first K block: D = A*B
-    kt = _u32(k, "mov.u32", 0)
-    prev = _u32(k, "mov.u32", 0)
-    kloop = k.fresh_label("c_k")
-    k.label(kloop)
-    full = _u32(k, "mad.lo.u32", stage, 8, off_full)
-    k.ins("add.u32", full, full, smem)
-    T.mbarrier_wait_parity(k, full, phase)
-    # descriptors of this stage
-    da = k.reg("b64")
-    db = k.reg("b64")
-    sa_off = _u32(k, "mul.lo.u32", stage, stage_a >> 4)
-    sb_off = _u32(k, "mul.lo.u32", stage, stage_b >> 4)
-    da64, db64 = k.reg("b64"), k.reg("b64")
-    k.ins("cvt.u64.u32", da64, sa_off)
-    k.ins("cvt.u64.u32", db64, sb_off)
-    seq.fence()  # every K block: the previous tile's epilogue touched the accumulators
-    for s in range(cfg.k_steps):
-        k.ins("add.s64", da, a_desc0[s], da64)
-        k.ins("add.s64", db, b_desc0[s], db64)
-        seq.mma(form, acc, da, db, p_acc if s == 0 else p_true, imm)
-        da, db = k.reg("b64"), k.reg("b64")
-    seq.commit()
-    k.ins("setp.ne.u32", p_acc, 1, 0)
-    seq.wait(cfg.wgmma_inflight)
-    # release the stage whose wgmma group just retired
-    rel = prev if cfg.wgmma_inflight else stage
-    pr = k.reg("pred")
-    if cfg.wgmma_inflight:
-        k.ins("setp.ne.u32", pr, kt, 0)
-        k.ins("and.pred", pr, pr, is_lead)
-    else:
-        k.ins("mov.pred", pr, is_lead)
-    _release(k, cfg, smem, off_empty, rel, pr, rank)
-    k.ins("mov.u32", prev, stage)
-    _next_stage(k, stage, phase, cfg.stages)
-    k.ins("add.u32", kt, kt, 1)
-    pk_ = k.reg("pred")
-    k.ins("setp.lt.u32", pk_, kt, ktiles)
-    k.bra(kloop, pk_)
-    seq.wait(0)
-    if cfg.wgmma_inflight:
-        _release(k, cfg, smem, off_empty, prev, is_lead, rank)
-    seq.read(acc)
-    seq.finish()
 
-    # ---------------------------------------------------------------- epilogue
+def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg], scale: Reg | None, mb: Reg,
+              nb: Reg) -> None:
+    """One tile's accumulators -> 16-bit pairs (``stmatrix.x4``) or f32 pairs
+    (``st.shared.v2.f32``) into the SW128 staging buffers, one 128-byte-wide chunk at a time,
+    alternating buffers -> ``fence.proxy.async`` -> one TMA store per chunk."""
+    k, cfg = b.k, b.cfg
+    bm, bn = cfg.block_m, cfg.block_n
     k.comment("epilogue: registers -> SW128 staging (stmatrix) -> TMA store, per chunk")
     row0 = _u32(k, "mul.lo.u32", mb, bm)
-    k.ins("mad.lo.u32", row0, cw, 64, row0)
+    k.ins("mad.lo.u32", row0, ep.cw, 64, row0)
     col0 = _u32(k, "mul.lo.u32", nb, bn)
     if scale is not None:
         for r in acc:
@@ -628,13 +709,13 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
     nchunks = bn // cfg.c_chunk_cols
     stsm = next(a for a in MATRIX_COPIES if a.name == "atom.stsm<m8n8.x4>")
     for ch in range(nchunks):
-        buf = _u32(k, "add.u32", c_buf0, (ch % 2) * cfg.c_buffer_bytes)
+        buf = _u32(k, "add.u32", ep.c_buf0, (ch % 2) * cfg.c_buffer_bytes)
         skip_w = k.fresh_label("no_wait")
-        k.bra(skip_w, f"!{is_lead}")
+        k.bra(skip_w, f"!{ep.is_lead}")
         T.bulk_wait_group(k, 1, read=True)  # the store that last read this buffer is done
         k.label(skip_w)
-        S.named_barrier_sync(k, bar_id, WARPGROUP)
-        base = _u32(k, "add.u32", buf, c_lane)
+        S.named_barrier_sync(k, ep.bar_id, WARPGROUP)
+        base = _u32(k, "add.u32", buf, ep.c_lane)
         cc = cfg.c_chunk_cols
         if cfg.out_bytes == 2:
             for q in range(cc // 16):
@@ -643,7 +724,7 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
                 for jj in range(4):  # matrix jj: rows 8*(jj%2).., cols c16 + 8*(jj//2)..
                     i0 = _acc_index(bn, jj % 2, c16 + 8 * (jj // 2))
                     regs.append(S.cvt_pack_f32(k, cfg.out_dtype, acc[i0 + 1], acc[i0],
-                                              target=target_))
+                                              target=b.target))
                 addr = _u32(k, "xor.b32", base, 32 * q)
                 emit_matrix_copy(k, stsm, regs, addr)
         else:
@@ -654,23 +735,28 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
                     k.ins("st.shared.v2.f32", f"[{addr}+{half * 1024}]",
                           [acc[i0], acc[i0 + 1]])
         T.fence_proxy_async(k)
-        S.named_barrier_sync(k, bar_id, WARPGROUP)
+        S.named_barrier_sync(k, ep.bar_id, WARPGROUP)
         skip_st = k.fresh_label("no_store")
-        k.bra(skip_st, f"!{is_lead}")
+        k.bra(skip_st, f"!{ep.is_lead}")
         cx = _u32(k, "add.u32", col0, ch * cc)
-        T.tma_store(k, td, [cx, row0], buf)
+        T.tma_store(k, b.tmaps[2], [cx, row0], buf)
         T.bulk_commit_group(k)
         k.label(skip_st)
-    k.ins("add.u32", tile, tile, step)
-    k.bra(top)
 
-    # ================================================================ producer
-    k.label(prod)
+
+def _producer(b: _Build) -> None:
+    """Warpgroup 0: one thread loops over the CTA's tiles and K blocks, waits for ``empty[s]``,
+    announces the stage's bytes on ``full[s]`` and issues the TMA loads of A and B (with
+    ``cluster_m`` 2 and multicast: half of B each, to both CTAs)."""
+    k, cfg, plan = b.k, b.cfg, b.plan
+    bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
+    stage_a, stage_b = cfg.a_stage_bytes, cfg.b_stage_bytes
+    ta, tb, _ = b.tmaps
     k.comment("producer warpgroup: one thread issues every TMA load")
-    S.setmaxnreg(k, "dec", cfg.producer_regs, target=target_)
+    S.setmaxnreg(k, "dec", cfg.producer_regs, target=b.target)
     pl = k.reg("pred")
-    k.ins("setp.ne.u32", pl, tid, 0)
-    k.bra(done, pl)
+    k.ins("setp.ne.u32", pl, b.tid, 0)
+    k.bra(b.done, pl)
     tx = stage_a + stage_b
     mask = None
     if cfg.mcast:
@@ -678,30 +764,31 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
         k.ins("mov.b16", mask, 3)
     pstage = _u32(k, "mov.u32", 0)
     pphase = _u32(k, "mov.u32", 1)  # a fresh barrier's "previous phase" counts as complete
-    ptile = _u32(k, "mov.u32", first_tile)
+    ptile = _u32(k, "mov.u32", b.first_tile)
     ptop = k.fresh_label("p_tile")
     k.label(ptop)
     pt2 = k.reg("pred")
-    k.ins("setp.ge.u32", pt2, ptile, ntiles)
-    k.bra(done, pt2)
-    pmb, pnb = tile_coords(ptile)
+    k.ins("setp.ge.u32", pt2, ptile, b.ntiles)
+    k.bra(b.done, pt2)
+    pmb, pnb = b.tile_coords(ptile)
     am = _u32(k, "mul.lo.u32", pmb, bm)
     bnn = _u32(k, "mul.lo.u32", pnb, bn)
     pkt = _u32(k, "mov.u32", 0)
     pk_top = k.fresh_label("p_k")
     k.label(pk_top)
-    empty = _u32(k, "mad.lo.u32", pstage, 8, off_empty)
-    k.ins("add.u32", empty, empty, smem)
+    empty = _u32(k, "mad.lo.u32", pstage, 8, b.off_empty)
+    k.ins("add.u32", empty, empty, b.smem)
     T.mbarrier_wait_parity(k, empty, pphase)
-    fullp = _u32(k, "mad.lo.u32", pstage, 8, off_full)
-    k.ins("add.u32", fullp, fullp, smem)
+    fullp = _u32(k, "mad.lo.u32", pstage, 8, b.off_full)
+    k.ins("add.u32", fullp, fullp, b.smem)
     T.mbarrier_arrive_expect_tx(k, fullp, tx)
     kx = _u32(k, "mul.lo.u32", pkt, bk)
-    a_dst = _u32(k, "mad.lo.u32", pstage, stage_a, off_a)
-    k.ins("add.u32", a_dst, a_dst, smem)
+    a_dst = _u32(k, "mad.lo.u32", pstage, stage_a, b.off_a)
+    k.ins("add.u32", a_dst, a_dst, b.smem)
     T.tma_load(k, a_dst, ta, [kx, am], fullp)
-    b_dst = _u32(k, "mad.lo.u32", pstage, stage_b, off_b)
-    k.ins("add.u32", b_dst, b_dst, smem)
+    b_dst = _u32(k, "mad.lo.u32", pstage, stage_b, b.off_b)
+    k.ins("add.u32", b_dst, b_dst, b.smem)
+    rank = b.rank
     if cfg.b_major == "K":
         if cfg.mcast:
             assert rank is not None
@@ -731,18 +818,21 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
     _next_stage(k, pstage, pphase, cfg.stages)
     k.ins("add.u32", pkt, pkt, 1)
     pk2 = k.reg("pred")
-    k.ins("setp.lt.u32", pk2, pkt, ktiles)
+    k.ins("setp.lt.u32", pk2, pkt, b.ktiles)
     k.bra(pk_top, pk2)
-    k.ins("add.u32", ptile, ptile, step)
+    k.ins("add.u32", ptile, ptile, b.step)
     k.bra(ptop)
 
-    k.label(done)
-    # outstanding TMA stores must finish reading shared memory before the CTA exits
+
+def _exit(b: _Build) -> None:
+    """Every thread: outstanding TMA stores finish reading shared memory before the CTA
+    exits; in a cluster, no CTA exits while its peer can still signal its barriers."""
+    k = b.k
+    k.label(b.done)
     T.bulk_wait_group(k, 0, read=False)
-    if cfg.cluster_m > 1:  # no CTA may exit while its peer can still signal its barriers
-        S.barrier_cluster_arrive(k, aligned=False, target=target_)
-        S.barrier_cluster_wait(k, aligned=False, target=target_)
-    return mod
+    if b.cfg.cluster_m > 1:
+        S.barrier_cluster_arrive(k, aligned=False, target=b.target)
+        S.barrier_cluster_wait(k, aligned=False, target=b.target)
 
 
 def _next_stage(k: Kernel, stage: Reg, phase: Reg, stages: int) -> None:
