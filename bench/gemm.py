@@ -47,7 +47,6 @@ sys.path.insert(0, str(ROOT / "src"))
 
 DEFAULT_SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
                   (8192, 8192, 1024), (16384, 1024, 8192)]
-IN_BYTES = {"bf16": 2, "f16": 2, "e4m3": 1}
 
 
 def _commit() -> str:
@@ -286,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     import nvatom
     from nvatom.gemm_providers import prepare_gemm_sm90
     from nvatom.kernels.gemm_sm90 import default_config
+    from nvatom.runtime.torch_interop import ELEMENT_BYTES, torch_dtype
 
     kernels = [k for k in args.kernels.split(",") if k]
     dtypes = [d for d in args.dtypes.split(",") if d]
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     props = torch.cuda.get_device_properties(0)
     cap = torch.cuda.get_device_capability(0)
     l2 = getattr(props, "L2_cache_size", 50 * 2**20)
-    tdt = {"bf16": torch.bfloat16, "f16": torch.float16, "e4m3": torch.float8_e4m3fn}
+    tdt = {dt: torch_dtype(dt) for dt in ("bf16", "f16", "e4m3")}
     sm90 = "sm90" in kernels and cap == (9, 0)
 
     build = _build_times(kernels)
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for dt in dtypes:
         for m, n, k in shapes:
-            per_set = (m * k + k * n) * IN_BYTES[dt]
+            per_set = (m * k + k * n) * ELEMENT_BYTES[dt]
             sets = max(2, min(32, math.ceil(3 * l2 / per_set)))
             gen = torch.Generator(device="cuda").manual_seed(m + n + k)
             if dt == "e4m3":

@@ -40,7 +40,7 @@ from nvatom.arch import Target, target
 from nvatom.atoms.copy import MatrixCopy, SimtAsyncCopy, copy_atom, row_addresses
 from nvatom.atoms.mma import MmaForm
 from nvatom.atoms.registry import mma_form
-from nvatom.atoms.smem import smem_layout
+from nvatom.atoms.smem import smem_layout, smem_swizzle
 from nvatom.dtypes import dtype
 from nvatom.errors import NvatomError
 from nvatom.layout import ComposedLayout, Layout
@@ -242,7 +242,8 @@ class _Operand:
     def tile(self) -> Layout | ComposedLayout:
         """The swizzled smem tile, (mn, k) -> element offset."""
         contiguous_bytes = (self.bk if self.major == "K" else self.mn) * _ESIZE
-        swizzle = 128 if contiguous_bytes % 128 == 0 else 64
+        sw128, sw64 = smem_swizzle("SW128"), smem_swizzle("SW64")
+        swizzle = sw128 if contiguous_bytes % sw128.row_bytes == 0 else sw64
         return smem_layout(self.mn, self.bk, _ESIZE * 8, self.major, swizzle)
 
     def idx(self, mn: int, kk: int) -> int:
