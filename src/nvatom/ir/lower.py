@@ -820,7 +820,7 @@ class _KernelLowering:
         skip, _ = self._elect()
         if desc.reg is not ws:  # a map already in the workspace is edited in place
             tmp = self.k.reg("b64")
-            for off in range(0, 128, 8):
+            for off in range(0, TE.TENSORMAP_BYTES, 8):
                 self.k.ins("ld.b64", tmp, f"[{desc.reg}+{off}]")
                 self.k.ins("st.global.b64", f"[{ws}+{off}]", tmp)
         TE.tensormap_replace(self.k, ws, dataclasses.replace(update, value=str(value)),
