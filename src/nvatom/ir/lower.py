@@ -565,7 +565,7 @@ class _KernelLowering:
                 self.k.ins(f"st.{space}.{acc.ptx_type}", f"[{addr}+{b}]", reg)
         if load:
             self.wg.write(frag.regs)
-        self.need((0, 0), acc.threads)
+        self.threads = max(self.threads, acc.threads)
 
     def _cute_nvgpu_atom_mma(self, op: Any) -> None:
         from nvatom.atoms.sm90 import WgmmaForm
