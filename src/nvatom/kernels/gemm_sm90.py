@@ -205,11 +205,11 @@ class GemmSm90Config:
 
     @property
     def in_bytes(self) -> int:
-        return dtype(self.in_dtype).storage_bits // 8
+        return _element_bytes(self.in_dtype)
 
     @property
     def out_bytes(self) -> int:
-        return dtype(self.out_dtype).storage_bits // 8
+        return _element_bytes(self.out_dtype)
 
     @property
     def block_m(self) -> int:
@@ -264,6 +264,11 @@ class GemmSm90Config:
         return (f"gemm_sm90_{self.in_dtype}_{self.out_dtype}_{self.block_m}x{self.block_n}_"
                 f"s{self.stages}_b{self.b_major}_{p}_g{self.raster_group}_c{self.cluster_m}_"
                 f"w{self.wgmma_inflight}")
+
+
+@functools.cache
+def _element_bytes(name: str) -> int:
+    return dtype(name).storage_bits // 8
 
 
 @functools.cache
@@ -909,6 +914,7 @@ def check_problem(cfg: GemmSm90Config, m: int, n: int, k: int) -> None:
 _MAX_TILES = 2**31 - 1
 
 
+@functools.cache
 def _tma_type(name: str) -> Any:
     """The tensor-map data type of an element type: the driver's own
     (:func:`nvatom.descriptors.tma.tma_data_type`), or for a type it has none of (FP8) the
