@@ -47,6 +47,7 @@ from nvatom.atoms.smem import smem_layout, smem_swizzle
 from nvatom.atoms.tmem import TmemCopyAtom
 from nvatom.descriptors.tma import TensorMap
 from nvatom.descriptors.umma import UmmaSmemDescriptor, k_block_descriptors
+from nvatom.dtypes import dtype as element_type
 from nvatom.errors import NvatomError
 from nvatom.ptx import tma_emit as tma
 from nvatom.ptx.builder import Kernel, Module, Reg
@@ -57,7 +58,8 @@ __all__ = ["GemmSm100Error", "GemmSm100Plan", "build_gemm_sm100_module", "gemm_s
 
 #: The operand types (16-bit: the kind::f16 UMMA, f32 accumulation).
 IN_DTYPES = ("f16", "bf16")
-_BITS = 16  # element width of every IN_DTYPES type
+_BITS = element_type(IN_DTYPES[0]).storage_bits  # element width of every IN_DTYPES type (16)
+assert all(element_type(t).storage_bits == _BITS for t in IN_DTYPES)
 _SW128 = smem_swizzle("SW128")
 #: rows per CTA (UMMA M), K elements per TMA box (one SW128 row of 16-bit elements)
 BM, BK = 128, _SW128.row_bytes * 8 // _BITS
