@@ -34,7 +34,8 @@ then, for block-scaled atoms, ``.<sf>.vs<V>`` and, when not K-major, ``.amn`` / 
 
 Operand layouts (one table each; the verifier, ``nvatom frag`` and the CPU model
 :mod:`nvatom.ref.tcgen05` read them): A and B in shared memory are the PTX ISA's canonical
-layouts (9.7.16.3.3; :data:`nvatom.atoms.smem.UMMA_SMEM_CANONICAL`, :meth:`UmmaAtom.smem_layout`)
+layouts (9.7.16.3.3; :data:`nvatom.tables.swizzles.UMMA_SMEM_CANONICAL`,
+:meth:`UmmaAtom.smem_layout`)
 for the swizzle modes the operand may use (tf32 MN-major: only the 128-byte swizzle with 32-byte
 atomicity); D, A (``ts``) and the scale factors in TMEM follow the data-path layouts of
 9.7.16.10.5 and the scale-factor placement of 9.7.16.10.7 (:data:`DATAPATH_LAYOUTS`,
@@ -69,7 +70,14 @@ from nvatom.atoms.interfaces import (
 )
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
-from nvatom.layout import Layout, is_int, size
+from nvatom.layout import ComposedLayout, Layout, is_int, size
+from nvatom.tables.swizzles import (
+    smem_swizzle,
+    smem_swizzle_of,
+    umma_canonical_layout,
+    umma_canonical_params,
+    umma_swizzles_for,
+)
 
 __all__ = [
     "DATAPATH_LAYOUTS",
@@ -886,9 +894,7 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
         return self.operand_shape(operand)[1]
 
     def smem_swizzles(self, operand: str) -> tuple[Any, ...]:
-        """The swizzle modes A or B may use in shared memory (nvatom.atoms.smem)."""
-        from nvatom.atoms.smem import umma_swizzles_for
-
+        """The swizzle modes A or B may use in shared memory (nvatom.tables.swizzles)."""
         op = operand.upper()
         major = self.a_major if op == "A" else self.b_major
         bits = self.element_bits(op)
@@ -901,11 +907,9 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
     def smem_layout(self, operand: str, swizzle: Any, lbo: int | None = None,
                     sbo: int | None = None) -> Any:
         """The PTX ISA's canonical shared-memory layout of A or B for one instruction, per CTA:
-        ``(mn, k)`` -> element offset (nvatom.atoms.smem.UMMA_SMEM_CANONICAL), LBO / SBO in
+        ``(mn, k)`` -> element offset (nvatom.tables.swizzles.UMMA_SMEM_CANONICAL), LBO / SBO in
         elements (None: a compact tile's).  Raises for a swizzle the operand cannot use (tf32
         MN-major takes only SW128_32B)."""
-        from nvatom.atoms.smem import smem_swizzle, umma_canonical_layout
-
         op = operand.upper()
         if op == "A" and self.a_source != "ss":
             raise UmmaError(f"{self.name}: A is in tensor memory (ts), not shared memory")
@@ -1226,9 +1230,6 @@ def _layout_mismatch(atom: UmmaAtom, operand: str, layout: Any) -> Any:
 
 
 def _smem_mismatch(atom: UmmaAtom, operand: str, layout: Any) -> Any:
-    from nvatom.atoms.smem import smem_swizzle_of, umma_canonical_layout, umma_canonical_params
-    from nvatom.layout import ComposedLayout
-
     bits = atom.element_bits(operand)
     major = atom.a_major if operand == "A" else atom.b_major
     rows, k = atom.smem_rows(operand), atom.stored_k(operand)

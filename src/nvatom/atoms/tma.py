@@ -48,9 +48,9 @@ from nvatom.atoms.interfaces import (
     PrefetchAtom,
     TmaAtom,
 )
-from nvatom.atoms.smem import SMEM_SWIZZLES, smem_swizzle_of
 from nvatom.layout import ComposedLayout, Layout
 from nvatom.layout.swizzle import Swizzle
+from nvatom.tables.swizzles import SMEM_SWIZZLES, smem_swizzle_of
 
 # -- the partition verifier's diagnostics (seed 001), byte for byte; values follow the
 #    "got " prefixes, joined as "A, B, and C"

@@ -43,7 +43,7 @@ of ``cuTensorMapEncodeTiled`` and ``cuTensorMapEncodeIm2col`` and the enums
   which this model refuses too).
 * ``tensorRank`` >= 3 when ``interleave`` is not none.
 * ``elementStrides[i]``: 1 .. 8.
-* ``swizzle``: a mode of :data:`nvatom.atoms.smem.SMEM_SWIZZLES` (NONE/32B/64B/128B; the SM100
+* ``swizzle``: a mode of :data:`nvatom.tables.swizzles.SMEM_SWIZZLES` (NONE/32B/64B/128B; the SM100
   ``128B_ATOM_*`` modes are not modelled, and the sm_90 driver refuses them); with
   ``interleave`` 32B it must be 32B (as documented: the driver accepts the others); with
   ``interleave`` none and a swizzle, the inner box dimension in bytes (``boxDim[0]``, or
@@ -57,9 +57,9 @@ import dataclasses
 from typing import Any, Literal
 
 from nvatom.atoms.interfaces import DescriptorType
-from nvatom.atoms.smem import SMEM_SWIZZLES, SmemError, SmemSwizzle, smem_swizzle
 from nvatom.dtypes import DType
 from nvatom.errors import DescriptorError, DTypeError
+from nvatom.tables.swizzles import SMEM_SWIZZLES, SmemError, SmemSwizzle, smem_swizzle
 
 __all__ = [
     "INTERLEAVES",
@@ -197,7 +197,7 @@ class TensorMap(DescriptorType):
     ``box_dims`` is for tiled maps only; an im2col map gives ``pixel_box_lower_corner``,
     ``pixel_box_upper_corner``, ``channels_per_pixel`` and ``pixels_per_column`` instead.
     ``element_strides`` defaults to all ones.  ``swizzle`` is anything
-    :func:`nvatom.atoms.smem.smem_swizzle` accepts (0/32/64/128, "SW128", an SmemSwizzle).
+    :func:`nvatom.tables.swizzles.smem_swizzle` accepts (0/32/64/128, "SW128", an SmemSwizzle).
     """
 
     kind: Kind

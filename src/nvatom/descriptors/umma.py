@@ -49,18 +49,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nvatom.atoms.smem import (
-    SMEM_SWIZZLES,
-    SW128_32B,
-    UMMA_SMEM_SWIZZLES,
-    SmemError,
-    SmemSwizzle,
-    smem_swizzle,
-    smem_swizzle_of,
-    umma_canonical_layout,
-    umma_canonical_params,
-    umma_swizzles_for,
-)
 from nvatom.descriptors.idesc_rules import (
     BS_KINDS,
     D_FORMAT,
@@ -82,6 +70,18 @@ from nvatom.descriptors.wgmma import (
 )
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import DescriptorError
+from nvatom.tables.swizzles import (
+    SMEM_SWIZZLES,
+    SW128_32B,
+    UMMA_SMEM_SWIZZLES,
+    SmemError,
+    SmemSwizzle,
+    smem_swizzle,
+    smem_swizzle_of,
+    umma_canonical_layout,
+    umma_canonical_params,
+    umma_swizzles_for,
+)
 
 __all__ = [
     "FORMAT_CODES",
@@ -124,7 +124,7 @@ SMEM_FIXED_VALUE = 0b001
 
 #: SM100's 3-bit layout-type code of each swizzle mode (PTX ISA Table 40; CUTLASS
 #: UMMA::LayoutType).  Code 1, "128-Byte with 32B atomic swizzling" (CUTLASS
-#: SWIZZLE_128B_BASE32B), is nvatom.atoms.smem.SW128_32B, ``Sw<2,5,2>`` on byte addresses.
+#: SWIZZLE_128B_BASE32B), is nvatom.tables.swizzles.SW128_32B, ``Sw<2,5,2>`` on byte addresses.
 SM100_LAYOUT_TYPE: dict[str, int] = {"INTERLEAVE": 0, "SW128_32B": 1, "SW128": 2, "SW64": 4,
                                      "SW32": 6}
 _NAME_OF_CODE = {v: k for k, v in SM100_LAYOUT_TYPE.items()}
@@ -176,7 +176,7 @@ class UmmaSmemDescriptor:
 
     @property
     def swizzle(self) -> SmemSwizzle:
-        """The nvatom.atoms.smem mode (SW128_32B included)."""
+        """The nvatom.tables.swizzles mode (SW128_32B included)."""
         return next(s for s in UMMA_SMEM_SWIZZLES if s.name == self.layout_type)
 
     def field_values(self) -> dict[str, int]:
@@ -238,7 +238,7 @@ def decode_smem_desc(word: int) -> UmmaSmemDescriptor:
 
 def _check_umma_swizzle(where: str, sw: SmemSwizzle, element_bits: int, major: str) -> None:
     """The swizzle modes tcgen05.mma takes for a (major, element width): tf32 MN-major only
-    with SW128_32B, and SW128_32B only for it (nvatom.atoms.smem.umma_swizzles_for)."""
+    with SW128_32B, and SW128_32B only for it (nvatom.tables.swizzles.umma_swizzles_for)."""
     try:
         legal = umma_swizzles_for(major, element_bits)
     except SmemError as e:
@@ -254,7 +254,7 @@ def _check_umma_swizzle(where: str, sw: SmemSwizzle, element_bits: int, major: s
 def _make_sw128_32b_desc(where: str, smem_layout: Any, element_bits: int,
                          start_address: int) -> UmmaSmemDescriptor:
     """SW128_32B (MN-major tf32): LBO / SBO read off the canonical form of
-    nvatom.atoms.smem.UMMA_SMEM_CANONICAL, then the first K-block compared with it."""
+    nvatom.tables.swizzles.UMMA_SMEM_CANONICAL, then the first K-block compared with it."""
     from nvatom.layout import ComposedLayout, size
 
     if isinstance(smem_layout, ComposedLayout) and smem_layout.offset:
@@ -288,7 +288,7 @@ def make_umma_desc(smem_layout: Any, element_bits: int, major: str,
                    start_address: int = 0) -> UmmaSmemDescriptor:
     """The SM100 descriptor of the first K-block (32 bytes of K) of ``smem_layout``: LBO/SBO
     derived with the layout algebra (the canonical forms of docs/descriptors.md; SW128_32B
-    through nvatom.atoms.smem.UMMA_SMEM_CANONICAL).  Refuses a swizzle mode tcgen05.mma does
+    through nvatom.tables.swizzles.UMMA_SMEM_CANONICAL).  Refuses a swizzle mode tcgen05.mma does
     not take for (major, element width): tf32 MN-major needs SW128_32B."""
     where = f"make_umma_desc({smem_layout}, {element_bits}, {major!r})"
     sw = None

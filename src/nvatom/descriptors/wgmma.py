@@ -17,7 +17,8 @@ layout_type     62     2     0     swizzle mode: 0 INTERLEAVE, 1 SW128, 2 SW64, 
 =============== ====== ===== ===== ==========================================================
 
 Every other bit (14-15, 30-31, 46-48, 52-61) is reserved and must be zero.  The swizzle mode is
-the :class:`~nvatom.atoms.smem.SmemSwizzle` of :data:`nvatom.atoms.smem.SMEM_SWIZZLES`; its
+the :class:`~nvatom.tables.swizzles.SmemSwizzle` of
+:data:`nvatom.tables.swizzles.SMEM_SWIZZLES`; its
 2-bit code is SM90's *encoding* of the mode and lives here (:data:`SM90_LAYOUT_TYPE`), since
 SM100's ``tcgen05`` descriptor spells the same modes with other codes in other bits.
 
@@ -45,7 +46,6 @@ import dataclasses
 from typing import Any
 
 from nvatom.atoms.interfaces import DescriptorType
-from nvatom.atoms.smem import SMEM_SWIZZLES, SmemError, SmemSwizzle, smem_swizzle, smem_swizzle_of
 from nvatom.errors import DescriptorError, LayoutError
 from nvatom.layout import (
     ComposedLayout,
@@ -57,6 +57,13 @@ from nvatom.layout import (
     rank,
     size,
     upcast,
+)
+from nvatom.tables.swizzles import (
+    SMEM_SWIZZLES,
+    SmemError,
+    SmemSwizzle,
+    smem_swizzle,
+    smem_swizzle_of,
 )
 
 __all__ = [
@@ -116,7 +123,7 @@ RESERVED_MASK: int = ((1 << 64) - 1) & ~sum(f.mask for f in FIELDS)
 #: The start address is (addr & 0x3FFFF) >> 4: an 18-bit shared-memory byte address.
 ADDRESS_BITS = _FIELD["start_address"].width + _FIELD["start_address"].shift
 
-#: SM90's 2-bit code for each swizzle mode of nvatom.atoms.smem.SMEM_SWIZZLES (by mode name);
+#: SM90's 2-bit code for each swizzle mode of nvatom.tables.swizzles.SMEM_SWIZZLES (by mode name);
 #: CUTLASS GMMA::LayoutType: INTERLEAVE = 0, B128 = 1, B64 = 2, B32 = 3.
 SM90_LAYOUT_TYPE: dict[str, int] = {"INTERLEAVE": 0, "SW128": 1, "SW64": 2, "SW32": 3}
 if set(SM90_LAYOUT_TYPE) != {s.name for s in SMEM_SWIZZLES}:  # pragma: no cover
@@ -352,7 +359,7 @@ def make_gmma_desc(
     start_address: int = 0,
 ) -> GmmaDescriptor:
     """The SM90 descriptor of the first wgmma K-block of ``smem_layout`` (coordinates
-    ``(mn, k)`` to element offsets, as :func:`nvatom.atoms.smem.smem_layout` builds them),
+    ``(mn, k)`` to element offsets, as :func:`nvatom.tables.swizzles.smem_layout` builds them),
     stored from byte ``start_address``.  Raises :class:`DescriptorError` for a layout that
     is not one of CUTLASS's canonical GMMA forms."""
     where = f"make_gmma_desc({smem_layout}, {element_bits}, {major!r})"
