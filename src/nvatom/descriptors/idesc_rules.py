@@ -14,7 +14,7 @@ Sources (PTX ISA 9.7.16, "TensorCore 5th Generation Family Instructions"):
   format of mxf4/mxf4nvf4 is two bits (10-11; bit 12 reserved) and bit 31 is the K size of
   mxf4/mxf4nvf4 but reserved for mxf8f6f4.
 * 9.7.16.2.1 "Matrix Shape", Table 39: the (M, N) of each kind (read from
-  :data:`nvatom.atoms.sm100.SHAPES`, the one shape table), for any CTA group and with or
+  :data:`nvatom.tables.umma_shapes.SHAPES`, the one shape table), for any CTA group and with or
   without ``.ws``, which the idesc does not encode; its sparsity bit does select the sparse
   rows.  The extra dense ``256xNx96`` shape of mxf4/mxf4nvf4 is the idesc's K-size bit.
   Table 39 also pairs the types of ``.kind::f16``: D f16 takes f16 A/B only (bf16
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import functools
 
-from nvatom.atoms.sm100 import SHAPES
 from nvatom.descriptors.wgmma import DescriptorField
+from nvatom.tables.umma_shapes import SHAPES
 
 __all__ = [
     "BS_KINDS",
