@@ -15,6 +15,7 @@ import abc
 from typing import Any
 
 from nvatom import diagnostics as D
+from nvatom.descriptors.base import DescriptorType  # the descriptors' own interface
 from nvatom.errors import NvatomError
 
 __all__ = [
@@ -62,12 +63,6 @@ class PrefetchAtom(abc.ABC):
 
     @abc.abstractmethod
     def verify_prefetch(self, target: Any, use: Any) -> None: ...
-
-
-class DescriptorType:  # a marker: no methods of its own
-    """Carries hardware descriptor state: SMEM descriptor views
-    (:class:`nvatom.descriptors.wgmma.SmemDescView`) and TMA descriptors
-    (:class:`nvatom.descriptors.tma.TensorMap`)."""
 
 
 # -- capability interfaces

@@ -56,7 +56,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from nvatom.atoms.interfaces import DescriptorType
+from nvatom.descriptors.base import DescriptorType
 from nvatom.dtypes import DType
 from nvatom.errors import DescriptorError, DTypeError
 from nvatom.tables.swizzles import SMEM_SWIZZLES, SmemError, SmemSwizzle, smem_swizzle

@@ -45,7 +45,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nvatom.atoms.interfaces import DescriptorType
+from nvatom.descriptors.base import DescriptorType
 from nvatom.errors import DescriptorError, LayoutError
 from nvatom.layout import (
     ComposedLayout,
