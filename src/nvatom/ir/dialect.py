@@ -25,17 +25,13 @@ from typing import Any, ClassVar
 from nvatom.arch import Target
 from nvatom.atoms import tma as T
 from nvatom.atoms.verify import MmaUse, OperandUse
-from nvatom.errors import NvatomError
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
+from nvatom.ir.fragments import IRVerifyError, fragment_access, operand_dtype, operand_tv
 from nvatom.ir.syntax import IRSyntaxError
 from nvatom.layout import ComposedLayout, Layout, cosize, layouts_equivalent, size
 
 __all__ = ["ALL_OPS", "DIALECTS", "IRVerifyError", "NvOp", "VerifyCtx", "is_nv_op"]
-
-
-class IRVerifyError(NvatomError):
-    """An operation that breaks a rule of the IR (the message is the diagnostic)."""
 
 
 class VerifyCtx:
@@ -707,8 +703,6 @@ class CopyFragmentOp(NvOp):
     REQUIRED = ("operand",)
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        from nvatom.ir.lower import operand_dtype, operand_tv
-
         atom = _atom_operand(self, "mma")
         op = self.attr("operand")
         if not hasattr(atom, "register_type"):
@@ -736,8 +730,6 @@ class CopyFragmentOp(NvOp):
             _fail(f"{D.MMA_ATOM_LAYOUT}{tv} for operand {op}, but got {frag.layout}")
         if not isinstance(tile.layout, Layout):
             _fail(f"copy_fragment needs a static tile layout, got {tile.layout}")
-        from nvatom.ir.lower import fragment_access
-
         v.facts[self] = fragment_access(atom, op, tile.layout)
 
 

@@ -34,9 +34,10 @@ from nvatom.errors import NvatomError
 from nvatom.ir import dialect as DL
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
-from nvatom.ir.driver import Diagnostic, IRError, Module
+from nvatom.ir.driver import Diagnostic, IRError, Module, internal_error
+from nvatom.ir.fragments import WARP, FragmentAccess, fragment_access
 from nvatom.ir.syntax import layout_text
-from nvatom.layout import ComposedLayout, Layout, Swizzle, composition, cosize, size
+from nvatom.layout import ComposedLayout, Layout, Swizzle, cosize, size
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
@@ -45,79 +46,9 @@ from nvatom.ptx.layout_eval import emit_layout_offset, emit_swizzle, flat_modes
 
 __all__ = ["FragmentAccess", "LowerError", "Lowered", "TmaParam", "fragment_access", "lower"]
 
-WARP = 32
-
 
 class LowerError(NvatomError):
     """An operation the lowering cannot turn into PTX (the message says why)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class FragmentAccess:
-    """How each lane reaches its registers of one MMA operand in a tile: byte address of
-    register ``r`` of lane ``l`` is ``base + lane_bytes(l) + reg_bytes[r]``."""
-
-    ptx_type: str  # b32, f32 or f64: one load/store per register
-    lane_bytes: Layout
-    reg_bytes: tuple[int, ...]
-    threads: int  # 32 (a warp) or 128 (a warpgroup)
-
-
-def operand_tv(form: Any, op: str) -> Layout:
-    """(thread, value) -> element of a register operand (WGMMA: its fragment layouts)."""
-    from nvatom.atoms.sm90 import WgmmaForm
-
-    if isinstance(form, WgmmaForm):
-        from nvatom.atoms.wgmma_fragments import wgmma_tv_layout
-
-        return wgmma_tv_layout(form, op)
-    return form.tv_layout(op)
-
-
-def operand_dtype(form: Any, op: str) -> Any:
-    if hasattr(form, "operand_type"):
-        return form.operand_type(op)
-    return {"A": form.a, "B": form.b, "C": form.d, "D": form.d}[op]
-
-
-def fragment_access(form: Any, op: str, tile: Layout) -> FragmentAccess:
-    """Compose the tile's layout with the atom's (thread, value) layout and check that each
-    register's values are contiguous and aligned, so one load/store moves a register."""
-    from nvatom.ir.dialect import IRVerifyError
-
-    tv = operand_tv(form, op)
-    if size(tile) != cosize(tv) and size(tile) < cosize(tv):
-        raise IRVerifyError(f"the tile {tile} has {size(tile)} elements, the atom's operand {op} "
-                            f"covers {cosize(tv)}")
-    mem = composition(tile, tv)
-    threads = size(mem[0])
-    if threads not in (WARP, 4 * WARP):
-        raise IRVerifyError(f"copy_fragment supports warp and warpgroup atoms; '{form.name}' "
-                            f"spreads operand {op} over {threads} threads")
-    lane, value = mem[0], mem[1]
-    bits = operand_dtype(form, op).pack_bits
-    per_reg = 1 if bits >= 32 else 32 // bits
-    align = max(bits, 32)
-    nregs = form.registers(op)
-    if size(value) != nregs * per_reg:
-        raise IRVerifyError(f"operand {op} of '{form.name}' has {size(value)} values per lane "
-                            f"for {nregs} registers")
-    reg_bytes = []
-    for r in range(nregs):
-        offs = [value(r * per_reg + j) for j in range(per_reg)]
-        if offs != list(range(offs[0], offs[0] + per_reg)) or (offs[0] * bits) % align:
-            raise IRVerifyError(
-                f"register {r} of operand {op} holds the elements at offsets {offs} of the "
-                f"tile {tile}: not contiguous and {align}-bit aligned, so one access per "
-                "register is impossible")
-        reg_bytes.append(offs[0] * bits // 8)
-    bad = [t for t in range(threads) if (lane(t) * bits) % align]
-    if bad:
-        raise IRVerifyError(f"lane {bad[0]}'s fragment of operand {op} starts at element "
-                            f"{lane(bad[0])} of {tile}, not on a {align}-bit boundary")
-    modes = [(s, d * bits // 8 if s > 1 else 0) for s, d in flat_modes(lane)]
-    lane_bytes = Layout(tuple(s for s, _ in modes), tuple(d for _, d in modes))
-    return FragmentAccess(form.register_type(op), lane_bytes, tuple(reg_bytes), threads)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -329,10 +260,8 @@ class _KernelLowering:
         return skip
 
     def _cute_alloc_tmem(self, op: Any) -> None:
-        from nvatom.ir.dialect import tmem_columns
-
         m = TY.memref_of(op.results[0].type)
-        cols = tmem_columns(m)
+        cols = DL.tmem_columns(m)
         slot = TE.shared_address(self.k, self.k.shared(self.fresh("tslot"), 8, 8))
         self.shared += 8
         skip = self._warp0()
@@ -1128,8 +1057,6 @@ def lower(mod: Module, vctx: DL.VerifyCtx) -> Lowered:
         except NvatomError as e:
             raise IRError([mod.diag(fn, str(e))]) from None
         except Exception as e:  # a bug: reported without a traceback
-            from nvatom.ir.driver import internal_error
-
             raise IRError([mod.diag(fn, internal_error(e))]) from None
         version = max(version, low.version)
     ptx.version = version
