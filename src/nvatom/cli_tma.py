@@ -175,12 +175,13 @@ def _driver_bytes(m: Any, want: bool | None) -> tuple[bytes | None, str]:
 
 def cmd_tma(args: argparse.Namespace) -> int:
     from nvatom.descriptors import tma_encode
+    from nvatom.descriptors.tma import decode
 
     if args.action == "decode":
         if not args.value:
             raise NvatomError("desc tma decode needs the map's 128 bytes as 256 hex digits")
         print(tma_encode.explain(args.value))
-        print(describe(tma_encode.decode(args.value)))
+        print(describe(decode(args.value)))
         return 0
     if args.value is not None:
         raise NvatomError(f"desc tma encode takes options, not '{args.value}'")

@@ -28,6 +28,7 @@ from nvatom.descriptors.tma import (
     OOB_FILLS,
     TMA_DATA_TYPES,
     TensorMap,
+    decode,
 )
 from nvatom.errors import DescriptorError
 
@@ -169,7 +170,7 @@ def test_a_zero_stride_stores_zero_in_the_stride_field() -> None:
                                               for j, s in enumerate(e["args"]["globalStrides"])])
         got = te.encode_args("tiled", args)
         assert int.from_bytes(got, "little") == want, i
-        m = te.decode(got)
+        m = decode(got)
         assert m.global_strides[i] == 0 and m.encode() == got
 
 
@@ -183,8 +184,8 @@ def test_decode_inverts_encode_on_the_corpus() -> None:
         except DescriptorError:
             continue  # the deviations of test_model_agrees_with_the_driver
         assert m.encode() == data
-        assert te.decode(data) == m
-        assert te.decode(e["bytes"]) == m  # hex text too
+        assert decode(data) == m
+        assert decode(e["bytes"]) == m  # hex text too
 
 
 def _deviation(e: dict[str, Any], msg: str) -> str | None:
@@ -267,7 +268,7 @@ def test_explain_names_fields_of_the_rank_only() -> None:
                    channels_per_pixel=64, pixels_per_column=128)
     text = te.explain(im.encode())
     assert "pixelBoxLowerCorner" in text and "boxDim[0]" not in text
-    assert te.decode(im.encode()) == im
+    assert decode(im.encode()) == im
 
 
 DECODE_ERRORS = [
@@ -283,7 +284,7 @@ DECODE_ERRORS = [
 @pytest.mark.parametrize(("msg", "data"), DECODE_ERRORS, ids=[m[:30] for m, _ in DECODE_ERRORS])
 def test_decode_errors(msg: str, data: Any) -> None:
     with pytest.raises(DescriptorError, match="^" + re.escape(msg) + "$"):
-        te.decode(data)
+        decode(data)
 
 
 ENCODE_ERRORS = [

@@ -54,9 +54,11 @@ of ``cuTensorMapEncodeTiled`` and ``cuTensorMapEncodeIm2col`` and the enums
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from nvatom.descriptors.base import DescriptorType
+from nvatom.descriptors.tma_encode import decode_args, decode_fields, encode
 from nvatom.dtypes import DType
 from nvatom.errors import DescriptorError, DTypeError
 from nvatom.tables.swizzles import SMEM_SWIZZLES, SmemError, SmemSwizzle, smem_swizzle
@@ -75,6 +77,7 @@ __all__ = [
     "TMA_DATA_TYPES",
     "TensorMap",
     "TmaDataType",
+    "decode",
     "tma_data_type",
 ]
 
@@ -456,8 +459,6 @@ class TensorMap(DescriptorType):
     def encode(self) -> bytes:
         """The 128-byte ``CUtensorMap`` the driver writes for this map, computed in pure Python
         (no GPU needed; :mod:`nvatom.descriptors.tma_encode` has the layout)."""
-        from nvatom.descriptors.tma_encode import encode
-
         return encode(self)
 
     def encode_with_driver(self) -> bytes:
@@ -475,6 +476,50 @@ class TensorMap(DescriptorType):
         if driver is None:
             driver = driver_available()
         return self.encode_with_driver() if driver else self.encode()
+
+
+def decode(data: bytes | bytearray | str) -> TensorMap:
+    """The :class:`TensorMap` whose encoding is ``data`` (128 bytes, or their hex text).
+
+    Raises :class:`DescriptorError` on bits outside every field, on an unknown element format,
+    and when the derived fields disagree with the rest (so ``decode(b).encode() == b``); the bit
+    layout is :mod:`nvatom.descriptors.tma_encode`'s."""
+    kind, args = decode_args(data)
+
+    def name_of(table: Mapping[str, Any], value: int, what: str) -> str:
+        for name, c in table.items():
+            if (c[0] if isinstance(c, tuple) else c) == value:
+                return name
+        raise DescriptorError(f"{what} = {value} is no known code")
+
+    kw: dict[str, Any] = dict(
+        kind=kind,
+        data_type=next(t for t in TMA_DATA_TYPES if t.code == args["tensorDataType"]),
+        global_address=args["globalAddress"],
+        global_dims=args["globalDim"],
+        global_strides=args["globalStrides"],
+        element_strides=args["elementStrides"],
+        interleave=name_of(INTERLEAVES, args["interleave"], "interleave"),
+        swizzle=(0, 32, 64, 128)[args["swizzle"]],
+        l2_promotion=name_of(L2_PROMOTIONS, args["l2Promotion"], "l2_promotion"),
+        oob_fill=name_of(OOB_FILLS, args["oobFill"], "oob_nan"),
+    )
+    if kind == "tiled":
+        kw["box_dims"] = args["boxDim"]
+    else:
+        kw.update(
+            channels_per_pixel=args["channelsPerPixel"],
+            pixels_per_column=args["pixelsPerColumn"],
+            pixel_box_lower_corner=args["pixelBoxLowerCorner"],
+            pixel_box_upper_corner=args["pixelBoxUpperCorner"],
+        )
+    tm = TensorMap(**kw)
+    # no bits outside the fields (decode_args checked), so equal fields are equal bytes
+    raw, diff = decode_fields(data), decode_fields(tm.encode())
+    if diff != raw:
+        bad = [f"{k} = {raw[k]} (expected {diff[k]})" for k in diff if diff[k] != raw.get(k)]
+        raise DescriptorError("inconsistent tensor map: " + ", ".join(bad))
+    return tm
 
 
 def driver_available() -> bool:
