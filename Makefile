@@ -26,6 +26,8 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VPY) -m ruff check src tests bench scripts
+	# the room table of docs/ARCHITECTURE.md as import contracts ([tool.importlinter])
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 test: $(STAMP) lint
 	$(VPY) -m pytest -q -n $(JOBS) tests
