@@ -24,9 +24,9 @@ $(STAMP): pyproject.toml Makefile
 demo: $(STAMP)
 	$(VENV)/bin/nvatom demo
 
+# ruff, then the room table of docs/ARCHITECTURE.md as import contracts ([tool.importlinter])
 lint: $(STAMP)
 	$(VPY) -m ruff check src tests bench scripts
-	# the room table of docs/ARCHITECTURE.md as import contracts ([tool.importlinter])
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 test: $(STAMP) lint
