@@ -66,6 +66,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from nvatom.atoms.copy import COPY_ATOMS, MatrixCopy
 from nvatom.layout import ComposedLayout, Layout, parse_layout, rank, size
 from nvatom.tables.swizzles import (
     SMEM_SWIZZLES,
@@ -192,8 +193,6 @@ def default_phases(lane_bytes: int) -> tuple[tuple[int, ...], ...]:
 def _make_accesses() -> dict[str, SmemAccess]:
     # The ldmatrix/stmatrix forms (PTX spelling, .xN, .trans, gating feature) come from the
     # copy-atom table (nvatom.atoms.copy); the bank model adds the 16-byte rows and phases.
-    from nvatom.atoms.copy import COPY_ATOMS, MatrixCopy
-
     out: dict[str, SmemAccess] = {}
     for atom in COPY_ATOMS:
         if not isinstance(atom, MatrixCopy) or atom.shape.name != "m8n8":

@@ -59,7 +59,7 @@ from typing import Any, Literal
 
 from nvatom.descriptors.base import DescriptorType
 from nvatom.descriptors.tma_encode import decode_args, decode_fields, encode
-from nvatom.dtypes import DType
+from nvatom.dtypes import DType, dtype
 from nvatom.errors import DescriptorError, DTypeError
 from nvatom.tables.swizzles import SMEM_SWIZZLES, SmemError, SmemSwizzle, smem_swizzle
 
@@ -158,8 +158,6 @@ def tma_data_type(t: str | DType | TmaDataType) -> TmaDataType:
         return t
     if isinstance(t, str) and t.lower() in _DATA_TYPE_BY_NAME:
         return _DATA_TYPE_BY_NAME[t.lower()]
-    from nvatom.dtypes import dtype
-
     try:
         d = dtype(t)
     except DTypeError:
