@@ -13,7 +13,8 @@ Sub-commands:
   gemm      build, assemble, run and time the GEMM kernel for one problem
   demo      the main job (``make demo``): tiers, mma.sync kernel, SM90 GEMM from atoms (+ GPU run)
 
-Errors print one line (``nvatom: error: ...``) and exit with status 2.
+Errors print one line (``nvatom: error: ...``) and exit with status 2.  Every number that
+work or memory grows with is checked against a stated limit first (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -31,6 +32,87 @@ from typing import NoReturn
 
 from nvatom import __version__, cli_sm120
 from nvatom.errors import NvatomError
+
+# --------------------------------------------------------------------------- input helpers
+
+#: the most shared memory one SM has (228 KiB on sm_90 and sm_100; CUDA C++ Programming
+#: Guide, "Technical Specifications per Compute Capability"): a bigger smem layout is no
+#: shared-memory layout, and `banks` walks every element of it
+SMEM_BYTES_LIMIT = 228 * 1024
+#: CuTe's integers are int64_t (as in the layout notation)
+_INT64_MAX = 2**63 - 1
+#: longest text of a number option (a 64-bit value in binary with its prefix is 66)
+_NUMBER_TEXT_LIMIT = 80
+
+
+def clip(text: str, limit: int = 60) -> str:
+    """``text`` quoted for an error message, shortened when long."""
+    if len(text) <= limit:
+        return f"'{text}'"
+    return f"'{text[:limit - 20]}...' ({len(text)} characters)"
+
+
+def parse_int(option: str, text: str, lo: int, hi: int, example: str = "") -> int:
+    """The integer an option's text spells (``0x``/``0b``/``0o`` prefixes and ``_`` allowed),
+    checked to lie in ``[lo, hi]``; otherwise a one-line :class:`NvatomError` naming both."""
+    t = text.strip().replace("_", "")
+    value: int | None = None
+    if len(t) <= _NUMBER_TEXT_LIMIT:
+        try:
+            value = int(t, 0)
+        except ValueError:
+            value = None
+    if value is None:
+        eg = f" (e.g. {example})" if example else ""
+        what = f"{option} takes" if option else "expected"
+        raise NvatomError(f"{what} an integer from {lo} to {hi}{eg}, got {clip(text)}")
+    if not lo <= value <= hi:
+        raise NvatomError(f"{option + ' ' if option else ''}{text.strip()} is out of range: "
+                          f"the limit is {lo} to {hi}")
+    return value
+
+
+def bounded_int(lo: int, hi: int):  # type: ignore[no-untyped-def]
+    """An argparse ``type=`` that accepts the integers ``lo..hi`` (see :func:`parse_int`);
+    argparse names the option in its message."""
+
+    def convert(text: str) -> int:
+        try:
+            return parse_int("", text, lo, hi)
+        except NvatomError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = "integer"
+    return convert
+
+
+def write_output(path: str, data: str | bytes) -> None:
+    """Write an output file (``-o``, ``--svg``); any failure is one line naming the path."""
+    p = Path(path)
+    if p.is_dir():
+        raise NvatomError(f"cannot write '{path}': it is a directory")
+    try:
+        if isinstance(data, bytes):
+            p.write_bytes(data)
+        else:
+            p.write_text(data, encoding="utf-8")
+    except (OSError, ValueError) as e:
+        raise NvatomError(f"cannot write '{path}': {getattr(e, 'strerror', None) or e}") \
+            from None
+
+
+def read_text_file(path: str, what: str = "") -> str:
+    """A UTF-8 input file's text; unreadable or non-UTF-8 input is one line naming the path."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise NvatomError(f"cannot read '{path}': {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise NvatomError(f"cannot read '{path}': not UTF-8 text{what} (byte "
+                          f"{data[e.start]:#04x} at offset {e.start})") from None
+
 
 # --------------------------------------------------------------------------- targets
 
@@ -102,10 +184,7 @@ def _apply_layout_op(layout, op: str, arg: str | None):  # type: ignore[no-untyp
     import nvatom.layout as L
 
     if op in ("complement", "upcast", "downcast"):
-        try:
-            n = int(arg)  # type: ignore[arg-type]
-        except ValueError:
-            raise NvatomError(f"--{op.replace('_', '-')} takes an integer, got '{arg}'") from None
+        n = parse_int(f"--{op}", arg, 1, _INT64_MAX)  # type: ignore[arg-type]
         return getattr(L, op)(layout, n)
     if op in _LAYOUT_OPS:
         other = L.parse_layout(arg)  # type: ignore[arg-type]
@@ -163,10 +242,7 @@ def _cmd_ptxas(args: argparse.Namespace) -> int:
 
     t = target(args.target)
     path = Path(args.file)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise NvatomError(f"cannot read '{path}': {e.strerror}") from None
+    text = read_text_file(args.file, " (PTX is ASCII)")
     result = assemble(text, t, args=args.ptxas_args or ())
     print(f"ptxas {result.ptxas_version}: {path} assembled for {t.name} "
           f"({len(result.cubin)} byte cubin{', cached' if result.cached else ''})")
@@ -175,7 +251,7 @@ def _cmd_ptxas(args: argparse.Namespace) -> int:
     for kr in result.kernels.values():
         print(f"  {kr.name}: {kr.summary()}")
     if args.output:
-        Path(args.output).write_bytes(result.cubin)
+        write_output(args.output, result.cubin)
         print(f"wrote {args.output}")
     return 0
 
@@ -359,7 +435,7 @@ def _show_fragment(grid: list, args: argparse.Namespace, title: str) -> int:
     if not args.no_table:
         print(fragment_table(grid))
     if args.svg:
-        Path(args.svg).write_text(fragment_svg(grid, title))
+        write_output(args.svg, fragment_svg(grid, title))
         print(f"wrote {args.svg}")
     return 0
 
@@ -429,7 +505,7 @@ def _require_available(atom: object, t: object) -> None:
 def _print_kernel(text: str, args: argparse.Namespace, t: object) -> None:
     """--kernel output: the PTX to stdout or -o FILE, and with --assemble ptxas's resources."""
     if args.output:
-        Path(args.output).write_text(text)
+        write_output(args.output, text)
         print(f"wrote {args.output}")
     else:
         print(text, end="")
@@ -528,8 +604,17 @@ def _cmd_emit(args: argparse.Namespace) -> int:
 
 
 def _cmd_banks(args: argparse.Namespace) -> int:
+    from nvatom import layout as L
     from nvatom.atoms.smem import banks_report
 
+    # banks walks every element: bound the layout by what shared memory can hold first
+    # (every access's default element width is at least 8 bits)
+    n = L.size(L.parse_layout(args.smem))
+    bits = args.element_bits if args.element_bits is not None else 8
+    if n * bits > 8 * SMEM_BYTES_LIMIT:
+        raise NvatomError(
+            f"--smem {clip(args.smem)} has {n} elements, at least {n * bits // 8} bytes: more "
+            f"than shared memory holds (the limit is {SMEM_BYTES_LIMIT} bytes = 228 KiB)")
     print(banks_report(args.atom, args.smem, element_bits=args.element_bits, base=args.base,
                        max_detailed=args.detail))
     return 0
@@ -541,14 +626,16 @@ def _cmd_desc(args: argparse.Namespace) -> int:
 
     if args.kind == "tma":  # TMA tensor maps: src/nvatom/cli_tma.py
         return importlib.import_module("nvatom.cli_tma").cmd_tma(args)
+    # numbers are checked here, before the descriptor codecs see them
+    if args.action == "decode" and args.value is not None:
+        parse_int(f"desc {args.kind} decode", args.value, 0, 2**64 - 1, "0x4000004000011000")
+    start = parse_int("--start", args.start, 0, 2**32 - 1, "0x400")  # a shared-memory address
     if args.kind in ("umma", "idesc"):  # SM100 descriptors: src/nvatom/cli_sm100.py
         return importlib.import_module("nvatom.cli_sm100").cmd_desc(args)
     if args.action == "decode":
-        try:
-            word = int(args.value.replace("_", ""), 0)
-        except ValueError:
-            raise NvatomError(f"'{args.value}' is not an integer (e.g. 0x4000004000011000)") \
-                from None
+        if args.value is None:
+            raise NvatomError("desc wgmma decode needs the 64-bit word, e.g. 0x4000004000011000")
+        word = int(args.value.strip().replace("_", ""), 0)
         fields = wgmma.decode_fields(word)
         print(f"0x{word:016x} raw fields: " + " ".join(f"{k}={v:#x}" for k, v in fields.items()))
         desc = wgmma.decode(word)  # raises on reserved bits, after the raw fields are shown
@@ -558,7 +645,7 @@ def _cmd_desc(args: argparse.Namespace) -> int:
         raise NvatomError("desc wgmma encode needs --layout '<smem layout>'")
     layout = L.parse_layout(args.layout)
     desc = wgmma.make_gmma_desc(layout, args.element_bits, args.major,
-                                start_address=int(args.start, 0))
+                                start_address=start)
     print(f"0x{desc.encode():016x}  {desc.explain()}")
     return 0
 
@@ -569,7 +656,14 @@ def _cmd_desc(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from nvatom.demo import run_demo  # tiers, mma.sync demo, SM90 GEMM (+ GPU run): issue 7
 
-    return run_demo(args.targets, args.out, show_ptx=args.show_ptx)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise NvatomError(f"--out '{args.out}' exists and is not a directory")
+    try:
+        return run_demo(args.targets, args.out, show_ptx=args.show_ptx)
+    except OSError as e:
+        where = e.filename if e.filename is not None else args.out
+        raise NvatomError(f"cannot write '{where}': {e.strerror or e}") from None
 
 
 # --------------------------------------------------------------------------- main
@@ -609,7 +703,8 @@ def _parser() -> argparse.ArgumentParser:
     for name, helptext in _LAYOUT_FLAGS.items():
         lay.add_argument(f"--{name.replace('_', '-')}", dest=name, nargs=0, action=_OpAction,
                          help=helptext)
-    lay.add_argument("--eval", type=int, nargs="+", metavar="I", help="evaluate L(I)")
+    lay.add_argument("--eval", type=bounded_int(0, _INT64_MAX), nargs="+",
+                     metavar="I", help="evaluate L(I)")
     lay.add_argument("--table", action="store_true", help="print index -> offset for every index")
     lay.set_defaults(func=_cmd_layout)
 
@@ -657,7 +752,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="inline-asm template and constraint string")
     mode.add_argument("--kernel", action="store_true",
                       help="a complete one-warp test kernel (loads fragments, runs, stores D)")
-    em.add_argument("--selector", type=int, help="sparsity selector (sparse atoms)")
+    em.add_argument("--selector", type=bounded_int(0, 255),
+                    help="sparsity selector (sparse atoms)")
     em.add_argument("--assemble", action="store_true", help="with --kernel: run ptxas on it")
     em.add_argument("-o", "--output", help="with --kernel: write the PTX here")
     em.set_defaults(func=_cmd_emit)
@@ -670,9 +766,12 @@ def _parser() -> argparse.ArgumentParser:
     bk.add_argument("atom", help="access, e.g. ldsm.x4")
     bk.add_argument("--smem", required=True, metavar="LAYOUT",
                     help="smem layout in CuTe notation, e.g. 'Sw<3,3,3> o 0 o (16,64):(64,1)'")
-    bk.add_argument("--element-bits", type=int, help="element width (default: 16 for ldsm/stsm)")
-    bk.add_argument("--base", type=int, default=0, help="byte address of element 0")
-    bk.add_argument("--detail", type=int, default=8, help="instructions printed in full")
+    bk.add_argument("--element-bits", type=bounded_int(1, 128),
+                    help="element width (default: 16 for ldsm/stsm)")
+    bk.add_argument("--base", type=bounded_int(0, SMEM_BYTES_LIMIT - 1), default=0,
+                    help="byte address of element 0")
+    bk.add_argument("--detail", type=bounded_int(0, _INT64_MAX), default=8,
+                    help="instructions printed in full")
     bk.set_defaults(func=_cmd_banks)
 
     de = sub.add_parser("desc", help="encode/decode tensor-core descriptors")
@@ -682,8 +781,9 @@ def _parser() -> argparse.ArgumentParser:
     de.add_argument("action", choices=["encode", "decode"], nargs="?", default="encode")
     de.add_argument("value", nargs="?", help="decode: the 64-bit word, e.g. 0x4000004000011000")
     de.add_argument("--layout", help="encode: smem layout, e.g. "
-                    "'Sw<3,4,3> o 0 o ((8,8),(64,1)):((64,512),(1,0))'")
-    de.add_argument("--element-bits", type=int, default=16, help="element width (default 16)")
+                    "'Sw<3,3,3> o 0 o ((8,8),(64,1)):((64,512),(1,0))' (in elements)")
+    de.add_argument("--element-bits", type=bounded_int(1, 128), default=16,
+                    help="element width (default 16)")
     de.add_argument("--major", choices=["K", "MN"], default="K")
     de.add_argument("--start", default="0", help="shared-memory byte address of the tile")
     importlib.import_module("nvatom.cli_tma").add_arguments(de)

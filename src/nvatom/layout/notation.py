@@ -15,6 +15,11 @@ ignored anywhere; ``Sw<3,4,3> o (8,64):(64,1)`` (no offset) means offset 0.  CuT
 static integers with a leading underscore; we print plain integers and accept both.
 
 Errors name the text and the 0-based position of the first character that does not fit.
+
+Limits (checked before any work that grows with them; each error names the limit):
+integers must fit in CuTe's ``int64_t`` (``|v| < 2**63``, at most :data:`MAX_INT_DIGITS`
+digits), tuples nest at most :data:`MAX_DEPTH` levels, and the text is at most
+:data:`MAX_TEXT` characters.  Longer texts are shortened in error messages.
 """
 
 from __future__ import annotations
@@ -26,7 +31,23 @@ from nvatom.errors import LayoutError
 
 from .inttuple import IntTuple, format_int_tuple
 
-__all__ = ["format_int_tuple", "parse_int_tuple", "parse_layout"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_TEXT", "format_int_tuple", "parse_int_tuple",
+           "parse_layout"]
+
+#: deepest nesting of parentheses (CuTe's own layouts nest 3 or 4 levels)
+MAX_DEPTH = 32
+#: integers are CuTe's int64_t: |v| < 2**63, which has 19 digits
+MAX_INT_DIGITS = 19
+INT_LIMIT = 1 << 63
+#: longest notation text accepted (a layout of a thousand modes is far shorter)
+MAX_TEXT = 100_000
+
+
+def clip(text: str, limit: int = 80) -> str:
+    """``repr(text)``, shortened to about ``limit`` characters for an error message."""
+    if len(text) <= limit:
+        return repr(text)
+    return repr(text[:limit - 20]) + f"... ({len(text)} characters)"
 
 
 class _Parser:
@@ -40,7 +61,7 @@ class _Parser:
 
     def fail(self, msg: str, pos: int | None = None) -> LayoutError:
         p = self.pos if pos is None else pos
-        return LayoutError(f"cannot parse {self.what} {self.text!r}: {msg} at position {p}")
+        return LayoutError(f"cannot parse {self.what} {clip(self.text)}: {msg} at position {p}")
 
     def ws(self) -> None:
         t, n, p = self.text, self.n, self.pos
@@ -73,20 +94,28 @@ class _Parser:
         if p == q:
             got = repr(t[start]) if start < n else "end of text"
             raise self.fail(f"expected an integer, found {got}", start)
-        self.pos = p
+        if p - q > MAX_INT_DIGITS and t[q:p].lstrip("0")[MAX_INT_DIGITS:]:
+            raise self.fail(f"integer of {p - q} digits is out of range (integers must fit "
+                            f"in 64 bits: |v| < 2^63)", start)
         v = int(t[q:p])
+        if v >= INT_LIMIT:
+            raise self.fail(f"integer {v} is out of range (integers must fit in 64 bits: "
+                            f"|v| < 2^63)", start)
+        self.pos = p
         return -v if neg else v
 
-    def int_tuple(self) -> IntTuple:
+    def int_tuple(self, depth: int = 0) -> IntTuple:
         if self.peek() != "(":
             return self.int_()
+        if depth >= MAX_DEPTH:
+            raise self.fail(f"tuples nest deeper than {MAX_DEPTH} levels (the limit)")
         self.pos += 1
         items: list[IntTuple] = []
         if self.peek() == ")":
             self.pos += 1
             return ()
         while True:
-            items.append(self.int_tuple())
+            items.append(self.int_tuple(depth + 1))
             c = self.peek()
             if c == ",":
                 self.pos += 1
@@ -107,6 +136,7 @@ def parse_int_tuple(text: str) -> IntTuple:
     if not isinstance(text, str):
         raise LayoutError(f"parse_int_tuple: expected a string, got {text!r}")
     p = _Parser(text, "int tuple")
+    _check_length(p)
     v = p.int_tuple()
     if not p.at_end():
         raise p.fail(f"unexpected {text[p.pos]!r}")
@@ -157,11 +187,18 @@ def _swizzle(p: _Parser) -> Any:
         raise p.fail(str(e), start) from None
 
 
+def _check_length(p: _Parser) -> None:
+    if p.n > MAX_TEXT:
+        raise p.fail(f"text of {p.n} characters is longer than the limit of {MAX_TEXT}",
+                     MAX_TEXT)
+
+
 @functools.lru_cache(maxsize=1024)
 def _parse_cached(text: str) -> Any:
     from .composed import ComposedLayout, make_composed_layout
 
     p = _Parser(text, "layout")
+    _check_length(p)
     p.ws()
     if p.text.startswith("Sw", p.pos):
         first: Any = _swizzle(p)

@@ -18,6 +18,10 @@ its own inverse.  ``Swizzle(3, 4, 3)`` on byte offsets is the 128-byte swizzle o
 and GMMA: 16-byte chunk ``c`` of 128-byte row ``r`` moves to chunk ``c ^ (r % 8)``.  In units
 of 2-byte elements the same pattern is ``Swizzle(3, 3, 3)`` (see :func:`upcast_swizzle`).
 
+CuTe's masks are 32-bit integers, so every bit a swizzle reads or writes lies below bit 32:
+``B + M + |S| <= 32`` (:data:`SWIZZLE_BITS`).  Larger parameters are no swizzle CuTe can
+express and are rejected before any mask is built.
+
 A swizzle is not a layout (it is not linear); it is composed with one in a
 :class:`~nvatom.layout.ComposedLayout`, printed as CuTe does: ``Sw<3,4,3> o 0 o (8,64):(64,1)``.
 """
@@ -28,7 +32,15 @@ from typing import Any
 
 from nvatom.errors import LayoutError
 
-__all__ = ["Swizzle", "downcast_swizzle", "make_swizzle", "upcast_swizzle"]
+__all__ = ["SWIZZLE_BITS", "Swizzle", "downcast_swizzle", "make_swizzle", "upcast_swizzle"]
+
+#: the width of CuTe's swizzle masks: B + M + |S| must not exceed it
+SWIZZLE_BITS = 32
+
+
+def _short(v: int) -> str:
+    """An int for an error message; a huge one by its digit count."""
+    return str(v) if abs(v) < 10**30 else f"<{len(str(abs(v)))}-digit integer>"
 
 
 def _shiftr(x: Any, s: int) -> Any:
@@ -54,6 +66,11 @@ class Swizzle:
             raise LayoutError(f"Swizzle<{bits},{base},{shift}>: B (the bit count) must be >= 0")
         if base < 0:
             raise LayoutError(f"Swizzle<{bits},{base},{shift}>: M (the base) must be >= 0")
+        if bits + base + abs(shift) > SWIZZLE_BITS:
+            raise LayoutError(
+                f"Swizzle<{_short(bits)},{_short(base)},{_short(shift)}>: B + M + |S| must be "
+                f"<= {SWIZZLE_BITS} (CuTe's swizzle masks are {SWIZZLE_BITS}-bit)"
+            )
         if abs(shift) < bits:
             raise LayoutError(
                 f"Swizzle<{bits},{base},{shift}>: |S| must be >= B so that the two bit "
