@@ -818,6 +818,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and closed early
         sys.stdout = open(os.devnull, "w")  # silence the flush at exit
         return 0
+    except OSError as e:  # the environment (a file, a permission, a full disk): one line too
+        where = f"'{e.filename}': " if e.filename is not None else ""
+        print(f"nvatom: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # a bug in nvatom: one line, unless NVATOM_TRACEBACK=1 asks
+        if os.environ.get("NVATOM_TRACEBACK") == "1":
+            raise
+        text = str(e).splitlines()[0][:300] if str(e) else ""
+        print(f"nvatom: internal error (please report; NVATOM_TRACEBACK=1 shows where): "
+              f"{type(e).__name__}: {text}", file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

@@ -15,18 +15,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-
-from nvatom.errors import NvatomError
 
 __all__ = ["add_parser"]
 
 
 def _read(path: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise NvatomError(f"cannot read '{path}': {e}") from None
+    from nvatom.cli import read_text_file
+
+    return read_text_file(path)
 
 
 def _print_diags(diags: list) -> None:
@@ -77,10 +73,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(out.ptx)
     else:
-        try:
-            Path(args.output).write_text(out.ptx, encoding="utf-8")
-        except OSError as e:
-            raise NvatomError(f"cannot write '{args.output}': {e}") from None
+        from nvatom.cli import write_output
+
+        write_output(args.output, out.ptx)
     if not args.no_ptxas:
         from nvatom.runtime.ptxas import assemble
 

@@ -242,6 +242,19 @@ class AllocRmemOp(_AllocOp):
 
     name = "cute.alloc_rmem"
     SPACE = "rmem"
+    #: registers a thread can have (CUDA: 255 32-bit registers per thread on sm_70..sm_121)
+    MAX_REGISTERS: ClassVar[int] = 255
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        m = TY.memref_of(self.results[0].type)
+        assert m is not None
+        if not isinstance(m.layout, Layout):
+            _fail(f"a register fragment needs a (thread, value) layout, got {m.layout}")
+        values = size(m.layout[1]) if m.layout.rank >= 2 else size(m.layout)
+        regs = -(-values * m.element.pack_bits // 32)
+        if regs > self.MAX_REGISTERS:
+            _fail(f"a fragment of {values} {m.element.name} values per thread needs {regs} "
+                  f"32-bit registers; a thread has at most {self.MAX_REGISTERS}")
 
 
 class AllocTmemOp(_AllocOp):

@@ -102,12 +102,20 @@ def parse(text: str, filename: str = "<input>") -> Module:
         op, locs = X.parse_text(_context(), text, filename)
     except X.XdslParseFailure as e:
         line, col = _Lines(text).line_col(min(e.offset, len(text)))
-        raise IRError([Diagnostic(filename, line, col, e.message)]) from None
-    except NvatomError as e:  # a decoder error that escaped the type parser
+        msg = internal_error(e.cause) if e.cause is not None else e.message
+        if e.op and msg.startswith(f"'{e.op}' "):  # xDSL's messages may name the op already
+            msg = msg[len(e.op) + 3:]
+        raise IRError([Diagnostic(filename, line, col, msg, e.op)]) from None
+    except NvatomError as e:  # a decoder error outside any operation
         raise IRError([Diagnostic(filename, 1, 1, str(e))]) from None
-    except Exception as e:  # a bug, reported without a traceback (the fuzz test hunts these)
+    except Exception as e:  # a bug outside any operation (the fuzz test hunts these)
         raise IRError([Diagnostic(filename, 1, 1, internal_error(e))]) from None
-    return Module(op, locs, text, filename)
+    module = Module(op, locs, text, filename)
+    for fn in module.walk():  # a func.func without a body: a declaration or a cut-off file
+        if fn.name == "func.func" and not (fn.regions and fn.regions[0].blocks):
+            raise IRError([module.diag(fn, "has no body: nvatom compiles function definitions "
+                                           "only (is the file cut off after the header?)")])
+    return module
 
 
 def internal_error(e: BaseException) -> str:
@@ -131,9 +139,10 @@ def verify(module: Module, target_: str | Target | None = None) -> DL.VerifyCtx:
         raise IRError([module.diag(module.op, str(e))]) from None
     ctx = DL.VerifyCtx(t)
     diags: list[Diagnostic] = []
-    msg = X.structural_verify(module.op)
-    if msg is not None:
-        diags.append(module.diag(module.op, msg))
+    found = X.structural_verify(module.op)
+    if found is not None:
+        bad, msg, internal = found
+        diags.append(module.diag(bad, f"{INTERNAL} {msg}" if internal else msg))
     failed: set[Any] = set()
     for op in module.walk():
         if not DL.is_nv_op(op):

@@ -212,6 +212,10 @@ class _KernelLowering:
                 raise
             except NvatomError as e:
                 raise IRError([self.mod.diag(op, str(e))]) from None
+            except Exception as e:  # a bug: reported at the op being lowered
+                from nvatom.ir.driver import internal_error
+
+                raise IRError([self.mod.diag(op, internal_error(e))]) from None
 
     # ------------------------------------------------------------------ ops
     def _op(self, op: Any) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 from nvatom.atoms.tma import E, LayoutType, type_text
 from nvatom.errors import LayoutError, NvatomError
 from nvatom.layout import ComposedLayout, Layout, parse_layout
+from nvatom.layout.notation import INT_LIMIT, MAX_INT_DIGITS
 
 __all__ = ["IRSyntaxError", "layout_text", "parse_layout_body", "split_top_level"]
 
@@ -81,6 +82,9 @@ class _Reader:
             return tuple(items)
         tok = self.take()
         if tok.isdigit():
+            if len(tok) > MAX_INT_DIGITS or int(tok) >= INT_LIMIT:
+                raise IRSyntaxError(f"integer {tok} in layout '{self.text}' is out of range "
+                                    "(integers must fit in 64 bits: |v| < 2^63)")
             if self.peek() == "@":
                 self.take("@")
                 mode = self.take()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 import io
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -99,12 +100,19 @@ from xdsl.ir import BlockArgument  # noqa: E402  (re-exported)
 
 
 class XdslParseFailure(Exception):
-    """A parse failure at a source offset (an internal carrier; see nvatom.ir.diagnostics)."""
+    """A parse failure at a source offset (an internal carrier; see nvatom.ir.driver).
 
-    def __init__(self, offset: int, message: str) -> None:
+    ``cause`` is set when the failure is an unexpected exception (a bug in nvatom or xDSL)
+    raised while the operation that starts at ``offset`` was being parsed."""
+
+    def __init__(self, offset: int, message: str, cause: BaseException | None = None,
+                 op: str | None = None) -> None:
         super().__init__(message)
         self.offset = offset
         self.message = message
+        self.cause = cause
+        #: the name of the operation being parsed, when known
+        self.op = op
 
 
 # --------------------------------------------------------------------------- text bodies
@@ -331,12 +339,41 @@ class _LocatingParser(Parser):
 
     def parse_operation(self) -> Operation:
         pos = self.pos
-        op = super().parse_operation()
+        try:
+            op = super().parse_operation()
+        except (ParseError, XdslParseFailure, RecursionError):
+            raise
+        except VerifyException as e:  # xDSL checks some operations as it builds them
+            raise XdslParseFailure(pos, _first_line(e, "operation does not verify"),
+                                   op=self._op_name(pos)) from None
+        except NvatomError as e:  # a decoder's error that escaped a type parser
+            raise XdslParseFailure(pos, _first_line(e, type(e).__name__),
+                                   op=self._op_name(pos)) from None
+        except Exception as e:  # a bug: located at the operation being parsed
+            raise XdslParseFailure(pos, f"{type(e).__name__}: {e}", cause=e,
+                                   op=self._op_name(pos)) from None
         self.locations[op] = pos
         return op
 
+    def _op_name(self, pos: int) -> str | None:
+        m = _OP_NAME.match(self.lexer.input.content, pos)
+        return m.group(1) if m else None
+
+
+#: the name of the operation that starts at an offset, after its result list
+_OP_NAME = re.compile(r'(?:%[\w$.-]+(?::\d+)?(?:\s*,\s*%[\w$.-]+(?::\d+)?)*\s*=\s*)?"?'
+                      r"([A-Za-z_][\w$]*(?:\.[\w$]+)+)")
+
+
+def _first_line(e: BaseException, default: str) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else default
+
 
 _HEX = set("0123456789abcdefABCDEF")
+#: longest decimal literal accepted: i128 needs 39 digits; Python refuses to convert
+#: more than 4300 and the lexer would try
+MAX_DECIMAL_DIGITS = 40
 
 
 def _check_string_literals(text: str) -> None:
@@ -346,7 +383,8 @@ def _check_string_literals(text: str) -> None:
     quantifier backtracks exponentially on a literal that is not closed on its line or holds
     an unknown escape: a few dozen characters make parsing hang (found by the fuzz test).
     This linear scan accepts exactly the literals that regex accepts and fails fast on the
-    others, at the offending offset.
+    others, at the offending offset.  It also rejects decimal literals longer than
+    :data:`MAX_DECIMAL_DIGITS` digits outside strings and comments, naming the limit.
     """
     i, n = 0, len(text)
     while i < n:
@@ -354,6 +392,15 @@ def _check_string_literals(text: str) -> None:
         if c == "/" and text.startswith("//", i):
             j = text.find("\n", i)
             i = n if j < 0 else j + 1
+            continue
+        if "0" <= c <= "9":
+            j = i
+            while j < n and "0" <= text[j] <= "9":
+                j += 1
+            if j - i > MAX_DECIMAL_DIGITS:
+                raise XdslParseFailure(i, f"integer literal of {j - i} digits is too long (the "
+                                          f"limit is {MAX_DECIMAL_DIGITS} digits)")
+            i = j
             continue
         if c != '"':
             i += 1
@@ -388,19 +435,46 @@ def parse_text(ctx: Context, text: str, name: str) -> tuple[ModuleOp, dict[Opera
     try:
         module = p.parse_module()
     except ParseError as e:
-        raise XdslParseFailure(int(e.span.start), e.msg) from None
+        raise XdslParseFailure(int(e.span.start), _parse_message(text, e)) from None
     except RecursionError:
         raise XdslParseFailure(p.pos, "input nests too deeply") from None
+    except VerifyException as e:  # raised outside any operation (the implicit module)
+        raise XdslParseFailure(p.pos, _first_line(e, "module does not verify")) from None
     return module, p.locations
 
 
-def structural_verify(module: ModuleOp) -> str | None:
-    """xDSL's own structural checks (terminators, types of builtin ops); message or None."""
+def _parse_message(text: str, e: ParseError) -> str:
+    """xDSL's message; some of its messages are a bare suffix (" in block definition") that
+    expects the token in front: give it."""
+    msg = e.msg
+    if msg.startswith(" "):
+        start, end = int(e.span.start), int(e.span.end)
+        tok = text[start:end].strip()
+        msg = f"unexpected {repr(tok[:40]) if tok else 'end of file'}{msg}"
+    return msg
+
+
+def structural_verify(module: ModuleOp) -> tuple[Operation, str, bool] | None:
+    """xDSL's own structural checks (terminators, types of builtin ops).
+
+    None when they pass; else ``(op, message, internal)``: the first operation that fails
+    them (the module when the failure is a block's or region's own), the message, and
+    whether it was an unexpected exception rather than a verification failure."""
     try:
         module.verify()
+        return None
     except VerifyException as e:
-        return str(e).strip().splitlines()[0] if str(e).strip() else "verification failed"
-    return None
+        whole = (module, _first_line(e, "verification failed"), False)
+    except Exception as e:  # a bug in xDSL or in one of our verify_ hooks
+        whole = (module, f"{type(e).__name__}: {e}", True)
+    for op in module.walk():  # find the operation: each one without its nested operations
+        try:
+            op.verify(verify_nested_ops=False)
+        except VerifyException as e:
+            return op, _first_line(e, "verification failed"), False
+        except Exception as e:
+            return op, f"{type(e).__name__}: {e}", True
+    return whole
 
 
 def print_ops(ops: Iterable[Operation]) -> str:

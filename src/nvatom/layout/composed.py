@@ -59,6 +59,9 @@ from .swizzle import Swizzle, compose_swizzles, downcast_swizzle, make_swizzle, 
 __all__ = ["ComposedLayout", "layouts_equivalent", "make_composed_layout"]
 
 _DECAY_CHECK_LIMIT = 1 << 20
+#: most elements a layout may have where a check enumerates them (layouts_equivalent of a
+#: composed layout, exact composition): 2^24 int64 values are 128 MiB per array
+ENUMERATION_LIMIT = 1 << 24
 
 
 class ComposedLayout:
@@ -509,8 +512,14 @@ def _values(lay: Layout) -> Any:
 
     fs, fd = _flat(lay)
     n = lay.size()
-    idx = np.arange(n, dtype=np.int64)
-    out = np.zeros(n, dtype=np.int64)
+    if n > ENUMERATION_LIMIT:
+        raise LayoutError(f"{lay} has {n} elements, too many to enumerate (the limit is "
+                          f"2^24 = {ENUMERATION_LIMIT})")
+    # int64 unless a value could overflow it (strides are up to 2^63): then Python ints
+    big = sum((s - 1) * abs(d) for s, d in zip(fs, fd, strict=True)) >= 1 << 62
+    dt = object if big else np.int64
+    idx = np.arange(n, dtype=np.int64).astype(dt)
+    out = np.zeros(n, dtype=dt)
     for k, (s, d) in enumerate(zip(fs, fd, strict=True)):
         if s == 1 or d == 0:
             continue

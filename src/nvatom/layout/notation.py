@@ -18,7 +18,8 @@ Errors name the text and the 0-based position of the first character that does n
 
 Limits (checked before any work that grows with them; each error names the limit):
 integers must fit in CuTe's ``int64_t`` (``|v| < 2**63``, at most :data:`MAX_INT_DIGITS`
-digits), tuples nest at most :data:`MAX_DEPTH` levels, and the text is at most
+digits), tuples nest at most :data:`MAX_DEPTH` levels, a text holds at most
+:data:`MAX_INTS` integers (the inverses sort modes in quadratic time) and at most
 :data:`MAX_TEXT` characters.  Longer texts are shortened in error messages.
 """
 
@@ -31,14 +32,16 @@ from nvatom.errors import LayoutError
 
 from .inttuple import IntTuple, format_int_tuple
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "MAX_TEXT", "format_int_tuple", "parse_int_tuple",
-           "parse_layout"]
+__all__ = ["MAX_DEPTH", "MAX_INTS", "MAX_INT_DIGITS", "MAX_TEXT", "format_int_tuple",
+           "parse_int_tuple", "parse_layout"]
 
 #: deepest nesting of parentheses (CuTe's own layouts nest 3 or 4 levels)
 MAX_DEPTH = 32
 #: integers are CuTe's int64_t: |v| < 2**63, which has 19 digits
 MAX_INT_DIGITS = 19
 INT_LIMIT = 1 << 63
+#: most integers in one text (a layout of 4096 modes has 8192)
+MAX_INTS = 10_000
 #: longest notation text accepted (a layout of a thousand modes is far shorter)
 MAX_TEXT = 100_000
 
@@ -51,13 +54,14 @@ def clip(text: str, limit: int = 80) -> str:
 
 
 class _Parser:
-    __slots__ = ("n", "pos", "text", "what")
+    __slots__ = ("count", "n", "pos", "text", "what")
 
     def __init__(self, text: str, what: str) -> None:
         self.text = text
         self.pos = 0
         self.n = len(text)
         self.what = what
+        self.count = 0
 
     def fail(self, msg: str, pos: int | None = None) -> LayoutError:
         p = self.pos if pos is None else pos
@@ -94,6 +98,9 @@ class _Parser:
         if p == q:
             got = repr(t[start]) if start < n else "end of text"
             raise self.fail(f"expected an integer, found {got}", start)
+        self.count += 1
+        if self.count > MAX_INTS:
+            raise self.fail(f"more than {MAX_INTS} integers (the limit)", start)
         if p - q > MAX_INT_DIGITS and t[q:p].lstrip("0")[MAX_INT_DIGITS:]:
             raise self.fail(f"integer of {p - q} digits is out of range (integers must fit "
                             f"in 64 bits: |v| < 2^63)", start)
