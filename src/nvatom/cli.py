@@ -808,7 +808,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()  # a full disk or closed pipe on stdout fails here, not at exit
+        return rc
     except NvatomError as err:
         msg = str(err).splitlines()[0] if str(err) else type(err).__name__
         print(f"nvatom: error: {msg}", file=sys.stderr)
