@@ -236,6 +236,25 @@ def test_ir_truncated_header_is_located(capsys: pytest.CaptureFixture[str],
     assert code == 1 and err == f"{f}:3:1: error: unexpected end of file in block definition\n"
 
 
+def test_ir_lowering_unrolls_a_bounded_number_of_instructions() -> None:
+    """A copy of a million accesses per thread took 24 s and wrote 175 MB of PTX."""
+    text = (
+        "func.func @f(%pa: !cute.ptr<f16, gmem>, %pd: !cute.ptr<f16, gmem>) {\n"
+        "  %out = cute_nvgpu.make_atom : !cute_nvgpu.atom.universal_copy<128>\n"
+        "  %ga = cute.make_view %pa : !cute.memref<f16, gmem, (32,(8,N)):(8,(1,256))>\n"
+        "  %gd = cute.make_view %pd : !cute.memref<f16, gmem, (32,(8,N)):(8,(1,256))>\n"
+        "  cute_nvgpu.atom.copy %out, %ga, %gd\n"
+        "  func.return\n"
+        "}\n")
+    t0 = time.perf_counter()
+    (d,) = _diags(text.replace("N", "1048576"), lower=True)
+    assert time.perf_counter() - t0 < 2.0
+    assert (d.line, d.col, d.op) == (5, 3, "cute_nvgpu.atom.copy")
+    assert d.message == ("the operation unrolls into 1048576 128-bit accesses per thread; "
+                         "the limit is 16384")
+    assert _diags(text.replace("N", "4"), lower=True) == []  # 4 accesses: lowers
+
+
 def test_ir_internal_errors_carry_the_op_location(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug in the lowering of one op is reported at that op, not at 1:1 or its function."""
     from nvatom.ir import lower as LW

@@ -101,3 +101,4 @@ func.func @rmem_swizzled() {
   %r = cute.alloc_rmem : !cute.memref<bf16, rmem, Sw<3,4,3> o 0 o (8,8):(8,1)>
   func.return
 }
+

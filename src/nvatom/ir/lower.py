@@ -306,6 +306,7 @@ class _KernelLowering:
             k_blocks = kb if k_blocks is None else min(k_blocks, kb)
             words.append((base.reg, desc))
         assert k_blocks is not None
+        _unrolled(k_blocks, "K-blocks")
         regs = []
         for base, desc in words:
             b64 = self.k.reg("u64")
@@ -541,7 +542,7 @@ class _KernelLowering:
         from nvatom.ptx.wgmma_emit import _desc_regs, emit_scale_d, k_step_descriptors
 
         _, d, a, b, _c = op.operands
-        k_blocks = self.v.facts[op]
+        k_blocks = _unrolled(self.v.facts[op], "K-blocks")
         descs = {}
         for name, x in (("A", a), ("B", b)):
             val = self._reg_of(x)
@@ -904,7 +905,7 @@ class _CopySide:
         if rem or self.values % per:
             raise LowerError(f"{self.values} values of {self.element_bits} bits do not split "
                              f"into {bits}-bit accesses")
-        return self.values // per
+        return _unrolled(self.values // per, f"{bits}-bit accesses per thread")
 
     @property
     def frag_regs(self) -> list[Reg]:
@@ -1037,6 +1038,17 @@ def _one_reg(frag: Any, what: str) -> Reg:
     if not isinstance(frag, _Frag) or len(frag.regs) != 1:
         raise LowerError(f"the {what} fragment must be one 32-bit register")
     return frag.regs[0]
+
+
+#: most instructions one operation unrolls into (copy accesses per thread, MMA K-blocks): a
+#: 228 KiB shared-memory tile copied by one warp in 32-bit accesses is 1824
+MAX_UNROLL = 1 << 14
+
+
+def _unrolled(n: int, what: str) -> int:
+    if n > MAX_UNROLL:
+        raise LowerError(f"the operation unrolls into {n} {what}; the limit is {MAX_UNROLL}")
+    return n
 
 
 def _int_bits(t: Any) -> int:
