@@ -102,3 +102,11 @@ func.func @rmem_swizzled() {
   func.return
 }
 
+
+// -----
+
+func.func @long_hex() {
+  // expected-error @+1 {{hexadecimal literal of 40 digits is too long (the limit is 32 digits)}}
+  %b = cute_nvgpu.arch.mbarrier_init {count = 0xffffffffffffffffffffffffffffffffffffffff}
+  func.return
+}

@@ -374,6 +374,8 @@ _HEX = set("0123456789abcdefABCDEF")
 #: longest decimal literal accepted: i128 needs 39 digits; Python refuses to convert
 #: more than 4300 and the lexer would try
 MAX_DECIMAL_DIGITS = 40
+#: longest hexadecimal literal accepted (i128: 32 digits)
+MAX_HEX_DIGITS = 32
 
 
 def _check_string_literals(text: str) -> None:
@@ -393,8 +395,20 @@ def _check_string_literals(text: str) -> None:
             j = text.find("\n", i)
             i = n if j < 0 else j + 1
             continue
+        if c.isalpha() or c in "_$%@#^!":  # a name or keyword: its digits are no literal
+            i += 1
+            while i < n and (text[i].isalnum() or text[i] in "_$.-"):
+                i += 1
+            continue
         if "0" <= c <= "9":
             j = i
+            if text.startswith(("0x", "0X"), i):
+                j = i + 2
+                while j < n and text[j] in _HEX:
+                    j += 1
+                if j - i - 2 > MAX_HEX_DIGITS:
+                    raise XdslParseFailure(i, f"hexadecimal literal of {j - i - 2} digits is "
+                                              f"too long (the limit is {MAX_HEX_DIGITS} digits)")
             while j < n and "0" <= text[j] <= "9":
                 j += 1
             if j - i > MAX_DECIMAL_DIGITS:
