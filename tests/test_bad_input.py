@@ -255,6 +255,13 @@ def test_ir_lowering_unrolls_a_bounded_number_of_instructions() -> None:
     assert _diags(text.replace("N", "4"), lower=True) == []  # 4 accesses: lowers
 
 
+def test_ir_kernel_name_error_is_located() -> None:
+    text = "func.func @a.b() {\n  func.return\n}\n"
+    (d,) = _diags(text, lower=True)
+    assert (d.line, d.col, d.op) == (1, 1, "func.func")
+    assert d.message == "kernel name 'a.b' is not a valid PTX identifier"
+
+
 def test_ir_internal_errors_carry_the_op_location(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bug in the lowering of one op is reported at that op, not at 1:1 or its function."""
     from nvatom.ir import lower as LW

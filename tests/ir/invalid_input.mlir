@@ -110,3 +110,32 @@ func.func @long_hex() {
   %b = cute_nvgpu.arch.mbarrier_init {count = 0xffffffffffffffffffffffffffffffffffffffff}
   func.return
 }
+
+// -----
+
+func.func @use_before_def(%n: i32) {
+  // expected-error @+1 {{uses %d before its definition}}
+  %c = arith.addi %n, %d : i32
+  %d = arith.constant 1 : i32
+  func.return
+}
+
+// -----
+
+// A forward reference that only a nested region defines (xDSL left it without an owner).
+func.func @forward_into_region(%n: i32) {
+  %c0 = arith.constant 0 : i32
+  // expected-error @+1 {{uses a value before its definition}}
+  scf.for %i = %c0 to %n step %c1 : i32 {
+    %c1 = arith.constant 1 : i32
+  }
+  func.return
+}
+
+// -----
+
+func.func @wide_type() {
+  // expected-error @+1 {{integer type i9223372036854775807 is too wide (the limit is 16777215 bits, as in MLIR)}}
+  %c = arith.constant 1 : i9223372036854775807
+  func.return
+}

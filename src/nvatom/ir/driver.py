@@ -139,6 +139,9 @@ def verify(module: Module, target_: str | Target | None = None) -> DL.VerifyCtx:
         raise IRError([module.diag(module.op, str(e))]) from None
     ctx = DL.VerifyCtx(t)
     diags: list[Diagnostic] = []
+    early = X.use_before_definition(module.op)
+    if early is not None:
+        raise IRError([module.diag(early[0], f"uses {early[1]} before its definition")])
     found = X.structural_verify(module.op)
     if found is not None:
         bad, msg, internal = found

@@ -1065,8 +1065,8 @@ def lower(mod: Module, vctx: DL.VerifyCtx) -> Lowered:
     if not fns:
         raise IRError([Diagnostic(mod.filename, 1, 1, "the module has no func.func to lower")])
     for fn in fns:
-        low = _KernelLowering(mod, vctx, ptx, fn)
         try:
+            low = _KernelLowering(mod, vctx, ptx, fn)  # checks the kernel name
             kernels.append(low.run())
         except IRError:
             raise

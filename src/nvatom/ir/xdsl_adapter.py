@@ -39,7 +39,15 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation, ParametrizedAttribute, SSAValue, TypeAttribute
+from xdsl.ir import (
+    Attribute,
+    Dialect,
+    Operation,
+    OpResult,
+    ParametrizedAttribute,
+    SSAValue,
+    TypeAttribute,
+)
 from xdsl.irdl import (
     IRDLOperation,
     irdl_attr_definition,
@@ -376,6 +384,9 @@ _HEX = set("0123456789abcdefABCDEF")
 MAX_DECIMAL_DIGITS = 40
 #: longest hexadecimal literal accepted (i128: 32 digits)
 MAX_HEX_DIGITS = 32
+#: widest integer type (MLIR's IntegerType::kMaxWidth); xDSL would compute 2^width
+MAX_INT_WIDTH = (1 << 24) - 1
+_INT_TYPE = re.compile(r"(?:si|ui|i)(\d+)")
 
 
 def _check_string_literals(text: str) -> None:
@@ -396,9 +407,14 @@ def _check_string_literals(text: str) -> None:
             i = n if j < 0 else j + 1
             continue
         if c.isalpha() or c in "_$%@#^!":  # a name or keyword: its digits are no literal
-            i += 1
-            while i < n and (text[i].isalnum() or text[i] in "_$.-"):
-                i += 1
+            j = i + 1
+            while j < n and (text[j].isalnum() or text[j] in "_$.-"):
+                j += 1
+            m = _INT_TYPE.fullmatch(text, i, j)
+            if m and (len(m.group(1)) > 8 or int(m.group(1)) > MAX_INT_WIDTH):
+                raise XdslParseFailure(i, f"integer type {text[i:j][:40]} is too wide (the "
+                                          f"limit is {MAX_INT_WIDTH} bits, as in MLIR)")
+            i = j
             continue
         if "0" <= c <= "9":
             j = i
@@ -466,6 +482,21 @@ def _parse_message(text: str, e: ParseError) -> str:
         tok = text[start:end].strip()
         msg = f"unexpected {repr(tok[:40]) if tok else 'end of file'}{msg}"
     return msg
+
+
+def use_before_definition(module: ModuleOp) -> tuple[Operation, str] | None:
+    """The first operation that uses a value defined after it (or never: xDSL leaves a
+    forward reference that a nested region defines unresolved), with the value's name."""
+    seen: set[Operation] = set()
+    for op in module.walk():
+        for v in op.operands:
+            if isinstance(v, BlockArgument):
+                continue
+            owner = v.op if isinstance(v, OpResult) else None
+            if owner is None or owner not in seen:
+                return op, f"%{v.name_hint}" if v.name_hint else "a value"
+        seen.add(op)
+    return None
 
 
 def structural_verify(module: ModuleOp) -> tuple[Operation, str, bool] | None:
