@@ -191,6 +191,14 @@ def test_demo_out_must_be_a_directory(capsys: pytest.CaptureFixture[str],
     assert f"cannot write '{tmp_path / 'file' / 'sub'}'" in err
 
 
+def test_error_lines_are_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    """A message that quotes a huge input (here desc tma's own) is cut, with its length."""
+    err = one_line_error(capsys, "desc", "tma", "encode", "--shape", "9" * 5000 + ",64",
+                         "--box", "64,64", "--no-driver")
+    assert "--shape takes comma-separated integers" in err
+    assert len(err) < 1100 and "characters)" in err
+
+
 def test_a_bug_is_one_line_with_exit_70(capsys: pytest.CaptureFixture[str],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The safety net: an unexpected exception is one line (a report, not a traceback)."""

@@ -41,6 +41,8 @@ from nvatom.errors import NvatomError
 SMEM_BYTES_LIMIT = 228 * 1024
 #: CuTe's integers are int64_t (as in the layout notation)
 _INT64_MAX = 2**63 - 1
+#: longest error line printed (messages that quote a huge input are cut here)
+_MESSAGE_LIMIT = 1000
 #: longest text of a number option (a 64-bit value in binary with its prefix is 66)
 _NUMBER_TEXT_LIMIT = 80
 
@@ -813,6 +815,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rc
     except NvatomError as err:
         msg = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if len(msg) > _MESSAGE_LIMIT:  # a message that quotes a huge input whole
+            msg = f"{msg[:_MESSAGE_LIMIT]}... ({len(msg)} characters)"
         print(f"nvatom: error: {msg}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
