@@ -139,3 +139,19 @@ func.func @wide_type() {
   %c = arith.constant 1 : i9223372036854775807
   func.return
 }
+
+// -----
+
+// The generic form of our operations would skip their syntax checks (no result here).
+func.func @generic_form() {
+  // expected-error @+1 {{'cute.alloc_rmem' takes its own syntax only}}
+  "cute.alloc_rmem"() : () -> ()
+  func.return
+}
+
+// -----
+
+// expected-error @+1 {{unsupported input: Format not implemented for i256}}
+func.func @wide_array() attributes {cluster = array<i256: 2, 1, 1>} {
+  func.return
+}

@@ -357,11 +357,21 @@ class _LocatingParser(Parser):
         except NvatomError as e:  # a decoder's error that escaped a type parser
             raise XdslParseFailure(pos, _first_line(e, type(e).__name__),
                                    op=self._op_name(pos)) from None
+        except NotImplementedError as e:  # xDSL's way to refuse a form (array<i256: ...>)
+            raise XdslParseFailure(pos, f"unsupported input: {_first_line(e, 'not implemented')}",
+                                   op=self._op_name(pos)) from None
         except Exception as e:  # a bug: located at the operation being parsed
             raise XdslParseFailure(pos, f"{type(e).__name__}: {e}", cause=e,
                                    op=self._op_name(pos)) from None
+        if isinstance(op, CustomOp) and self._generic(pos):
+            raise XdslParseFailure(pos, f"'{op.name}' takes its own syntax only: the generic "
+                                        "form \"name\"(...) would skip its checks", op=op.name)
         self.locations[op] = pos
         return op
+
+    def _generic(self, pos: int) -> bool:
+        m = _OP_NAME.match(self.lexer.input.content, pos)
+        return m is not None and self.lexer.input.content[m.start(1) - 1] == '"'
 
     def _op_name(self, pos: int) -> str | None:
         m = _OP_NAME.match(self.lexer.input.content, pos)
@@ -560,7 +570,10 @@ def int_list(a: Attribute) -> list[int] | None:
     from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase
 
     if isinstance(a, DenseArrayBase):
-        vals = a.get_values()
+        try:
+            vals = a.get_values()
+        except (NotImplementedError, ValueError):  # xDSL unpacks i8/i16/i32/i64 arrays only
+            return None
         return [int(v) for v in vals] if all(isinstance(v, int) for v in vals) else None
     if isinstance(a, ArrayAttr) and all(isinstance(x, IntegerAttr) for x in a.data):
         return [int(x.value.data) for x in a.data]  # type: ignore[attr-defined]
