@@ -144,7 +144,7 @@ func.func @wide_type() {
 
 // The generic form of our operations would skip their syntax checks (no result here).
 func.func @generic_form() {
-  // expected-error @+1 {{'cute.alloc_rmem' takes its own syntax only}}
+  // expected-error @+1 {{takes its own syntax only: the generic form}}
   "cute.alloc_rmem"() : () -> ()
   func.return
 }
