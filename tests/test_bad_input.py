@@ -164,6 +164,18 @@ def test_output_files(capsys: pytest.CaptureFixture[str], tmp_path: Path, where:
         assert f"cannot write '{path}': {reason}" in err, err
 
 
+def test_other_writers_fall_into_the_oserror_net(capsys: pytest.CaptureFixture[str],
+                                                  tmp_path: Path) -> None:
+    """Sub-commands that write files themselves (SM100 --kernel -o, gemm --emit) still end
+    in one line naming the path."""
+    err = one_line_error(capsys, "emit", "sm100.mma.f16.cta1.m128n64k16.ss.f32.bf16.bf16",
+                         "-t", "sm_100a", "--kernel", "-o", str(tmp_path))
+    assert err == f"nvatom: error: '{tmp_path}': Is a directory\n"
+    err = one_line_error(capsys, "gemm", "--m", "128", "--n", "128", "--k", "64", "--emit",
+                         str(tmp_path))
+    assert err == f"nvatom: error: '{tmp_path}': Is a directory\n"
+
+
 def test_ptxas_output_and_non_utf8_input(capsys: pytest.CaptureFixture[str],
                                          tmp_path: Path) -> None:
     ptx = tmp_path / "k.ptx"
