@@ -14,7 +14,9 @@ Sub-commands:
   demo      the main job (``make demo``): tiers, mma.sync kernel, SM90 GEMM from atoms (+ GPU run)
 
 Errors print one line (``nvatom: error: ...``) and exit with status 2.  Every number that
-work or memory grows with is checked against a stated limit first (docs/reliability.md).
+work or memory grows with is checked against a stated limit first (docs/reliability.md).  A
+bug prints one line ``nvatom: internal error (please report; ...)`` and exits with status 70
+(``NVATOM_TRACEBACK=1`` shows the traceback).
 """
 
 from __future__ import annotations
