@@ -196,6 +196,13 @@ def test_ptxas_output_and_non_utf8_input(capsys: pytest.CaptureFixture[str],
 
 def test_demo_out_must_be_a_directory(capsys: pytest.CaptureFixture[str],
                                       tmp_path: Path) -> None:
+    err = one_line_error(capsys, "demo", "--out", "")
+    assert "--out needs a directory name, got ''" in err  # not the current directory
+    err = one_line_error(capsys, "ptxas", "", "-t", "sm_80")
+    assert "an empty input file name" in err
+    err = one_line_error(capsys, "compile", str(HERE / "ir" / "mma_sm80.mlir"), "--no-ptxas",
+                         "-o", "")
+    assert "an empty output file name" in err
     err = one_line_error(capsys, "demo", "--out", "/dev/null")
     assert "--out '/dev/null' exists and is not a directory" in err
     (tmp_path / "file").write_text("x")

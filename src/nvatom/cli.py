@@ -92,6 +92,8 @@ def bounded_int(lo: int, hi: int):  # type: ignore[no-untyped-def]
 
 def write_output(path: str, data: str | bytes) -> None:
     """Write an output file (``-o``, ``--svg``); any failure is one line naming the path."""
+    if not path:
+        raise NvatomError("an empty output file name")
     p = Path(path)
     if p.is_dir():
         raise NvatomError(f"cannot write '{path}': it is a directory")
@@ -107,6 +109,8 @@ def write_output(path: str, data: str | bytes) -> None:
 
 def read_text_file(path: str, what: str = "") -> str:
     """A UTF-8 input file's text; unreadable or non-UTF-8 input is one line naming the path."""
+    if not path:
+        raise NvatomError("an empty input file name")
     try:
         data = Path(path).read_bytes()
     except OSError as e:
@@ -660,6 +664,8 @@ def _cmd_desc(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from nvatom.demo import run_demo  # tiers, mma.sync demo, SM90 GEMM (+ GPU run): issue 7
 
+    if not args.out:  # Path("") is the current directory
+        raise NvatomError("--out needs a directory name, got ''")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise NvatomError(f"--out '{args.out}' exists and is not a directory")
