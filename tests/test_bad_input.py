@@ -282,6 +282,20 @@ def test_ir_lowering_unrolls_a_bounded_number_of_instructions() -> None:
     assert _diags(text.replace("N", "4"), lower=True) == []  # 4 accesses: lowers
 
 
+def test_ir_nesting_is_bounded() -> None:
+    """300 nested scf.for: a located limit, not Python's recursion limit."""
+    n = 300
+    lines = ["func.func @f(%n: i32) {", "  %c0 = arith.constant 0 : i32",
+             "  %c1 = arith.constant 1 : i32"]
+    lines += [f"scf.for %i{i} = %c0 to %n step %c1 : i32 {{" for i in range(n)]
+    lines += ["}"] * n + ["  func.return", "}"]
+    (d,) = _diags("\n".join(lines))
+    assert d.message == "brackets nest deeper than 64 levels (the limit)"
+    assert (d.line, d.col) == (3 + 64, len("scf.for %i63 = %c0 to %n step %c1 : i32 {"))
+    (d,) = _diags("func.func @f(%a: " + "tuple<" * 3000 + "i32" + ">" * 3000 + ") {\n}\n")
+    assert d.message == "input nests too deeply for the parser (Python's recursion limit)"
+
+
 def test_ir_kernel_name_error_is_located() -> None:
     text = "func.func @a.b() {\n  func.return\n}\n"
     (d,) = _diags(text, lower=True)

@@ -396,6 +396,9 @@ MAX_DECIMAL_DIGITS = 40
 MAX_HEX_DIGITS = 32
 #: widest integer type (MLIR's IntegerType::kMaxWidth); xDSL would compute 2^width
 MAX_INT_WIDTH = (1 << 24) - 1
+#: deepest nesting of {}, () and [] (regions, operand lists, arrays); Python's recursion
+#: limit stops xDSL's parser at about 140 nested regions
+MAX_NESTING = 64
 _INT_TYPE = re.compile(r"(?:si|ui|i)(\d+)")
 
 
@@ -410,6 +413,7 @@ def _check_string_literals(text: str) -> None:
     :data:`MAX_DECIMAL_DIGITS` digits outside strings and comments, naming the limit.
     """
     i, n = 0, len(text)
+    depth = 0
     while i < n:
         c = text[i]
         if c == "/" and text.startswith("//", i):
@@ -442,6 +446,13 @@ def _check_string_literals(text: str) -> None:
                                           f"limit is {MAX_DECIMAL_DIGITS} digits)")
             i = j
             continue
+        if c in "{([":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise XdslParseFailure(i, f"brackets nest deeper than {MAX_NESTING} levels "
+                                          "(the limit)")
+        elif c in "})]":
+            depth = max(depth - 1, 0)
         if c != '"':
             i += 1
             continue
@@ -477,7 +488,8 @@ def parse_text(ctx: Context, text: str, name: str) -> tuple[ModuleOp, dict[Opera
     except ParseError as e:
         raise XdslParseFailure(int(e.span.start), _parse_message(text, e)) from None
     except RecursionError:
-        raise XdslParseFailure(p.pos, "input nests too deeply") from None
+        raise XdslParseFailure(p.pos, "input nests too deeply for the parser (Python's "
+                                      "recursion limit)") from None
     except VerifyException as e:  # raised outside any operation (the implicit module)
         raise XdslParseFailure(p.pos, _first_line(e, "module does not verify")) from None
     return module, p.locations
