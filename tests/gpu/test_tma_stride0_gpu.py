@@ -6,7 +6,7 @@ refused).  Proved here, for tiled maps of rank 2..5 with one or every stride 0, 
 32B and for an im2col map:
 
 * the driver accepts the map and ``TensorMap.encode()`` (pure Python) writes the driver's 128
-  bytes, and :func:`nvatom.descriptors.tma_encode.decode` gives the map back;
+  bytes, and :func:`nvatom.descriptors.tma.decode` gives the map back;
 * a TMA load (``cp.async.bulk.tensor``, tests.gpu.tma_kernels.load_store_module) through a
   map whose dimension 1 (then dimension 2) has stride 0 reads the same global row for every
   index of that dimension: each element of the box is checked against numpy indexing of the
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nvatom.descriptors import tma_encode
+from nvatom.descriptors import tma as tma_desc
 from nvatom.descriptors.tma import TensorMap
 from tests.gpu import tma_kernels as K
 from tests.gpu.test_tma_gpu import _cu, _dev, _nan_bytes, launch
@@ -65,7 +65,7 @@ def test_driver_encodes_zero_strides_as_our_encoder_does(i: int) -> None:
     m = _maps(int(buf.data.ptr))[i]
     drv = m.encode_with_driver()  # raises DescriptorError naming the CUresult if refused
     assert m.encode() == drv, (m, m.encode().hex(), drv.hex())
-    assert tma_encode.decode(drv) == m
+    assert tma_desc.decode(drv) == m
 
 
 @pytest.mark.parametrize("axis", [1, 2])
