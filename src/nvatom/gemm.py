@@ -54,7 +54,12 @@ from nvatom.runtime.gemm_plan import (
 )
 from nvatom.runtime.gemm_plan import capability_text as _cc
 from nvatom.runtime.launch import PackedParams, get_kernel
-from nvatom.runtime.torch_interop import TensorArgumentError, TensorInfo, check_matrix
+from nvatom.runtime.torch_interop import (
+    TensorArgumentError,
+    TensorInfo,
+    check_matrix,
+    from_dlpack,
+)
 
 __all__ = [
     "PROVIDERS",
@@ -194,6 +199,8 @@ def explain(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str 
     them), without running it.  ``capability``: the GPU's (default: the operands' device's,
     from torch).  Without ``out`` the route is that of the fresh contiguous output gemm
     makes."""
+    a, b, out = from_dlpack(a), from_dlpack(b), from_dlpack(out)
+    scale_a, scale_b = from_dlpack(scale_a), from_dlpack(scale_b)
     ai, bi, oi, problem = check_operands(a, b, out, acc=acc, scale_a=scale_a, scale_b=scale_b)
     if oi is None:  # what gemm() allocates: contiguous, aligned
         oi = TensorInfo("out", STAGE_ALIGN, problem.out_dtype, (problem.m, problem.n),
@@ -321,7 +328,12 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     (views such as ``a[:, 1:]``); ``out`` is row-major with rows that do not overlap.  An
     operand the chosen kernel cannot address where it lies (its :class:`OperandRule`, e.g.
     TMA's 16-byte base and row pitch) is staged through an aligned copy (:func:`route`;
-    :func:`explain` shows the route).  Runs on torch's current stream.
+    :func:`explain` shows the route).  Runs on torch's current stream (the caller's: the
+    stream a ``torch.cuda.stream(s)`` block or a CUDA graph capture made current).
+    Arrays that are not torch tensors but export DLPack (``__dlpack__``: CuPy, JAX, numba) are
+    wrapped with ``torch.from_dlpack`` (memory shared; ``out`` is written in place) and the
+    result is a torch tensor; such calls take the checked path each time (convert once with
+    ``torch.from_dlpack`` for the call cache).
     ``provider``: the name of a registered provider to use instead of the first that supports
     the problem (benchmarks; :class:`GemmError` if it does not support it).
     ``scale_a``, ``scale_b``: FP8 only, and then both required: per-tensor scales, float32
@@ -354,6 +366,9 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
 
             hit[0](hit[1], torch.cuda.current_stream(hit[2]).cuda_stream)
             return out
+    # DLPack arrays (CuPy, ...) as torch tensors sharing their memory (not call-cached)
+    a, b, out = from_dlpack(a), from_dlpack(b), from_dlpack(out)
+    scale_a, scale_b = from_dlpack(scale_a), from_dlpack(scale_b)
     ai, bi, oi, problem = check_operands(a, b, out, acc=acc, scale_a=scale_a, scale_b=scale_b)
     import torch
 

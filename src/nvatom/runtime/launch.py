@@ -511,13 +511,14 @@ class LoadedKernel:
 
     def launch(self, grid: int | Sequence[int], block: int | Sequence[int], args: Sequence[Any],
                *, shmem: int = 0, cluster: int | Sequence[int] | None = None,
-               stream: int | None = None) -> None:
-        """Launch on ``stream`` (a raw CUstream handle; default torch's current stream, else
-        the legacy default stream 0)."""
+               stream: Any = None) -> None:
+        """Launch on ``stream``: default the caller's stream, torch's current stream on this
+        kernel's device (the legacy default stream 0 when torch is not installed); else a raw
+        ``CUstream`` handle, a ``torch.cuda.Stream`` or an object with ``__cuda_stream__``
+        (:func:`nvatom.runtime.torch_interop.stream_handle`)."""
         launcher = self.launcher(grid, block, shmem=shmem, cluster=cluster)
         packed = pack_args(self.source.params, args)
-        if stream is None:
-            stream = _default_stream(self.device)
+        stream = _stream(stream, self.device)
         if self.backend == "cuda.core" and not _has_blob(self.source.params):
             self._launch_core(launcher.grid, launcher.block, launcher.cluster, shmem, stream,
                               packed)
@@ -601,13 +602,14 @@ class Launcher:
                         f"{self.shmem} B dynamic smem, cluster {self.cluster})")
 
 
-def _default_stream(device: int) -> int:
-    try:
-        from nvatom.runtime.torch_interop import current_stream
+def _stream(stream: Any, device: int) -> int:
+    """The raw handle of ``stream`` (None: torch's current stream on ``device``)."""
+    from nvatom.runtime.torch_interop import TensorArgumentError, stream_handle
 
-        return current_stream(device)
-    except ImportError:
-        return 0
+    try:
+        return stream_handle(stream, device)
+    except TensorArgumentError as e:
+        raise LaunchError(str(e)) from None
 
 
 def _core_stream(cc: Any, dev: Any, handle: int) -> Any:

@@ -7,8 +7,14 @@ the kernel's vector width (cp.async and TMA move 16-byte chunks), a tensor whose
 stride is not 1 (or, for transposed operands, whose outermost is not).
 
 Only duck typing is used (``.device``, ``.dtype``, ``.shape``, ``.stride()``, ``.data_ptr()``,
-``.element_size()``), so the checks run and are tested without torch; :func:`current_stream`
-is the one function that imports torch.
+``.element_size()``), so the checks run and are tested without torch; :func:`current_stream`,
+:func:`stream_handle` (for a torch stream) and :func:`from_dlpack` (for a non-torch array) are
+the functions that import torch.
+
+DLPack (the Python array API's ``__dlpack__`` protocol): an array that is not a torch tensor
+but exports ``__dlpack__`` (a CuPy array, a JAX or numba device array) is wrapped with
+``torch.from_dlpack``, which shares its memory and, through ``__dlpack__(stream=...)``, orders
+the producer's pending work before torch's current stream.
 
 torch dtype names map to nvatom element types (:mod:`nvatom.dtypes`): ``bfloat16`` -> ``bf16``,
 ``float16`` -> ``f16``, ``float32`` -> ``f32``, ``float8_e4m3fn`` -> ``e4m3``, ``float8_e5m2``
@@ -32,6 +38,8 @@ __all__ = [
     "check_matrix",
     "current_stream",
     "dtype_name",
+    "from_dlpack",
+    "stream_handle",
     "torch_dtype",
 ]
 
@@ -207,3 +215,49 @@ def current_stream(device: int | None = None) -> int:
     import torch
 
     return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+def stream_handle(stream: Any = None, device: int | None = None) -> int:
+    """A raw ``CUstream`` handle: ``None`` is torch's current stream on ``device`` (the
+    caller's stream; the legacy default stream 0 when torch is not installed); an int is taken
+    as a handle; a ``torch.cuda.Stream`` gives ``.cuda_stream``; an object of the CUDA stream
+    protocol (``__cuda_stream__() -> (version, handle)``: cuda.core, CuPy >= 13) or with a
+    ``.ptr`` (CuPy) gives that handle."""
+    if stream is None:
+        try:
+            return current_stream(device)
+        except ImportError:
+            return 0
+    if isinstance(stream, bool):
+        raise TensorArgumentError(f"stream = {stream!r} is not a CUDA stream")
+    if isinstance(stream, int):
+        if stream < 0:
+            raise TensorArgumentError(f"stream = {stream} is not a CUDA stream handle")
+        return stream
+    proto = getattr(stream, "__cuda_stream__", None)
+    if callable(proto):
+        got = proto()
+        if isinstance(got, tuple) and len(got) == 2:
+            return int(got[1])
+    for attr in ("cuda_stream", "ptr", "handle"):
+        v = getattr(stream, attr, None)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    raise TensorArgumentError(
+        f"stream is a {_type_name(stream)}: a stream is a raw CUstream handle (int), a "
+        "torch.cuda.Stream, or an object with __cuda_stream__ (cuda.core, CuPy)")
+
+
+def from_dlpack(x: Any) -> Any:
+    """``x`` as a torch tensor when it is not one but exports DLPack (``__dlpack__``: a CuPy
+    array, a JAX or numba device array): ``torch.from_dlpack(x)``, sharing its memory, so a
+    result written into it is seen by the producer too.  A torch tensor (anything with
+    ``data_ptr``), ``None`` and any other object come back unchanged (the checks then name
+    what is wrong); so does everything when torch is not installed."""
+    if x is None or hasattr(x, "data_ptr") or not hasattr(x, "__dlpack__"):
+        return x
+    try:
+        import torch
+    except ImportError:
+        return x
+    return torch.from_dlpack(x)
