@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 # pytest workers: CI machines have 2 cores.
 JOBS   ?= 2
 
-.PHONY: all demo test lint hw bench-layout bench-banks bench-build clean
+.PHONY: all demo test lint wheel-check hw bench-layout bench-banks bench-build clean
 
 all: test
 
@@ -29,8 +29,22 @@ lint: $(STAMP)
 	$(VPY) -m ruff check src tests bench scripts
 	$(VENV)/bin/lint-imports --no-cache --no-logo
 
-test: $(STAMP) lint
+test: $(STAMP) lint wheel-check
 	$(VPY) -m pytest -q -n $(JOBS) tests
+
+# The package as users get it (docs/packaging.md): `python -m build` makes the sdist and, from
+# it, the wheel; the wheel (not editable) goes into a fresh venv, whose `nvatom check` and
+# scripts/wheel_smoke.py run from outside the tree, so a file missing from the package fails.
+WHEEL_VENV := build/wheel-venv
+wheel-check: $(STAMP)
+	rm -rf build/dist $(WHEEL_VENV)
+	mkdir -p build
+	$(VPY) -m build -q --outdir build/dist . > build/wheel-build.log 2>&1 || \
+		{ cat build/wheel-build.log; exit 1; }
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install -q --disable-pip-version-check build/dist/nvatom-*.whl
+	cd $(WHEEL_VENV) && env -u PYTHONPATH bin/nvatom check
+	cd $(WHEEL_VENV) && env -u PYTHONPATH bin/python $(CURDIR)/scripts/wheel_smoke.py $(CURDIR)/src/nvatom
 
 # On a machine with an NVIDIA GPU, from a working tree, with the system python3 that has
 # numpy/cupy/pytest (no network needed): runs the `gpu` tests, writes reports/hw/latest.json.
