@@ -132,7 +132,7 @@ class Environment:
 
     @property
     def ok(self) -> bool:
-        """Every required piece is present (``nvatom check`` exits 1 otherwise)."""
+        """Every required piece is present (``nvatom check`` should exit 1 otherwise)."""
         return all(p.present for p in self.pieces if p.spec.required)
 
     @property
