@@ -26,11 +26,6 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 
 #: (importer, imported) module pairs that still close a cycle; removing them leaves none.
 ALLOWED_MODULE_EDGES: frozenset[tuple[str, str]] = frozenset({
-    # one atom registry (issue 15): mma -> verify and verify -> registry are function-level
-    # imports, sparse -> mma a TYPE_CHECKING one; each closes a loop through the tier modules
-    ("nvatom.atoms.mma", "nvatom.atoms.verify"),
-    ("nvatom.atoms.verify", "nvatom.atoms.registry"),
-    ("nvatom.atoms.sparse", "nvatom.atoms.mma"),
     # cli package (issue 15): cli_sm120 reaches back into cli at function level
     ("nvatom.cli_sm120", "nvatom.cli"),
     ("nvatom.cli_ir", "nvatom.cli"),

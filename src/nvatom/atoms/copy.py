@@ -40,11 +40,15 @@ import functools
 import itertools
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nvatom import diagnostics as D
 from nvatom.arch import Feature, PtxVersion, Target, Tier, target
+from nvatom.atoms.fragments import layout_from_function
 from nvatom.atoms.interfaces import AsyncCopyAtom, AtomVerificationError, CopyAtom
+from nvatom.atoms.mma import MmaForm
+from nvatom.atoms.register_mma import mma_form
+from nvatom.atoms.verify import OperandUse
 from nvatom.errors import NvatomError
 from nvatom.layout import (
     ComposedLayout,
@@ -58,10 +62,6 @@ from nvatom.layout import (
     upcast,
     zipped_divide,
 )
-
-if TYPE_CHECKING:
-    from nvatom.atoms.mma import MmaForm
-    from nvatom.atoms.verify import OperandUse
 
 __all__ = [
     "ACCESSES",
@@ -165,8 +165,6 @@ def _derive(nthr: int, nval: int, fn: Callable[[int, int], int], what: str) -> L
     """The (thread, value) layout equal to ``fn`` on [0, nthr) x [0, nval), each mode
     coalesced.  Every formula here is linear in the binary digits of thread and value, which
     layout_from_function checks at every point."""
-    from nvatom.atoms.fragments import layout_from_function
-
     lay = layout_from_function(_pow2_shape(nthr), _pow2_shape(nval), fn, what)
     return coalesce(lay, (1, 1))
 
@@ -838,8 +836,6 @@ def _tile_memory(form: MmaForm, op: str, major: str) -> Layout:
 
 def _resolve_form(form: MmaForm | str) -> MmaForm:
     if isinstance(form, str):
-        from nvatom.atoms.registry import mma_form
-
         return mma_form(form)
     return form
 
@@ -859,8 +855,6 @@ def _placement(atom: MatrixCopy, form: MmaForm | str, operand: str,
     ``i * w + b`` is register bit ``32 * r + b'`` of the copy).  Composing it with the right
     inverse of the copy's register layout gives where each reference bit must come from.
     """
-    from nvatom.atoms.fragments import layout_from_function
-
     f = _resolve_form(form)
     op = operand.upper()
     major = major or _default_major(atom, f, op)

@@ -19,16 +19,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import TYPE_CHECKING
 
 from nvatom.arch import PtxVersion, Target, Tier, feature, target
+from nvatom.atoms import fragments, fragments_sm70, sparse
 from nvatom.atoms.interfaces import MmaAtom, SparseMetadataAtom
+from nvatom.atoms.sparse import MetadataLayout
+from nvatom.atoms.verify import verify_register_mma
 from nvatom.dtypes import DType
 from nvatom.errors import NvatomError
-
-if TYPE_CHECKING:
-    from nvatom.atoms.sparse import MetadataLayout
-    from nvatom.layout import Layout
+from nvatom.layout import Layout, size
 
 __all__ = ["MmaForm", "MmaFormError", "MnkShaped", "SparseMmaForm"]
 
@@ -139,8 +138,6 @@ class MmaForm(MnkShaped, MmaAtom):
 
     def values(self, operand: str) -> int:
         """Elements each lane holds of the operand."""
-        from nvatom.layout import size
-
         # The value mode: 32 lanes for most forms, a quad-pair of 8 threads for m8n8k4.
         return size(self.tv_layout(operand)[1])
 
@@ -171,8 +168,6 @@ class MmaForm(MnkShaped, MmaAtom):
 
     def verify_instance(self, target: Target | str, use: object) -> None:
         """The SM70-SM89 register-MMA verifier (nvatom.atoms.verify)."""
-        from nvatom.atoms.verify import verify_register_mma
-
         verify_register_mma(self, target, use)  # type: ignore[arg-type]
 
     def instruction(self, d: str, a: str, b: str, c: str, e: str | None = None,
@@ -192,8 +187,6 @@ class SparseMmaForm(MmaForm, SparseMetadataAtom):
 
     def metadata_layout(self, selector: int = 0) -> MetadataLayout:
         """Which lane's metadata nibble describes which chunk of A (nvatom.atoms.sparse)."""
-        from nvatom.atoms import sparse
-
         return sparse.metadata_layout(self, selector)
 
 
@@ -204,13 +197,9 @@ def _bits(t: DType) -> int:
 
 @functools.cache
 def _tv_layout(form: MmaForm, operand: str) -> Layout:
-    from nvatom.atoms import fragments
-
     if operand not in ("A", "B", "C", "D"):
         raise MmaFormError(f"{form.name}: unknown operand '{operand}' (A, B, C or D)")
     if form.shape_str == "m8n8k4" and form.a.name == "f16":
-        from nvatom.atoms import fragments_sm70
-
         # The accumulator fragment depends on its own type: D may be f32 with C f16.
         acc = form.d.name if operand == "D" else form.c.name
         return fragments_sm70.m8n8k4_fragment("C" if operand == "D" else operand,

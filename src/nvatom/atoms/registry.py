@@ -1,244 +1,212 @@
-"""The atom registry: every atom kind and every register MMA form, queryable as data.
+"""The atom registry: every atom family registers here once.
 
-Two levels, as in the specification's "Atom TypeID Registry" (seed 004):
+A family (:class:`AtomFamily`) is a set of atom kinds (registry mnemonics, :data:`ATOMS`) that
+share a name grammar and a table: its resolver (name -> atom), its table (the atoms available
+on a target), its fragment view (atom, operand -> the (thread, value) layout the
+``frag`` command draws) and the mnemonics whose IR type it backs.  :data:`FAMILIES` lists
+them; :func:`family` finds one by name and :func:`family_of_name` the family an atom name
+belongs to.  Everything that walks atoms reads this table: ``nvatom atoms`` / ``frag`` /
+``emit`` (the CLI keys its per-family printers by :attr:`AtomFamily.name`), the IR's atom
+types (:mod:`nvatom.ir.types` makes one ``!cute_nvgpu.<mnemonic>`` type per dialect mnemonic of
+every family) and the verifier (every atom a family resolves implements an interface of
+:mod:`nvatom.atoms.interfaces`, which :func:`~nvatom.atoms.interfaces.verify_atom_instance`
+dispatches on).  tests/atoms/test_registry.py walks :data:`FAMILIES` through each of them.
 
-* :data:`ATOMS`: one :class:`AtomRecord` per atom mnemonic (``atom.universal_fma``,
-  ``sm80.mma``, ...), with its minimum tier, the interfaces it implements and its residency
-  contract.  Target verification rejects an atom whose tier exceeds the target.
-* the forms of each register-MMA family (one per PTX instruction form), collected from the
-  tier tables ``sm70`` ... ``sm89``; :func:`mma_forms` filters them by target and types and
-  :func:`mma_form` resolves an atom name, suggesting the nearest legal names on a miss.
+Emitters live above this room (:mod:`nvatom.ptx` imports atoms, never the reverse), so the
+registry names no emitter: the CLI, which may import both, keys its emitters by family name,
+and the test checks that every family has one (docs/atoms.md, "The atom registry").
+
+Below the families, the atom kinds (:mod:`nvatom.atoms.records`: :data:`ATOMS`, the target
+rule of each mnemonic) and the register-MMA forms (:mod:`nvatom.atoms.register_mma`:
+:func:`mma_form`, :func:`mma_forms`) are re-exported here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import functools
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from nvatom.arch import Target, Tier, feature, target
-from nvatom.atoms import sm70, sm75, sm80, sm89
-from nvatom.atoms.mma import MmaForm
-from nvatom.dtypes import DType, dtype
+from nvatom.arch import Target, Tier, target
+from nvatom.atoms import copy, sm90, sm100, sm120, tmem
+from nvatom.atoms.records import ATOMS, AtomRecord, UnknownAtomError, atom_record
+from nvatom.atoms.register_mma import all_forms, mma_form, mma_forms
+from nvatom.atoms.universal import UniversalFma
+from nvatom.atoms.wgmma_fragments import wgmma_tv_layout
+from nvatom.dtypes import DType, all_dtypes, dtype
 from nvatom.errors import NvatomError
 
 __all__ = [
     "ATOMS",
+    "FAMILIES",
+    "AtomFamily",
     "AtomRecord",
     "UnknownAtomError",
     "atom_record",
     "check_shape_in_lattice",
+    "family",
+    "family_of_name",
     "mma_form",
     "mma_forms",
 ]
 
 
-class UnknownAtomError(NvatomError):
-    """An atom name that is not in the registry (the message lists the nearest names)."""
-
-
 @dataclasses.dataclass(frozen=True)
-class AtomRecord:
-    """One atom kind of the registry (seed 004 "Atom TypeID Registry").
+class AtomFamily:
+    """One atom family: its registry mnemonics, name grammar, resolver, table, fragment view.
 
-    ``min_tier`` is the specification's "Min tier" column; ``feature`` names the
-    :mod:`nvatom.arch` feature rule the kind's instructions need, which is what decides where
-    the kind is allowed (:meth:`allowed_on`): the tier order alone would admit ``sm90.mma``
-    (wgmma, ``sm_90a`` only) on plain ``sm_90`` and the tcgen05 atoms on ``sm_120a``.  The
-    rules are ptxas's (tests/test_arch.py), and tests/atoms/test_verify.py assembles one
-    instruction of every record on every target against :meth:`allowed_on`.
+    ``prefixes``: the atom names the family resolves start with one of these (the longest
+    matching prefix over all families wins, so ``atom.tmem_`` beats ``atom.``).  ``joiner``
+    spells a name from a mnemonic and an IR type body: ``"."`` (``sm80.mma`` +
+    ``m16n8k16...``) or ``"<>"`` (``atom.ldsm`` + ``m8n8.x4``).  ``parses_names``: names
+    carry free parameters or the lattice is too large to list, so a name is resolved by
+    parsing it rather than looked up in the table (the IR does the same for a type body).
     """
 
-    mnemonic: str
-    min_tier: Tier | None  # None: all tiers
-    interfaces: tuple[str, ...]
-    residency: str
-    dialect_mnemonic: bool = True  # False: no cute_nvgpu spelling (intrinsic path)
-    note: str = ""
-    feature: str | None = None  # nvatom.arch feature; None: every target of min_tier and up
+    name: str
+    kind: str  # "mma", "copy" or "tma": the primary interface of its atoms
+    mnemonics: tuple[str, ...]
+    module: str  # the atoms module that holds the family's table
+    grammar: str  # the name grammar (docs/atom-names.md)
+    example: str | None  # one atom name (None: the family's atoms are not named, TMA)
+    prefixes: tuple[str, ...]
+    resolve: Callable[[str], Any] | None
+    table: Callable[[Target | None], Iterable[Any]]
+    fragment: Callable[[Any, str], Any] | None = None  # (atom, operand) -> TV layout
+    operands: tuple[str, ...] = ()  # the operands ``fragment`` answers
+    joiner: str = "."
+    parses_names: bool = False
 
     def __post_init__(self) -> None:
-        if self.feature is not None:
-            feature(self.feature)  # raises on an unknown feature name
+        unknown = [m for m in self.mnemonics if m not in ATOMS]
+        if unknown:
+            raise NvatomError(f"atom family {self.name}: no registry record for {unknown}")
+
+    @property
+    def records(self) -> tuple[AtomRecord, ...]:
+        return tuple(ATOMS[m] for m in self.mnemonics)
 
     def allowed_on(self, t: Target | str) -> bool:
-        """Does the target have this atom kind?  The feature rule where the record names one
-        (exact about ``a``/``f`` suffixes and majors), else the tier order."""
-        tt = target(t)
-        if self.feature is not None:
-            return feature(self.feature).available_on(tt)
-        return self.min_tier is None or tt.tier >= self.min_tier
+        """Does any atom kind of the family exist on ``t`` (the records' target rules)?"""
+        return any(r.allowed_on(t) for r in self.records)
 
-    def rejection(self, t: Target | str, name: str | None = None) -> str | None:
-        """Why an atom of this kind (``name``, default the mnemonic) is not allowed on ``t``,
-        or None: "atom 'X' needs tier T, but target Y is tier U" below the minimum tier,
-        else "atom 'X' is not available on Y: it needs <feature> (<rule>)"."""
-        tt = target(t)
-        if self.allowed_on(tt):
-            return None
-        what = name or self.mnemonic
-        if self.min_tier is not None and tt.tier < self.min_tier:
-            return (f"atom '{what}' needs tier {self.min_tier.label}, but target {tt.name} is "
-                    f"tier {tt.tier.label}")
-        f = feature(self.feature or "")
-        return f"atom '{what}' is not available on {tt.name}: it needs {f.description} ({f.rule})"
+    def atoms(self, target_: Target | str | None = None, *, mnemonic: str | None = None
+              ) -> list[Any]:
+        """The family's atoms available on ``target_`` (None: all), of one mnemonic."""
+        t = target(target_) if target_ is not None else None
+        return [a for a in self.table(t) if mnemonic is None or a.mnemonic == mnemonic]
 
+    def atom(self, name: str) -> Any:
+        """The atom a name spells (raises the family's own error naming the value)."""
+        if self.resolve is None:
+            raise UnknownAtomError(f"{self.name} atoms are not named: {self.grammar}")
+        return self.resolve(name)
 
-ATOMS: dict[str, AtomRecord] = {
-    r.mnemonic: r
-    for r in (
-        AtomRecord("atom.universal_fma", None, ("MmaAtom",), "A, B, D in rmem"),
-        AtomRecord("sm70.mma", Tier.SM70, ("MmaAtom",), "A, B, D in rmem",
-                   dialect_mnemonic=False, feature="mma.m8n8k4",
-                   note="served by the universal/NVVM-intrinsic path (llvm.nvvm.mma.*)"),
-        AtomRecord("sm75.mma", Tier.SM75, ("MmaAtom",), "A, B, D in rmem",
-                   dialect_mnemonic=False, feature="mma.m16n8k8",
-                   note="served by the universal/NVVM-intrinsic path (llvm.nvvm.mma.*)"),
-        AtomRecord("sm80.mma", Tier.SM80, ("MmaAtom",),
-                   "A, B, D in rmem; one element type per operand", feature="mma.sm80"),
-        AtomRecord("sm80.sparse_mma", Tier.SM80, ("MmaAtom", "SparseMetadataAtom"),
-                   "A, B, D in rmem; metadata operand alongside A", feature="mma.sp"),
-        AtomRecord("sm89.mma", Tier.SM89, ("MmaAtom",), "A, B, D in rmem; FP8 element types",
-                   feature="mma.fp8"),
-        AtomRecord("atom.universal_copy", None, ("CopyAtom",),
-                   "any source-destination pair the target supports"),
-        AtomRecord("atom.ldsm", Tier.SM75, ("CopyAtom",),
-                   "src=smem, dst=rmem, shape in LDSM matrix", feature="ldmatrix"),
-        AtomRecord("atom.stsm", Tier.SM90, ("CopyAtom",),
-                   "src=rmem, dst=smem, shape in STSM matrix", feature="stmatrix"),
-        AtomRecord("atom.simt_async_copy", Tier.SM80, ("CopyAtom", "AsyncCopyAtom"),
-                   "cp.async gmem -> smem", feature="cp.async"),
-        AtomRecord("sm90.mma", Tier.SM90, ("MmaAtom", "SmemDescriptorAtom"),
-                   "A in rmem or smem_desc_view; B in smem_desc_view; D in rmem",
-                   note="forms in nvatom.atoms.sm90; wgmma is sm_90a only", feature="wgmma"),
-        AtomRecord("sm100.mma", Tier.SM100, ("MmaAtom", "TmemAtom", "SmemDescriptorAtom"),
-                   "A in memref(tmem)/smem_desc_view; B in smem_desc_view; D in memref (tmem)",
-                   note="forms and atoms in nvatom.atoms.sm100; also serves sm_110a/f",
-                   feature="tcgen05"),
-        AtomRecord("sm100.mma_sp", Tier.SM100, ("MmaAtom", "TmemAtom", "SparseMetadataAtom"),
-                   "UMMA contract + structurally-sparse A and metadata in tmem",
-                   feature="tcgen05"),
-        AtomRecord("sm100.mma_bs", Tier.SM100, ("MmaAtom", "TmemAtom", "BlockScaleAtom"),
-                   "UMMA contract + scale-factor operands in tmem", feature="tcgen05"),
-        AtomRecord("sm100.mma_bs_sp", Tier.SM100,
-                   ("MmaAtom", "TmemAtom", "BlockScaleAtom", "SparseMetadataAtom"),
-                   "UMMA block-scale + sparsity", feature="tcgen05"),
-        AtomRecord("atom.tmem_load", Tier.SM100, ("CopyAtom",), "src=tmem, dst=rmem",
-                   note="tcgen05.ld; nvatom.atoms.tmem", feature="tcgen05"),
-        AtomRecord("atom.tmem_store", Tier.SM100, ("CopyAtom",), "src=rmem, dst=tmem",
-                   note="tcgen05.st; nvatom.atoms.tmem", feature="tcgen05"),
-        AtomRecord("atom.s2t_copy", Tier.SM100, ("CopyAtom", "AsyncCopyAtom"),
-                   "src=smem, dst=tmem", note="tcgen05.cp; nvatom.atoms.tmem",
-                   feature="tcgen05"),
-        AtomRecord("sm89.sparse_mma", Tier.SM89, ("MmaAtom", "SparseMetadataAtom"),
-                   "A, B, D in rmem; metadata operand alongside A",
-                   note="not in the specification's registry: ptxas has sparse FP8 on sm_89 "
-                   "(ERRATA 1a)", feature="mma.fp8"),
-        AtomRecord("SM120.mma_bs", Tier.SM120, ("MmaAtom", "BlockScaleAtom"),
-                   "A, B, D in rmem; two scale-factor operands (one per A, B) in rmem",
-                   note="forms in nvatom.atoms.sm120; sparse forms also SparseMetadataAtom",
-                   feature="mma.block_scale"),
-        AtomRecord("sm120.mma", Tier.SM120, ("MmaAtom",), "A, B, D in rmem; kind::f8f6f4",
-                   dialect_mnemonic=False,
-                   note="not in the specification's registry: unscaled FP8/FP6/FP4 mma.sync "
-                   "of sm_120a/f (nvatom.atoms.sm120); its FP8-only forms also assemble on the "
-                   "sm_100/sm_110 a/f targets", feature="mma.f8f6f4.fp8"),
-        AtomRecord("sm120.sparse_mma", Tier.SM120, ("MmaAtom", "SparseMetadataAtom"),
-                   "A, B, D in rmem; kind::f8f6f4; metadata operand alongside A",
-                   dialect_mnemonic=False,
-                   note="not in the specification's registry (nvatom.atoms.sm120); FP8-only "
-                   "forms as sm120.mma", feature="mma.f8f6f4.fp8"),
-        # TMA (seed 004 registry, seed 001 family; nvatom.atoms.tma, docs/tma.md)
-        AtomRecord("atom.tma_load", Tier.SM90,
-                   ("CopyAtom", "TmaAtom", "PrefetchAtom", "AsyncCopyAtom"),
-                   "gmem (tensor map) -> smem; completes on an smem mbarrier", feature="tma"),
-        AtomRecord("atom.tma_store", Tier.SM90, ("CopyAtom", "TmaAtom", "AsyncCopyAtom"),
-                   "smem -> gmem (tensor map); completes through bulk groups", feature="tma"),
-        AtomRecord("atom.tma_reduce", Tier.SM90, ("CopyAtom", "TmaAtom", "AsyncCopyAtom"),
-                   "smem -> reduce into gmem (tensor map); bulk groups", feature="tma"),
-        *(AtomRecord(f"atom.non_exec_tiled_tma_{d}", Tier.SM90, ("TmaAtom",),
-                     "partition-verified; no mbarrier or cache binding yet", feature="tma")
-          for d in ("load", "store", "reduce")),
-        AtomRecord("atom.make_exec_tma", Tier.SM90, ("TmaAtom",),
-                   "binds a non-exec TMA atom to an smem mbarrier, cache mode, CTA mask",
-                   feature="tma"),
-        AtomRecord("prefetch_tma_desc", Tier.SM90, ("PrefetchAtom",),
-                   "tensor map in param/const/global space", feature="tma"),
-    )
-}
+    def spell(self, mnemonic: str, body: str) -> str:
+        """The atom name of an IR type body: ``mnemonic.body`` or ``mnemonic<body>``."""
+        return f"{mnemonic}<{body}>" if self.joiner == "<>" else f"{mnemonic}.{body}"
+
+    def prefix_length(self, name: str) -> int:
+        return max((len(p) for p in self.prefixes if name.startswith(p)), default=0)
 
 
-def atom_record(mnemonic: str) -> AtomRecord:
+def _universal_fma(name: str) -> UniversalFma:
+    return UniversalFma.of(name.removeprefix(f"{UniversalFma.mnemonic}."))
+
+
+def _register_mma_table(t: Target | None) -> list[Any]:
+    return mma_forms(t)
+
+
+def _fragment(atom: Any, operand: str) -> Any:
+    return atom.tv_layout(operand)
+
+
+def _copy_fragment(atom: Any, side: str) -> Any:
+    return getattr(atom, f"{side.lower()}_layout")(1)
+
+
+def _tmem_fragment(atom: Any, operand: str) -> Any:
+    return atom.tv_layout()
+
+
+def _umma_fragment(atom: Any, operand: str) -> Any:
+    return atom.tmem_layout(operand)
+
+
+def _tma_table(t: Target | None) -> list[Any]:
+    return []  # TMA atoms are made from a tensor map (nvatom.atoms.tma), not named
+
+
+_REGISTER_MMA = ("sm70.mma", "sm75.mma", "sm80.mma", "sm80.sparse_mma", "sm89.mma",
+                 "sm89.sparse_mma")
+_TMA = ("atom.tma_load", "atom.tma_store", "atom.tma_reduce", "atom.non_exec_tiled_tma_load",
+        "atom.non_exec_tiled_tma_store", "atom.non_exec_tiled_tma_reduce", "atom.make_exec_tma",
+        "prefetch_tma_desc")
+
+#: Every atom family, in the order ``nvatom atoms --family all`` lists them.
+FAMILIES: tuple[AtomFamily, ...] = (
+    AtomFamily("universal_fma", "mma", ("atom.universal_fma",), "nvatom.atoms.universal",
+               "atom.universal_fma.<type>", "atom.universal_fma.f32", ("atom.universal_fma",),
+               _universal_fma, lambda t: [UniversalFma.of(d) for d in all_dtypes()],
+               _fragment, ("A", "B", "C", "D"), parses_names=True),
+    AtomFamily("register_mma", "mma", _REGISTER_MMA, "nvatom.atoms.register_mma",
+               "<mnemonic>.<shape>[.<alayout>.<blayout>][.satfinite][.ordered_metadata]"
+               ".<dtype>.<atype>.<btype>.<ctype>[.<bop>]",
+               "sm80.mma.m16n8k16.f32.bf16.bf16.f32", ("sm70.", "sm75.", "sm80.", "sm89."),
+               mma_form, _register_mma_table, _fragment, ("A", "B", "C", "D")),
+    AtomFamily("wgmma", "mma", ("sm90.mma",), "nvatom.atoms.sm90",
+               "sm90.mma.m64n<N>k<K>.<ss|rs>[.satfinite].<dtype>.<atype>.<btype>",
+               "sm90.mma.m64n8k16.ss.f32.f16.f16", ("sm90.",), sm90.wgmma_form,
+               lambda t: [f for f in sm90.FORMS if t is None or f.available_on(t)],
+               wgmma_tv_layout, ("D", "A")),
+    AtomFamily("umma", "mma", ("sm100.mma", "sm100.mma_sp", "sm100.mma_bs", "sm100.mma_bs_sp"),
+               "nvatom.atoms.sm100",
+               "sm100.mma[_sp|_bs|_bs_sp].<kind>.cta<1|2>.m<M>n<N>k<K>.<ss|ts>[.ws]"
+               ".<d>.<a>.<b>[.<sf>.vs<V>]",
+               "sm100.mma.f16.cta1.m128n64k16.ss.f32.f16.f16", ("sm100.",), sm100.umma_atom,
+               lambda t: sm100.umma_atoms(t), _umma_fragment, ("D",), parses_names=True),
+    AtomFamily("sm120", "mma", ("SM120.mma_bs", "sm120.mma", "sm120.sparse_mma"),
+               "nvatom.atoms.sm120",
+               "SM120.mma_bs.<shape>.<kind>.<types>[.sfa_b<byte>t<thread>.sfb_b<byte>t<thread>]"
+               " | sm120[.sparse].mma.<shape>...",
+               "SM120.mma_bs.m16n8k32.mxf8f6f4.1X.f32.e4m3.e4m3.f32.ue8m0",
+               ("SM120.", "sm120."), sm120.sm120_form, lambda t: sm120.forms(t), _fragment,
+               ("A", "B", "C", "D"), parses_names=True),
+    AtomFamily("copy", "copy",
+               ("atom.universal_copy", "atom.ldsm", "atom.stsm", "atom.simt_async_copy"),
+               "nvatom.atoms.copy", "<mnemonic><<params>>", "atom.ldsm<m8n8.x4>", ("atom.",),
+               copy.copy_atom, lambda t: copy.copy_atoms(t), _copy_fragment, ("SRC", "DST"),
+               joiner="<>"),
+    AtomFamily("tmem", "copy", ("atom.tmem_load", "atom.tmem_store", "atom.s2t_copy"),
+               "nvatom.atoms.tmem",
+               "atom.tmem_load|tmem_store<<shape>.x<N>[.pack::16b][@<split>]> | "
+               "atom.s2t_copy<cta_group::<1|2>.<shape>[.<decompress>]>",
+               "atom.tmem_load<32x32b.x4>", ("atom.tmem_", "atom.s2t_copy", "atom.tcgen05"),
+               tmem.tmem_atom, lambda t: tmem.tmem_atoms(t), _tmem_fragment, ("D",),
+               joiner="<>", parses_names=True),
+    AtomFamily("tma", "tma", _TMA, "nvatom.atoms.tma",
+               "made from a tensor map (nvatom.atoms.tma; nvatom desc tma)", None, (), None,
+               _tma_table),
+)
+
+_BY_NAME: dict[str, AtomFamily] = {f.name: f for f in FAMILIES}
+
+
+def family(name: str) -> AtomFamily:
+    """The family called ``name`` (one line naming the known ones otherwise)."""
     try:
-        return ATOMS[mnemonic]
+        return _BY_NAME[name]
     except KeyError:
-        near = difflib.get_close_matches(mnemonic, list(ATOMS), n=3, cutoff=0.4)
-        raise UnknownAtomError(
-            f"unknown atom '{mnemonic}'" + (f"; did you mean {', '.join(near)}?" if near else "")
-        ) from None
+        raise UnknownAtomError(f"unknown atom family '{name}' (one of "
+                               f"{', '.join(_BY_NAME)})") from None
 
 
-@functools.cache
-def _all_forms() -> tuple[MmaForm, ...]:
-    forms = sm70.FORMS + sm75.FORMS + sm80.FORMS + sm89.FORMS
-    names = [f.name for f in forms]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        raise NvatomError(f"MMA tables define these names twice: {sorted(dup)}")
-    return forms
-
-
-@functools.cache
-def _by_name() -> dict[str, MmaForm]:
-    return {f.name: f for f in _all_forms()}
-
-
-def _as_dtype(t: DType | str | None) -> DType | None:
-    return None if t is None else dtype(t)
-
-
-def mma_forms(
-    target_: Target | str | None = None,
-    *,
-    a: DType | str | None = None,
-    b: DType | str | None = None,
-    acc: DType | str | None = None,
-    shape: tuple[int, int, int] | None = None,
-    mnemonic: str | None = None,
-) -> list[MmaForm]:
-    """Register MMA forms, filtered by target availability, element types, shape, family."""
-    ta, tb, tc = _as_dtype(a), _as_dtype(b), _as_dtype(acc)
-    t = target(target_) if target_ is not None else None
-    out = []
-    for f in _all_forms():
-        if t is not None and not f.available_on(t):
-            continue
-        if (ta is not None and f.a != ta) or (tb is not None and f.b != tb):
-            continue
-        if tc is not None and f.c != tc:
-            continue
-        if shape is not None and f.shape != tuple(shape):
-            continue
-        if mnemonic is not None and f.mnemonic != mnemonic:
-            continue
-        out.append(f)
-    return out
-
-
-def mma_form(name: str) -> MmaForm:
-    """Resolve an atom name like ``sm80.mma.m16n8k16.f32.bf16.bf16.f32``."""
+def family_of_name(name: str) -> AtomFamily | None:
+    """The family whose name grammar an atom name belongs to (longest prefix), or None."""
     key = name.strip()
-    try:
-        return _by_name()[key]
-    except KeyError:
-        pass
-    from nvatom.atoms import sm120  # SM120 forms live in their own table (docs/sm120.md)
-
-    if sm120.is_sm120_name(key):
-        return sm120.sm120_form(key)  # type: ignore[return-value]
-    near = difflib.get_close_matches(key, list(_by_name()), n=3, cutoff=0.6)
-    hint = f"; nearest: {', '.join(near)}" if near else "; see 'nvatom atoms' for the list"
-    raise UnknownAtomError(f"unknown MMA atom '{key}'{hint}")
+    best = max(FAMILIES, key=lambda f: f.prefix_length(key))
+    return best if best.prefix_length(key) else None
 
 
 def _tier(tier: Tier | str) -> Tier:
@@ -257,8 +225,8 @@ def check_shape_in_lattice(
     *,
     sparse: bool = False,
 ) -> bool:
-    """Seed 000's lattice gate: is there a (dense, or with ``sparse`` a sparse) form of this
-    tier with this shape and element types?  Every tier reads its own table:
+    """The specification's lattice gate: is there a (dense, or with ``sparse`` a sparse)
+    form of this tier with this shape and element types?  Every tier reads its own table:
 
     * SM70-SM89: the register-MMA forms of that tier (``sm80.mma``, ``sm89.mma``, ...);
     * SM90: the WGMMA forms (``nvatom.atoms.sm90``: M = 64, K = 256 / bits, the ISA's N);
@@ -271,13 +239,9 @@ def check_shape_in_lattice(
     shape = tuple(mnk)
     ta, tb, tc = dtype(a), dtype(b), dtype(c)
     if t == Tier.SM90:
-        from nvatom.atoms import sm90
-
         return not sparse and any(f.shape == shape and (f.a, f.b, f.d) == (ta, tb, tc)
                                   for f in sm90.FORMS)
     if t in (Tier.SM100, Tier.SM110):
-        from nvatom.atoms import sm100
-
         if len(shape) != 3:
             return False
         m, n, k = shape
@@ -286,11 +250,5 @@ def check_shape_in_lattice(
     return any(
         f.tier == t and f.shape == shape and (f.a, f.b, f.c) == (ta, tb, tc)
         and f.is_sparse == sparse
-        for f in (*_all_forms(), *_sm120_forms())
+        for f in (*all_forms(), *sm120.MMA_BS_FORMS, *sm120.F8F6F4_FORMS)
     )
-
-
-def _sm120_forms() -> tuple:  # type: ignore[type-arg]
-    from nvatom.atoms import sm120  # SM120 block-scaled and kind::f8f6f4 forms
-
-    return (*sm120.MMA_BS_FORMS, *sm120.F8F6F4_FORMS)

@@ -68,6 +68,7 @@ from nvatom.atoms.interfaces import (
     SparseMetadataAtom,
     TmemAtom,
 )
+from nvatom.atoms.verify import OperandUse, check_target_and_shape
 from nvatom.descriptors.umma import instr_desc_for
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
@@ -1069,8 +1070,6 @@ class UmmaUse:
 
     @classmethod
     def canonical(cls, atom: UmmaAtom) -> UmmaUse:
-        from nvatom.atoms.verify import OperandUse
-
         a_res = "smem_desc_view" if atom.a_source == "ss" else "tmem"
         sfa = sfb = meta = None
         if atom.block_scaled:
@@ -1106,7 +1105,6 @@ def verify_umma(atom: UmmaAtom, target_: Target | str, use: UmmaUse) -> None:
     """Seed 004's UMMA ladder, first failure wins: target and shape; element types a, b, c
     (c for both C and D); residency A, B, D; block-scale checks (c type, sfa/sfb types, the
     (atom_K, vecSize) pair); sparse metadata; per-operand layouts, then their composition."""
-    from nvatom.atoms.verify import check_target_and_shape
 
     t = target(target_)
     check_target_and_shape(atom, t, use)

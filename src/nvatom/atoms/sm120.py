@@ -63,7 +63,7 @@ import functools
 import itertools
 import re
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nvatom import diagnostics as D
 from nvatom.arch import PtxVersion, Target, Tier, feature, target
@@ -75,12 +75,11 @@ from nvatom.atoms.interfaces import (
     SparseMetadataAtom,
 )
 from nvatom.atoms.mma import MmaForm, MnkShaped, SparseMmaForm
+from nvatom.atoms.sparse import MetadataLayout, metadata_layout
+from nvatom.atoms.verify import OperandUse, check_target_and_shape
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
-
-if TYPE_CHECKING:
-    from nvatom.atoms.sparse import MetadataLayout
-    from nvatom.layout import Layout
+from nvatom.layout import ComposedLayout, Layout, layouts_equivalent, size
 
 __all__ = [
     "F8F6F4_FORMS",
@@ -390,8 +389,6 @@ class MmaBsForm(MnkShaped, MmaAtom, BlockScaleAtom):
         return _bs_tv_layout(self, operand.upper())
 
     def values(self, operand: str) -> int:
-        from nvatom.layout import size
-
         return size(self.tv_layout(operand)[1])
 
     def registers(self, operand: str) -> int:
@@ -485,14 +482,12 @@ def _bs_tv_layout(form: MmaBsForm, op: str) -> Layout:
 
 @functools.cache
 def _metadata_layout(name: str, k: int, bits: int, selector: int) -> MetadataLayout:
-    from nvatom.atoms import sparse
-
     # The sparse rules depend on the element's width in the register: 8-bit containers
     # prune 2:4, packed e2m1 4:8 in pairs (as s4/u4), so the container width stands in for
     # the type here.
     view = SimpleNamespace(name=name, k=k, is_sparse=True, sparse=ORDERED, selectors=(0,),
                            a=SimpleNamespace(name=f"b{bits}", storage_bits=bits))
-    return sparse.metadata_layout(view, selector)  # type: ignore[arg-type]
+    return metadata_layout(view, selector)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- kind::f8f6f4
@@ -696,8 +691,6 @@ class MmaBsUse:
     @classmethod
     def canonical(cls, form: MmaBsForm, *, with_layouts: bool = True) -> MmaBsUse:
         """The use a correct caller makes of ``form`` (every check passes)."""
-        from nvatom.atoms.verify import OperandUse
-
         def op(name: str) -> OperandUse:
             lay = form.tv_layout(name) if with_layouts else None
             return OperandUse(form.operand_type(name).name, "rmem", lay)
@@ -713,8 +706,6 @@ def verify_mma_bs_use(form: MmaBsForm, target_: Target | str, use: MmaBsUse) -> 
     types A, B, C, D (f32 accumulator only); two register scale operands of the form's
     ``sf_type`` (ue8m0, or ue4m3 for 4X: ERRATA 1d); static layouts equal to the canonical
     ones (scale layouts included); sparse forms: metadata register and selector 0."""
-    from nvatom.atoms.verify import OperandUse, check_target_and_shape
-    from nvatom.layout import ComposedLayout, Layout, layouts_equivalent
 
     t = target(target_)
     check_target_and_shape(form, t, use)  # type: ignore[arg-type]

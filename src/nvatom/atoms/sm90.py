@@ -30,6 +30,7 @@ from nvatom import diagnostics as D
 from nvatom.arch import PtxVersion, Target, feature, target
 from nvatom.atoms.interfaces import AtomVerificationError, MmaAtom, SmemDescriptorAtom
 from nvatom.atoms.mma import MnkShaped
+from nvatom.atoms.verify import check_target_and_shape
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
 
@@ -231,8 +232,6 @@ def _pair_diagnostic(a: DType, b: DType, d: DType) -> str | None:
 
 
 def _verify(form: WgmmaForm, t: Target, use: Any) -> None:
-    from nvatom.atoms.verify import check_target_and_shape
-
     check_target_and_shape(form, t, use)
     a, b, d = use.a.dtype, use.b.dtype, use.d_.dtype
     msg = _pair_diagnostic(a, b, d)

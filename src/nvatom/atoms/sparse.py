@@ -55,7 +55,7 @@ decoy: the word of their group's reading lane with every nibble replaced by its 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -63,9 +63,6 @@ from nvatom.atoms.fragments import layout_from_function
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
 from nvatom.layout import Layout, get, layouts_equivalent
-
-if TYPE_CHECKING:
-    from nvatom.atoms.mma import MmaForm
 
 __all__ = [
     "ORDERED_NIBBLES",
@@ -119,12 +116,28 @@ ORDERED_NIBBLES = (0b0100, 0b1000, 0b1001, 0b1100, 0b1101, 0b1110)
 _TF32_NIBBLES = (0b0100, 0b1110)
 
 
-def _require_sparse(form: MmaForm) -> None:
+class SparseForm(Protocol):
+    """What this module reads of a sparse MMA form (:class:`nvatom.atoms.mma.SparseMmaForm`,
+    the sparse SM120 forms): its name, K, A's element type, variant and selectors."""
+
+    name: str
+    k: int
+    a: DType
+    sparse: str | None
+    selectors: tuple[int, ...]
+
+    @property
+    def is_sparse(self) -> bool: ...
+
+    def tv_layout(self, operand: str) -> Layout: ...
+
+
+def _require_sparse(form: SparseForm) -> None:
     if not form.is_sparse:
         raise SparseError(f"{form.name} is not a sparse MMA form")
 
 
-def pattern(form: MmaForm) -> SparsePattern:
+def pattern(form: SparseForm) -> SparsePattern:
     """The sparsity pattern of the form's A type."""
     _require_sparse(form)
     bits = form.a.storage_bits
@@ -133,7 +146,7 @@ def pattern(form: MmaForm) -> SparsePattern:
     return _PATTERNS[bits]
 
 
-def valid_nibbles(form: MmaForm) -> tuple[int, ...]:
+def valid_nibbles(form: SparseForm) -> tuple[int, ...]:
     """Nibbles the form's variant accepts (ordered ones first)."""
     if pattern(form).chunk == 2:
         return _TF32_NIBBLES
@@ -147,7 +160,7 @@ def _fields(nibble: int) -> tuple[int, int]:
     return nibble & 3, (nibble >> 2) & 3
 
 
-def nibble_targets(form: MmaForm, nibble: int) -> tuple[int, ...]:
+def nibble_targets(form: SparseForm, nibble: int) -> tuple[int, ...]:
     """Dense positions in the chunk of the chunk's kept values, in compressed order."""
     if nibble not in valid_nibbles(form):
         raise SparseError(f"{form.name}: metadata nibble {nibble:#06b} is not valid for "
@@ -175,12 +188,12 @@ def _show(nibbles: tuple[int, ...]) -> str:
 
 
 # ------------------------------------------------------------------------------ layout
-def _threads_per_group(form: MmaForm) -> int:
+def _threads_per_group(form: SparseForm) -> int:
     chunks = form.k // pattern(form).chunk
     return max(1, chunks // 4)
 
 
-def isa_selectors(form: MmaForm) -> tuple[int, ...]:
+def isa_selectors(form: SparseForm) -> tuple[int, ...]:
     """Selector values the PTX ISA defines for the form (ptxas may accept more)."""
     return tuple(range(4 // _threads_per_group(form)))
 
@@ -253,7 +266,7 @@ class MetadataLayout:
         return sorted(out)
 
 
-def metadata_layout(form: MmaForm, selector: int = 0) -> MetadataLayout:
+def metadata_layout(form: SparseForm, selector: int = 0) -> MetadataLayout:
     """The metadata layout of a sparse form for one sparsity-selector value."""
     _require_sparse(form)
     if selector not in form.selectors:
@@ -292,7 +305,7 @@ def _range(sel: tuple[int, ...]) -> str:
 
 
 # ------------------------------------------------------------------------------ words
-def metadata_words(form: MmaForm, nibbles: np.ndarray, selector: int = 0, *,
+def metadata_words(form: SparseForm, nibbles: np.ndarray, selector: int = 0, *,
                    decoy: bool = True) -> np.ndarray:
     """The metadata register of each of the 32 lanes (``np.uint32[32]``).
 
@@ -325,7 +338,7 @@ def metadata_words(form: MmaForm, nibbles: np.ndarray, selector: int = 0, *,
     return words
 
 
-def nibbles_from_words(form: MmaForm, words: np.ndarray, selector: int = 0) -> np.ndarray:
+def nibbles_from_words(form: SparseForm, words: np.ndarray, selector: int = 0) -> np.ndarray:
     """The 16 x chunks nibble tile the instruction reads from the lanes' metadata registers."""
     ml = metadata_layout(form, selector)
     w = np.asarray(words, dtype=np.uint64)
@@ -341,12 +354,12 @@ def nibbles_from_words(form: MmaForm, words: np.ndarray, selector: int = 0) -> n
 
 
 # ------------------------------------------------------------------------------ compress
-def _dims(form: MmaForm) -> tuple[int, int, SparsePattern]:
+def _dims(form: SparseForm) -> tuple[int, int, SparsePattern]:
     p = pattern(form)
     return form.k // p.chunk, form.k // 2, p
 
 
-def decompress(form: MmaForm, a_compressed: np.ndarray, words: np.ndarray,
+def decompress(form: SparseForm, a_compressed: np.ndarray, words: np.ndarray,
                selector: int = 0) -> np.ndarray:
     """The dense M x K operand the instruction multiplies: the CPU model of mma.sp's A."""
     chunks, kc, p = _dims(form)
@@ -362,7 +375,7 @@ def decompress(form: MmaForm, a_compressed: np.ndarray, words: np.ndarray,
     return dense
 
 
-def compress(form: MmaForm, a_dense: np.ndarray, selector: int = 0
+def compress(form: SparseForm, a_dense: np.ndarray, selector: int = 0
              ) -> tuple[np.ndarray, np.ndarray, int]:
     """(a_compressed, metadata words, selector) of a dense A that fits the form's pattern.
 
@@ -417,7 +430,7 @@ def small_exact_values(dt: DType | str, rng: np.random.Generator, shape: Any, *,
 class SparseProblem:
     """A random sparse A for one form and selector, with what each lane must hold."""
 
-    form: MmaForm
+    form: SparseForm
     selector: int
     a_dense: np.ndarray  # M x K, zeros where pruned
     a_compressed: np.ndarray  # M x K/2, kept values in order
@@ -425,7 +438,7 @@ class SparseProblem:
     metadata: np.ndarray  # np.uint32[32]: lane l's metadata register
 
 
-def random_sparse_problem(form: MmaForm, rng: np.random.Generator, selector: int = 0
+def random_sparse_problem(form: SparseForm, rng: np.random.Generator, selector: int = 0
                           ) -> SparseProblem:
     """A random A obeying the form's pattern with ordered nibbles (valid for both variants)
     and non-zero kept values; see the module docstring for the contract."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 from nvatom.atoms.interfaces import AtomVerificationError
-from nvatom.atoms.registry import mma_form
+from nvatom.atoms.register_mma import mma_form
 from nvatom.layout import Layout
 
 __all__ = ["ARMS", "MmaLayoutResult", "synthesize_reference_layouts"]

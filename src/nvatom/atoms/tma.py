@@ -41,6 +41,7 @@ from typing import Any
 
 from nvatom import diagnostics as D
 from nvatom.arch import Target, Tier, feature, target
+from nvatom.atoms.copy import CopyContract
 from nvatom.atoms.interfaces import (
     AsyncCopyAtom,
     AtomVerificationError,
@@ -48,6 +49,7 @@ from nvatom.atoms.interfaces import (
     PrefetchAtom,
     TmaAtom,
 )
+from nvatom.atoms.records import atom_record
 from nvatom.layout import ComposedLayout, Layout
 from nvatom.layout.swizzle import Swizzle
 from nvatom.tables.swizzles import SMEM_SWIZZLES, smem_swizzle_of
@@ -632,8 +634,6 @@ class TmaPrefetchUse:
 
 def _check_target(name: str, mnemonic: str, features: tuple[str, ...], t: Target) -> None:
     """The registry record's rule, then each feature the transfer's PTX needs."""
-    from nvatom.atoms.registry import atom_record
-
     why = atom_record(mnemonic).rejection(t, name)
     if why is not None:
         raise AtomVerificationError(why)
@@ -727,8 +727,6 @@ class NonExecTmaAtom(TmaAtom):
         """Seed 004's ``CopyAtomContract`` of the transfer: descriptor-driven, asynchronous;
         loads prefetch (``atom.tma_load`` is the registry's PrefetchAtom).  ``value_bits`` is
         what the one issuing thread moves: the whole box."""
-        from nvatom.atoms.copy import CopyContract
-
         src, dst = _SPACES[self.kind]
         return CopyContract(Tier.SM90, (src,), (dst,), self.tx_bytes * 8, True,
                             uses_tma_descriptor=True,
@@ -815,8 +813,6 @@ class ExecTmaAtom(CopyAtom, TmaAtom, AsyncCopyAtom):
         return self.atom.tx_bytes
 
     def available_on(self, t: Target | str) -> bool:
-        from nvatom.atoms.registry import atom_record
-
         return atom_record(self.mnemonic).allowed_on(t) and self.atom.available_on(t)
 
     def contract(self) -> Any:
@@ -859,8 +855,6 @@ class PrefetchTmaDesc(PrefetchAtom):
         return self.mnemonic
 
     def available_on(self, t: Target | str) -> bool:
-        from nvatom.atoms.registry import atom_record
-
         return atom_record(self.mnemonic).allowed_on(t)
 
     def verify_prefetch(self, target_: Any, use: Any) -> None:

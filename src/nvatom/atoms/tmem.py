@@ -58,6 +58,7 @@ __all__ = [
     "relinquish_instruction",
     "tmem_address",
     "tmem_atom",
+    "tmem_atoms",
     "tmem_copy_atom",
     "tmem_to_smem_path",
 ]
@@ -406,3 +407,24 @@ def tmem_atom(name: str) -> TmemCopyAtom | S2tCopyAtom:
         spec_only_atom(s)
     raise TmemError(f"'{name}' is not a TMEM atom name (e.g. atom.tmem_load<32x32b.x4>, "
                     "atom.s2t_copy<cta_group::1.128x256b>)")
+
+
+def tmem_atoms(target_: Target | str | None = None, *, mnemonic: str | None = None
+               ) -> list[TmemCopyAtom | S2tCopyAtom]:
+    """Every TMEM copy atom form, filtered by target and mnemonic: each tcgen05.ld / st shape
+    at every ``.xN`` (at most :data:`MAX_REGS` registers) with and without ``.pack::16b``
+    (``16x32bx2`` with a half-split of 16 columns; any column is legal), and each tcgen05.cp
+    shape per CTA group and decompression."""
+    out: list[TmemCopyAtom | S2tCopyAtom] = []
+    for direction in ("load", "store"):
+        for shape, spec in LDST_SHAPES.items():
+            for num in (1, 2, 4, 8, 16, 32, 64, 128):
+                if spec.regs * num > MAX_REGS:
+                    continue
+                for pack in (False, True):
+                    split = 16 if shape == "16x32bx2" else None
+                    out.append(TmemCopyAtom(direction, shape, num, pack, split))
+    out += [S2tCopyAtom(shape, cta, dec) for shape in CP_SHAPES for cta in (1, 2)
+            for dec in (None, *CP_DECOMPRESS)]
+    return [a for a in out if (mnemonic is None or a.mnemonic == mnemonic)
+            and (target_ is None or a.available_on(target_))]

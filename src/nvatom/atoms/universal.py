@@ -10,6 +10,7 @@ import dataclasses
 from nvatom import diagnostics as D
 from nvatom.arch import Target
 from nvatom.atoms.interfaces import AtomVerificationError, MmaAtom
+from nvatom.atoms.verify import MmaUse
 from nvatom.dtypes import DType, dtype
 from nvatom.layout import Layout
 
@@ -38,8 +39,6 @@ class UniversalFma(MmaAtom):
         return Layout((1, 1), (0, 0))  # one thread holds the one value
 
     def verify_instance(self, target: Target | str, use: object) -> None:
-        from nvatom.atoms.verify import MmaUse
-
         assert isinstance(use, MmaUse)
         a, b, c, d = use.a, use.b, use.c, use.d_
         if any(x.residency != "rmem" for x in (a, b, d)):

@@ -28,8 +28,8 @@ import dataclasses
 
 from nvatom import diagnostics as D
 from nvatom.arch import Target, feature, target
-from nvatom.atoms.interfaces import AtomVerificationError, SparseMetadataAtom
-from nvatom.atoms.mma import MmaForm
+from nvatom.atoms.interfaces import AtomVerificationError, MmaAtom, SparseMetadataAtom
+from nvatom.atoms.records import atom_record
 from nvatom.atoms.sparse import MetadataLayout
 from nvatom.dtypes import DType, dtype
 from nvatom.layout import ComposedLayout, Layout, layouts_equivalent
@@ -74,7 +74,7 @@ class MmaUse:
         return self.d if self.d is not None else OperandUse(self.c.element_type, "rmem")
 
     @classmethod
-    def canonical(cls, form: MmaForm, *, with_layouts: bool = True, selector: int = 0) -> MmaUse:
+    def canonical(cls, form: MmaAtom, *, with_layouts: bool = True, selector: int = 0) -> MmaUse:
         """The use a correct caller makes of ``form`` (every check passes)."""
 
         def op(name: str) -> OperandUse:
@@ -99,8 +99,6 @@ def _fail(msg: str) -> None:
 
 def check_target_and_shape(form: object, t: Target, use: MmaUse) -> None:
     """Steps 1-2 of every MMA verifier: the atom's tier and feature on ``t``, and the shape."""
-    from nvatom.atoms.registry import atom_record
-
     name = form.name  # type: ignore[attr-defined]
     record = atom_record(form.mnemonic)  # type: ignore[attr-defined]
     why = record.rejection(t, name)
@@ -115,7 +113,7 @@ def check_target_and_shape(form: object, t: Target, use: MmaUse) -> None:
         _fail(f"atom '{name}' has shape {shape}, but the use has shape {tuple(use.shape)}")
 
 
-def verify_register_mma(form: MmaForm, target_: Target | str, use: MmaUse) -> None:
+def verify_register_mma(form: MmaAtom, target_: Target | str, use: MmaUse) -> None:
     t = target(target_)
     check_target_and_shape(form, t, use)
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import importlib
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -185,134 +184,24 @@ class AtomFamily:
             raise R.UnknownAtomError(f"no {self.mnemonic} atom <{key}>{hint}") from None
 
 
-def _register_mma(mnemonic: str) -> Callable[[], Iterable[Any]]:
-    return lambda: R.mma_forms(mnemonic=mnemonic)
+def _family_row(fam: R.AtomFamily, mnemonic: str) -> AtomFamily:
+    """The IR type of one dialect mnemonic of a registry family: its table, or, where the
+    family parses names (free parameters, lattices too large to list), its resolver."""
+    resolve = None
+    if fam.parses_names:
+        def resolve(body: str) -> Any:
+            atom = fam.atom(fam.spell(mnemonic, body))
+            if atom.mnemonic != mnemonic:
+                raise R.UnknownAtomError(f"no {mnemonic} atom <{body}>")
+            return atom
+    return AtomFamily(mnemonic, fam.kind, lambda: fam.atoms(mnemonic=mnemonic), resolve)
 
 
-def _copy(mnemonic: str) -> Callable[[], Iterable[Any]]:
-    def table() -> Iterable[Any]:
-        from nvatom.atoms.copy import copy_atoms
-
-        return copy_atoms(mnemonic=mnemonic)
-    return table
-
-
-def _wgmma() -> Iterable[Any]:
-    from nvatom.atoms.sm90 import FORMS
-
-    return FORMS
-
-
-def _universal_fma(body: str) -> Any:
-    from nvatom.atoms.universal import UniversalFma
-
-    return UniversalFma.of(body)
-
-
-def _sm120(mnemonic: str) -> tuple[Callable[[], Iterable[Any]], Callable[[str], Any]]:
-    """SM120 names carry selector suffixes, so a body resolves through the SM120 table's own
-    name parser (nvatom.atoms.sm120, issue 10)."""
-    def table() -> Iterable[Any]:
-        from nvatom.atoms import sm120
-
-        return [f for f in sm120.forms() if f.mnemonic == mnemonic]
-
-    def resolve(body: str) -> Any:
-        from nvatom.atoms import sm120
-
-        form = sm120.sm120_form(f"{mnemonic}.{body}")
-        if form.mnemonic != mnemonic:
-            raise R.UnknownAtomError(f"no {mnemonic} atom <{body}>")
-        return form
-    return table, resolve
-
-
-def _sm100(mnemonic: str) -> tuple[Callable[[], Iterable[Any]], Callable[[str], Any]]:
-    """SM100 UMMA atoms (nvatom.atoms.sm100, issue 9): the lattice is large (tens of
-    thousands of atoms), so a body resolves through the table's name parser."""
-    def table() -> Iterable[Any]:
-        from nvatom.atoms import sm100
-
-        return sm100.umma_atoms(mnemonic=mnemonic)
-
-    def resolve(body: str) -> Any:
-        from nvatom.atoms import sm100
-
-        atom = sm100.umma_atom(f"{mnemonic}.{body}")
-        if atom.mnemonic != mnemonic:
-            raise R.UnknownAtomError(f"no {mnemonic} atom <{body}>")
-        return atom
-    return table, resolve
-
-
-def _tmem(mnemonic: str) -> tuple[Callable[[], Iterable[Any]], Callable[[str], Any]]:
-    """SM100 TMEM copy atoms (nvatom.atoms.tmem, issue 9): ``atom.tmem_load<32x32b.x4>``,
-    ``atom.tmem_store<16x32bx2.x2@8>`` (the 16x32bx2 half-split offset is any column, so a
-    body resolves through the table's name parser), ``atom.s2t_copy<cta_group::1.128x256b>``.
-    The table lists every form (16x32bx2 with a half-split of 16 columns)."""
-    def table() -> Iterable[Any]:
-        from nvatom.atoms import tmem
-
-        out: list[Any] = []
-        if mnemonic == "atom.s2t_copy":
-            for shape in tmem.CP_SHAPES:
-                for cta in (1, 2):
-                    for dec in (None, *tmem.CP_DECOMPRESS):
-                        out.append(tmem.S2tCopyAtom(shape, cta, dec))
-            return out
-        direction = mnemonic.removeprefix("atom.tmem_")
-        for shape, spec in tmem.LDST_SHAPES.items():
-            for num in (1, 2, 4, 8, 16, 32, 64, 128):
-                if spec.regs * num > tmem.MAX_REGS:
-                    continue
-                for pack in (False, True):
-                    split = 16 if shape == "16x32bx2" else None
-                    out.append(tmem.TmemCopyAtom(direction, shape, num, pack, split))
-        return out
-
-    def resolve(body: str) -> Any:
-        from nvatom.atoms import tmem
-
-        atom = tmem.tmem_atom(f"{mnemonic}<{body}>")
-        if atom.mnemonic != mnemonic:
-            raise R.UnknownAtomError(f"no {mnemonic} atom <{body}>")
-        return atom
-    return table, resolve
-
-
-def _module_has(module: str, attr: str) -> bool:
-    try:
-        return hasattr(importlib.import_module(module), attr)
-    except ImportError:
-        return False
-
-
-_SM120 = _module_has("nvatom.atoms.sm120", "sm120_form")
-_SM100 = _module_has("nvatom.atoms.sm100", "umma_atom")
-
-#: One row per atom family; the type name is the registry mnemonic.
+#: One row per dialect mnemonic of every registry family (nvatom.atoms.registry.FAMILIES);
+#: the type name is the registry mnemonic.  TMA atoms are not named: their types follow.
 ATOM_FAMILIES: tuple[AtomFamily, ...] = tuple(
-    f for f in (
-        AtomFamily("atom.universal_fma", "mma", tuple, _universal_fma),
-        AtomFamily("sm80.mma", "mma", _register_mma("sm80.mma")),
-        AtomFamily("sm80.sparse_mma", "mma", _register_mma("sm80.sparse_mma")),
-        AtomFamily("sm89.mma", "mma", _register_mma("sm89.mma")),
-        AtomFamily("sm89.sparse_mma", "mma", _register_mma("sm89.sparse_mma")),
-        AtomFamily("sm90.mma", "mma", _wgmma),
-        AtomFamily("atom.universal_copy", "copy", _copy("atom.universal_copy")),
-        AtomFamily("atom.ldsm", "copy", _copy("atom.ldsm")),
-        AtomFamily("atom.stsm", "copy", _copy("atom.stsm")),
-        AtomFamily("atom.simt_async_copy", "copy", _copy("atom.simt_async_copy")),
-        *(AtomFamily(m, "mma", *_sm100(m)) for m in ("sm100.mma", "sm100.mma_sp",
-                                                      "sm100.mma_bs", "sm100.mma_bs_sp")
-          if _SM100),
-        *(AtomFamily(m, "copy", *_tmem(m)) for m in ("atom.tmem_load", "atom.tmem_store",
-                                                      "atom.s2t_copy")
-          if _module_has("nvatom.atoms.tmem", "tmem_atom")),
-        *(AtomFamily(m, "mma", *_sm120(m)) for m in ("SM120.mma_bs", "sm120.mma",
-                                                      "sm120.sparse_mma") if _SM120),
-    )
-    if f.mnemonic in R.ATOMS and R.ATOMS[f.mnemonic].dialect_mnemonic
+    _family_row(fam, m) for fam in R.FAMILIES if fam.resolve is not None
+    for m in fam.mnemonics if R.ATOMS[m].dialect_mnemonic
 )
 
 _FAMILY_OF_TYPE: dict[type, AtomFamily] = {}
