@@ -26,20 +26,13 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 
 #: (importer, imported) module pairs that still close a cycle; removing them leaves none.
 ALLOWED_MODULE_EDGES: frozenset[tuple[str, str]] = frozenset({
-    # cli package (issue 15): cli_sm120 reaches back into cli at function level
-    ("nvatom.cli_sm120", "nvatom.cli"),
-    ("nvatom.cli_ir", "nvatom.cli"),
     # layout's three modules share private helpers through function-level imports
     ("nvatom.layout.layout", "nvatom.layout.composed"),
     ("nvatom.layout.notation", "nvatom.layout.composed"),
     ("nvatom.layout.notation", "nvatom.layout.layout"),
 })
 #: (importer room, imported room) pairs that still close a cycle between rooms.
-ALLOWED_ROOM_EDGES: frozenset[tuple[str, str]] = frozenset({
-    # cli package (issue 15)
-    ("nvatom.cli_sm120", "nvatom.cli"),
-    ("nvatom.cli_ir", "nvatom.cli"),
-})
+ALLOWED_ROOM_EDGES: frozenset[tuple[str, str]] = frozenset()
 
 Edge = tuple[str, str]
 Graph = dict[str, dict[str, list[str]]]  # importer -> imported -> ["line 12 (function)", ...]

@@ -20,10 +20,11 @@ import itertools
 import json
 from collections import defaultdict
 
+from nvatom.cli.common import print_kernel, ver
 from nvatom.errors import NvatomError
 
 __all__ = ["DESC_KINDS", "add_atoms_options", "add_desc_arguments", "cmd_atoms", "cmd_desc",
-           "cmd_emit", "cmd_frag", "handles"]
+           "cmd_emit", "cmd_frag", "cmd_tmem_emit", "cmd_tmem_frag"]
 
 DESC_KINDS = ("umma", "idesc")
 
@@ -44,16 +45,6 @@ def add_desc_arguments(de: argparse.ArgumentParser) -> None:
     g.add_argument("--negate-a", action="store_true", help="idesc encode: negate A")
     g.add_argument("--negate-b", action="store_true", help="idesc encode: negate B")
     g.add_argument("--saturate", action="store_true", help="idesc encode: saturate (i8)")
-
-
-def handles(name: str) -> bool:
-    n = name.strip()
-    return n.startswith("sm100.") or n.startswith(("atom.tmem_", "atom.s2t_copy",
-                                                   "atom.tcgen05"))
-
-
-def _ver(v: tuple[int, int]) -> str:
-    return f"{v[0]}.{v[1]}"
 
 
 def _targets(available: object) -> str:
@@ -83,12 +74,12 @@ def cmd_atoms(args: argparse.Namespace) -> int:
             raise NvatomError("no tcgen05.mma form matches the filters")
         if args.json:
             print(json.dumps([{"name": f.name, "ptx": f.opcode, "operands": f.operands,
-                               "min_ptx": _ver(f.min_ptx), "features": f.features,
+                               "min_ptx": ver(f.min_ptx), "features": f.features,
                                "targets": _targets(f.available_on).split(",")}
                               for f in forms], indent=2))
             return 0
         for f in forms:
-            print(f"{f.name:<90} {_ver(f.min_ptx)}  {_targets(f.available_on)}")
+            print(f"{f.name:<90} {ver(f.min_ptx)}  {_targets(f.available_on)}")
         print(f"{len(forms)} forms")
         return 0
     groups: dict[tuple, list] = defaultdict(list)
@@ -121,10 +112,11 @@ def cmd_atoms(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tmem_frag(name: str) -> int:
+def cmd_tmem_frag(args: argparse.Namespace) -> int:
+    """``frag`` of a TMEM copy atom: its (thread, value) -> (lane, column) table."""
     from nvatom.atoms.tmem import S2tCopyAtom, tmem_atom
 
-    atom = tmem_atom(name)
+    atom = tmem_atom(args.atom)
     if isinstance(atom, S2tCopyAtom):
         print(f"{atom.name}: {atom.opcode} [taddr], s-desc")
         print(f"shared memory -> TMEM: {atom.rows} rows x {atom.columns} columns "
@@ -188,8 +180,6 @@ def _frag_tmem(a: object, op: str) -> None:
 def cmd_frag(args: argparse.Namespace) -> int:
     from nvatom.atoms.sm100 import DATAPATH_LAYOUTS, umma_atom
 
-    if not args.atom.strip().startswith("sm100."):
-        return _tmem_frag(args.atom)
     a = umma_atom(args.atom)
     print(f"{a.name}: {a.form().opcode}")
     for op in ("A", "B", "D") + (("SFA", "SFB") if a.block_scaled else ()):
@@ -211,21 +201,27 @@ def cmd_frag(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_emit(args: argparse.Namespace) -> int:
+def cmd_tmem_emit(args: argparse.Namespace) -> int:
+    """``emit`` of a TMEM copy atom: its instruction."""
     from nvatom.arch import target
-    from nvatom.atoms.sm100 import umma_atom
     from nvatom.atoms.tmem import S2tCopyAtom, tmem_atom
 
     t = target(args.target)
-    if not args.atom.strip().startswith("sm100."):
-        atom = tmem_atom(args.atom)
-        if not atom.available_on(t):
-            raise NvatomError(f"{atom.name} is not available on {t.name} (needs tcgen05)")
-        if isinstance(atom, S2tCopyAtom):
-            print(atom.instruction("%r_taddr", "%rd_sdesc"))
-        else:
-            print(atom.instruction([f"%r{i}" for i in range(atom.registers)], "%r_taddr"))
-        return 0
+    atom = tmem_atom(args.atom)
+    if not atom.available_on(t):
+        raise NvatomError(f"{atom.name} is not available on {t.name} (needs tcgen05)")
+    if isinstance(atom, S2tCopyAtom):
+        print(atom.instruction("%r_taddr", "%rd_sdesc"))
+    else:
+        print(atom.instruction([f"%r{i}" for i in range(atom.registers)], "%r_taddr"))
+    return 0
+
+
+def cmd_emit(args: argparse.Namespace) -> int:
+    from nvatom.arch import target
+    from nvatom.atoms.sm100 import umma_atom
+
+    t = target(args.target)
     a = umma_atom(args.atom)
     if not a.available_on(t):
         raise NvatomError(f"atom '{a.name}' is not available on {t.name}")
@@ -236,26 +232,15 @@ def cmd_emit(args: argparse.Namespace) -> int:
                 a.a_source != "ss" or a.d.name != "f32" or a.n not in (16, 32, 64, 128):
             raise NvatomError(f"--kernel builds the SM100 GEMM: an f16/bf16 -> f32 cta1 ss atom "
                               f"of M = 128, N in 16/32/64/128, not {a.name}")
-        text = build_gemm_sm100_module(gemm_sm100_plan(a.n, a.a.name), 2, t.name).emit()
-        if args.output:
-            from pathlib import Path
-
-            Path(args.output).write_text(text)
-            print(f"wrote {args.output}")
-        else:
-            print(text)
-        if args.assemble:
-            from nvatom.runtime import ptxas
-
-            res = ptxas.assemble(text, t.name)
-            print(f"// ptxas {res.ptxas_version} {t.name}: {res.kernel('gemm_sm100').summary()}")
+        print_kernel(build_gemm_sm100_module(gemm_sm100_plan(a.n, a.a.name), 2, t.name).emit(),
+                     args, t)
         return 0
     f = a.issued_form(t)
     ops = {"d": "%r_d", "a": "%rd_a" if a.a_source == "ss" else "%r_a", "b": "%rd_b",
            "meta": "%r_meta", "idesc": "%r_idesc", "sfa": "%r_sfa", "sfb": "%r_sfb",
            "enable_input_d": "%p_acc"}
     print(f.instruction(**{k: v for k, v in ops.items() if k in f.operands}))
-    print(f"// idesc {a.idesc()}; PTX {_ver(f.ptx_version_for(t))} on {t.name}")
+    print(f"// idesc {a.idesc()}; PTX {ver(f.ptx_version_for(t))} on {t.name}")
     return 0
 
 

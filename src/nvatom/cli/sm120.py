@@ -8,7 +8,7 @@
 * ``nvatom emit SM120.mma_bs... --target T [--asm-template | --kernel [--assemble]]``.
 
 The unscaled ``sm120.mma...`` names go through the generic register-MMA paths of
-:mod:`nvatom.cli` (nvatom.atoms.registry.mma_form resolves them).
+:mod:`nvatom.cli.atoms` (nvatom.atoms.registry.mma_form resolves them).
 """
 
 from __future__ import annotations
@@ -16,6 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 
+from nvatom.cli.common import (
+    print_inline_asm,
+    print_kernel,
+    print_snippet,
+    require_available,
+    show_fragment,
+    show_warp_fragment,
+    ver,
+)
 from nvatom.errors import NvatomError
 
 __all__ = ["add_options", "cmd_atoms", "cmd_emit", "cmd_frag", "handles"]
@@ -30,10 +39,6 @@ def add_options(atoms: argparse.ArgumentParser) -> None:
 def handles(name: str) -> bool:
     """Names this module serves (block-scaled atoms; sm120.mma goes the generic way)."""
     return name.strip().startswith("SM120.")
-
-
-def _ver(v: tuple[int, int]) -> str:
-    return f"{v[0]}.{v[1]}"
 
 
 def cmd_atoms(args: argparse.Namespace) -> int:
@@ -55,7 +60,7 @@ def cmd_atoms(args: argparse.Namespace) -> int:
     if args.json:
         out = []
         for f in rows:
-            entry = {"name": f.name, "ptx": f.opcode, "min_ptx": _ver(f.min_ptx),
+            entry = {"name": f.name, "ptx": f.opcode, "min_ptx": ver(f.min_ptx),
                      "targets": [t for t in TARGETS if f.available_on(t)],
                      "registers": {op: f.registers(op) for op in "ABCD"}}
             if isinstance(f, sm120.MmaBsForm):
@@ -69,7 +74,7 @@ def cmd_atoms(args: argparse.Namespace) -> int:
         regs = "/".join(str(f.registers(op)) for op in "ABCD")
         vec = str(f.vec_size) if isinstance(f, sm120.MmaBsForm) else "-"
         rule = feature(f.feature).rule
-        print(f"{f.name:<{width}}  {_ver(f.min_ptx):<5} {rule:<22} {regs:<12} {vec}")
+        print(f"{f.name:<{width}}  {ver(f.min_ptx):<5} {rule:<22} {regs:<12} {vec}")
     nbs = sum(isinstance(f, sm120.MmaBsForm) for f in rows)
     print(f"{len(rows)} atoms: {nbs} SM120.mma_bs (selectors 0; suffix "
           ".sfa_b<byte-id>t<thread-id>.sfb_b<byte-id>t<thread-id> for others), "
@@ -77,15 +82,8 @@ def cmd_atoms(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(grid: list, args: argparse.Namespace, title: str) -> int:
-    from nvatom.cli import _show_fragment  # one fragment printer for every family
-
-    return _show_fragment(grid, args, title)
-
-
 def cmd_frag(args: argparse.Namespace) -> int:
     from nvatom.atoms import sm120
-    from nvatom.atoms.frag_view import fragment_grid
 
     form = sm120.mma_bs_form(args.atom)
     op = args.operand.upper()
@@ -103,56 +101,33 @@ def cmd_frag(args: argparse.Namespace) -> int:
             grid[r][c].append((s.lane, s.byte))
         lanes = sorted({s.lane for s in form.scale_sources(op)})
         print(f"lanes read: {lanes} (T<lane>:V<byte of the register>)")
-        return _show(grid, args, f"{form.name}  {op}  (T<lane>:V<byte>)")
-    tv = form.tv_layout(op)
-    dims = {"A": (form.m, form.k // 2 if form.is_sparse else form.k), "B": (form.k, form.n),
-            "C": (form.m, form.n), "D": (form.m, form.n)}[op]
-    print(f"{form.name} operand {op}: {form.operand_type(op).name}, {form.values(op)} values "
-          f"in {form.registers(op)} {form.register_type(op)} registers per lane "
-          f"({form.element_bits(op)}-bit fields)")
-    print(f"(thread, value) -> element layout: {tv}")
-    return _show(fragment_grid(tv, op, dims, 32), args,
-                 f"{form.name}  operand {op}  (T<lane>:V<value>)")
-
-
-def _print_kernel(text: str, args: argparse.Namespace, t: object) -> None:
-    from nvatom.cli import _print_kernel as print_kernel  # one printer for every family
-
-    print_kernel(text, args, t)
+        return show_fragment(grid, args, f"{form.name}  {op}  (T<lane>:V<byte>)")
+    return show_warp_fragment(form, op, form.tv_layout(op), args,
+                              f" ({form.element_bits(op)}-bit fields)")
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
-    from nvatom.arch import feature, target
+    from nvatom.arch import target
     from nvatom.atoms import sm120
     from nvatom.ptx import sm120_emit
     from nvatom.ptx.builder import Kernel
 
     form = sm120.mma_bs_form(args.atom)
     t = target(args.target)
-    if not form.available_on(t):
-        f = feature(form.feature)
-        raise NvatomError(f"{form.name} is not available on {t.name} (needs {f.description}: "
-                          f"{f.rule})")
+    require_available(form, t)
     if args.selector not in (None, *form.selectors):
         raise NvatomError(f"{form.name}: sparsity selector {args.selector} is not legal "
                           f"(ptxas accepts {list(form.selectors) or 'none: dense'})")
     if args.asm_template:
         asm = sm120_emit.inline_asm(form)
-        bound = [f'"{c}"({n})' for c, n in zip(asm.constraint_list, asm.names, strict=True)]
-        print(f"// {form.name}: {asm.outputs} outputs, {asm.inputs} inputs")
-        print(f"// constraints: {asm.constraints}")
-        print(f'asm volatile("{asm.template}"')
-        print(f"    : {', '.join(bound[:asm.outputs])}")
-        print(f"    : {', '.join(bound[asm.outputs:])});")
+        print_inline_asm(form.name, asm, list(asm.names))
         return 0
     if args.kernel:
-        _print_kernel(sm120_emit.build_mma_bs_test_module(form, t).emit(), args, t)
+        print_kernel(sm120_emit.build_mma_bs_test_module(form, t).emit(), args, t)
         return 0
     k = Kernel("snippet")
     regs = sm120_emit.alloc_mma_bs_registers(k, form)
     sm120_emit.emit_mma_bs(k, form, regs.d, regs.a, regs.b, regs.c, regs.sfa, regs.sfb,
                            e=regs.e)
-    v = form.ptx_version_for(t)
-    print(f"// {form.name} on {t.name}: PTX .version {v[0]}.{v[1]} or newer")
-    print(k.emit().splitlines()[-3].strip())
+    print_snippet(form.name, t, form.ptx_version_for(t), k.emit())
     return 0

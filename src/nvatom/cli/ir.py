@@ -16,13 +16,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from nvatom.cli.common import read_text_file, write_output
+
 __all__ = ["add_parser"]
-
-
-def _read(path: str) -> str:
-    from nvatom.cli import read_text_file
-
-    return read_text_file(path)
 
 
 def _print_diags(diags: list) -> None:
@@ -33,7 +29,7 @@ def _print_diags(diags: list) -> None:
 def _cmd_verify(args: argparse.Namespace) -> int:
     from nvatom.ir import checker, driver
 
-    text = _read(args.file)
+    text = read_text_file(args.file)
     if args.verify_diagnostics:
         results = checker.check_text(text, args.file)
         bad = [p for r in results for p in r.problems]
@@ -60,7 +56,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     from nvatom.ir import driver
     from nvatom.ir.lower import lower
 
-    text = _read(args.file)
+    text = read_text_file(args.file)
     try:
         mod = driver.parse(text, args.file)
         ctx = driver.verify(mod, args.target)
@@ -73,8 +69,6 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.output == "-":
         sys.stdout.write(out.ptx)
     else:
-        from nvatom.cli import write_output
-
         write_output(args.output, out.ptx)
     if not args.no_ptxas:
         from nvatom.runtime.ptxas import assemble

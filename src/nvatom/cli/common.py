@@ -1,0 +1,175 @@
+"""What every ``nvatom`` command shares: reading numbers, files and output paths, with one-line
+errors naming the value (docs/reliability.md), and the one printer of fragments, inline-asm
+templates and kernels that every atom family's ``frag`` / ``emit`` uses."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from nvatom.errors import NvatomError
+
+#: the most shared memory one SM has (228 KiB on sm_90 and sm_100; CUDA C++ Programming
+#: Guide, "Technical Specifications per Compute Capability"): a bigger smem layout is no
+#: shared-memory layout, and `banks` walks every element of it
+SMEM_BYTES_LIMIT = 228 * 1024
+#: CuTe's integers are int64_t (as in the layout notation)
+INT64_MAX = 2**63 - 1
+#: longest error line printed (messages that quote a huge input are cut here)
+MESSAGE_LIMIT = 1000
+#: longest text of a number option (a 64-bit value in binary with its prefix is 66)
+_NUMBER_TEXT_LIMIT = 80
+
+
+def clip(text: str, limit: int = 60) -> str:
+    """``text`` quoted for an error message, shortened when long."""
+    if len(text) <= limit:
+        return f"'{text}'"
+    return f"'{text[:limit - 20]}...' ({len(text)} characters)"
+
+
+def parse_int(option: str, text: str, lo: int, hi: int, example: str = "") -> int:
+    """The integer an option's text spells (``0x``/``0b``/``0o`` prefixes and ``_`` allowed),
+    checked to lie in ``[lo, hi]``; otherwise a one-line :class:`NvatomError` naming both."""
+    t = text.strip().replace("_", "")
+    value: int | None = None
+    if len(t) <= _NUMBER_TEXT_LIMIT:
+        try:
+            value = int(t, 0)
+        except ValueError:
+            value = None
+    if value is None:
+        eg = f" (e.g. {example})" if example else ""
+        what = f"{option} takes" if option else "expected"
+        raise NvatomError(f"{what} an integer from {lo} to {hi}{eg}, got {clip(text)}")
+    if not lo <= value <= hi:
+        raise NvatomError(f"{option + ' ' if option else ''}{text.strip()} is out of range: "
+                          f"the limit is {lo} to {hi}")
+    return value
+
+
+def bounded_int(lo: int, hi: int):  # type: ignore[no-untyped-def]
+    """An argparse ``type=`` that accepts the integers ``lo..hi`` (see :func:`parse_int`);
+    argparse names the option in its message."""
+
+    def convert(text: str) -> int:
+        try:
+            return parse_int("", text, lo, hi)
+        except NvatomError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    convert.__name__ = "integer"
+    return convert
+
+
+def write_output(path: str, data: str | bytes) -> None:
+    """Write an output file (``-o``, ``--svg``); any failure is one line naming the path."""
+    if not path:
+        raise NvatomError("an empty output file name")
+    p = Path(path)
+    if p.is_dir():
+        raise NvatomError(f"cannot write '{path}': it is a directory")
+    try:
+        if isinstance(data, bytes):
+            p.write_bytes(data)
+        else:
+            p.write_text(data, encoding="utf-8")
+    except (OSError, ValueError) as e:
+        raise NvatomError(f"cannot write '{path}': {getattr(e, 'strerror', None) or e}") \
+            from None
+
+
+def read_text_file(path: str, what: str = "") -> str:
+    """A UTF-8 input file's text; unreadable or non-UTF-8 input is one line naming the path."""
+    if not path:
+        raise NvatomError("an empty input file name")
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise NvatomError(f"cannot read '{path}': {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise NvatomError(f"cannot read '{path}': not UTF-8 text{what} (byte "
+                          f"{data[e.start]:#04x} at offset {e.start})") from None
+
+
+# --------------------------------------------------------------------------- printers
+
+
+def ver(v: tuple[int, int]) -> str:
+    """A PTX ISA version as ``major.minor``."""
+    return f"{v[0]}.{v[1]}"
+
+
+def require_available(atom: Any, t: Any) -> None:
+    """One line when ``atom`` does not exist on target ``t``, naming the feature it needs."""
+    from nvatom.arch import feature
+
+    if not atom.available_on(t):
+        f = feature(atom.feature)
+        raise NvatomError(f"{atom.name} is not available on {t.name} "
+                          f"(needs {f.description}: {f.rule})")
+
+
+def operand_dims(form: Any, op: str) -> tuple[int, int]:
+    """Rows x columns of a warp-MMA operand's tile as the PTX ISA draws it: A is M x K (the
+    compressed M x K/2 of a sparse form), B is K x N, C and D are M x N."""
+    return {"A": (form.m, form.k // 2 if form.is_sparse else form.k), "B": (form.k, form.n),
+            "C": (form.m, form.n), "D": (form.m, form.n)}[op]
+
+
+def show_fragment(grid: list, args: argparse.Namespace, title: str) -> int:
+    """The lane table (unless --no-table) and the --svg picture of a fragment grid."""
+    from nvatom.atoms.frag_view import fragment_svg, fragment_table
+
+    if not args.no_table:
+        print(fragment_table(grid))
+    if args.svg:
+        write_output(args.svg, fragment_svg(grid, title))
+        print(f"wrote {args.svg}")
+    return 0
+
+
+def show_warp_fragment(form: Any, op: str, tv: Any, args: argparse.Namespace,
+                       detail: str = "") -> int:
+    """``frag`` of a one-warp MMA form (register MMA, SM120): header, layout, lane table."""
+    from nvatom.atoms.frag_view import fragment_grid
+
+    print(f"{form.name} operand {op}: {form.operand_type(op).name}, {form.values(op)} values "
+          f"in {form.registers(op)} {form.register_type(op)} registers per lane{detail}")
+    print(f"(thread, value) -> element layout: {tv}")
+    grid = fragment_grid(tv, op, operand_dims(form, op), 32)
+    return show_fragment(grid, args, f"{form.name}  operand {op}  (T<lane>:V<value>)")
+
+
+def print_inline_asm(name: str, asm: Any, names: list[str]) -> None:
+    """``emit --asm-template`` of a warp MMA: the asm statement with its operands bound."""
+    bound = [f'"{c}"({n})' for c, n in zip(asm.constraint_list, names, strict=True)]
+    print(f"// {name}: {asm.outputs} outputs, {asm.inputs} inputs")
+    print(f"// constraints: {asm.constraints}")
+    print(f'asm volatile("{asm.template}"')
+    print(f"    : {', '.join(bound[:asm.outputs])}")
+    print(f"    : {', '.join(bound[asm.outputs:])});")
+
+
+def print_snippet(name: str, t: Any, version: tuple[int, int], kernel_text: str) -> None:
+    """``emit`` without a mode: the one instruction of a snippet kernel, with its PTX version."""
+    print(f"// {name} on {t.name}: PTX .version {version[0]}.{version[1]} or newer")
+    print(kernel_text.splitlines()[-3].strip())
+
+
+def print_kernel(text: str, args: argparse.Namespace, t: Any) -> None:
+    """--kernel output: the PTX to stdout or -o FILE, and with --assemble ptxas's resources."""
+    if args.output:
+        write_output(args.output, text)
+        print(f"wrote {args.output}")
+    else:
+        print(text, end="")
+    if args.assemble:
+        from nvatom.runtime.ptxas import assemble
+
+        res = assemble(text, t)
+        for kr in res.kernels.values():
+            print(f"// ptxas {res.ptxas_version} {res.target}: {kr.name}: {kr.summary()}")
