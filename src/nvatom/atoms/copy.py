@@ -1,5 +1,5 @@
 """Copy atoms without TMA: ``atom.universal_copy``, ``atom.ldsm``, ``atom.stsm`` and
-``atom.simt_async_copy`` (seed 004, "Copy Atom Operand-Layout Contracts").
+``atom.simt_async_copy`` (the specification's "Copy Atom Operand-Layout Contracts").
 
 Each atom is a row of a table, and everything else is derived from that row:
 
@@ -190,7 +190,7 @@ def _in_units(bits_layout: Layout, bits: int, what: str) -> Layout:
 
 @dataclasses.dataclass(frozen=True)
 class CopyContract:
-    """Seed 004's ``CopyAtomContract``: what the registry promises about a copy atom."""
+    """The specification's ``CopyAtomContract``: what the registry promises about a copy atom."""
 
     min_tier: Tier | None
     source: tuple[str, ...]
@@ -976,7 +976,8 @@ class CachePolicy:
 
 
 def default_cache_policy(nbytes: int) -> CachePolicy:
-    """Our choice (the specification's, ERRATA 1e): ``.cg`` for 16 bytes, ``.ca`` for 4 and 8.
+    """Our choice (the spec's; docs/spec-deviations.md, "Copy atoms"): ``.cg`` for 16 bytes, ``.ca``
+    for 4 and 8.
     It is a choice, not a hardware rule: ``.ca`` with 16 bytes is legal too."""
     return CachePolicy("cg" if nbytes == 16 else "ca")
 
@@ -1090,9 +1091,9 @@ def _by_name() -> dict[str, _CopyBase]:
 def copy_atom(name: str) -> _CopyBase:
     """Resolve a copy atom name (``atom.ldsm<m8n8.x4.trans>``, ``atom.universal_copy<128>``,
     ``atom.simt_async_copy<16>``, ``atom.simt_async_copy<16>.ca.L2::128B.src_size``, ...);
-    the seed's ``atom.ldsm<m8n8>`` means ``.x1``."""
+    the specification's ``atom.ldsm<m8n8>`` means ``.x1``."""
     key = name.strip()
-    # The seed's table writes the one-matrix form without ".x1": atom.ldsm<m8n8>.
+    # The specification's table writes the one-matrix form without ".x1": atom.ldsm<m8n8>.
     key = re.sub(r"^(atom\.(?:ldsm|stsm)<m\d+n\d+)(?=[.>])(?!\.x\d)", r"\1.x1", key)
     try:
         return _by_name()[key]

@@ -17,7 +17,7 @@ The ISA formulas, per lane of a quad-pair (``hi`` = lane >= 16):
 
 Codomains follow CuTe: A as (M, K) = (8, 4), B as (N, K) = (8, 4), C as (M, N) = (8, 8), all
 column-major.  Registers: A and B are two ``.b32`` (f16x2) each, C/D eight ``.f32`` or four
-``.f16x2`` (ERRATA 5).
+``.f16x2`` (PTX ISA "Matrix Fragments for mma.m8n8k4 with .f16 floating point type").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Atom interfaces: what generic code may ask an atom, never by comparing mnemonic strings.
 
-Seed 004's registry model: every atom implements one *primary* interface (MMA atom, copy
+The specification's registry model: every atom implements one *primary* interface (MMA atom, copy
 atom, prefetch atom, descriptor type) and any number of *capability* interfaces (sparse
 metadata, block scale, tensor memory, shared-memory descriptor, TMA, async copy).  In Python
 each is a base class (abstract where it already has methods); an atom's class inherits the
@@ -104,7 +104,8 @@ def interfaces_of(atom: object) -> tuple[str, ...]:
 
 
 def verify_atom_instance(atom: object, target: Any, use: Any) -> None:
-    """Seed 004's dispatcher: MMA, then copy, then prefetch; anything else is an error."""
+    """The spec's interface dispatcher (``verify_atom_instance``): MMA, then copy, then prefetch;
+    anything else is an error."""
     if isinstance(atom, MmaAtom):
         atom.verify_instance(target, use)
         return

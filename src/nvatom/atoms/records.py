@@ -25,7 +25,7 @@ class UnknownAtomError(NvatomError):
 
 @dataclasses.dataclass(frozen=True)
 class AtomRecord:
-    """One atom kind of the registry (seed 004 "Atom TypeID Registry").
+    """One atom kind of the registry (the specification's "Atom TypeID Registry").
 
     ``min_tier`` is the specification's "Min tier" column; ``feature`` names the
     :mod:`nvatom.arch` feature rule the kind's instructions need, which is what decides where
@@ -119,7 +119,7 @@ ATOMS: dict[str, AtomRecord] = {
         AtomRecord("sm89.sparse_mma", Tier.SM89, ("MmaAtom", "SparseMetadataAtom"),
                    "A, B, D in rmem; metadata operand alongside A",
                    note="not in the specification's registry: ptxas has sparse FP8 on sm_89 "
-                   "(ERRATA 1a)", feature="mma.fp8"),
+                   "(docs/spec-deviations.md)", feature="mma.fp8"),
         AtomRecord("SM120.mma_bs", Tier.SM120, ("MmaAtom", "BlockScaleAtom"),
                    "A, B, D in rmem; two scale-factor operands (one per A, B) in rmem",
                    note="forms in nvatom.atoms.sm120; sparse forms also SparseMetadataAtom",
@@ -134,7 +134,7 @@ ATOMS: dict[str, AtomRecord] = {
                    dialect_mnemonic=False,
                    note="not in the specification's registry (nvatom.atoms.sm120); FP8-only "
                    "forms as sm120.mma", feature="mma.f8f6f4.fp8"),
-        # TMA (seed 004 registry, seed 001 family; nvatom.atoms.tma, docs/tma.md)
+        # TMA (the specification's registry and TMA family; nvatom.atoms.tma, docs/tma.md)
         AtomRecord("atom.tma_load", Tier.SM90,
                    ("CopyAtom", "TmaAtom", "PrefetchAtom", "AsyncCopyAtom"),
                    "gmem (tensor map) -> smem; completes on an smem mbarrier", feature="tma"),

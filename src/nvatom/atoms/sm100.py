@@ -21,10 +21,10 @@ Two levels, both data:
   :meth:`~UmmaAtom.form` is the instruction it issues and :meth:`~UmmaAtom.idesc` the
   instruction descriptor.
 
-API for other rooms (the xDSL dialect of issue 8 builds ``!cute_nvgpu.sm100.mma<...>`` from
+API for other rooms (the cute_nvgpu dialect, docs/ir.md, builds ``!cute_nvgpu.sm100.mma<...>`` from
 it): :class:`UmmaAtom` (frozen; fields are the type parameters), :func:`umma_atom` (parse a
-name), :func:`umma_atoms` (generate/filter the atoms), :func:`verify_umma` (seed 004's ladder
-with its diagnostics byte for byte), :func:`block_scale_packed` (seed 000's
+name), :func:`umma_atoms` (generate/filter the atoms), :func:`verify_umma` (the spec's ladder
+with its diagnostics byte for byte), :func:`block_scale_packed` (the specification's
 ``(atom_K << 32) | vecSize``), :data:`FORMS` / :func:`tcgen05_form` (instruction forms).
 
 Atom names: ``sm100.mma[_sp|_bs|_bs_sp].<kind>.cta<1|2>.m<M>n<N>k<K>.<ss|ts>[.ws].<d>.<a>.<b>``
@@ -41,12 +41,12 @@ atomicity); D, A (``ts``) and the scale factors in TMEM follow the data-path lay
 9.7.16.10.5 and the scale-factor placement of 9.7.16.10.7 (:data:`DATAPATH_LAYOUTS`,
 :func:`d_tmem_layout`, :func:`a_tmem_layout`, :func:`sf_tmem_layout`, :meth:`UmmaAtom.tmem_layout`).
 :func:`verify_umma` compares declared layouts with them ("expects Mma atom layout of ...") and
-checks seed 000's :func:`scale_factor_layout_is_legal`.
+checks the specification's :func:`scale_factor_layout_is_legal`.
 
 Shapes: PTX ISA 9.7.16.2.1 "Matrix Shape", Table 39 "Various combinations of .kind and
 shapes", for every kind x cta_group x dense/sparse x .ws: see :data:`SHAPES` and
 :func:`legal_mn` (docs/spec-deviations.md lists where CUTLASS's static_asserts differ).
-SM110 has no mnemonic of its own (seed 004): the sm100 atoms serve sm_110a/f where ptxas
+SM110 has no mnemonic of its own (the spec's registry): the sm100 atoms serve sm_110a/f where ptxas
 allows them.
 """
 
@@ -198,7 +198,8 @@ MNEMONICS = ("sm100.mma", "sm100.mma_sp", "sm100.mma_bs", "sm100.mma_bs_sp")
 class Tcgen05MmaForm:
     """One ``tcgen05.mma`` instruction form: qualifiers and the operand list they imply.
 
-    Operands in order (PTX ISA "tcgen05.mma"; ERRATA 1c): ``[d-tmem], a-desc | [a-tmem],
+    Operands in order (PTX ISA "tcgen05.mma"; docs/spec-deviations.md, "SM100 tcgen05"): ``[d-tmem],
+    a-desc | [a-tmem],
     b-desc, [sp-meta-tmem] (sparse), idesc, {disable-output-lane} (optional, 4 or 8 .b32),
     [scale-A-tmem], [scale-B-tmem] (block-scaled), enable-input-d (predicate),
     scale-input-d (immediate 0..15) | zero-column-mask-desc (.ws, .b64)``.
@@ -937,7 +938,7 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
         return (rows, self.scale_count())
 
 
-# Capability interfaces by mnemonic (seed 004 registry): sparse -> SparseMetadataAtom,
+# Capability interfaces by mnemonic (the specification's registry): sparse -> SparseMetadataAtom,
 # block-scaled -> BlockScaleAtom.  Python classes carry them, so the atom's class is chosen
 # when it is made.
 class _SparseUmmaAtom(UmmaAtom, SparseMetadataAtom):
@@ -1049,7 +1050,7 @@ def umma_atoms(target_: Target | str | None = None, *, mnemonic: str | None = No
 
 @dataclasses.dataclass(frozen=True)
 class UmmaUse:
-    """What surrounding code feeds a UMMA atom (seed 004 ladder inputs).
+    """What surrounding code feeds a UMMA atom (the specification's ladder inputs).
 
     ``residency``: ``smem_desc_view``, ``tmem`` (a memref in tensor memory), ``rmem``,
     ``smem`` or ``gmem``; ``layout``: an (mn, k) / (m, n) layout of the operand tile, or None.
@@ -1102,7 +1103,7 @@ def _layout_shape(layout: Any) -> tuple[int, int] | None:
 
 
 def verify_umma(atom: UmmaAtom, target_: Target | str, use: UmmaUse) -> None:
-    """Seed 004's UMMA ladder, first failure wins: target and shape; element types a, b, c
+    """The specification's UMMA ladder, first failure wins: target and shape; element types a, b, c
     (c for both C and D); residency A, B, D; block-scale checks (c type, sfa/sfb types, the
     (atom_K, vecSize) pair); sparse metadata; per-operand layouts, then their composition."""
 
@@ -1130,7 +1131,7 @@ def verify_umma(atom: UmmaAtom, target_: Target | str, use: UmmaUse) -> None:
         if use.sfa.residency != "tmem" or use.sfb.residency != "tmem":
             _fail(f"atom '{atom.name}' expects sfa/sfb in tmem, but got sfa: {use.sfa}, "
                   f"sfb: {use.sfb}")
-        # seed 000's (atom_K, vecSize) pairs are dense; a sparse atom has the same scale
+        # the specification's (atom_K, vecSize) pairs are dense; a sparse atom has the same scale
         # count over twice the logical K, so it is checked at its dense K.
         dense_vec = (atom.vec_size or 0) // (2 if atom.sparse else 1)
         if block_scale_packed(a.dtype, b.dtype, use.sfa.dtype, use.sfb.dtype,
@@ -1164,7 +1165,7 @@ def verify_umma(atom: UmmaAtom, target_: Target | str, use: UmmaUse) -> None:
         if (a_mk and sd and a_mk[0] != sd[0]) or (sb and sd and sb[0] != sd[1]) or \
                 (a_mk and sb and a_mk[1] != sb[1]):
             _fail(D.UMMA_NOT_A_GEMM.format(a.layout, b.layout, d.layout))
-    # Then each declared layout against the atom's own (seed 004: "expects Mma atom layout of
+    # Then each declared layout against the atom's own (the spec: "expects Mma atom layout of
     # " + the canonical reference layout): A / B in shared memory against the ISA's canonical
     # form of their swizzle, A / D in TMEM against the data-path layout (first atom tile of
     # this CTA, relative to its address), the scale factors through scale_factor_layout_is_legal.
@@ -1219,7 +1220,7 @@ def _smem_mismatch(atom: UmmaAtom, operand: str, layout: Any) -> Any:
 
 
 def scale_factor_layout_is_legal(atom: UmmaAtom, sfa_layout: Any, sfb_layout: Any) -> bool:
-    """Seed 000's ``scale_factor_layout_is_legal(atom, use.scale_factors)`` for SM100
+    """The specification's ``scale_factor_layout_is_legal(atom, use.scale_factors)`` for SM100
     block-scaled atoms: each given scale-factor layout places this CTA's first instruction's
     scale factors where tcgen05.mma reads them (:func:`sf_tmem_layout`: row r in lane r % 32,
     column r // 32, the ``K / vec`` factors of a row in one word; SFB of Layout B split 2x2),
@@ -1239,7 +1240,7 @@ _FP6 = _t("e2m3", "e3m2")
 
 def block_scale_packed(a: DType | str, b: DType | str, sfa: DType | str, sfb: DType | str,
                        atom_k: int, vec_size: int) -> int:
-    """Seed 000's block-scale verifier result: ``(atom_K << 32) | vecSize`` for its three
+    """The specification's block-scale verifier result: ``(atom_K << 32) | vecSize`` for its three
     legal (atom_K, vecSize) pairs, else 0.  Accepted: A and B both FP8/FP6/FP4-in-8-bit at
     K = 32, or both E2M1 at K = 64; (sf, vec) in (E8M0, 32), (E8M0, 16), (E4M3, 16); sfa and
     sfb of one type.  The PTX kind each pair really issues is :func:`block_scale_kind`."""
@@ -1257,7 +1258,8 @@ def block_scale_packed(a: DType | str, b: DType | str, sfa: DType | str, sfb: DT
 def block_scale_kind(a: DType | str, b: DType | str, sf: DType | str, vec_size: int
                      ) -> tuple[str, str, str]:
     """(kind, scale-vector qualifier, block qualifier) tcgen05 issues for a block-scaled
-    (A, B, scale type, vector size) -- ERRATA 4: vec 32 E8M0 FP8/FP6 -> mxf8f6f4 1X; vec 32
+    (A, B, scale type, vector size) -- docs/spec-deviations.md, "SM100 tcgen05": vec 32 E8M0 FP8/FP6
+    -> mxf8f6f4 1X; vec 32
     E8M0 FP4 -> mxf4 2X (MXFP4); vec 16 FP4 -> mxf4nvf4 4X (NVFP4, normally UE4M3)."""
     ta, tb, s = dtype(a), dtype(b), dtype(sf)
     if ta == tb == E2M1:

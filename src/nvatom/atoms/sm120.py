@@ -5,7 +5,7 @@ Source: PTX ISA "Warp Level Matrix Multiply-Accumulate Instructions: mma" (``.ki
 ``.block_scale``, ``.scale_vec_size``, ``.stype``), "Block Scaling for mma.sync" (Tables 35-37)
 and "mma.sp"; every form re-checked by ptxas 13.0 (tests/atoms/test_sm120_ptxas.py).
 
-The lattice, as ptxas has it (ERRATA 1d; docs/sm120.md):
+The lattice, as ptxas has it (docs/spec-deviations.md, "SM120"; docs/sm120.md):
 
 ====================  =====  ======  ========================  =================  ===========
 kind                  K      sparse  A/B types                 scale_vec, stype   vec_size
@@ -23,7 +23,7 @@ elements sit one per 8-bit container (A 4 registers, B 2/4); mxf4* pack two e2m1
 ptxas 13.0 rejects ``mxf4nvf4 .scale_vec::4X .ue8m0`` although PTX ISA Table 36 lists it.
 Targets: sm_120a, sm_120f, sm_121a, sm_121f (feature ``mma.block_scale`` / ``mma.f8f6f4``).
 
-**API for the IR (issue 8).**  :class:`MmaBsForm` is one ``SM120.mma_bs`` atom, a frozen
+**API for the IR (docs/ir.md).**  :class:`MmaBsForm` is one ``SM120.mma_bs`` atom, a frozen
 dataclass whose first nine fields are the specification's attributes, in its order:
 ``a_type, b_type, byte_id_a, byte_id_b, sf_type, shape_MNK, thread_id_a, thread_id_b,
 vec_size``.  Those nine fix the instruction: sparsity follows from (K, vec_size), and the only
@@ -52,7 +52,7 @@ Atom names (docs/atom-names.md)::
 
 e.g. ``SM120.mma_bs.m16n8k64.mxf4nvf4.4X.f32.e2m1.e2m1.f32.ue4m3``; the selector suffix is
 written only when a selector is not 0.  The uppercase ``SM`` is the specification's textual
-contract (seed 004) and is kept wherever the name is printed.
+contract (the specification's registry) and is kept wherever the name is printed.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ __all__ = [
     "verify_sm120_mma_bs",
 ]
 
-#: The specification's mnemonic, uppercase ``SM`` included (seed 004).
+#: The specification's mnemonic, uppercase ``SM`` included (the specification's registry).
 MMA_BS = "SM120.mma_bs"
 F8F6F4 = "sm120.mma"
 SPARSE_F8F6F4 = "sm120.sparse_mma"
@@ -428,7 +428,7 @@ class MmaBsForm(MnkShaped, MmaAtom, BlockScaleAtom):
         return max(self.min_ptx, target(t).min_ptx)
 
     def verify_instance(self, target_: Target | str, use: object) -> None:
-        """Seed 000's ``verify_sm120_block_scaled`` (see :func:`verify_mma_bs_use`)."""
+        """The specification's ``verify_sm120_block_scaled`` (see :func:`verify_mma_bs_use`)."""
         verify_mma_bs_use(self, target_, use)  # type: ignore[arg-type]
 
     def instruction(self, d: str, a: str, b: str, c: str, sfa: str, sfb: str,
@@ -544,7 +544,8 @@ def _f8f6f4_table() -> tuple[MmaForm, ...]:
         # Sparse with f16 accumulation stays SM120-only ("'mma with with F16 accumulator and
         # F8 floating point type' not supported on .target 'sm_100a'").
         fp8 = {a.name, b.name} <= {"e4m3", "e5m2"}
-        # FP8 with f16 accumulation needs 8.7 wherever it runs (as on sm_89, ERRATA 1a).
+        # FP8 with f16 accumulation needs 8.7 wherever it runs (as on sm_89; docs/spec-deviations.md
+        # "Register MMA").
         dense = ((8, 6) if acc == F32 else PTX, "mma.f8f6f4.fp8") if fp8 else \
             (PTX, "mma.f8f6f4")
         sparse = ((8, 6), "mma.f8f6f4.fp8") if fp8 and acc == F32 else (PTX, "mma.f8f6f4")
@@ -670,7 +671,7 @@ class MmaBsUse:
 
     Operands as in :class:`nvatom.atoms.verify.MmaUse`; ``scale_a`` / ``scale_b`` are the two
     scale-factor operands.  The remaining fields are SM100 ``tcgen05.mma`` options that the
-    SM120 contract excludes (seed 003: no CTA group, collector, weight-stationary mode,
+    SM120 contract excludes (the specification: no CTA group, collector, weight-stationary mode,
     scale-input accumulator or tensor-memory destination); any of them set is an error.
     """
 
@@ -701,10 +702,11 @@ class MmaBsUse:
 
 
 def verify_mma_bs_use(form: MmaBsForm, target_: Target | str, use: MmaBsUse) -> None:
-    """Seed 000's ``verify_sm120_block_scaled`` with the ISA's corrections, stopping at the
+    """The specification's ``verify_sm120_block_scaled`` with the ISA's corrections, stopping at the
     first failure: target and shape; no SM100-only option; A, B, D in registers; element
     types A, B, C, D (f32 accumulator only); two register scale operands of the form's
-    ``sf_type`` (ue8m0, or ue4m3 for 4X: ERRATA 1d); static layouts equal to the canonical
+    ``sf_type`` (ue8m0, or ue4m3 for 4X: docs/spec-deviations.md, "SM120"); static layouts equal to
+    the canonical
     ones (scale layouts included); sparse forms: metadata register and selector 0."""
 
     t = target(target_)

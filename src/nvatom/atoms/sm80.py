@@ -1,12 +1,12 @@
 """SM80 (Ampere) register MMA: dense ``sm80.mma`` and structured-sparse ``sm80.sparse_mma``.
 
 Dense: f16 (f16 or f32 accumulation; m16n8k16, and m16n8k8 -- the SM75 instruction, which
-seed 000's synthesizer lists "at SM80 and above"), bf16 and tf32 (f32), f64 m8n8k4, s8/u8 and
+the spec's synthesizer lists "at SM80 and above"), bf16 and tf32 (f32), f64 m8n8k4, s8/u8 and
 s4/u4 in every signedness pair with optional ``.satfinite``, b1 with ``.xor.popc`` / ``.and.popc``
 (``.and`` needs PTX 7.1), and the f64 m16n8k{4,8,16} shapes that ptxas gates to sm_90.
 Sparse: ``mma.sp`` (7.1) and ``mma.sp::ordered_metadata`` (8.5), A compressed 2:4 (1:2 for
 tf32), a ``.b32`` metadata register and a sparsity-selector immediate whose legal range
-ptxas enforces per shape: ERRATA 1a's 0-3 for m16n8k32 f16/bf16 is 0-1 (ptxas 13.0:
+ptxas enforces per shape: the specification's 0-3 for m16n8k32 f16/bf16 is 0-1 (ptxas 13.0:
 "value '2' out of range, expected to be in range [0..1]" for f16.f16 and bf16; it lets
 f32.f16.f16.f32 through up to 3, but the PTX ISA defines 0-1 there too).
 """
@@ -33,7 +33,7 @@ def _dense(m, n, k, d, a, b, c, ptx=(7, 0), feat="mma.sm80", **kw) -> MmaForm:  
 
 DENSE: tuple[MmaForm, ...] = (
     *(_dense(16, 8, 16, d, F16, F16, c) for d, c in _F16_ACC),
-    # The SM75 m16n8k8 f16 instruction is an sm80.mma atom too: seed 000's synthesizer arm 6
+    # The SM75 m16n8k8 f16 instruction is an sm80.mma atom too: the spec's synthesizer arm 6
     # applies "at SM80 and above" (same PTX as sm75.mma.m16n8k8.*; sm_80 needs .version 7.0).
     *(_dense(16, 8, 8, d, F16, F16, c) for d, c in _F16_ACC),
     *(_dense(16, 8, k, F32, BF16, BF16, F32) for k in (8, 16)),

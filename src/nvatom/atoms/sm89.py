@@ -1,7 +1,8 @@
 """SM89 (Ada) register MMA: FP8 inputs (``sm89.mma``) and sparse FP8 (``sm89.sparse_mma``).
 
 All four e4m3/e5m2 pairs.  m16n8k32 with f32 accumulation needs PTX 8.4; f16 accumulation
-and the m16n8k16 shape need 8.7 (ERRATA 1a: the specification's "no f16 accumulator, K = 32
+and the m16n8k16 shape need 8.7 (docs/spec-deviations.md "Register MMA": the spec's "no f16
+accumulator, K = 32
 only" is wrong).  Sparse m16n8k64 takes f32 accumulation only on sm_89 and a selector of 0.
 """
 

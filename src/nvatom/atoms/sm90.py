@@ -6,7 +6,7 @@ always read through a 64-bit shared-memory descriptor; A either through a descri
 N/2 per thread for 32-bit accumulators, N/4 ``.b32`` (``f16x2``) for f16.  The scale-d
 predicate chooses D = A*B + D or D = A*B.
 
-The lattice (ERRATA 1b and 6, every form re-checked by ptxas in
+The lattice (docs/spec-deviations.md, "SM90 WGMMA"; every form re-checked by ptxas in
 tests/atoms/test_wgmma_ptxas.py): M = 64 only, K = 256 / element bits; f16, bf16, tf32 and
 FP8 take N = 8..256 step 8; s8/u8 and b1 take N = 8, 16, 24, then 32..256 step 16; no 4-bit
 integers.  Immediates: f16/bf16 take scale-a, scale-b, trans-a (``ss`` only), trans-b; tf32
@@ -45,7 +45,7 @@ __all__ = [
     "wgmma_form",
 ]
 
-# Seed 000 "GMMA K" verifier diagnostics, byte for byte (to move into nvatom.diagnostics).
+# The specification's "GMMA K" verifier diagnostics, byte for byte.
 # The specification's WGMMA pair diagnostics live in the catalogue (nvatom.diagnostics).
 WGMMA_INT8_TYPES = D.WGMMA_INT8_TYPES
 WGMMA_INT4_TYPES = D.WGMMA_INT4_TYPES
@@ -129,7 +129,7 @@ class WgmmaForm(MnkShaped, MmaAtom, SmemDescriptorAtom):
 
     @property
     def family(self) -> str:
-        """f16, bf16, tf32, fp8, int8 or b1: the rows of ERRATA 6."""
+        """f16, bf16, tf32, fp8, int8 or b1: the rows of docs/spec-deviations.md, "SM90 WGMMA"."""
         if self.a in FP8:
             return "fp8"
         if self.a in INT8:
@@ -218,10 +218,11 @@ def _fail(msg: str) -> None:
 
 
 def _pair_diagnostic(a: DType, b: DType, d: DType) -> str | None:
-    """Seed 000's dedicated diagnostic for an unsupported (A, B, D) combination, if any."""
+    """The specification's dedicated diagnostic for an unsupported (A, B, D) combination, if any."""
     ab = (a, b)
     if any(t in INT4 for t in ab):
-        return WGMMA_INT4_TYPES  # WGMMA has no 4-bit integers (ERRATA 6)
+        # WGMMA has no 4-bit integers (docs/spec-deviations.md, "SM90 WGMMA")
+        return WGMMA_INT4_TYPES
     if any(t in INT8 for t in ab) and (not all(t in INT8 for t in ab) or d != S32):
         return WGMMA_INT8_TYPES
     if B1 in ab and (ab != (B1, B1) or d != S32):

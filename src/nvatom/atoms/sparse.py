@@ -226,7 +226,7 @@ class MetadataLayout:
         return f"{self.layout} on lanes {self.first_lane} + {self.thr_id}"
 
     def equivalent(self, other: object) -> bool:
-        """The verifier's slot-3 predicate (seed 000 ``layouts_equivalent``): a
+        """The verifier's slot-3 predicate (the specification's ``layouts_equivalent``): a
         :class:`MetadataLayout` must read the same lanes (``first_lane`` and ``thr_id``) and
         put the same nibble in each (``layout``); a bare :class:`Layout` is compared with the
         (contributor, nibble) layout alone."""

@@ -1,15 +1,16 @@
-"""The specification's SM80/SM89 reference-layout synthesizer (seed 000), corrected.
+"""The specification's SM80/SM89 reference-layout synthesizer, corrected.
 
-Seed 000 keys the canonical layouts of the register MMAs on a 5-tuple ``(K, M, sparse, fp8,
+The specification keys the canonical layouts of the register MMAs on a 5-tuple ``(K, M, sparse, fp8,
 trans_a)`` with seven arms, and returns three layout slots (A, B, C) -- four for the sparse
 arms, slot 3 being the metadata layout -- plus the per-thread element count.  nvatom keeps the
 key and the result shape but answers from the atom tables, so the synthesizer and the
 verifier read one source of truth:
 
-* each arm names a real PTX form (ERRATA 1a: arms 3-5 spell the types wrongly in the seed);
+* each arm names a real PTX form (arms 3-5 spell the types wrongly in the spec;
+docs/spec-deviations.md "Register MMA");
 * arm 1 (``trans_a``: ``m16n8k16.row.row``) does not exist -- ptxas: "Illegal blayout '.row'"
   -- and is rejected with a message saying to transpose through ``ldmatrix ... .trans``;
-* the seed's stride triples (``{128, 256, 1024}``, metadata ``0x200000 ...``) are not
+* the specification's stride triples (``{128, 256, 1024}``, metadata ``0x200000 ...``) are not
   hardware facts and are not reproduced: the slots are the atoms' (thread, value) layouts.
 """
 
@@ -38,7 +39,7 @@ ARMS: dict[tuple[int, int, bool, bool, bool], str | None] = {
 @dataclasses.dataclass(frozen=True)
 class MmaLayoutResult:
     slots: tuple[object, ...]  # A, B, C layouts (+ metadata layout for sparse arms)
-    elements_per_thread: int  # of operand A, as the seed's table counts
+    elements_per_thread: int  # of operand A, as the specification's table counts
     form: str
 
     @property

@@ -12,7 +12,7 @@ replicated across N warps, B across M warps, C across K warps), and the repetiti
 appended to the value mode.  :meth:`TiledMma.partition` then slices a thread's values out of
 any tensor layout of the tile (or of a larger tensor, tile by tile).
 
-:func:`check_gemm_operands` applies the specification's builder diagnostics (seed 004):
+:func:`check_gemm_operands` applies the spec's builder diagnostics (the spec's registry):
 composed layouts are rejected, A/B and C/D ranks must agree, and C's rank must fit A's
 (CuTe's gemm dispatch: (V)x(V)=>(V) or (M)x(N)=>(M,N); (M,K)x(N,K)=>(M,N) or
 (V,M)x(V,N)=>(V,M,N); (V,M,K)x(V,N,K)=>(V,M,N)).

@@ -1,7 +1,9 @@
-"""TMA atoms (seed 001): mode enums, the partition result record, the partition verifier.
+"""TMA atoms (the spec's TMA chapter): mode enums, the partition result record, the partition
+verifier.
 
 The spec's three mode enums are kept with their names and values as the textual contract;
-each member maps to the real PTX qualifier (ERRATA 1e).  Where the spec's name is not a real
+each member maps to the real PTX qualifier (docs/spec-deviations.md, "TMA lowering").  Where the
+spec's name is not a real
 PTX mode it says so:
 
 * load ``TWO_CTA`` is ``.tile`` plus the ``.cta_group::2`` qualifier (sm_100a), not a mode;
@@ -19,7 +21,7 @@ hold dynamic integers (names) and scaled-basis elements (:class:`E`), which the 
 algebra cannot hold.  The CTA V-map maps tile coordinates onto GMEM modes through scaled
 bases, as CuTe's ``make_tma_copy`` builds it.
 
-Besides the verifier (issue 6, docs/tma.md):
+Besides the verifier (docs/tma.md):
 
 * :data:`TMA_INSTRS`, the tensor-copy forms of ``cp.async.bulk.tensor`` /
   ``cp.reduce.async.bulk.tensor`` (direction x mode: ranks, coordinate and im2col-offset
@@ -54,7 +56,7 @@ from nvatom.layout import ComposedLayout, Layout
 from nvatom.layout.swizzle import Swizzle
 from nvatom.tables.swizzles import SMEM_SWIZZLES, smem_swizzle_of
 
-# -- the partition verifier's diagnostics (seed 001), byte for byte; values follow the
+# -- the partition verifier's diagnostics (the spec's TMA chapter), byte for byte; values follow the
 #    "got " prefixes, joined as "A, B, and C"
 # The diagnostics live in the catalogue (nvatom.diagnostics).
 TMA_INVALID_OPERAND_TYPES = D.TMA_INVALID_OPERAND_TYPES
@@ -157,7 +159,7 @@ _STORE_PTX: dict[TmaStoreMode, tuple[str, ...] | None] = {
     TmaStoreMode.TMA_STORE_IM2COL_W: None,
     TmaStoreMode.TMA_STORE_IM2COL_W128: None,
 }
-#: the real PTX modes that no spec enum value names (ERRATA 1e)
+#: the real PTX modes that no spec enum value names (docs/spec-deviations.md, "TMA lowering")
 UNNAMED_LOAD_MODES = (".tile::gather4", ".im2col")
 UNNAMED_STORE_MODES = (".tile::scatter4",)
 
@@ -177,7 +179,7 @@ def ptx_qualifiers(mode: TmaLoadMode | TmaStoreMode | TmaReduceKind) -> tuple[st
 
 
 class TmaFlags(enum.IntFlag):
-    """The 16-bit flags word (seed 001); bit positions are a software contract."""
+    """The 16-bit flags word (the spec's TMA chapter); bit positions are a software contract."""
 
     MULTICAST = 1 << 0
     IM2COL = 1 << 1
@@ -305,14 +307,14 @@ def _size(x: Any) -> int:
 # -- the swizzles the TMA unit can write: Sw<B,4,3>, B = 0 (none), 1 (32B), 2 (64B), 3 (128B)
 #: Swizzle bits B -> the span in bytes (None: no swizzle), read off the one swizzle table.
 SWIZZLE_BYTES: dict[int, int | None] = {s.swizzle.bits: s.nbytes or None for s in SMEM_SWIZZLES}
-# the result record's swizzle_mode (seed 001): 0 none, 2 128B, 3 32B/64B
+# the result record's swizzle_mode (the specification's TMA chapter): 0 none, 2 128B, 3 32B/64B
 _SWIZZLE_FIELD = {0: 0, 1: 3, 2: 3, 3: 2}
 # element widths a tensor map can carry (8/16/32/64; 4 and 6 in sm_100's packed types)
 _ELEMENT_BITS = (4, 6, 8, 16, 32, 64)
 _MAX_BOX = 256
 #: a CTA mask is 16 bits: at most 16 CTAs (a non-portable cluster size) receive a multicast
 MAX_MULTICAST = 16
-# seed 001's step-11 pairing: modes 0 and 2 are "non-multicast", 1 and 3 multicast
+# the specification's step-11 pairing: modes 0 and 2 are "non-multicast", 1 and 3 multicast
 _NON_MULTICAST_LOAD = (TmaLoadMode.TMA_LOAD_NO_MULTICAST, TmaLoadMode.TMA_LOAD_W_MULTICAST)
 
 
@@ -340,7 +342,7 @@ class TmaAtomBody:
 
 @dataclass(frozen=True)
 class TmaPartitionResult:
-    """Seed 001's 24-byte record, one per partitioned tile (fields at +0x00 … +0x10)."""
+    """The specification's 24-byte record, one per partitioned tile (fields at +0x00 … +0x10)."""
 
     tma_tensor_type: TmaTensorType  # +0x00
     tile_element_count: int  # +0x08, uint32: size(smem) * num_multicast
@@ -379,7 +381,7 @@ def verify_tma_partition(
     sparse: bool = False,
     s2t_descriptor: bool = False,
 ) -> TmaPartitionResult:
-    """Seed 001's eleven-step partition verifier, in the spec's order.
+    """The specification's eleven-step partition verifier, in the spec's order.
 
     Raises :class:`AtomVerificationError` with the step's diagnostic; ``TypeError`` when
     ``mode`` is not of ``kind``'s enum (a caller bug, not a verifier outcome).
@@ -451,7 +453,7 @@ def verify_tma_partition(
             or (kind is TmaKind.STORE and _STORE_PTX[mode] is None)):  # type: ignore[index]
         raise _fail(TMA_TENSOR_TYPE)
     ty = TmaTensorType(kind, mode, element_bits, box)
-    # 11. multicast count (load only).  Settled in issue 6 against ptxas and the GPU
+    # 11. multicast count (load only).  Settled against ptxas and the GPU
     # (docs/spec-deviations.md, "TMA step 11"): multicast is the `.multicast::cluster`
     # modifier, orthogonal to the load mode, and a `.tile` load multicast to clusters of 2 and
     # 4 delivers the tile to every CTA (tests/gpu/test_tma_gpu.py).  So modes 0 and 2 keep
@@ -491,7 +493,8 @@ def verify_tma_partition(
 # =========================================================================== instruction table
 @dataclass(frozen=True)
 class TmaInstr:
-    """One PTX tensor-copy form: direction x mode (ERRATA 1e; assembled in
+    """One PTX tensor-copy form: direction x mode (docs/spec-deviations.md, "TMA lowering";
+    assembled in
     tests/ptx/test_tma_emit.py on every target of its feature, rejected elsewhere).
 
     ``ranks`` are the legal ``.Nd``; ``coords`` the number of 32-bit coordinates for a rank
@@ -616,7 +619,7 @@ TENSORMAP_SPACES = ("param", "const", "global")
 
 @dataclass(frozen=True)
 class TmaCopyUse:
-    """What the surrounding code feeds an executable TMA atom (seed 001 ``lower_tma_load`` /
+    """What the surrounding code feeds an executable TMA atom (the spec's ``lower_tma_load`` /
     ``lower_tma_store``): the memory spaces of source and destination (the tensor map's side
     is ``gmem``) and the number of tensor coordinates (``None``: not checked)."""
 
@@ -660,7 +663,7 @@ class NonExecTmaAtom(TmaAtom):
     """A partition-verified TMA atom (``atom.non_exec_tiled_tma_*``), not yet bound to an
     mbarrier or a cache mode: the verifier's result plus what lowering needs.
 
-    Registry interfaces (seed 004): ``TmaAtom`` only -- it is no copy atom until
+    Registry interfaces (the specification's registry): ``TmaAtom`` only -- it is no copy atom until
     ``atom.make_exec_tma`` binds it, so the interface dispatcher does not verify it.
     """
 
@@ -724,7 +727,7 @@ class NonExecTmaAtom(TmaAtom):
         return all(feature(f).available_on(tt) for f in self.features)
 
     def contract(self) -> Any:
-        """Seed 004's ``CopyAtomContract`` of the transfer: descriptor-driven, asynchronous;
+        """The spec's ``CopyAtomContract`` of the transfer: descriptor-driven, asynchronous;
         loads prefetch (``atom.tma_load`` is the registry's PrefetchAtom).  ``value_bits`` is
         what the one issuing thread moves: the whole box."""
         src, dst = _SPACES[self.kind]
@@ -787,11 +790,11 @@ class MBarrier:
 class ExecTmaAtom(CopyAtom, TmaAtom, AsyncCopyAtom):
     """``atom.make_exec_tma``'s result: a non-exec atom bound to runtime state.
 
-    ``atom.tma_store`` / ``atom.tma_reduce`` (seed 004: CopyAtom, TmaAtom, AsyncCopyAtom);
+    ``atom.tma_store`` / ``atom.tma_reduce`` (the specification: CopyAtom, TmaAtom, AsyncCopyAtom);
     loads are :class:`ExecTmaLoadAtom`, which adds PrefetchAtom.  :meth:`verify_instance`
     checks a :class:`TmaCopyUse` (our wording; the specification has no strings for these):
     the registry record and the mode's features on the target, the memory spaces
-    (``gmem -> smem`` for a load, ``smem -> gmem`` otherwise: seed 001 ``lower_tma_*``
+    (``gmem -> smem`` for a load, ``smem -> gmem`` otherwise: the specification's ``lower_tma_*``
     require the shared-memory side), and the coordinate count (the descriptor's rank).
     """
 
@@ -836,7 +839,7 @@ class ExecTmaAtom(CopyAtom, TmaAtom, AsyncCopyAtom):
 
 @dataclass(frozen=True)
 class ExecTmaLoadAtom(ExecTmaAtom, PrefetchAtom):
-    """``atom.tma_load``: also a PrefetchAtom (seed 004: "the SM90+ TMA load atom is the only
+    """``atom.tma_load``: also a PrefetchAtom (the spec: "the SM90+ TMA load atom is the only
     positive hit"): :meth:`verify_prefetch` checks a :class:`TmaPrefetchUse`."""
 
     def verify_prefetch(self, target_: Any, use: Any) -> None:
@@ -845,7 +848,8 @@ class ExecTmaLoadAtom(ExecTmaAtom, PrefetchAtom):
 
 @dataclass(frozen=True)
 class PrefetchTmaDesc(PrefetchAtom):
-    """``prefetch_tma_desc`` (seed 001): bring a tensor map into the descriptor cache before a
+    """``prefetch_tma_desc`` (the spec's TMA chapter): bring a tensor map into the descriptor cache
+    before a
     transfer (``prefetch[.param|.const].tensormap``; PTX ISA "prefetch")."""
 
     mnemonic = "prefetch_tma_desc"
@@ -907,7 +911,8 @@ class TmaUpdateKind(enum.Enum):
     STRIDE = "global_stride"
 
 
-#: every field ``tensormap.replace`` can write (ERRATA 1e); only the first three are
+# every field ``tensormap.replace`` can write (docs/spec-deviations.md, "TMA lowering"); only the
+# first three are
 #: device-mutable in the spec's contract, which nvatom keeps.
 TENSORMAP_FIELDS = ("global_address", "global_dim", "global_stride", "rank", "box_dim",
                     "element_stride", "elemtype", "interleave_layout", "swizzle_mode",

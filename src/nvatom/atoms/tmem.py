@@ -9,7 +9,8 @@ from 32 to 512 (``tcgen05.alloc``, written to shared memory), freed with ``tcgen
 the 32-lane quarter ``32 * (warp_id % 4)`` of TMEM.
 
 ``tcgen05.ld/st.sync.aligned.<shape>.x<N>[.pack::16b|.unpack::16b].b32`` (PTX ISA "tcgen05.ld",
-"Matrix fragments for tcgen05.ld/st"; ERRATA 1c): one warp moves, per repetition, a
+"Matrix fragments for tcgen05.ld/st"; docs/spec-deviations.md, "SM100 tcgen05"): one warp moves, per
+repetition, a
 ``lanes x bits`` block: 32x32b, 16x64b, 16x128b, 16x256b, or two 16x32b halves
 (``16x32bx2``) ``immHalfSplitoff`` columns apart.  N = 1..128 with at most 128 registers per
 thread.  ``.pack::16b`` packs the 16-bit values of two adjacent columns into one register
@@ -28,7 +29,8 @@ through a matrix descriptor) into TMEM: shapes 128x256b, 4x256b, 128x128b,
 ``.b8x16.b4x16_p64`` (6/4-bit values padded in shared memory, unpacked to 8 bits).
 
 The specification's ``atom.tmem_to_smem_copy`` and ``tcgen05.cp.async`` tmem->tmem atoms do
-not exist in the ISA (ptxas: ``Arguments mismatch for instruction 'tcgen05.cp'``; ERRATA 1c):
+not exist in the ISA (ptxas: ``Arguments mismatch for instruction 'tcgen05.cp'``;
+docs/spec-deviations.md, "SM100 tcgen05"):
 :func:`tmem_to_smem_path` names the real path, ``tcgen05.ld`` then ``st.shared``.
 """
 
@@ -375,7 +377,8 @@ def tmem_to_smem_path() -> tuple[str, str, str]:
 
 
 def spec_only_atom(name: str) -> None:
-    """Raise for the specification's copy atoms the ISA does not have (ERRATA 1c)."""
+    """Raise for the spec's copy atoms the ISA does not have (docs/spec-deviations.md, "SM100
+    tcgen05")."""
     why = _SPEC_ONLY.get(name)
     if why is None:
         raise TmemError(f"'{name}' is not a TMEM copy atom")

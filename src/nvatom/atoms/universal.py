@@ -1,6 +1,7 @@
 """``atom.universal_fma``: the all-tier scalar MMA atom (D = A * B + C, one thread, one value).
 
-Its contract (seed 004): A, B and D in registers, and all MMA operands of one element type.
+Its contract (the spec's registry): A, B and D in registers, and all MMA operands of one element
+type.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A *use* (:class:`MmaUse`) says what the surrounding code feeds an atom: each ope
 type, residency and (thread, value) layout, plus metadata and selector for sparse forms.
 :func:`verify_register_mma` checks, in this order, and stops at the first failure:
 
-1. the target has the atom (tier and feature; seed 004 "target verification rejects atoms
+1. the target has the atom (tier and feature; the specification: "target verification rejects atoms
    whose tier exceeds the selected target");
 2. the shape, when the use states one;
 3. no composed (swizzled) layouts ("doesn't support composed layout for A/B/D, ...");
@@ -15,8 +15,8 @@ type, residency and (thread, value) layout, plus metadata and selector for spars
 7. each layout is equivalent to the atom's canonical one ("expects Mma atom layout of ...",
    compared with ``layouts_equivalent``);
 8. sparse forms: a metadata operand in one 32-bit register, a selector in the legal range,
-   and the metadata operand's layout equivalent to slot 3 of the synthesized layouts (seed 000
-   ``verify_sm80_mma``: ``layouts_equivalent(use.sparse_metadata.layout,
+   and the metadata operand's layout equivalent to slot 3 of the synthesized layouts (the
+   specification's ``verify_sm80_mma``: ``layouts_equivalent(use.sparse_metadata.layout,
    expected.slots[3])``), i.e. :meth:`~nvatom.atoms.mma.SparseMmaForm.metadata_layout` for
    the use's selector; a wrong one fails with "expects Mma atom layout of <slot 3> for
    operand E (metadata), but got <layout>".

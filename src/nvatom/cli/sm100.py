@@ -20,6 +20,7 @@ import itertools
 import json
 from collections import defaultdict
 
+from nvatom import layout as L
 from nvatom.cli.common import print_kernel, ver
 from nvatom.errors import NvatomError
 
@@ -254,8 +255,6 @@ def cmd_desc(args: argparse.Namespace) -> int:
             return 0
         if not args.layout:
             raise NvatomError("desc umma encode needs --layout")
-        from nvatom import layout as L
-
         lay = L.parse_layout(args.layout)
         d = umma.make_umma_desc(lay, args.element_bits, args.major, _int(args.start, "0x400"))
         print(d)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from nvatom import __version__
+from nvatom import layout as L
 from nvatom.cli import sm100, tma
 from nvatom.cli.common import (
     INT64_MAX,
@@ -92,8 +93,6 @@ _LAYOUT_FLAGS = {
 
 
 def _apply_layout_op(layout, op: str, arg: str | None):  # type: ignore[no-untyped-def]
-    import nvatom.layout as L
-
     if op in ("complement", "upcast", "downcast"):
         n = parse_int(f"--{op}", arg, 1, INT64_MAX)  # type: ignore[arg-type]
         return getattr(L, op)(layout, n)
@@ -106,8 +105,6 @@ def _apply_layout_op(layout, op: str, arg: str | None):  # type: ignore[no-untyp
 
 def _note_inexact(a, b, result) -> None:  # type: ignore[no-untyped-def]
     """CuTe pads a mode whose stride does not divide it: say so when the result is not A o B."""
-    import nvatom.layout as L
-
     n = L.size(b)
     for i in range(min(n, 4096)):
         if result(i) != a(b(i)):
@@ -117,8 +114,6 @@ def _note_inexact(a, b, result) -> None:  # type: ignore[no-untyped-def]
 
 
 def _cmd_layout(args: argparse.Namespace) -> int:
-    import nvatom.layout as L
-
     layout = L.parse_layout(args.layout)
     print(f"layout        {layout}")
     for op, arg in getattr(args, "ops", None) or []:
@@ -213,7 +208,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_banks(args: argparse.Namespace) -> int:
-    from nvatom import layout as L
     from nvatom.atoms.smem import banks_report
 
     # banks walks every element: bound the layout by what shared memory can hold first
@@ -230,7 +224,6 @@ def _cmd_banks(args: argparse.Namespace) -> int:
 
 
 def _cmd_desc(args: argparse.Namespace) -> int:
-    from nvatom import layout as L
     from nvatom.descriptors import wgmma
 
     if args.kind == "tma":  # TMA tensor maps: nvatom.cli.tma

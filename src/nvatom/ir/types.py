@@ -4,19 +4,21 @@ Every type is a text-bodied type (:func:`nvatom.ir.xdsl_adapter.define_text_type
 decoder of the atom layer checks and canonicalises, so a malformed type is a parse error that
 points at its parameters, and a type prints exactly as the atom layer's diagnostics quote it.
 
-The atom types are *generated from the atom tables* (data, not code): :data:`ATOM_FAMILIES`
-lists, per registry mnemonic (``nvatom.atoms.registry.ATOMS``), the table its atoms come from.
-Each family is one parametrized type ``!cute_nvgpu.<mnemonic><body>`` where the body is the
-atom's name in the table without the mnemonic (``<`` and ``>`` of copy-atom names dropped)::
+The atom types are *generated from the atom registry* (data, not code): :data:`ATOM_FAMILIES`
+has one row per dialect mnemonic of every family of ``nvatom.atoms.registry.FAMILIES`` (the
+mnemonics whose ``nvatom.atoms.registry.ATOMS`` record has a cute_nvgpu spelling), with the
+family's table, or its resolver where the family parses names.  Each row is one parametrized
+type ``!cute_nvgpu.<mnemonic><body>`` where the body is the atom's name in the table without
+the mnemonic (``<`` and ``>`` of copy-atom names dropped)::
 
     sm80.mma.m16n8k16.f32.bf16.bf16.f32   ->  !cute_nvgpu.sm80.mma<m16n8k16.f32.bf16.bf16.f32>
     sm90.mma.m64n128k16.ss.f32.f16.f16    ->  !cute_nvgpu.sm90.mma<m64n128k16.ss.f32.f16.f16>
     atom.ldsm<m8n8.x4.trans>              ->  !cute_nvgpu.atom.ldsm<m8n8.x4.trans>
 
-A new atom family plugs in with one row of :data:`ATOM_FAMILIES`: its table and the function
-that resolves a name.  Source: seed 004 ("Atom TypeID Registry"), seed 000 (operand contract
-by tier: register fragments, ``!cute_nvgpu.smem_desc_view``), seed 001 (TMA descriptor and atom
-types, the mode enums).
+A new atom family registered in nvatom.atoms.registry is a type here with no change to this
+module.  Source: the specification's "Atom TypeID Registry", its operand contract by tier
+(register fragments, ``!cute_nvgpu.smem_desc_view``) and its TMA descriptor and atom types and
+mode enums; where nvatom departs from them, docs/spec-deviations.md, "cute_nvgpu textual IR".
 """
 
 from __future__ import annotations
@@ -295,7 +297,7 @@ def _enum_decoder(values: dict[str, Any]) -> Callable[[str], str]:
     return decode
 
 
-#: spellings of seed 001's mode enums (the load enum's mode 0 is the worked example's "tiled")
+#: spellings of the spec's mode enums (the load enum's mode 0 is the worked example's "tiled")
 LOAD_MODES = {"tiled": T.TmaLoadMode.TMA_LOAD_NO_MULTICAST,
               "two_cta": T.TmaLoadMode.TMA_LOAD_TWO_CTA,
               "w_multicast": T.TmaLoadMode.TMA_LOAD_W_MULTICAST,
