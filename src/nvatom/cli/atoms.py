@@ -25,11 +25,11 @@ from typing import NamedTuple
 
 from nvatom.cli import sm100, sm120
 from nvatom.cli.common import (
+    atom_on_target,
     bounded_int,
     print_inline_asm,
     print_kernel,
     print_snippet,
-    require_available,
     show_fragment,
     show_warp_fragment,
     ver,
@@ -300,13 +300,10 @@ def _cmd_frag(args: argparse.Namespace) -> int:
 
 
 def _copy_emit(args: argparse.Namespace) -> int:
-    from nvatom.arch import target
     from nvatom.atoms.copy import copy_atom
     from nvatom.ptx import copy_emit
 
-    atom = copy_atom(args.atom)
-    t = target(args.target)
-    require_available(atom, t)
+    atom, t = atom_on_target(args, copy_atom)
     if args.kernel:
         module, _ = copy_emit.build_copy_test_module([atom], t)
         print_kernel(module.emit(), args, t)
@@ -319,13 +316,10 @@ def _copy_emit(args: argparse.Namespace) -> int:
 
 
 def _wgmma_emit(args: argparse.Namespace) -> int:
-    from nvatom.arch import target
     from nvatom.atoms.sm90 import wgmma_form
     from nvatom.ptx import wgmma_emit
 
-    form = wgmma_form(args.atom)
-    t = target(args.target)
-    require_available(form, t)
+    form, t = atom_on_target(args, wgmma_form)
     if args.asm_template:
         asm = wgmma_emit.inline_asm(form)
         print(f"// {form.name}: {asm.outputs} read-write accumulators, {asm.inputs} inputs")
@@ -345,14 +339,11 @@ def _wgmma_emit(args: argparse.Namespace) -> int:
 
 def register_emit(args: argparse.Namespace) -> int:
     """``emit`` of a register MMA form (also the unscaled ``sm120.mma`` forms)."""
-    from nvatom.arch import target
     from nvatom.atoms.registry import mma_form
     from nvatom.ptx import mma_emit
     from nvatom.ptx.builder import Kernel
 
-    form = mma_form(args.atom)
-    t = target(args.target)
-    require_available(form, t)
+    form, t = atom_on_target(args, mma_form)
     if args.asm_template:
         names = [f"d[{i}]" for i in range(form.registers("D"))]
         for op in "ABC":

@@ -5,6 +5,7 @@ templates and kernels that every atom family's ``frag`` / ``emit`` uses."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,22 @@ def require_available(atom: Any, t: Any) -> None:
         f = feature(atom.feature)
         raise NvatomError(f"{atom.name} is not available on {t.name} "
                           f"(needs {f.description}: {f.rule})")
+
+
+def atom_on_target(args: argparse.Namespace, resolve: Callable[[str], Any],
+                   unavailable: Callable[[Any, Any], str] | None = None) -> tuple[Any, Any]:
+    """``emit``'s atom (``args.atom`` through the family's resolver) and target
+    (``args.target``), or one line when the atom does not exist there: ``unavailable``'s
+    message, by default :func:`require_available`'s."""
+    from nvatom.arch import target
+
+    atom = resolve(args.atom)
+    t = target(args.target)
+    if unavailable is None:
+        require_available(atom, t)
+    elif not atom.available_on(t):
+        raise NvatomError(unavailable(atom, t))
+    return atom, t
 
 
 def operand_dims(form: Any, op: str) -> tuple[int, int]:

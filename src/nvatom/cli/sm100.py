@@ -21,7 +21,7 @@ import json
 from collections import defaultdict
 
 from nvatom import layout as L
-from nvatom.cli.common import print_kernel, ver
+from nvatom.cli.common import atom_on_target, print_kernel, ver
 from nvatom.errors import NvatomError
 
 __all__ = ["DESC_KINDS", "add_atoms_options", "add_desc_arguments", "cmd_atoms", "cmd_desc",
@@ -204,13 +204,10 @@ def cmd_frag(args: argparse.Namespace) -> int:
 
 def cmd_tmem_emit(args: argparse.Namespace) -> int:
     """``emit`` of a TMEM copy atom: its instruction."""
-    from nvatom.arch import target
     from nvatom.atoms.tmem import S2tCopyAtom, tmem_atom
 
-    t = target(args.target)
-    atom = tmem_atom(args.atom)
-    if not atom.available_on(t):
-        raise NvatomError(f"{atom.name} is not available on {t.name} (needs tcgen05)")
+    atom, _ = atom_on_target(args, tmem_atom,
+                             lambda a, t: f"{a.name} is not available on {t.name} (needs tcgen05)")
     if isinstance(atom, S2tCopyAtom):
         print(atom.instruction("%r_taddr", "%rd_sdesc"))
     else:
@@ -219,13 +216,10 @@ def cmd_tmem_emit(args: argparse.Namespace) -> int:
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
-    from nvatom.arch import target
     from nvatom.atoms.sm100 import umma_atom
 
-    t = target(args.target)
-    a = umma_atom(args.atom)
-    if not a.available_on(t):
-        raise NvatomError(f"atom '{a.name}' is not available on {t.name}")
+    a, t = atom_on_target(args, umma_atom,
+                          lambda a, t: f"atom '{a.name}' is not available on {t.name}")
     if args.kernel:
         from nvatom.kernels.gemm_sm100 import build_gemm_sm100_module, gemm_sm100_plan
 

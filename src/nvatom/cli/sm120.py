@@ -17,10 +17,10 @@ import argparse
 import json
 
 from nvatom.cli.common import (
+    atom_on_target,
     print_inline_asm,
     print_kernel,
     print_snippet,
-    require_available,
     show_fragment,
     show_warp_fragment,
     ver,
@@ -107,14 +107,11 @@ def cmd_frag(args: argparse.Namespace) -> int:
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
-    from nvatom.arch import target
     from nvatom.atoms import sm120
     from nvatom.ptx import sm120_emit
     from nvatom.ptx.builder import Kernel
 
-    form = sm120.mma_bs_form(args.atom)
-    t = target(args.target)
-    require_available(form, t)
+    form, t = atom_on_target(args, sm120.mma_bs_form)
     if args.selector not in (None, *form.selectors):
         raise NvatomError(f"{form.name}: sparsity selector {args.selector} is not legal "
                           f"(ptxas accepts {list(form.selectors) or 'none: dense'})")
