@@ -29,7 +29,7 @@ from nvatom.dtypes import DType
 from nvatom.errors import NvatomError
 from nvatom.layout import Layout, size
 
-__all__ = ["MmaForm", "MmaFormError", "MnkShaped", "SparseMmaForm"]
+__all__ = ["FeatureGated", "MmaForm", "MmaFormError", "MnkShaped", "SparseMmaForm"]
 
 
 class MmaFormError(NvatomError):
@@ -57,8 +57,22 @@ class MnkShaped:
         return f"m{self.m}n{self.n}k{self.k}"  # type: ignore[attr-defined]
 
 
+class FeatureGated:
+    """Target availability of a form gated by one :mod:`nvatom.arch` feature, shared by the
+    MMA form records (register MMA, SM120, WGMMA); subclasses provide ``feature`` and
+    ``min_ptx``."""
+
+    def available_on(self, t: Target | str) -> bool:
+        return feature(self.feature).available_on(target(t))  # type: ignore[attr-defined]
+
+    def ptx_version_for(self, t: Target | str) -> PtxVersion:
+        """The PTX ISA version to write: the form's minimum or the target's, whichever is
+        newer."""
+        return max(self.min_ptx, target(t).min_ptx)  # type: ignore[attr-defined]
+
+
 @dataclasses.dataclass(frozen=True)
-class MmaForm(MnkShaped, MmaAtom):
+class MmaForm(MnkShaped, FeatureGated, MmaAtom):
     """One mma.sync instruction form (sparse forms are :class:`SparseMmaForm`)."""
 
     mnemonic: str  # atom family: "sm70.mma", "sm75.mma", "sm80.mma", "sm80.sparse_mma", ...
@@ -159,13 +173,7 @@ class MmaForm(MnkShaped, MmaAtom):
             return t.name
         return "b32"
 
-    # ------------------------------------------------------------------ availability
-    def available_on(self, t: Target | str) -> bool:
-        return feature(self.feature).available_on(target(t))
-
-    def ptx_version_for(self, t: Target | str) -> PtxVersion:
-        return max(self.min_ptx, target(t).min_ptx)
-
+    # ------------------------------------------------------------------ verification
     def verify_instance(self, target: Target | str, use: object) -> None:
         """The SM70-SM89 register-MMA verifier (nvatom.atoms.verify)."""
         verify_register_mma(self, target, use)  # type: ignore[arg-type]

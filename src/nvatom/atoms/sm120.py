@@ -66,7 +66,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from nvatom import diagnostics as D
-from nvatom.arch import PtxVersion, Target, Tier, feature, target
+from nvatom.arch import Target, Tier, feature, target
 from nvatom.atoms import fragments, fragments_sm120
 from nvatom.atoms.interfaces import (
     AtomVerificationError,
@@ -74,7 +74,7 @@ from nvatom.atoms.interfaces import (
     MmaAtom,
     SparseMetadataAtom,
 )
-from nvatom.atoms.mma import MmaForm, MnkShaped, SparseMmaForm
+from nvatom.atoms.mma import FeatureGated, MmaForm, MnkShaped, SparseMmaForm
 from nvatom.atoms.sparse import MetadataLayout, metadata_layout
 from nvatom.atoms.verify import OperandUse, check_target_and_shape
 from nvatom.dtypes import DType, dtype
@@ -196,7 +196,7 @@ def _check_combination(a: DType, b: DType, sf: DType, shape: tuple[int, int, int
 
 
 @dataclasses.dataclass(frozen=True)
-class MmaBsForm(MnkShaped, MmaAtom, BlockScaleAtom):
+class MmaBsForm(MnkShaped, FeatureGated, MmaAtom, BlockScaleAtom):
     """One ``SM120.mma_bs`` atom: the specification's nine attributes (first nine fields, in
     its order) and the optional ``kind``.  Checks itself on construction."""
 
@@ -420,13 +420,7 @@ class MmaBsForm(MnkShaped, MmaAtom, BlockScaleAtom):
             raise Sm120FormError(f"{self.name} is dense: it has no metadata")
         return _metadata_layout(self.name, self.k, self.element_bits_ab, selector)
 
-    # ------------------------------------------------------------------ availability
-    def available_on(self, t: Target | str) -> bool:
-        return feature(self.feature).available_on(target(t))
-
-    def ptx_version_for(self, t: Target | str) -> PtxVersion:
-        return max(self.min_ptx, target(t).min_ptx)
-
+    # ------------------------------------------------------------------ verification
     def verify_instance(self, target_: Target | str, use: object) -> None:
         """The specification's ``verify_sm120_block_scaled`` (see :func:`verify_mma_bs_use`)."""
         verify_mma_bs_use(self, target_, use)  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ from typing import Any
 from nvatom import diagnostics as D
 from nvatom.arch import PtxVersion, Target, feature, target
 from nvatom.atoms.interfaces import AtomVerificationError, MmaAtom, SmemDescriptorAtom
-from nvatom.atoms.mma import MnkShaped
+from nvatom.atoms.mma import FeatureGated, MnkShaped
 from nvatom.atoms.verify import check_target_and_shape
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
@@ -70,7 +70,7 @@ IMMEDIATES = ("scale_a", "scale_b", "trans_a", "trans_b")
 
 
 @dataclasses.dataclass(frozen=True)
-class WgmmaForm(MnkShaped, MmaAtom, SmemDescriptorAtom):
+class WgmmaForm(MnkShaped, FeatureGated, MmaAtom, SmemDescriptorAtom):
     """One wgmma.mma_async instruction form (dense)."""
 
     n: int
@@ -201,13 +201,7 @@ class WgmmaForm(MnkShaped, MmaAtom, SmemDescriptorAtom):
             raise WgmmaFormError(f"{self.name}: {op} is a 64-bit descriptor, not a vector")
         return reg
 
-    # ------------------------------------------------------------------ availability
-    def available_on(self, t: Target | str) -> bool:
-        return feature(self.feature).available_on(target(t))
-
-    def ptx_version_for(self, t: Target | str) -> PtxVersion:
-        return max(self.min_ptx, target(t).min_ptx)
-
+    # ------------------------------------------------------------------ verification
     def verify_instance(self, target_: Target | str, use: Any) -> None:
         """Check a use (nvatom.atoms.verify.MmaUse): target, shape, type pairs, residency."""
         _verify(self, target(target_), use)
