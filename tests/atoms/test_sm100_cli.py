@@ -1,4 +1,4 @@
-"""The SM100 parts of the ``nvatom`` command (nvatom.cli_sm100 through nvatom.cli)."""
+"""The SM100 parts of the ``nvatom`` command (nvatom.cli.sm100, reached through nvatom.cli)."""
 
 from __future__ import annotations
 
