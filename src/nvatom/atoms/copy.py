@@ -43,12 +43,13 @@ from collections.abc import Callable
 from typing import Any
 
 from nvatom import diagnostics as D
-from nvatom.arch import Feature, PtxVersion, Target, Tier, target
+from nvatom.arch import Feature, PtxVersion, Target, Tier, feature, target
 from nvatom.atoms.fragments import layout_from_function
 from nvatom.atoms.interfaces import AsyncCopyAtom, AtomVerificationError, CopyAtom
 from nvatom.atoms.mma import MmaForm
 from nvatom.atoms.register_mma import mma_form
 from nvatom.atoms.verify import OperandUse
+from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
 from nvatom.layout import (
     ComposedLayout,
@@ -108,8 +109,6 @@ WARP = 32
 ROW_BITS = 128  # one ldmatrix/stmatrix row: 16 bytes, one lane's address
 
 def _feature(name: str) -> Feature:
-    from nvatom.arch import feature
-
     return feature(name)
 
 
@@ -121,8 +120,6 @@ _BIT_TYPE = re.compile(r"[bsuf](8|16|32|64|128)")
 def element_bits(t: object) -> int:
     """Bits one element occupies in memory: a DType's packed width (e2m1: 4, e2m3: 8), or the
     width of a PTX bit/integer type name that nvatom.dtypes does not list (b16, u32, ...)."""
-    from nvatom.dtypes import DType, dtype
-
     if isinstance(t, DType):
         return t.pack_bits
     name = str(t)
@@ -136,8 +133,6 @@ def element_bits(t: object) -> int:
 
 
 def _encoding_bits(t: object) -> int:
-    from nvatom.dtypes import DType, dtype
-
     if isinstance(t, DType):
         return t.encoding_bits
     try:

@@ -72,7 +72,7 @@ from nvatom.atoms.verify import OperandUse, check_target_and_shape
 from nvatom.descriptors.umma import instr_desc_for
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
-from nvatom.layout import ComposedLayout, Layout, is_int, size
+from nvatom.layout import ComposedLayout, Layout, is_int, parse_layout, rank, size
 from nvatom.tables.swizzles import (
     smem_swizzle,
     smem_swizzle_of,
@@ -507,8 +507,6 @@ def layout_id(m: int, cta_group: int, sparse: bool = False, ws: bool = False) ->
 
 
 def _tmem_text(text: str, rows: int, n: int) -> Layout:
-    from nvatom.layout import parse_layout
-
     vals = {"L": _Tmem.L, "R": rows, "N": n}
 
     def sub(mo: re.Match[str]) -> str:
@@ -606,8 +604,6 @@ def sf_datapath(operand: str, m: int, cta_group: int, sparse: bool = False) -> s
 def _tile_offsets(layout: Any, rows: int, cols: int) -> list[list[int]] | None:
     """Offsets of a rank-2 Layout over ``rows x cols`` relative to its (0, 0); None when it is
     not a static rank-2 Layout covering that tile."""
-    from nvatom.layout import ComposedLayout, rank
-
     if isinstance(layout, ComposedLayout) or not isinstance(layout, Layout) or rank(layout) != 2:
         return None
     if size(layout[0]) < rows or size(layout[1]) < cols:
@@ -1094,8 +1090,6 @@ def _layout_shape(layout: Any) -> tuple[int, int] | None:
         return None
     if isinstance(layout, tuple) and len(layout) == 2 and all(isinstance(x, int) for x in layout):
         return layout
-    from nvatom.layout import ComposedLayout, Layout, rank, size
-
     lay = layout.outer if isinstance(layout, ComposedLayout) else layout
     if isinstance(lay, Layout) and rank(lay) == 2:
         return (size(lay[0]), size(lay[1]))
@@ -1184,8 +1178,6 @@ def verify_umma(atom: UmmaAtom, target_: Target | str, use: UmmaUse) -> None:
 def _layout_mismatch(atom: UmmaAtom, operand: str, layout: Any) -> Any:
     """None when ``layout`` (or its absence, or a bare (rows, cols) shape) agrees with the
     atom's layout of ``operand``; else the layout the atom expects (for the diagnostic)."""
-    from nvatom.layout import ComposedLayout
-
     if layout is None or (isinstance(layout, tuple) and all(isinstance(x, int)
                                                             for x in layout)):
         return None

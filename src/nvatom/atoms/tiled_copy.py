@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from nvatom.atoms.copy import vectorize_copy
 from nvatom.atoms.interfaces import AtomVerificationError
 from nvatom.layout import (
     Layout,
@@ -71,8 +72,6 @@ class TiledCopy:
     ) -> tuple[tuple[Layout, int], tuple[Layout, int]]:
         """Partition ``src`` and ``dst`` for ``thread`` and check the copy vectorises to the
         atom's width (``bits / element_bits`` elements for a universal copy)."""
-        from nvatom.atoms.copy import vectorize_copy
-
         s_vals, s_off = self.partition(src, thread)
         d_vals, d_off = self.partition(dst, thread)
         bits = getattr(self.atom, "bits", None)

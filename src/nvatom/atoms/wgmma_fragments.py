@@ -28,7 +28,7 @@ import functools
 
 from nvatom.atoms.fragments import FragmentError, layout_from_function
 from nvatom.atoms.sm90 import M, WgmmaForm
-from nvatom.layout import Layout
+from nvatom.layout import Layout, size
 
 __all__ = [
     "WARPGROUP",
@@ -122,8 +122,6 @@ def register_values(form: WgmmaForm, operand: str) -> int:
     ``32 / bits`` for A."""
     op = operand.upper()
     layout = wgmma_tv_layout(form, op)
-    from nvatom.layout import size
-
     per = size(layout[1]) // form.registers(op)
     if per * form.registers(op) != size(layout[1]):  # pragma: no cover
         raise FragmentError(f"{form.name}: {op} values do not fill its registers")
