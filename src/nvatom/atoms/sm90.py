@@ -45,8 +45,8 @@ __all__ = [
     "wgmma_form",
 ]
 
-# The specification's "GMMA K" verifier diagnostics, byte for byte.
-# The specification's WGMMA pair diagnostics live in the catalogue (nvatom.diagnostics).
+# The specification's WGMMA operand-type diagnostics ("GMMA K" verifier), byte for byte, are
+# in the catalogue (nvatom.diagnostics); re-exported here for the verifier's callers.
 WGMMA_INT8_TYPES = D.WGMMA_INT8_TYPES
 WGMMA_INT4_TYPES = D.WGMMA_INT4_TYPES
 WGMMA_B1_TYPES = D.WGMMA_B1_TYPES
