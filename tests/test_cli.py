@@ -87,6 +87,8 @@ def test_ptxas_rejection_is_one_line(capsys, tmp_path) -> None:
 def test_check_lists_ptxas(capsys) -> None:
     code, out, _ = run(capsys, "check")
     assert code == 0 and "ptxas 13.0" in out and "targets assemblable:" in out
+    # the environment report: each piece present, or what its absence costs
+    assert "present:" in out and "can:" in out and "assemble   yes" in out
 
 
 def test_console_script_entry_point() -> None:

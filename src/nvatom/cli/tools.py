@@ -5,14 +5,9 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
-from nvatom import __version__
 from nvatom import layout as L
 from nvatom.cli import sm100, tma
 from nvatom.cli.common import (
@@ -165,46 +160,13 @@ def _cmd_ptxas(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- check
 
 
-def _gpu_info() -> list[str]:
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return []
-    try:
-        out = subprocess.run(
-            [smi, "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=False,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
-
-
 def _cmd_check(args: argparse.Namespace) -> int:
-    from nvatom.arch import TARGETS
-    from nvatom.runtime.ptxas import cache_dir, discover
+    """What is here, and what each missing piece costs (nvatom.runtime.environment)."""
+    from nvatom.runtime.environment import inspect_environment
 
-    print(f"nvatom {__version__} on Python {sys.version.split()[0]}")
-    tools = discover()
-    if not tools:
-        print("ptxas: none found (install the CUDA toolkit or 'pip install nvatom[ptxas]')")
-    for tool in tools:
-        print(f"ptxas {tool.build:<10} {tool.source:<28} {tool.path}")
-    covered = {n for n in TARGETS if any(t.accepts(n) for t in tools)}
-    missing = [n for n in TARGETS if n not in covered]
-    print(f"targets assemblable: {len(covered)}/{len(TARGETS)}"
-          + (f" (missing: {', '.join(missing)})" if missing else ""))
-    print(f"ptxas cache: {cache_dir() or 'disabled'}")
-    gpus = _gpu_info()
-    print("GPU: " + ("; ".join(gpus) if gpus else "none"))
-    for mod in ("numpy", "torch", "cupy", "cuda.core", "cuda.bindings", "xdsl", "pycute",
-                "ml_dtypes", "hypothesis", "pytest"):
-        try:
-            m = importlib.import_module(mod)
-            ver = getattr(m, "__version__", "") or "installed"
-        except Exception:
-            ver = "-"
-        print(f"  {mod:<14} {ver}")
-    return 0
+    env = inspect_environment()
+    print(env.text(), end="")
+    return 0 if env.ok else 1
 
 
 def _cmd_banks(args: argparse.Namespace) -> int:
