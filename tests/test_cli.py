@@ -339,3 +339,21 @@ def test_atoms_copy_lists_the_tmem_atoms_where_tcgen05_is(capsys) -> None:
     assert code == 0
     row = next(line for line in out.splitlines() if line.startswith("atom.tmem_load<32x32b.x1>"))
     assert row.split()[1:] == ["8.6", "sm_10x/11x,", "'a'/'f'", "targets"]
+
+
+def test_frag_of_every_sm70_operand(capsys) -> None:
+    # m8n8k4's thread mode is one quad-pair's 8 threads: frag draws them (it used to index
+    # 32 lanes into an 8-thread layout and raise IndexError on half of the A/B operands)
+    from nvatom.atoms.registry import mma_forms
+
+    forms = [f for f in mma_forms() if f.name.startswith("sm70.")]
+    assert len(forms) >= 12
+    for f in forms:
+        for op in "ABCD":
+            code, out, err = run(capsys, "frag", f.name, "--operand", op)
+            assert code == 0 and err == "", (f.name, op, err)
+            assert "thread mode: 8 threads of one quad-pair" in out
+            cells = [c for line in out.splitlines()[4:] for c in line.split()[1:]]
+            # every element of the 8x4 / 4x8 / 8x8 tile has exactly one owner thread < 8
+            assert cells and all(c.count(":") == 1 and int(c[1:c.index(":")]) < 8
+                                 for c in cells), (f.name, op)

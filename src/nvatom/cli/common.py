@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from nvatom.errors import NvatomError
+from nvatom.layout import size
 
 #: the most shared memory one SM has (228 KiB on sm_90 and sm_100; CUDA C++ Programming
 #: Guide, "Technical Specifications per Compute Capability"): a bigger smem layout is no
@@ -157,8 +158,12 @@ def show_warp_fragment(form: Any, op: str, tv: Any, args: argparse.Namespace,
     print(f"{form.name} operand {op}: {form.operand_type(op).name}, {form.values(op)} values "
           f"in {form.registers(op)} {form.register_type(op)} registers per lane{detail}")
     print(f"(thread, value) -> element layout: {tv}")
-    grid = fragment_grid(tv, op, operand_dims(form, op), 32)
-    return show_fragment(grid, args, f"{form.name}  operand {op}  (T<lane>:V<value>)")
+    threads = size(tv[0])  # 32 lanes; 8 for SM70 m8n8k4 (one quad-pair's threads)
+    if threads != 32:
+        print(f"thread mode: {threads} threads of one quad-pair (thread t is lane "
+              "t % 4 + 16 (t // 4), plus 4 q in quad-pair q; each quad-pair its own tile)")
+    grid = fragment_grid(tv, op, operand_dims(form, op), threads)
+    return show_fragment(grid, args, f"{form.name}  operand {op}  (T<thread>:V<value>)")
 
 
 def print_inline_asm(name: str, asm: Any, names: list[str]) -> None:
