@@ -207,8 +207,9 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
     caps the number of CTAs of a persistent launch (tuning)."""
     import torch
 
-    want_in, want_out = torch_dtype(cfg.in_dtype), torch_dtype(cfg.out_dtype)
-    for name, t, want in (("a", a, want_in), ("b", b, want_in), ("out", out, want_out)):
+    want_a, want_b = torch_dtype(cfg.in_dtype), torch_dtype(cfg.b_type)
+    want_out = torch_dtype(cfg.out_dtype)
+    for name, t, want in (("a", a, want_a), ("b", b, want_b), ("out", out, want_out)):
         if t.dtype != want:
             raise sm90.GemmSm90Error(f"{name} is {t.dtype}, the config wants {want}")
         if not t.is_cuda or t.dim() != 2:
@@ -237,9 +238,15 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
     blobs: list[Any] = [(ctypes.c_uint64 * 16).from_buffer_copy(raw) for raw in maps]
     for v in spec.scalars:
         blobs.append(ctypes.c_uint32(v))
-    if cfg.in_dtype == "e4m3":
+    if cfg.fp8:
         if scale_a is None or scale_b is None:
-            raise sm90.GemmSm90Error("e4m3 GEMM needs scale_a and scale_b (f32 device scalars)")
+            raise sm90.GemmSm90Error("FP8 GEMM needs scale_a and scale_b (f32 device tensors)")
+        want = (m, n) if cfg.scale_mode == "row" else (1, 1)
+        for name, t, count in (("scale_a", scale_a, want[0]), ("scale_b", scale_b, want[1])):
+            if t.dtype != torch.float32 or t.numel() != count or not t.is_contiguous():
+                raise sm90.GemmSm90Error(f"{name} must be {count} contiguous float32 "
+                                         f"({cfg.scale_mode}-wise scales), got {t.dtype} "
+                                         f"{tuple(t.shape)}")
         blobs += [ctypes.c_uint64(scale_a.data_ptr()), ctypes.c_uint64(scale_b.data_ptr())]
     return prepare_driver_launch(
         f, spec.grid, spec.block, spec.smem_bytes, spec.cluster, blobs,

@@ -73,9 +73,11 @@ from nvatom.ptx.copy_emit import emit_matrix_copy
 from nvatom.ptx.wgmma_emit import WgmmaSequence, emit_scale_d
 
 __all__ = [
+    "FP8_DTYPES",
     "IN_DTYPES",
     "MAX_GLOBAL_STRIDE",
     "OUT_DTYPES",
+    "SCALE_MODES",
     "GemmSm90Config",
     "GemmSm90Error",
     "LaunchSpec",
@@ -91,7 +93,12 @@ __all__ = [
 #: The element types the kernel reads (A and B: one ``wgmma`` ``.ss`` form per type, f32
 #: accumulation) and writes.  Widths come from :mod:`nvatom.dtypes`, the K of each
 #: instruction from the form (:data:`nvatom.atoms.sm90.FORMS`).
-IN_DTYPES = ("bf16", "f16", "e4m3")
+IN_DTYPES = ("bf16", "f16", "e4m3", "e5m2")
+#: The 8-bit operand types (WGMMA ``.e4m3`` / ``.e5m2``, either on either side): K-major
+#: operands, f32 scales, bf16 output.
+FP8_DTYPES = ("e4m3", "e5m2")
+#: FP8 scaling modes: one f32 per tensor, or one per row of A and per column of B.
+SCALE_MODES = ("tensor", "row")
 OUT_DTYPES = ("bf16", "f16", "f32")
 _SW128 = smem_swizzle("SW128")
 _ROW = _SW128.row_bytes  # one SW128 row: the K extent of every smem tile and TMA box row
@@ -116,6 +123,16 @@ class GemmSm90Config:
     and a tile loop; else one tile per CTA.  ``cluster_m = 2`` multicasts B across two
     CTAs that share an N block.  ``wgmma_inflight`` is the ``wait_group`` count in the main
     loop (1: release a stage one K block late).
+
+    FP8 only: ``b_dtype`` is B's type where it differs from A's (``""``: the same; WGMMA takes
+    e4m3 and e5m2 on either side).  ``promote`` > 0 is the promoted main loop: WGMMA sums
+    ``promote`` K blocks into a temporary f32 accumulator, which ordinary ``add.f32`` then
+    adds into the tile's f32 accumulator (WGMMA's FP8 accumulation keeps fewer bits than
+    f32); the partial is computed in ``promote_parts`` N parts of ``block_n / promote_parts``
+    columns through ``promote_temps`` temporaries (2: one part's WGMMA runs while the other's
+    sum is added), so the registers stay within ``consumer_regs``.  ``promote`` 0 is fast
+    accumulation (WGMMA accumulates the whole K).  ``scale_mode`` "tensor": one f32 scale per
+    operand; "row": one per row of A (M) and per column of B (N), applied in the epilogue.
     """
 
     in_dtype: str = "bf16"
@@ -134,6 +151,11 @@ class GemmSm90Config:
     # How the tensor maps' addresses are formed: "cvta" (cvta.param.u64 of the parameter's
     # address: works) or "mov" (the bare mov.u64: a misaligned-address fault on an H100).
     tmap_address: str = "cvta"
+    b_dtype: str = ""
+    promote: int = 0
+    promote_parts: int = 2
+    promote_temps: int = 1
+    scale_mode: str = "tensor"
 
     def __post_init__(self) -> None:
         if self.in_dtype not in IN_DTYPES:
@@ -142,13 +164,15 @@ class GemmSm90Config:
         if self.out_dtype not in OUT_DTYPES:
             raise GemmSm90Error(f"out_dtype {self.out_dtype!r} is not one of "
                                 f"{', '.join(OUT_DTYPES)}")
-        if self.in_dtype == "e4m3" and self.out_dtype != "bf16":
-            raise GemmSm90Error(f"e4m3 inputs give bf16 output here, not {self.out_dtype}")
+        if self.in_dtype in FP8_DTYPES and self.out_dtype != "bf16":
+            raise GemmSm90Error(f"{self.in_dtype} inputs give bf16 output here, not "
+                                f"{self.out_dtype}")
         if self.b_major not in ("K", "MN"):
             raise GemmSm90Error(f"b_major {self.b_major!r} is not 'K' or 'MN'")
-        if self.b_major == "MN" and self.in_dtype == "e4m3":
-            raise GemmSm90Error("e4m3 WGMMA reads K-major operands only: b_major must be 'K' "
-                                "(pass b column-major)")
+        if self.b_major == "MN" and self.in_dtype in FP8_DTYPES:
+            raise GemmSm90Error(f"{self.in_dtype} WGMMA reads K-major operands only: b_major "
+                                "must be 'K' (pass b column-major)")
+        self._check_fp8()
         if not isinstance(self.multicast, bool) or not isinstance(self.persistent, bool):
             raise GemmSm90Error("multicast and persistent must be bools")
         for name in ("block_n", "consumers", "stages", "raster_group", "cluster_m",
@@ -197,7 +221,59 @@ class GemmSm90Config:
             raise GemmSm90Error(f"{self.stages} stages need {smem} bytes of shared memory, "
                                 f"more than the {_MAX_SMEM} an sm_90 block may have")
 
+    def _check_fp8(self) -> None:
+        """The FP8-only options: B's type, the promoted main loop, the scaling mode."""
+        fp8 = self.in_dtype in FP8_DTYPES
+        if self.b_dtype and (not fp8 or self.b_dtype not in FP8_DTYPES):
+            raise GemmSm90Error(f"b_dtype {self.b_dtype!r}: a separate B type is one of "
+                                f"{', '.join(FP8_DTYPES)}, with FP8 A (in_dtype "
+                                f"{self.in_dtype!r})")
+        if self.scale_mode not in SCALE_MODES:
+            raise GemmSm90Error(f"scale_mode {self.scale_mode!r} is not one of "
+                                f"{', '.join(SCALE_MODES)}")
+        if self.scale_mode != "tensor" and not fp8:
+            raise GemmSm90Error(f"scale_mode {self.scale_mode!r} applies to FP8 operands only")
+        for name in ("promote", "promote_parts", "promote_temps"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise GemmSm90Error(f"{name} must be an int, got {v!r}")
+        if self.promote == 0:
+            return
+        if not fp8:
+            raise GemmSm90Error(f"promote {self.promote}: the promoted main loop is for FP8 "
+                                f"operands (WGMMA's FP8 accumulation), not {self.in_dtype}")
+        if not 1 <= self.promote <= self.stages - 1:
+            raise GemmSm90Error(f"promote {self.promote} is not in 1..{self.stages - 1} (a "
+                                f"consumer holds that many of the {self.stages} stages)")
+        if self.promote_temps not in (1, 2):
+            raise GemmSm90Error(f"promote_temps {self.promote_temps} is not 1 or 2")
+        parts = self.promote_parts
+        if parts < 1 or self.block_n % parts or (self.block_n // parts) % 8:
+            raise GemmSm90Error(f"promote_parts {parts} does not split block_n "
+                                f"{self.block_n} into WGMMA widths (multiples of 8)")
+        if self.promote_temps > parts:
+            raise GemmSm90Error(f"promote_temps {self.promote_temps} > promote_parts {parts}")
+        regs = self.block_n // 2 * (1 + self.promote_temps / parts)
+        if regs + 32 > self.consumer_regs:
+            raise GemmSm90Error(f"promoted accumulators need {regs:.0f} f32 registers a "
+                                f"thread, more than consumer_regs {self.consumer_regs} - 32 "
+                                "allow: more promote_parts or fewer promote_temps")
+
     # ------------------------------------------------------------------ derived
+    @property
+    def fp8(self) -> bool:
+        return self.in_dtype in FP8_DTYPES
+
+    @property
+    def b_type(self) -> str:
+        """B's element type."""
+        return self.b_dtype or self.in_dtype
+
+    @property
+    def part_form(self) -> WgmmaForm:
+        """The promoted main loop's WGMMA: ``block_n / promote_parts`` columns."""
+        return _ss_form(self.block_n // self.promote_parts, self.in_dtype, self.b_type)
+
     @property
     def mcast(self) -> bool:
         """B is multicast across the cluster."""
@@ -230,7 +306,7 @@ class GemmSm90Config:
 
     @property
     def form(self) -> WgmmaForm:
-        return _ss_form(self.block_n, self.in_dtype)
+        return _ss_form(self.block_n, self.in_dtype, self.b_type)
 
     @property
     def a_stage_bytes(self) -> int:
@@ -261,9 +337,15 @@ class GemmSm90Config:
         p = "p" if self.persistent else "np"
         if self.cluster_m > 1 and not self.multicast:
             p += "_nomc"
-        return (f"gemm_sm90_{self.in_dtype}_{self.out_dtype}_{self.block_m}x{self.block_n}_"
+        ab = self.in_dtype + (f"x{self.b_dtype}" if self.b_type != self.in_dtype else "")
+        extra = ""
+        if self.promote:
+            extra += f"_pr{self.promote}n{self.promote_parts}t{self.promote_temps}"
+        if self.scale_mode != "tensor":
+            extra += f"_{self.scale_mode}scale"
+        return (f"gemm_sm90_{ab}_{self.out_dtype}_{self.block_m}x{self.block_n}_"
                 f"s{self.stages}_b{self.b_major}_{p}_g{self.raster_group}_c{self.cluster_m}_"
-                f"w{self.wgmma_inflight}")
+                f"w{self.wgmma_inflight}{extra}")
 
 
 @functools.cache
@@ -272,10 +354,10 @@ def _element_bytes(name: str) -> int:
 
 
 @functools.cache
-def _ss_form(n: int, in_dtype: str) -> WgmmaForm:
-    """The ``wgmma`` form ``m64n<n>k<K>.ss.f32.<t>.<t>`` of the atom table."""
+def _ss_form(n: int, in_dtype: str, b_dtype: str) -> WgmmaForm:
+    """The ``wgmma`` form ``m64n<n>k<K>.ss.f32.<a>.<b>`` of the atom table."""
     return next(f for f in FORMS if (f.n, f.a.name, f.b.name, f.d.name, f.a_source,
-                                     f.satfinite) == (n, in_dtype, in_dtype, "f32", "ss", False))
+                                     f.satfinite) == (n, in_dtype, b_dtype, "f32", "ss", False))
 
 
 def b_major_of(b_shape: Sequence[int], b_strides: Sequence[int]) -> str | None:
@@ -303,6 +385,7 @@ class GemmSm90Plan:
     b_box_offsets: tuple[int, ...]  # bytes: each TMA box of B within a stage
     b_box: tuple[int, int]  # TMA box of B (inner, outer) in elements
     c_layout: Any  # 64 x chunk staging tile (output elements)
+    b_part_offsets: tuple[int, ...] = (0,)  # bytes: each promoted N part's rows of B
 
 
 def _b_layout(cfg: GemmSm90Config) -> Any:
@@ -340,7 +423,15 @@ def gemm_sm90_plan(cfg: GemmSm90Config) -> GemmSm90Plan:
         if off % 1024:
             raise GemmSm90Error(f"B box offset {off} is not 1024-byte aligned")  # pragma: no cover
     c_l = smem_layout(64, cfg.c_chunk_cols, 8 * cfg.out_bytes, "K", _SW128)
-    return GemmSm90Plan(a_l, b_l, a_descs, b_descs, a_l((64, 0)) * bits // 8, boxes, box, c_l)
+    parts: tuple[int, ...] = (0,)
+    if cfg.promote:
+        pn = cfg.block_n // cfg.promote_parts
+        parts = tuple(b_l((q * pn, 0)) * bits // 8 for q in range(cfg.promote_parts))
+        for off in parts:  # a part starts on a whole SW128 pattern (8 rows of 128 bytes)
+            if off % 1024:
+                raise GemmSm90Error(f"B part offset {off} is not 1024-byte aligned")
+    return GemmSm90Plan(a_l, b_l, a_descs, b_descs, a_l((64, 0)) * bits // 8, boxes, box, c_l,
+                        parts)
 
 
 # ============================================================================ small emitters
@@ -433,6 +524,7 @@ class _Build:
     producer_label: str  # where warpgroup 0 starts
     done: str  # the exit label
     scale_params: tuple[Param, Param] | None  # FP8: scale_a, scale_b addresses
+    dims: tuple[Reg, Reg, Reg] | None = None  # M, N, K
 
     def tile_coords(self, tile: Reg) -> tuple[Reg, Reg]:
         """(m block, n block) of a linear tile index: grouped raster (``raster_group`` M
@@ -483,7 +575,7 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
                   for n in ("tmap_a", "tmap_b", "tmap_d"))
     pm, pn, pk = (k.param(n, "u32") for n in ("M", "N", "K"))
     scale_params = None
-    if cfg.in_dtype == "e4m3":
+    if cfg.fp8:
         scale_params = (k.param("scale_a", "u64"), k.param("scale_b", "u64"))
     dsm = k.dynamic_shared("smem", align=1024)
 
@@ -550,7 +642,7 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     done = k.fresh_label("exit")
     return _Build(k, cfg, plan, target_, off_a, off_b, off_c, off_full, off_empty, smem, tid,
                   wg, (ta, tb, td), tiles_m, tiles_n, ntiles, ktiles, rank, first_tile, step,
-                  prod, done, scale_params)
+                  prod, done, scale_params, (M, N, K))
 
 
 @dataclasses.dataclass
@@ -586,6 +678,13 @@ def _consumer(b: _Build) -> None:
     imm = tuple(1 if w.startswith("scale") else int(w == "trans_b" and cfg.b_major == "MN")
                 for w in form.immediates)
     ep = _epilogue_setup(b, cw, ltid, is_lead)
+    temps: list[list[Reg]] = []
+    p_first = None
+    if cfg.promote:
+        temps = [k.regs("f32", cfg.part_form.registers("D")) for _ in range(cfg.promote_temps)]
+        p_first = k.reg("pred")
+        for r in (r for t in temps for r in t):  # defined before WGMMA's first use (C7519)
+            k.ins("mov.f32", r, "0f00000000")
 
     stage = _u32(k, "mov.u32", 0)
     phase = _u32(k, "mov.u32", 0)
@@ -597,49 +696,53 @@ def _consumer(b: _Build) -> None:
     k.bra(b.done, pt)
     mb, nb = b.tile_coords(tile)
     seq = WgmmaSequence(k)
-    k.ins("setp.ne.u32", p_acc, 0, 0)  # first K block: D = A*B
-    kt = _u32(k, "mov.u32", 0)
-    prev = _u32(k, "mov.u32", 0)
-    kloop = k.fresh_label("c_k")
-    k.label(kloop)
-    full = _u32(k, "mad.lo.u32", stage, 8, b.off_full)
-    k.ins("add.u32", full, full, b.smem)
-    T.mbarrier_wait_parity(k, full, phase)
-    # descriptors of this stage
-    da = k.reg("b64")
-    db = k.reg("b64")
-    sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
-    sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
-    da64, db64 = k.reg("b64"), k.reg("b64")
-    k.ins("cvt.u64.u32", da64, sa_off)
-    k.ins("cvt.u64.u32", db64, sb_off)
-    seq.fence()  # every K block: the previous tile's epilogue touched the accumulators
-    for s in range(cfg.k_steps):
-        k.ins("add.s64", da, a_desc0[s], da64)
-        k.ins("add.s64", db, b_desc0[s], db64)
-        seq.mma(form, acc, da, db, p_acc if s == 0 else p_true, imm)
-        da, db = k.reg("b64"), k.reg("b64")
-    seq.commit()
-    k.ins("setp.ne.u32", p_acc, 1, 0)
-    seq.wait(cfg.wgmma_inflight)
-    # release the stage whose wgmma group just retired
-    rel = prev if cfg.wgmma_inflight else stage
-    pr = k.reg("pred")
-    if cfg.wgmma_inflight:
-        k.ins("setp.ne.u32", pr, kt, 0)
-        k.ins("and.pred", pr, pr, is_lead)
+    if cfg.promote:
+        _mainloop_promoted(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead,
+                           p_true, p_first)
     else:
-        k.ins("mov.pred", pr, is_lead)
-    _release(k, cfg, b.smem, b.off_empty, rel, pr, b.rank)
-    k.ins("mov.u32", prev, stage)
-    _next_stage(k, stage, phase, cfg.stages)
-    k.ins("add.u32", kt, kt, 1)
-    pk_ = k.reg("pred")
-    k.ins("setp.lt.u32", pk_, kt, b.ktiles)
-    k.bra(kloop, pk_)
-    seq.wait(0)
-    if cfg.wgmma_inflight:
-        _release(k, cfg, b.smem, b.off_empty, prev, is_lead, b.rank)
+        k.ins("setp.ne.u32", p_acc, 0, 0)  # first K block: D = A*B
+        kt = _u32(k, "mov.u32", 0)
+        prev = _u32(k, "mov.u32", 0)
+        kloop = k.fresh_label("c_k")
+        k.label(kloop)
+        full = _u32(k, "mad.lo.u32", stage, 8, b.off_full)
+        k.ins("add.u32", full, full, b.smem)
+        T.mbarrier_wait_parity(k, full, phase)
+        # descriptors of this stage
+        da = k.reg("b64")
+        db = k.reg("b64")
+        sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
+        sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
+        da64, db64 = k.reg("b64"), k.reg("b64")
+        k.ins("cvt.u64.u32", da64, sa_off)
+        k.ins("cvt.u64.u32", db64, sb_off)
+        seq.fence()  # every K block: the previous tile's epilogue touched the accumulators
+        for s in range(cfg.k_steps):
+            k.ins("add.s64", da, a_desc0[s], da64)
+            k.ins("add.s64", db, b_desc0[s], db64)
+            seq.mma(form, acc, da, db, p_acc if s == 0 else p_true, imm)
+            da, db = k.reg("b64"), k.reg("b64")
+        seq.commit()
+        k.ins("setp.ne.u32", p_acc, 1, 0)
+        seq.wait(cfg.wgmma_inflight)
+        # release the stage whose wgmma group just retired
+        rel = prev if cfg.wgmma_inflight else stage
+        pr = k.reg("pred")
+        if cfg.wgmma_inflight:
+            k.ins("setp.ne.u32", pr, kt, 0)
+            k.ins("and.pred", pr, pr, is_lead)
+        else:
+            k.ins("mov.pred", pr, is_lead)
+        _release(k, cfg, b.smem, b.off_empty, rel, pr, b.rank)
+        k.ins("mov.u32", prev, stage)
+        _next_stage(k, stage, phase, cfg.stages)
+        k.ins("add.u32", kt, kt, 1)
+        pk_ = k.reg("pred")
+        k.ins("setp.lt.u32", pk_, kt, b.ktiles)
+        k.bra(kloop, pk_)
+        seq.wait(0)
+        if cfg.wgmma_inflight:
+            _release(k, cfg, b.smem, b.off_empty, prev, is_lead, b.rank)
     seq.read(acc)
     seq.finish()
     _epilogue(b, ep, acc, scale, mb, nb)
@@ -647,14 +750,148 @@ def _consumer(b: _Build) -> None:
     k.bra(top)
 
 
-def _fp8_scale(b: _Build) -> Reg | None:
-    """FP8: ``scale_a * scale_b`` loaded from the two f32 device scalars (else None)."""
+@functools.cache
+def _promote_map(bn: int, pn: int, part: int) -> tuple[int, ...]:
+    """For each element ``i`` of a part's temporary (``m64n<pn>``, the tile's columns
+    ``part * pn ..``), the index of the tile accumulator (``m64n<bn>``) holding the same
+    (row, column): from the accumulator fragment formula
+    (:func:`nvatom.atoms.wgmma_fragments.accumulator_coord`), and the same for every thread
+    of the warpgroup (else the promotion could not be one unrolled sequence)."""
+    want: tuple[int, ...] | None = None
+    for t in range(WARPGROUP):
+        where = {accumulator_coord(bn, t, j): j for j in range(bn // 2)}
+        got = tuple(where[(r, c + part * pn)]
+                    for r, c in (accumulator_coord(pn, t, i) for i in range(pn // 2)))
+        if want is None:
+            want = got
+        elif got != want:  # pragma: no cover - fragment formula guard
+            raise GemmSm90Error(f"promotion map of thread {t} differs from thread 0's")
+    assert want is not None
+    return want
+
+
+def _part_mmas(b: _Build, seq: WgmmaSequence, t: Sequence[Reg], a_desc0: Sequence[Reg],
+               b_desc0: Sequence[Reg], stage: Reg, phase: Reg | None, part: int, first: Reg,
+               p_true: Reg) -> None:
+    """One K block of one N part: wait ``full[stage]`` (when ``phase`` is given), then the
+    K block's WGMMAs into temporary ``t`` (the first with scale-d ``first``)."""
+    k, cfg, plan = b.k, b.cfg, b.plan
+    form = cfg.part_form
+    if phase is not None:
+        full = _u32(k, "mad.lo.u32", stage, 8, b.off_full)
+        k.ins("add.u32", full, full, b.smem)
+        T.mbarrier_wait_parity(k, full, phase)
+    sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
+    sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
+    if plan.b_part_offsets[part]:
+        k.ins("add.u32", sb_off, sb_off, plan.b_part_offsets[part] >> 4)
+    da64, db64 = k.reg("b64"), k.reg("b64")
+    k.ins("cvt.u64.u32", da64, sa_off)
+    k.ins("cvt.u64.u32", db64, sb_off)
+    imm = tuple(1 if w.startswith("scale") else 0 for w in form.immediates)  # K-major B
+    for s in range(cfg.k_steps):
+        da, db = k.reg("b64"), k.reg("b64")
+        k.ins("add.s64", da, a_desc0[s], da64)
+        k.ins("add.s64", db, b_desc0[s], db64)
+        seq.mma(form, t, da, db, first if s == 0 else p_true, imm)
+
+
+def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
+                       temps: Sequence[Sequence[Reg]], a_desc0: Sequence[Reg],
+                       b_desc0: Sequence[Reg], stage: Reg, phase: Reg, is_lead: Reg,
+                       p_true: Reg, p_first: Reg | None) -> None:
+    """The promoted FP8 main loop of one tile: per group of ``promote`` K blocks and per N
+    part, WGMMA sums the group into a temporary (scale-d 0 on its first instruction), and
+    ``add.f32`` adds the retired temporary into the tile's accumulators (:func:`_promote_map`);
+    with two temporaries the next part's WGMMA runs while the last one's sum is added.  Then
+    the group's stages are released."""
+    k, cfg = b.k, b.cfg
+    assert p_first is not None
+    group, parts, nt = cfg.promote, cfg.promote_parts, len(temps)
+    pn = cfg.block_n // parts
+    maps = [_promote_map(cfg.block_n, pn, q) for q in range(parts)]
+    k.comment(f"promoted main loop: {group} K block(s) x {parts} part(s) of n{pn} per "
+              "promotion into the f32 accumulators")
+    for r in acc:
+        k.ins("mov.f32", r, "0f00000000")
+    p_zero = k.reg("pred")
+    k.ins("setp.ne.u32", p_zero, 0, 0)
+    kt = _u32(k, "mov.u32", 0)
+    kloop = k.fresh_label("c_k")
+    k.label(kloop)
+    cnt = None
+    if group > 1:  # the last group of a tile may be short (ragged K)
+        cnt = _u32(k, "sub.u32", b.ktiles, kt)
+        k.ins("min.u32", cnt, cnt, group)
+    pending: list[int] = []
+
+    def add(q: int) -> None:
+        t = temps[q % nt]
+        seq.read(t)
+        for i, j in enumerate(maps[q]):
+            k.ins("add.f32", acc[j], acc[j], t[i])
+
+    for q in range(parts):
+        t = temps[q % nt]
+        seq.fence()  # the temporary was read by add.f32
+        if cnt is None:
+            _part_mmas(b, seq, t, a_desc0, b_desc0, stage, phase if q == 0 else None, q,
+                       p_zero, p_true)
+        else:
+            st = _u32(k, "mov.u32", stage)
+            ph = _u32(k, "mov.u32", phase)
+            j = _u32(k, "mov.u32", 0)
+            k.ins("setp.ne.u32", p_first, 0, 0)
+            jl = k.fresh_label("c_kg")
+            k.label(jl)
+            _part_mmas(b, seq, t, a_desc0, b_desc0, st, ph if q == 0 else None, q, p_first,
+                       p_true)
+            k.ins("setp.ne.u32", p_first, 1, 0)
+            _next_stage(k, st, ph, cfg.stages)
+            k.ins("add.u32", j, j, 1)
+            pj = k.reg("pred")
+            k.ins("setp.lt.u32", pj, j, cnt)
+            k.bra(jl, pj)
+        seq.commit()
+        pending.append(q)
+        if len(pending) == nt:
+            seq.wait(nt - 1)
+            add(pending.pop(0))
+    if pending:
+        seq.wait(0)
+    for q in pending:
+        add(q)
+    if cnt is None:
+        _release(k, cfg, b.smem, b.off_empty, stage, is_lead, b.rank)
+        _next_stage(k, stage, phase, cfg.stages)
+        k.ins("add.u32", kt, kt, 1)
+    else:
+        j = _u32(k, "mov.u32", 0)
+        rl = k.fresh_label("c_rel")
+        k.label(rl)
+        _release(k, cfg, b.smem, b.off_empty, stage, is_lead, b.rank)
+        _next_stage(k, stage, phase, cfg.stages)
+        k.ins("add.u32", j, j, 1)
+        pj = k.reg("pred")
+        k.ins("setp.lt.u32", pj, j, cnt)
+        k.bra(rl, pj)
+        k.ins("add.u32", kt, kt, cnt)
+    pk_ = k.reg("pred")
+    k.ins("setp.lt.u32", pk_, kt, b.ktiles)
+    k.bra(kloop, pk_)
+
+
+def _fp8_scale(b: _Build) -> Reg | tuple[Reg, Reg] | None:
+    """FP8: ``scale_a * scale_b`` loaded from the two f32 device scalars; row-wise scales:
+    the two vectors' global addresses (else None)."""
     if b.scale_params is None:
         return None
     k = b.k
     ga, gb = (k.ld_param(p) for p in b.scale_params)
     k.ins("cvta.to.global.u64", ga, ga)
     k.ins("cvta.to.global.u64", gb, gb)
+    if b.cfg.scale_mode == "row":
+        return ga, gb
     sa, sb = k.reg("f32"), k.reg("f32")
     k.ins("ld.global.nc.f32", sa, f"[{ga}]")
     k.ins("ld.global.nc.f32", sb, f"[{gb}]")
@@ -697,8 +934,75 @@ def _epilogue_setup(b: _Build, cw: Reg, ltid: Reg, is_lead: Reg) -> _Epilogue:
     return _Epilogue(c_lane, c_buf0, bar_id, is_lead, cw)
 
 
-def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg], scale: Reg | None, mb: Reg,
-              nb: Reg) -> None:
+def _row_col_base(thread: int) -> tuple[int, int]:
+    """(row, column) of a thread's accumulator element 0 (the PTX arithmetic of
+    :func:`_row_scale`)."""
+    lane = thread % 32
+    return 16 * (thread // 32) + lane // 4, 2 * (lane % 4)
+
+
+@functools.cache
+def _check_row_cols(bn: int) -> None:
+    """Every accumulator element ``i`` of every thread sits at its element 0's (row, column)
+    plus (8 * ((i // 2) % 2), 8 * (i // 4) + i % 2): the offsets :func:`_row_scale` uses,
+    checked against the fragment formula."""
+    for t in range(WARPGROUP):
+        r0, c0 = _row_col_base(t)
+        for i in range(bn // 2):
+            want = (r0 + 8 * ((i // 2) % 2), c0 + 8 * (i // 4) + i % 2)
+            if accumulator_coord(bn, t, i) != want:  # pragma: no cover - fragment guard
+                raise GemmSm90Error(f"row-scale offsets of thread {t} element {i}")
+
+
+def _row_scale(b: _Build, acc: Sequence[Reg], ptrs: tuple[Reg, Reg], row0: Reg,
+               col0: Reg) -> None:
+    """Row-wise scales: ``acc[m, n] *= scale_a[m] * scale_b[n]`` for this warpgroup's rows
+    (``row0``..) and the tile's columns (``col0``..); rows past M read ``scale_a[M - 1]`` and
+    columns past N ``scale_b[0]`` (their outputs are dropped by the TMA store)."""
+    k, bn = b.k, b.cfg.block_n
+    _check_row_cols(bn)
+    assert b.dims is not None
+    m, n = b.dims[0], b.dims[1]
+    ga, gb = ptrs
+    k.comment("row-wise scales: acc[m, n] *= scale_a[m] * scale_b[n]")
+    lt = _u32(k, "and.b32", b.tid, WARPGROUP - 1)
+    lane = _u32(k, "and.b32", lt, 31)
+    warp = _u32(k, "shr.u32", lt, 5)
+    g = _u32(k, "shr.u32", lane, 2)
+    r = _u32(k, "mad.lo.u32", warp, 16, g)
+    k.ins("add.u32", r, r, row0)
+    mlast = _u32(k, "sub.u32", m, 1)
+    sa = []
+    for h in (0, 1):
+        rh = _u32(k, "add.u32", r, 8 * h)
+        k.ins("min.u32", rh, rh, mlast)
+        addr = k.reg("u64")
+        k.ins("mad.wide.u32", addr, rh, 4, ga)
+        v = k.reg("f32")
+        k.ins("ld.global.nc.f32", v, f"[{addr}]")
+        sa.append(v)
+    c = _u32(k, "and.b32", lane, 3)
+    k.ins("shl.b32", c, c, 1)
+    k.ins("add.u32", c, c, col0)
+    for j in range(bn // 8):
+        cj = _u32(k, "add.u32", c, 8 * j)
+        inside = k.reg("pred")
+        k.ins("setp.lt.u32", inside, cj, n)
+        k.ins("selp.u32", cj, cj, 0, inside)
+        addr = k.reg("u64")
+        k.ins("mad.wide.u32", addr, cj, 4, gb)
+        sb = [k.reg("f32"), k.reg("f32")]
+        k.ins("ld.global.nc.v2.f32", sb, f"[{addr}]")
+        for h in (0, 1):
+            for e in (0, 1):
+                f = k.reg("f32")
+                k.ins("mul.f32", f, sa[h], sb[e])
+                i = 4 * j + 2 * h + e
+                k.ins("mul.f32", acc[i], acc[i], f)
+
+
+def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
+              scale: Reg | tuple[Reg, Reg] | None, mb: Reg, nb: Reg) -> None:
     """One tile's accumulators -> 16-bit pairs (``stmatrix.x4``) or f32 pairs
     (``st.shared.v2.f32``) into the SW128 staging buffers, one 128-byte-wide chunk at a time,
     alternating buffers -> ``fence.proxy.async`` -> one TMA store per chunk."""
@@ -708,7 +1012,9 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg], scale: Reg | None, m
     row0 = _u32(k, "mul.lo.u32", mb, bm)
     k.ins("mad.lo.u32", row0, ep.cw, 64, row0)
     col0 = _u32(k, "mul.lo.u32", nb, bn)
-    if scale is not None:
+    if isinstance(scale, tuple):
+        _row_scale(b, acc, scale, row0, col0)
+    elif scale is not None:
         for r in acc:
             k.ins("mul.f32", r, r, scale)
     nchunks = bn // cfg.c_chunk_cols
@@ -968,17 +1274,27 @@ def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: in
                       (cfg.cluster_m, 1, 1), (ta, tb, td), (m, n, k))
 
 
+#: The FP8 main loop's promotion settings (docs/perf.md, "FP8 promotion"): ``promote`` K
+#: blocks per promotion, in ``promote_parts`` N parts through ``promote_temps`` temporaries.
+FP8_PROMOTION = {"promote": 1, "promote_parts": 2, "promote_temps": 1}
+
+
 def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
-                   b_major: str = "MN") -> GemmSm90Config:
+                   b_major: str = "MN", *, b_dtype: str = "", fast_accum: bool = False,
+                   scale_mode: str = "tensor") -> GemmSm90Config:
     """The tuned configuration for a dtype pair (docs/perf.md): 128 x 256 x 128-byte tiles,
     two consumer warpgroups, 4 stages, persistent with raster group 8, one wgmma group in
-    flight, no cluster (the 2-CTA multicast cluster measured equal within noise).  e4m3
-    takes a K-major B and gives bf16."""
-    if out_dtype is None:
-        out_dtype = "bf16" if in_dtype == "e4m3" else in_dtype
-    if in_dtype == "e4m3":
-        b_major = "K"
-    return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype, b_major=b_major)
+    flight, no cluster (the 2-CTA multicast cluster measured equal within noise).  FP8
+    takes a K-major B, gives bf16 and promotes WGMMA's partial sums into f32
+    (:data:`FP8_PROMOTION`) unless ``fast_accum``."""
+    if in_dtype not in FP8_DTYPES:
+        if out_dtype is None:
+            out_dtype = in_dtype
+        return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype, b_major=b_major)
+    extra: dict[str, Any] = {} if fast_accum else dict(FP8_PROMOTION)
+    return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype or "bf16", b_major="K",
+                          b_dtype="" if b_dtype == in_dtype else b_dtype,
+                          scale_mode=scale_mode, **extra)
 
 
 def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
@@ -986,6 +1302,6 @@ def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
     tmap = T.tensormap_param_type(T.GEMM_TENSORMAP_ALIGN)
     out = [("tmap_a", tmap), ("tmap_b", tmap), ("tmap_d", tmap),
            ("M", "u32"), ("N", "u32"), ("K", "u32")]
-    if cfg.in_dtype == "e4m3":
+    if cfg.fp8:
         out += [("scale_a", "u64"), ("scale_b", "u64")]
     return tuple(out)

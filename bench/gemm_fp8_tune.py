@@ -1,0 +1,188 @@
+"""FP8 tuning run for the SM90 kernel: correctness, accuracy and speed of main-loop variants.
+
+    PYTHONPATH=src python3 bench/gemm_fp8_tune.py [--quick] [--out DIR]
+
+One process, one GPU (docs/perf.md, "FP8 promotion"):
+
+1. correctness: every variant on ragged shapes, output poisoned with NaN, against the float64
+   product of the decoded inputs (relative Frobenius error, NaN fails);
+2. accuracy at M = N = 8192 (4096 with --quick), K = 4096, 8192, 16384: relative error of each
+   variant and of ``torch._scaled_mm`` (default and ``use_fast_accum=True``) against float64;
+3. speed at 8192^3: the variants and ``_scaled_mm`` interleaved in rounds over rotating input
+   sets (median ms per launch, events around a batch), per-tensor and row-wise scales.
+
+Writes ``tune.json`` under ``--out`` and prints a table.  No assertions about speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    "fast": {},
+    "pr1n2t1": {"promote": 1, "promote_parts": 2, "promote_temps": 1},
+    "pr2n2t1": {"promote": 2, "promote_parts": 2, "promote_temps": 1},
+    "pr1n4t2": {"promote": 1, "promote_parts": 4, "promote_temps": 2},
+    "pr1n4t1": {"promote": 1, "promote_parts": 4, "promote_temps": 1},
+    "pr2n4t2": {"promote": 2, "promote_parts": 4, "promote_temps": 2},
+}
+
+
+def _cfg(variant: str, a: str = "e4m3", b: str = "e4m3", scale: str = "tensor") -> Any:
+    from nvatom.kernels.gemm_sm90 import GemmSm90Config
+
+    return GemmSm90Config(in_dtype=a, b_dtype="" if b == a else b, b_major="K",
+                          scale_mode=scale, **VARIANTS[variant])
+
+
+def _operands(m: int, n: int, k: int, a_t: Any, b_t: Any, scale: str, gen: Any) -> tuple:
+    import torch
+
+    a = torch.randn(m, k, device="cuda", generator=gen).to(a_t)
+    b = torch.randn(n, k, device="cuda", generator=gen).to(b_t).t()
+    if scale == "row":
+        sa = (torch.rand(m, 1, device="cuda", generator=gen) + 0.5).float()
+        sb = (torch.rand(1, n, device="cuda", generator=gen) + 0.5).float()
+    else:
+        sa = (torch.rand((), device="cuda", generator=gen) + 0.5).float()
+        sb = (torch.rand((), device="cuda", generator=gen) + 0.5).float()
+    return a, b, sa, sb
+
+
+def _ref(a: Any, b: Any, sa: Any, sb: Any) -> Any:
+    return (a.double() @ b.double()) * sa.double() * sb.double()
+
+
+def _rel(out: Any, ref: Any) -> float:
+    import torch
+
+    if torch.isnan(out).any():
+        return float("nan")
+    return float((out.double() - ref).norm() / ref.norm())
+
+
+def _run(cfg: Any, a: Any, b: Any, sa: Any, sb: Any, out: Any) -> Any:
+    from nvatom.gemm_providers import prepare_gemm_sm90
+
+    return prepare_gemm_sm90(a, b, out, cfg, sa.reshape(-1), sb.reshape(-1))
+
+
+def main() -> int:
+    import torch
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+    variants = args.variants.split(",")
+    dev = torch.cuda.get_device_name()
+    res: dict[str, Any] = {"device": dev, "correct": [], "accuracy": [], "speed": []}
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
+    tnames = {e4: "e4m3", e5: "e5m2"}
+
+    # 1. correctness on ragged shapes
+    combos = [(e4, e4, "tensor"), (e4, e4, "row"), (e4, e5, "tensor"), (e5, e4, "row"),
+              (e5, e5, "tensor")]
+    for m, n, k in [(129, 264, 80), (333, 784, 528), (1, 16, 16), (640, 1536, 2064),
+                    (256, 512, 4096)]:
+        for at, bt, sc in combos:
+            a, b, sa, sb = _operands(m, n, k, at, bt, sc, gen)
+            ref = _ref(a, b, sa, sb)
+            for v in variants:
+                cfg = _cfg(v, tnames[at], tnames[bt], sc)
+                out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+                _run(cfg, a, b, sa, sb, out)()
+                torch.cuda.synchronize()
+                err = _rel(out, ref)
+                res["correct"].append([m, n, k, tnames[at], tnames[bt], sc, v, err])
+                if not err < 2e-2:
+                    print("WRONG", m, n, k, tnames[at], tnames[bt], sc, v, err, flush=True)
+    bad = [r for r in res["correct"] if not r[-1] < 2e-2]
+    print(f"correctness: {len(res['correct'])} runs, {len(bad)} wrong", flush=True)
+
+    # 2. accuracy against float64
+    mn = 4096 if args.quick else 8192
+    for k in (4096, 8192, 16384):
+        for sc in ("tensor", "row"):
+            a, b, sa, sb = _operands(mn, mn, k, e4, e4, sc, gen)
+            ref = _ref(a, b, sa, sb)
+            row = {"m": mn, "n": mn, "k": k, "scale": sc}
+            for fast in (False, True):
+                o = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16,
+                                     use_fast_accum=fast)
+                row["scaled_mm" + ("_fast" if fast else "")] = _rel(o, ref)
+            for v in variants:
+                out = torch.full((mn, mn), float("nan"), device="cuda", dtype=torch.bfloat16)
+                _run(_cfg(v, scale=sc), a, b, sa, sb, out)()
+                row[v] = _rel(out, ref)
+            res["accuracy"].append(row)
+            print("accuracy", json.dumps(row), flush=True)
+            del ref
+
+    # 3. speed at 8192^3 (and 4096^3), rotating sets
+    shapes = [(8192, 8192, 8192)] + ([] if args.quick else [(4096, 4096, 4096)])
+    for m, n, k in shapes:
+        for sc in ("tensor", "row"):
+            sets = 3 if m >= 8192 else 8
+            ops = [_operands(m, n, k, e4, e4, sc, gen) for _ in range(sets)]
+            out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            cont: dict[str, Any] = {}
+            for fast in (False, True):
+                cont["scaled_mm" + ("_fast" if fast else "")] = (
+                    lambda i, f=fast, ops=ops: torch._scaled_mm(ops[i][0], ops[i][1], ops[i][2],
+                                                       ops[i][3], out_dtype=torch.bfloat16,
+                                                       use_fast_accum=f))
+            for v in variants:
+                fns = [_run(_cfg(v, scale=sc), *ops[i], out) for i in range(sets)]
+                cont[v] = lambda i, fns=fns: fns[i]()
+            times = _interleave(cont, sets, 10, args.rounds)
+            flop = 2 * m * n * k
+            row = {"m": m, "n": n, "k": k, "scale": sc}
+            for name, ts in times.items():
+                med = statistics.median(ts)
+                row[name] = {"ms": med, "tflops": flop / med / 1e9, "spread": max(ts) / min(ts)}
+            res["speed"].append(row)
+            base = row["scaled_mm"]["ms"]
+            print(f"speed {m}x{n}x{k} {sc}: " + ", ".join(
+                f"{nm} {r['tflops']:.0f} TF/s ({base / r['ms']:.3f}x)"
+                for nm, r in row.items() if isinstance(r, dict)), flush=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "tune.json").write_text(json.dumps(res, indent=1))
+    return 1 if bad else 0
+
+
+def _interleave(cont: dict[str, Any], sets: int, batch: int, rounds: int) -> dict[str, list]:
+    import torch
+
+    def once(fn: Any) -> float:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for i in range(batch):
+            fn(i % sets)
+        e.record()
+        e.synchronize()
+        return s.elapsed_time(e) / batch
+
+    names = list(cont)
+    for nm in names:
+        once(cont[nm])
+    times: dict[str, list] = {nm: [] for nm in names}
+    for r in range(rounds):
+        for nm in (names if r % 2 == 0 else names[::-1]):
+            times[nm].append(once(cont[nm]))
+    return times
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
