@@ -29,10 +29,16 @@ sys.path.insert(0, str(ROOT / "src"))
 VARIANTS: dict[str, dict[str, Any]] = {
     "fast": {},
     "pr1n2t1": {"promote": 1, "promote_parts": 2, "promote_temps": 1},
-    "pr2n2t1": {"promote": 2, "promote_parts": 2, "promote_temps": 1},
     "pr1n4t2": {"promote": 1, "promote_parts": 4, "promote_temps": 2},
-    "pr1n4t1": {"promote": 1, "promote_parts": 4, "promote_temps": 1},
-    "pr2n4t2": {"promote": 2, "promote_parts": 4, "promote_temps": 2},
+    "pl256n4": {"promote": 1, "promote_parts": 4, "promote_temps": 2,
+                "promote_pipelined": True},
+    "pr192n2t2": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192},
+    "pl192n2": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+                "promote_pipelined": True},
+    "pr128n1t1": {"promote": 1, "promote_parts": 1, "promote_temps": 1, "block_n": 128,
+                  "stages": 6},
+    "pr128n2t2": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 128,
+                  "stages": 6},
 }
 
 

@@ -155,6 +155,7 @@ class GemmSm90Config:
     promote: int = 0
     promote_parts: int = 2
     promote_temps: int = 1
+    promote_pipelined: bool = False
     scale_mode: str = "tensor"
 
     def __post_init__(self) -> None:
@@ -237,7 +238,12 @@ class GemmSm90Config:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
                 raise GemmSm90Error(f"{name} must be an int, got {v!r}")
+        if not isinstance(self.promote_pipelined, bool):
+            raise GemmSm90Error(f"promote_pipelined must be a bool, got "
+                                f"{self.promote_pipelined!r}")
         if self.promote == 0:
+            if self.promote_pipelined:
+                raise GemmSm90Error("promote_pipelined needs the promoted main loop (promote 1)")
             return
         if not fp8:
             raise GemmSm90Error(f"promote {self.promote}: the promoted main loop is for FP8 "
@@ -253,6 +259,11 @@ class GemmSm90Config:
                                 f"{self.block_n} into WGMMA widths (multiples of 8)")
         if self.promote_temps > parts:
             raise GemmSm90Error(f"promote_temps {self.promote_temps} > promote_parts {parts}")
+        if self.pipelined and (parts % 2 or self.promote != 1 or self.promote_temps != 2):
+            raise GemmSm90Error(f"promote_pipelined needs promote 1, promote_temps 2 and an "
+                                f"even promote_parts (got {self.promote}, "
+                                f"{self.promote_temps}, {parts}): it alternates the "
+                                "temporaries across K blocks")
         regs = self.block_n // 2 * (1 + self.promote_temps / parts)
         if regs + 32 > self.consumer_regs:
             raise GemmSm90Error(f"promoted accumulators need {regs:.0f} f32 registers a "
@@ -268,6 +279,11 @@ class GemmSm90Config:
     def b_type(self) -> str:
         """B's element type."""
         return self.b_dtype or self.in_dtype
+
+    @property
+    def pipelined(self) -> bool:
+        """The promoted main loop pipelined across K blocks (two temporaries, every K block)."""
+        return bool(self.promote) and self.promote_pipelined
 
     @property
     def part_form(self) -> WgmmaForm:
@@ -341,6 +357,7 @@ class GemmSm90Config:
         extra = ""
         if self.promote:
             extra += f"_pr{self.promote}n{self.promote_parts}t{self.promote_temps}"
+            extra += "pl" if self.promote_pipelined else ""
         if self.scale_mode != "tensor":
             extra += f"_{self.scale_mode}scale"
         return (f"gemm_sm90_{ab}_{self.out_dtype}_{self.block_m}x{self.block_n}_"
@@ -789,6 +806,7 @@ def _part_mmas(b: _Build, seq: WgmmaSequence, t: Sequence[Reg], a_desc0: Sequenc
     k.ins("cvt.u64.u32", da64, sa_off)
     k.ins("cvt.u64.u32", db64, sb_off)
     imm = tuple(1 if w.startswith("scale") else 0 for w in form.immediates)  # K-major B
+    seq.fence()  # the temporary was read by add.f32 (fenced after the barrier wait: C7519)
     for s in range(cfg.k_steps):
         da, db = k.reg("b64"), k.reg("b64")
         k.ins("add.s64", da, a_desc0[s], da64)
@@ -807,6 +825,9 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     the group's stages are released."""
     k, cfg = b.k, b.cfg
     assert p_first is not None
+    if cfg.pipelined:
+        _mainloop_pipelined(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead, p_true)
+        return
     group, parts, nt = cfg.promote, cfg.promote_parts, len(temps)
     pn = cfg.block_n // parts
     maps = [_promote_map(cfg.block_n, pn, q) for q in range(parts)]
@@ -833,7 +854,6 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
 
     for q in range(parts):
         t = temps[q % nt]
-        seq.fence()  # the temporary was read by add.f32
         if cnt is None:
             _part_mmas(b, seq, t, a_desc0, b_desc0, stage, phase if q == 0 else None, q,
                        p_zero, p_true)
@@ -879,6 +899,67 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     pk_ = k.reg("pred")
     k.ins("setp.lt.u32", pk_, kt, b.ktiles)
     k.bra(kloop, pk_)
+
+
+def _mainloop_pipelined(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
+                        temps: Sequence[Sequence[Reg]], a_desc0: Sequence[Reg],
+                        b_desc0: Sequence[Reg], stage: Reg, phase: Reg, is_lead: Reg,
+                        p_true: Reg) -> None:
+    """The promoted main loop with two temporaries, promotion every K block, software-
+    pipelined across K blocks: each N part's WGMMA group is committed before the previous
+    group (the previous part, or the previous K block's last part) is retired
+    (``wait_group 1``) and added, so one group stays in flight while ``add.f32`` runs.  Part
+    ``q`` always uses temporary ``q % 2`` (``promote_parts`` is even).  A K block's stage is
+    released once its last group has retired, during the next K block."""
+    k, cfg = b.k, b.cfg
+    parts = cfg.promote_parts
+    pn = cfg.block_n // parts
+    maps = [_promote_map(cfg.block_n, pn, q) for q in range(parts)]
+    k.comment(f"promoted main loop, pipelined: {parts} part(s) of n{pn} per K block, two "
+              "temporaries, one WGMMA group in flight while the other is added")
+    for r in acc:
+        k.ins("mov.f32", r, "0f00000000")
+    p_zero = k.reg("pred")
+    k.ins("setp.ne.u32", p_zero, 0, 0)
+    prev = _u32(k, "mov.u32", stage)
+
+    def add(q: int) -> None:
+        t = temps[q % 2]
+        seq.read(t)
+        for i, j in enumerate(maps[q]):
+            k.ins("add.f32", acc[j], acc[j], t[i])
+
+    def block(first: bool) -> None:
+        for q in range(parts):
+            _part_mmas(b, seq, temps[q % 2], a_desc0, b_desc0, stage,
+                       phase if q == 0 else None, q, p_zero, p_true)
+            seq.commit()
+            if first and q == 0:
+                continue
+            seq.wait(1)  # the group before this one has retired
+            add((q - 1) % parts)
+            if q == 0:  # the previous K block's groups have all retired
+                _release(k, cfg, b.smem, b.off_empty, prev, is_lead, b.rank)
+        k.ins("mov.u32", prev, stage)
+        _next_stage(k, stage, phase, cfg.stages)
+
+    block(first=True)
+    kt = _u32(k, "mov.u32", 1)
+    tail = k.fresh_label("c_k_tail")
+    pe = k.reg("pred")
+    k.ins("setp.ge.u32", pe, kt, b.ktiles)
+    k.bra(tail, pe)
+    kloop = k.fresh_label("c_k")
+    k.label(kloop)
+    block(first=False)
+    k.ins("add.u32", kt, kt, 1)
+    pk_ = k.reg("pred")
+    k.ins("setp.lt.u32", pk_, kt, b.ktiles)
+    k.bra(kloop, pk_)
+    k.label(tail)
+    seq.wait(0)
+    add(parts - 1)
+    _release(k, cfg, b.smem, b.off_empty, prev, is_lead, b.rank)
 
 
 def _fp8_scale(b: _Build) -> Reg | tuple[Reg, Reg] | None:
