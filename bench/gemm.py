@@ -3,6 +3,7 @@
     PYTHONPATH=src python3 bench/gemm.py [--kernels sm80,sm90] [--dtypes bf16,f16,e4m3]
         [--shapes MxNxK ...] [--rounds 9] [--batch 20] [--out reports/bench/gemm.json]
     PYTHONPATH=src python3 bench/gemm.py --host-cpu     # host time per call, no GPU needed
+    PYTHONPATH=src python3 bench/gemm.py --fp8 [--out reports/bench/gemm_fp8.json]
 
 Method (docs/perf.md):
 
@@ -26,6 +27,15 @@ Method (docs/perf.md):
 
 Writes ``reports/bench/gemm.json`` (device, driver, torch, commit, date, TFLOP/s, ratios) and
 prints a table.  No assertions about speed.
+
+``--fp8``: the FP8 study (docs/perf.md, "FP8"), written to ``reports/bench/gemm_fp8.json``:
+for per-tensor and row-wise scales, ``nvatom.gemm`` with its default (promoted) main loop and
+with ``fast_accum=True`` against ``torch._scaled_mm`` default and ``use_fast_accum=True``,
+interleaved as above, same-run ratios (``sm90`` / ``_scaled_mm``, ``sm90-fast`` /
+``_scaled_mm-fast``); and the accuracy columns: relative error ``|out - ref| / |ref|``
+(Frobenius) of all four against the float64 product of the decoded inputs times the scales,
+at M = N = ``--fp8-mn`` and K = 4096, 8192, 16384 (inputs ``randn`` cast to e4m3, scales in
+[0.5, 1.5)).  Commit from ``NVATOM_COMMIT`` where the tree has no git.
 """
 
 from __future__ import annotations
@@ -272,8 +282,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=20, help="launches per timed measurement")
     ap.add_argument("--host-cpu", action="store_true",
                     help="only the host-time micro-benchmark on fake tensors (no GPU)")
-    ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "gemm.json"))
+    ap.add_argument("--out", default=None, help="default reports/bench/gemm.json "
+                    "(gemm_fp8.json with --fp8)")
+    ap.add_argument("--fp8", action="store_true", help="the FP8 study (accuracy and speed, "
+                    "per-tensor and row-wise scales, promoted and fast accumulation)")
+    ap.add_argument("--fp8-mn", type=int, default=8192, help="M = N of the accuracy runs")
     args = ap.parse_args(argv)
+    if args.fp8:
+        return fp8_main(args)
+    if args.out is None:
+        args.out = str(ROOT / "reports" / "bench" / "gemm.json")
     if args.host_cpu:
         r = host_cpu()
         print(f"host time per nvatom.gemm call (SM90 provider, fake tensors, no launch): "
@@ -394,6 +412,119 @@ def main(argv: list[str] | None = None) -> int:
                         "prepare_gemm_sm90",
               "ptx_build_emit": build, "host_us_per_call_4096": host, "results": rows}
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+FP8_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 16384)]
+
+
+def _fp8_operands(m: int, n: int, k: int, rowwise: bool, gen: Any) -> tuple[Any, ...]:
+    import torch
+
+    a = torch.randn(m, k, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+    b = torch.randn(n, k, device="cuda", generator=gen).to(torch.float8_e4m3fn).t()
+    shape_a, shape_b = ((m, 1), (1, n)) if rowwise else ((), ())
+    sa = torch.rand(shape_a, device="cuda", generator=gen) + 0.5
+    sb = torch.rand(shape_b, device="cuda", generator=gen) + 0.5
+    return a, b, sa, sb
+
+
+def _fp8_contenders(a: Any, b: Any, sa: Any, sb: Any, d: Any) -> dict[str, Any]:
+    """name -> fn(i) over input set i: nvatom promoted / fast, _scaled_mm default / fast."""
+    import torch
+
+    import nvatom
+
+    out: dict[str, Any] = {}
+    for fast in (False, True):
+        sfx = "-fast" if fast else ""
+        out["sm90" + sfx] = (lambda i, f=fast: nvatom.gemm(a[i], b[i], d, scale_a=sa[i],
+                                                            scale_b=sb[i], fast_accum=f))
+        out["torch._scaled_mm" + sfx] = (
+            lambda i, f=fast: torch._scaled_mm(a[i], b[i], sa[i], sb[i],
+                                               out_dtype=torch.bfloat16, use_fast_accum=f))
+    return out
+
+
+def fp8_main(args: Any) -> int:
+    """The FP8 study (module docstring): accuracy against float64, then speed."""
+    import torch
+
+    props = torch.cuda.get_device_properties(0)
+    cap = torch.cuda.get_device_capability(0)
+    if cap != (9, 0):
+        print(f"--fp8 needs an sm_90 GPU, this is {props.name} (sm_{cap[0]}{cap[1]})")
+        return 1
+    gen = torch.Generator(device="cuda").manual_seed(2024)
+    accuracy = []
+    mn = args.fp8_mn
+    for k in (4096, 8192, 16384):
+        for mode in ("tensor", "row"):
+            a, b, sa, sb = _fp8_operands(mn, mn, k, mode == "row", gen)
+            ref = (a.double() @ b.double()) * sa.double() * sb.double()
+            d = torch.empty(mn, mn, device="cuda", dtype=torch.bfloat16)
+            row: dict[str, Any] = {"m": mn, "n": mn, "k": k, "scales": mode}
+            for nm, fn in _fp8_contenders([a], [b], [sa], [sb], d).items():
+                d.fill_(float("nan"))
+                got = fn(0)
+                torch.cuda.synchronize()
+                got = d if got is None or got is d else got
+                bad = bool(torch.isnan(got).any())
+                row[nm] = float("nan") if bad else float((got.double() - ref).norm()
+                                                         / ref.norm())
+            accuracy.append(row)
+            del a, b, ref
+            torch.cuda.empty_cache()
+    shapes = FP8_SHAPES if not args.shapes else [
+        tuple(int(x) for x in s.lower().split("x")) for s in args.shapes]
+    l2 = getattr(props, "L2_cache_size", 50 * 2**20)
+    speed = []
+    for m, n, k in shapes:
+        for mode in ("tensor", "row"):
+            sets = max(2, min(32, math.ceil(3 * l2 / (m * k + k * n))))
+            ops = [_fp8_operands(m, n, k, mode == "row", gen) for _ in range(sets)]
+            a, b, sa, sb = (list(x) for x in zip(*ops, strict=True))
+            d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            times = _interleaved(_fp8_contenders(a, b, sa, sb, d), sets, args.batch,
+                                 args.rounds)
+            med = {nm: statistics.median(t) for nm, t in times.items()}
+            flop = 2.0 * m * n * k
+            speed.append({
+                "m": m, "n": n, "k": k, "scales": mode, "input_sets": sets,
+                "results": {nm: {"ms_median": med[nm], "ms_best": min(t),
+                                 "tflops": flop / med[nm] / 1e9, "spread": max(t) / min(t)}
+                            for nm, t in times.items()},
+                "ratio_promoted_vs_scaled_mm": med["torch._scaled_mm"] / med["sm90"],
+                "ratio_fast_vs_scaled_mm_fast": med["torch._scaled_mm-fast"] / med["sm90-fast"],
+            })
+            del a, b, sa, sb, ops, d
+            torch.cuda.empty_cache()
+    print(f"device: {props.name}, driver {_nvidia_driver()}, torch {torch.__version__}")
+    print("relative error vs float64 (Frobenius):")
+    for r in accuracy:
+        print(f"  {r['m']}x{r['n']}x{r['k']:<6} {r['scales']:<6} " + "  ".join(
+            f"{nm} {r[nm]:.4e}" for nm in ("sm90", "torch._scaled_mm", "sm90-fast",
+                                           "torch._scaled_mm-fast")))
+    print("speed (median TFLOP/s; same-run ratios):")
+    for r in speed:
+        x = r["results"]
+        print(f"  {r['m']}x{r['n']}x{r['k']:<6} {r['scales']:<6} " + "  ".join(
+            f"{nm} {x[nm]['tflops']:.0f}" for nm in x)
+              + f"  promoted/scaled_mm {r['ratio_promoted_vs_scaled_mm']:.3f}"
+              + f"  fast/scaled_mm-fast {r['ratio_fast_vs_scaled_mm_fast']:.3f}")
+    report = {"device": props.name, "capability": "9.0", "driver": _nvidia_driver(),
+              "torch": torch.__version__, "commit": _commit(),
+              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "method": f"median of {args.rounds} interleaved rounds (order alternating), "
+                        f"{args.batch} launches between one pair of CUDA events, inputs "
+                        "rotated over input_sets buffers; nvatom through nvatom.gemm(a, b, "
+                        "out, scale_a=, scale_b=, fast_accum=); accuracy: Frobenius "
+                        "relative error against the float64 product",
+              "accuracy": accuracy, "speed": speed}
+    out = Path(args.out or ROOT / "reports" / "bench" / "gemm_fp8.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {out}")

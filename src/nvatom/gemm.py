@@ -13,9 +13,13 @@ share with this module (:class:`GemmProblem`, :class:`GemmLaunch`, :class:`Opera
 :class:`GemmProvider`) live below both, in :mod:`nvatom.runtime.gemm_plan`.
 :func:`register_provider` adds another provider.
 
-FP8: e4m3 x e4m3 with per-tensor scales (``scale_a``, ``scale_b``: float32 one-element CUDA
-tensors as ``torch._scaled_mm`` takes, or Python numbers) gives ``(a @ b) * scale_a * scale_b``
-in bf16.  Only the SM90 provider (WGMMA ``.e4m3``, compute capability 9.0) runs it; its
+FP8: e4m3 or e5m2 on either side, with per-tensor scales (``scale_a``, ``scale_b``: float32
+one-element CUDA tensors as ``torch._scaled_mm`` takes, or Python numbers) or row-wise ones
+(``scale_a`` (M, 1), ``scale_b`` (1, N) float32; the mode follows the shapes), gives
+``(a @ b) * scale_a * scale_b`` in bf16.  WGMMA's partial sums are promoted into f32 every K
+block (128 elements) unless ``fast_accum=True`` (WGMMA accumulates the whole K: faster, less
+exact; as ``torch._scaled_mm(use_fast_accum=True)``).  Only the SM90 provider (WGMMA
+``.e4m3``/``.e5m2``, compute capability 9.0) runs it; its
 operands are K-major (row-major ``a``, column-major ``b``), as WGMMA reads 8-bit operands
 (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate", register/shared-memory
 layouts of ``.e4m3``: K-major only).  A provider that cannot run a problem says why
@@ -194,14 +198,15 @@ def route(a: TensorInfo, b: TensorInfo, out: TensorInfo, problem: GemmProblem,
 
 def explain(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None,
             scale_a: Any = None, scale_b: Any = None,
-            capability: tuple[int, int] | None = None) -> GemmRoute:
+            capability: tuple[int, int] | None = None, fast_accum: bool = False) -> GemmRoute:
     """The :class:`GemmRoute` :func:`gemm` takes for these arguments (checked as it checks
     them), without running it.  ``capability``: the GPU's (default: the operands' device's,
     from torch).  Without ``out`` the route is that of the fresh contiguous output gemm
     makes."""
     a, b, out = from_dlpack(a), from_dlpack(b), from_dlpack(out)
     scale_a, scale_b = from_dlpack(scale_a), from_dlpack(scale_b)
-    ai, bi, oi, problem = check_operands(a, b, out, acc=acc, scale_a=scale_a, scale_b=scale_b)
+    ai, bi, oi, problem = check_operands(a, b, out, acc=acc, scale_a=scale_a, scale_b=scale_b,
+                                         fast_accum=fast_accum)
     if oi is None:  # what gemm() allocates: contiguous, aligned
         oi = TensorInfo("out", STAGE_ALIGN, problem.out_dtype, (problem.m, problem.n),
                         (problem.n, 1), ai.device, "row")
@@ -213,7 +218,7 @@ def explain(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str 
 
 
 def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
-                   scale_a: Any = None, scale_b: Any = None
+                   scale_a: Any = None, scale_b: Any = None, fast_accum: bool = False
                    ) -> tuple[TensorInfo, TensorInfo, TensorInfo | None, GemmProblem]:
     """Validate ``a @ b`` (and ``out``, and the FP8 scales); raises
     :class:`TensorArgumentError` / :class:`GemmError` naming the offending argument.  Needs no
@@ -226,7 +231,7 @@ def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
     ai = check_matrix(a, "a", dtypes=in_dtypes, majors=("row", "col"), align_bytes=1)
     bi = check_matrix(b, "b", dtypes=in_dtypes, majors=("row", "col"), device=ai.device,
                       align_bytes=1)
-    if ai.dtype != bi.dtype:
+    if ai.dtype != bi.dtype and not (ai.dtype in SCALED_DTYPES and bi.dtype in SCALED_DTYPES):
         raise TensorArgumentError(f"a is {ai.dtype} but b is {bi.dtype}; the operands must "
                                   "have one element type")
     (m, ka), (kb, n) = ai.shape, bi.shape
@@ -237,7 +242,12 @@ def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
         raise GemmError(f"N = {n} is odd: the kernels store output columns in pairs; pad b to "
                         f"{n + 1} columns")
     scaled = ai.dtype in SCALED_DTYPES
-    check_scales(scale_a, scale_b, ai.dtype, ai.device)
+    if not isinstance(fast_accum, bool):
+        raise GemmError(f"fast_accum = {fast_accum!r} is not a bool")
+    if fast_accum and not scaled:
+        raise GemmError(f"fast_accum=True given but a and b are {ai.dtype}: it selects FP8's "
+                        f"WGMMA-only accumulation ({', '.join(SCALED_DTYPES)} operands)")
+    mode = check_scales(scale_a, scale_b, ai.dtype, ai.device, m, n)
     if scaled:
         if ai.major != "row" and m > 0 and ka > 0:
             raise GemmError(f"a ({ai.dtype}, {m}x{ka}) is column-major (strides {ai.strides}): "
@@ -254,7 +264,7 @@ def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
         if oi.shape != (m, n):
             raise GemmError(f"out has shape {oi.shape}, the product is {m}x{n}")
         if scaled and oi.dtype != SCALED_OUT_DTYPE:
-            raise GemmError(f"out is {oi.dtype}: {ai.dtype} x {ai.dtype} GEMMs write "
+            raise GemmError(f"out is {oi.dtype}: {ai.dtype} x {bi.dtype} GEMMs write "
                             f"{SCALED_OUT_DTYPE} output")
         if m > 1 and n > 0 and oi.ld < n:
             raise TensorArgumentError(
@@ -264,7 +274,7 @@ def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
         out_dtype = oi.dtype
     problem = GemmProblem(m, n, ka, ai.dtype, out_dtype,
                           "K" if ai.major == "row" else "M", "N" if bi.major == "row" else "K",
-                          acc)
+                          acc, "" if bi.dtype == ai.dtype else bi.dtype, mode, fast_accum)
     return ai, bi, oi, problem
 
 
@@ -276,38 +286,42 @@ def check_sizes(m: int, n: int, k: int) -> None:
                             "the GEMM kernels' 32-bit index arithmetic takes")
 
 
-def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int) -> None:
-    """Check the per-tensor scales against the operand type: both required for FP8 operands,
-    none allowed otherwise; each a Python number or a float32 one-element tensor on the
-    operands' CUDA device (duck-typed: ``.dtype``, ``.shape``, ``.device``)."""
-    given = [n for n, v in (("scale_a", scale_a), ("scale_b", scale_b)) if v is not None]
+def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, m: int = 1,
+                 n: int = 1) -> str:
+    """Check the scales against the operand type and the product's M x N, and return the
+    scaling mode: "" (no scales: not FP8), "tensor" (one f32 each: a Python number or a
+    one-element float32 tensor) or "row" (``scale_a`` of shape (M, 1) or (M,): one f32 per row
+    of ``a``; ``scale_b`` of shape (1, N) or (N,): one per column of ``b``; as
+    ``torch._scaled_mm``'s row-wise mode).  Both are required for FP8 operands and none is
+    allowed otherwise; tensors are float32 on the operands' CUDA device with unit stride
+    (duck-typed: ``.dtype``, ``.shape``, ``.device``, ``.stride()``)."""
+    given = [nm for nm, v in (("scale_a", scale_a), ("scale_b", scale_b)) if v is not None]
     if in_dtype not in SCALED_DTYPES:
         if given:
-            raise GemmError(f"{' and '.join(given)} given but a and b are {in_dtype}: per-tensor "
-                            f"scales apply to FP8 ({', '.join(SCALED_DTYPES)}) operands only")
-        return
+            raise GemmError(f"{' and '.join(given)} given but a and b are {in_dtype}: scales "
+                            f"apply to FP8 ({', '.join(SCALED_DTYPES)}) operands only")
+        return ""
     if len(given) < 2:
-        missing = " and ".join(n for n in ("scale_a", "scale_b") if n not in given)
-        raise GemmError(f"a and b are {in_dtype} (FP8) but {missing} is missing: FP8 GEMMs "
-                        "compute (a @ b) * scale_a * scale_b and take both per-tensor scales "
-                        "(float32 one-element CUDA tensors, as torch._scaled_mm, or floats)")
+        missing = " and ".join(nm for nm in ("scale_a", "scale_b") if nm not in given)
+        raise GemmError(f"a and b are {in_dtype} (FP8) but {missing} is missing: FP8 GEMMs compute "
+                        "(a @ b) * scale_a * scale_b and take both scales (per-tensor: float32 "
+                        "one-element CUDA tensors, as torch._scaled_mm, or floats; row-wise: "
+                        "scale_a (M, 1), scale_b (1, N) float32)")
+    shapes = {}
     for name, v in (("scale_a", scale_a), ("scale_b", scale_b)):
         if isinstance(v, bool):
             raise GemmError(f"{name} = {v!r}: a scale is a float or a float32 tensor, not a bool")
         if isinstance(v, (int, float)):
+            shapes[name] = ()
             continue
         if not hasattr(v, "dtype") or not hasattr(v, "shape"):
             raise GemmError(f"{name} = {v!r} ({type(v).__name__}) is neither a float nor a "
-                            "float32 one-element CUDA tensor")
+                            "float32 CUDA tensor")
         dt = str(v.dtype).removeprefix("torch.")
         if dt != "float32":
-            raise GemmError(f"{name} has dtype {dt}; per-tensor scales are float32 (as "
+            raise GemmError(f"{name} has dtype {dt}; scales are float32 (as "
                             f"torch._scaled_mm): pass {name}.float()")
-        shape = tuple(int(x) for x in v.shape)
-        if math.prod(shape) != 1:
-            raise GemmError(f"{name} has shape {shape} ({math.prod(shape)} elements); a "
-                            "per-tensor scale has one element (row- or block-wise scales are "
-                            "not supported)")
+        shapes[name] = tuple(int(x) for x in v.shape)
         dev = getattr(v, "device", None)
         if getattr(dev, "type", None) != "cuda":
             raise GemmError(f"{name} is on device '{dev}', not a CUDA device; move it with "
@@ -315,10 +329,24 @@ def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int) -> None
         idx = 0 if dev.index is None else int(dev.index)  # type: ignore[union-attr]
         if idx != device:
             raise GemmError(f"{name} is on cuda:{idx}, the operands on cuda:{device}")
+    sa, sb = shapes["scale_a"], shapes["scale_b"]
+    if math.prod(sa) == 1 and math.prod(sb) == 1 and len(sa) <= 2 and len(sb) <= 2:
+        return "tensor"
+    if sa in ((m, 1), (m,)) and sb in ((1, n), (n,)):
+        for name, v in (("scale_a", scale_a), ("scale_b", scale_b)):
+            st = tuple(int(x) for x in v.stride())
+            if max(v.shape) > 1 and st[v.shape.index(max(v.shape))] != 1:
+                raise GemmError(f"{name} has strides {st}: row-wise scales are read as one "
+                                f"contiguous vector; pass {name}.contiguous()")
+        return "row"
+    raise GemmError(f"scale_a has shape {sa} and scale_b {sb}: the scales are per-tensor "
+                    f"(one element each) or row-wise (scale_a ({m}, 1), one per row of a; "
+                    f"scale_b (1, {n}), one per column of b), as torch._scaled_mm; "
+                    "block-wise scales are not supported")
 
 
 def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None,
-         scale_a: Any = None, scale_b: Any = None) -> Any:
+         scale_a: Any = None, scale_b: Any = None, fast_accum: bool = False) -> Any:
     """``a @ b`` for 2-D CUDA torch tensors (bf16 or f16 operands, f32 accumulation), or
     ``(a @ b) * scale_a * scale_b`` in bf16 for e4m3 (``torch.float8_e4m3fn``) operands.
 
@@ -339,7 +367,13 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     ``scale_a``, ``scale_b``: FP8 only, and then both required: per-tensor scales, float32
     one-element CUDA tensors on the operands' device (as ``torch._scaled_mm``; the kernel reads
     them when it runs, so updating one in place needs no new call) or Python numbers (copied to
-    a cached device tensor once per distinct value).  FP8 runs on the SM90 kernel only
+    a cached device tensor once per distinct value); or row-wise scales, float32 CUDA tensors
+    ``scale_a`` (M, 1) and ``scale_b`` (1, N) (or 1-D), one per row of ``a`` and column of
+    ``b``.  :func:`check_scales` picks the mode from the shapes and names every wrong one.
+    ``fast_accum``: FP8 only; True lets WGMMA accumulate the whole K (its FP8 accumulation
+    keeps fewer bits than f32; docs/perf.md), False (default) promotes the partial sums into
+    f32 registers every K block.  e4m3 and e5m2 mix freely (WGMMA takes either on either
+    side).  FP8 runs on the SM90 kernel only
     (compute capability 9.0) with a row-major ``a`` and a column-major ``b``
     (``b = b_rowmajor.t().contiguous().t()``); K a multiple of 16, N of 8 (TMA's 16-byte rule).
 
@@ -355,7 +389,7 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
         try:
             key = (a.data_ptr(), b.data_ptr(), out.data_ptr(), a.shape, b.shape, out.shape,
                    a.stride(), b.stride(), out.stride(), a.dtype, b.dtype, out.dtype,
-                   a.device, b.device, out.device, acc, provider)
+                   a.device, b.device, out.device, acc, provider, fast_accum)
             if scale_a is not None or scale_b is not None:  # bf16/f16 calls pay nothing
                 key += (_scale_key(scale_a), _scale_key(scale_b))
             hit = _calls.get(key)
@@ -369,7 +403,8 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     # DLPack arrays (CuPy, ...) as torch tensors sharing their memory (not call-cached)
     a, b, out = from_dlpack(a), from_dlpack(b), from_dlpack(out)
     scale_a, scale_b = from_dlpack(scale_a), from_dlpack(scale_b)
-    ai, bi, oi, problem = check_operands(a, b, out, acc=acc, scale_a=scale_a, scale_b=scale_b)
+    ai, bi, oi, problem = check_operands(a, b, out, acc=acc, scale_a=scale_a, scale_b=scale_b,
+                                         fast_accum=fast_accum)
     import torch
 
     if out is None:
@@ -454,7 +489,7 @@ def _scale_key(v: Any) -> Any:
     :func:`check_scales` reads and its address."""
     if v is None or isinstance(v, (int, float)):
         return (type(v), v)
-    return (v.data_ptr(), v.dtype, v.shape, v.device)
+    return (v.data_ptr(), v.dtype, v.shape, v.stride(), v.device)
 
 
 def _scale_tensor(v: Any, device: int) -> Any:

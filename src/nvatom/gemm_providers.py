@@ -104,10 +104,11 @@ class Sm90Provider:
     """The ``nvatom.gemm`` provider for sm_90 GPUs: TMA + WGMMA (:mod:`nvatom.kernels.gemm_sm90`).
 
     Takes row-major A (``a_major`` "K"), B either way, bf16/f16 in, bf16/f16/f32 out, or
-    e4m3 in with a column-major B and bf16 out (per-tensor scales), on compute capability 9.0,
+    FP8 in (e4m3 or e5m2 on either side) with a column-major B and bf16 out (per-tensor or
+    row-wise scales; the promoted main loop unless ``fast_accum``), on compute capability 9.0,
     when TMA's 16-byte pitch rule holds for K and N (else the next provider, the SM80 kernel,
     runs).  Kernel arguments: three tensor maps from the operands' pointers and leading
-    dimensions, then M, N, K (then the scales' addresses for e4m3).  The maps are encoded
+    dimensions, then M, N, K (then the scales' addresses for FP8).  The maps are encoded
     once per distinct map (:data:`TENSOR_MAPS`, a bounded LRU keyed by the whole map) and the
     packed argument block once per (pointers, leading dimensions, shape, scale addresses)
     (``GemmLaunch.packed``), so a repeated call costs no encoding."""
@@ -119,10 +120,23 @@ class Sm90Provider:
 
     def _config(self, problem: Any) -> sm90.GemmSm90Config:
         major = "MN" if problem.b_major == "N" else "K"
+        fp8 = problem.in_dtype in sm90.FP8_DTYPES
+        b_dtype = getattr(problem, "b_dtype", "")
+        b_dtype = "" if b_dtype == problem.in_dtype else b_dtype
+        scale_mode = getattr(problem, "scale_mode", "") or "tensor"
+        fast = bool(getattr(problem, "fast_accum", False))
         if self.config is not None:
+            extra: dict[str, Any] = {}
+            if fp8:
+                extra = dict(b_dtype=b_dtype, scale_mode=scale_mode)
+                if fast:
+                    extra.update(promote=0, promote_pipelined=False)
             return dataclasses.replace(self.config, in_dtype=problem.in_dtype,
-                                       out_dtype=problem.out_dtype, b_major=major)
-        return sm90.default_config(problem.in_dtype, problem.out_dtype, major)
+                                       out_dtype=problem.out_dtype, b_major=major, **extra)
+        if not fp8:
+            return sm90.default_config(problem.in_dtype, problem.out_dtype, major)
+        return sm90.default_config(problem.in_dtype, problem.out_dtype, major,
+                                   b_dtype=b_dtype, fast_accum=fast, scale_mode=scale_mode)
 
     def supports(self, problem: Any, capability: tuple[int, int]) -> bool:
         return self.reject(problem, capability) is None
@@ -138,6 +152,10 @@ class Sm90Provider:
             return "needs a row-major (K-major) a"
         if problem.in_dtype not in sm90.IN_DTYPES or problem.out_dtype not in sm90.OUT_DTYPES:
             return f"no kernel for {problem.in_dtype} -> {problem.out_dtype}"
+        b_dtype = getattr(problem, "b_dtype", "") or problem.in_dtype
+        if b_dtype != problem.in_dtype and not (problem.in_dtype in sm90.FP8_DTYPES
+                                                and b_dtype in sm90.FP8_DTYPES):
+            return f"no kernel for {problem.in_dtype} x {b_dtype}"
         try:
             sm90.check_problem(self._config(problem), problem.m, problem.n, problem.k)
         except sm90.GemmSm90Error as e:
@@ -177,10 +195,10 @@ class Sm90Provider:
                 s = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
                                           lda=a.ld, ldb=b.ld, ldd=d.ld)
                 maps = [ByValue(TENSOR_MAPS.get(tm)) for tm in s.tensor_maps]
-                if cfg.in_dtype != "e4m3":
+                if not cfg.fp8:
                     return [*maps, p.m, p.n, p.k]
                 if scales is None:
-                    raise sm90.GemmSm90Error("an e4m3 launch needs the scale_a, scale_b addresses")
+                    raise sm90.GemmSm90Error("an FP8 launch needs the scale_a, scale_b addresses")
                 return [*maps, p.m, p.n, p.k, *scales]
 
         cluster = spec.cluster if cfg.cluster_m > 1 else None
@@ -257,13 +275,18 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
 
 def run_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config | None = None, *,
                   scale_a: Any = None, scale_b: Any = None) -> Any:
-    """``out = a @ b`` (e4m3: ``out = (a @ b) * scale_a * scale_b``) with torch tensors on
+    """``out = a @ b`` (FP8: ``out = (a @ b) * scale_a * scale_b``) with torch tensors on
     an sm_90 device; ``cfg`` defaults to the tuned configuration for the dtypes."""
     if cfg is None:
         ind = TORCH_DTYPES.get(str(a.dtype).removeprefix("torch."))
         outd = TORCH_DTYPES.get(str(out.dtype).removeprefix("torch."))
+        bd = TORCH_DTYPES.get(str(b.dtype).removeprefix("torch."))
         if ind not in sm90.IN_DTYPES or outd not in sm90.OUT_DTYPES:
             raise sm90.GemmSm90Error(f"no SM90 GEMM for {a.dtype} -> {out.dtype}")
-        cfg = sm90.default_config(ind, outd, sm90.b_major_of(b.shape, b.stride()) or "MN")
+        if ind in sm90.FP8_DTYPES:
+            mode = "row" if scale_a is not None and scale_a.numel() > 1 else "tensor"
+            cfg = sm90.default_config(ind, outd, "K", b_dtype=bd or "", scale_mode=mode)
+        else:
+            cfg = sm90.default_config(ind, outd, sm90.b_major_of(b.shape, b.stride()) or "MN")
     prepare_gemm_sm90(a, b, out, cfg, scale_a, scale_b)()
     return out

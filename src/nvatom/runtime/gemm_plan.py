@@ -22,6 +22,7 @@ from nvatom.runtime.torch_interop import ELEMENT_BYTES, TensorInfo
 __all__ = [
     "MAX_GRID_X",
     "SCALED_DTYPES",
+    "SCALE_MODES",
     "GemmLaunch",
     "GemmProblem",
     "GemmProvider",
@@ -30,8 +31,10 @@ __all__ = [
     "default_operand_rules",
 ]
 
-#: Operand types taken with per-tensor scales (FP8).
-SCALED_DTYPES = ("e4m3",)
+#: Operand types taken with scales (FP8; either type on either side).
+SCALED_DTYPES = ("e4m3", "e5m2")
+#: How FP8 scales apply: one f32 per operand ("tensor") or one per row of A and column of B.
+SCALE_MODES = ("tensor", "row")
 #: gridDim.x's limit (CUDA C++ Programming Guide, "Compute Capabilities": 2^31 - 1).
 MAX_GRID_X = 2**31 - 1
 
@@ -48,11 +51,14 @@ class GemmProblem:
     m: int
     n: int
     k: int
-    in_dtype: str  # A and B
+    in_dtype: str  # A (and B unless b_dtype)
     out_dtype: str
     a_major: str  # "K": A row-major (M x K, stride (lda, 1)); "M": column-major
     b_major: str  # "N": B row-major (K x N, stride (ldb, 1)); "K": column-major
     acc: str = "f32"
+    b_dtype: str = ""  # B's type where it differs from A's (FP8: e4m3 x e5m2, e5m2 x e4m3)
+    scale_mode: str = ""  # FP8: "tensor" or "row" (SCALE_MODES); "" without scales
+    fast_accum: bool = False  # FP8: WGMMA accumulates the whole K (no f32 promotion)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,187 @@
+"""FP8 on an sm_90 GPU: the promoted main loop, fast accumulation, row-wise scales, e5m2.
+
+Every output is poisoned with NaN first and compared with the float64 product of the decoded
+FP8 inputs (each e4m3/e5m2 value is exact in float64) times the scales:
+
+* per element, ``2^-8 |ref| + 2^-13 (K / 32 + 1) S`` (``S`` the product of the absolute
+  values, scaled): the bf16 output rounding with margin plus a worst-case bound for WGMMA's
+  FP8 accumulation (about 14 bits kept, DeepSeek-V3 report section 3.3.2), as
+  tests/gpu/test_gemm_fp8_gpu.py argues;
+* in norm, ``|out - ref| / |ref|``: the promoted loop (the default) must be no worse than
+  ``torch._scaled_mm``'s default (cuBLAS, promotion on) on the same inputs, up to 2% of it,
+  at K = 4096, 8192 and 16384 (the bf16 rounding alone is about 1.6e-3 there), and clearly
+  better than fast accumulation at K = 16384.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+TYPES = {"e4m3": E4M3, "e5m2": E5M2}
+
+
+def _require_sm90() -> None:
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("nvatom's FP8 GEMM needs an sm_90 (Hopper) GPU")
+
+
+def _gen(seed: int | None = None):
+    gen = torch.Generator(device="cuda")
+    if seed is None:
+        gen.seed()  # fresh inputs every run
+    else:
+        gen.manual_seed(seed)
+    return gen
+
+
+def _operands(m: int, n: int, k: int, ta, tb, rowwise: bool, gen):
+    a = (torch.randn(m, k, device="cuda", generator=gen) * 2).to(ta)
+    b = (torch.randn(n, k, device="cuda", generator=gen) * 2).to(tb).t()  # column-major
+    if rowwise:
+        sa = (torch.rand(m, 1, device="cuda", generator=gen) + 0.5).float()
+        sb = (torch.rand(1, n, device="cuda", generator=gen) + 0.5).float()
+    else:
+        sa = (torch.rand((), device="cuda", generator=gen) + 0.5).float()
+        sb = (torch.rand((), device="cuda", generator=gen) + 0.5).float()
+    return a, b, sa, sb
+
+
+def _ref(a, b, sa, sb):
+    return (a.double() @ b.double()) * sa.double() * sb.double()
+
+
+def _check(out, a, b, sa, sb) -> float:
+    k = a.shape[1]
+    ref = _ref(a, b, sa, sb)
+    bound = (a.double().abs() @ b.double().abs()) * sa.double() * sb.double()
+    assert not torch.isnan(out).any(), "elements left unwritten (NaN poison)"
+    err = (out.double() - ref).abs()
+    tol = 2.0**-8 * ref.abs() + 2.0**-13 * (k / 32 + 1) * bound
+    bad = err > tol
+    assert not bad.any(), (f"{int(bad.sum())} elements out of tolerance; worst "
+                           f"{float((err - tol).max()):.3g} over, at shape {tuple(out.shape)}")
+    rel = float((out.double() - ref).norm() / ref.norm())
+    assert rel < 8e-3, rel
+    return rel
+
+
+# ragged in M, N and K; one tile; a K of one k-step; N a multiple of 8 only
+SHAPES = [(129, 264, 80), (333, 784, 528), (1, 16, 16), (640, 1536, 2064), (256, 512, 4096),
+          (7, 1008, 16)]
+
+
+@pytest.mark.parametrize("rowwise", [False, True], ids=["tensor", "row"])
+@pytest.mark.parametrize("fast", [False, True], ids=["promoted", "fast"])
+@pytest.mark.parametrize("types", ["e4m3xe4m3", "e4m3xe5m2", "e5m2xe4m3", "e5m2xe5m2"])
+def test_fp8_modes_against_float64(types: str, fast: bool, rowwise: bool) -> None:
+    _require_sm90()
+    import nvatom
+
+    ta, tb = (TYPES[t] for t in types.split("x"))
+    gen = _gen()
+    for m, n, k in SHAPES:
+        a, b, sa, sb = _operands(m, n, k, ta, tb, rowwise, gen)
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        assert nvatom.gemm(a, b, out, scale_a=sa, scale_b=sb, fast_accum=fast) is out
+        torch.cuda.synchronize()
+        _check(out, a, b, sa, sb)
+
+
+def test_fp8_row_scales_1d_and_default_out() -> None:
+    """1-D row-wise scales, no ``out`` (bf16 made), and the route the mode takes."""
+    _require_sm90()
+    import nvatom
+    from nvatom.gemm import explain
+
+    m, n, k = 200, 272, 336
+    a, b, sa, sb = _operands(m, n, k, E4M3, E4M3, True, _gen(4))
+    d = nvatom.gemm(a, b, scale_a=sa.reshape(-1), scale_b=sb.reshape(-1))
+    torch.cuda.synchronize()
+    assert d.dtype == torch.bfloat16
+    _check(d, a, b, sa, sb)
+    r = explain(a, b, scale_a=sa, scale_b=sb)
+    assert r.launch.source.name.endswith("_rowscale")
+    assert "_pr1" in r.launch.source.name  # promoted by default
+    r = explain(a, b, scale_a=sa, scale_b=sb, fast_accum=True)
+    assert "_pr" not in r.launch.source.name
+
+
+@pytest.mark.parametrize("k", [4096, 8192, 16384])
+def test_promoted_accuracy_matches_scaled_mm(k: int) -> None:
+    """The default (promoted) loop is no less exact than ``torch._scaled_mm``'s default, and
+    fast accumulation is no less exact than ``_scaled_mm(use_fast_accum=True)`` (2% slack)."""
+    _require_sm90()
+    import nvatom
+
+    m = n = 2048
+    for rowwise in (False, True):
+        a, b, sa, sb = _operands(m, n, k, E4M3, E4M3, rowwise, _gen(k + rowwise))
+        ref = _ref(a, b, sa, sb)
+
+        def rel(x, ref=ref):
+            assert not torch.isnan(x).any()
+            return float((x.double() - ref).norm() / ref.norm())
+
+        ours = rel(nvatom.gemm(a, b, scale_a=sa, scale_b=sb))
+        ours_fast = rel(nvatom.gemm(a, b, scale_a=sa, scale_b=sb, fast_accum=True))
+        theirs = rel(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16))
+        theirs_fast = rel(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16,
+                                           use_fast_accum=True))
+        assert ours <= 1.02 * theirs, (rowwise, ours, theirs)
+        assert ours_fast <= 1.02 * theirs_fast, (rowwise, ours_fast, theirs_fast)
+        if k == 16384:  # where WGMMA's own accumulation shows
+            assert ours < 0.8 * ours_fast, (rowwise, ours, ours_fast)
+
+
+@pytest.mark.parametrize("variant", [
+    {"promote": 1, "promote_parts": 2, "promote_temps": 1},
+    {"promote": 2, "promote_parts": 2, "promote_temps": 1},
+    {"promote": 3, "promote_parts": 4, "promote_temps": 2},
+    {"promote": 1, "promote_parts": 4, "promote_temps": 2, "promote_pipelined": True},
+    {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192},
+    {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+     "promote_pipelined": True},
+    {"promote": 1, "promote_parts": 1, "promote_temps": 1, "block_n": 128, "stages": 6},
+    {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 128, "stages": 6,
+     "consumers": 1},
+], ids=lambda v: "_".join(f"{k}{int(x)}" for k, x in v.items()))
+def test_promoted_kernel_variants(variant: dict) -> None:
+    """Every promoted main-loop shape the config offers, through the direct launcher."""
+    _require_sm90()
+    from nvatom.gemm_providers import prepare_gemm_sm90
+    from nvatom.kernels.gemm_sm90 import GemmSm90Config
+
+    gen = _gen()
+    for rowwise in (False, True):
+        cfg = GemmSm90Config(in_dtype="e4m3", b_major="K",
+                             scale_mode="row" if rowwise else "tensor", **variant)
+        for m, n, k in SHAPES:
+            a, b, sa, sb = _operands(m, n, k, E4M3, E4M3, rowwise, gen)
+            out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            prepare_gemm_sm90(a, b, out, cfg, sa.reshape(-1), sb.reshape(-1))()
+            torch.cuda.synchronize()
+            _check(out, a, b, sa, sb)
+
+
+def test_fp8_scale_shape_errors_on_the_gpu() -> None:
+    _require_sm90()
+    import nvatom
+    from nvatom.gemm import GemmError
+
+    m, n, k = 64, 128, 64
+    a, b, sa, sb = _operands(m, n, k, E4M3, E5M2, True, _gen(5))
+    out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(GemmError, match=r"scale_a has shape \(1, 64\) and scale_b \(1, 128\)"):
+        nvatom.gemm(a, b, out, scale_a=sa.t(), scale_b=sb)
+    with pytest.raises(GemmError, match=r"scale_a has shape \(64, 1\) and scale_b \(\)"):
+        nvatom.gemm(a, b, out, scale_a=sa, scale_b=torch.tensor(1.0, device="cuda"))
+    wide = torch.ones(2 * m, 1, device="cuda")[::2]  # (M, 1) with stride 2
+    with pytest.raises(GemmError, match=r"scale_a has strides \(2, 1\)"):
+        nvatom.gemm(a, b, out, scale_a=wide, scale_b=sb)
+    with pytest.raises(GemmError, match="fast_accum=True given but a and b are bf16"):
+        nvatom.gemm(a.bfloat16(), b.bfloat16(), out, fast_accum=True)
