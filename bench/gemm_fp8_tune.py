@@ -28,13 +28,26 @@ sys.path.insert(0, str(ROOT / "src"))
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "fast": {},
+    "fast192": {"block_n": 192},
     "pr1n2t1": {"promote": 1, "promote_parts": 2, "promote_temps": 1},
-    "pr1n4t2": {"promote": 1, "promote_parts": 4, "promote_temps": 2},
+    "pr192n2t2": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192},
+    "pr192n4t2": {"promote": 1, "promote_parts": 4, "promote_temps": 2, "block_n": 192},
+    "pr192c2": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+                "cluster_m": 2},
+    "pr192g4": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+                "raster_group": 4},
+    "pr192g16": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+                 "raster_group": 16},
+}
+#: Measured on an H100 before (docs/perf.md, FP8 promotion log): pipelined across K blocks
+#: (ptxas C7514 serialises it), promote 2 (less exact), 128-wide tiles (slower).
+EARLIER = {
     "pl256n4": {"promote": 1, "promote_parts": 4, "promote_temps": 2,
                 "promote_pipelined": True},
-    "pr192n2t2": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192},
     "pl192n2": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
                 "promote_pipelined": True},
+    "pr1n4t2": {"promote": 1, "promote_parts": 4, "promote_temps": 2},
+    "pr2n2t1": {"promote": 2, "promote_parts": 2, "promote_temps": 1},
     "pr128n1t1": {"promote": 1, "promote_parts": 1, "promote_temps": 1, "block_n": 128,
                   "stages": 6},
     "pr128n2t2": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 128,
@@ -46,7 +59,7 @@ def _cfg(variant: str, a: str = "e4m3", b: str = "e4m3", scale: str = "tensor") 
     from nvatom.kernels.gemm_sm90 import GemmSm90Config
 
     return GemmSm90Config(in_dtype=a, b_dtype="" if b == a else b, b_major="K",
-                          scale_mode=scale, **VARIANTS[variant])
+                          scale_mode=scale, **{**EARLIER, **VARIANTS}[variant])
 
 
 def _operands(m: int, n: int, k: int, a_t: Any, b_t: Any, scale: str, gen: Any) -> tuple:

@@ -1357,7 +1357,7 @@ def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: in
 
 #: The FP8 main loop's promotion settings (docs/perf.md, "FP8 promotion"): ``promote`` K
 #: blocks per promotion, in ``promote_parts`` N parts through ``promote_temps`` temporaries.
-FP8_PROMOTION = {"promote": 1, "promote_parts": 2, "promote_temps": 1}
+FP8_PROMOTION = {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192}
 
 
 def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
@@ -1366,8 +1366,9 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
     """The tuned configuration for a dtype pair (docs/perf.md): 128 x 256 x 128-byte tiles,
     two consumer warpgroups, 4 stages, persistent with raster group 8, one wgmma group in
     flight, no cluster (the 2-CTA multicast cluster measured equal within noise).  FP8
-    takes a K-major B, gives bf16 and promotes WGMMA's partial sums into f32
-    (:data:`FP8_PROMOTION`) unless ``fast_accum``."""
+    takes a K-major B, gives bf16 and promotes WGMMA's partial sums into f32 every K block
+    (:data:`FP8_PROMOTION`: 128 x 192 tiles, two N parts of 96 through two temporaries)
+    unless ``fast_accum`` (128 x 256, WGMMA accumulates the whole K)."""
     if in_dtype not in FP8_DTYPES:
         if out_dtype is None:
             out_dtype = in_dtype
