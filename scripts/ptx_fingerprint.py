@@ -27,7 +27,7 @@ def _h(text: str) -> str:
 
 
 def _sm90() -> dict[str, str]:
-    from nvatom.kernels.gemm_sm90 import GemmSm90Config, build_gemm_sm90
+    from nvatom.kernels.gemm_sm90 import GemmSm90Config, build_gemm_sm90, default_config
 
     cfgs = [
         GemmSm90Config(),
@@ -43,6 +43,11 @@ def _sm90() -> dict[str, str]:
         GemmSm90Config(consumers=1, block_n=128, stages=6, b_major="K"),
         GemmSm90Config(wgmma_inflight=0, persistent=False),
         GemmSm90Config(block_n=128, raster_group=4),
+        # FP8 (issue 18): the promoted default, row-wise scales, e5m2, fast accumulation
+        default_config("e4m3"),
+        default_config("e4m3", scale_mode="row"),
+        default_config("e4m3", b_dtype="e5m2"),
+        default_config("e5m2", fast_accum=True, scale_mode="row"),
     ]
     out = {}
     for c in cfgs:

@@ -320,3 +320,97 @@ def test_cli_gemm_e4m3_errors(argv, match, capsys) -> None:
     base = ["gemm", "--m", "64", "--n", "64", "--k", "64", "--dtype", "e4m3"]
     assert main(base + argv) == 2
     assert re.search(match, capsys.readouterr().err)
+
+
+# --------------------------------------------------------------------------- issue 18
+
+E5M2 = "torch.float8_e5m2"
+
+
+def test_row_wise_scales_pick_the_mode() -> None:
+    a, b = a8(200, 64), b8(64, 96)
+    for sa, sb in ((scale(shape=(200, 1)), scale(shape=(1, 96))),
+                   (scale(shape=(200,)), scale(shape=(96,))),
+                   (scale(shape=(200, 1)), scale(shape=(96,)))):
+        *_, p = check_operands(a, b, scale_a=sa, scale_b=sb)
+        assert p.scale_mode == "row" and not p.fast_accum
+    *_, p = check_operands(a, b, scale_a=scale(shape=(1, 1)), scale_b=2.0, fast_accum=True)
+    assert (p.scale_mode, p.fast_accum) == ("tensor", True)
+    assert check_scales(None, None, "bf16", 0) == ""
+    # M = 1: a (1, 1) scale_a is row-wise when scale_b is
+    *_, p = check_operands(a8(1, 64), b, scale_a=scale(shape=(1, 1)), scale_b=scale(shape=(1, 96)))
+    assert p.scale_mode == "row"
+
+
+def test_mixed_fp8_types() -> None:
+    *_, p = check_operands(a8(64, 64, dtype=E5M2), b8(64, 64), scale_a=1.0, scale_b=1.0)
+    assert (p.in_dtype, p.b_dtype) == ("e5m2", "e4m3")
+    *_, p = check_operands(a8(64, 64, dtype=E5M2), b8(64, 64, dtype=E5M2), scale_a=1.0,
+                           scale_b=1.0)
+    assert (p.in_dtype, p.b_dtype) == ("e5m2", "")
+    with pytest.raises(GemmError, match="out is f32: e4m3 x e5m2 GEMMs write bf16"):
+        check_operands(a8(64, 64), b8(64, 64, dtype=E5M2), mat(64, 64, dtype="torch.float32"),
+                       scale_a=1.0, scale_b=1.0)
+    with pytest.raises(TensorArgumentError, match="a is e5m2 but b is bf16"):
+        check_operands(a8(64, 64, dtype=E5M2), mat(64, 64).T, scale_a=1.0, scale_b=1.0)
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"scale_a": scale(shape=(64, 1)), "scale_b": 1.0},
+     r"scale_a has shape \(64, 1\) and scale_b \(\): the scales are per-tensor"),
+    ({"scale_a": scale(shape=(1, 64)), "scale_b": scale(shape=(1, 96))},
+     r"scale_a has shape \(1, 64\) and scale_b \(1, 96\).*scale_a \(64, 1\), one per row of "
+     r"a; scale_b \(1, 96\), one per column of b"),
+    ({"scale_a": scale(shape=(64, 1)), "scale_b": scale(shape=(96, 1))},
+     r"scale_b \(96, 1\)"),
+    ({"scale_a": scale(shape=(63, 1)), "scale_b": scale(shape=(1, 96))}, r"\(63, 1\)"),
+    ({"scale_a": scale(shape=(64, 1, 1)), "scale_b": scale(shape=(1, 96))}, r"\(64, 1, 1\)"),
+    ({"scale_a": FakeTensor((64, 1), (2, 1), dtype="torch.float32"),
+      "scale_b": scale(shape=(1, 96))},
+     r"scale_a has strides \(2, 1\): row-wise scales are read as one contiguous vector"),
+    ({"scale_a": scale(shape=(64, 1)), "scale_b": FakeTensor((1, 96), (96, 3),
+                                                            dtype="torch.float32")},
+     r"scale_b has strides \(96, 3\)"),
+    ({"scale_a": scale(shape=(64, 1), dtype="torch.bfloat16"), "scale_b": scale(shape=(1, 96))},
+     "scale_a has dtype bfloat16; scales are float32"),
+    ({"scale_a": 1.0, "scale_b": 1.0, "fast_accum": 1}, "fast_accum = 1 is not a bool"),
+])
+def test_scale_and_option_errors(kw, match) -> None:
+    with pytest.raises(GemmError, match=match):
+        check_operands(a8(64, 32), b8(32, 96), **kw)
+
+
+def test_fast_accum_needs_fp8() -> None:
+    with pytest.raises(GemmError, match="fast_accum=True given but a and b are bf16: it "
+                       "selects FP8's WGMMA-only accumulation"):
+        check_operands(mat(64, 64), mat(64, 64), fast_accum=True)
+
+
+def test_fp8_plans_per_mode() -> None:
+    """Each FP8 option plans its own kernel: promoted by default, fast on request, row-wise
+    scales by their shapes, e5m2 by the operands' types; the parameter list is the same."""
+    names = set()
+    for kw in ({}, {"fast_accum": True}):
+        for sa, sb in ((1.0, 1.0), (scale(shape=(256, 1)), scale(shape=(1, 384)))):
+            for bt in (E4M3, E5M2):
+                *_, p = check_operands(a8(256, 512), b8(512, 384, dtype=bt), scale_a=sa,
+                                       scale_b=sb, **kw)
+                launch, _ = plan(p, (9, 0), PROVIDERS)
+                name = launch.source.name
+                assert ("_pr1n2t2" in name) != bool(kw), name
+                assert name.endswith("_rowscale") == (p.scale_mode == "row")
+                assert ("e4m3xe5m2" in name) == (bt == E5M2)
+                assert launch.source.params[-2:] == (("scale_a", "u64"), ("scale_b", "u64"))
+                names.add(name)
+    assert len(names) == 8
+
+
+def test_gemm_fast_accum_is_part_of_the_call_key(fake_torch) -> None:
+    a, b, d = _abd(256, 384, 512)
+    gm.gemm(a, b, d, scale_a=1.0, scale_b=1.0)
+    gm.gemm(a, b, d, scale_a=1.0, scale_b=1.0, fast_accum=True)
+    gm.gemm(a, b, d, scale_a=1.0, scale_b=1.0)  # a hit
+    assert len(gm._calls) == 2 and len(fake_torch.launches) == 3
+    sa, sb = scale(0x5000, shape=(256, 1), device=DEV), scale(0x6000, shape=(1, 384), device=DEV)
+    gm.gemm(a, b, d, scale_a=sa, scale_b=sb)
+    assert _scales_of(fake_torch.launches[-1][0]) == (0x5000, 0x6000)

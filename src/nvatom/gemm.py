@@ -138,7 +138,7 @@ def plan(problem: GemmProblem, capability: tuple[int, int],
         why = reject(problem, capability) if reject is not None else None
         reasons.append(f"{p.name}: {why or 'does not support this problem'}")
     raise GemmError(
-        f"no nvatom GEMM kernel for {problem.in_dtype} x {problem.in_dtype} -> "
+        f"no nvatom GEMM kernel for {problem.in_dtype} x {problem.b_dtype or problem.in_dtype} -> "
         f"{problem.out_dtype} (acc {problem.acc}) on compute capability {_cc(capability)} "
         f"(M x N x K = {problem.m} x {problem.n} x {problem.k}); " + "; ".join(reasons))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import math
 from typing import Any
 
 from nvatom.arch import target as arch_target
@@ -259,12 +260,14 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
     if cfg.fp8:
         if scale_a is None or scale_b is None:
             raise sm90.GemmSm90Error("FP8 GEMM needs scale_a and scale_b (f32 device tensors)")
-        want = (m, n) if cfg.scale_mode == "row" else (1, 1)
-        for name, t, count in (("scale_a", scale_a, want[0]), ("scale_b", scale_b, want[1])):
-            if t.dtype != torch.float32 or t.numel() != count or not t.is_contiguous():
-                raise sm90.GemmSm90Error(f"{name} must be {count} contiguous float32 "
-                                         f"({cfg.scale_mode}-wise scales), got {t.dtype} "
-                                         f"{tuple(t.shape)}")
+        if cfg.scale_mode == "row":  # one f32 per row of a / column of b, unit stride
+            for name, t, count in (("scale_a", scale_a, m), ("scale_b", scale_b, n)):
+                shape = tuple(int(x) for x in t.shape)
+                if (t.dtype != torch.float32 or math.prod(shape) != count
+                        or (max(shape, default=1) > 1 and
+                        t.stride()[shape.index(max(shape))] != 1)):
+                    raise sm90.GemmSm90Error(f"{name} must be {count} contiguous float32 "
+                                             f"(row-wise scales), got {t.dtype} {shape}")
         blobs += [ctypes.c_uint64(scale_a.data_ptr()), ctypes.c_uint64(scale_b.data_ptr())]
     return prepare_driver_launch(
         f, spec.grid, spec.block, spec.smem_bytes, spec.cluster, blobs,

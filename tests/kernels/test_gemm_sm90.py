@@ -195,3 +195,152 @@ def test_leading_dimensions() -> None:
         gemm_sm90_launch_spec(GemmSm90Config(), 64, 128, 64, lda=68)
     with pytest.raises(GemmSm90Error, match="ldd = 64 must be an int >= 128"):
         gemm_sm90_launch_spec(GemmSm90Config(), 64, 128, 64, ldd=64)
+
+
+# --------------------------------------------------------------------------- FP8 (issue 18)
+
+from nvatom.kernels import gemm_sm90 as g  # noqa: E402
+
+FP8 = {"in_dtype": "e4m3", "b_major": "K"}
+# every FP8 main loop and epilogue the kernel offers: the default (promoted, 128 x 192, two
+# parts, two temporaries) with per-tensor and row-wise scales, fast accumulation, e5m2 on
+# either side, one temporary, a multi-block promotion group (runtime loop), the pipelined
+# form, one consumer, a 2-CTA cluster
+FP8_CONFIGS = [
+    default_config("e4m3"),
+    default_config("e4m3", scale_mode="row"),
+    default_config("e4m3", fast_accum=True, scale_mode="row"),
+    default_config("e4m3", b_dtype="e5m2"),
+    default_config("e5m2", b_dtype="e4m3", scale_mode="row"),
+    default_config("e5m2", fast_accum=True),
+    GemmSm90Config(**FP8, promote=1, promote_parts=2, promote_temps=1),
+    GemmSm90Config(**FP8, promote=3, promote_parts=4, promote_temps=2),
+    GemmSm90Config(**FP8, promote=1, promote_parts=2, promote_temps=2, block_n=192,
+                   promote_pipelined=True),
+    GemmSm90Config(**FP8, promote=1, promote_parts=2, promote_temps=2, block_n=128, stages=6,
+                   consumers=1),
+    GemmSm90Config(**FP8, promote=1, promote_parts=2, promote_temps=2, block_n=192,
+                   cluster_m=2, scale_mode="row"),
+]
+
+
+@pytest.mark.parametrize("cfg", FP8_CONFIGS, ids=lambda c: c.name)
+def test_fp8_configs_assemble(cfg: GemmSm90Config) -> None:
+    res = assemble(build_gemm_sm90(cfg).emit(), "sm_90a")
+    k = res.kernels[cfg.name]
+    assert k.spill_stores == 0 and k.spill_loads == 0 and k.stack_frame == 0
+    assert k.registers <= 168
+    assert not [d for d in res.diagnostics if d.severity != "info"], res.diagnostics
+    codes = " ".join(d.message for d in res.diagnostics)
+    # no fence injected by ptxas where promotion is every K block (the fence follows the
+    # barrier wait); a multi-block group's runtime loop still gets some (docs/gemm-sm90.md)
+    assert ("C7519" in codes) == (cfg.promote > 1)
+    # the pipelined form is serialised by ptxas (C7514): why it is not the default
+    assert ("C7514" in codes) == cfg.promote_pipelined
+
+
+def _acc_formula(n: int, t: int, i: int) -> tuple[int, int]:
+    """PTX ISA, "wgmma ... Matrix fragments for the accumulator D" (m64nNk*, f32): thread t
+    of the warpgroup holds rows 16 * warp + t % 32 // 4 (+ 8 for the second pair of each
+    four) and columns 8 * (i // 4) + 2 * (t % 4) + i % 2."""
+    return 16 * (t // 32) + (t % 32) // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (t % 4) + i % 2
+
+
+@pytest.mark.parametrize(("bn", "parts"), [(256, 2), (192, 2), (192, 4), (128, 1)])
+def test_promote_map_is_the_fragment_formula(bn: int, parts: int) -> None:
+    pn = bn // parts
+    for q in range(parts):
+        got = g._promote_map(bn, pn, q)
+        for t in (0, 5, 37, 127):
+            where = {_acc_formula(bn, t, j): j for j in range(bn // 2)}
+            for i in range(pn // 2):
+                r, c = _acc_formula(pn, t, i)
+                assert got[i] == where[(r, c + q * pn)]
+        assert sorted(got) == list(range(q * pn // 2, (q + 1) * pn // 2))
+
+
+def test_promoted_ptx_structure() -> None:
+    cfg = default_config("e4m3")
+    assert (cfg.block_n, cfg.promote, cfg.promote_parts, cfg.promote_temps) == (192, 1, 2, 2)
+    text = build_gemm_sm90(cfg).emit()
+    part = cfg.part_form
+    assert part.opcode.startswith("wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3")
+    assert text.count(part.opcode) == cfg.promote_parts * cfg.k_steps
+    assert text.count("add.f32") == cfg.block_n // 2  # every accumulator once per K block
+    assert "wgmma.wait_group.sync.aligned 1;" in text  # part 1 runs while part 0 is added
+    # the B part offsets come from the smem layout: part q starts at row q * 96 (K-major)
+    assert g.gemm_sm90_plan(cfg).b_part_offsets == (0, 96 * 128)
+    fast = build_gemm_sm90(default_config("e4m3", fast_accum=True)).emit()
+    assert "add.f32" not in fast
+
+
+def test_row_scale_epilogue_ptx() -> None:
+    cfg = default_config("e4m3", scale_mode="row")
+    text = build_gemm_sm90(cfg).emit()
+    assert text.count("ld.global.nc.v2.f32") == cfg.block_n // 8  # scale_b pairs
+    assert text.count("mad.wide.u32") == 2 + cfg.block_n // 8  # 2 rows + column pairs
+    assert text.count("min.u32") >= 2  # rows past M read scale_a[M - 1]
+    tensor = build_gemm_sm90(default_config("e4m3")).emit()
+    assert "ld.global.nc.v2.f32" not in tensor and tensor.count("ld.global.nc.f32") == 2
+    g._check_row_cols(256)  # the epilogue's row/column offsets against the fragment formula
+    for t in range(128):
+        assert g._row_col_base(t) == _acc_formula(256, t, 0)
+
+
+def test_fp8_names_params_and_defaults() -> None:
+    assert default_config("e4m3", b_dtype="e5m2").name.startswith("gemm_sm90_e4m3xe5m2_bf16")
+    assert default_config("e5m2", b_dtype="e5m2").b_dtype == ""
+    assert default_config("e4m3", scale_mode="row").name.endswith("_pr1n2t2_rowscale")
+    fast = default_config("e4m3", fast_accum=True)
+    assert (fast.promote, fast.block_n) == (0, 256)
+    for c in FP8_CONFIGS:
+        assert kernel_params(c)[-2:] == (("scale_a", "u64"), ("scale_b", "u64"))
+    assert default_config("e5m2").form.opcode.endswith(".e5m2.e5m2")
+    assert GemmSm90Config(**FP8, b_dtype="e5m2").form.opcode.endswith(".e4m3.e5m2")
+
+
+@pytest.mark.parametrize(("kw", "msg"), [
+    ({"promote": 1}, "the promoted main loop is for FP8 operands"),
+    ({**FP8, "promote": 4}, "promote 4 is not in 1..3"),
+    ({**FP8, "promote": 1, "promote_parts": 3}, "promote_parts 3 does not split block_n 256"),
+    ({**FP8, "promote": 1, "promote_parts": 64}, "promote_parts 64 does not split"),
+    ({**FP8, "promote": 1, "promote_temps": 3}, "promote_temps 3 is not 1 or 2"),
+    ({**FP8, "promote": 1, "promote_parts": 1, "promote_temps": 2}, "promote_temps 2 > "),
+    ({**FP8, "promote": 1, "promote_parts": 1}, "promoted accumulators need 256 f32"),
+    ({**FP8, "promote": 2, "promote_parts": 4, "promote_temps": 2, "promote_pipelined": True},
+     "promote_pipelined needs promote 1, promote_temps 2 and an even promote_parts"),
+    ({**FP8, "promote_pipelined": True}, "promote_pipelined needs the promoted main loop"),
+    ({**FP8, "promote": 1, "promote_pipelined": 1}, "promote_pipelined must be a bool"),
+    ({**FP8, "promote": True}, "promote must be an int"),
+    ({"b_dtype": "e5m2"}, "b_dtype 'e5m2': a separate B type is one of e4m3, e5m2, with FP8 A"),
+    ({**FP8, "b_dtype": "bf16"}, "b_dtype 'bf16'"),
+    ({**FP8, "scale_mode": "block"}, "scale_mode 'block' is not one of tensor, row"),
+    ({"scale_mode": "row"}, "scale_mode 'row' applies to FP8 operands only"),
+    ({"in_dtype": "e5m2", "b_major": "MN"}, "e5m2 WGMMA reads K-major operands only"),
+    ({"in_dtype": "e5m2", "b_major": "K", "out_dtype": "f32"}, "e5m2 inputs give bf16"),
+])
+def test_fp8_config_errors(kw: dict, msg: str) -> None:
+    with pytest.raises(GemmSm90Error, match=msg):
+        GemmSm90Config(**kw)
+
+
+def test_fp8_provider_configs() -> None:
+    """The provider maps the problem's FP8 options onto the kernel's configuration."""
+    from nvatom.gemm import GemmProblem, plan
+    from nvatom.gemm_providers import Sm90Provider
+
+    pv = Sm90Provider()
+    base = GemmProblem(256, 384, 512, "e4m3", "bf16", "K", "K", scale_mode="tensor")
+    assert pv._config(base) == default_config("e4m3")
+    row = GemmProblem(256, 384, 512, "e5m2", "bf16", "K", "K", b_dtype="e4m3",
+                      scale_mode="row", fast_accum=True)
+    assert pv._config(row) == default_config("e5m2", b_dtype="e4m3", scale_mode="row",
+                                             fast_accum=True)
+    tuned = Sm90Provider(GemmSm90Config(**FP8, promote=1, promote_parts=4, promote_temps=2))
+    assert tuned._config(row).promote == 0 and tuned._config(row).scale_mode == "row"
+    assert tuned._config(base).promote == 1
+    launch = plan(row, (9, 0), [pv])[0]
+    assert launch.source.name == default_config("e5m2", b_dtype="e4m3", scale_mode="row",
+                                                fast_accum=True).name
+    bad = GemmProblem(256, 384, 512, "e4m3", "bf16", "K", "K", b_dtype="bf16")
+    assert pv.reject(bad, (9, 0)) == "no kernel for e4m3 x bf16"

@@ -117,5 +117,7 @@ def test_run_picks_the_default_config(calls, monkeypatch) -> None:
     a, b = _row(64, 64, h, 0), _T((64, 64), (1, 64), h, 0)
     gp.run_gemm_sm90(a, b, _row(64, 64, f, 0))
     assert (seen[0].in_dtype, seen[0].out_dtype, seen[0].b_major) == ("f16", "f32", "K")
-    with pytest.raises(GemmSm90Error, match="no SM90 GEMM for torch.float8_e5m2 -> "):
+    with pytest.raises(GemmSm90Error, match="e5m2 inputs give bf16 output here, not f16"):
         gp.run_gemm_sm90(_row(64, 64, "torch.float8_e5m2", 0), b, _row(64, 64, h, 0))
+    with pytest.raises(GemmSm90Error, match="no SM90 GEMM for torch.int8 -> "):
+        gp.run_gemm_sm90(_row(64, 64, "torch.int8", 0), b, _row(64, 64, h, 0))
