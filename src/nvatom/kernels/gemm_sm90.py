@@ -33,6 +33,15 @@ A cluster of 2 along M (``cluster_m=2``) multicasts each B K-block: each CTA loa
 the B box and broadcasts it to both CTAs; the ``empty`` barriers then count the consumer
 warpgroups of both CTAs (released with ``mbarrier.arrive.shared::cluster`` via ``mapa``).
 
+FP8 (``.e4m3`` / ``.e5m2``, either type on either side; :data:`FP8_DTYPES`): WGMMA's FP8
+accumulation keeps fewer bits than f32, so by default the consumers *promote*: per K block
+and per N part they let WGMMA sum into a temporary f32 fragment (scale-d 0 on the first
+instruction) and add it into the tile's f32 accumulators with ``add.f32``
+(:func:`_mainloop_promoted`; the temporary -> accumulator map from the accumulator fragment,
+:func:`_promote_map`).  ``promote=0`` is fast accumulation.  Scales are per tensor (one f32
+each, multiplied in the epilogue) or row-wise (``scale_a[m] * scale_b[n]``,
+:func:`_row_scale`).  docs/perf.md, "FP8", has the measurements behind the defaults.
+
 Ragged M, N and K are handled by TMA bounds: loads outside the tensor are zero-filled (and
 still counted in the transaction bytes), stores outside it are dropped.  TMA's rules on the
 host side: every row pitch a multiple of 16 bytes, so K (and N) a multiple of 8 for 16-bit
