@@ -1,10 +1,12 @@
-"""``nvatom.gemm`` with FP8 (e4m3) operands and per-tensor scales, without a GPU.
+"""``nvatom.gemm`` with FP8 (e4m3, e5m2) operands and per-tensor or row-wise scales, without a GPU.
 
 Duck-typed tensors (tests/runtime/test_launch.py) stand in for torch's: every error path of
 the scales and of the operand layouts FP8 needs, the dispatch (SM90 only; the SM80 provider
 says it has no FP8 path), the packed kernel arguments (the scale addresses after M, N, K, as
 the kernel's ``.param`` list declares them) and, with a stand-in ``torch`` module, the hot
 path of ``nvatom.gemm`` itself (the call cache keyed by the scales, scales given as floats).
+Issue 18: the scaling mode picked from the scales' shapes (and every wrong shape, stride or
+dtype named), ``fast_accum``, mixed e4m3/e5m2 operands, one kernel per mode.
 """
 
 from __future__ import annotations
