@@ -26,10 +26,6 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 
 #: (importer, imported) module pairs that still close a cycle; removing them leaves none.
 ALLOWED_MODULE_EDGES: frozenset[tuple[str, str]] = frozenset({
-    # layout's three modules share private helpers through function-level imports
-    ("nvatom.layout.layout", "nvatom.layout.composed"),
-    ("nvatom.layout.notation", "nvatom.layout.composed"),
-    ("nvatom.layout.notation", "nvatom.layout.layout"),
 })
 #: (importer room, imported room) pairs that still close a cycle between rooms.
 ALLOWED_ROOM_EDGES: frozenset[tuple[str, str]] = frozenset()

@@ -17,7 +17,7 @@ from nvatom.layout import (
     parse_int_tuple,
     parse_layout,
 )
-from nvatom.layout.composed import ENUMERATION_LIMIT, _values
+from nvatom.layout.layout import ENUMERATION_LIMIT, _values
 from nvatom.layout.notation import MAX_DEPTH, MAX_INTS, MAX_TEXT
 from nvatom.layout.swizzle import SWIZZLE_BITS, downcast_swizzle
 

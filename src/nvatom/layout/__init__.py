@@ -22,7 +22,6 @@ algebra), :mod:`.swizzle` (``Swizzle``), :mod:`.composed` (``ComposedLayout``,
 
 from __future__ import annotations
 
-from .composed import ComposedLayout, layouts_equivalent, make_composed_layout
 from .inttuple import (
     IntTuple,
     Underscore,
@@ -60,6 +59,7 @@ from .inttuple import (
     weakly_congruent,
 )
 from .layout import (
+    ComposedLayout,
     Layout,
     LayoutLeft,
     LayoutRight,
@@ -79,15 +79,18 @@ from .layout import (
     flatten,
     get,
     group,
+    layouts_equivalent,
     left_inverse,
     logical_divide,
     logical_product,
+    make_composed_layout,
     make_layout,
     make_layout_like,
     make_ordered_layout,
     max_common_layout,
     max_common_vector,
     nullspace,
+    parse_layout,
     prepend,
     raked_product,
     rank,
@@ -107,7 +110,7 @@ from .layout import (
     zipped_divide,
     zipped_product,
 )
-from .notation import parse_int_tuple, parse_layout
+from .notation import parse_int_tuple
 from .swizzle import Swizzle, make_swizzle
 
 __all__ = [

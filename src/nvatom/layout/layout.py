@@ -37,6 +37,12 @@ with the definitions of ``int_tuple.hpp`` and ``stride.hpp``, documented in the 
   ``blocked_product`` and ``raked_product`` zip the modes of ``A`` and ``B`` rank by rank;
   ``tile_to_shape`` repeats a block to a shape.
 
+:class:`ComposedLayout` (``inner o offset o outer``, a layout followed by a swizzle or another
+layout) lives in this module too: a Layout composed with a Swizzle is a ComposedLayout and a
+ComposedLayout's domain is a Layout, so each operation takes both kinds; the section
+"composed layouts" below says how the operations act on them.  CuTe notation is read by
+``notation.py`` into plain parts that :func:`parse_layout` turns into objects.
+
 Every argument is checked, every CuTe ``static_assert`` becomes a :class:`LayoutError` that
 names the layouts involved, and no operation returns a layout of the wrong size.  Layouts are
 immutable and hashable, so the heavier operations keep a small cache of recent results.
@@ -45,6 +51,7 @@ immutable and hashable, so the heavier operations keep a small cache of recent r
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -72,9 +79,15 @@ from .inttuple import (
     slice_,
     unflatten,
 )
+from .inttuple import depth as _tdepth
+from .inttuple import flatten as _tflatten
+from .inttuple import get as _tget
 from .inttuple import rank as _trank
+from .notation import ParsedLayout, parse_parts
+from .swizzle import Swizzle, compose_swizzles, downcast_swizzle, make_swizzle, upcast_swizzle
 
 __all__ = [
+    "ComposedLayout",
     "Layout",
     "LayoutLeft",
     "LayoutRight",
@@ -92,15 +105,18 @@ __all__ = [
     "flatten",
     "get",
     "group",
+    "layouts_equivalent",
     "left_inverse",
     "logical_divide",
     "logical_product",
+    "make_composed_layout",
     "make_layout",
     "make_layout_like",
     "make_ordered_layout",
     "max_common_layout",
     "max_common_vector",
     "nullspace",
+    "parse_layout",
     "prepend",
     "raked_product",
     "rank",
@@ -140,8 +156,6 @@ class Layout:
         if type(shape) is str:
             if stride is not None:
                 raise LayoutError("Layout(text): a parsed layout takes no separate stride")
-            from .notation import parse_layout
-
             r = parse_layout(shape)
             if type(r) is not Layout:
                 raise LayoutError(f"Layout({shape!r}): the text is a ComposedLayout")
@@ -181,9 +195,7 @@ class Layout:
 
     @property
     def depth(self) -> int:
-        from .inttuple import depth as _depth
-
-        return _depth(self._shape)
+        return _tdepth(self._shape)
 
     def size(self) -> int:
         n = self._size
@@ -413,12 +425,6 @@ def _cached(fn: Callable[..., Any]) -> Callable[..., Any]:
     return functools.lru_cache(maxsize=_CACHE)(fn)
 
 
-def _composed() -> Any:
-    from . import composed
-
-    return composed
-
-
 # ============================================================================ construction
 
 
@@ -444,8 +450,8 @@ def make_layout(*args: Any, order: Any = None) -> Any:
         if order is not None:
             raise LayoutError("make_layout(layouts...): order applies to shapes only")
         return _concat(args)
-    if len(args) == 1 and _composed().is_swizzle(a0):
-        return _composed().make_swizzle_layout(a0)
+    if len(args) == 1 and is_swizzle(a0):
+        return make_swizzle_layout(a0)
     if len(args) > 2:
         raise LayoutError(f"make_layout: too many arguments ({len(args)})")
     if order is not None:
@@ -501,14 +507,14 @@ def size(x: Any) -> int:
         return x.size()
     if type(x) is int or type(x) is tuple:
         return product(x)
-    return _composed().size(x)
+    return _composed_size(x)
 
 
 def cosize(x: Any) -> int:
     """Size of the codomain: ``max(L(i)) + 1`` over the domain (with ``|stride|``)."""
     if type(x) is Layout:
         return _cosize(x)
-    return _composed().cosize(x)
+    return _composed_cosize(x)
 
 
 def shape(x: Any) -> IntTuple:
@@ -516,7 +522,7 @@ def shape(x: Any) -> IntTuple:
         return x._shape
     if type(x) is int or type(x) is tuple:
         return x
-    return _composed().shape(x)
+    return _composed_shape(x)
 
 
 def rank(x: Any) -> int:
@@ -525,7 +531,7 @@ def rank(x: Any) -> int:
         return _rank(x)
     if type(x) is int or type(x) is tuple:
         return _trank(x)
-    if _composed().is_composed(x):
+    if is_composed(x):
         return x.rank
     raise LayoutError(f"rank: expected a layout or an int tuple, got {_show(x)}")
 
@@ -535,21 +541,17 @@ def stride(x: Any) -> IntTuple:
 
 
 def depth(x: Any) -> int:
-    from .inttuple import depth as _depth
-
     if type(x) is int or type(x) is tuple:
-        return _depth(x)
-    return _depth(shape(x))
+        return _tdepth(x)
+    return _tdepth(shape(x))
 
 
 def get(x: Any, *idx: int) -> Any:
     """``get<I...>(x)``: the sub-layout (or sub-tuple) at a nested mode index."""
     if type(x) is not Layout:
         if type(x) is int or type(x) is tuple:
-            from .inttuple import get as _get
-
-            return _get(x, *idx)
-        return _composed().get(x, *idx)
+            return _tget(x, *idx)
+        return _composed_get(x, *idx)
     lay = x
     for i in idx:
         if type(i) is not int:
@@ -567,14 +569,14 @@ def get(x: Any, *idx: int) -> Any:
 def select(layout: Any, *idx: int) -> Any:
     """The layout of the modes ``idx`` (in that order)."""
     if type(layout) is not Layout:
-        return _composed().on_outer(layout, lambda o: select(o, *idx))
+        return on_outer(layout, lambda o: select(o, *idx))
     return _concat([get(layout, i) for i in idx])
 
 
 def take(layout: Any, begin: int, end: int) -> Any:
     """The layout of the modes ``[begin, end)``."""
     if type(layout) is not Layout:
-        return _composed().on_outer(layout, lambda o: take(o, begin, end))
+        return on_outer(layout, lambda o: take(o, begin, end))
     r = _rank(layout)
     if not 0 <= begin < end <= r:
         raise LayoutError(f"take({layout}, {begin}, {end}): range out of bounds for rank {r}")
@@ -588,10 +590,8 @@ def flatten(x: Any) -> Any:
             return x
         return _mk(flatten_to_tuple(x._shape), flatten_to_tuple(x._stride))
     if type(x) is int or type(x) is tuple:
-        from .inttuple import flatten as _fl
-
-        return _fl(x)
-    return _composed().on_outer(x, flatten)
+        return _tflatten(x)
+    return on_outer(x, flatten)
 
 
 def unflatten_layout(layout: Layout, profile: IntTuple) -> Layout:
@@ -603,7 +603,7 @@ def unflatten_layout(layout: Layout, profile: IntTuple) -> Layout:
 def group(layout: Any, begin: int, end: int) -> Any:
     """Gather the modes ``[begin, end)`` into one mode."""
     if type(layout) is not Layout:
-        return _composed().on_outer(layout, lambda o: group(o, begin, end))
+        return on_outer(layout, lambda o: group(o, begin, end))
     ms = _modes(layout)
     if not 0 <= begin <= end <= len(ms):
         raise LayoutError(f"group({layout}, {begin}, {end}): range out of bounds")
@@ -613,7 +613,7 @@ def group(layout: Any, begin: int, end: int) -> Any:
 def append(layout: Any, x: Layout | None = None, *, n: int | None = None) -> Any:
     """Append mode ``x`` (default ``1:0``); with ``n``, pad with ``x`` up to rank ``n``."""
     if type(layout) is not Layout:
-        return _composed().on_outer(layout, lambda o: append(o, x, n=n))
+        return on_outer(layout, lambda o: append(o, x, n=n))
     xx = _mk(1, 0) if x is None else _need_layout(x, "append")
     if n is None:
         return _concat([*_modes(layout), xx])
@@ -634,7 +634,7 @@ def _append_to(lay: Layout, n: int, x: Layout | None = None) -> Layout:
 def prepend(layout: Any, x: Layout | None = None, *, n: int | None = None) -> Any:
     """Prepend mode ``x`` (default ``1:0``); with ``n``, pad in front up to rank ``n``."""
     if type(layout) is not Layout:
-        return _composed().on_outer(layout, lambda o: prepend(o, x, n=n))
+        return on_outer(layout, lambda o: prepend(o, x, n=n))
     xx = _mk(1, 0) if x is None else _need_layout(x, "prepend")
     if n is None:
         return _concat([xx, *_modes(layout)])
@@ -662,7 +662,7 @@ def slice(coord: Any, layout: Any) -> Any:
             return _slice(coord, layout)
         except LayoutError as e:
             raise _wrap("slice", (_fmt_crd(coord), layout), e) from None
-    return _composed().slice(coord, layout)
+    return _composed_slice(coord, layout)
 
 
 def slice_and_offset(coord: Any, layout: Any) -> tuple[Any, int]:
@@ -673,7 +673,7 @@ def slice_and_offset(coord: Any, layout: Any) -> tuple[Any, int]:
             return _slice(coord, layout), _crd2idx(coord, layout._shape, layout._stride, "")
         except LayoutError as e:
             raise _wrap("slice_and_offset", (_fmt_crd(coord), layout), e) from None
-    return _composed().slice_and_offset(coord, layout)
+    return _composed_slice_and_offset(coord, layout)
 
 
 def dice_layout(coord: Any, layout: Layout) -> Layout:
@@ -749,7 +749,7 @@ def coalesce(layout: Any, profile: Any = None) -> Any:
     With ``profile`` (an int tuple), coalesce each mode at the profile's leaves separately:
     ``coalesce((2,(1,6)):(1,(6,2)), (1,1)) == (2,6):(1,2)``."""
     if type(layout) is not Layout:
-        return _composed().on_outer(layout, lambda o: coalesce(o, profile))
+        return on_outer(layout, lambda o: coalesce(o, profile))
     try:
         return _coalesce_cached(layout, _norm_profile(profile))
     except LayoutError as e:
@@ -781,7 +781,7 @@ def _filter_cached(lay: Layout, profile: Any) -> Layout:
 def filter(layout: Any, profile: Any = None) -> Any:
     """Remove every stride-0 and size-1 mode, then coalesce (``1:0`` if nothing is left)."""
     if type(layout) is not Layout:
-        return _composed().on_outer(layout, lambda o: filter(o, profile))
+        return on_outer(layout, lambda o: filter(o, profile))
     try:
         return _filter_cached(layout, _norm_profile(profile))
     except LayoutError as e:
@@ -899,13 +899,12 @@ def _compose_ll(a: Layout, b: Layout, exact: bool = False) -> Layout:
 def _check_exact(a: Layout, b: Layout, r: Layout) -> None:
     """CuTe composes mode by mode, which is the function composition only when the modes of
     ``b`` do not interact inside ``a`` (no carries between them); check it outright."""
-    comp = _composed()
-    bv = comp._values(b)
+    bv = _values(b)
     if bv.size and bv.min() < 0:
         raise LayoutError("exact composition cannot be checked: the right-hand layout "
                           "produces negative indices")
-    want = comp._eval_layout_array(a, bv)
-    got = comp._values(r)
+    want = _eval_layout_array(a, bv)
+    got = _values(r)
     bad = (want != got).nonzero()[0]
     if bad.size:
         i = int(bad[0])
@@ -948,13 +947,11 @@ def _norm_tiler(t: Any, where: str, *, allow_composed: bool = False) -> Any:
         return _
     if tt is tuple or tt is list:
         return tuple(_norm_tiler(v, where) for v in t)
-    if allow_composed and _composed().is_composed(t):
+    if allow_composed and is_composed(t):
         return t
     if isinstance(t, bool):
         raise LayoutError(f"{where}: invalid tiler {t!r}")
     try:
-        import operator
-
         v = operator.index(t)
     except TypeError:
         raise LayoutError(
@@ -976,14 +973,14 @@ def composition(a: Any, b: Any, *rest: Any, exact: bool = False) -> Any:
     ``R(i) == a(b(i))`` for all ``i < size(b)``.
     """
     if rest:
-        return _composed().make_composed_layout(a, b, *rest)
+        return make_composed_layout(a, b, *rest)
     if type(a) is Layout:
         tb = type(b)
         if tb is Layout:
             return _compose_ll(a, b, exact)
         if tb is int or tb is tuple or tb is list or b is None or b is _:
             return _compose_lt(a, _norm_tiler(b, _ctx("composition", a, b)), exact)
-    return _composed().composition(a, b)
+    return _composed_composition(a, b)
 
 
 # ============================================================================ complement
@@ -1042,7 +1039,7 @@ def complement(layout: Any, cotarget: Any = None) -> Any:
     strides increasing, and ``(layout, complement)`` reaches at least ``size(cotarget)``.
     ``complement(4:2, 24) == (2,3):(1,8)``."""
     if type(layout) is not Layout:
-        return _composed().complement(layout, cotarget)
+        return _composed_complement(layout, cotarget)
     try:
         ct = None if cotarget is None else _norm_cotarget(cotarget, "cotarget")
         return _complement_cached(layout, ct)
@@ -1098,7 +1095,7 @@ def right_inverse(layout: Any) -> Any:
         return _right_inverse_cached(layout)
     if layout is None or layout is _:
         return _
-    return _composed().right_inverse(layout)
+    return _composed_right_inverse(layout)
 
 
 @_cached
@@ -1154,7 +1151,7 @@ def left_inverse(layout: Any) -> Any:
             raise _wrap("left_inverse", (layout,), e) from None
     if layout is None or layout is _:
         return _
-    return _composed().left_inverse(layout)
+    return _composed_left_inverse(layout)
 
 
 # ============================================================================ divide
@@ -1218,7 +1215,7 @@ def _product_cached(kind: str, lay: Layout, t: Any) -> Layout:
 def _divide_family(kind: str, layout: Any, tiler: Any) -> Any:
     name = kind + "_divide"
     if type(layout) is not Layout:
-        return _composed().on_outer(layout, lambda o: _divide_family(kind, o, tiler))
+        return on_outer(layout, lambda o: _divide_family(kind, o, tiler))
     t = _norm_tiler(tiler, name)
     try:
         return _divide_cached(kind, layout, t)
@@ -1265,9 +1262,9 @@ def _logical_product_cached(block: Layout, t: Any) -> Layout:
 def _product_family(kind: str, block: Any, tiler: Any) -> Any:
     name = kind + "_product"
     if type(block) is not Layout:
-        return _composed().on_outer(block, lambda o: _product_family(kind, o, tiler))
+        return on_outer(block, lambda o: _product_family(kind, o, tiler))
     t = _norm_tiler(tiler, name, allow_composed=True)
-    if _composed().is_composed(t):
+    if is_composed(t):
         raise LayoutError(f"{_ctx(name, block, t)}: a ComposedLayout as the tiler is not "
                           "supported")
     try:
@@ -1319,7 +1316,7 @@ def _rank_product(block: Layout, tiler: Layout, raked: bool) -> Layout:
 
 def _rank_product_entry(name: str, block: Any, tiler: Any, raked: bool) -> Any:
     if type(block) is not Layout:
-        return _composed().on_outer(block, lambda o: _rank_product_entry(name, o, tiler, raked))
+        return on_outer(block, lambda o: _rank_product_entry(name, o, tiler, raked))
     if type(tiler) is not Layout:
         if type(tiler) is int or type(tiler) is tuple:
             tiler = Layout(tiler)
@@ -1369,7 +1366,7 @@ def tile_to_shape(block: Any, target_shape: Any, order: Any = None) -> Any:
     """Repeat ``block`` (blocked product) until it has the shape ``target_shape``, tiling the
     modes in ``order`` (default column-major: mode 0 first)."""
     if type(block) is not Layout:
-        return _composed().on_outer(block, lambda o: tile_to_shape(o, target_shape, order))
+        return on_outer(block, lambda o: tile_to_shape(o, target_shape, order))
     trg = _as_int_tuple(target_shape, "tile_to_shape", positive=True)
     o = order
     if o is not None and not isinstance(o, _MajorTag):
@@ -1418,7 +1415,7 @@ def upcast(layout: Any, n: int) -> Any:
             return _upcast_cached(layout, n)
         except LayoutError as e:
             raise _wrap("upcast", (layout, n), e) from None
-    return _composed().upcast(layout, n)
+    return _composed_upcast(layout, n)
 
 
 def _downcast_sd(s: IntTuple, d: IntTuple, n: int) -> tuple[IntTuple, IntTuple]:
@@ -1441,7 +1438,7 @@ def downcast(layout: Any, n: int) -> Any:
             )
         s, d = _downcast_sd(layout._shape, layout._stride, n)
         return _mk(s, d)
-    return _composed().downcast(layout, n)
+    return _composed_downcast(layout, n)
 
 
 # ============================================================================ other
@@ -1457,7 +1454,7 @@ def max_common_layout(a: Any, b: Any) -> Any:
         if m0._stride == 1:
             return _compose_ll(inv_b, m0)
         return _mk(1, 0)
-    return _composed().max_common_layout(a, b)
+    return _composed_max_common_layout(a, b)
 
 
 def max_common_vector(a: Any, b: Any) -> int:
@@ -1466,7 +1463,7 @@ def max_common_vector(a: Any, b: Any) -> int:
         common = _coalesce1(_compose_ll(a, _right_inverse_cached(b)))
         m0 = _mode(common, 0)
         return m0._shape if m0._stride == 1 else 1  # type: ignore[return-value]
-    return _composed().max_common_vector(a, b)
+    return _composed_max_common_vector(a, b)
 
 
 def nullspace(layout: Layout) -> Layout:
@@ -1481,10 +1478,580 @@ def nullspace(layout: Layout) -> Layout:
     return _from_list([fs[k] for k in seq], [rstride[k] for k in seq])
 
 
+# ============================================================================ text
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(text: str) -> Any:
+    r = parse_parts(text)
+    if type(r) is ParsedLayout:
+        return _mk(r.shape, r.stride)
+    inner = r.inner if type(r.inner) is Swizzle else _mk(r.inner.shape, r.inner.stride)
+    return ComposedLayout(inner, r.offset, _mk(r.outer.shape, r.outer.stride))
+
+
+def parse_layout(text: str) -> Any:
+    """Read CuTe notation into a Layout or ComposedLayout (the grammar: ``notation.py``)."""
+    if not isinstance(text, str):
+        raise LayoutError(f"parse_layout: expected a string, got {text!r}")
+    return _parse_cached(text)
+
+
+# ============================================================================ composed layouts
+#
+# ComposedLayout: ``inner o offset o outer``, a layout followed by a non-linear function.
+#
+# Some functions of coordinates are not layouts -- a swizzle is not linear -- but we still want
+# to tile, slice and partition them like layouts.  CuTe's answer (``include/cute/
+# layout_composed.hpp``, specialised for swizzles in ``include/cute/swizzle_layout.hpp``) is
+# ``ComposedLayout(inner, offset, outer)``, the function::
+#
+#     x  ->  inner(offset + outer(x))
+#
+# ``outer`` is an ordinary :class:`Layout` and defines the domain: shape, size, rank, modes and
+# every tiling operation (divides, products, coalesce, ...) act on ``outer`` alone and keep
+# ``inner`` and ``offset``.  ``inner`` is a :class:`Swizzle` (the common case, e.g. a 128-byte
+# swizzled shared-memory tile ``Sw<3,4,3> o 0 o (8,64):(64,1)``) or another Layout.  The offset
+# exists because a swizzle does not commute with translation: slicing a swizzled tile moves the
+# fixed coordinates into ``offset`` rather than into a pointer.
+#
+# Slicing a swizzled layout follows CuTe: when the kept modes touch only one of each pair of
+# swizzled bits, the swizzle acts on them as a sign flip and the result *decays* to a plain
+# Layout plus an offset; otherwise it stays composed.  Every decay is checked numerically
+# against the composed function before it is returned.
+
+_DECAY_CHECK_LIMIT = 1 << 20
+#: most elements a layout may have where a check enumerates them (layouts_equivalent of a
+#: composed layout, exact composition): 2^24 int64 values are 128 MiB per array
+ENUMERATION_LIMIT = 1 << 24
+
+
+class ComposedLayout:
+    """``inner o offset o outer``: ``x -> inner(offset + outer(x))`` (see the module doc).
+
+    ``ComposedLayout('Sw<3,4,3> o 0 o (8,64):(64,1)')`` parses CuTe notation.
+    """
+
+    __slots__ = ("_hash", "inner", "offset", "outer")
+
+    inner: Swizzle | Layout
+    offset: int
+    outer: Layout
+
+    def __init__(self, inner: Any, offset: Any = 0, outer: Any = None) -> None:
+        if type(inner) is str:
+            if outer is not None:
+                raise LayoutError("ComposedLayout(text): takes no other arguments")
+            r = parse_layout(inner)
+            if type(r) is not ComposedLayout:
+                raise LayoutError(f"ComposedLayout({inner!r}): the text is a plain Layout")
+            inner, offset, outer = r.inner, r.offset, r.outer
+        if type(inner) not in (Swizzle, Layout):
+            raise LayoutError(
+                f"ComposedLayout: inner must be a Swizzle or a Layout, got {_show(inner)}"
+            )
+        if type(outer) is not Layout:
+            raise LayoutError(f"ComposedLayout: outer must be a Layout, got {_show(outer)}")
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise LayoutError(f"ComposedLayout: offset must be an int, got {offset!r}")
+        set_ = object.__setattr__
+        set_(self, "inner", inner)
+        set_(self, "offset", int(offset))
+        set_(self, "outer", outer)
+        set_(self, "_hash", None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("ComposedLayout is immutable")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ComposedLayout, (self.inner, self.offset, self.outer))
+
+    # -- the Layout-like interface, all from the outer layout
+
+    @property
+    def shape(self) -> Any:
+        return self.outer.shape
+
+    @property
+    def rank(self) -> int:
+        return self.outer.rank
+
+    @property
+    def depth(self) -> int:
+        return self.outer.depth
+
+    def size(self) -> int:
+        return self.outer.size()
+
+    def cosize(self) -> int:
+        """CuTe's ``cosize(ComposedLayout)``: the cosize of ``outer``."""
+        return _cosize(self.outer)
+
+    def __getitem__(self, idx: int | tuple[int, ...]) -> ComposedLayout:
+        return ComposedLayout(self.inner, self.offset, self.outer[idx])
+
+    def __iter__(self) -> Any:
+        return iter([ComposedLayout(self.inner, self.offset, m) for m in self.outer])
+
+    def __call__(self, *args: Any) -> Any:
+        c = args[0] if len(args) == 1 else args
+        if has_underscore(c):
+            return _composed_slice(c, self)
+        return self.inner(self.offset + self.outer(c))
+
+    def compose(self, *others: Any) -> Any:
+        return _composed_composition(self, others[0] if len(others) == 1 else tuple(others))
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ComposedLayout:
+            return NotImplemented
+        return (
+            self.inner == other.inner
+            and self.offset == other.offset
+            and self.outer == other.outer
+        )
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = hash((self.inner, self.offset, self.outer))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __str__(self) -> str:
+        return f"{self.inner} o {self.offset} o {self.outer}"
+
+    def __repr__(self) -> str:
+        return f"ComposedLayout('{self}')"
+
+
+def is_swizzle(x: object) -> bool:
+    return type(x) is Swizzle
+
+
+def is_composed(x: object) -> bool:
+    return type(x) is ComposedLayout
+
+
+def make_composed_layout(inner: Any, offset: Any, outer: Any) -> ComposedLayout:
+    """CuTe's ``composition(inner, offset, outer)``: ``x -> inner(offset + outer(x))``."""
+    return ComposedLayout(inner, offset, outer)
+
+
+def _compose_swizzle(sw: Swizzle, outer: Layout) -> Any:
+    """``composition(Swizzle, Layout)``; CuTe drops the identity swizzle ``Sw<0,M,S>``."""
+    if sw.bits == 0:
+        return outer
+    return ComposedLayout(sw, 0, outer)
+
+
+def make_swizzle_layout(sw: Swizzle) -> Any:
+    """CuTe's ``make_layout(Swizzle<B,M,S>)``: the swizzle on ``2^(M+B+|S|):1``."""
+    n = 1 << (sw.base + sw.bits + abs(sw.shift))
+    return _compose_swizzle(sw, _mk(n, 1))
+
+
+# ----------------------------------------------------------------------------- dispatch
+
+
+def _bad(name: str, *args: Any) -> LayoutError:
+    return LayoutError(
+        f"{_ctx(name, *args)}: unsupported argument types "
+        + ", ".join(type(a).__name__ for a in args)
+    )
+
+
+def on_outer(x: Any, f: Callable[[Layout], Any]) -> Any:
+    """Apply a domain operation to the outer layout and keep ``inner o offset``."""
+    if type(x) is ComposedLayout:
+        return make_composed_layout(x.inner, x.offset, f(x.outer))
+    raise LayoutError(f"expected a Layout or a ComposedLayout, got {_show(x)}")
+
+
+def _composed_size(x: Any) -> int:
+    if type(x) is ComposedLayout:
+        return x.outer.size()
+    raise LayoutError(f"size: expected a layout or an int tuple, got {_show(x)}")
+
+
+def _composed_cosize(x: Any) -> int:
+    if type(x) is ComposedLayout:
+        return _cosize(x.outer)
+    raise LayoutError(f"cosize: expected a layout, got {_show(x)}")
+
+
+def _composed_shape(x: Any) -> Any:
+    if type(x) is ComposedLayout:
+        return x.outer.shape
+    raise LayoutError(f"shape: expected a layout or an int tuple, got {_show(x)}")
+
+
+def _composed_get(x: Any, *idx: int) -> Any:
+    return on_outer(x, lambda o: get(o, *idx))
+
+
+def _composed_composition(a: Any, b: Any) -> Any:
+    ta, tb = type(a), type(b)
+    if ta is ComposedLayout:
+        if tb is ComposedLayout or tb is Swizzle:
+            # (I o O o L) o B = I o O o (L o B), with L o B itself possibly composed.
+            inner = _composed_composition(a.outer, b)
+            if type(inner) is ComposedLayout:
+                if a.offset != 0 or type(a.inner) is not Swizzle or inner.offset != 0:
+                    raise LayoutError(
+                        f"composition({a}, {b}): nested composed layouts with offsets are "
+                        "not supported"
+                    )
+                if type(inner.inner) is Swizzle:
+                    # CuTe would nest the two; we merge them, which must be the same function.
+                    sw = _merge_swizzles(a.inner, inner.inner, a, b)
+                    return _compose_swizzle(sw, inner.outer)
+                raise LayoutError(f"composition({a}, {b}): unsupported nesting")
+            return make_composed_layout(a.inner, a.offset, inner)
+        return make_composed_layout(a.inner, a.offset, composition(a.outer, b))
+    if ta is Swizzle:
+        if tb is Layout:
+            return _compose_swizzle(a, b)
+        if tb is Swizzle:
+            return compose_swizzles(a, b)
+        if tb is ComposedLayout:
+            if type(b.inner) is Swizzle and b.offset == 0:
+                return _compose_swizzle(compose_swizzles(a, b.inner), b.outer)
+            raise LayoutError(
+                f"composition({a}, {b}): only a swizzle with offset 0 inside merges with a "
+                "swizzle"
+            )
+        raise _bad("composition", a, b)
+    if ta is Layout:
+        if tb is Swizzle:
+            # CuTe: the swizzle's Y and Z bits pushed through a become a new swizzle.
+            try:
+                sw = make_swizzle(a(b.yyy_msk), a(b.zzz_msk))
+            except LayoutError as e:
+                raise _wrap("composition", (a, b), e) from None
+            return _compose_swizzle(sw, a)
+        if tb is ComposedLayout:
+            if b.offset != 0:
+                raise LayoutError(
+                    f"composition({a}, {b}): CuTe requires the composed layout's offset to "
+                    "be 0 here"
+                )
+            return _composed_composition(_composed_composition(a, b.inner), b.outer)
+    raise _bad("composition", a, b)
+
+
+def _merge_swizzles(s0: Swizzle, s1: Swizzle, a: Any, b: Any) -> Swizzle:
+    try:
+        sw = compose_swizzles(s0, s1)
+    except LayoutError as e:
+        raise LayoutError(f"composition({a}, {b}): {e}") from None
+    top = max(s0.swizzle_code, s1.swizzle_code).bit_length()
+    if any(sw(x) != s0(s1(x)) for x in range(1 << top)):
+        raise LayoutError(
+            f"composition({a}, {b}): {s0} o {s1} is not a single swizzle, so the nested "
+            "composed layout cannot be represented"
+        )
+    return sw
+
+
+def _composed_complement(x: Any, cotarget: Any = None) -> Any:
+    if type(x) is ComposedLayout:
+        return complement(x.outer, _cosize(x.outer) if cotarget is None else cotarget)
+    raise _bad("complement", x)
+
+
+def _composed_right_inverse(x: Any) -> Any:
+    if type(x) is Swizzle:
+        return x
+    if type(x) is ComposedLayout:
+        inv_outer = _right_inverse_cached(x.outer)
+        if type(x.inner) is Swizzle:
+            if x.offset != 0:
+                raise LayoutError(
+                    f"right_inverse({x}): a swizzled layout with a nonzero offset has no "
+                    "representable inverse"
+                )
+            return _composed_composition(inv_outer, x.inner)
+        return make_composed_layout(inv_outer, -x.offset, _right_inverse_cached(x.inner))
+    raise _bad("right_inverse", x)
+
+
+def _composed_left_inverse(x: Any) -> Any:
+    if type(x) is Swizzle:
+        return x
+    if type(x) is ComposedLayout:
+        try:
+            inv_outer = _left_inverse_cached(x.outer)
+        except LayoutError as e:
+            raise _wrap("left_inverse", (x,), e) from None
+        if type(x.inner) is Swizzle:
+            if x.offset != 0:
+                raise LayoutError(
+                    f"left_inverse({x}): a swizzled layout with a nonzero offset has no "
+                    "representable inverse"
+                )
+            return _composed_composition(inv_outer, x.inner)
+        try:
+            inv_inner = _left_inverse_cached(x.inner)
+        except LayoutError as e:
+            raise _wrap("left_inverse", (x,), e) from None
+        return make_composed_layout(inv_outer, -x.offset, inv_inner)
+    raise _bad("left_inverse", x)
+
+
+def _scale_offset(off: int, n: int, up: bool, where: str) -> int:
+    if not up:
+        return off * n
+    if off % n:
+        raise LayoutError(f"{where}: the offset {off} is not a multiple of {n}")
+    return off // n
+
+
+def _composed_upcast(x: Any, n: int) -> Any:
+    if type(x) is Swizzle:
+        return upcast_swizzle(x, n)
+    if type(x) is ComposedLayout:
+        where = _ctx("upcast", x, n)
+        inner = upcast_swizzle(x.inner, n) if type(x.inner) is Swizzle else upcast(x.inner, n)
+        return make_composed_layout(inner, _scale_offset(x.offset, n, True, where),
+                                    upcast(x.outer, n))
+    raise _bad("upcast", x, n)
+
+
+def _composed_downcast(x: Any, n: int) -> Any:
+    if type(x) is Swizzle:
+        return downcast_swizzle(x, n)
+    if type(x) is ComposedLayout:
+        where = _ctx("downcast", x, n)
+        inner = (downcast_swizzle(x.inner, n) if type(x.inner) is Swizzle
+                 else downcast(x.inner, n))
+        return make_composed_layout(inner, _scale_offset(x.offset, n, False, where),
+                                    downcast(x.outer, n))
+    raise _bad("downcast", x, n)
+
+
+def _composed_max_common_layout(a: Any, b: Any) -> Any:
+    if type(a) is Layout and type(b) is ComposedLayout:
+        a, b = b, a
+    if type(a) is ComposedLayout and type(b) is Layout and type(a.inner) is Swizzle:
+        common = max_common_layout(a.outer, b)
+        base = 1 << a.inner.base
+        if base < common.size():
+            return composition(common, base)
+        return common
+    raise _bad("max_common_layout", a, b)
+
+
+def _composed_max_common_vector(a: Any, b: Any) -> int:
+    if type(a) is Layout and type(b) is ComposedLayout:
+        a, b = b, a
+    if type(a) is ComposedLayout and type(a.inner) is Swizzle:
+        if type(b) is Layout:
+            return min(max_common_vector(a.outer, b), 1 << a.inner.base)
+        if type(b) is ComposedLayout and type(b.inner) is Swizzle:
+            vec = max_common_vector(a.outer, b.outer)
+            if a.inner == b.inner:
+                return vec
+            return min(vec, 1 << a.inner.base, 1 << b.inner.base)
+    raise _bad("max_common_vector", a, b)
+
+
+# ----------------------------------------------------------------------------- slicing
+
+
+def _composed_slice_and_offset(coord: Any, x: Any) -> tuple[Any, int]:
+    """``(sub-layout, offset)`` with ``sub(y) + offset == x(coord with y in the _ modes)``."""
+    if type(x) is not ComposedLayout:
+        raise _bad("slice_and_offset", _fmt_crd(coord), x)
+    coord = _norm_coord(coord)
+    try:
+        return _slice_and_offset_cached(coord, x)
+    except TypeError:  # an unhashable coordinate element: compute without the cache
+        return _slice_and_offset(coord, x)
+
+
+@functools.lru_cache(maxsize=4096)
+def _slice_and_offset_cached(coord: Any, x: ComposedLayout) -> tuple[Any, int]:
+    return _slice_and_offset(coord, x)
+
+
+def _slice_and_offset(coord: Any, x: ComposedLayout) -> tuple[Any, int]:
+    try:
+        sliced = _mk(slice_(coord, x.outer.shape), slice_(coord, x.outer.stride))
+        off_b = _crd2idx(coord, x.outer.shape, x.outer.stride, "")
+    except LayoutError as e:
+        raise _wrap("slice_and_offset", (_fmt_crd(coord), x), e) from None
+    if type(x.inner) is not Swizzle:
+        return ComposedLayout(x.inner, x.offset + off_b, sliced), 0
+    if not _has_int(coord):
+        return make_composed_layout(x.inner, x.offset, sliced), 0
+    res = _swizzle_slice(coord, x, sliced)
+    if res is not None:
+        return res
+    return make_composed_layout(x.inner, x.offset + off_b, sliced), 0
+
+
+def _composed_slice(coord: Any, x: Any) -> Any:
+    return _composed_slice_and_offset(coord, x)[0]
+
+
+def _has_int(c: Any) -> bool:
+    if type(c) is tuple:
+        return any(_has_int(v) for v in c)
+    return not (c is None or c is _)
+
+
+def _swizzle_slice(coord: Any, x: ComposedLayout, sliced: Layout) -> tuple[Any, int] | None:
+    """CuTe's swizzle ``slice_and_offset`` (swizzle_layout.hpp), or None when its
+    preconditions fail (then the caller keeps the composed form with the full offset)."""
+    sw: Swizzle = x.inner  # type: ignore[assignment]
+    b, m, s = sw.bits, sw.base, abs(sw.shift)
+    # Projections of an index onto the swizzle's two bit fields ("only_zy") and onto the
+    # rest ("anti_zy"); the trailing mode extends each past the swizzle's domain.
+    p_shape = (1 << m, 1 << b, 1 << (s - b), 1 << b, 1)
+    only_zy = _mk(p_shape, (0, 1 << m, 0, 1 << (m + s), 0))
+    anti_zy = _mk(p_shape, (1, 0, 1 << (m + b), 0, 1 << (m + b + s)))
+    try:
+        diced = _mk(dice(coord, x.outer.shape), dice(coord, x.outer.stride))
+        dcoord = dice(coord, coord)
+        d_only = _compose_ll(only_zy, diced)
+        d_anti = _compose_ll(anti_zy, diced)
+        off_zy = x.offset ^ d_only(dcoord)
+        off_anti = d_anti(dcoord)
+        s_only = _compose_ll(only_zy, sliced)
+        active = s_only(s_only.size() - 1)
+        if active & ~sw(active):
+            # The kept modes hit a Y bit and its Z partner: the swizzle stays.
+            result: tuple[Any, int] = (make_composed_layout(sw, off_zy, sliced), off_anti)
+        else:
+            zbit = sw.zzz_msk & -sw.zzz_msk
+            ybit = sw.yyy_msk & -sw.yyy_msk
+            lo = _swizzle_strides(zbit < ybit, zbit, ybit, off_zy, b)
+            hi = _swizzle_strides(zbit > ybit, zbit, ybit, off_zy, b)
+            shapes = (1 << m, *(2,) * b, 1 << (s - b), *(2,) * b, 1)
+            strides = (1, *lo, 1 << (m + b), *hi, 1 << (m + b + s))
+            result = (_compose_ll(_mk(shapes, strides), sliced), sw(off_zy) + off_anti)
+    except LayoutError:
+        return None
+    if not _slice_matches(result, x, sliced, x.offset + _crd2idx(coord, x.outer.shape,
+                                                                 x.outer.stride, "")):
+        return None
+    return result
+
+
+def _swizzle_strides(z_first: bool, z: int, y: int, off: int, b: int) -> tuple[int, ...]:
+    """The signed strides of the swizzle bits once one field is fixed by ``off``."""
+    if z_first:
+        return tuple((z << i) if (off & (y << i)) == 0 else -(z << i) for i in range(b))
+    return tuple(((y + z) << i) if (off & (z << i)) == 0 else ((y - z) << i) for i in range(b))
+
+
+def _slice_matches(result: tuple[Any, int], x: ComposedLayout, sliced: Layout,
+                   total: int) -> bool:
+    n = sliced.size()
+    if n > _DECAY_CHECK_LIMIT:
+        return False
+    lay, off = result
+    want = x.inner(total + _values(sliced))
+    got = _values_any(lay) + off
+    return bool((want == got).all())
+
+
+# ----------------------------------------------------------------------------- equivalence
+
+
+def _values(lay: Layout) -> Any:
+    """``[lay(i) for i in range(size)]`` as an int64 numpy array."""
+    import numpy as np
+
+    fs, fd = _flat(lay)
+    n = lay.size()
+    if n > ENUMERATION_LIMIT:
+        raise LayoutError(f"{lay} has {n} elements, too many to enumerate (the limit is "
+                          f"2^24 = {ENUMERATION_LIMIT})")
+    # int64 unless a value could overflow it (strides are up to 2^63): then Python ints
+    big = sum((s - 1) * abs(d) for s, d in zip(fs, fd, strict=True)) >= 1 << 62
+    dt = object if big else np.int64
+    idx = np.arange(n, dtype=np.int64).astype(dt)
+    out = np.zeros(n, dtype=dt)
+    for k, (s, d) in enumerate(zip(fs, fd, strict=True)):
+        if s == 1 or d == 0:
+            continue
+        q = idx
+        p = 1
+        for j in range(k):
+            p *= fs[j]
+        if p > 1:
+            q = idx // p
+        if k != len(fs) - 1:
+            q = q % s
+        out += q * d
+    return out
+
+
+def _values_any(x: Any) -> Any:
+    if type(x) is Layout:
+        return _values(x)
+    if type(x) is ComposedLayout:
+        inner = _values_any_fn(x.inner)
+        return inner(x.offset + _values(x.outer))
+    raise LayoutError(f"expected a layout, got {_show(x)}")
+
+
+def _values_any_fn(f: Any) -> Callable[[Any], Any]:
+    if type(f) is Swizzle:
+        return f
+    if type(f) is Layout:
+        return lambda v: _eval_layout_array(f, v)
+    raise LayoutError(f"expected a Swizzle or a Layout, got {_show(f)}")
+
+
+def _eval_layout_array(lay: Layout, v: Any) -> Any:
+    import numpy as np
+
+    if (v < 0).any():
+        raise LayoutError(f"{lay}: evaluated at a negative index")
+    fs, fd = _flat(lay)
+    out = np.zeros_like(v)
+    for k in range(len(fs) - 1):
+        out += (v % fs[k]) * fd[k]
+        v = v // fs[k]
+    return out + v * fd[-1]
+
+
+def layouts_equivalent(a: Any, b: Any) -> bool:
+    """Same function on the same domain: ``size(a) == size(b)`` and ``a(i) == b(i)`` for
+    every ``i < size``.  Shapes may differ (``(2,4):(1,2)`` is equivalent to ``8:1``)."""
+    if type(a) is Layout and type(b) is Layout:
+        if a.size() != b.size():
+            return False
+        # Coalesced form is canonical for the function on [0, size): a coalesced layout's
+        # first mode is fixed by where i*d0 stops holding, and so on inductively.
+        return _coalesce_key(a) == _coalesce_key(b)
+    for v in (a, b):
+        if type(v) not in (Layout, ComposedLayout):
+            raise LayoutError(f"layouts_equivalent: expected layouts, got {_show(v)}")
+    if a.size() != b.size():
+        return False
+    return bool((_values_any(a) == _values_any(b)).all())
+
+
+def _coalesce_key(lay: Layout) -> tuple[Any, Any]:
+    c = _coalesce1(lay)
+    return c.shape, c.stride
+
+
+def format_layout(x: Any) -> str:
+    """CuTe notation for a Layout, ComposedLayout, Swizzle or int tuple."""
+    if type(x) in (Layout, ComposedLayout, Swizzle):
+        return str(x)
+    return format_int_tuple(x)
+
+
 def cache_clear() -> None:
     """Drop the memoised results of the layout algebra (for benchmarking cold paths)."""
     for f in (_coalesce_cached, _filter_cached, _compose_ll, _compose_lt, _complement_cached,
               _right_inverse_cached, _left_inverse_cached, _logical_divide_cached,
               _logical_product_cached, _rank_product, _tile_to_shape, _upcast_cached,
-              _divide_cached, _product_cached, _composed()._slice_and_offset_cached):
+              _divide_cached, _product_cached, _slice_and_offset_cached):
         f.cache_clear()  # type: ignore[attr-defined]

@@ -14,6 +14,11 @@ Examples: ``8:1``, ``(8):(1)`` (a rank-1 tuple, distinct from ``8:1``),
 ignored anywhere; ``Sw<3,4,3> o (8,64):(64,1)`` (no offset) means offset 0.  CuTe prints
 static integers with a leading underscore; we print plain integers and accept both.
 
+This module reads text into plain parts (:class:`ParsedLayout`, :class:`ParsedComposed`) and
+imports only ``inttuple`` and ``swizzle``; ``parse_layout`` and the ``Layout(text)`` /
+``ComposedLayout(text)`` constructors in ``layout.py`` build the objects from those parts, so
+every string goes through the one parser :func:`parse_parts`.
+
 Errors name the text and the 0-based position of the first character that does not fit.
 
 Limits (checked before any work that grows with them; each error names the limit):
@@ -25,15 +30,15 @@ digits), tuples nest at most :data:`MAX_DEPTH` levels, a text holds at most
 
 from __future__ import annotations
 
-import functools
-from typing import Any
+from typing import NamedTuple
 
 from nvatom.errors import LayoutError
 
-from .inttuple import IntTuple, format_int_tuple
+from .inttuple import IntTuple, _as_int_tuple, compact_col_major, congruent, format_int_tuple
+from .swizzle import Swizzle
 
-__all__ = ["MAX_DEPTH", "MAX_INTS", "MAX_INT_DIGITS", "MAX_TEXT", "format_int_tuple",
-           "parse_int_tuple", "parse_layout"]
+__all__ = ["MAX_DEPTH", "MAX_INTS", "MAX_INT_DIGITS", "MAX_TEXT", "ParsedComposed",
+           "ParsedLayout", "format_int_tuple", "parse_int_tuple", "parse_parts"]
 
 #: deepest nesting of parentheses (CuTe's own layouts nest 3 or 4 levels)
 MAX_DEPTH = 32
@@ -44,6 +49,21 @@ INT_LIMIT = 1 << 63
 MAX_INTS = 10_000
 #: longest notation text accepted (a layout of a thousand modes is far shorter)
 MAX_TEXT = 100_000
+
+
+class ParsedLayout(NamedTuple):
+    """``shape:stride`` as read (the stride is compact column-major when the text has none)."""
+
+    shape: IntTuple
+    stride: IntTuple
+
+
+class ParsedComposed(NamedTuple):
+    """``inner o offset o outer`` as read."""
+
+    inner: Swizzle | ParsedLayout
+    offset: int
+    outer: ParsedLayout
 
 
 def clip(text: str, limit: int = 80) -> str:
@@ -150,11 +170,10 @@ def parse_int_tuple(text: str) -> IntTuple:
     return v
 
 
-def _layout_core(p: _Parser) -> Any:
-    from .layout import Layout, _mk, congruent
-
+def _layout_core(p: _Parser) -> ParsedLayout:
     start = p.pos
     shape = p.int_tuple()
+    stride: IntTuple | None = None
     if p.peek() == ":":
         p.pos += 1
         stride_pos = p.pos
@@ -165,20 +184,17 @@ def _layout_core(p: _Parser) -> Any:
                 f"{format_int_tuple(shape)}",
                 stride_pos,
             )
-        try:
-            return Layout(shape, stride)
-        except LayoutError as e:
-            raise p.fail(str(e).replace("Layout: ", ""), start) from None
     try:
-        lay = Layout(shape)
+        # the check of the Layout constructor, with its words
+        checked = _as_int_tuple(shape, "Layout", positive=True)
     except LayoutError as e:
         raise p.fail(str(e).replace("Layout: ", ""), start) from None
-    return _mk(lay.shape, lay.stride)
+    if stride is None:
+        return ParsedLayout(checked, compact_col_major(checked))
+    return ParsedLayout(shape, stride)
 
 
-def _swizzle(p: _Parser) -> Any:
-    from .swizzle import Swizzle
-
+def _swizzle(p: _Parser) -> Swizzle:
     start = p.pos
     p.pos += 2  # "Sw"
     p.expect("<")
@@ -200,19 +216,19 @@ def _check_length(p: _Parser) -> None:
                      MAX_TEXT)
 
 
-@functools.lru_cache(maxsize=1024)
-def _parse_cached(text: str) -> Any:
-    from .composed import ComposedLayout, make_composed_layout
-
+def parse_parts(text: str) -> ParsedLayout | ParsedComposed:
+    """Read CuTe notation into its parts (see the module doc); ``nvatom.layout.parse_layout``
+    builds the Layout or ComposedLayout from them."""
     p = _Parser(text, "layout")
     _check_length(p)
     p.ws()
+    first: Swizzle | ParsedLayout
     if p.text.startswith("Sw", p.pos):
-        first: Any = _swizzle(p)
+        first = _swizzle(p)
     else:
         first = _layout_core(p)
     if p.at_end():
-        if type(first) is not ComposedLayout and not hasattr(first, "shape"):
+        if type(first) is Swizzle:
             raise p.fail("a swizzle must be followed by 'o offset o layout'")
         return first
     if p.peek() != "o":
@@ -231,11 +247,4 @@ def _parse_cached(text: str) -> Any:
         outer = _layout_core(p)
     if not p.at_end():
         raise p.fail(f"unexpected {p.text[p.pos]!r}")
-    return make_composed_layout(first, offset, outer)
-
-
-def parse_layout(text: str) -> Any:
-    """Read CuTe notation into a Layout or ComposedLayout (see the module doc)."""
-    if not isinstance(text, str):
-        raise LayoutError(f"parse_layout: expected a string, got {text!r}")
-    return _parse_cached(text)
+    return ParsedComposed(first, offset, outer)
