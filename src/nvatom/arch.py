@@ -18,7 +18,7 @@ cp.async, wgmma, tcgen05, block-scaled mma, ...) are declared once in :data:`FEA
 rule over (compute capability, suffix); every rule was read off ptxas 13.0 (12.9 for sm_70/72)
 and the test suite re-checks each one by assembling a probe on every target.
 
-This module imports nothing of ours.
+This module imports only ``nvatom.errors``.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from nvatom.atoms import tma as T
-from nvatom.ptx import tma_emit as E
+from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Module, Reg
 
 __all__ = [
@@ -40,8 +40,8 @@ __all__ = [
 ]
 
 THREADS = 128
-TMAP_BYTES = E.TENSORMAP_BYTES
-TMAP_ALIGN = E.TENSORMAP_ALIGN  # CUDA 13 cuda.h: alignas(128); nvcc declares .align 128
+TMAP_BYTES = TE.TENSORMAP_BYTES
+TMAP_ALIGN = TE.TENSORMAP_ALIGN  # CUDA 13 cuda.h: alignas(128); nvcc declares .align 128
 _TARGET = "sm_90a"
 _FEATURES = ("tma", "mbarrier.tx", "cluster")
 
@@ -103,8 +103,8 @@ def _coord_params(k: Kernel, stem: str, n: int) -> list[Reg]:
 def _init_barrier(k: Kernel, leader: Reg, bar: Reg, skip_stem: str) -> None:
     skip = k.fresh_label(skip_stem)
     k.bra(skip, f"!{leader}")
-    E.mbarrier_init(k, bar, 1)
-    E.fence_mbarrier_init(k)
+    TE.mbarrier_init(k, bar, 1)
+    TE.fence_mbarrier_init(k)
     k.label(skip)
 
 
@@ -138,38 +138,38 @@ def load_store_module(
     k.shared("tile", max(box_bytes, 16), align=1024)
     k.shared("mbar", 8, align=8)
     addr = k.param_address if tmap_address == "param" else (
-        lambda p: E.param_generic_address(k, p))
+        lambda p: TE.param_generic_address(k, p))
     if tmap_address not in ("param", "cvta"):
         raise ValueError(f"tmap_address must be 'param' or 'cvta', got {tmap_address!r}")
     tm_in, tm_out = addr(tin), addr(tout)
     tid = _tid(k)
     leader = _is_zero(k, tid)
-    tile = E.shared_address(k, "tile")
-    bar = E.shared_address(k, "mbar")
+    tile = TE.shared_address(k, "tile")
+    bar = TE.shared_address(k, "mbar")
     _init_barrier(k, leader, bar, "init")
     k.ins("bar.sync", 0)
     issue = k.fresh_label("issue_done")
     k.bra(issue, f"!{leader}")
     if prefetch:
-        E.prefetch_tensormap(k, tm_in)
+        TE.prefetch_tensormap(k, tm_in)
     if atom is not None:
         T_ = atom.atom
         if T_.rank != rank or T_.tx_bytes != box_bytes:
             raise ValueError(f"atom rank {T_.rank} / {T_.tx_bytes} bytes != {rank} / {box_bytes}")
-        E.lower_tma_load(k, atom, tile, tm_in, c, target=_TARGET)
+        TE.lower_tma_load(k, atom, tile, tm_in, c, target=_TARGET)
     else:
-        E.mbarrier_arrive_expect_tx(k, bar, box_bytes)
-        policy = None if cache_mode is T.CacheMode.NONE else E.create_policy(k, cache_mode)
-        E.tma_load(k, tile, tm_in, c, bar, cache_policy=policy, target=_TARGET)
+        TE.mbarrier_arrive_expect_tx(k, bar, box_bytes)
+        policy = None if cache_mode is T.CacheMode.NONE else TE.create_policy(k, cache_mode)
+        TE.tma_load(k, tile, tm_in, c, bar, cache_policy=policy, target=_TARGET)
     k.label(issue)
-    E.mbarrier_wait_parity(k, bar, 0)
+    TE.mbarrier_wait_parity(k, bar, 0)
     _copy16(k, tid, box_bytes, src=tile, dst=out, to_shared=False)
     if store:
         done = k.fresh_label("store_done")
         k.bra(done, f"!{leader}")
-        E.tma_store(k, tm_out, d, tile, target=_TARGET)
-        E.bulk_commit_group(k)
-        E.bulk_wait_group(k, 0, read=False)
+        TE.tma_store(k, tm_out, d, tile, target=_TARGET)
+        TE.bulk_commit_group(k)
+        TE.bulk_wait_group(k, 0, read=False)
         k.label(done)
     return m
 
@@ -183,21 +183,21 @@ def reduce_module(rank: int, box_bytes: int) -> Module:
         op = kind.name.removeprefix("TMA_REDUCE_").lower()
         k = m.kernel(f"tma_reduce_{op}")
         k.reqntid = (THREADS,)
-        tm = E.tensormap_param(k, "tmap")
+        tm = TE.tensormap_param(k, "tmap")
         src = k.ld_param(k.param("src", "u64"))
         c = _coord_params(k, "c", rank)
         k.shared("tile", max(box_bytes, 16), align=1024)
         tid = _tid(k)
         leader = _is_zero(k, tid)
-        tile = E.shared_address(k, "tile")
+        tile = TE.shared_address(k, "tile")
         _copy16(k, tid, box_bytes, src=src, dst=tile, to_shared=True)
-        E.fence_proxy_async(k, "shared::cta")  # each writer: its st.shared before the TMA
+        TE.fence_proxy_async(k, "shared::cta")  # each writer: its st.shared before the TMA
         k.ins("bar.sync", 0)
         done = k.fresh_label("done")
         k.bra(done, f"!{leader}")
-        E.tma_reduce(k, kind, tm, c, tile, target=_TARGET)
-        E.bulk_commit_group(k)
-        E.bulk_wait_group(k, 0, read=False)
+        TE.tma_reduce(k, kind, tm, c, tile, target=_TARGET)
+        TE.bulk_commit_group(k)
+        TE.bulk_wait_group(k, 0, read=False)
         k.label(done)
     return m
 
@@ -213,23 +213,23 @@ def multicast_module(n: int, rank: int, box_bytes: int) -> Module:
     k = m.kernel(f"tma_multicast{n}")
     k.reqntid = (THREADS,)
     k.reqnctapercluster = (n, 1, 1)
-    tm = E.tensormap_param(k, "tmap")
+    tm = TE.tensormap_param(k, "tmap")
     out = k.ld_param(k.param("out", "u64"))
     c = _coord_params(k, "c", rank)
     k.shared("tile", max(box_bytes, 16), align=1024)
     k.shared("mbar", 8, align=8)
     tid = _tid(k)
     leader = _is_zero(k, tid)
-    tile = E.shared_address(k, "tile")
-    bar = E.shared_address(k, "mbar")
+    tile = TE.shared_address(k, "tile")
+    bar = TE.shared_address(k, "mbar")
     skip = k.fresh_label("init")
     k.bra(skip, f"!{leader}")
-    E.mbarrier_init(k, bar, 1)
-    E.fence_mbarrier_init(k)
-    E.mbarrier_arrive_expect_tx(k, bar, box_bytes)
+    TE.mbarrier_init(k, bar, 1)
+    TE.fence_mbarrier_init(k)
+    TE.mbarrier_arrive_expect_tx(k, bar, box_bytes)
     k.label(skip)
-    E.cluster_sync(k)
-    rank_in_cluster = E.cluster_ctarank(k)
+    TE.cluster_sync(k)
+    rank_in_cluster = TE.cluster_ctarank(k)
     first = _is_zero(k, rank_in_cluster)
     issuer = k.reg("pred")
     k.ins("and.pred", issuer, first, leader)
@@ -237,9 +237,9 @@ def multicast_module(n: int, rank: int, box_bytes: int) -> Module:
     k.bra(done, f"!{issuer}")
     mask = k.reg("b16")
     k.ins("mov.b16", mask, (1 << n) - 1)
-    E.tma_load(k, tile, tm, c, bar, multicast_mask=mask, target=_TARGET)
+    TE.tma_load(k, tile, tm, c, bar, multicast_mask=mask, target=_TARGET)
     k.label(done)
-    E.mbarrier_wait_parity(k, bar, 0)
+    TE.mbarrier_wait_parity(k, bar, 0)
     cta = k.reg("u32")
     k.ins("mov.u32", cta, "%ctaid.x")
     off = k.reg("u64")
@@ -247,7 +247,7 @@ def multicast_module(n: int, rank: int, box_bytes: int) -> Module:
     dst = k.reg("u64")
     k.ins("add.s64", dst, out, off)
     _copy16(k, tid, box_bytes, src=tile, dst=dst, to_shared=False)
-    E.cluster_sync(k)  # no CTA leaves while a multicast may still target it
+    TE.cluster_sync(k)  # no CTA leaves while a multicast may still target it
     return m
 
 
@@ -257,7 +257,7 @@ def im2col_module(rank: int, box_bytes: int) -> Module:
     m = _module()
     k = m.kernel("tma_im2col")
     k.reqntid = (THREADS,)
-    tm = E.tensormap_param(k, "tmap")
+    tm = TE.tensormap_param(k, "tmap")
     out = k.ld_param(k.param("out", "u64"))
     c = _coord_params(k, "c", rank)
     offs = []
@@ -270,16 +270,16 @@ def im2col_module(rank: int, box_bytes: int) -> Module:
     k.shared("mbar", 8, align=8)
     tid = _tid(k)
     leader = _is_zero(k, tid)
-    tile = E.shared_address(k, "tile")
-    bar = E.shared_address(k, "mbar")
+    tile = TE.shared_address(k, "tile")
+    bar = TE.shared_address(k, "mbar")
     _init_barrier(k, leader, bar, "init")
     k.ins("bar.sync", 0)
     issue = k.fresh_label("issued")
     k.bra(issue, f"!{leader}")
-    E.mbarrier_arrive_expect_tx(k, bar, box_bytes)
-    E.tma_load(k, tile, tm, c, bar, im2col_offsets=offs, target=_TARGET)
+    TE.mbarrier_arrive_expect_tx(k, bar, box_bytes)
+    TE.tma_load(k, tile, tm, c, bar, im2col_offsets=offs, target=_TARGET)
     k.label(issue)
-    E.mbarrier_wait_parity(k, bar, 0)
+    TE.mbarrier_wait_parity(k, bar, 0)
     _copy16(k, tid, box_bytes, src=tile, dst=out, to_shared=False)
     return m
 
@@ -313,12 +313,12 @@ def mutate_module(rank: int, box_bytes: int, updates: Sequence[tuple[str, int | 
         k.shared("mbar", 8, align=8)
         tid = _tid(k)
         leader = _is_zero(k, tid)
-        tile = E.shared_address(k, "tile")
-        bar = E.shared_address(k, "mbar")
+        tile = TE.shared_address(k, "tile")
+        bar = TE.shared_address(k, "mbar")
         if via == "global":
             skip = k.fresh_label("edit")
             k.bra(skip, f"!{leader}")
-            E.tensormap_update_sequence(k, gtmap, ups, target=_TARGET)
+            TE.tensormap_update_sequence(k, gtmap, ups, target=_TARGET)
             k.label(skip)
         else:
             warp = k.reg("u32")
@@ -326,25 +326,25 @@ def mutate_module(rank: int, box_bytes: int, updates: Sequence[tuple[str, int | 
             w0 = _is_zero(k, warp)
             skip = k.fresh_label("edit")
             k.bra(skip, f"!{w0}")
-            smap = E.shared_address(k, "tmap_smem")
+            smap = TE.shared_address(k, "tmap_smem")
             _copy16(k, tid, TMAP_BYTES, src=gtmap, dst=smap, to_shared=True)  # lanes 0-7
             k.ins("bar.warp.sync", "0xffffffff")
             one = k.fresh_label("one")
             k.bra(one, f"!{leader}")
             for u in ups:
-                E.tensormap_replace(k, smap, u, space="shared::cta", target=_TARGET)
+                TE.tensormap_replace(k, smap, u, space="shared::cta", target=_TARGET)
             k.label(one)
             k.ins("bar.warp.sync", "0xffffffff")
-            E.tensormap_cp_fenceproxy(k, gtmap, smap)
-            E.fence_tensormap_acquire(k, gtmap)
+            TE.tensormap_cp_fenceproxy(k, gtmap, smap)
+            TE.fence_tensormap_acquire(k, gtmap)
             k.label(skip)
         _init_barrier(k, leader, bar, "init")
         k.ins("bar.sync", 0)
         issue = k.fresh_label("issued")
         k.bra(issue, f"!{leader}")
-        E.mbarrier_arrive_expect_tx(k, bar, box_bytes)
-        E.tma_load(k, tile, gtmap, c, bar, target=_TARGET)
+        TE.mbarrier_arrive_expect_tx(k, bar, box_bytes)
+        TE.tma_load(k, tile, gtmap, c, bar, target=_TARGET)
         k.label(issue)
-        E.mbarrier_wait_parity(k, bar, 0)
+        TE.mbarrier_wait_parity(k, bar, 0)
         _copy16(k, tid, box_bytes, src=tile, dst=out, to_shared=False)
     return m

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-import nvatom.layout as N
+import nvatom.layout as L
 from nvatom.errors import LayoutError
 
 
@@ -64,18 +64,18 @@ def ct(t: object) -> str:
     return "cute::tuple<" + ",".join(ct(x) for x in t) + ">"  # type: ignore[attr-defined]
 
 
-def cl(x: N.Layout) -> str:
+def cl(x: L.Layout) -> str:
     return f"Layout<{ct(x.shape)},{ct(x.stride)}>{{}}"
 
 
-def csw(x: N.ComposedLayout) -> str:
+def csw(x: L.ComposedLayout) -> str:
     sw = x.inner
     return (f"composition(Swizzle<{sw.bits},{sw.base},{sw.shift}>{{}}, Int<{x.offset}>{{}}, "
             f"{cl(x.outer)})")
 
 
 def ctiler(t: object) -> str:
-    if isinstance(t, N.Layout):
+    if isinstance(t, L.Layout):
         return cl(t)
     if isinstance(t, int):
         return f"Int<{t}>{{}}"
@@ -83,14 +83,14 @@ def ctiler(t: object) -> str:
 
 
 def ccoord(c: object) -> str:
-    if c is N._:
+    if c is L._:
         return "_"
     if isinstance(c, int):
         return f"Int<{c}>{{}}"
     return "make_coord(" + ",".join(ccoord(v) for v in c) + ")"  # type: ignore[attr-defined]
 
 
-def rand_layout(rng: random.Random, max_size: int) -> N.Layout:
+def rand_layout(rng: random.Random, max_size: int) -> L.Layout:
     def shape(d: int, budget: int) -> object:
         if d == 0 or rng.random() < 0.4:
             return rng.choice([s for s in (1, 2, 3, 4, 6, 8) if s <= budget] or [1])
@@ -98,11 +98,11 @@ def rand_layout(rng: random.Random, max_size: int) -> N.Layout:
         for _i in range(rng.randint(1, 3)):
             v = shape(d - 1, budget)
             out.append(v)
-            budget = max(1, budget // N.size(v))  # type: ignore[arg-type]
+            budget = max(1, budget // L.size(v))  # type: ignore[arg-type]
         return tuple(out)
 
     s = shape(2, max_size)
-    leaves = N.flatten_to_tuple(s)  # type: ignore[arg-type]
+    leaves = L.flatten_to_tuple(s)  # type: ignore[arg-type]
     if rng.random() < 0.6:
         order = list(range(len(leaves)))
         rng.shuffle(order)
@@ -113,10 +113,10 @@ def rand_layout(rng: random.Random, max_size: int) -> N.Layout:
             cur *= leaves[i] * rng.choice((1, 1, 1, 2))
     else:
         strides = [rng.choice((0, 1, 2, 3, 4, 8, 16)) for _ in leaves]
-    return N.Layout(s, N.unflatten(tuple(strides), s) if isinstance(s, tuple) else strides[0])
+    return L.Layout(s, L.unflatten(tuple(strides), s) if isinstance(s, tuple) else strides[0])
 
 
-def pow2_layout(rng: random.Random) -> N.Layout:
+def pow2_layout(rng: random.Random) -> L.Layout:
     s = tuple(rng.choice((2, 4, 8)) for _i in range(rng.randint(2, 3)))
     order = list(range(len(s)))
     rng.shuffle(order)
@@ -125,7 +125,7 @@ def pow2_layout(rng: random.Random) -> N.Layout:
     for i in order:
         strides[i] = cur
         cur *= s[i]
-    return N.Layout(s, tuple(strides))
+    return L.Layout(s, tuple(strides))
 
 
 def make_cases(seed: int, n: int) -> list[tuple[str, str, bool]]:
@@ -143,59 +143,59 @@ def make_cases(seed: int, n: int) -> list[tuple[str, str, bool]]:
         pair = False
         try:
             if op in ("coalesce", "filter", "right_inverse", "left_inverse"):
-                ours, expr = str(getattr(N, op)(a)), f"{op}({cl(a)})"
+                ours, expr = str(getattr(L, op)(a)), f"{op}({cl(a)})"
             elif op == "composition":
-                ours, expr = str(N.composition(a, b)), f"composition({cl(a)}, {cl(b)})"
+                ours, expr = str(L.composition(a, b)), f"composition({cl(a)}, {cl(b)})"
             elif op == "complement":
                 m = rng.choice((1, 24, 64, 100))
-                ours, expr = str(N.complement(b, m)), f"complement({cl(b)}, Int<{m}>{{}})"
+                ours, expr = str(L.complement(b, m)), f"complement({cl(b)}, Int<{m}>{{}})"
             elif op == "complement_shape":
-                ours = str(N.complement(b, a.shape))
+                ours = str(L.complement(b, a.shape))
                 expr = f"complement({cl(b)}, {ct(a.shape)}{{}})"
             elif op in ("logical_divide", "zipped_divide", "tiled_divide", "logical_product"):
                 k = rng.randint(1, a.rank)
                 t = tuple(rng.choice((2, 4, rand_layout(rng, 8))) for _i in range(k))
                 tiler = t if rng.random() < 0.5 else b
-                ours = str(getattr(N, op)(a, tiler))
+                ours = str(getattr(L, op)(a, tiler))
                 expr = f"{op}({cl(a)}, {ctiler(tiler)})"
             elif op in ("blocked_product", "raked_product"):
-                a2 = N.Layout(a.shape[:2], a.stride[:2]) if a.rank >= 2 else a  # type: ignore[index]
-                b2 = N.Layout((rng.choice((2, 3)), rng.choice((1, 2, 4))),
+                a2 = L.Layout(a.shape[:2], a.stride[:2]) if a.rank >= 2 else a  # type: ignore[index]
+                b2 = L.Layout((rng.choice((2, 3)), rng.choice((1, 2, 4))),
                               (1, rng.choice((2, 3))))
                 if a2.rank != 2:
                     continue
-                ours, expr = str(getattr(N, op)(a2, b2)), f"{op}({cl(a2)}, {cl(b2)})"
+                ours, expr = str(getattr(L, op)(a2, b2)), f"{op}({cl(a2)}, {cl(b2)})"
             elif op == "upcast":
-                ours, expr = str(N.upcast(a, 2)), f"upcast<2>({cl(a)})"
+                ours, expr = str(L.upcast(a, 2)), f"upcast<2>({cl(a)})"
             elif op == "downcast":
-                ours, expr = str(N.downcast(a, 4)), f"downcast<4>({cl(a)})"
+                ours, expr = str(L.downcast(a, 4)), f"downcast<4>({cl(a)})"
             elif op == "layout_like":
-                ours, expr = str(N.make_layout_like(a)), f"make_layout_like({cl(a)})"
+                ours, expr = str(L.make_layout_like(a)), f"make_layout_like({cl(a)})"
             elif op == "max_common_vector":
-                ours = str(N.max_common_vector(a, b))
+                ours = str(L.max_common_vector(a, b))
                 expr = f"max_common_vector({cl(a)}, {cl(b)})"
             elif op == "tile_to_shape":
-                blk = N.Layout((rng.choice((2, 4)), rng.choice((1, 2))), (1, rng.choice((2, 4))))
+                blk = L.Layout((rng.choice((2, 4)), rng.choice((1, 2))), (1, rng.choice((2, 4))))
                 trg = (blk.shape[0] * rng.choice((1, 2, 3)), blk.shape[1] * 4)  # type: ignore[index]
                 order = rng.choice((None, (1, 0)))
-                ours = str(N.tile_to_shape(blk, trg, order))
+                ours = str(L.tile_to_shape(blk, trg, order))
                 expr = (f"tile_to_shape({cl(blk)}, {ct(trg)}{{}}"
                         + (f", {ct(order)}{{}})" if order else ")"))
             elif op == "slice":
-                c = tuple(N._ if rng.random() < 0.5 else 0 for _i in range(a.rank))
-                if not any(x is N._ for x in c) or a.rank < 2:
+                c = tuple(L._ if rng.random() < 0.5 else 0 for _i in range(a.rank))
+                if not any(x is L._ for x in c) or a.rank < 2:
                     continue
-                sub, off = N.slice_and_offset(c, a)
+                sub, off = L.slice_and_offset(c, a)
                 ours, expr, pair = f"{sub} {off}", f"slice_and_offset({ccoord(c)}, {cl(a)})", True
             else:  # swizzle_slice
                 outer = pow2_layout(rng)
-                sw = N.Swizzle(rng.randint(1, 3), rng.randint(0, 3), rng.choice((-1, 1)) * 3)
-                x = N.ComposedLayout(sw, 0, outer)
-                c = tuple(N._ if i == rng.randrange(outer.rank) else rng.randrange(s)
+                sw = L.Swizzle(rng.randint(1, 3), rng.randint(0, 3), rng.choice((-1, 1)) * 3)
+                x = L.ComposedLayout(sw, 0, outer)
+                c = tuple(L._ if i == rng.randrange(outer.rank) else rng.randrange(s)
                           for i, s in enumerate(outer.shape))  # type: ignore[arg-type]
-                if not any(v is N._ for v in c):
+                if not any(v is L._ for v in c):
                     continue
-                sub, off = N.slice_and_offset(c, x)
+                sub, off = L.slice_and_offset(c, x)
                 ours, expr, pair = f"{sub} {off}", f"slice_and_offset({ccoord(c)}, {csw(x)})", True
         except LayoutError:
             continue

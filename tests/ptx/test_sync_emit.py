@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from nvatom import arch
-from nvatom.ptx import sync_emit as S
+from nvatom.ptx import sync_emit as SE
 from nvatom.ptx.builder import Kernel
 from tests.ptxas_sweep import case_verdicts, kernel_lines, one_kernel_module
 
@@ -25,30 +25,30 @@ def _cases() -> list[Case]:
     for op in ("inc", "dec"):
         for n in (24, 40, 232, 256):
             out.append((f"setmaxnreg.{op}.{n}", "setmaxnreg",
-                        lambda k, target=None, op=op, n=n: S.setmaxnreg(k, op, n, target=target)))
+                        lambda k, target=None, op=op, n=n: SE.setmaxnreg(k, op, n, target=target)))
     for bid, cnt in ((0, 384), (1, 128), (15, 32), (0, 1024)):
         out.append((f"bar.sync.{bid}.{cnt}", "bar.sync",
                     lambda k, target=None, b=bid, c=cnt:
-                    S.named_barrier_sync(k, b, c, target=target)))
+                    SE.named_barrier_sync(k, b, c, target=target)))
     out.append(("bar.sync.reg", "bar.sync",
-                lambda k, target=None: S.named_barrier_sync(k, "%r3", 128, target=target)))
+                lambda k, target=None: SE.named_barrier_sync(k, "%r3", 128, target=target)))
     for rank in (0, 1, "%r2"):
         out.append((f"mapa.{rank}", "mapa",
-                    lambda k, target=None, r=rank: S.mapa_shared_cluster(k, "%r1", r,
+                    lambda k, target=None, r=rank: SE.mapa_shared_cluster(k, "%r1", r,
                                                                          target=target)))
     for sem in ("", "release", "relaxed"):
         for al in (True, False):
             out.append((f"cluster.arrive.{sem}.{al}", "barrier.cluster.arrive",
                         lambda k, target=None, s=sem, a=al:
-                        S.barrier_cluster_arrive(k, sem=s, aligned=a, target=target)))
+                        SE.barrier_cluster_arrive(k, sem=s, aligned=a, target=target)))
     for sem in ("", "acquire"):
         for al in (True, False):
             out.append((f"cluster.wait.{sem}.{al}", "barrier.cluster.wait",
                         lambda k, target=None, s=sem, a=al:
-                        S.barrier_cluster_wait(k, sem=s, aligned=a, target=target)))
+                        SE.barrier_cluster_wait(k, sem=s, aligned=a, target=target)))
     for t in ("bf16", "f16"):
         out.append((f"cvt.{t}", "cvt.pack",
-                    lambda k, target=None, t=t: S.cvt_pack_f32(k, t, "%f1", "%f2",
+                    lambda k, target=None, t=t: SE.cvt_pack_f32(k, t, "%f1", "%f2",
                                                                target=target)))
     return out
 
@@ -78,14 +78,14 @@ def test_every_form_assembles_exactly_where_the_table_says(tname: str) -> None:
     wrong = []
     for cid, row, emit in CASES:
         ok, msgs = verdicts[cid]
-        want = S.SYNC_INSTRS[row].available_on(t)
+        want = SE.SYNC_INSTRS[row].available_on(t)
         if ok != want:
             wrong.append(f"{cid}: ptxas {'accepts' if ok else 'rejects'} ({'; '.join(msgs)}), "
                          f"our table says {want}")
         try:
             emit(Kernel("g"), target=t)
             gated = True
-        except S.SyncEmitError as e:
+        except SE.SyncEmitError as e:
             gated = False
             assert t.name in str(e), str(e)
         if gated != ok:
@@ -98,8 +98,8 @@ def test_sweep_covers_every_spelling() -> None:
     for case in CASES:
         for ln in _lines(case):
             emitted.add(ln.split()[0].rstrip(";"))
-    for name in S.SYNC_INSTRS:
-        for sp in S.spellings(name):
+    for name in SE.SYNC_INSTRS:
+        for sp in SE.spellings(name):
             assert sp in emitted, f"{sp} is never emitted by the sweep"
 
 
@@ -107,13 +107,13 @@ def test_near_misses_refused_by_us_and_by_ptxas() -> None:
     """Operand values our checks refuse are refused by ptxas as well (sm_90a)."""
     misses = {
         "setmaxnreg 20": ("setmaxnreg.inc.sync.aligned.u32 20;",
-                          lambda k: S.setmaxnreg(k, "inc", 20)),
+                          lambda k: SE.setmaxnreg(k, "inc", 20)),
         "setmaxnreg 100": ("setmaxnreg.dec.sync.aligned.u32 100;",
-                           lambda k: S.setmaxnreg(k, "dec", 100)),
+                           lambda k: SE.setmaxnreg(k, "dec", 100)),
         "setmaxnreg 264": ("setmaxnreg.inc.sync.aligned.u32 264;",
-                           lambda k: S.setmaxnreg(k, "inc", 264)),
-        "bar.sync id 16": ("bar.sync 16, 128;", lambda k: S.named_barrier_sync(k, 16, 128)),
-        "bar.sync count 100": ("bar.sync 1, 100;", lambda k: S.named_barrier_sync(k, 1, 100)),
+                           lambda k: SE.setmaxnreg(k, "inc", 264)),
+        "bar.sync id 16": ("bar.sync 16, 128;", lambda k: SE.named_barrier_sync(k, 16, 128)),
+        "bar.sync count 100": ("bar.sync 1, 100;", lambda k: SE.named_barrier_sync(k, 1, 100)),
     }
     t = arch.target("sm_90a")
     cases = [(cid, "x", lambda k, target=None, text=text: k.ins(text.rstrip(";")))
@@ -121,7 +121,7 @@ def test_near_misses_refused_by_us_and_by_ptxas() -> None:
     verdicts = _verdicts(t, cases)
     for cid, (_, ours) in misses.items():
         assert not verdicts[cid][0], f"ptxas accepts {cid}"
-        with pytest.raises(S.SyncEmitError):
+        with pytest.raises(SE.SyncEmitError):
             ours(Kernel("g"))
 
 
@@ -138,30 +138,30 @@ def test_gemm_uses_the_shared_emitters() -> None:
 
 
 @pytest.mark.parametrize(("call", "needle"), [
-    (lambda k: S.setmaxnreg(k, "up", 40), "'up'"),
-    (lambda k: S.setmaxnreg(k, "inc", 41), "41"),
-    (lambda k: S.setmaxnreg(k, "inc", True), "True"),
-    (lambda k: S.setmaxnreg(k, "inc", 40, target="sm_90"), "sm_90 "),
-    (lambda k: S.setmaxnreg(k, "inc", 40, target="sm_120"), "sm_120 "),
-    (lambda k: S.named_barrier_sync(k, -1, 128), "-1"),
-    (lambda k: S.named_barrier_sync(k, 0, 0), "count 0"),
-    (lambda k: S.named_barrier_sync(k, 0, 2048), "2048"),
-    (lambda k: S.mapa_shared_cluster(k, "%r1", -1), "-1"),
-    (lambda k: S.mapa_shared_cluster(k, 1.5, 0), "1.5"),
-    (lambda k: S.mapa_shared_cluster(k, "%r1", 0, target="sm_89"), "sm_89"),
-    (lambda k: S.barrier_cluster_arrive(k, sem="acquire"), "'.acquire'"),
-    (lambda k: S.barrier_cluster_arrive(k, target="sm_80"), "sm_80"),
-    (lambda k: S.barrier_cluster_wait(k, sem="release"), "'.release'"),
-    (lambda k: S.barrier_cluster_wait(k, target="sm_89"), "sm_89"),
-    (lambda k: S.cvt_pack_f32(k, "e4m3", "%f1", "%f2"), "'e4m3'"),
-    (lambda k: S.cvt_pack_f32(k, "bf16", "%f1", "%f2", target="sm_75"), "sm_75"),
-    (lambda k: S.cvt_pack_f32(k, "bf16", None, "%f2"), "None"),
-    (lambda k: S.spell("bar.arrive"), "'bar.arrive'"),
-    (lambda k: S.spell("cvt.pack"), "slots"),
+    (lambda k: SE.setmaxnreg(k, "up", 40), "'up'"),
+    (lambda k: SE.setmaxnreg(k, "inc", 41), "41"),
+    (lambda k: SE.setmaxnreg(k, "inc", True), "True"),
+    (lambda k: SE.setmaxnreg(k, "inc", 40, target="sm_90"), "sm_90 "),
+    (lambda k: SE.setmaxnreg(k, "inc", 40, target="sm_120"), "sm_120 "),
+    (lambda k: SE.named_barrier_sync(k, -1, 128), "-1"),
+    (lambda k: SE.named_barrier_sync(k, 0, 0), "count 0"),
+    (lambda k: SE.named_barrier_sync(k, 0, 2048), "2048"),
+    (lambda k: SE.mapa_shared_cluster(k, "%r1", -1), "-1"),
+    (lambda k: SE.mapa_shared_cluster(k, 1.5, 0), "1.5"),
+    (lambda k: SE.mapa_shared_cluster(k, "%r1", 0, target="sm_89"), "sm_89"),
+    (lambda k: SE.barrier_cluster_arrive(k, sem="acquire"), "'.acquire'"),
+    (lambda k: SE.barrier_cluster_arrive(k, target="sm_80"), "sm_80"),
+    (lambda k: SE.barrier_cluster_wait(k, sem="release"), "'.release'"),
+    (lambda k: SE.barrier_cluster_wait(k, target="sm_89"), "sm_89"),
+    (lambda k: SE.cvt_pack_f32(k, "e4m3", "%f1", "%f2"), "'e4m3'"),
+    (lambda k: SE.cvt_pack_f32(k, "bf16", "%f1", "%f2", target="sm_75"), "sm_75"),
+    (lambda k: SE.cvt_pack_f32(k, "bf16", None, "%f2"), "None"),
+    (lambda k: SE.spell("bar.arrive"), "'bar.arrive'"),
+    (lambda k: SE.spell("cvt.pack"), "slots"),
 ])
 def test_errors_name_the_value(call: Callable[[Kernel], object], needle: str) -> None:
     k = Kernel("e")
-    with pytest.raises(S.SyncEmitError) as ei:
+    with pytest.raises(SE.SyncEmitError) as ei:
         call(k)
     assert needle in str(ei.value)
     body = [ln.strip() for ln in k.emit().splitlines()[2:-2]]

@@ -21,7 +21,7 @@ import pytest
 from nvatom import arch
 from nvatom.atoms import mbarrier as M
 from nvatom.atoms import tma as T
-from nvatom.ptx import tma_emit as E
+from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Module
 from nvatom.runtime import ptxas
 from tests.ptxas_sweep import case_verdicts, kernel_lines, one_kernel_module
@@ -53,36 +53,36 @@ def _cases() -> list[Case]:
                         lambda k, target=None, text=text: k.ins(text)))
     # the emitter functions themselves (their spelling path) once each
     out += [
-        ("init", "cp.async", lambda k, target=None: E.mbarrier_init(k, "%r1", 1)),
-        ("arrive", "cp.async", lambda k, target=None: E.mbarrier_arrive(k, "%r1")),
-        ("arrive_n", "mbarrier.tx", lambda k, target=None: E.mbarrier_arrive(k, "%r1", count=2)),
+        ("init", "cp.async", lambda k, target=None: TE.mbarrier_init(k, "%r1", 1)),
+        ("arrive", "cp.async", lambda k, target=None: TE.mbarrier_arrive(k, "%r1")),
+        ("arrive_n", "mbarrier.tx", lambda k, target=None: TE.mbarrier_arrive(k, "%r1", count=2)),
         ("arrive_remote", "mbarrier.tx",
-         lambda k, target=None: E.mbarrier_arrive_remote(k, "%r1")),
+         lambda k, target=None: TE.mbarrier_arrive_remote(k, "%r1")),
         ("expect_tx_arrive", "mbarrier.tx",
-         lambda k, target=None: E.mbarrier_arrive_expect_tx(k, "%r1", 4096, scope="cluster")),
-        ("expect_tx", "mbarrier.tx", lambda k, target=None: E.mbarrier_expect_tx(k, "%r1", 64)),
+         lambda k, target=None: TE.mbarrier_arrive_expect_tx(k, "%r1", 4096, scope="cluster")),
+        ("expect_tx", "mbarrier.tx", lambda k, target=None: TE.mbarrier_expect_tx(k, "%r1", 64)),
         ("wait_parity", "mbarrier.tx",
-         lambda k, target=None: E.mbarrier_wait_parity(k, "%r1", "%r3", scope="cluster")),
-        ("fence_init", "mbarrier.tx", lambda k, target=None: E.fence_mbarrier_init(k)),
-        ("fence_async", "tma", lambda k, target=None: E.fence_proxy_async(k)),
-        ("fence_async_all", "tma", lambda k, target=None: E.fence_proxy_async(k, "")),
-        ("tmap_release", "tma", lambda k, target=None: E.fence_tensormap_release(k, "sys")),
-        ("tmap_acquire", "tma", lambda k, target=None: E.fence_tensormap_acquire(k, "%rd1")),
+         lambda k, target=None: TE.mbarrier_wait_parity(k, "%r1", "%r3", scope="cluster")),
+        ("fence_init", "mbarrier.tx", lambda k, target=None: TE.fence_mbarrier_init(k)),
+        ("fence_async", "tma", lambda k, target=None: TE.fence_proxy_async(k)),
+        ("fence_async_all", "tma", lambda k, target=None: TE.fence_proxy_async(k, "")),
+        ("tmap_release", "tma", lambda k, target=None: TE.fence_tensormap_release(k, "sys")),
+        ("tmap_acquire", "tma", lambda k, target=None: TE.fence_tensormap_acquire(k, "%rd1")),
         ("cp_fenceproxy", "tma",
-         lambda k, target=None: E.tensormap_cp_fenceproxy(k, "%rd1", "%r2", "cta")),
-        ("commit", "tma", lambda k, target=None: E.bulk_commit_group(k)),
-        ("wait_read", "tma", lambda k, target=None: E.bulk_wait_group(k, 1)),
-        ("wait", "tma", lambda k, target=None: E.bulk_wait_group(k, 0, read=False)),
-        ("cluster_sync", "cluster", lambda k, target=None: E.cluster_sync(k)),
-        ("prefetch", "tma", lambda k, target=None: E.prefetch_tensormap(k, "%rd1")),
+         lambda k, target=None: TE.tensormap_cp_fenceproxy(k, "%rd1", "%r2", "cta")),
+        ("commit", "tma", lambda k, target=None: TE.bulk_commit_group(k)),
+        ("wait_read", "tma", lambda k, target=None: TE.bulk_wait_group(k, 1)),
+        ("wait", "tma", lambda k, target=None: TE.bulk_wait_group(k, 0, read=False)),
+        ("cluster_sync", "cluster", lambda k, target=None: TE.cluster_sync(k)),
+        ("prefetch", "tma", lambda k, target=None: TE.prefetch_tensormap(k, "%rd1")),
         ("prefetch_param", "tma",
-         lambda k, target=None: E.prefetch_tensormap(k, "tm", space="param")),
+         lambda k, target=None: TE.prefetch_tensormap(k, "tm", space="param")),
     ]
     for mode in T.CacheMode:
         if mode is not T.CacheMode.NONE:
             # createpolicy is sm_80+; nvatom.arch has no feature of its own for it
             out.append((f"policy_{mode.value}", "cp.async",
-                        lambda k, target=None, mode=mode: E.create_policy(k, mode, 0.5)))
+                        lambda k, target=None, mode=mode: TE.create_policy(k, mode, 0.5)))
     for (direction, mode), ins in T.TMA_INSTRS.items():
         for rank in ins.ranks:
             c = coords[: ins.coords(rank)] if ins.coords(rank) <= 5 else \
@@ -95,34 +95,34 @@ def _cases() -> list[Case]:
                 for v in variants:
                     out.append((f"{tag}{sorted(v)}", ins.feature,
                                 lambda k, target=None, c=c, offs=offs, mode=mode, v=v:
-                                E.tma_load(k, "%r1", "%rd1", c, "%r2", mode=mode,
+                                TE.tma_load(k, "%r1", "%rd1", c, "%r2", mode=mode,
                                            im2col_offsets=offs or None, target=target, **v)))
                 out.append((f"{tag}.cta_group::2",
                             "tcgen05",  # .cta_group::2 and the sm_100 modes share the rule
                             lambda k, target=None, c=c, offs=offs, mode=mode:
-                            E.tma_load(k, "%r1", "%rd1", c, "%r2", mode=mode, cta_group=2,
+                            TE.tma_load(k, "%r1", "%rd1", c, "%r2", mode=mode, cta_group=2,
                                        im2col_offsets=offs or None, target=target)))
             elif direction == "store":
                 for v in ({}, {"cache_policy": "%rd3"}):
                     out.append((f"{tag}{sorted(v)}", ins.feature,
                                 lambda k, target=None, c=c, mode=mode, v=v:
-                                E.tma_store(k, "%rd1", c, "%r1", mode=mode, target=target,
+                                TE.tma_store(k, "%rd1", c, "%r1", mode=mode, target=target,
                                             **v)))
             else:
-                for op in E.REDUCE_OPS:
+                for op in TE.REDUCE_OPS:
                     for v in ({}, {"cache_policy": "%rd3"}):
                         out.append((f"{tag}.{op}{sorted(v)}", ins.feature,
                                     lambda k, target=None, c=c, mode=mode, v=v, op=op:
-                                    E.tma_reduce(k, op, "%rd1", c, "%r1", mode=mode,
+                                    TE.tma_reduce(k, op, "%rd1", c, "%r1", mode=mode,
                                                  target=target, **v)))
     for space, addr in (("global", "%rd1"), ("shared::cta", "%r1")):
         for u in (_u("base", "%rd4"), _u("dim", "%r5", 3), _u("stride", "%rd5", 4)):
             out.append((f"replace.{u.ptx_field}.{space}", "tensormap.replace",
                         lambda k, target=None, space=space, addr=addr, u=u:
-                        E.tensormap_replace(k, addr, u, space=space, target=target)))
+                        TE.tensormap_replace(k, addr, u, space=space, target=target)))
         out.append((f"update_sequence.{space}", "tensormap.replace",
                     lambda k, target=None, space=space:
-                    E.tensormap_update_sequence(
+                    TE.tensormap_update_sequence(
                         k, "%rd1", [_u("stride", "%rd5", 1), _u("base", "%rd4"),
                                     _u("dim", "%r5", 0)],
                         smem_copy="%r1" if space == "shared::cta" else None, target=target)))
@@ -160,7 +160,7 @@ def test_every_form_assembles_exactly_where_its_feature_says(tname: str) -> None
         gated = True
         try:
             emit(Kernel("g"), target=t)
-        except E.TmaEmitError:
+        except TE.TmaEmitError:
             gated = False
         if _takes_target(cid) and gated != ok:
             wrong.append(f"{cid}: our target check says {gated}, ptxas says {ok}")
@@ -209,25 +209,25 @@ def test_near_misses_are_rejected_by_ptxas(name: str) -> None:
 
 def test_emitters_refuse_the_near_misses() -> None:
     k = Kernel("k")
-    with pytest.raises(E.TmaEmitError, match="takes 1..5 coordinates, got 6"):
-        E.tma_load(k, "%r1", "%rd1", ["%r1"] * 6, "%r2")
-    with pytest.raises(E.TmaEmitError, match="im2col needs a tensor of rank 3..5, got rank 2"):
-        E.tma_load(k, "%r1", "%rd1", ["%r1"] * 2, "%r2", im2col_offsets=[])
-    with pytest.raises(E.TmaEmitError, match="TMA store has no mode '.im2col::w'"):
-        E.tma_store(k, "%rd1", ["%r1"] * 3, "%r1", mode="im2col::w")
-    with pytest.raises(E.TmaEmitError, match="TMA reduce has no mode '.im2col'"):
-        E.tma_reduce(k, "add", "%rd1", ["%r1"] * 3, "%r1", mode=".im2col")
+    with pytest.raises(TE.TmaEmitError, match="takes 1..5 coordinates, got 6"):
+        TE.tma_load(k, "%r1", "%rd1", ["%r1"] * 6, "%r2")
+    with pytest.raises(TE.TmaEmitError, match="im2col needs a tensor of rank 3..5, got rank 2"):
+        TE.tma_load(k, "%r1", "%rd1", ["%r1"] * 2, "%r2", im2col_offsets=[])
+    with pytest.raises(TE.TmaEmitError, match="TMA store has no mode '.im2col::w'"):
+        TE.tma_store(k, "%rd1", ["%r1"] * 3, "%r1", mode="im2col::w")
+    with pytest.raises(TE.TmaEmitError, match="TMA reduce has no mode '.im2col'"):
+        TE.tma_reduce(k, "add", "%rd1", ["%r1"] * 3, "%r1", mode=".im2col")
     with pytest.raises(TypeError):
-        E.tma_store(k, "%rd1", ["%r1"] * 2, "%r1", multicast_mask="%h1")  # type: ignore
+        TE.tma_store(k, "%rd1", ["%r1"] * 2, "%r1", multicast_mask="%h1")  # type: ignore
 
 
 # ----------------------------------------------------------------------------- exact text
 def test_spellings() -> None:
     k = Kernel("k")
-    E.tma_load(k, "%r1", "%rd1", ["%r2", "%r3", "%r4", "%r5"], "%r6",
+    TE.tma_load(k, "%r1", "%rd1", ["%r2", "%r3", "%r4", "%r5"], "%r6",
                im2col_offsets=["%h1", "%h2"], multicast_mask="%h3", cache_policy="%rd2")
-    E.tma_reduce(k, T.TmaReduceKind.TMA_REDUCE_XOR, "%rd1", ["%r2"], "%r1")
-    E.tensormap_replace(k, "%rd1", T.tma_update("stride", "%rd3", 2))
+    TE.tma_reduce(k, T.TmaReduceKind.TMA_REDUCE_XOR, "%rd1", ["%r2"], "%r1")
+    TE.tensormap_replace(k, "%rd1", T.tma_update("stride", "%rd3", 2))
     body = k.emit()
     assert ("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
             ".multicast::cluster.L2::cache_hint [%r1], [%rd1, {%r2, %r3, %r4, %r5}], [%r6], "
@@ -254,9 +254,9 @@ def test_lowering_from_atoms() -> None:
     k = m.kernel("k")
     k.shared("bar", 16, align=8)
     dst, tm, c0, c1 = k.reg("u32"), k.reg("u64"), k.reg("s32"), k.reg("s32")
-    E.lower_tma_load(k, ex, dst, tm, [c0, c1], target="sm_90a")
-    E.lower_tma_store(k, st, dst, tm, [c0, c1])
-    E.lower_tma_reduce(k, rd, dst, tm, [c0, c1])
+    TE.lower_tma_load(k, ex, dst, tm, [c0, c1], target="sm_90a")
+    TE.lower_tma_store(k, st, dst, tm, [c0, c1])
+    TE.lower_tma_reduce(k, rd, dst, tm, [c0, c1])
     body = m.emit()
     assert "mov.u32 %r3, bar+8;" in body
     assert f"mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%r3], {8 * 64 * 2};" in body
@@ -266,62 +266,62 @@ def test_lowering_from_atoms() -> None:
     assert "cp.reduce.async.bulk.tensor.2d.global.shared::cta.max.tile.bulk_group" in body
     ok, diags = ptxas.check(body, "sm_90a")
     assert ok, diags
-    with pytest.raises(E.TmaEmitError, match="rank 2 but 3 coordinates"):
-        E.lower_tma_load(k, ex, "%r1", "%rd1", ["%r2"] * 3)
-    with pytest.raises(E.TmaEmitError, match="lower_tma_store got a atom.tma_load"):
-        E.lower_tma_store(k, ex, "%r1", "%rd1", ["%r2"] * 2)
+    with pytest.raises(TE.TmaEmitError, match="rank 2 but 3 coordinates"):
+        TE.lower_tma_load(k, ex, "%r1", "%rd1", ["%r2"] * 3)
+    with pytest.raises(TE.TmaEmitError, match="lower_tma_store got a atom.tma_load"):
+        TE.lower_tma_store(k, ex, "%r1", "%rd1", ["%r2"] * 2)
 
 
 # ----------------------------------------------------------------------------- errors
 @pytest.mark.parametrize(("call", "match"), [
-    (lambda k: E.tma_load(k, "d", "t", [], "b"), r"takes 1..5 coordinates, got 0"),
-    (lambda k: E.tma_load(k, "d", "t", ["c"] * 4, "b", im2col_offsets=["o"]),
+    (lambda k: TE.tma_load(k, "d", "t", [], "b"), r"takes 1..5 coordinates, got 0"),
+    (lambda k: TE.tma_load(k, "d", "t", ["c"] * 4, "b", im2col_offsets=["o"]),
      r"im2col on a rank-4 tensor takes 2 offsets, got 1"),
-    (lambda k: E.tma_load(k, "d", "t", ["c"] * 3, "b", mode="im2col::w",
+    (lambda k: TE.tma_load(k, "d", "t", ["c"] * 3, "b", mode="im2col::w",
                           im2col_offsets=["o"]), r"im2col::w on a rank-3 tensor takes 2"),
-    (lambda k: E.tma_load(k, "d", "t", ["c"] * 3, "b", mode=".gather4"), r"no mode '.gather4'"),
-    (lambda k: E.tma_load(k, "d", "t", ["c"] * 2, "b", mode=".tile::gather4"),
+    (lambda k: TE.tma_load(k, "d", "t", ["c"] * 3, "b", mode=".gather4"), r"no mode '.gather4'"),
+    (lambda k: TE.tma_load(k, "d", "t", ["c"] * 2, "b", mode=".tile::gather4"),
      r"takes 5 coordinates, got 2"),
-    (lambda k: E.tma_load(k, "d", "t", ["c"], "b", cta_group=3), r"cta_group 3 is not 1 or 2"),
-    (lambda k: E.tma_load(k, "d", "t", ["c"], "b", mode="im2col::w::128",
+    (lambda k: TE.tma_load(k, "d", "t", ["c"], "b", cta_group=3), r"cta_group 3 is not 1 or 2"),
+    (lambda k: TE.tma_load(k, "d", "t", ["c"], "b", mode="im2col::w::128",
                           im2col_offsets=["a", "b"]), r"rank 3..5, got rank 1"),
-    (lambda k: E.tma_load(k, "d", "t", ["c"] * 2, "b", cta_group=2, target="sm_90a"),
+    (lambda k: TE.tma_load(k, "d", "t", ["c"] * 2, "b", cta_group=2, target="sm_90a"),
      r"\.cta_group::2 is not available on sm_90a"),
-    (lambda k: E.tma_load(k, "d", "t", ["c"] * 2, "b", target="sm_89"),
+    (lambda k: TE.tma_load(k, "d", "t", ["c"] * 2, "b", target="sm_89"),
      r"TMA load \.tile is not available on sm_89 \(needs feature 'tma'\)"),
-    (lambda k: E.tma_store(k, "t", ["c"] * 6, "s"), r"takes 1..5 coordinates, got 6"),
-    (lambda k: E.tma_store(k, "t", ["c"] * 2, "s", mode="im2col_no_offs"),
+    (lambda k: TE.tma_store(k, "t", ["c"] * 6, "s"), r"takes 1..5 coordinates, got 6"),
+    (lambda k: TE.tma_store(k, "t", ["c"] * 2, "s", mode="im2col_no_offs"),
      r"takes 3..5 coordinates, got 2"),
-    (lambda k: E.tma_reduce(k, "mul", "t", ["c"], "s"),
+    (lambda k: TE.tma_reduce(k, "mul", "t", ["c"], "s"),
      r"TMA reduction 'mul' is not one of add, min, max, inc, dec, and, or, xor"),
-    (lambda k: E.tma_reduce(k, "inc", "t", ["c"], "s", data_type="int32"),
+    (lambda k: TE.tma_reduce(k, "inc", "t", ["c"], "s", data_type="int32"),
      r"TMA reduction 'inc' is not defined on int32 elements \(legal: uint32\)"),
-    (lambda k: E.tma_reduce(k, "add", "t", ["c"], "s", data_type="float64"),
+    (lambda k: TE.tma_reduce(k, "add", "t", ["c"], "s", data_type="float64"),
      r"'add' is not defined on float64"),
-    (lambda k: E.mbarrier_init(k, "b", 0), r"arrival count 0 outside 1..1048575"),
-    (lambda k: E.mbarrier_init(k, "b", 1 << 20), r"arrival count 1048576 outside"),
-    (lambda k: E.mbarrier_arrive(k, "b", count=0), r"arrive count 0 outside"),
-    (lambda k: E.mbarrier_arrive_expect_tx(k, "b", -1), r"transaction count -1 outside"),
-    (lambda k: E.mbarrier_expect_tx(k, "b", 1 << 20), r"transaction count 1048576 outside"),
-    (lambda k: E.mbarrier_wait_parity(k, "b", 2), r"phase parity 2 is not 0 or 1"),
-    (lambda k: E.mbarrier_wait_parity(k, "b", 0, scope="gpu"),
+    (lambda k: TE.mbarrier_init(k, "b", 0), r"arrival count 0 outside 1..1048575"),
+    (lambda k: TE.mbarrier_init(k, "b", 1 << 20), r"arrival count 1048576 outside"),
+    (lambda k: TE.mbarrier_arrive(k, "b", count=0), r"arrive count 0 outside"),
+    (lambda k: TE.mbarrier_arrive_expect_tx(k, "b", -1), r"transaction count -1 outside"),
+    (lambda k: TE.mbarrier_expect_tx(k, "b", 1 << 20), r"transaction count 1048576 outside"),
+    (lambda k: TE.mbarrier_wait_parity(k, "b", 2), r"phase parity 2 is not 0 or 1"),
+    (lambda k: TE.mbarrier_wait_parity(k, "b", 0, scope="gpu"),
      r"scope 'gpu' is not one of 'cta', 'cluster'"),
-    (lambda k: E.mbarrier_arrive_expect_tx(k, "b", 8, scope="sys"), r"scope 'sys'"),
-    (lambda k: E.fence_proxy_async(k, "local"), r"space '.local' is not one of"),
-    (lambda k: E.fence_tensormap_release(k, "warp"), r"scope 'warp'"),
-    (lambda k: E.bulk_wait_group(k, -1), r"count -1 is not a non-negative integer"),
-    (lambda k: E.bulk_wait_group(k, True), r"count True is not"),
-    (lambda k: E.prefetch_tensormap(k, "t", space="global"), r"no state space 'global'"),
-    (lambda k: E.create_policy(k, T.CacheMode.NONE), r"NONE has no cache policy"),
-    (lambda k: E.create_policy(k, "evict_last", 1.5), r"fraction 1.5 outside"),
-    (lambda k: E.tensormap_replace(k, "t", ("stride", 1)), r"is not a TmaUpdate"),
-    (lambda k: E.tensormap_replace(k, "t", T.tma_update("base", "%rd1"), space="local"),
+    (lambda k: TE.mbarrier_arrive_expect_tx(k, "b", 8, scope="sys"), r"scope 'sys'"),
+    (lambda k: TE.fence_proxy_async(k, "local"), r"space '.local' is not one of"),
+    (lambda k: TE.fence_tensormap_release(k, "warp"), r"scope 'warp'"),
+    (lambda k: TE.bulk_wait_group(k, -1), r"count -1 is not a non-negative integer"),
+    (lambda k: TE.bulk_wait_group(k, True), r"count True is not"),
+    (lambda k: TE.prefetch_tensormap(k, "t", space="global"), r"no state space 'global'"),
+    (lambda k: TE.create_policy(k, T.CacheMode.NONE), r"NONE has no cache policy"),
+    (lambda k: TE.create_policy(k, "evict_last", 1.5), r"fraction 1.5 outside"),
+    (lambda k: TE.tensormap_replace(k, "t", ("stride", 1)), r"is not a TmaUpdate"),
+    (lambda k: TE.tensormap_replace(k, "t", T.tma_update("base", "%rd1"), space="local"),
      r"no state space 'local'"),
-    (lambda k: E.tensormap_replace(k, "t", T.tma_update("base", "%rd1"), target="sm_90"),
+    (lambda k: TE.tensormap_replace(k, "t", T.tma_update("base", "%rd1"), target="sm_90"),
      r"tensormap.replace is not available on sm_90"),
 ])
 def test_errors(call, match) -> None:
-    with pytest.raises(E.TmaEmitError, match=match):
+    with pytest.raises(TE.TmaEmitError, match=match):
         call(Kernel("k"))
 
 
@@ -332,6 +332,6 @@ def test_public_names_kept() -> None:
                  "mbarrier_arrive_remote", "mbarrier_expect_tx", "mbarrier_init",
                  "mbarrier_wait_parity", "prefetch_tensormap", "shared_address", "tma_load",
                  "tma_reduce", "tma_store"):
-        assert name in E.__all__ and callable(getattr(E, name))
-    assert E.REDUCE_OPS == ("add", "min", "max", "inc", "dec", "and", "or", "xor")
-    assert set(E.LOAD_MODES) >= {"tile", "im2col"}
+        assert name in TE.__all__ and callable(getattr(TE, name))
+    assert TE.REDUCE_OPS == ("add", "min", "max", "inc", "dec", "and", "or", "xor")
+    assert set(TE.LOAD_MODES) >= {"tile", "im2col"}

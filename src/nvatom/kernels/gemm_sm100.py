@@ -49,7 +49,7 @@ from nvatom.descriptors.tma import TensorMap
 from nvatom.descriptors.umma import UmmaSmemDescriptor, k_block_descriptors
 from nvatom.dtypes import dtype as element_type
 from nvatom.errors import NvatomError
-from nvatom.ptx import tma_emit as tma
+from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Module, Reg
 from nvatom.ptx.tcgen05_emit import Tcgen05, check_kernel
 
@@ -157,7 +157,7 @@ def build_gemm_sm100_module(plan: GemmSm100Plan, k_tiles: int = 2,
     mod = Module(target, features=("tcgen05", "tma", "mbarrier.tx"))
     k = mod.kernel("gemm_sm100")
     k.reqntid = (THREADS,)
-    pa, pb = (k.byte_param(n, tma.TENSORMAP_BYTES, tma.GEMM_TENSORMAP_ALIGN)
+    pa, pb = (k.byte_param(n, TE.TENSORMAP_BYTES, TE.GEMM_TENSORMAP_ALIGN)
               for n in ("tmap_a", "tmap_b"))
     pd, pn = k.param("D", "u64"), k.param("N", "u32")
     smem = k.dynamic_shared("dsmem", 1024)
@@ -173,12 +173,12 @@ def build_gemm_sm100_module(plan: GemmSm100Plan, k_tiles: int = 2,
     leader, warp0 = k.reg("pred"), k.reg("pred")
     k.ins("setp.eq.u32", leader, tid, 0)
     k.ins("setp.eq.u32", warp0, warp, 0)
-    base = tma.shared_address(k, smem)
-    a_s, b_s = tma.shared_address(k, smem, plan.a_offset), tma.shared_address(k, smem,
+    base = TE.shared_address(k, smem)
+    a_s, b_s = TE.shared_address(k, smem, plan.a_offset), TE.shared_address(k, smem,
                                                                                 plan.b_offset)
-    full = tma.shared_address(k, smem, plan.bar_offset)
-    done = tma.shared_address(k, smem, plan.bar_offset + 8)
-    slot = tma.shared_address(k, smem, plan.slot_offset)
+    full = TE.shared_address(k, smem, plan.bar_offset)
+    done = TE.shared_address(k, smem, plan.bar_offset + 8)
+    slot = TE.shared_address(k, smem, plan.slot_offset)
     tmap_a, tmap_b = k.param_address(pa), k.param_address(pb)
 
     # -- setup: TMEM allocation (warp 0), barriers (thread 0)
@@ -189,9 +189,9 @@ def build_gemm_sm100_module(plan: GemmSm100Plan, k_tiles: int = 2,
     k.label(skip)
     skip = k.fresh_label("no_init")
     k.bra(skip, f"!{leader}")
-    tma.mbarrier_init(k, full, 1)
-    tma.mbarrier_init(k, done, 1)
-    tma.fence_mbarrier_init(k)
+    TE.mbarrier_init(k, full, 1)
+    TE.mbarrier_init(k, done, 1)
+    TE.fence_mbarrier_init(k)
     k.label(skip)
     t5.fence_before_thread_sync()
     k.ins("bar.sync", 0)
@@ -215,12 +215,12 @@ def build_gemm_sm100_module(plan: GemmSm100Plan, k_tiles: int = 2,
     for kt in range(k_tiles):
         skip = k.fresh_label("no_load")
         k.bra(skip, f"!{leader}")
-        tma.mbarrier_arrive_expect_tx(k, full, plan.tile_bytes)
+        TE.mbarrier_arrive_expect_tx(k, full, plan.tile_bytes)
         k.ins("mov.u32", kx, kt * BK)
-        tma.tma_load(k, a_s, tmap_a, (kx, m0), full, target=target)
-        tma.tma_load(k, b_s, tmap_b, (kx, n0), full, target=target)
+        TE.tma_load(k, a_s, tmap_a, (kx, m0), full, target=target)
+        TE.tma_load(k, b_s, tmap_b, (kx, n0), full, target=target)
         k.label(skip)
-        tma.mbarrier_wait_parity(k, full, kt % 2)
+        TE.mbarrier_wait_parity(k, full, kt % 2)
         t5.fence_after_thread_sync()
         skip = k.fresh_label("no_mma")
         k.bra(skip, f"!{leader}")
@@ -229,7 +229,7 @@ def build_gemm_sm100_module(plan: GemmSm100Plan, k_tiles: int = 2,
                    enable_input_d=p_first if kt == 0 and j == 0 else p_acc)
         t5.commit(done)
         k.label(skip)
-        tma.mbarrier_wait_parity(k, done, kt % 2)
+        TE.mbarrier_wait_parity(k, done, kt % 2)
         t5.fence_after_thread_sync()
 
     # -- epilogue: warp w reads lanes 32w.. (thread t: row 32w + t), stores the row of D

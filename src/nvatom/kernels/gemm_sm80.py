@@ -45,7 +45,7 @@ from nvatom.dtypes import dtype
 from nvatom.errors import NvatomError
 from nvatom.layout import ComposedLayout, Layout
 from nvatom.ptx import copy_emit, mma_emit
-from nvatom.ptx import sync_emit as S
+from nvatom.ptx import sync_emit as SE
 from nvatom.ptx.builder import Kernel, Module, Reg
 from nvatom.ptx.layout_eval import emit_layout_offset, emit_swizzle
 
@@ -705,7 +705,7 @@ def _epilogue(k: Kernel, spec: GemmSm80Spec, form: MmaForm, regs_c: list[list[li
                 if spec.out_dtype == "f32":
                     k.ins("st.global.v2.f32", addr, [lo, hi], pred=str(ok))
                 else:
-                    packed = S.cvt_pack_f32(k, spec.out_dtype, hi, lo)  # hi in bits 16-31
+                    packed = SE.cvt_pack_f32(k, spec.out_dtype, hi, lo)  # hi in bits 16-31
                     k.ins("st.global.b32", addr, packed, pred=str(ok))
 
 

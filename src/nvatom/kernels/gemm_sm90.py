@@ -75,8 +75,8 @@ from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor, make_gmma_desc
 from nvatom.dtypes import dtype
 from nvatom.errors import DescriptorError, NvatomError
 from nvatom.layout import tile_to_shape
-from nvatom.ptx import sync_emit as S
-from nvatom.ptx import tma_emit as T
+from nvatom.ptx import sync_emit as SE
+from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Module, Param, Reg
 from nvatom.ptx.copy_emit import emit_matrix_copy
 from nvatom.ptx.wgmma_emit import WgmmaSequence, emit_scale_d
@@ -597,7 +597,7 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     k.maxnreg = _ENTRY_REGS
     if cfg.cluster_m > 1:
         k.reqnctapercluster = (cfg.cluster_m, 1, 1)
-    pa, pb, pd = (k.byte_param(n, T.TENSORMAP_BYTES, T.GEMM_TENSORMAP_ALIGN)
+    pa, pb, pd = (k.byte_param(n, TE.TENSORMAP_BYTES, TE.GEMM_TENSORMAP_ALIGN)
                   for n in ("tmap_a", "tmap_b", "tmap_d"))
     pm, pn, pk = (k.param(n, "u32") for n in ("M", "N", "K"))
     scale_params = None
@@ -649,18 +649,18 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     skip = k.fresh_label("init_done")
     k.bra(skip, f"!{p0}")
     for s in range(cfg.stages):
-        T.mbarrier_init(k, _u32(k, "add.u32", smem, off_full + 8 * s), 1)
-        T.mbarrier_init(k, _u32(k, "add.u32", smem, off_empty + 8 * s),
+        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_full + 8 * s), 1)
+        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_empty + 8 * s),
                         cfg.consumers * (cfg.cluster_m if cfg.mcast else 1))
-    T.fence_mbarrier_init(k)
+    TE.fence_mbarrier_init(k)
     for t in (ta, tb, td):
-        T.prefetch_tensormap(k, t)
+        TE.prefetch_tensormap(k, t)
     k.label(skip)
     if cfg.cluster_m > 1:
-        S.barrier_cluster_arrive(k, target=target_)
-        S.barrier_cluster_wait(k, target=target_)
+        SE.barrier_cluster_arrive(k, target=target_)
+        SE.barrier_cluster_wait(k, target=target_)
     else:
-        S.named_barrier_sync(k, 0, cfg.threads, target=target_)
+        SE.named_barrier_sync(k, 0, cfg.threads, target=target_)
 
     first_tile = _u32(k, "mov.u32", "%ctaid.x")
     step = _u32(k, "mov.u32", "%nctaid.x")
@@ -687,7 +687,7 @@ def _consumer(b: _Build) -> None:
     """Warpgroups 1..C: per tile, the WGMMA main loop over K blocks, then the epilogue."""
     k, cfg, plan, form = b.k, b.cfg, b.plan, b.cfg.form
     k.comment("consumer warpgroups: WGMMA main loop + epilogue")
-    S.setmaxnreg(k, "inc", cfg.consumer_regs, target=b.target)
+    SE.setmaxnreg(k, "inc", cfg.consumer_regs, target=b.target)
     cw = _u32(k, "sub.u32", b.wg, 1)  # consumer index
     ltid = _u32(k, "and.b32", b.tid, WARPGROUP - 1)
     is_lead = k.reg("pred")
@@ -733,7 +733,7 @@ def _consumer(b: _Build) -> None:
         k.label(kloop)
         full = _u32(k, "mad.lo.u32", stage, 8, b.off_full)
         k.ins("add.u32", full, full, b.smem)
-        T.mbarrier_wait_parity(k, full, phase)
+        TE.mbarrier_wait_parity(k, full, phase)
         # descriptors of this stage
         da = k.reg("b64")
         db = k.reg("b64")
@@ -806,7 +806,7 @@ def _part_mmas(b: _Build, seq: WgmmaSequence, t: Sequence[Reg], a_desc0: Sequenc
     if phase is not None:
         full = _u32(k, "mad.lo.u32", stage, 8, b.off_full)
         k.ins("add.u32", full, full, b.smem)
-        T.mbarrier_wait_parity(k, full, phase)
+        TE.mbarrier_wait_parity(k, full, phase)
     sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
     sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
     if plan.b_part_offsets[part]:
@@ -1113,9 +1113,9 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
         buf = _u32(k, "add.u32", ep.c_buf0, (ch % 2) * cfg.c_buffer_bytes)
         skip_w = k.fresh_label("no_wait")
         k.bra(skip_w, f"!{ep.is_lead}")
-        T.bulk_wait_group(k, 1, read=True)  # the store that last read this buffer is done
+        TE.bulk_wait_group(k, 1, read=True)  # the store that last read this buffer is done
         k.label(skip_w)
-        S.named_barrier_sync(k, ep.bar_id, WARPGROUP)
+        SE.named_barrier_sync(k, ep.bar_id, WARPGROUP)
         base = _u32(k, "add.u32", buf, ep.c_lane)
         cc = cfg.c_chunk_cols
         if cfg.out_bytes == 2:
@@ -1124,7 +1124,7 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
                 regs = []
                 for jj in range(4):  # matrix jj: rows 8*(jj%2).., cols c16 + 8*(jj//2)..
                     i0 = _acc_index(bn, jj % 2, c16 + 8 * (jj // 2))
-                    regs.append(S.cvt_pack_f32(k, cfg.out_dtype, acc[i0 + 1], acc[i0],
+                    regs.append(SE.cvt_pack_f32(k, cfg.out_dtype, acc[i0 + 1], acc[i0],
                                               target=b.target))
                 addr = _u32(k, "xor.b32", base, 32 * q)
                 emit_matrix_copy(k, stsm, regs, addr)
@@ -1135,13 +1135,13 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
                     addr = _u32(k, "xor.b32", base, 32 * cb)
                     k.ins("st.shared.v2.f32", f"[{addr}+{half * 1024}]",
                           [acc[i0], acc[i0 + 1]])
-        T.fence_proxy_async(k)
-        S.named_barrier_sync(k, ep.bar_id, WARPGROUP)
+        TE.fence_proxy_async(k)
+        SE.named_barrier_sync(k, ep.bar_id, WARPGROUP)
         skip_st = k.fresh_label("no_store")
         k.bra(skip_st, f"!{ep.is_lead}")
         cx = _u32(k, "add.u32", col0, ch * cc)
-        T.tma_store(k, b.tmaps[2], [cx, row0], buf)
-        T.bulk_commit_group(k)
+        TE.tma_store(k, b.tmaps[2], [cx, row0], buf)
+        TE.bulk_commit_group(k)
         k.label(skip_st)
 
 
@@ -1154,7 +1154,7 @@ def _producer(b: _Build) -> None:
     stage_a, stage_b = cfg.a_stage_bytes, cfg.b_stage_bytes
     ta, tb, _ = b.tmaps
     k.comment("producer warpgroup: one thread issues every TMA load")
-    S.setmaxnreg(k, "dec", cfg.producer_regs, target=b.target)
+    SE.setmaxnreg(k, "dec", cfg.producer_regs, target=b.target)
     pl = k.reg("pred")
     k.ins("setp.ne.u32", pl, b.tid, 0)
     k.bra(b.done, pl)
@@ -1179,14 +1179,14 @@ def _producer(b: _Build) -> None:
     k.label(pk_top)
     empty = _u32(k, "mad.lo.u32", pstage, 8, b.off_empty)
     k.ins("add.u32", empty, empty, b.smem)
-    T.mbarrier_wait_parity(k, empty, pphase)
+    TE.mbarrier_wait_parity(k, empty, pphase)
     fullp = _u32(k, "mad.lo.u32", pstage, 8, b.off_full)
     k.ins("add.u32", fullp, fullp, b.smem)
-    T.mbarrier_arrive_expect_tx(k, fullp, tx)
+    TE.mbarrier_arrive_expect_tx(k, fullp, tx)
     kx = _u32(k, "mul.lo.u32", pkt, bk)
     a_dst = _u32(k, "mad.lo.u32", pstage, stage_a, b.off_a)
     k.ins("add.u32", a_dst, a_dst, b.smem)
-    T.tma_load(k, a_dst, ta, [kx, am], fullp)
+    TE.tma_load(k, a_dst, ta, [kx, am], fullp)
     b_dst = _u32(k, "mad.lo.u32", pstage, stage_b, b.off_b)
     k.ins("add.u32", b_dst, b_dst, b.smem)
     rank = b.rank
@@ -1196,9 +1196,9 @@ def _producer(b: _Build) -> None:
             half = _u32(k, "mul.lo.u32", rank, plan.b_box_offsets[0])
             dst = _u32(k, "add.u32", b_dst, half)
             bn_half = _u32(k, "mad.lo.u32", rank, bn // 2, bnn)
-            T.tma_load(k, dst, tb, [kx, bn_half], fullp, multicast_mask=mask)
+            TE.tma_load(k, dst, tb, [kx, bn_half], fullp, multicast_mask=mask)
         else:
-            T.tma_load(k, b_dst, tb, [kx, bnn], fullp)
+            TE.tma_load(k, b_dst, tb, [kx, bnn], fullp)
     else:
         boxes = plan.b_box_offsets
         per = plan.b_box[0]
@@ -1210,12 +1210,12 @@ def _producer(b: _Build) -> None:
                 sel = _u32(k, "mad.lo.u32", rank, nh, jb)  # box index
                 dst = _u32(k, "mad.lo.u32", sel, boxes[1] - boxes[0], b_dst)
                 nx = _u32(k, "mad.lo.u32", sel, per, bnn)
-                T.tma_load(k, dst, tb, [nx, kx], fullp, multicast_mask=mask)
+                TE.tma_load(k, dst, tb, [nx, kx], fullp, multicast_mask=mask)
         else:
             for jb, off in enumerate(boxes):
                 dst = _u32(k, "add.u32", b_dst, off)
                 nx = _u32(k, "add.u32", bnn, jb * per)
-                T.tma_load(k, dst, tb, [nx, kx], fullp)
+                TE.tma_load(k, dst, tb, [nx, kx], fullp)
     _next_stage(k, pstage, pphase, cfg.stages)
     k.ins("add.u32", pkt, pkt, 1)
     pk2 = k.reg("pred")
@@ -1230,10 +1230,10 @@ def _exit(b: _Build) -> None:
     exits; in a cluster, no CTA exits while its peer can still signal its barriers."""
     k = b.k
     k.label(b.done)
-    T.bulk_wait_group(k, 0, read=False)
+    TE.bulk_wait_group(k, 0, read=False)
     if b.cfg.cluster_m > 1:
-        S.barrier_cluster_arrive(k, aligned=False, target=b.target)
-        S.barrier_cluster_wait(k, aligned=False, target=b.target)
+        SE.barrier_cluster_arrive(k, aligned=False, target=b.target)
+        SE.barrier_cluster_wait(k, aligned=False, target=b.target)
 
 
 def _next_stage(k: Kernel, stage: Reg, phase: Reg, stages: int) -> None:
@@ -1254,12 +1254,12 @@ def _release(k: Kernel, cfg: GemmSm90Config, smem: Reg, off_empty: int, stage: R
     bar = _u32(k, "mad.lo.u32", stage, 8, off_empty)
     k.ins("add.u32", bar, bar, smem)
     if not cfg.mcast:
-        T.mbarrier_arrive(k, bar)
+        TE.mbarrier_arrive(k, bar)
     else:
         for peer in range(cfg.cluster_m):
             # CTA-scope release (the default): the .release.cluster form halved the 2-CTA
             # kernel's speed (docs/perf.md); wgmma's smem reads are complete at wait_group.
-            T.mbarrier_arrive_remote(k, S.mapa_shared_cluster(k, bar, peer))
+            TE.mbarrier_arrive_remote(k, SE.mapa_shared_cluster(k, bar, peer))
     k.label(skip)
 
 
@@ -1390,7 +1390,7 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
 
 def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
     """The kernel's parameters as ``(name, PTX type)`` (``nvatom.runtime.launch`` form)."""
-    tmap = T.tensormap_param_type(T.GEMM_TENSORMAP_ALIGN)
+    tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
     out = [("tmap_a", tmap), ("tmap_b", tmap), ("tmap_d", tmap),
            ("M", "u32"), ("N", "u32"), ("K", "u32")]
     if cfg.fp8:
