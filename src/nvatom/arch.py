@@ -47,7 +47,7 @@ PtxVersion = tuple[int, int]
 
 
 class Tier(enum.IntEnum):
-    """The specification's SM tier roster (seed 004), ordered oldest first."""
+    """The specification's SM tier roster (docs/spec-deviations.md#tier-roster), oldest first."""
 
     SM70 = 70
     SM75 = 75

@@ -1,25 +1,26 @@
 """Every user-visible diagnostic of the specification, in one catalogue.
 
-The strings are the specification's textual contract (seed 004 "MMA Atom Verifier
-Diagnostics", seed 000 verifier ladders) and are kept byte for byte; ``{0}``-style slots are
-filled with ``str.format``.  Where the specification gives only a prefix ("... but got A: ")
-the printed values follow it, as the specification describes.  Tests match these texts, and
-each has a negative test.
+The strings are the specification's textual contract (its MMA verifier ladders, copy-atom
+contracts and TMA partition verifier, quoted in docs/spec-deviations.md, section "The
+specification's contracts that nvatom keeps") and are kept byte for byte; ``{0}``-style
+slots are filled with ``str.format``.  Where the specification gives only a prefix ("... but
+got A: ") the printed values follow it, as the specification describes.  Tests match these
+texts, and each has a negative test.
 """
 
 from __future__ import annotations
 
-# -- interface dispatch (seed 004 verify_atom_instance)
+# -- interface dispatch (verify_atom_instance; spec-deviations.md#atom-registry)
 NO_KNOWN_INTERFACE = "atom type does not implement a known cute_nvgpu interface"
 
-# -- non-UMMA shared verifier (SM70/75/80/89; seed 004)
+# -- non-UMMA shared verifier (SM70/75/80/89; spec-deviations.md#mma-verifier-ladders)
 ALL_OPERANDS_ELEMENT_TYPE = "expects all mma operands to have element type"
 RMEM_INPUTS = "expects rmem for input operands, but got A: "
 OPERAND_ELEMENT_TYPE = "expects operand {0} with element type {1}, but get {2}."
 MMA_ATOM_LAYOUT = "expects Mma atom layout of "
 STATIC_LAYOUT = "expects static and no scaled basis layout for"
 
-# -- composed-layout rejection and rank checks of the tiled builders (seed 004)
+# -- composed-layout rejection and rank checks of the tiled builders (#mma-verifier-ladders)
 COMPOSED_LAYOUT = "doesn't support composed layout for "
 COMPOSED_LAYOUT_ABD = "A/B/D, but got: A: {0}, B: {1}, D:{2}"
 SAME_RANK_AB = "expects A, B to have the same rank, but got A: "
@@ -28,7 +29,7 @@ C_RANK_1_OR_2 = "expects C to have rank 1 or 2, but got C: "
 C_RANK_2_OR_3 = "expects C to have rank 2 or 3, but got C: "
 C_RANK_3 = "expects C to have rank 3, but got C: "
 
-# -- copy atoms (seed 004 "Copy Atom Operand-Layout Contracts"); {0}: atom, {1}: elements
+# -- copy atoms (spec-deviations.md#copy-atom-contracts); {0}: atom, {1}: elements
 VECTORIZE_STRIDES_ONE = "'{0}' cannot vectorize copy to {1} elements (static strides must be 1)"
 VECTORIZE_STRIDES_MATCH = (
     "'{0}' cannot vectorize copy to {1} elements (static strides must match)"
@@ -42,7 +43,7 @@ COPY_ELEMENT_WIDTH = "'{0}' moves {1}, but got {2} ({3} bits)"
 COPY_ELEMENT_MISMATCH = "'{0}' copies one element type, but got src: {1}, dst: {2}"
 COPY_LAYOUT = "'{0}' expects {1} layout {2}, but got {3}"
 
-# -- UMMA family (SM100 tcgen05; seed 004 residency and layout ladders, seed 000 block scaling)
+# -- UMMA family (SM100 tcgen05; #mma-verifier-ladders, #block-scale-packed-value)
 UMMA_RESIDENCY_A = "expects memref/smem_desc_view for operand A, but gets A:{0}."
 UMMA_RESIDENCY_B = "expects smem_desc_view for operand B, but gets B: {0}."
 UMMA_RESIDENCY_D = "expects memref for operand D, but gets D: {0}."
@@ -51,13 +52,15 @@ UMMA_NOT_A_GEMM = "layoutA, layoutB and layoutD fail to form a gemm. A: {0}, B: 
 UMMA_BS_C_F32 = "expects c type to be Float32"
 UMMA_BS_SF_SAME = "expects sfa/sfb element types to be the same"
 
-# -- SM90 WGMMA operand-type pairs (seed 000); the s4/u4 one always fires: no 4-bit WGMMA
+# -- SM90 WGMMA operand-type pairs (#mma-verifier-ladders); the s4/u4 one always fires (no
+#    4-bit WGMMA)
 WGMMA_INT8_TYPES = "expects A/B of type s8/u8 and D of type i32"
 WGMMA_INT4_TYPES = "expects A/B of type s4/u4 and D of type i32"
 WGMMA_B1_TYPES = "expects A/B of type u1 and D of type i32"
 WGMMA_FP8_TYPES = "expects A/B of the e5m2/e4m3 type"
 
-# -- TMA partition verifier (seed 001, eleven steps, in order) and its companion string
+# -- TMA partition verifier (spec-deviations.md#tma-partition-verifier, eleven steps, in order)
+#    and its companion string
 TMA_INVALID_OPERAND_TYPES = "invalid operand types, got "
 TMA_INVALID_SMEM_LAYOUT_TYPE = (
     "invalid smem layout type, expected LayoutType or ComposedLayoutType, got "
@@ -76,13 +79,13 @@ TMA_INVALID_TMA_LAYOUT = "Computed TMA layout is invalid, got "
 TMA_TENSOR_TYPE = "Failed to construct the TMA tensor type"
 TMA_MISSING_NUM_MULTICAST = "missing or invalid num_multicast for a multicast TMA load"
 TMA_NUM_MULTICAST_OF = "got num_multicast of "
-# -- TMA descriptor mutation (seed 001 "Descriptor Mutation"; the field follows after ": ")
+# -- TMA descriptor mutation (spec-deviations.md#tma-descriptor-mutation; the field follows ": ")
 TMA_FIELD_NOT_MUTABLE = "TMA descriptor field is not device-mutable"
 # -- TMA reduce element types (our wording; PTX ISA "cp.reduce.async.bulk.tensor")
 TMA_REDUCE_TYPE = "TMA reduction '{0}' is not defined on {1} elements (legal: {2})"
 
 # -- SM120/SM121 block-scaled mma.sync (SM120.mma_bs), our wording: the specification gives
-#    the contract (seed 000 verify_sm120_block_scaled, seed 003) but no strings
+#    the contract (verify_sm120_block_scaled, #mma-verifier-ladders) but no strings
 SM120_NO_FAMILY = "SM120.mma_bs has no form with {0}; legal families: {1}"
 SM120_SELECTOR = "SM120.mma_bs: {0} = {1} is out of range for {2} (legal: {3})"
 SM120_TARGET = "atom '{0}' is not available on {1}: SM120 block-scaled mma.sync needs {2}"

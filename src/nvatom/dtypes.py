@@ -522,7 +522,7 @@ _HINTS: Mapping[str, str] = MappingProxyType({
     "fp4": "FP4 is a family: pick e2m1",
     "floatnv4e0m3f": "the specification's FloatNV4E0M3F ('NVFP4, 0 exponent, 3 mantissa') is "
     "not a hardware element format: NVFP4 elements are e2m1, scaled by ue4m3 per 16 elements "
-    "(PTX ISA kind::mxf4nvf4; ERRATA section 4); use e2m1",
+    "(PTX ISA kind::mxf4nvf4); use e2m1",
     "mxfp4": "MXFP4 is a block-scaled format: e2m1 elements with ue8m0 scales",
     "nvfp4": "NVFP4 is a block-scaled format: e2m1 elements with ue4m3 scales",
     "mxfp8": "MXFP8 is a block-scaled format: e4m3/e5m2 elements with ue8m0 scales",

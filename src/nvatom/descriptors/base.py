@@ -1,6 +1,7 @@
 """The interface every descriptor object implements: :class:`DescriptorType`.
 
-Seed 004's registry model has four *primary* interfaces (MMA atom, copy atom, prefetch atom,
+The specification's registry model (docs/spec-deviations.md#atom-registry) has four *primary*
+interfaces (MMA atom, copy atom, prefetch atom,
 descriptor type).  The descriptor type lives here, with the descriptors that implement it, so
 that ``nvatom.descriptors`` needs nothing of ``nvatom.atoms``;
 :mod:`nvatom.atoms.interfaces` lists it with the other interfaces (and re-exports it).

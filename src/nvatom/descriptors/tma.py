@@ -16,7 +16,7 @@ of ``cuTensorMapEncodeTiled`` and ``cuTensorMapEncodeIm2col`` and the enums
 ``CUtensorMapL2promotion`` and ``CUtensorMapFloatOOBfill``.  The rules checked, in order:
 
 * ``tensorRank``: 1..5 for tiled maps, 3..5 for im2col (the PTX ``.im2col`` forms are 3d..5d,
-  ERRATA 1e).
+  PTX ISA "cp.async.bulk.tensor").
 * ``tensorDataType``: one of :data:`TMA_DATA_TYPES` (the driver's 13 classic types; the packed
   ``16U4``/``16U6`` types of SM100 are not modelled).
 * ``globalAddress``: 16-byte aligned; 32-byte aligned when ``interleave`` is 32B; below 2^57

@@ -8,7 +8,7 @@ include/cute/arch/mma_sm100_desc.hpp (``union SmemDescriptor``, ``InstrDescripto
 :data:`IDESC_FIELDS` or :data:`IDESC_BS_FIELDS`; encode, decode and explain read the tables.
 
 **Shared-memory descriptor** (differs from SM90's, :mod:`nvatom.descriptors.wgmma`, in three
-places; ERRATA 3)::
+places; PTX ISA "Shared memory descriptor" of tcgen05 and "Matrix Descriptor Format" of wgmma)::
 
     start_address   0-13   addr >> 4        lbo  16-29  bytes >> 4     sbo  32-45  bytes >> 4
     fixed           46-48  constant 0b001   base_offset 49-51          lbo_mode 52 (0 relative)

@@ -9,12 +9,13 @@ result type only where it cannot be inferred::
         {cache_mode = #cute_nvgpu.load_cache_mode<cg>}
 
 Verification calls the atom layer: an MMA application builds the use the atom's
-``verify_instance`` checks (seed 000's common atom contract, seed 004's ladders), the non-exec
-TMA atoms run seed 001's eleven-step partition verifier, and a WGMMA descriptor view is
+``verify_instance`` checks (the specification's common atom contract and verifier ladders),
+the non-exec TMA atoms run its eleven-step partition verifier, and a WGMMA descriptor view is
 checked against its layout when the type is parsed.  Diagnostics carry the atom layer's text
 unchanged; checks that are the IR's own (operand kinds, counts) are our wording.
 
-Source: seeds 000, 001 and 004 (the IR forms and the worked TMA example of seed 001).
+Source: the specification's IR forms and contracts, quoted in docs/spec-deviations.md
+(#mma-verifier-ladders, #tma-partition-verifier, #tma-worked-example, #atom-registry).
 """
 
 from __future__ import annotations
@@ -367,7 +368,7 @@ class MakeCoordOp(NvOp):
 class MakeTiledTmaDescOp(NvOp):
     """``%d = nv_tileas.make_tiled_tma_desc %tensor, %layout shapes(...) strides(...)
     paddings(...) {mode = #cute_nvgpu.tma_load_mode<tiled>, elementBitWidth = 16} :
-    !cute_nvgpu.tma_descriptor_tiled`` (seed 001's worked example).
+    !cute_nvgpu.tma_descriptor_tiled`` (spec-deviations.md#tma-worked-example).
 
     ``%layout`` is the GMEM layout type (dynamic extents and strides by name); ``shapes``
     binds one value per mode and ``strides`` one per non-leading mode (the leading stride is
@@ -446,7 +447,7 @@ class MakeTiledTmaDescOp(NvOp):
                   f"({el.pack_bits} bits)")
         lay = TY.layout_of(head[1].type)
         if lay is None:
-            return  # the partition verifier reports the layout (seed 001, steps 1-3)
+            return  # the partition verifier reports the layout (#tma-partition-verifier, steps 1-3)
         rank = lay.rank if isinstance(lay, (Layout, T.LayoutType)) else None
         if rank is not None and 1 <= rank <= 5:
             if len(shapes) != rank or len(strides) != rank - 1:
@@ -554,7 +555,8 @@ class MmaOp(NvOp):
 
     def _verify_umma(self, atom: Any, extra: list[Any], v: VerifyCtx) -> None:
         """SM100 UMMA (tcgen05.mma): ``%atom, %d, %a, %b, %c[, %sfa, %sfb][, %e]``; A, B as
-        descriptor views or TMEM memrefs, D in TMEM; seed 004's UMMA ladder."""
+        descriptor views or TMEM memrefs, D in TMEM; the UMMA ladder
+        (docs/spec-deviations.md#mma-verifier-ladders)."""
         from nvatom.atoms.sm100 import UmmaUse
 
         _, d, a, b, c = self.operands[:5]
@@ -840,7 +842,7 @@ def _need_cp_async(op: NvOp, v: VerifyCtx) -> None:
         _fail(f"'{op.name}' needs cp.async (sm_80 and later), not {v.target.name}")
 
 
-# -- TMA (seed 001)
+# -- TMA (spec-deviations.md#tma-partition-verifier, #tma-descriptor-mutation)
 class _NonExecTmaOp(NvOp):
     """``%atom = cute_nvgpu.atom.non_exec_tiled_tma_<kind> %desc, %tile, %cta_map {...}``."""
 
@@ -1095,9 +1097,9 @@ def _desc_origin(v: Any) -> Any:
 
 class UpdateTmaDescOp(NvOp):
     """``%d2 = cute_nvgpu.update_tma_desc %desc, %workspace, %value {field = "global_dim",
-    axis = 1}``: seed 001's device-side descriptor mutation.  Only the base pointer
-    (``global_address``), a dimension (``global_dim``) and a non-leading stride
-    (``global_stride``) are mutable (``nvatom.atoms.tma.tma_update``).  The map is copied to
+    axis = 1}``: device-side descriptor mutation (docs/spec-deviations.md#tma-descriptor-mutation).
+    Only the base pointer (``global_address``), a dimension (``global_dim``) and a non-leading
+    stride (``global_stride``) are mutable (``nvatom.atoms.tma.tma_update``).  The map is copied to
     the 128 global bytes at ``%workspace`` and edited there with ``tensormap.replace``
     (release/acquire fences around it); ``%d2`` is that map."""
 

@@ -3,7 +3,8 @@
 Every ``func.func`` becomes one ``.entry`` kernel.  Its arguments become parameters:
 ``!cute.ptr<e, gmem>`` a ``.u64`` (converted with ``cvta.to.global``), integers a ``.u32``.
 Each ``nv_tileas.make_tiled_tma_desc`` is hoisted into a by-value 128-byte parameter (the
-kernel-entry ABI of seed 001: the host encodes the CUtensorMap, :class:`TmaParam` says how).
+kernel-entry ABI of docs/spec-deviations.md#tma-lowering: the host encodes the CUtensorMap,
+:class:`TmaParam` says how).
 
 Values map to registers: integers to ``.b32``/``.b64`` registers, a register fragment
 (``cute.alloc_rmem``) to its registers (zero-filled), a shared buffer to its 32-bit shared
@@ -17,9 +18,10 @@ memory addressed with ``layout_eval.emit_swizzle`` per access), ``tma_emit`` (mb
 ``.version`` is the lowest one the target and every lowered atom accept.  ``scf.for`` becomes
 a counted loop (no loop-carried values).
 
-Source: PTX ISA chapters of the emitters used; seed 001 "Lowering Shape", "Executable Atom
-Binding" (the barrier's transaction count is raised by the bytes the transfer completes) and
-"Descriptor Mutation".
+Source: PTX ISA chapters of the emitters used ("cp.async.bulk.tensor", "mbarrier": the
+barrier's transaction count is raised by the bytes the transfer completes; "tensormap.replace");
+the specification's TMA lowering and descriptor mutation (docs/spec-deviations.md#tma-lowering,
+#tma-descriptor-mutation).
 """
 
 from __future__ import annotations
@@ -448,7 +450,7 @@ class _KernelLowering:
     def _nv_tileas_make_tiled_tma_desc(self, op: Any) -> None:
         name = f"tmap{len(self.tma)}"
         # .param .align 128 .b8 name[128] and its *generic* address (cvta.param): the bare
-        # param-window address faults on an H100 (issue 6's tests/gpu/test_tma_gpu.py)
+        # param-window address faults on an H100 (tests/gpu/test_tma_gpu.py)
         addr = TE.tensormap_param(self.k, name)
         self.params.append("tma")
         head = op.segments()[0]
@@ -793,8 +795,8 @@ class _KernelLowering:
         if op.attr("multicast_slice"):
             dst, coord = self._slice(ex, r, dst, list(coord))
         skip, _ = self._elect()
-        # every CTA of a multicast receives num_multicast slices (seed 001's
-        # tile_element_count = size(smem) * num_multicast)
+        # every CTA of a multicast receives num_multicast slices (the partition result's
+        # tile_element_count = size(smem) * num_multicast; spec-deviations.md#tma-lowering)
         TE.mbarrier_arrive_expect_tx(self.k, bar,
                                      r.tile_element_count * ex.atom.element_bits // 8)
         mask = None

@@ -2,7 +2,8 @@
 
 The bodies of ``!cute.layout<...>``, ``!cute.composed_layout<...>`` and of the layout slot of
 ``!cute.memref<...>`` use CuTe's notation (``nvatom.layout.notation``) widened the way the TMA
-partition verifier needs it (seed 001, and ``nvatom.atoms.tma.LayoutType``):
+partition verifier needs it (docs/spec-deviations.md#tma-partition-verifier, and
+``nvatom.atoms.tma.LayoutType``):
 
     body      := composed | layout | "..."
     composed  := "Sw<" int "," int "," int ">" " o " int " o " layout

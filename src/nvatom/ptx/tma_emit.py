@@ -441,9 +441,10 @@ def tensormap_update_sequence(k: Kernel, tmap_global: Operand,
                               updates: Sequence[T.TmaUpdate], *,
                               smem_copy: Operand | None = None, scope: str = "gpu",
                               target: Target | str | None = None) -> None:
-    """The rebind sequence of seed 001 "Descriptor Mutation": the updates (address, dims,
-    strides, in that order), then the release to the tensormap proxy and the acquire that
-    makes the map safe for the next ``cp.async.bulk.tensor`` of this thread.
+    """The rebind sequence of descriptor mutation (docs/spec-deviations.md#tma-descriptor-mutation):
+    the updates (address, dims, strides, in that order), then the release to the tensormap
+    proxy and the acquire that makes the map safe for the next ``cp.async.bulk.tensor`` of
+    this thread.
 
     Without ``smem_copy`` the map is edited in place in global memory
     (``tensormap.replace….global`` + ``fence.proxy.tensormap::generic.release``); with it,

@@ -2,7 +2,7 @@
 a test kernel.
 
 **Protocol** (PTX ISA "Asynchronous Warpgroup Level Matrix Multiply-Accumulate": wgmma.fence,
-wgmma.commit_group, wgmma.wait_group; ERRATA 1b)::
+wgmma.commit_group, wgmma.wait_group; ptxas 13.0 assembles them on sm_90a at PTX 8.0)::
 
     wgmma.fence                      before the first mma_async, and again after any other
                                      instruction touched the accumulator (or A) registers
