@@ -6,7 +6,7 @@ Each statement runs in ``--repeat`` fresh interpreters (``python -X importtime -
 table shows the median of the cumulative time CPython reports for the top-level module (the
 ``-X importtime`` line of ``nvatom``, or of ``nvatom.layout`` and its parent), the median
 wall time of the whole process, and how many ``nvatom`` modules the statement loaded.
-Target (issue 15): under 50 ms on the 2-core CI machine; ``import nvatom`` must not load the
+Target: under 50 ms on the 2-core CI machine; ``import nvatom`` must not load the
 GEMM, the runtime, the PTX builder or numpy (``nvatom.gemm`` is imported on first use).
 Prints a table and writes ``reports/bench/import_time.json``.  No assertions.
 """

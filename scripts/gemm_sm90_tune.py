@@ -1,4 +1,4 @@
-"""Device script for the SM90 GEMM (issue 7): correctness of many configurations and shapes
+"""Device script for the SM90 GEMM: correctness of many configurations and shapes
 against torch in float64, then timings against torch.matmul / torch._scaled_mm.
 
     PYTHONPATH=src python3 scripts/gemm_sm90_tune.py smoke [--tmap mov|cvta]

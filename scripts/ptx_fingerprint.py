@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """SHA-256 of the PTX nvatom emits for every GEMM configuration the tests build and for every
-IR example that lowers: the guard for behaviour-preserving refactors (issue 15).
+IR example that lowers: the guard for behaviour-preserving refactors.
 
     python scripts/ptx_fingerprint.py --write   # record reports/ptx_fingerprint.json
     python scripts/ptx_fingerprint.py           # compare with it; exit 1 and name what moved

@@ -1,4 +1,4 @@
-"""Record what the CUDA driver writes into a 128-byte ``CUtensorMap`` (device script, issue 6).
+"""Record what the CUDA driver writes into a 128-byte ``CUtensorMap`` (device script).
 
 Runs on a machine with a GPU and ``cuda.bindings``; needs nothing of nvatom.  It encodes a corpus
 of tensor-map configurations with ``cuTensorMapEncodeTiled`` / ``cuTensorMapEncodeIm2col`` and
@@ -415,7 +415,7 @@ def pack(raw: Path, out: Path) -> int:
     r1 = exp["rank1"]
     meta = dict(corpus["meta"])
     meta.update(
-        recorded_by="scripts/tma_corpus.py (issue 6)",
+        recorded_by="scripts/tma_corpus.py",
         prefill=dict(maps=len(written),
                      identical_after_0xAA_and_0x55=sum(p["aa"] == p["x55"] for p in written)),
         no_context=exp["no_context"][0],

@@ -1,4 +1,4 @@
-"""Bad input never crashes (issue 17): every class of bad input is one line
+"""Bad input never crashes: every class of bad input is one line
 ``nvatom: error: ...`` with exit status 2 that names the offending value and the limit.
 
 The classes: numbers that work or memory grow with (checked before any work), parser limits

@@ -231,7 +231,8 @@ def test_copy_atoms_in_atoms_frag_emit(capsys) -> None:
 def test_desc_wgmma_encode_decode(capsys) -> None:
     from nvatom.atoms.smem import smem_layout
 
-    # CUTLASS's canonical K-major SW128 f16 tile: LBO 1 (16 B, unused), SBO 1024 B (ERRATA 3).
+    # CUTLASS's canonical K-major SW128 f16 tile: LBO 1 (16 B, unused), SBO 1024 B (PTX ISA "Matrix
+    # Descriptor Format").
     code, out, _ = run(capsys, "desc", "wgmma", "encode", "--layout",
                        str(smem_layout(64, 64, 16, "K", 128)), "--start", "0x10000")
     assert code == 0 and out.split()[0] == "0x4000004000011000"
@@ -246,7 +247,8 @@ def test_desc_wgmma_encode_decode(capsys) -> None:
 def test_wgmma_atoms_frag_emit(capsys) -> None:
     code, out, _ = run(capsys, "atoms", "--wgmma", "--a", "s8", "--b", "u8")
     names = [line.split()[0] for line in out.splitlines()[1:-1]]
-    # N = 8, 16, 24, then multiples of 16 to 256 (ERRATA 6): 18 sizes x rs/ss x satfinite.
+    # N = 8, 16, 24, then multiples of 16 to 256 (PTX ISA wgmma "Matrix shape"; ptxas): 18 sizes x
+    # rs/ss x satfinite.
     assert len(names) == 18 * 2 * 2 and "sm90.mma.m64n24k32.ss.s32.s8.u8" in names
     assert "sm90.mma.m64n40k32.ss.s32.s8.u8" not in names
     # CUTLASS mma_traits_sm90_gmma.hpp CLayout_64x8: ((4,8,4),(2,2)):((128,1,16),(64,8)).
@@ -277,8 +279,8 @@ def test_demo_builds_the_sm90_gemm(capsys, tmp_path) -> None:
 
 
 def test_frag_of_the_sm80_m16n8k8_atom(capsys) -> None:
-    """Seed 000 synthesizer arm 6 is an sm80.mma atom: PTX ISA m16n8k8 f16 A fragment, lane
-    4 g + tig holds (g, 2 tig + i) and (g + 8, 2 tig + i)."""
+    """Synthesizer arm 6 (docs/spec-deviations.md#reference-layout-synthesizer) is an sm80.mma atom:
+    PTX ISA m16n8k8 f16 A fragment, lane 4 g + tig holds (g, 2 tig + i) and (g + 8, 2 tig + i)."""
     code, out, _ = run(capsys, "frag", "sm80.mma.m16n8k8.f16.f16.f16.f16", "--operand", "A")
     assert code == 0
     assert out.startswith("sm80.mma.m16n8k8.f16.f16.f16.f16 operand A: f16, 4 values in 2 b32")

@@ -240,7 +240,8 @@ def test_every_spec_type_spelling_resolves():
                r"|tf32|[fi](?:16|32|64|128)|[su](?:4|8|16|32|64)|[bu]1|b16|b32)\b")
     found = set(re.findall(pattern, text)) - NOT_ELEMENT_TYPES
     assert {"Float4E2M1FN", "FloatNV4E0M3F", "E8M0", "E4M3FN", "e4m3", "u1", "i32"} <= found
-    # The spec's "NVFP4 fixed-point E0M3" does not exist in hardware (ERRATA 4): refused.
+    # The spec's "NVFP4 fixed-point E0M3" does not exist in hardware (PTX ISA mma block
+    # scaling: NVFP4 is e2m1 with ue4m3 scales): refused.
     found.discard("FloatNV4E0M3F")
     with pytest.raises(DTypeError, match="NVFP4 elements are e2m1"):
         D.dtype("FloatNV4E0M3F")

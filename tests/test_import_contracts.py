@@ -7,7 +7,7 @@ module, else of ``pkg``; relative imports are resolved.  Two graphs are checked:
 rooms (the top-level modules and packages of ``nvatom``, the rows of docs/ARCHITECTURE.md's
 room table; ``lint-imports`` checks the same table as contracts in pyproject.toml).
 
-The target is no cycle at all.  While other changes of issue 15 are in flight, the imports
+The target is no cycle at all.  While other changes are in flight, the imports
 that still close a cycle are listed in :data:`ALLOWED_MODULE_EDGES` / :data:`ALLOWED_ROOM_EDGES`
 (each with the change that removes it): the test asserts that the graph *without* those
 imports has no cycle, so a new cycle fails it and a removed import never does.  Empty the lists

@@ -1,4 +1,4 @@
-"""``import nvatom`` stays light (issue 15): the GEMM, the runtime, the PTX builder and numpy
+"""``import nvatom`` stays light: the GEMM, the runtime, the PTX builder and numpy
 load only when ``nvatom.gemm`` is first used.  Checked in fresh interpreters."""
 
 from __future__ import annotations

@@ -166,7 +166,8 @@ def test_table_shape() -> None:
         assert a.registers == a.num * a.shape.regs
         assert a.address_lanes * a.cols * a.fmt.reg_bits == a.num * a.shape.m * a.shape.n * \
             a.fmt.reg_bits
-    # Seed 004's table: 2, 4, 8 elements per lane for x1, x2, x4 (16-bit).
+    # The specification's table (#copy-atom-contracts): 2, 4, 8 elements per lane for x1, x2, x4
+    # (16-bit).
     for n, per_lane in ((1, 2), (2, 4), (4, 8)):
         assert _atom(f"atom.ldsm<m8n8.x{n}>").elements_per_lane == per_lane
 
@@ -282,7 +283,8 @@ def test_stsm_stores_the_accumulator() -> None:
 
 # --------------------------------------------------------------------------- vectorisation
 
-# Seed 004, typed in from the specification text (not from our module).
+# The specification's copy-atom contracts (docs/spec-deviations.md#copy-atom-contracts), typed
+# in from the specification text (not from our module).
 SPEC_STRIDES_ONE = "'{0}' cannot vectorize copy to {1} elements (static strides must be 1)"
 SPEC_STRIDES_MATCH = "'{0}' cannot vectorize copy to {1} elements (static strides must match)"
 

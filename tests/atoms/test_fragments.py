@@ -6,13 +6,12 @@ lanes (the 8 threads of a quad-pair for SM70 m8n8k4) and every value, and compar
 (a) the PTX ISA's fragment formulas, transcribed below from the ISA text ("Matrix Fragments
     for mma.m8n8k4 / m8n8k16 / m8n8k32 / m8n8k128 / m16n8k4 / m16n8k8 / m16n8k16 / m16n8k32 /
     m16n8k64 / m16n8k128 / m16n8k256" and the sparse "Matrix Fragments for sparse mma.*"
-    sections; seed 002 for m16n8k16 integer, m16n8k32 and m16n8k64, with the ERRATA 5
-    c0, c1, c2, c3 fix);
+    sections; the m16n8k16 .f16 C/D row as c0, c1, c2, c3);
 (b) CUTLASS's ``MMA_Traits`` TV layouts (CUTLASS 4.2 headers, typed in as known answers with
     the header and traits name), compared with ``layouts_equivalent``;
 
 and checked to be a bijection onto the operand tile, with the register counts of the ISA's
-fragment tables (ERRATA 1a/5 quote the same counts).
+fragment tables (ptxas 13.0 assembles every form with them).
 """
 
 from __future__ import annotations
@@ -82,16 +81,16 @@ ISA_DENSE: dict[tuple[str, str, str], RowCol] = {
     ("m16n8k16", "f64", "A"): lambda g, t, i: (
         g if i % 2 == 0 else g + 8, i * 2 + t if i % 2 == 0 else i * 2 - 2 + t),
     ("m16n8k16", "f64", "B"): lambda g, t, i: (t + i * 4, g),
-    # 9.7.14.5.9 m16n8k16 integer (seed 002), also .e4m3/.e5m2
+    # 9.7.14.5.9 m16n8k16 integer, also .e4m3/.e5m2
     ("m16n8k16", "i8", "A"): lambda g, t, i: (g if i < 4 else g + 8, t * 4 + (i & 3)),
     ("m16n8k16", "i8", "B"): lambda g, t, i: (t * 4 + i, g),
-    # 9.7.14.5.10 m16n8k32 (seed 002)
+    # 9.7.14.5.10 m16n8k32
     ("m16n8k32", "i4", "A"): lambda g, t, i: (g if i < 8 else g + 8, t * 8 + (i & 7)),
     ("m16n8k32", "i4", "B"): lambda g, t, i: (t * 8 + (i & 7), g),
     ("m16n8k32", "i8", "A"): lambda g, t, i: (
         g if (i < 4 or 8 <= i < 12) else g + 8, t * 4 + (i & 3) + 16 * (i >= 8)),
     ("m16n8k32", "i8", "B"): lambda g, t, i: (t * 4 + (i & 3) + 16 * (i >= 4), g),
-    # 9.7.14.5.11 m16n8k64 (seed 002)
+    # 9.7.14.5.11 m16n8k64
     ("m16n8k64", "i4", "A"): lambda g, t, i: (
         g if (i < 8 or 16 <= i < 24) else g + 8, t * 8 + (i & 7) + 32 * (i >= 16)),
     ("m16n8k64", "i4", "B"): lambda g, t, i: (t * 8 + (i & 7) + 32 * (i >= 8), g),
@@ -100,7 +99,7 @@ ISA_DENSE: dict[tuple[str, str, str], RowCol] = {
     ("m16n8k128", "b1", "B"): lambda g, t, i: (t * 32 + i, g),
     # 9.7.14.5.13 m16n8k256 .b1.  The ISA prints col = tig * 32 + i for i < 64, which would
     # put a32..a63 of lane t on lane t+1's columns; like m16n8k128 (and CUTLASS), it is
-    # (i & 0x1F): an ISA garble of the kind ERRATA 5 notes.
+    # (i & 0x1F): a garble in the ISA text (docs/spec-deviations.md, register MMA atoms).
     ("m16n8k256", "b1", "A"): lambda g, t, i: (
         g if (i < 32 or 64 <= i < 96) else g + 8, t * 32 + (i & 0x1F) + 128 * (i >= 64)),
     ("m16n8k256", "b1", "B"): lambda g, t, i: (t * 32 + (i & 0x1F) + 128 * (i >= 32), g),
@@ -408,7 +407,7 @@ def test_sparse_k64_a_matches_cutlass_sm120(form: MmaForm) -> None:
 
 # ------------------------------------------------------------------------ registers
 # The ISA's fragment tables: registers per operand, keyed by (shape, A family, sparse).
-# ERRATA 1a/5 quote the same: m16n8k16 f16 {2},{4},{2},{2}; m16n8k8 A 2, B 1; m8n8k4 A 2,
+# ptxas 13.0 assembles exactly these: m16n8k16 f16 {2},{4},{2},{2}; m16n8k8 A 2, B 1; m8n8k4 A 2,
 # B 2, C/D 8 f32 or 4 f16x2; sparse m16n8k16 A 2, B 2; sparse s8 m16n8k32 A 2, B 2, C 4.
 ISA_REGISTERS: dict[tuple[str, str, bool], tuple[int, int]] = {  # -> (A, B)
     ("m8n8k4", "f16", False): (2, 2), ("m8n8k4", "f64", False): (1, 1),

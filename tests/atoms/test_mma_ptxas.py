@@ -391,8 +391,8 @@ def test_only_table_forms_assemble_on_sm90a() -> None:
 
 def test_candidates_hold_the_table_neighbours() -> None:
     names = {c.opcode for c in candidates()}
-    assert "mma.sync.aligned.m16n8k16.row.col.f32.tf32.tf32.f32" in names  # ERRATA 1a
-    assert "mma.sync.aligned.m16n8k16.row.row.f16.f16.f16.f16" in names  # ERRATA 1a
-    assert "mma.sp.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32" in names  # ERRATA 1a
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.tf32.tf32.f32" in names  # tf32 is k4/k8
+    assert "mma.sync.aligned.m16n8k16.row.row.f16.f16.f16.f16" in names  # only .row.col
+    assert "mma.sp.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32" in names  # sparse f16 k16/k32
     assert "mma.sync.aligned.m16n8k16.row.col.satfinite.f32.f16.f16.f32" in names
     assert not names & TABLE

@@ -1,6 +1,7 @@
 """SM100 UMMA atoms without ptxas: names, shapes (PTX ISA 9.7.16.2.1 Table 39, every row, and
-its edges), block-scale encodings (seed 000 packed values; ERRATA 4 kinds), interfaces, and one
-negative test per verifier diagnostic of seed 004 (strings compared byte for byte)."""
+its edges), block-scale encodings (the packed values of
+docs/spec-deviations.md#block-scale-packed-value; the PTX ISA's kinds), interfaces, and one negative
+test per verifier diagnostic (#mma-verifier-ladders; strings compared byte for byte)."""
 
 from __future__ import annotations
 
@@ -155,7 +156,8 @@ def test_shape_error_names_the_legal_sets() -> None:
                                                 ("i8", 32), ("mxf8f6f4", 32), ("mxf4", 64),
                                                 ("mxf4nvf4", 64)])
 def test_k_is_256_bits_dense_512_sparse(kind: str, k_dense: int) -> None:
-    # ERRATA 4 / CUTLASS mma_traits_sm100.hpp: K = 256/bits dense, 512/bits sparse
+    # PTX ISA tcgen05.mma "Matrix shape" / CUTLASS mma_traits_sm100.hpp: K = 256/bits dense,
+    # 512/bits sparse
     atoms = list(umma_atoms(kind=kind, cta_group=1, m=128, n=128))
     assert {a.k for a in atoms if not a.sparse} == {k_dense}
     assert {a.k for a in atoms if a.sparse} == {2 * k_dense}
@@ -251,7 +253,8 @@ def test_illegal_forms(kw: dict, msg: str) -> None:
 
 
 def test_block_scale_packed_seed_values() -> None:
-    # seed 000 table: (32, 32) 0x2000000020; (64, 16) 0x4000000010; (64, 32) 0x4000000020
+    # the specification's table (#block-scale-packed-value): (32, 32) 0x2000000020; (64, 16)
+    # 0x4000000010; (64, 32) 0x4000000020
     assert block_scale_packed("e4m3", "e4m3", "ue8m0", "ue8m0", 32, 32) == 0x2000000020
     assert block_scale_packed("e2m1", "e2m1", "ue4m3", "ue4m3", 64, 16) == 0x4000000010
     assert block_scale_packed("e2m1", "e2m1", "ue8m0", "ue8m0", 64, 16) == 0x4000000010
@@ -263,7 +266,8 @@ def test_block_scale_packed_seed_values() -> None:
 
 
 def test_block_scale_true_kinds() -> None:
-    # ERRATA 4: the seed's labels are wrong; vec 16 is NVFP4, vec 32 E8M0 FP4 is MXFP4
+    # the specification's labels are wrong (spec-deviations.md, SM100): vec 16 is NVFP4,
+    # vec 32 E8M0 FP4 is MXFP4
     assert block_scale_kind("e4m3", "e5m2", "ue8m0", 32) == ("mxf8f6f4", "scale_vec::1X",
                                                              "block32")
     assert block_scale_kind("e2m1", "e2m1", "ue4m3", 16) == ("mxf4nvf4", "scale_vec::4X",

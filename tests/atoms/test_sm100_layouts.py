@@ -12,8 +12,9 @@ Each rule is written here independently of nvatom's tables:
 * scale factors, PTX ISA 9.7.16.10.7: row r in lane r % 32, column r // 32, every 32-lane
   partition a copy (2x2: each half of the rows in its own pair of partitions);
 
-then the verifier's "expects Mma atom layout of ..." diagnostics byte for byte (seed 004), and
-``scale_factor_layout_is_legal`` (seed 000).
+then the verifier's "expects Mma atom layout of ..." diagnostics byte for byte
+(docs/spec-deviations.md#mma-verifier-ladders), and
+``scale_factor_layout_is_legal`` (#block-scale-packed-value).
 """
 
 from __future__ import annotations

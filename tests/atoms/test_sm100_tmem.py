@@ -215,7 +215,7 @@ def test_cp_shape_needs_warp_qualifier() -> None:
 
 
 def test_seed_copy_spellings_rejected_by_ptxas() -> None:
-    # seed 004's s2t / tmem->smem / tmem->tmem spellings (ERRATA 1c)
+    # the specification's s2t / tmem->smem / tmem->tmem spellings (ptxas: Arguments mismatch)
     lines = ["tcgen05.cp.shared::cta.async [%r0], %rd1;",
              "tcgen05.cp.async.shared::cta [%r0], [%r1];",
              "tcgen05.cp.async [%r0], [%r1];",

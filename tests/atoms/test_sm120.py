@@ -72,7 +72,8 @@ def test_unknown_names_suggest_neighbours() -> None:
 
 
 def test_opcodes_of_the_errata_forms() -> None:
-    # ERRATA 1d's corrected spellings (qualifier order as the ISA's syntax block).
+    # The corrected spellings (qualifier order as the ISA's syntax block; spec-deviations.md,
+    # SM120).
     assert sm120.sm120_form(MXF8).opcode == (
         "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e4m3"
         ".e2m1.f32.ue8m0")
@@ -116,7 +117,7 @@ def test_interfaces() -> None:
 
 def test_register_counts_match_cutlass() -> None:
     # CUTLASS mma_sm120.hpp: SM120_16x8x32_TN A uint32_t[4], B [2], C/D float[4];
-    # SM120_16x8x64_TN_VS A [4], B [2]; SFA/SFB one register each; ERRATA 1d for sparse.
+    # SM120_16x8x64_TN_VS A [4], B [2]; SFA/SFB one register each; PTX ISA mma for sparse.
     for f in sm120.mma_bs_forms():
         want_b = 4 if f.is_sparse else 2
         assert [f.registers(op) for op in ("A", "B", "C", "D", "SFA", "SFB")] == \

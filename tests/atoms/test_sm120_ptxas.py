@@ -297,7 +297,7 @@ def test_f8f6f4_sweep_matches_the_table() -> None:
 
 def test_sweep_holds_the_errata_neighbours() -> None:
     ops = {c.opcode for c in bs_candidates()}
-    # ERRATA 1d: 4X with ue8m0 (ISA Table 36 has it, ptxas 13.0 not), mxf4 with ue4m3,
+    # ptxas 13.0 vs the ISA: 4X with ue8m0 (ISA Table 36 has it, ptxas 13.0 not), mxf4 with ue4m3,
     # sparse m16n8k64 for mxf4nvf4, plain .sp with block_scale.
     for spelled in (
         "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1"

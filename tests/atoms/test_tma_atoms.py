@@ -1,6 +1,6 @@
-"""TMA atoms (seed 001): non-exec atoms, make_exec_tma, the reduce-type table, the TMA
-instruction table, the mbarrier/fence table, and the descriptor-mutation rule with its exact
-diagnostic."""
+"""TMA atoms (docs/spec-deviations.md#tma-partition-verifier and the sections after it): non-exec
+atoms, make_exec_tma, the reduce-type table, the TMA instruction table, the mbarrier/fence table,
+and the descriptor-mutation rule with its exact diagnostic."""
 
 from __future__ import annotations
 
@@ -250,9 +250,9 @@ def test_registry_records() -> None:
     assert "PrefetchAtom" in atom_record("atom.tma_load").interfaces
 
 
-# ----------------------------------------------------------------------------- enums (seed 001)
+# ----------------------------------------------------------------------------- enums
 def test_mode_enum_values_are_the_specification_s() -> None:
-    """Seed 001 "Partition Op and Mode Enums", transcribed:
+    """The specification's "Partition Op and Mode Enums" (docs/spec-deviations.md#tma-mode-enums):
     TMA_LOAD_NO_MULTICAST = 0, TMA_LOAD_TWO_CTA = 1, TMA_LOAD_W_MULTICAST = 2,
     TMA_LOAD_W128_MULTICAST = 3; TMA_STORE_TILED = 0, TMA_STORE_IM2COL = 1,
     TMA_STORE_IM2COL_W = 2, TMA_STORE_IM2COL_W128 = 3; TMA_REDUCE_ADD = 0, MIN = 1, MAX = 2,
@@ -295,7 +295,8 @@ def test_tma_atoms_implement_the_registry_interfaces() -> None:
 
 
 def test_tma_contracts() -> None:
-    """Seed 004 CopyAtomContract: descriptor-driven, async; only loads prefetch."""
+    """The specification's CopyAtomContract (#copy-atom-contracts): descriptor-driven, async; only
+    loads prefetch."""
     c = _exec("load").contract()
     assert (c.source, c.destination, c.is_async, c.uses_tma_descriptor, c.supports_prefetch) == \
         (("gmem",), ("smem",), True, True, True)

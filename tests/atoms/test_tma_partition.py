@@ -1,5 +1,5 @@
-"""Seed 001's TMA partition verifier: one negative test per diagnostic, a positive case, and
-the rank-6 worked example."""
+"""The TMA partition verifier (docs/spec-deviations.md#tma-partition-verifier): one negative test
+per diagnostic, a positive case, and the rank-6 worked example."""
 
 from __future__ import annotations
 

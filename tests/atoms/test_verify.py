@@ -1,7 +1,8 @@
 """Register-MMA verification: every diagnostic of the specification has a negative case here.
 
-Expected texts are the specification's strings (nvatom.diagnostics, seed 004) with the values
-the checks print; positive cases use the canonical use of every form in the registry.
+Expected texts are the specification's strings (nvatom.diagnostics;
+docs/spec-deviations.md#mma-verifier-ladders) with the values the checks print; positive cases use
+the canonical use of every form in the registry.
 """
 
 from __future__ import annotations
@@ -149,7 +150,8 @@ def test_universal_fma_one_element_type() -> None:
 def test_check_shape_in_lattice() -> None:
     assert check_shape_in_lattice("SM80", (16, 8, 16), "bf16", "bf16", "f32")
     assert check_shape_in_lattice("SM89", (16, 8, 32), "e4m3", "e5m2", "f16")
-    assert not check_shape_in_lattice("SM80", (16, 8, 16), "tf32", "tf32", "f32")  # ERRATA 1a
+    # ptxas: no tf32 k16
+    assert not check_shape_in_lattice("SM80", (16, 8, 16), "tf32", "tf32", "f32")
     assert check_shape_in_lattice("SM80", (16, 8, 16), "tf32", "tf32", "f32", sparse=True)
     assert not check_shape_in_lattice("SM70", (16, 8, 8), "f16", "f16", "f32")  # needs sm_75
     assert check_shape_in_lattice("SM75", (16, 8, 8), "f16", "f16", "f32")
@@ -262,8 +264,8 @@ def test_sparse_metadata_layout_of_every_sparse_arm() -> None:
 
 
 def test_synthesizer_arm_6_is_an_sm80_atom() -> None:
-    """Arms other than the FP8 one apply "at SM80 and above" (seed 000): arm 6 is m16n8k8 f16,
-    which sm80.mma carries too (the same PTX as sm75.mma.m16n8k8)."""
+    """Arms other than the FP8 one apply "at SM80 and above" (#reference-layout-synthesizer): arm 6
+    is m16n8k8 f16, which sm80.mma carries too (the same PTX as sm75.mma.m16n8k8)."""
     r = synthesize_reference_layouts(8, 16, False, False, False)
     assert r.form == "sm80.mma.m16n8k8.f16.f16.f16.f16" and r.elements_per_thread == 4
     sm80, sm75 = mma_form(r.form), mma_form("sm75.mma.m16n8k8.f16.f16.f16.f16")
@@ -402,7 +404,7 @@ def test_wgmma_atom_on_plain_sm90_is_rejected_by_the_record() -> None:
 
 
 @pytest.mark.parametrize(("tier", "mnk", "types", "sparse", "want"), [
-    # SM90 WGMMA (seed 000 lattice notes; PTX ISA wgmma "Matrix shape"): M = 64, K = 256 / bits,
+    # SM90 WGMMA (PTX ISA wgmma "Matrix shape"): M = 64, K = 256 / bits,
     # N = 8..256 step 8 for f16/bf16/tf32/FP8; s8/u8 N = 8, 16, 24, then 32..256 step 16.
     ("SM90", (64, 128, 16), ("f16", "f16", "f32"), False, True),
     ("SM90", (64, 256, 16), ("bf16", "bf16", "f32"), False, True),

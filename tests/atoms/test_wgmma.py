@@ -1,5 +1,6 @@
-"""SM90 WGMMA forms without ptxas: names, opcodes, register counts (ERRATA 1b), immediates,
-the lattice (ERRATA 6), and one negative test per verifier diagnostic."""
+"""SM90 WGMMA forms without ptxas: names, opcodes, register counts (PTX ISA wgmma: N/2 f32),
+immediates, the lattice (PTX ISA wgmma "Matrix shape"), and one negative test per verifier
+diagnostic."""
 
 from __future__ import annotations
 

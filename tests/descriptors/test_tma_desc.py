@@ -6,7 +6,8 @@ aligned, 32 with INTERLEAVE_32B; globalDim 1..2^32; globalStrides multiple of 16
 of 32 with INTERLEAVE_32B; boxDim 1..256 and boxDim[0]*elemsize a multiple of 16 with
 INTERLEAVE_NONE; elementStrides 1..8; INTERLEAVE_32B needs SWIZZLE_32B; inner box bytes <= the
 swizzle span; NAN_REQUEST_ZERO_FMA only for float types; channelsPerPixel <= 256,
-pixelsPerColumn <= 1024, corner offsets by rank).  Rank 3..5 for im2col: ERRATA 1e.
+pixelsPerColumn <= 1024, corner offsets by rank).  Rank 3..5 for im2col: PTX ISA
+"cp.async.bulk.tensor" (.im2col is 3d..5d).
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ def test_im2col_rules(msg: str, changes: dict) -> None:
 def test_interleave_lifts_box_rules() -> None:
     # With interleave 16B the swizzle-span rule does not apply (256 B inner box > SW128's 128 B).
     # The 16-byte inner-box rule still does: the driver refused every other inner size with
-    # interleave (issue 6, tests/data/tma_driver_corpus.json.gz sweep:il1_box0); and interleave
+    # interleave (tests/data/tma_driver_corpus.json.gz sweep:il1_box0); and interleave
     # needs rank >= 3 (sweep:il_rank).
     m = TensorMap(**{**BF16_2D, "global_dims": (4096, 4096, 2), "global_strides": (8192, 1 << 25),
                      "interleave": "16B", "box_dims": (128, 64, 1)})  # type: ignore[arg-type]
@@ -196,7 +197,7 @@ def test_interleave_lifts_box_rules() -> None:
 
 @pytest.mark.parametrize("dim", [1, 2])
 def test_a_zero_global_stride_is_a_broadcast_dimension(dim: int) -> None:
-    # The driver accepts a global stride of 0 (issue 14: a device sweep of the review found 139
+    # The driver accepts a global stride of 0 (a device sweep found 139
     # such maps accepted by cuTensorMapEncodeTiled; tests/gpu/test_tma_stride0_gpu.py encodes
     # them with the driver and reads the broadcast dimension back with a TMA load).
     strides = [8192, 8192 * 16]

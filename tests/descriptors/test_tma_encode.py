@@ -157,7 +157,7 @@ def test_each_sweep_moves_only_its_field() -> None:
 
 
 def test_a_zero_stride_stores_zero_in_the_stride_field() -> None:
-    """A broadcast dimension (global stride 0, which the driver accepts: issue 14).  Golden:
+    """A broadcast dimension (global stride 0, which the driver accepts).  Golden:
     the driver's bytes for the same map with a 16-byte stride (corpus ``sweep:strides*``, whose
     stride field then holds 16 >> 4 = 1), with that field cleared; the driver's own bytes for
     the 0-stride map are compared on the GPU (tests/gpu/test_tma_stride0_gpu.py)."""

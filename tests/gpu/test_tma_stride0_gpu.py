@@ -1,6 +1,6 @@
 """A global stride of 0 in a TMA tensor map (a broadcast dimension), on an sm_90a GPU.
 
-nvatom.descriptors.tma accepts ``globalStrides[i] = 0`` because the driver does (issue 14: the
+nvatom.descriptors.tma accepts ``globalStrides[i] = 0`` because the driver does (the
 review's device sweep found 139 such maps that cuTensorMapEncodeTiled accepted and nvatom
 refused).  Proved here, for tiled maps of rank 2..5 with one or every stride 0, for interleave
 32B and for an im2col map:

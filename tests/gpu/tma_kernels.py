@@ -1,6 +1,6 @@
-"""Test kernels that prove the TMA lowering on the GPU (issue 6; tests/gpu/test_tma_gpu.py).
+"""Test kernels that prove the TMA lowering on the GPU (tests/gpu/test_tma_gpu.py).
 
-A test fixture (moved from ``nvatom.kernels`` in issue 15): only the GPU tests use it.
+A test fixture, not a kernel of ``nvatom.kernels``: only the GPU tests use it.
 
 Each builder returns a :class:`~nvatom.ptx.builder.Module` for sm_90a whose kernels use only
 the emitters of :mod:`nvatom.ptx.tma_emit` (spellings from the atom tables) and plain PTX for

@@ -1,5 +1,5 @@
-// Copy-atom diagnostics through cute_nvgpu.atom.copy: seed 004's vectorisation templates and
-// the copy atoms' own checks (tier, residency, element width).
+// Copy-atom diagnostics through cute_nvgpu.atom.copy: the vectorisation templates of
+// docs/spec-deviations.md#copy-atom-contracts and the atoms' own checks (tier, residency, width).
 
 // A strided source cannot be moved by one 128-bit access.
 func.func @strides_one(%s: !cute.memref<f32, gmem, 4:2>, %d: !cute.memref<f32, rmem, 4:1>) {

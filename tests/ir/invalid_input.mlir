@@ -1,5 +1,5 @@
 // Bad input the IR must reject with a located diagnostic, never an internal error
-// (issue 17): xDSL's own checks, out-of-range attribute values and sizes that would make
+// xDSL's own checks, out-of-range attribute values and sizes that would make
 // the verifier or the lowering allocate or loop without bound.
 
 // An arith op on a type it does not take (xDSL checks it while building the op).

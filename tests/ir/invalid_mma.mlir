@@ -1,6 +1,6 @@
-// The MMA verifier diagnostics of seeds 000 and 004, reached through cute_nvgpu.atom.mma:
-// the register-MMA ladder (sm80/sm89), the universal FMA, and the WGMMA type pairs (sm90).
-// Fragments are function arguments: only their types matter to the verifier.
+// The MMA verifier diagnostics (docs/spec-deviations.md#mma-verifier-ladders), reached through
+// cute_nvgpu.atom.mma: the register-MMA ladder (sm80/sm89), the universal FMA, and the WGMMA type
+// pairs (sm90). Fragments are function arguments: only their types matter to the verifier.
 
 // Non-UMMA verifier: a composed (swizzled) register layout.
 func.func @composed(%a: !cute.memref<bf16, rmem, Sw<1,2,3> o 0 o ((4,8),(2,2,2)):((32,1),(16,8,128))>, %b: !cute.memref<bf16, rmem>, %c: !cute.memref<f32, rmem>) {

@@ -1,4 +1,4 @@
-// Descriptor mutation (seed 001) and the tiled-MMA builders' operand checks (seed 004).
+// Descriptor mutation (docs/spec-deviations.md#tma-descriptor-mutation), tiled-MMA operand checks.
 
 func.func @mutation(%src: !cute.ptr<f16, gmem>, %ws: !cute.ptr<u8, gmem>, %n: i32, %m: i32, %ld: i32, %v: i32) {
   %gl = cute.static : !cute.layout<(n,m):(1,ld)>

@@ -1,6 +1,6 @@
-// SM100 UMMA (tcgen05.mma) atoms through cute_nvgpu.atom.mma: seed 004's UMMA ladder
-// (residency, layouts) and seed 000's block-scale checks.  A and B are descriptor views or
-// TMEM memrefs, D a TMEM memref.
+// SM100 UMMA (tcgen05.mma) atoms through cute_nvgpu.atom.mma: the UMMA ladder (residency, layouts;
+// docs/spec-deviations.md#mma-verifier-ladders) and the block-scale checks.  A and B are descriptor
+// views or TMEM memrefs, D a TMEM memref.
 
 // target: sm_100a
 // A of an ss atom must be a descriptor view.

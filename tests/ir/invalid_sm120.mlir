@@ -3,7 +3,7 @@
 
 // target: sm_120a
 // The lowercase spelling is another (unregistered) type: a parser that lowercases cannot
-// round-trip this dialect (seed 004).
+// round-trip this dialect (docs/spec-deviations.md#atom-registry).
 // expected-error @+1 {{'cute_nvgpu.sm120.mma_bs' is not registered}}
 func.func @lowercase(%a: !cute_nvgpu.sm120.mma_bs<m16n8k64.mxf4nvf4.4X.f32.e2m1.e2m1.f32.ue4m3>) {
   func.return

@@ -1,7 +1,7 @@
-// Seed 001's eleven-step TMA partition verifier, one case per diagnostic, in step order,
-// reached through cute_nvgpu.atom.non_exec_tiled_tma_* (diagnostic text byte for byte).
+// The eleven-step TMA partition verifier (docs/spec-deviations.md#tma-partition-verifier), one
+// case per diagnostic in step order, via cute_nvgpu.atom.non_exec_tiled_tma_* (text byte for byte).
 
-// Step 1, the rank-6 worked example of seed 001.
+// Step 1, the specification's rank-6 worked example.
 func.func @rank6(%t: !cute.ptr<f16, gmem>, %a: i32) {
   %l6 = cute.static : !cute.layout<(a,b,c,d,e,f),...>
   %desc_r6 = nv_tileas.make_tiled_tma_desc %t, %l6 shapes(%a, %a, %a, %a, %a, %a) strides(%a, %a, %a, %a, %a) paddings() {mode = #cute_nvgpu.tma_load_mode<tiled>, elementBitWidth = 16} : !cute_nvgpu.tma_descriptor_tiled

@@ -1,8 +1,8 @@
-// Seed 000's synthesizer arm 6 as an sm80.mma atom: one warp computes D = A * B + C with
-// mma.sync m16n8k8 f16 (f16 accumulation).  A is M x K, B is N x K (the ".col" operand), C and
-// D are M x N, all row-major.  The register layouts are the PTX ISA's m16n8k8 f16 fragments
-// (groupID g = lane >> 2, tig = lane % 4): A a0,a1 at (g, 2 tig + i), a2,a3 at row g + 8;
-// B b0,b1 at (k = 2 tig + i, n = g); C/D c0,c1 at (g, 2 tig + i), c2,c3 at row g + 8.
+// Synthesizer arm 6 (docs/spec-deviations.md#reference-layout-synthesizer) as an sm80.mma atom: one
+// warp computes D = A * B + C with mma.sync m16n8k8 f16 (f16 accumulation).  A is M x K, B is N x K
+// (the ".col" operand), C and D are M x N, all row-major.  The register layouts are the PTX ISA's
+// m16n8k8 f16 fragments (groupID g = lane >> 2, tig = lane % 4): A a0,a1 at (g, 2 tig + i), a2,a3
+// at row g + 8; B b0,b1 at (k = 2 tig + i, n = g); C/D c0,c1 at (g, 2 tig + i), c2,c3 at row g + 8.
 func.func @mma_m16n8k8_f16(%pa: !cute.ptr<f16, gmem>, %pb: !cute.ptr<f16, gmem>, %pc: !cute.ptr<f16, gmem>, %pd: !cute.ptr<f16, gmem>) {
   %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm80.mma<m16n8k8.f16.f16.f16.f16>
   %ga = cute.make_view %pa : !cute.memref<f16, gmem, (16,8):(8,1)>

@@ -1,5 +1,5 @@
-// Seed 001's worked example (TMA load), inside a kernel: a rank-2 f16 tensor of m x n
-// elements with row stride sn, one 64 x 64 box, 128-byte swizzle.
+// The worked example of docs/spec-deviations.md#tma-worked-example inside a kernel: a rank-2
+// f16 tensor of m x n elements with row stride sn, one 64 x 64 box, 128-byte swizzle.
 func.func @tma_worked_example(%tensor: !cute.ptr<f16, gmem>, %m: i32, %n: i32, %sn: i32, %x: i32, %y: i32) {
   %layout = cute.static : !cute.layout<(n,m):(1,sn)>
   %desc = nv_tileas.make_tiled_tma_desc %tensor, %layout shapes(%n, %m) strides(%sn) paddings() {mode = #cute_nvgpu.tma_load_mode<tiled>, elementBitWidth = 16} : !cute_nvgpu.tma_descriptor_tiled

@@ -1,6 +1,6 @@
 // An SM120 block-scaled MMA (consumer Blackwell, sm_120a): D = (A * SFA) x (B * SFB) + C with
 // NVFP4 operands (e2m1, two per byte) and ue4m3 scale factors, one scale per 16 K elements.
-// The uppercase SM120 of the atom type is the specification's spelling (seed 004).
+// The uppercase SM120 of the atom type is the specification's spelling (its atom registry).
 builtin.module attributes {nvatom.target = "sm_120a"} {
   func.func @mma_bs_nvfp4(%pd: !cute.ptr<f32, gmem>) {
     %atom = cute_nvgpu.make_atom : !cute_nvgpu.SM120.mma_bs<m16n8k64.mxf4nvf4.4X.f32.e2m1.e2m1.f32.ue4m3>

@@ -26,7 +26,7 @@ def test_expected_errors(path: Path) -> None:
                                                  if not r.diagnostics]
 
 
-# The specification's diagnostics (seeds 000, 001, 004) in the catalogue, by name.  Our own
+# The specification's diagnostics (nvatom.diagnostics) in the catalogue, by name.  Our own
 # wordings in the catalogue (COPY_*, SM120_*, ...) are not listed: they have no spec text.
 SPEC = (
     "NO_KNOWN_INTERFACE", "ALL_OPERANDS_ELEMENT_TYPE", "RMEM_INPUTS", "OPERAND_ELEMENT_TYPE",

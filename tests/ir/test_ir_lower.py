@@ -1,7 +1,7 @@
 """The IR examples lower to PTX that ptxas assembles; the command line drives the same path.
 
-The examples: seed 001's TMA worked example, a TMA load/store round trip, an sm80 mma.sync
-kernel, a WGMMA tile loop
+The examples: the specification's TMA worked example (docs/spec-deviations.md#tma-worked-example), a
+TMA load/store round trip, an sm80 mma.sync kernel, a WGMMA tile loop
 (TMA + mbarriers + wgmma over K, sm_90a) and an SM120 block-scaled MMA (sm_120a)."""
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ def test_seed001_hoists_the_descriptor_with_the_partition_box() -> None:
     (k,) = out.kernels
     assert k.params == ["ptr", "u32", "u32", "u32", "u32", "u32", "tma"]
     (t,) = k.tma
-    # the 64-element (128-byte) inner box row, 8 rows; 128-byte swizzle (seed 001 example)
+    # the 64-element (128-byte) inner box row, 8 rows; 128-byte swizzle
+    # (docs/spec-deviations.md#tma-worked-example)
     assert (t.box, t.element_bits, t.swizzle_bytes, t.tensor_arg) == ((64, 8), 16, 128, 0)
     assert t.gmem_layout == "(n,m):(1,sn)"
 

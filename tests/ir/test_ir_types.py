@@ -43,8 +43,8 @@ def test_universal_fma_types() -> None:
         assert TY.atom_of(arg.type).element_type.name == t
 
 
-# Registry records that are operations, not types (seed 001: make_exec_tma binds an atom,
-# prefetch_tma_desc prefetches a descriptor).
+# Registry records that are operations, not types (docs/spec-deviations.md#tma-worked-example:
+# make_exec_tma binds an atom, prefetch_tma_desc prefetches a descriptor).
 _OP_RECORDS = {"atom.make_exec_tma": "cute_nvgpu.atom.make_exec_tma",
                "prefetch_tma_desc": "cute_nvgpu.prefetch_tma_desc"}
 
@@ -72,7 +72,7 @@ def test_every_dialect_spelled_registry_record_parses_and_prints(mnemonic: str) 
         bad = f"!{fam.type_name}<no.such.atom>"
         with pytest.raises(driver.IRError, match="invalid"):
             driver.parse(f"func.func @f(%a: {bad}) {{\n  func.return\n}}\n")
-    else:  # an unparametrized type (the TMA atoms, seed 001)
+    else:  # an unparametrized type (the TMA atoms)
         assert f"cute_nvgpu.{mnemonic}" in {t.name for t in TY.CUTE_NVGPU_TYPES}, mnemonic
         t = f"!cute_nvgpu.{mnemonic}"
     text = f"func.func @f(%a: {t}) {{\n  func.return\n}}\n"

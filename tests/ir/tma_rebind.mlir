@@ -1,7 +1,7 @@
-// Seed 001 "Descriptor Mutation": the kernel rebinds its load descriptor on the device (row
-// count, base pointer, row stride in bytes) in a 128-byte global workspace, loads a 64 x 64
-// f16 box through the edited map and TMA-stores it with a second descriptor (as tma_copy).
-// On the GPU the host encodes the load map for %src and the kernel rebinds it to %src2.
+// Descriptor mutation (docs/spec-deviations.md#tma-descriptor-mutation): the kernel rebinds its
+// load descriptor on the device (row count, base pointer, row stride in bytes) in a 128-byte
+// global workspace, loads a 64 x 64 f16 box through the edited map and TMA-stores it with a
+// second descriptor (as tma_copy); the host encodes the map for %src, the kernel rebinds to %src2.
 func.func @tma_rebind(%src: !cute.ptr<f16, gmem>, %src2: !cute.ptr<f16, gmem>, %dst: !cute.ptr<f16, gmem>, %ws: !cute.ptr<u8, gmem>, %n: i32, %m: i32, %ld: i32, %m2: i32, %sb_bytes: i32, %x: i32, %y: i32) {
   %gl = cute.static : !cute.layout<(n,m):(1,ld)>
   %d = nv_tileas.make_tiled_tma_desc %src, %gl shapes(%n, %m) strides(%ld) paddings() {mode = #cute_nvgpu.tma_load_mode<tiled>, elementBitWidth = 16} : !cute_nvgpu.tma_descriptor_tiled

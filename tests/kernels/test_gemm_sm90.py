@@ -1,4 +1,4 @@
-"""The SM90 GEMM kernel (issue 7) on the CPU: every offered configuration assembles for
+"""The SM90 GEMM kernel on the CPU: every offered configuration assembles for
 sm_90a without spills and with setmaxnreg honoured; the descriptors the kernel derives from
 its shared-memory layouts have the strides the PTX ISA's canonical SW128 forms prescribe;
 launch specs and tensor maps; every configuration and problem error."""

@@ -1,4 +1,4 @@
-"""Limits of the layout algebra's input (issue 17): what a swizzle can be, what the notation
+"""Limits of the layout algebra's input: what a swizzle can be, what the notation
 reads, and how much a check may enumerate.  Each limit is named in its error; values inside
 the limits keep their meaning (checked against the definitions, evaluated one by one)."""
 
