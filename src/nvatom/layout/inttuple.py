@@ -629,48 +629,29 @@ def crd2crd(coord: IntTuple, src_shape: IntTuple, dst_shape: IntTuple) -> IntTup
 def slice_(coord: Any, t: IntTuple) -> IntTuple:
     """Keep the parts of ``t`` paired with a wildcard in ``coord`` (CuTe's ``slice``):
     nested results are concatenated, ``slice_(_, t) == t``."""
-    if type(coord) is tuple:
-        if type(t) is not tuple or len(coord) != len(t):
-            raise LayoutError(
-                f"slice: coordinate {_fmt_crd(coord)} does not match {format_int_tuple(t)}"
-            )
-        out: list[IntTuple] = []
-        for c, v in zip(coord, t, strict=True):
-            out.extend(_lift_slice(c, v))
-        return tuple(out)
-    if coord is None or coord is _:
-        return t
-    return ()
-
-
-def _lift_slice(c: Any, v: IntTuple) -> tuple[IntTuple, ...]:
-    if type(c) is tuple:
-        return slice_(c, v)  # type: ignore[return-value]
-    if c is None or c is _:
-        return (v,)
-    return ()
+    return _select(coord, t, True, "slice")
 
 
 def dice(coord: Any, t: IntTuple) -> IntTuple:
     """Keep the parts of ``t`` paired with an integer in ``coord`` (CuTe's ``dice``)."""
+    return _select(coord, t, False, "dice")
+
+
+def _select(coord: Any, t: IntTuple, wild: bool, name: str) -> IntTuple:
+    """``slice_`` (``wild``: keep the parts at ``_``) or ``dice`` (keep the parts at integers)."""
     if type(coord) is tuple:
         if type(t) is not tuple or len(coord) != len(t):
             raise LayoutError(
-                f"dice: coordinate {_fmt_crd(coord)} does not match {format_int_tuple(t)}"
+                f"{name}: coordinate {_fmt_crd(coord)} does not match {format_int_tuple(t)}"
             )
         out: list[IntTuple] = []
         for c, v in zip(coord, t, strict=True):
-            out.extend(_lift_dice(c, v))
+            if type(c) is tuple:
+                out.extend(_select(c, v, wild, name))  # type: ignore[arg-type]
+            elif (c is None or c is _) is wild:
+                out.append(v)
         return tuple(out)
-    if coord is None or coord is _:
-        return ()
-    return t
-
-
-def _lift_dice(c: Any, v: IntTuple) -> tuple[IntTuple, ...]:
-    if type(c) is tuple:
-        return dice(c, v)  # type: ignore[return-value]
-    if c is None or c is _:
-        return ()
-    return (v,)
+    if (coord is None or coord is _) is wild:
+        return t
+    return ()
 
