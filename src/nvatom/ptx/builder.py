@@ -16,7 +16,8 @@ Variables".  Instruction spellings come from the atom tables, never from this mo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from nvatom.arch import PtxVersion, Target, target
 from nvatom.errors import NvatomError
@@ -251,6 +252,20 @@ class Module:
                 raise PtxBuildError(f"target {self.target.name} does not support '{f}'")
         self.version = version or self.target.ptx_version_for(*self.features)
         self.kernels: list[Kernel] = []
+
+    def require(self, atom: Any, error: Callable[[str], Exception], *,
+                name_feature: bool = True) -> None:
+        """Raise ``error(text)`` unless ``atom`` (anything with ``name``, ``available_on`` and
+        ``ptx_version_for``; ``feature`` when ``name_feature``) is available on this module's
+        target at this module's ``.version``: the check of every emitter's test kernels."""
+        t = self.target
+        if not atom.available_on(t):
+            needs = f" (needs {atom.feature})" if name_feature else ""
+            raise error(f"{atom.name} is not available on {t.name}{needs}")
+        need = atom.ptx_version_for(t)
+        if self.version < need:
+            raise error(f"{atom.name} needs PTX .version {need[0]}.{need[1]} on {t.name}; "
+                        f"the module has {self.version[0]}.{self.version[1]}")
 
     def kernel(self, name: str) -> Kernel:
         if any(k.name == name for k in self.kernels):

@@ -314,16 +314,6 @@ def inline_asm(atom: Atom, residency: str | None = None, *, store: bool = False)
 # --------------------------------------------------------------------------- (3) test kernels
 
 
-def _check_module(module: Module, atom: Atom) -> None:
-    t = module.target
-    if not atom.available_on(t):
-        raise CopyEmitError(f"{atom.name} is not available on {t.name}")
-    need = atom.ptx_version_for(t)
-    if module.version < need:
-        raise CopyEmitError(f"{atom.name} needs PTX .version {need[0]}.{need[1]} on {t.name}; "
-                            f"the module has {module.version[0]}.{module.version[1]}")
-
-
 def _global_ptr(k: Kernel, name: str) -> Reg:
     raw = k.ld_param(k.param(name))
     g = k.reg("u64")
@@ -353,13 +343,15 @@ def _shared_base(k: Kernel, name: str, nbytes: int) -> Reg:
     return base
 
 
-def _warp_kernel(module: Module, atom: Atom, name: str) -> tuple[Kernel, Reg, Reg, Reg]:
-    """A one-warp kernel ``name(IN, OUT)``: (kernel, IN, OUT global pointers, %laneid)."""
-    _check_module(module, atom)
+def _warp_kernel(module: Module, atom: Atom, name: str, comment: str | None = None
+                 ) -> tuple[Kernel, Reg, Reg, Reg]:
+    """A one-warp kernel ``name(IN, OUT)``: (kernel, IN, OUT global pointers, %laneid); the
+    kernel's first line is the comment ``atom.name: comment`` (default: the opcode)."""
+    module.require(atom, CopyEmitError, name_feature=False)
     k = module.kernel(name)
     k.maxntid = (WARP, 1, 1)
     src, dst = _global_ptr(k, "IN"), _global_ptr(k, "OUT")
-    k.comment(f"{atom.name}: {getattr(atom, 'opcode', atom.name)}")
+    k.comment(f"{atom.name}: {comment or getattr(atom, 'opcode', atom.name)}")
     lane = k.reg("u32")
     k.ins("mov.u32", lane, "%laneid")
     return k, src, dst, lane
@@ -444,13 +436,8 @@ def add_universal_copy_test_kernel(module: Module, atom: UniversalCopy, name: st
     """Kernel ``name(IN, OUT)`` for one warp: lane ``l`` moves ``bits / 8`` bytes from
     ``IN + l * bytes`` through shared and local memory to ``OUT + l * bytes``, every step with
     the atom's ld/st (so OUT must equal IN)."""
-    _check_module(module, atom)
-    k = module.kernel(name)
-    k.maxntid = (WARP, 1, 1)
-    src, dst = _global_ptr(k, "IN"), _global_ptr(k, "OUT")
-    k.comment(f"{atom.name}: {atom.ld_opcode(GMEM)} -> shared -> local -> global")
-    lane = k.reg("u32")
-    k.ins("mov.u32", lane, "%laneid")
+    k, src, dst, lane = _warp_kernel(module, atom, name,
+                                     f"{atom.ld_opcode(GMEM)} -> shared -> local -> global")
     n = atom.bits // 8
     smem = _shared_base(k, "buf", WARP * n)
     s_addr = _offset(k, smem, lane, n)

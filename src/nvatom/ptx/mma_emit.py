@@ -400,15 +400,7 @@ def add_mma_test_kernel(
     The module's target must have the form and its ``.version`` must be at least
     ``form.ptx_version_for(target)``; a sparse form's ``selector`` defaults to its first.
     """
-    t = module.target
-    if not form.available_on(t):
-        raise MmaEmitError(f"{form.name} is not available on {t.name} (needs {form.feature})")
-    need = form.ptx_version_for(t)
-    if module.version < need:
-        raise MmaEmitError(
-            f"{form.name} needs PTX .version {need[0]}.{need[1]} on {t.name}; the module has "
-            f"{module.version[0]}.{module.version[1]}"
-        )
+    module.require(form, MmaEmitError)
     access = {op: operand_access(form, op) for op in OPERANDS}
     sel = _selector(form, selector) if form.is_sparse else None
 

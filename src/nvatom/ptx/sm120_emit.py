@@ -175,13 +175,7 @@ def _word_address(k: Kernel, base: Reg, lane: Reg) -> Reg:
 def add_mma_bs_test_kernel(module: Module, form: MmaBsForm, name: str = "mma_bs_test"
                            ) -> Kernel:
     """Add ``name(A, B, C, D, SFA, SFB[, E])`` for one warp to ``module`` (module doc)."""
-    t = module.target
-    if not form.available_on(t):
-        raise MmaBsEmitError(f"{form.name} is not available on {t.name} (needs {form.feature})")
-    need = form.ptx_version_for(t)
-    if module.version < need:
-        raise MmaBsEmitError(f"{form.name} needs PTX .version {need[0]}.{need[1]} on {t.name}; "
-                             f"the module has {module.version[0]}.{module.version[1]}")
+    module.require(form, MmaBsEmitError)
     access = {op: mma_emit.operand_access(form, op) for op in OPERANDS}  # type: ignore[arg-type]
     k = module.kernel(name)
     k.maxntid = (WARP, 1, 1)
