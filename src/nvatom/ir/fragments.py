@@ -20,7 +20,7 @@ from typing import Any
 
 from nvatom.errors import NvatomError
 from nvatom.layout import Layout, composition, cosize, size
-from nvatom.ptx.layout_eval import flat_modes
+from nvatom.ptx.layout_eval import register_bytes
 
 __all__ = [
     "FragmentAccess",
@@ -80,24 +80,17 @@ def fragment_access(form: Any, op: str, tile: Layout) -> FragmentAccess:
     lane, value = mem[0], mem[1]
     bits = operand_dtype(form, op).pack_bits
     per_reg = 1 if bits >= 32 else 32 // bits
-    align = max(bits, 32)
     nregs = form.registers(op)
     if size(value) != nregs * per_reg:
         raise IRVerifyError(f"operand {op} of '{form.name}' has {size(value)} values per lane "
                             f"for {nregs} registers")
-    reg_bytes = []
-    for r in range(nregs):
-        offs = [value(r * per_reg + j) for j in range(per_reg)]
-        if offs != list(range(offs[0], offs[0] + per_reg)) or (offs[0] * bits) % align:
-            raise IRVerifyError(
-                f"register {r} of operand {op} holds the elements at offsets {offs} of the "
-                f"tile {tile}: not contiguous and {align}-bit aligned, so one access per "
-                "register is impossible")
-        reg_bytes.append(offs[0] * bits // 8)
-    bad = [t for t in range(threads) if (lane(t) * bits) % align]
-    if bad:
-        raise IRVerifyError(f"lane {bad[0]}'s fragment of operand {op} starts at element "
-                            f"{lane(bad[0])} of {tile}, not on a {align}-bit boundary")
-    modes = [(s, d * bits // 8 if s > 1 else 0) for s, d in flat_modes(lane)]
-    lane_bytes = Layout(tuple(s for s, _ in modes), tuple(d for _, d in modes))
-    return FragmentAccess(form.register_type(op), lane_bytes, tuple(reg_bytes), threads)
+    lane_bytes, reg_bytes = register_bytes(
+        lane, value, bits=bits, per_reg=per_reg, nregs=nregs, threads=threads,
+        bad_register=lambda r, offs, align: IRVerifyError(
+            f"register {r} of operand {op} holds the elements at offsets {offs} of the "
+            f"tile {tile}: not contiguous and {align}-bit aligned, so one access per "
+            "register is impossible"),
+        bad_lane=lambda t, start, align: IRVerifyError(
+            f"lane {t}'s fragment of operand {op} starts at element {start} of {tile}, not on "
+            f"a {align}-bit boundary"))
+    return FragmentAccess(form.register_type(op), lane_bytes, reg_bytes, threads)

@@ -46,7 +46,7 @@ from nvatom.atoms.mma import MmaForm
 from nvatom.errors import NvatomError
 from nvatom.layout import Layout, composition, make_layout, right_inverse, size
 from nvatom.ptx.builder import Kernel, Module, Reg
-from nvatom.ptx.layout_eval import emit_layout_offset, flat_modes
+from nvatom.ptx.layout_eval import emit_layout_offset, register_bytes
 
 __all__ = [
     "InlineAsm",
@@ -331,7 +331,6 @@ def operand_access(form: MmaForm, op: str) -> OperandAccess:
     lane, value = mem[0], mem[1]
     # Elements per register: f64 takes a register of its own; narrower types pack a .b32.
     per_reg = 1 if bits == 64 else 32 // bits
-    align = max(bits, 32)
     nregs = form.registers(op)
     if size(value) != nregs * per_reg:
         raise MmaEmitError(
@@ -339,29 +338,18 @@ def operand_access(form: MmaForm, op: str) -> OperandAccess:
             f"{nregs} register(s) of {per_reg} {bits}-bit element(s)"
         )
     where = f"the {major}-major {rows} x {cols} tile"
-    reg_bytes = []
-    for r in range(nregs):
-        offs = [value(r * per_reg + j) for j in range(per_reg)]
-        if offs != list(range(offs[0], offs[0] + per_reg)) or (offs[0] * bits) % align:
-            raise MmaEmitError(
-                f"{form.name}: register {r} of operand {op} holds the elements at offsets "
-                f"{offs} of {where}, which are not contiguous and {align}-bit aligned: the "
-                "fragment is not register-contiguous in this memory layout, so one "
-                "ld.global per register is impossible"
-            )
-        reg_bytes.append(offs[0] * bits // 8)
-    # Every mode of size > 1 is an offset difference at a unit coordinate, so aligned lane
-    # offsets mean aligned strides, and the byte layout below is exact.
-    bad = [t for t in range(WARP) if (lane(t) * bits) % align]
-    if bad:
-        raise MmaEmitError(
-            f"{form.name}: lane {bad[0]}'s fragment of operand {op} starts at element "
-            f"{lane(bad[0])} of {where}, not on a {align}-bit boundary"
-        )
-    modes = [(s, d * bits // 8 if s > 1 else 0) for s, d in flat_modes(lane)]
-    lane_bytes = Layout(tuple(s for s, _ in modes), tuple(d for _, d in modes))
+    lane_bytes, reg_bytes = register_bytes(
+        lane, value, bits=bits, per_reg=per_reg, nregs=nregs, threads=WARP,
+        bad_register=lambda r, offs, align: MmaEmitError(
+            f"{form.name}: register {r} of operand {op} holds the elements at offsets "
+            f"{offs} of {where}, which are not contiguous and {align}-bit aligned: the "
+            "fragment is not register-contiguous in this memory layout, so one "
+            "ld.global per register is impossible"),
+        bad_lane=lambda t, start, align: MmaEmitError(
+            f"{form.name}: lane {t}'s fragment of operand {op} starts at element "
+            f"{start} of {where}, not on a {align}-bit boundary"))
     return OperandAccess(op, rows, cols, major, warp_products(form), bits, ptx_type, lane_bytes,
-                         tuple(reg_bytes))
+                         reg_bytes)
 
 
 def _global_ptr(k: Kernel, name: str) -> Reg:
