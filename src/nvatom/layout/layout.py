@@ -43,6 +43,8 @@ ComposedLayout's domain is a Layout, so each operation takes both kinds; the sec
 "composed layouts" below says how the operations act on them.  CuTe notation is read by
 ``notation.py`` into plain parts that :func:`parse_layout` turns into objects.
 
+The public names are listed once, by the package (``nvatom/layout/__init__.py``).
+
 Every argument is checked, every CuTe ``static_assert`` becomes a :class:`LayoutError` that
 names the layouts involved, and no operation returns a layout of the wrong size.  Layouts are
 immutable and hashable, so the heavier operations keep a small cache of recent results.
@@ -85,56 +87,6 @@ from .inttuple import get as _tget
 from .inttuple import rank as _trank
 from .notation import ParsedLayout, parse_parts
 from .swizzle import Swizzle, compose_swizzles, downcast_swizzle, make_swizzle, upcast_swizzle
-
-__all__ = [
-    "ComposedLayout",
-    "Layout",
-    "LayoutLeft",
-    "LayoutRight",
-    "append",
-    "blocked_product",
-    "coalesce",
-    "complement",
-    "composition",
-    "cosize",
-    "depth",
-    "downcast",
-    "filter",
-    "flat_divide",
-    "flat_product",
-    "flatten",
-    "get",
-    "group",
-    "layouts_equivalent",
-    "left_inverse",
-    "logical_divide",
-    "logical_product",
-    "make_composed_layout",
-    "make_layout",
-    "make_layout_like",
-    "make_ordered_layout",
-    "max_common_layout",
-    "max_common_vector",
-    "nullspace",
-    "parse_layout",
-    "prepend",
-    "raked_product",
-    "rank",
-    "right_inverse",
-    "select",
-    "shape",
-    "size",
-    "slice",
-    "slice_and_offset",
-    "stride",
-    "take",
-    "tile_to_shape",
-    "tiled_divide",
-    "tiled_product",
-    "upcast",
-    "zipped_divide",
-    "zipped_product",
-]
 
 _CACHE = 4096
 
