@@ -14,7 +14,6 @@ this kernel to every register MMA form.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from nvatom.arch import Target, target
@@ -24,52 +23,12 @@ from nvatom.layout import Layout, composition
 from nvatom.ptx.builder import Kernel, Module, Reg
 from nvatom.ptx.layout_eval import emit_layout_offset, flat_modes
 
-__all__ = ["DEMO_MMAS", "DemoMma", "build_demo_module"]
+__all__ = ["DEMO_MMAS", "build_demo_module"]
 
 
-@dataclasses.dataclass(frozen=True)
-class DemoMma:
-    """The demo's view of one register MMA atom of the SM80 table."""
-
-    name: str
-    form: MmaForm
-
-    @property
-    def ptx(self) -> str:
-        return self.form.opcode
-
-    @property
-    def m(self) -> int:
-        return self.form.m
-
-    @property
-    def n(self) -> int:
-        return self.form.n
-
-    @property
-    def k(self) -> int:
-        return self.form.k
-
-    @property
-    def feature(self) -> str:
-        return self.form.feature
-
-    @property
-    def a_tv(self) -> Layout:
-        return self.form.tv_layout("A")
-
-    @property
-    def b_tv(self) -> Layout:
-        return self.form.tv_layout("B")
-
-    @property
-    def c_tv(self) -> Layout:
-        return self.form.tv_layout("C")
-
-
-DEMO_MMAS = {
-    name: DemoMma(name, mma_form(f"sm80.mma.m16n8k16.f32.{name}.{name}.f32"))
-    for name in ("f16", "bf16")
+#: the demo's atoms, by element type: the SM80 table's m16n8k16 forms with f32 accumulation
+DEMO_MMAS: dict[str, MmaForm] = {
+    name: mma_form(f"sm80.mma.m16n8k16.f32.{name}.{name}.f32") for name in ("f16", "bf16")
 }
 
 
@@ -78,19 +37,19 @@ def _row_major(rows: int, cols: int) -> Layout:
     return Layout((rows, cols), (cols, 1))
 
 
-def operand_memory_layout(mma: DemoMma, operand: str) -> Layout:
+def operand_memory_layout(mma: MmaForm, operand: str) -> Layout:
     """(lane, value) -> element offset of operand A (16x16), Bt (8x16) or D (16x8), row-major.
 
     Composition of the tile's memory layout with the atom's (thread, value) layout: mode 0 is
     the lane part, mode 1 the value part.
     """
     tiles = {
-        "A": ((mma.m, mma.k), mma.a_tv),
-        "B": ((mma.n, mma.k), mma.b_tv),
-        "D": ((mma.m, mma.n), mma.c_tv),
+        "A": ((mma.m, mma.k), "A"),
+        "B": ((mma.n, mma.k), "B"),
+        "D": ((mma.m, mma.n), "C"),
     }
-    (rows, cols), tv = tiles[operand]
-    return composition(_row_major(rows, cols), tv)
+    (rows, cols), op = tiles[operand]
+    return composition(_row_major(rows, cols), mma.tv_layout(op))
 
 
 def _nvalues(tv: Layout) -> int:
@@ -129,7 +88,7 @@ def build_demo_module(target_: Target | str = "sm_80", dtype: str = "f16") -> Mo
     k = mod.kernel("mma_demo")
     k.maxntid = (32, 1, 1)
     pa, pb, pd = k.param("A"), k.param("Bt"), k.param("D")
-    k.comment(f"D[{mma.m}x{mma.n}] = A[{mma.m}x{mma.k}] @ Bt[{mma.n}x{mma.k}]^T with {mma.ptx}")
+    k.comment(f"D[{mma.m}x{mma.n}] = A[{mma.m}x{mma.k}] @ Bt[{mma.n}x{mma.k}]^T with {mma.opcode}")
     ptrs = []
     for p in (pa, pb, pd):
         raw = k.ld_param(p)
@@ -142,13 +101,13 @@ def build_demo_module(target_: Target | str = "sm_80", dtype: str = "f16") -> Mo
     a_mem = operand_memory_layout(mma, "A")
     b_mem = operand_memory_layout(mma, "B")
     d_mem = operand_memory_layout(mma, "D")
-    a = _load_fragment(k, ptrs[0], a_mem, lane, _nvalues(mma.a_tv), 2)
-    b = _load_fragment(k, ptrs[1], b_mem, lane, _nvalues(mma.b_tv), 2)
+    a = _load_fragment(k, ptrs[0], a_mem, lane, _nvalues(mma.tv_layout("A")), 2)
+    b = _load_fragment(k, ptrs[1], b_mem, lane, _nvalues(mma.tv_layout("B")), 2)
     c = k.regs("f32", 4)
     for r in c:
         k.ins("mov.f32", r, "0f00000000")
     d = k.regs("f32", 4)
-    k.ins(mma.ptx, d, a, b, c)
+    k.ins(mma.opcode, d, a, b, c)
 
     d_addr = k.reg("u64")
     d_off = emit_layout_offset(k, d_mem[0], lane, scale=4)
