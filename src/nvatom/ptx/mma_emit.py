@@ -39,7 +39,8 @@ fragment figures); the inline-asm conventions of CUTLASS's cute/arch/mma_sm80.hp
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from nvatom.arch import Target, target
 from nvatom.atoms.mma import MmaForm
@@ -100,15 +101,18 @@ def alloc_mma_registers(k: Kernel, form: MmaForm) -> MmaRegisters:
     return MmaRegisters(regs["D"], regs["A"], regs["B"], regs["C"], e)
 
 
-def _check_operand(form: MmaForm, op: str, regs: Sequence[Reg | str]) -> None:
+def check_operand(form: Any, op: str, regs: Sequence[Reg | str],
+                  error: Callable[[str], Exception] = MmaEmitError) -> None:
+    """``regs`` are as many registers of ``form``'s type for operand ``op`` as the form takes
+    (any form with ``name``, ``registers`` and ``register_type``: mma.sync, SM120 mma_bs)."""
     want_n, want_t = form.registers(op), form.register_type(op)
     if len(regs) != want_n:
-        raise MmaEmitError(
+        raise error(
             f"{form.name}: operand {op} takes {want_n} .{want_t} register(s), got {len(regs)}"
         )
     for r in regs:
         if isinstance(r, Reg) and r.type not in _REG_TYPES[want_t]:
-            raise MmaEmitError(
+            raise error(
                 f"{form.name}: operand {op} takes .{want_t} registers, got {r.name} "
                 f"of type .{r.type}"
             )
@@ -142,7 +146,7 @@ def emit_mma(
     metadata register ``e``; ``selector`` defaults to the form's first legal value.
     """
     for op, regs in zip(OPERANDS, (a, b, c, d), strict=True):
-        _check_operand(form, op, regs)
+        check_operand(form, op, regs)
     if not form.is_sparse:
         if e is not None or selector is not None:
             raise MmaEmitError(f"{form.name} is dense: it takes no metadata or selector")
@@ -166,6 +170,7 @@ class InlineAsm:
     constraints: str  # comma-separated, outputs first: "=f,=f,...,r,r,...,f,f"
     outputs: int  # number of output operands (D registers)
     inputs: int  # number of input operands (A, B, C registers; sparse: e and the selector)
+    names: tuple[str, ...] = ()  # C++ expressions bound to each constraint (SM120 mma_bs)
 
     @property
     def constraint_list(self) -> tuple[str, ...]:

@@ -32,6 +32,7 @@ from nvatom.atoms.sm120 import MmaBsForm
 from nvatom.errors import NvatomError
 from nvatom.ptx import mma_emit
 from nvatom.ptx.builder import Kernel, Module, Reg
+from nvatom.ptx.mma_emit import InlineAsm
 
 __all__ = [
     "MmaBsEmitError",
@@ -45,7 +46,7 @@ __all__ = [
 
 OPERANDS = ("A", "B", "C", "D")
 WARP = 32
-_B32 = ("b32", "u32", "s32")
+_B32 = mma_emit._REG_TYPES["b32"]
 
 
 class MmaBsEmitError(NvatomError):
@@ -68,18 +69,6 @@ def alloc_mma_bs_registers(k: Kernel, form: MmaBsForm) -> MmaBsRegisters:
     e = k.reg("b32") if form.is_sparse else None
     return MmaBsRegisters(regs["D"], regs["A"], regs["B"], regs["C"], k.reg("b32"),
                           k.reg("b32"), e)
-
-
-def _check(form: MmaBsForm, op: str, regs: Sequence[Reg | str]) -> None:
-    want_n, want_t = form.registers(op), form.register_type(op)
-    if len(regs) != want_n:
-        raise MmaBsEmitError(f"{form.name}: operand {op} takes {want_n} .{want_t} register(s), "
-                             f"got {len(regs)}")
-    allowed = _B32 if want_t == "b32" else (want_t,)
-    for r in regs:
-        if isinstance(r, Reg) and r.type not in allowed:
-            raise MmaBsEmitError(f"{form.name}: operand {op} takes .{want_t} registers, got "
-                                 f"{r.name} of type .{r.type}")
 
 
 def _fmt(r: Reg | str) -> str:
@@ -105,7 +94,7 @@ def emit_mma_bs(
 ) -> None:
     """Append ``form``'s instruction (its selectors as immediates) to ``k``."""
     for op, regs in zip(OPERANDS, (a, b, c, d), strict=True):
-        _check(form, op, regs)
+        mma_emit.check_operand(form, op, regs, MmaBsEmitError)
     for what, r in (("scale A", sfa), ("scale B", sfb), ("metadata", e)):
         if isinstance(r, Reg) and r.type not in _B32:
             raise MmaBsEmitError(f"{form.name}: the {what} register is .b32, got .{r.type}")
@@ -117,19 +106,6 @@ def emit_mma_bs(
     except NvatomError as err:
         raise MmaBsEmitError(str(err)) from None
     k.raw(text)
-
-
-@dataclasses.dataclass(frozen=True)
-class InlineAsm:
-    template: str
-    constraints: str
-    outputs: int
-    inputs: int
-    names: tuple[str, ...]  # C++ expressions bound to each constraint, in order
-
-    @property
-    def constraint_list(self) -> tuple[str, ...]:
-        return tuple(self.constraints.split(","))
 
 
 def inline_asm(form: MmaBsForm) -> InlineAsm:
