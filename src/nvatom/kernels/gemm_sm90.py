@@ -552,6 +552,22 @@ class _Build:
     scale_params: tuple[Param, Param] | None  # FP8: scale_a, scale_b addresses
     dims: tuple[Reg, Reg, Reg] | None = None  # M, N, K
 
+    def tile_loop(self, name: str, phase0: int) -> tuple[Reg, Reg, Reg, str, Reg, Reg]:
+        """Open a warpgroup's persistent tile loop: a ring position (stage 0, mbarrier phase
+        ``phase0``), the tile index (from ``first_tile``), the loop label ``name`` and the exit
+        to ``done`` past the last tile.  Returns (stage, phase, tile, label, m block, n block);
+        the loop ends with ``tile += step`` and a branch to the label."""
+        k = self.k
+        stage = _u32(k, "mov.u32", 0)
+        phase = _u32(k, "mov.u32", phase0)
+        tile = _u32(k, "mov.u32", self.first_tile)
+        top = k.fresh_label(name)
+        k.label(top)
+        past = k.reg("pred")
+        k.ins("setp.ge.u32", past, tile, self.ntiles)
+        k.bra(self.done, past)
+        return stage, phase, tile, top, *self.tile_coords(tile)
+
     def tile_coords(self, tile: Reg) -> tuple[Reg, Reg]:
         """(m block, n block) of a linear tile index: grouped raster (``raster_group`` M
         blocks per N sweep); non-persistent launches use the same order."""
@@ -712,15 +728,7 @@ def _consumer(b: _Build) -> None:
         for r in (r for t in temps for r in t):  # defined before WGMMA's first use (C7519)
             k.ins("mov.f32", r, "0f00000000")
 
-    stage = _u32(k, "mov.u32", 0)
-    phase = _u32(k, "mov.u32", 0)
-    tile = _u32(k, "mov.u32", b.first_tile)
-    top = k.fresh_label("c_tile")
-    k.label(top)
-    pt = k.reg("pred")
-    k.ins("setp.ge.u32", pt, tile, b.ntiles)
-    k.bra(b.done, pt)
-    mb, nb = b.tile_coords(tile)
+    stage, phase, tile, top, mb, nb = b.tile_loop("c_tile", 0)
     seq = WgmmaSequence(k)
     if cfg.promote:
         _mainloop_promoted(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead,
@@ -1163,15 +1171,8 @@ def _producer(b: _Build) -> None:
     if cfg.mcast:
         mask = k.reg("b16")
         k.ins("mov.b16", mask, 3)
-    pstage = _u32(k, "mov.u32", 0)
-    pphase = _u32(k, "mov.u32", 1)  # a fresh barrier's "previous phase" counts as complete
-    ptile = _u32(k, "mov.u32", b.first_tile)
-    ptop = k.fresh_label("p_tile")
-    k.label(ptop)
-    pt2 = k.reg("pred")
-    k.ins("setp.ge.u32", pt2, ptile, b.ntiles)
-    k.bra(b.done, pt2)
-    pmb, pnb = b.tile_coords(ptile)
+    # phase 1: a fresh barrier's "previous phase" counts as complete
+    pstage, pphase, ptile, ptop, pmb, pnb = b.tile_loop("p_tile", 1)
     am = _u32(k, "mul.lo.u32", pmb, bm)
     bnn = _u32(k, "mul.lo.u32", pnb, bn)
     pkt = _u32(k, "mov.u32", 0)
