@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from nvatom.layout import Layout
+from nvatom.layout import ComposedLayout, Layout, Swizzle
 from nvatom.ptx.builder import Kernel, Reg
 
 __all__ = ["emit_composed_offset", "emit_layout_offset", "emit_swizzle", "flat_modes",
@@ -120,8 +120,6 @@ def emit_swizzle(k: Kernel, value: Reg, swizzle: object) -> Reg:
 
 def emit_composed_offset(k: Kernel, layout: object, index: Reg, *, scale: int = 1) -> Reg:
     """``layout(index) * scale`` for a plain Layout or a swizzled ComposedLayout."""
-    from nvatom.layout import ComposedLayout, Swizzle
-
     if not isinstance(layout, ComposedLayout):
         return emit_layout_offset(k, layout, index, scale=scale)
     if not isinstance(layout.inner, Swizzle):
