@@ -383,7 +383,7 @@ def test_lane_part_evaluates_the_composition() -> None:
         assert state["loads"][reg0][1] * 2 == mem(lane, 0)  # 4-bit elements, 2 per byte
 
 
-# PTX ISA "Matrix Fragments for mma.m16n8k16/k32/k64" (shared/seeds/002, the ISA excerpt):
+# PTX ISA "Matrix Fragments for mma.m16n8k16/k32/k64" (9.7.14.5.8 - 9.7.14.5.11):
 # (lane, element i) -> (row, col) of A (M x K), of B (K x N) and of C (M x N).
 def _g(lane: int) -> int:
     return lane >> 2
