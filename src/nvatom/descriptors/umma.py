@@ -70,6 +70,7 @@ from nvatom.descriptors.wgmma import (
 )
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import DescriptorError
+from nvatom.layout import ComposedLayout, size
 from nvatom.tables.swizzles import (
     SMEM_SWIZZLES,
     SW128_32B,
@@ -255,8 +256,6 @@ def _make_sw128_32b_desc(where: str, smem_layout: Any, element_bits: int,
                          start_address: int) -> UmmaSmemDescriptor:
     """SW128_32B (MN-major tf32): LBO / SBO read off the canonical form of
     nvatom.tables.swizzles.UMMA_SMEM_CANONICAL, then the first K-block compared with it."""
-    from nvatom.layout import ComposedLayout, size
-
     if isinstance(smem_layout, ComposedLayout) and smem_layout.offset:
         raise DescriptorError(f"{where}: {smem_layout} has offset {smem_layout.offset} between "
                               "the swizzle and the layout; move it into start_address")
