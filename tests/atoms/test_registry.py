@@ -137,6 +137,12 @@ def test_cli_atoms_family_all(capsys: pytest.CaptureFixture[str]) -> None:
     rows = {r["family"]: r for r in json.loads(out)}
     assert rows["tmem"]["atoms"] == 0 and rows["tma"]["atoms"] == 0
     assert rows["register_mma"]["atoms"] > 0
+    # a bare `nvatom atoms` is that listing; a type filter narrows to the register MMA family
+    assert _run(capsys, "atoms", "--target", "sm_80", "--json")[1] == out
+    rc, out, _ = _run(capsys, "atoms", "--target", "sm_80", "--a", "f16", "--json")
+    names = [a["name"] for a in json.loads(out)]
+    assert rc == 0 and names and all(n.startswith(("sm70.", "sm75.", "sm80.")) and ".f16." in n
+                                     for n in names)
     rc, out, _ = _run(capsys, "atoms", "--family", "all")
     assert rc == 0 and out.splitlines()[-1].startswith(f"{len(IDS)} families")
 

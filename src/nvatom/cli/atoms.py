@@ -218,9 +218,10 @@ def _cmd_atoms(args: argparse.Namespace) -> int:
     from nvatom.atoms.registry import family
 
     name = args.family
-    if name is None:  # the older flags, in the order they were tested
+    if name is None:  # the older flags, in the order they were tested; bare: every family
+        type_filter = args.a or args.b or args.acc
         name = ("umma" if args.umma else "copy+tmem" if args.copy else "wgmma" if args.wgmma
-                else "sm120" if args.sm120 else "register_mma")
+                else "sm120" if args.sm120 else "register_mma" if type_filter else "all")
     if name == "all":
         return _all_families(args)
     if name != "copy+tmem":
@@ -427,11 +428,11 @@ def add_atoms(sub: argparse._SubParsersAction) -> None:
     """nvatom atoms"""
     from nvatom.atoms.registry import FAMILIES
 
-    at = sub.add_parser("atoms", help="list the legal register MMA atoms (--family: any "
-                        "atom family)")
+    at = sub.add_parser("atoms", help="list the atom families of a target (--family: one "
+                        "family's atoms)")
     at.add_argument("--family", choices=[f.name for f in FAMILIES] + ["all"],
                     help="list this atom family's atoms; 'all': every family with its atom "
-                    "kinds and counts (default: register_mma)")
+                    "kinds and counts (the default; with --a/--b/--acc: register_mma)")
     at.add_argument("--target", "-t", help="only atoms available on this target")
     at.add_argument("--a", help="element type of A")
     at.add_argument("--b", help="element type of B")
