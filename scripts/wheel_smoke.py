@@ -47,6 +47,8 @@ def main(argv: list[str]) -> int:
             return 1
     skipped = []
     for mod in pkgutil.walk_packages(nvatom.__path__, "nvatom."):
+        if mod.name.endswith(".__main__"):  # a program, not a module to import
+            continue
         try:
             importlib.import_module(mod.name)
         except ImportError as e:
