@@ -86,6 +86,7 @@ from .inttuple import flatten as _tflatten
 from .inttuple import get as _tget
 from .inttuple import rank as _trank
 from .notation import ParsedLayout, parse_parts
+from .svg import LayoutPicture, layout_html, layout_svg
 from .swizzle import Swizzle, compose_swizzles, downcast_swizzle, make_swizzle, upcast_swizzle
 
 _CACHE = 4096
@@ -233,6 +234,18 @@ class Layout:
 
     def __repr__(self) -> str:
         return f"Layout('{self}')"
+
+    # -- pictures (nvatom.layout.svg): Jupyter shows a layout as its (row, col) -> offset grid
+
+    def picture(self, *, element_bits: int | None = None, base: int = 0) -> LayoutPicture:
+        """The picture with cells coloured by the bank of ``element_bits``-wide elements."""
+        return LayoutPicture(self, element_bits=element_bits, base=base)
+
+    def _repr_svg_(self) -> str:
+        return layout_svg(self)
+
+    def _repr_html_(self) -> str:
+        return layout_html(self)
 
 
 def _valid_pair(s: Any, d: Any) -> bool:
@@ -1575,6 +1588,16 @@ class ComposedLayout:
 
     def __repr__(self) -> str:
         return f"ComposedLayout('{self}')"
+
+    def picture(self, *, element_bits: int | None = None, base: int = 0) -> LayoutPicture:
+        """The picture with cells coloured by the bank of ``element_bits``-wide elements."""
+        return LayoutPicture(self, element_bits=element_bits, base=base)
+
+    def _repr_svg_(self) -> str:
+        return layout_svg(self)
+
+    def _repr_html_(self) -> str:
+        return layout_html(self)
 
 
 def is_swizzle(x: object) -> bool:
