@@ -159,7 +159,7 @@ def test_frag_prints_layout_and_isa_grid(capsys, tmp_path) -> None:
     assert rows[0][9:11] == ["T0:V4", "T0:V5"]
     assert rows[8][1] == "T0:V2"
     text = svg.read_text()
-    assert text.startswith("<svg") and text.count("<rect") == 256 and "T31:V7" in text
+    assert text.startswith("<svg") and text.count('<rect class="cell"') == 256 and "T31:V7" in text
 
 
 def test_frag_bad_name(capsys) -> None:

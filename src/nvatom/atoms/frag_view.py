@@ -1,17 +1,34 @@
 """Fragment pictures: which lane holds which element, as text and as SVG (PTX ISA style).
 
 The grid is the operand's matrix as the PTX ISA draws it (A: M x K, B: K x N, C/D: M x N);
-each cell says ``T<lane>:V<value>``.  Replicated elements (several owners) list every owner.
+each cell says ``T<lane>:V<value>``.  Replicated elements (several owners) list every owner
+(the table) or the first with a ``+`` (the picture; the tooltip lists all).  The pictures are
+drawn by :func:`nvatom.layout.svg.draw_grid`, bounded in size whatever the tile.
 """
 
 from __future__ import annotations
 
-import colorsys
+import dataclasses
 from html import escape
+from typing import Any
 
+from nvatom.errors import NvatomError
 from nvatom.layout import Layout, size
+from nvatom.layout.svg import MAX_CELLS, GridCell, colour, draw_grid, summary_svg
 
-__all__ = ["fragment_grid", "fragment_svg", "fragment_table"]
+__all__ = [
+    "FragmentView",
+    "FragmentViewError",
+    "fragment_grid",
+    "fragment_svg",
+    "fragment_table",
+    "operand_dims",
+    "warp_fragment_view",
+]
+
+
+class FragmentViewError(NvatomError):
+    """A fragment picture asked of an operand the atom does not have."""
 
 
 def fragment_grid(tv: Layout, operand: str, rows_cols: tuple[int, int],
@@ -43,34 +60,90 @@ def fragment_table(grid: list[list[list[tuple[int, int]]]]) -> str:
     return "\n".join(lines)
 
 
-def _colour(lane: int) -> str:
-    r, g, b = colorsys.hsv_to_rgb((lane * 0.61803398875) % 1.0, 0.35, 0.97)
-    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
-
-
-def fragment_svg(grid: list[list[list[tuple[int, int]]]], title: str) -> str:
-    cw, ch, pad = 64, 26, 30
+def fragment_svg(grid: list[list[list[tuple[int, int]]]], title: str, *,
+                 threads: int | None = None) -> str:
+    """The grid as SVG (:func:`nvatom.layout.svg.draw_grid`): cells coloured by the (first)
+    owning thread, labelled ``T<lane>:V<value>``; small cells show the lane only, every
+    owner is in the cell's tooltip.  ``threads`` sizes the colour legend."""
     rows, cols = len(grid), len(grid[0])
-    w, h = pad + cols * cw + 10, pad + 20 + rows * ch + 10
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-           'font-family="monospace" font-size="11">',
-           f'<text x="{pad}" y="16" font-size="13">{escape(title)}</text>']
-    top = pad + 20
-    for c in range(cols):
-        out.append(f'<text x="{pad + c * cw + cw / 2}" y="{top - 4}" text-anchor="middle">'
-                   f'{c}</text>')
-    for r in range(rows):
-        out.append(f'<text x="{pad - 4}" y="{top + r * ch + ch / 2 + 4}" text-anchor="end">'
-                   f'{r}</text>')
-        for c in range(cols):
-            owners = grid[r][c]
-            fill = _colour(owners[0][0]) if owners else "#ffffff"
-            label = " ".join(f"T{t}:V{v}" for t, v in owners[:2]) + ("…" if len(owners) > 2
-                                                                      else "")
-            x, y = pad + c * cw, top + r * ch
-            out.append(f'<rect x="{x}" y="{y}" width="{cw}" height="{ch}" fill="{fill}" '
-                       'stroke="#333" stroke-width="0.5"/>')
-            out.append(f'<text x="{x + cw / 2}" y="{y + ch / 2 + 4}" text-anchor="middle">'
-                       f'{escape(label)}</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+    if threads is None:
+        threads = 1 + max((t for row in grid for cell in row for t, _ in cell), default=0)
+
+    def cell(r: int, c: int) -> GridCell:
+        owners = grid[r][c]
+        if not owners:
+            return GridCell("#ffffff", "-", "", f"({r},{c}) no owner")
+        t, v = owners[0]
+        more = "+" if len(owners) > 1 else ""
+        return GridCell(colour(t), f"T{t}:V{v}{more}", f"{t}{more}",
+                        f"({r},{c}) " + " ".join(f"T{a}:V{b}" for a, b in owners))
+
+    return draw_grid(title, rows, cols, cell, legend_title="colour: thread (lane)",
+                     legend=[(colour(t), str(t)) for t in range(min(threads, 256))])
+
+
+@dataclasses.dataclass(frozen=True)
+class FragmentView:
+    """A fragment's picture: which thread holds which element of an operand tile.
+
+    ``tv`` maps (thread, value) to the column-major index of the operand's tile in the ISA's
+    orientation (``rows x cols``: A is M x K, B is K x N, C/D is M x N).  Jupyter shows it
+    (``form.picture("A")``); :attr:`svg` and :attr:`table` are the picture and the text."""
+
+    tv: Layout
+    operand: str
+    rows_cols: tuple[int, int]
+    threads: int
+    title: str
+
+    def _too_large(self) -> bool:
+        return self.rows_cols[0] * self.rows_cols[1] > MAX_CELLS or size(self.tv) > MAX_CELLS
+
+    def grid(self) -> list[list[list[tuple[int, int]]]]:
+        return fragment_grid(self.tv, self.operand, self.rows_cols, self.threads)
+
+    @property
+    def svg(self) -> str:
+        if self._too_large():
+            r, c = self.rows_cols
+            return summary_svg(self.title, [
+                f"{r} x {c} tile, {size(self.tv)} (thread, value) pairs: too many to draw "
+                f"(the limit is {MAX_CELLS}); nothing was evaluated.",
+                f"(thread, value) -> element layout: {self.tv}"])
+        return fragment_svg(self.grid(), self.title, threads=self.threads)
+
+    @property
+    def table(self) -> str:
+        """The text table (``nvatom frag``'s), for tiles of at most 1024 cells."""
+        r, c = self.rows_cols
+        if r * c > 1024:
+            return f"{r} x {c} tile: too large for a text table (limit 1024 cells)"
+        return fragment_table(self.grid())
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+    def _repr_html_(self) -> str:
+        return (f"<div><pre>{escape(self.title)}\n(thread, value) -> element layout: "
+                f"{escape(str(self.tv))}</pre>{self.svg}</div>")
+
+
+def operand_dims(form: Any, op: str) -> tuple[int, int]:
+    """Rows x columns of a warp-MMA operand's tile as the PTX ISA draws it: A is M x K (the
+    compressed M x K/2 of a sparse form), B is K x N, C and D are M x N."""
+    return {"A": (form.m, form.k // 2 if form.is_sparse else form.k), "B": (form.k, form.n),
+            "C": (form.m, form.n), "D": (form.m, form.n)}[op]
+
+
+def warp_fragment_view(form: Any, operand: str, tv: Layout) -> FragmentView:
+    """The picture of a one-warp MMA form's operand (register MMA, SM120, SM70 quad-pairs)."""
+    op = _operand(operand)
+    return FragmentView(tv, op, operand_dims(form, op), size(tv[0]),
+                        f"{form.name}  operand {op}  (T<thread>:V<value>)")
+
+
+def _operand(operand: str) -> str:
+    op = operand.upper() if isinstance(operand, str) else operand
+    if op not in ("A", "B", "C", "D"):
+        raise FragmentViewError(f"unknown operand {operand!r} (A, B, C or D)")
+    return op

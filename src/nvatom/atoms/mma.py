@@ -22,6 +22,7 @@ import math
 
 from nvatom.arch import PtxVersion, Target, Tier, feature, target
 from nvatom.atoms import fragments, fragments_sm70, sparse
+from nvatom.atoms.frag_view import FragmentView, warp_fragment_view
 from nvatom.atoms.interfaces import MmaAtom, SparseMetadataAtom
 from nvatom.atoms.sparse import MetadataLayout
 from nvatom.atoms.verify import verify_register_mma
@@ -143,6 +144,10 @@ class MmaForm(MnkShaped, FeatureGated, MmaAtom):
         return ".".join(parts)
 
     # ------------------------------------------------------------------ fragments
+    def picture(self, operand: str) -> FragmentView:
+        """The operand's fragment picture (Jupyter shows it; ``.svg`` is the SVG)."""
+        return warp_fragment_view(self, operand, self.tv_layout(operand))
+
     def tv_layout(self, operand: str) -> Layout:
         """(lane, value) -> element of A (M x K), B (N x K) or C/D (M x N), column-major.
 

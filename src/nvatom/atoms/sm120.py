@@ -68,6 +68,7 @@ from typing import Any
 from nvatom import diagnostics as D
 from nvatom.arch import Target, Tier, feature, target
 from nvatom.atoms import fragments, fragments_sm120
+from nvatom.atoms.frag_view import FragmentView, warp_fragment_view
 from nvatom.atoms.interfaces import (
     AtomVerificationError,
     BlockScaleAtom,
@@ -382,6 +383,10 @@ class MmaBsForm(MnkShaped, FeatureGated, MmaAtom, BlockScaleAtom):
             return self.element_bits_ab
         self.operand_type(op)
         return 8 if op in ("SFA", "SFB") else 32
+
+    def picture(self, operand: str) -> FragmentView:
+        """Operand A, B, C or D's fragment picture (Jupyter shows it; ``.svg`` is the SVG)."""
+        return warp_fragment_view(self, operand, self.tv_layout(operand))
 
     def tv_layout(self, operand: str) -> Layout:
         """(lane, value) -> element of A (M x K, sparse: M x K/2), B (N x K), C/D (M x N), or

@@ -24,6 +24,7 @@ import dataclasses
 import math
 
 from nvatom import diagnostics as D
+from nvatom.atoms.frag_view import FragmentView
 from nvatom.atoms.interfaces import AtomVerificationError, MmaAtom
 from nvatom.layout import (
     ComposedLayout,
@@ -79,6 +80,22 @@ class TiledMma:
             ((thr.shape, warp_shape), (val.shape, reps)),
             ((thr.stride, warp_stride), (val.stride, rep_stride)),
         )
+
+    def picture(self, operand: str = "C") -> FragmentView:
+        """Which thread holds which element of the operand's tiled tile (A: M x K, B: K x N,
+        C/D: M x N); Jupyter shows it, ``.svg`` is the SVG."""
+        op = "C" if operand.upper() == "D" else operand.upper()
+        tv = self.tv_layout(op)
+        d0, d1 = _DIMS[op]
+        dims = (self.tile[d1], self.tile[d0]) if op == "B" else (self.tile[d0], self.tile[d1])
+        name = getattr(self.atom, "name", type(self.atom).__name__)
+        title = (f"tiled {name} x {self.atom_layout} over {self.tile}  operand {op}  "
+                 "(T<thread>:V<value>)")
+        return FragmentView(tv, op, dims, self.threads, title)
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the A, B and C pictures (each bounded by nvatom.layout.svg's caps)."""
+        return "".join(self.picture(op)._repr_html_() for op in ("A", "B", "C"))
 
     def partition(self, operand: str, tensor: Layout, thread: int) -> tuple[Layout, int]:
         """Thread ``thread``'s values of ``tensor`` (a layout of the operand's tile or of a

@@ -131,13 +131,6 @@ def atom_on_target(args: argparse.Namespace, resolve: Callable[[str], Any],
     return atom, t
 
 
-def operand_dims(form: Any, op: str) -> tuple[int, int]:
-    """Rows x columns of a warp-MMA operand's tile as the PTX ISA draws it: A is M x K (the
-    compressed M x K/2 of a sparse form), B is K x N, C and D are M x N."""
-    return {"A": (form.m, form.k // 2 if form.is_sparse else form.k), "B": (form.k, form.n),
-            "C": (form.m, form.n), "D": (form.m, form.n)}[op]
-
-
 def show_fragment(grid: list, args: argparse.Namespace, title: str) -> int:
     """The lane table (unless --no-table) and the --svg picture of a fragment grid."""
     from nvatom.atoms.frag_view import fragment_svg, fragment_table
@@ -153,7 +146,7 @@ def show_fragment(grid: list, args: argparse.Namespace, title: str) -> int:
 def show_warp_fragment(form: Any, op: str, tv: Any, args: argparse.Namespace,
                        detail: str = "") -> int:
     """``frag`` of a one-warp MMA form (register MMA, SM120): header, layout, lane table."""
-    from nvatom.atoms.frag_view import fragment_grid
+    from nvatom.atoms.frag_view import warp_fragment_view
 
     print(f"{form.name} operand {op}: {form.operand_type(op).name}, {form.values(op)} values "
           f"in {form.registers(op)} {form.register_type(op)} registers per lane{detail}")
@@ -162,8 +155,8 @@ def show_warp_fragment(form: Any, op: str, tv: Any, args: argparse.Namespace,
     if threads != 32:
         print(f"thread mode: {threads} threads of one quad-pair (thread t is lane "
               "t % 4 + 16 (t // 4), plus 4 q in quad-pair q; each quad-pair its own tile)")
-    grid = fragment_grid(tv, op, operand_dims(form, op), threads)
-    return show_fragment(grid, args, f"{form.name}  operand {op}  (T<thread>:V<value>)")
+    view = warp_fragment_view(form, op, tv)  # the tile as the PTX ISA draws it
+    return show_fragment(view.grid(), args, view.title)
 
 
 def print_inline_asm(name: str, asm: Any, names: list[str]) -> None:
