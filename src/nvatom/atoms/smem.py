@@ -68,6 +68,7 @@ from typing import Any
 
 from nvatom.atoms.copy import COPY_ATOMS, MatrixCopy
 from nvatom.layout import ComposedLayout, Layout, parse_layout, rank, size
+from nvatom.layout.svg import layout_svg
 from nvatom.tables.swizzles import (
     SMEM_SWIZZLES,
     SW128_32B,
@@ -549,6 +550,17 @@ class BankReport:
 
     def __str__(self) -> str:
         return self.format()
+
+    @property
+    def svg(self) -> str:
+        """The tile's picture: offsets, cells coloured by the bank of each element's first
+        byte (:func:`nvatom.layout.svg.layout_svg`); Jupyter shows it."""
+        return layout_svg(self.layout, element_bits=self.element_bits, base=self.base,
+                          title=f"{self.access.name} over {self.layout}: "
+                          f"{self.wavefronts} wavefronts, {self.conflicts} conflicts")
+
+    def _repr_svg_(self) -> str:
+        return self.svg
 
 
 def bank_conflicts(

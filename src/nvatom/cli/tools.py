@@ -20,6 +20,7 @@ from nvatom.cli.common import (
     write_output,
 )
 from nvatom.errors import NvatomError
+from nvatom.layout.svg import layout_svg
 
 # --------------------------------------------------------------------------- targets
 
@@ -131,6 +132,9 @@ def _cmd_layout(args: argparse.Namespace) -> int:
             raise NvatomError(f"--table: layout of size {n} is too large to print (limit 4096)")
         print("index -> offset:")
         print(" ".join(f"{i}:{layout(i)}" for i in range(n)))
+    if args.svg is not None:  # the (row, col) -> offset picture (nvatom.layout.svg)
+        write_output(args.svg, layout_svg(layout, element_bits=args.element_bits))
+        print(f"wrote {args.svg}")
     return 0
 
 
@@ -170,7 +174,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_banks(args: argparse.Namespace) -> int:
-    from nvatom.atoms.smem import banks_report
+    from nvatom.atoms.smem import bank_conflicts
 
     # banks walks every element: bound the layout by what shared memory can hold first
     # (every access's default element width is at least 8 bits)
@@ -180,8 +184,12 @@ def _cmd_banks(args: argparse.Namespace) -> int:
         raise NvatomError(
             f"--smem {clip(args.smem)} has {n} elements, at least {n * bits // 8} bytes: more "
             f"than shared memory holds (the limit is {SMEM_BYTES_LIMIT} bytes = 228 KiB)")
-    print(banks_report(args.atom, args.smem, element_bits=args.element_bits, base=args.base,
-                       max_detailed=args.detail))
+    report = bank_conflicts(args.smem, args.atom, element_bits=args.element_bits,
+                            base=args.base)
+    print(report.format(args.detail))
+    if args.svg is not None:  # the tile's offsets, coloured by bank (nvatom.layout.svg)
+        write_output(args.svg, report.svg)
+        print(f"wrote {args.svg}")
     return 0
 
 
@@ -258,6 +266,10 @@ def add_layout(sub: argparse._SubParsersAction) -> None:
     lay.add_argument("--eval", type=bounded_int(0, INT64_MAX), nargs="+",
                      metavar="I", help="evaluate L(I)")
     lay.add_argument("--table", action="store_true", help="print index -> offset for every index")
+    lay.add_argument("--svg", metavar="FILE", help="write the (row, col) -> offset picture")
+    lay.add_argument("--element-bits", type=bounded_int(1, 128), metavar="BITS",
+                     help="--svg: colour cells by the bank of BITS-wide elements "
+                     "(default: offset %% 32)")
     lay.set_defaults(func=_cmd_layout)
 
 
@@ -294,6 +306,8 @@ def add_banks(sub: argparse._SubParsersAction) -> None:
                     help="byte address of element 0")
     bk.add_argument("--detail", type=bounded_int(0, INT64_MAX), default=8,
                     help="instructions printed in full")
+    bk.add_argument("--svg", metavar="FILE",
+                    help="write the tile's picture: offsets, cells coloured by bank")
     bk.set_defaults(func=_cmd_banks)
 
 
