@@ -159,6 +159,8 @@ def test_output_files(capsys: pytest.CaptureFixture[str], tmp_path: Path, where:
         pytest.skip("no /dev/full here")
     for argv in (_kernel_argv(path),
                  ["frag", MMA, "--no-table", "--svg", path],
+                 ["layout", "(8,8):(8,1)", "--svg", path],
+                 ["banks", "ldsm.x4", "--smem", "(16,64):(64,1)", "--detail", "0", "--svg", path],
                  ["compile", str(HERE / "ir" / "mma_sm80.mlir"), "--no-ptxas", "-o", path]):
         err = one_line_error(capsys, *argv)
         assert f"cannot write '{path}': {reason}" in err, err
