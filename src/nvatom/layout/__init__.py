@@ -17,7 +17,8 @@ Quick tour::
 
 Modules: :mod:`.inttuple` (shapes, strides, coordinates), :mod:`.layout` (``Layout`` and the
 algebra), :mod:`.swizzle` (``Swizzle``), :mod:`.composed` (``ComposedLayout``,
-``layouts_equivalent``), :mod:`.notation` (printing and parsing).
+``layouts_equivalent``), :mod:`.notation` (printing and parsing), :mod:`.svg` (pictures:
+a layout shows itself in Jupyter).
 """
 
 from __future__ import annotations
