@@ -21,7 +21,7 @@ __all__ = ["picture"]
 def picture(atom: Any, operand: str = "D") -> FragmentView:
     """The fragment picture of ``atom``'s ``operand`` (A, B, C or D); Jupyter shows it."""
     if isinstance(atom, WgmmaForm):
-        op = "C" if str(operand).upper() == "D" else str(operand).upper()
+        op = str(operand).upper()
         tv = wgmma_tv_layout(atom, op)
         dims = (atom.m, atom.k) if op == "A" else (atom.m, atom.n)
         return FragmentView(tv, op, dims, WARPGROUP,

@@ -71,7 +71,7 @@ _BARE = _Scale(5, 5, 0, "")
 def colour(i: int) -> str:
     """A pastel colour for a lane, a thread or a bank: hues step by the golden ratio, so
     neighbours differ; the saturation changes every 32 (a warp, all the banks)."""
-    sat = (0.35, 0.55, 0.22, 0.45)[(i // 32) % 4]
+    sat = (0.35, 0.48, 0.22, 0.42)[(i // 32) % 4]
     r, g, b = colorsys.hsv_to_rgb((i * 0.61803398875) % 1.0, sat, 0.97)
     return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
