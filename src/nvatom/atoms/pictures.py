@@ -28,5 +28,6 @@ def picture(atom: Any, operand: str = "D") -> FragmentView:
                             f"{atom.name}  operand {op}  (T<thread>:V<value>)")
     fn = getattr(atom, "picture", None)
     if fn is None:
-        raise FragmentViewError(f"{type(atom).__name__}: no register fragment picture")
+        raise FragmentViewError(f"{type(atom).__name__}: no register fragment picture "
+                                "(its layouts, e.g. an SM100 tmem_layout, draw themselves)")
     return fn(operand)  # type: ignore[no-any-return]
