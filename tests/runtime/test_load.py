@@ -48,3 +48,13 @@ def test_choosing_among_kernels() -> None:
         kernel_source(mod)
     with pytest.raises(NvatomError, match="no kernel 'three'"):
         kernel_source(mod, "three")
+
+
+def test_ptx_text_with_name_and_params() -> None:
+    mod = _module("one")
+    src = kernel_source(mod.emit(), "one", params=[("P", "u64"), ("n", "u32")])
+    assert src == kernel_source(mod)  # same key, name and params: the same cache entry
+    with pytest.raises(NvatomError, match="needs the kernel's name and params"):
+        kernel_source(mod.emit(), "one")
+    with pytest.raises(NvatomError, match="only with PTX text"):
+        kernel_source(mod, params=[("P", "u64")])
