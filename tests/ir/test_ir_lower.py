@@ -68,6 +68,9 @@ EXAMPLES = {
                            "stmatrix.sync.aligned.m8n8.x2"],
     "sm120_block_scaled.mlir": [
         "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X"],
+    # 2 (M) x 4 (N) repetitions of the atom, four K steps; %tid.x of 128 threads
+    "tiled_gemm.mlir": ["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+                        "%r0, 127;", "ld.global.b32", "st.global.f32"],
 }
 
 

@@ -28,7 +28,13 @@ from nvatom.atoms import tma as T
 from nvatom.atoms.verify import MmaUse, OperandUse
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
-from nvatom.ir.fragments import IRVerifyError, fragment_access, operand_dtype, operand_tv
+from nvatom.ir.fragments import (
+    IRVerifyError,
+    fragment_access,
+    operand_dtype,
+    operand_tv,
+    tiled_fragment_access,
+)
 from nvatom.ir.syntax import IRSyntaxError
 from nvatom.layout import ComposedLayout, Layout, cosize, layouts_equivalent, size
 
@@ -706,18 +712,38 @@ class TiledGemmOp(NvOp):
             layouts.append(m.layout)
         d, a, b, c = layouts
         check_gemm_operands(a, b, c, d)
+        # Register fragments (the lowerable form): each must be the tiled MMA's own.
+        tiled = v.facts.get(_defining(t))
+        spaces = {TY.memref_of(x.type).space for x in ops}  # type: ignore[union-attr]
+        if tiled is not None and spaces == {"rmem"}:
+            for lay, n in zip(layouts, "DABC", strict=True):
+                want = tiled.tv_layout(n)
+                if not (isinstance(lay, Layout) and layouts_equivalent(lay, want)):
+                    from nvatom import diagnostics as D
+
+                    _fail(f"{D.MMA_ATOM_LAYOUT}{want} for operand {n}, but got {lay}")
+            v.facts[self] = tiled
 
 
 class CopyFragmentOp(NvOp):
     """``cute_nvgpu.atom.copy_fragment %atom, %src, %dst {operand = "A"}``: each lane moves
-    its fragment of one MMA operand between a tile (gmem/smem view) and registers."""
+    its fragment of one MMA operand between a tile (gmem/smem view) and registers.  With a
+    tiled MMA (``make_tiled_mma``) instead of an atom, each thread of the tiled MMA moves its
+    fragment of tile ``tile = "(i,j)"`` (default ``"(0,0)"``) of a global tensor made of
+    whole tiles of the operand."""
 
     name = "cute_nvgpu.atom.copy_fragment"
     OPERANDS = 3
-    ATTRS: ClassVar[dict[str, Any]] = {"operand": "str"}
+    ATTRS: ClassVar[dict[str, Any]] = {"operand": "str", "tile": "str"}
     REQUIRED = ("operand",)
 
     def verify_ir(self, v: VerifyCtx) -> None:
+        if isinstance(self.operands[0].type, TY.TiledMmaT):
+            self._verify_tiled(v)
+            return
+        if self.attr("tile") is not None:
+            _fail("tile is an attribute of a tiled MMA's copy_fragment (the atom's covers one "
+                  "atom tile)")
         atom = _atom_operand(self, "mma")
         op = self.attr("operand")
         if not hasattr(atom, "register_type"):
@@ -746,6 +772,43 @@ class CopyFragmentOp(NvOp):
         if not isinstance(tile.layout, Layout):
             _fail(f"copy_fragment needs a static tile layout, got {tile.layout}")
         v.facts[self] = fragment_access(atom, op, tile.layout)
+
+    def _verify_tiled(self, v: VerifyCtx) -> None:
+        tiled = v.facts.get(_defining(self.operands[0]))
+        if tiled is None:
+            _fail("copy_fragment needs the tiled MMA of a cute_nvgpu.make_tiled_mma")
+        op = self.attr("operand")
+        if op not in ("A", "B", "C", "D"):
+            _fail(f"operand must be A, B, C or D, got '{op}'")
+        src, dst = (TY.memref_of(x.type) for x in self.operands[1:])
+        if src is None or dst is None:
+            _fail("copy_fragment copies between !cute.memref values")
+        assert src is not None and dst is not None
+        tile, frag = (src, dst) if dst.space == "rmem" else (dst, src)
+        if frag.space != "rmem" or tile.space != "gmem":
+            _fail(f"a tiled MMA's copy_fragment moves a global tensor to or from registers, "
+                  f"got {src.space} -> {dst.space}")
+        want = operand_dtype(tiled.atom, op)
+        for m in (tile, frag):
+            if m.element != want:
+                _fail(f"expects operand {op.lower()} with element type {want.name}, but get "
+                      f"{m.element.name}.")
+        tv = tiled.tv_layout(op)
+        if not (isinstance(frag.layout, Layout) and layouts_equivalent(frag.layout, tv)):
+            from nvatom import diagnostics as D
+
+            _fail(f"{D.MMA_ATOM_LAYOUT}{tv} for operand {op}, but got {frag.layout}")
+        if not isinstance(tile.layout, Layout):
+            _fail(f"copy_fragment needs a static tensor layout, got {tile.layout}")
+        text = self.attr("tile") or "(0,0)"
+        try:
+            coord = tuple(int(x) for x in text.strip().removeprefix("(").removesuffix(")")
+                          .split(","))
+        except ValueError:
+            coord = ()
+        if len(coord) != 2 or min(coord) < 0:
+            _fail(f"tile must be two integers >= 0 like \"(0,1)\", got \"{text}\"")
+        v.facts[self] = tiled_fragment_access(tiled, op, tile.layout, coord)  # type: ignore[arg-type]
 
 
 class CopyOp(NvOp):

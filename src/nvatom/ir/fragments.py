@@ -28,6 +28,7 @@ __all__ = [
     "fragment_access",
     "operand_dtype",
     "operand_tv",
+    "tiled_fragment_access",
 ]
 
 WARP = 32  # lanes of a warp (the lowering reads it from here)
@@ -94,3 +95,23 @@ def fragment_access(form: Any, op: str, tile: Layout) -> FragmentAccess:
             f"lane {t}'s fragment of operand {op} starts at element {start} of {tile}, not on "
             f"a {align}-bit boundary"))
     return FragmentAccess(form.register_type(op), lane_bytes, reg_bytes, threads)
+
+
+def tiled_fragment_access(tiled: Any, op: str, tensor: Layout,
+                          tile: tuple[int, int] = (0, 0)) -> FragmentAccess:
+    """:func:`fragment_access` for a tiled register MMA (``cute_nvgpu.make_tiled_mma``): the
+    fragment of tile ``tile`` of ``tensor``, over all the tiled MMA's threads
+    (:func:`nvatom.ptx.tiled_mma_emit.fragment_access`).  The lowering takes a thread's index
+    as ``%tid.x`` modulo the thread count, so that count must be a power of two."""
+    from nvatom.ptx import tiled_mma_emit as tm
+
+    if tiled.threads & (tiled.threads - 1):
+        raise IRVerifyError(f"copy_fragment of a tiled MMA needs a power-of-two thread count, "
+                            f"got {tiled.threads} (atom layout {tiled.atom_layout})")
+    try:
+        thread_bytes, reg_bytes = tm.fragment_access(tiled, op, tensor, tile)
+    except tm.TiledMmaEmitError as e:
+        raise IRVerifyError(str(e)) from None
+    c_op = "C" if op == "D" else op
+    return FragmentAccess(tiled.atom.register_type(c_op), thread_bytes, reg_bytes,
+                          tiled.threads)

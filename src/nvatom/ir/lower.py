@@ -738,8 +738,20 @@ class _KernelLowering:
         self.vals[op.results[0]] = self.v.facts[op]
 
     def _cute_nvgpu_tiled_mma_gemm(self, op: Any) -> None:
-        raise LowerError("cute_nvgpu.tiled_mma.gemm verifies but is not lowered: apply the "
-                         "atom with cute_nvgpu.atom.mma (one warp per atom)")
+        """Register fragments of the tiled MMA: the atom once per repetition
+        (:func:`nvatom.ptx.tiled_mma_emit.emit_tiled_mma`)."""
+        tiled = self.v.facts.get(op)
+        if tiled is None:
+            raise LowerError("cute_nvgpu.tiled_mma.gemm is lowered on register fragments "
+                             "(cute.alloc_rmem of the tiled MMA's layouts) only")
+        from nvatom.ptx import tiled_mma_emit as tm
+
+        frags = [tm.Fragment("C" if name == "D" else name, tuple(self._reg_of(x).regs),
+                             tiled.atom.registers(name), tm.repetitions(tiled, name))
+                 for x, name in zip(op.operands[1:], "DABC", strict=True)]
+        d, a, b, c = frags
+        tm.emit_tiled_mma(self.k, tiled, d, a, b, c)
+        self.need(tiled.atom.ptx_version_for(self.t), tiled.threads)
 
     def _cute_nvgpu_update_tma_desc(self, op: Any) -> None:
         """Thread 0 copies the 128-byte map into the workspace, edits it there with

@@ -51,6 +51,7 @@ __all__ = [
     "fragment_access",
     "global_pointer",
     "load_fragment",
+    "repetitions",
     "store_fragment",
     "thread_index",
     "zero_fragment",
@@ -113,8 +114,9 @@ def _form(tiled: TiledMma) -> MmaForm:
     return form
 
 
-def _reps(tiled: TiledMma, op: str) -> tuple[int, int]:
-    d0, d1 = _DIMS[op]
+def repetitions(tiled: TiledMma, operand: str) -> tuple[int, int]:
+    """How often the atom repeats along ``operand``'s two dimensions in the tile."""
+    d0, d1 = _DIMS[_operand(operand)]
     amnk = tiled.atom.shape_mnk
     return (tiled.tile[d0] // (amnk[d0] * tiled.atom_layout[d0]),
             tiled.tile[d1] // (amnk[d1] * tiled.atom_layout[d1]))
@@ -144,7 +146,7 @@ def fragment_access(tiled: TiledMma, operand: str, tensor: Layout,
     thread, value = mem[0], mem[1]
     bits = form.operand_type(op).pack_bits
     per_reg = 1 if bits == 64 else 32 // bits
-    nregs = form.registers(op) * _reps(tiled, op)[0] * _reps(tiled, op)[1]
+    nregs = form.registers(op) * repetitions(tiled, op)[0] * repetitions(tiled, op)[1]
     thread_bytes, reg_bytes = register_bytes(
         thread, value, bits=bits, per_reg=per_reg, nregs=nregs, threads=tiled.threads,
         bad_register=lambda r, offs, align: TiledMmaEmitError(
@@ -185,7 +187,7 @@ def zero_fragment(k: Kernel, tiled: TiledMma, operand: str = "C") -> Fragment:
     """Fresh registers of ``operand``'s fragment, set to zero (an accumulator)."""
     op = _operand(operand)
     form = _form(tiled)
-    reps = _reps(tiled, op)
+    reps = repetitions(tiled, op)
     rtype = form.register_type(op)
     regs = k.regs(rtype, form.registers(op) * reps[0] * reps[1])
     zero = {"f32": "0f00000000", "f64": "0d0000000000000000"}.get(rtype, "0")
@@ -206,7 +208,7 @@ def load_fragment(k: Kernel, tiled: TiledMma, operand: str, tensor: Layout, base
     addr = _address(k, base, thread_bytes, thread)
     for reg, off in zip(regs, reg_bytes, strict=True):
         k.ins(f"ld.global.{rtype}", reg, f"[{addr}+{off}]")
-    return Fragment(op, tuple(regs), form.registers(op), _reps(tiled, op))
+    return Fragment(op, tuple(regs), form.registers(op), repetitions(tiled, op))
 
 
 def store_fragment(k: Kernel, tiled: TiledMma, frag: Fragment, tensor: Layout, base: Reg,
@@ -230,10 +232,11 @@ def emit_tiled_mma(k: Kernel, tiled: TiledMma, d: Fragment, a: Fragment, b: Frag
     (the first K step reads C, the next ones accumulate into D; ``d`` may be ``c``)."""
     form = _form(tiled)
     for frag, op in ((a, "A"), (b, "B"), (c, "C"), (d, "C")):
-        if frag.operand != op or frag.reps != _reps(tiled, op):
+        want = repetitions(tiled, op)
+        if frag.operand != op or frag.reps != want:
             raise TiledMmaEmitError(
-                f"expected a fragment of operand {op} with {_reps(tiled, op)} repetitions, got "
-                f"operand {frag.operand} with {frag.reps}")
+                f"expected a fragment of operand {op} with {want} repetitions, got operand "
+                f"{frag.operand} with {frag.reps}")
     rm, rn = d.reps
     rk = a.reps[1]
     for j in range(rn):
