@@ -68,11 +68,16 @@ def test_kernel_ptx_and_ptxas_steps(ran) -> None:  # type: ignore[no-untyped-def
 
 def test_ir_steps(ran) -> None:  # type: ignore[no-untyped-def]
     ns = ran[0]
-    assert ns["info"].threads == 32 and "mma.sync.aligned.m16n8k16" in ns["lowered"].ptx
-    assert "mma_tile 32 threads;" in _out(ran, "mma_tile")
+    assert ns["info"].threads == 128
+    # the same 2 x 4 x 4 atoms as the builder's kernel, and the same fragment loads
+    assert "gemm_tile 128 threads, 32 mma.sync;" in _out(ran, "gemm_tile 128 threads")
+    ir_ptx, ptx = ns["lowered"].ptx, ns["ptx"]
+    for ins in ("ld.global.b32", "st.global.f32"):
+        assert ir_ptx.count(ins) == ptx.count(ins), ins
     diag = _out(ran, "error:")
-    assert "tile.mlir:12:3: error: 'cute_nvgpu.atom.copy_fragment'" in diag
-    assert "for operand B, but got ((4,8),(2,2)):((16,1),(64,8))" in diag
+    assert re.search(r"tile\.mlir:\d+:3: error: 'cute_nvgpu\.atom\.copy_fragment' op expects "
+                     r"Mma atom layout of \(\(\(4,8\),\(2,2,1\)\),", diag)
+    assert "for operand B, but got ((4,8),(2,2)):((16,1),(8,64))" in diag
 
 
 def test_gpu_blocks_compile_and_find_their_names(ran) -> None:  # type: ignore[no-untyped-def]
