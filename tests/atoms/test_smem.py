@@ -736,3 +736,12 @@ def test_bench_ncu_parsing_and_metric_choice() -> None:
         "smsp__inst_executed_op_ldsm"]
     with pytest.raises(b.NcuError, match="shared-memory metrics this ncu offers"):
         b.choose_metrics({"l1tex__t_bytes", "l1tex__data_pipe_lsu_wavefronts_mem_shared"})
+
+
+def test_bank_conflicts_refuses_a_layout_larger_than_shared_memory() -> None:
+    # checked before walking the layout (a 1M x 8 layout used to take 23 s and 1.8 GB)
+    from nvatom.atoms.smem import SMEM_BYTES_LIMIT, SmemError, bank_conflicts
+
+    with pytest.raises(SmemError, match=f"the limit is {SMEM_BYTES_LIMIT} bytes"):
+        bank_conflicts("(1000000,8):(8,1)", "lds.32")
+    assert bank_conflicts(f"({SMEM_BYTES_LIMIT // 4 // 32},32):(32,1)", "lds.32").instructions

@@ -563,6 +563,12 @@ class BankReport:
         return self.svg
 
 
+#: The most shared memory one thread block can address (228 KiB on sm_90 / sm_100; the
+#: CUDA C++ Programming Guide's compute-capability table): a layout larger than this cannot
+#: be a shared-memory tile, and walking it would cost time in proportion to a user's number.
+SMEM_BYTES_LIMIT = 228 * 1024
+
+
 def bank_conflicts(
     layout: Any,
     access: str | SmemAccess,
@@ -576,6 +582,10 @@ def bank_conflicts(
     lay = _as_layout(layout)
     e = element_bits if element_bits is not None else (16 if acc.is_matrix
                                                        else 8 * acc.lane_bytes)
+    n = size(lay)
+    if n * e > 8 * SMEM_BYTES_LIMIT:  # checked before walking every element
+        raise SmemError(f"a layout of {n} {e}-bit elements ({n * e // 8} bytes) is more than "
+                        f"shared memory holds (the limit is {SMEM_BYTES_LIMIT} bytes = 228 KiB)")
     instrs = warp_addresses(lay, acc, element_bits=e, base=base)
     reports = tuple(count_phases(w.lanes, acc.phases, w.label) for w in instrs)
     return BankReport(acc, lay, e, base, reports)

@@ -15,7 +15,6 @@ from nvatom.layout import size
 #: the most shared memory one SM has (228 KiB on sm_90 and sm_100; CUDA C++ Programming
 #: Guide, "Technical Specifications per Compute Capability"): a bigger smem layout is no
 #: shared-memory layout, and `banks` walks every element of it
-SMEM_BYTES_LIMIT = 228 * 1024
 #: CuTe's integers are int64_t (as in the layout notation)
 INT64_MAX = 2**63 - 1
 #: longest error line printed (messages that quote a huge input are cut here)
