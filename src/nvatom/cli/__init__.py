@@ -33,8 +33,9 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from nvatom import __version__
+from nvatom.atoms.smem import SMEM_BYTES_LIMIT
 from nvatom.cli import atoms, gemm, ir, tools
-from nvatom.cli.common import MESSAGE_LIMIT, SMEM_BYTES_LIMIT
+from nvatom.cli.common import MESSAGE_LIMIT
 from nvatom.errors import NvatomError
 
 __all__ = ["SMEM_BYTES_LIMIT", "main"]

@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 from nvatom import layout as L
+from nvatom.atoms.smem import SMEM_BYTES_LIMIT
 from nvatom.cli import sm100, tma
 from nvatom.cli.common import (
     INT64_MAX,
-    SMEM_BYTES_LIMIT,
     bounded_int,
     clip,
     parse_int,
