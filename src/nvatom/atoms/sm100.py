@@ -73,13 +73,7 @@ from nvatom.descriptors.umma import instr_desc_for
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
 from nvatom.layout import ComposedLayout, Layout, is_int, parse_layout, rank, size
-from nvatom.tables.swizzles import (
-    smem_swizzle,
-    smem_swizzle_of,
-    umma_canonical_layout,
-    umma_canonical_params,
-    umma_swizzles_for,
-)
+from nvatom.tables import swizzles
 from nvatom.tables.umma_shapes import SHAPES
 
 __all__ = [
@@ -874,7 +868,7 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
         kbytes = self.stored_k(op) * bits // 8
         # K-major swizzled rows hold row_bytes of K: the 64-byte K of a sparse B does not fit
         # a 32-byte row (one canonical layout per instruction; not modelled otherwise)
-        return tuple(sw for sw in umma_swizzles_for(major, bits)
+        return tuple(sw for sw in swizzles.umma_swizzles_for(major, bits)
                      if major == "MN" or not sw.nbytes or kbytes <= sw.row_bytes)
 
     def smem_layout(self, operand: str, swizzle: Any, lbo: int | None = None,
@@ -886,7 +880,7 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
         op = operand.upper()
         if op == "A" and self.a_source != "ss":
             raise UmmaError(f"{self.name}: A is in tensor memory (ts), not shared memory")
-        sw = smem_swizzle(swizzle, umma=True)
+        sw = swizzles.smem_swizzle(swizzle, umma=True)
         legal = self.smem_swizzles(op)
         major = self.a_major if op == "A" else self.b_major
         if sw not in legal:
@@ -895,8 +889,8 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
                 f"the swizzle modes {', '.join(x.name for x in legal)}, not {sw.name}"
                 + (" (tf32 MN-major exists only with the 128-byte swizzle of 32-byte atomicity)"
                    if major == "MN" and self.element_bits(op) == 32 else ""))
-        return umma_canonical_layout(major, sw, self.element_bits(op), self.smem_rows(op),
-                                     self.stored_k(op), lbo, sbo)
+        return swizzles.umma_canonical_layout(major, sw, self.element_bits(op),
+                                              self.smem_rows(op), self.stored_k(op), lbo, sbo)
 
     def scale_count(self) -> int:
         """Scale factors per row per instruction (K / vector size)."""
@@ -1200,12 +1194,12 @@ def _smem_mismatch(atom: UmmaAtom, operand: str, layout: Any) -> Any:
     major = atom.a_major if operand == "A" else atom.b_major
     rows, k = atom.smem_rows(operand), atom.stored_k(operand)
     legal = atom.smem_swizzles(operand)
-    sw = smem_swizzle_of(layout, bits, umma=True) \
+    sw = swizzles.smem_swizzle_of(layout, bits, umma=True) \
         if isinstance(layout, (Layout, ComposedLayout)) else None
     if sw is None or sw not in legal:
         return atom.smem_layout(operand, legal[-1])
-    lbo, sbo = umma_canonical_params(layout, major, sw, bits, rows, k)
-    want = umma_canonical_layout(major, sw, bits, rows, k, lbo, sbo)
+    lbo, sbo = swizzles.umma_canonical_params(layout, major, sw, bits, rows, k)
+    want = swizzles.umma_canonical_layout(major, sw, bits, rows, k, lbo, sbo)
     outer = layout.outer if isinstance(layout, ComposedLayout) else layout
     want_outer = want.outer if isinstance(want, ComposedLayout) else want
     return None if _same_on(outer, want_outer, rows, k) else want

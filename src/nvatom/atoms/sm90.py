@@ -26,11 +26,16 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from nvatom import diagnostics as D
 from nvatom.arch import PtxVersion, Target, feature, target
 from nvatom.atoms.interfaces import AtomVerificationError, MmaAtom, SmemDescriptorAtom
 from nvatom.atoms.mma import FeatureGated, MnkShaped
 from nvatom.atoms.verify import check_target_and_shape
+from nvatom.diagnostics import (
+    WGMMA_B1_TYPES,
+    WGMMA_FP8_TYPES,
+    WGMMA_INT4_TYPES,
+    WGMMA_INT8_TYPES,
+)
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
 
@@ -46,11 +51,8 @@ __all__ = [
 ]
 
 # The specification's WGMMA operand-type diagnostics ("GMMA K" verifier), byte for byte, are
-# in the catalogue (nvatom.diagnostics); re-exported here for the verifier's callers.
-WGMMA_INT8_TYPES = D.WGMMA_INT8_TYPES
-WGMMA_INT4_TYPES = D.WGMMA_INT4_TYPES
-WGMMA_B1_TYPES = D.WGMMA_B1_TYPES
-WGMMA_FP8_TYPES = D.WGMMA_FP8_TYPES
+# in the catalogue (nvatom.diagnostics); WGMMA_*_TYPES, imported above, are re-exported
+# here for the verifier's callers.
 
 
 class WgmmaFormError(NvatomError):

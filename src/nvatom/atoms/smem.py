@@ -69,31 +69,14 @@ from typing import Any
 from nvatom.atoms.copy import COPY_ATOMS, MatrixCopy
 from nvatom.layout import ComposedLayout, Layout, parse_layout, rank, size
 from nvatom.layout.svg import layout_svg
-from nvatom.tables.swizzles import (
-    SMEM_SWIZZLES,
-    SW128_32B,
-    UMMA_SMEM_CANONICAL,
-    UMMA_SMEM_SWIZZLES,
-    SmemError,
-    SmemSwizzle,
-    check_element_bits,
-    smem_layout,
-    smem_swizzle,
-    smem_swizzle_of,
-    umma_canonical_layout,
-    umma_canonical_params,
-    umma_canonical_text,
-    umma_swizzles_for,
-)
+from nvatom.tables import swizzles
+from nvatom.tables.swizzles import *  # noqa: F403  (re-exported: see the docstring)
+from nvatom.tables.swizzles import SmemError, check_element_bits
 
 __all__ = [
     "ACCESSES",
     "BANKS",
     "BANK_BYTES",
-    "SMEM_SWIZZLES",
-    "SW128_32B",
-    "UMMA_SMEM_CANONICAL",
-    "UMMA_SMEM_SWIZZLES",
     "WARP",
     "WAVEFRONT_BYTES",
     "AccessReport",
@@ -101,8 +84,6 @@ __all__ = [
     "LaneAddress",
     "PhaseReport",
     "SmemAccess",
-    "SmemError",
-    "SmemSwizzle",
     "WarpAccess",
     "bank_conflicts",
     "bank_conflicts_of_addresses",
@@ -111,14 +92,8 @@ __all__ = [
     "default_phases",
     "matrix_tile_shape",
     "smem_access",
-    "smem_layout",
-    "smem_swizzle",
-    "smem_swizzle_of",
-    "umma_canonical_layout",
-    "umma_canonical_params",
-    "umma_canonical_text",
-    "umma_swizzles_for",
     "warp_addresses",
+    *swizzles.__all__,
 ]
 
 BANKS = 32

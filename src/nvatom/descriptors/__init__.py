@@ -7,32 +7,7 @@ and tcgen05 instruction descriptor (:mod:`.umma`, with the idesc rules in
 
 from __future__ import annotations
 
-from .wgmma import (
-    FIELDS,
-    RESERVED_MASK,
-    SM90_LAYOUT_TYPE,
-    DescriptorError,
-    DescriptorField,
-    GmmaDescriptor,
-    SmemDescView,
-    canonical_gmma_layout,
-    check_desc_matches,
-    decode,
-    decode_fields,
-    make_gmma_desc,
-)
+from . import wgmma
+from .wgmma import *  # noqa: F403  (the package's names are the SM90 descriptor module's)
 
-__all__ = [
-    "FIELDS",
-    "RESERVED_MASK",
-    "SM90_LAYOUT_TYPE",
-    "DescriptorError",
-    "DescriptorField",
-    "GmmaDescriptor",
-    "SmemDescView",
-    "canonical_gmma_layout",
-    "check_desc_matches",
-    "decode",
-    "decode_fields",
-    "make_gmma_desc",
-]
+__all__ = list(wgmma.__all__)
