@@ -28,7 +28,7 @@ import enum
 import re
 from collections.abc import Iterable
 
-from nvatom.errors import TargetError
+from nvatom.errors import TargetError, lookup
 
 __all__ = [
     "FEATURES",
@@ -214,12 +214,8 @@ def target(name: Target | str) -> Target:
     key = re.sub(r"^(compute_|sm)", "sm_", key).replace("sm__", "sm_")
     if re.fullmatch(r"\d+[af]?", key):
         key = "sm_" + key
-    try:
-        return TARGETS[key]
-    except KeyError:
-        raise TargetError(
-            f"unknown target '{name}'; known targets: {', '.join(TARGETS)}"
-        ) from None
+    return lookup(TARGETS, key, lambda: TargetError(
+        f"unknown target '{name}'; known targets: {', '.join(TARGETS)}"))
 
 
 def device_target(compute_capability: str | tuple[int, int]) -> Target:
@@ -346,12 +342,8 @@ _FEATURE_BY_NAME = {f.name: f for f in FEATURES}
 
 
 def feature(name: str) -> Feature:
-    try:
-        return _FEATURE_BY_NAME[name]
-    except KeyError:
-        raise TargetError(
-            f"unknown feature '{name}'; known features: {', '.join(_FEATURE_BY_NAME)}"
-        ) from None
+    return lookup(_FEATURE_BY_NAME, name, lambda: TargetError(
+        f"unknown feature '{name}'; known features: {', '.join(_FEATURE_BY_NAME)}"))
 
 
 def targets_with(feature_name: str, among: Iterable[Target] | None = None) -> list[Target]:

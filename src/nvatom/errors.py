@@ -7,6 +7,12 @@ algebra included) may raise these.  Each error carries the text a user sees; the
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
 
 class NvatomError(Exception):
     """Base class of every error nvatom raises on purpose."""
@@ -45,3 +51,12 @@ class PtxasError(NvatomError):
         self.target = target
         #: ptxas's parsed messages (nvatom.runtime.ptxas.Diagnostic), errors first in order.
         self.diagnostics = diagnostics
+
+
+def lookup(table: Mapping[_K, _V], key: _K, error: Callable[[], Exception]) -> _V:
+    """``table[key]``; for a key the table lacks, raises ``error()`` (the message names the
+    key) without the ``KeyError`` as its context: how a name is looked up in a table of facts."""
+    try:
+        return table[key]
+    except KeyError:
+        raise error() from None

@@ -50,7 +50,7 @@ from nvatom.atoms.mma import MmaForm
 from nvatom.atoms.register_mma import mma_form
 from nvatom.atoms.verify import OperandUse
 from nvatom.dtypes import DType, dtype
-from nvatom.errors import NvatomError
+from nvatom.errors import NvatomError, lookup
 from nvatom.layout import (
     ComposedLayout,
     Layout,
@@ -470,12 +470,8 @@ class UniversalCopy(_ThreadVectorCopy, _CopyBase):
 
 
 def _space(residency: str) -> str:
-    try:
-        return STATE_SPACE[residency]
-    except KeyError:
-        raise CopyAtomError(
-            f"no ld/st state space for residency '{residency}' (one of {', '.join(STATE_SPACE)})"
-        ) from None
+    return lookup(STATE_SPACE, residency, lambda: CopyAtomError(
+        f"no ld/st state space for residency '{residency}' (one of {', '.join(STATE_SPACE)})"))
 
 
 def _verify_vector(name: str, bits: int, src: OperandUse, dst: OperandUse) -> None:

@@ -35,7 +35,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from nvatom.arch import Target, target
-from nvatom.errors import NvatomError
+from nvatom.errors import NvatomError, lookup
 
 __all__ = [
     "MAX_ARRIVAL_COUNT",
@@ -161,12 +161,8 @@ SYNC_OPS: dict[str, SyncOp] = {
 
 
 def sync_op(name: str) -> SyncOp:
-    try:
-        return SYNC_OPS[name]
-    except KeyError:
-        raise SyncOpError(
-            f"no synchronisation instruction '{name}' (known: {', '.join(SYNC_OPS)})"
-        ) from None
+    return lookup(SYNC_OPS, name, lambda: SyncOpError(
+        f"no synchronisation instruction '{name}' (known: {', '.join(SYNC_OPS)})"))
 
 
 def spell(name: str, **slots: str) -> str:

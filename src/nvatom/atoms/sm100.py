@@ -71,7 +71,7 @@ from nvatom.atoms.interfaces import (
 from nvatom.atoms.verify import OperandUse, check_target_and_shape
 from nvatom.descriptors.umma import instr_desc_for
 from nvatom.dtypes import DType, dtype
-from nvatom.errors import NvatomError
+from nvatom.errors import NvatomError, lookup
 from nvatom.layout import ComposedLayout, Layout, is_int, parse_layout, rank, size
 from nvatom.tables import swizzles
 from nvatom.tables.umma_shapes import SHAPES
@@ -400,10 +400,8 @@ _FORM_BY_NAME = {f.name: f for f in FORMS}
 
 def tcgen05_form(name: str) -> Tcgen05MmaForm:
     """A form by :attr:`Tcgen05MmaForm.name` (``<opcode>[+dol][+sid][+zcm]+<ss|ts>``)."""
-    try:
-        return _FORM_BY_NAME[name.strip()]
-    except KeyError:
-        raise UmmaError(f"unknown tcgen05.mma form '{name}'") from None
+    return lookup(_FORM_BY_NAME, name.strip(),
+                  lambda: UmmaError(f"unknown tcgen05.mma form '{name}'"))
 
 
 # ============================================================================ shapes

@@ -37,7 +37,7 @@ from nvatom.diagnostics import (
     WGMMA_INT8_TYPES,
 )
 from nvatom.dtypes import DType, dtype
-from nvatom.errors import NvatomError
+from nvatom.errors import NvatomError, lookup
 
 __all__ = [
     "FORMS",
@@ -273,7 +273,4 @@ _BY_NAME = {f.name: f for f in FORMS}
 
 def wgmma_form(name: str) -> WgmmaForm:
     """Resolve an atom name like ``sm90.mma.m64n128k16.ss.f32.f16.f16``."""
-    try:
-        return _BY_NAME[name.strip()]
-    except KeyError:
-        raise WgmmaFormError(f"unknown WGMMA atom '{name}'") from None
+    return lookup(_BY_NAME, name.strip(), lambda: WgmmaFormError(f"unknown WGMMA atom '{name}'"))
