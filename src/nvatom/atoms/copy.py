@@ -600,6 +600,17 @@ MATRIX_FAMILIES: tuple[MatrixFamily, ...] = (
 )
 
 
+class _FromFamily:
+    """A read-only attribute of a :class:`MatrixCopy` that is its table row's: ``op``,
+    ``shape``, ``mnemonic``, ``tier``, ``min_ptx`` and ``feature`` read ``self.family``."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        return self if obj is None else getattr(obj.family, self.name)
+
+
 @dataclasses.dataclass(frozen=True)
 class MatrixCopy(_CopyBase):
     """One ldmatrix/stmatrix instruction form (``atom.ldsm<m8n8.x4.trans>``, ...)."""
@@ -628,29 +639,12 @@ class MatrixCopy(_CopyBase):
                                 f"{', '.join(problems)}")
 
     # ---------------------------------------------------------------- table fields
-    @property
-    def op(self) -> str:
-        return self.family.op
-
-    @property
-    def shape(self) -> MatrixShape:
-        return self.family.shape
-
-    @property
-    def mnemonic(self) -> str:  # type: ignore[override]
-        return self.family.mnemonic
-
-    @property
-    def tier(self) -> Tier:  # type: ignore[override]
-        return self.family.tier
-
-    @property
-    def min_ptx(self) -> PtxVersion:  # type: ignore[override]
-        return self.family.min_ptx
-
-    @property
-    def feature(self) -> str:  # type: ignore[override]
-        return self.family.feature
+    op = _FromFamily()
+    shape = _FromFamily()
+    mnemonic = _FromFamily()
+    tier = _FromFamily()
+    min_ptx = _FromFamily()
+    feature = _FromFamily()
 
     # ---------------------------------------------------------------- naming
     @property
