@@ -252,7 +252,7 @@ class LruCache:
         self._d.clear()
 
 
-class TensorMapCache:
+class TensorMapCache(LruCache):
     """Encoded 128-byte tensor maps keyed by the whole :class:`~nvatom.descriptors.tma.TensorMap`
     (global address, dims, strides, data type, box, element strides, swizzle, L2 promotion,
     OOB fill): a map is encoded (``encoder``, default the driver's ``cuTensorMapEncode*``)
@@ -260,25 +260,11 @@ class TensorMapCache:
 
     def __init__(self, maxsize: int = 512,
                  encoder: Callable[[Any], bytes] | None = None) -> None:
-        self._lru = LruCache(maxsize)
+        super().__init__(maxsize)
         self.encoder = encoder or (lambda tm: tm.encode_with_driver())
 
-    def __len__(self) -> int:
-        return len(self._lru)
-
-    @property
-    def hits(self) -> int:
-        return self._lru.hits
-
-    @property
-    def misses(self) -> int:
-        return self._lru.misses
-
     def get(self, tm: Any) -> bytes:
-        return self._lru.get_or_make(tm, lambda: bytes(self.encoder(tm)))
-
-    def clear(self) -> None:
-        self._lru.clear()
+        return self.get_or_make(tm, lambda: bytes(self.encoder(tm)))
 
 
 @dataclasses.dataclass(frozen=True)
