@@ -32,6 +32,7 @@ provided ``b`` divides ``a`` or ``a`` divides ``b`` (so ``a / b`` or 1), and an 
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Any, TypeAlias
 
 from nvatom.errors import LayoutError
@@ -360,49 +361,37 @@ def inner_product(a: IntTuple, b: IntTuple) -> int:
 # ----------------------------------------------------------------------------- relations
 
 
-def congruent(a: IntTuple, b: IntTuple) -> bool:
-    """Same hierarchical profile (same nesting, same ranks everywhere)."""
+def _leafwise(a: IntTuple, b: IntTuple, leaf: Callable[[int, IntTuple], bool]) -> bool:
+    """``b`` nests like ``a`` down to ``a``'s leaves (same ranks on the way), and ``leaf(x, y)``
+    holds at each leaf ``x`` of ``a`` with ``y`` the part of ``b`` there."""
     if type(a) is tuple:
         return (
             type(b) is tuple
             and len(a) == len(b)
-            and all(congruent(x, y) for x, y in zip(a, b, strict=True))
+            and all(_leafwise(x, y, leaf) for x, y in zip(a, b, strict=True))
         )
-    return type(b) is not tuple
+    return leaf(a, b)
+
+
+def congruent(a: IntTuple, b: IntTuple) -> bool:
+    """Same hierarchical profile (same nesting, same ranks everywhere)."""
+    return _leafwise(a, b, lambda _, y: type(y) is not tuple)
 
 
 def weakly_congruent(a: IntTuple, b: IntTuple) -> bool:
     """Profile of ``a`` is a coarsening of ``b``'s (an int in ``a`` matches anything)."""
-    if type(a) is tuple:
-        return (
-            type(b) is tuple
-            and len(a) == len(b)
-            and all(weakly_congruent(x, y) for x, y in zip(a, b, strict=True))
-        )
-    return True
+    return _leafwise(a, b, lambda _, y: True)
 
 
 def compatible(a: IntTuple, b: IntTuple) -> bool:
     """Every coordinate of shape ``a`` is a coordinate of shape ``b`` (same sizes at each
     leaf of ``a``)."""
-    if type(a) is tuple:
-        return (
-            type(b) is tuple
-            and len(a) == len(b)
-            and all(compatible(x, y) for x, y in zip(a, b, strict=True))
-        )
-    return a == product(b)
+    return _leafwise(a, b, lambda x, y: x == product(y))
 
 
 def weakly_compatible(a: IntTuple, b: IntTuple) -> bool:
     """At each leaf of ``a`` the size of ``b``'s part is a multiple of it."""
-    if type(a) is tuple:
-        return (
-            type(b) is tuple
-            and len(a) == len(b)
-            and all(weakly_compatible(x, y) for x, y in zip(a, b, strict=True))
-        )
-    return a != 0 and product(b) % a == 0
+    return _leafwise(a, b, lambda x, y: x != 0 and product(y) % x == 0)
 
 
 def evenly_divides(shape: IntTuple, tiler: IntTuple) -> bool:
@@ -429,40 +418,34 @@ def filter_zeros(a: IntTuple, b: IntTuple | None = None) -> IntTuple:
 # ----------------------------------------------------------------------------- strides
 
 
-def prefix_product(a: IntTuple, init: IntTuple = 1) -> IntTuple:
-    """Exclusive prefix product, leftmost first: ``prefix_product((2,(3,4),5)) ==
-    (1,(2,6),24)``.  Unlike :func:`compact_col_major` a size-1 mode keeps its product."""
+def _exclusive_product(name: str, a: IntTuple, init: IntTuple, backward: bool) -> IntTuple:
+    """:func:`prefix_product` (``backward`` False) and :func:`suffix_product` (True): the same
+    scan, leftmost or rightmost mode first; ``name`` is the caller's, for the messages."""
     if type(a) is tuple:
         if type(init) is tuple:
             if len(a) != len(init):
-                raise LayoutError("prefix_product: mismatched ranks")
-            return tuple(prefix_product(x, i) for x, i in zip(a, init, strict=True))
+                raise LayoutError(f"{name}: mismatched ranks")
+            return tuple(_exclusive_product(name, x, i, backward)
+                         for x, i in zip(a, init, strict=True))
         out = []
-        for v in a:
-            out.append(prefix_product(v, init))
+        for v in reversed(a) if backward else a:
+            out.append(_exclusive_product(name, v, init, backward))
             init = init * product(v)
-        return tuple(out)
+        return tuple(reversed(out)) if backward else tuple(out)
     if type(init) is tuple:
-        raise LayoutError("prefix_product: a tuple init needs a tuple argument")
+        raise LayoutError(f"{name}: a tuple init needs a tuple argument")
     return init
+
+
+def prefix_product(a: IntTuple, init: IntTuple = 1) -> IntTuple:
+    """Exclusive prefix product, leftmost first: ``prefix_product((2,(3,4),5)) ==
+    (1,(2,6),24)``.  Unlike :func:`compact_col_major` a size-1 mode keeps its product."""
+    return _exclusive_product("prefix_product", a, init, backward=False)
 
 
 def suffix_product(a: IntTuple, init: IntTuple = 1) -> IntTuple:
     """Exclusive suffix product, rightmost first (row-major strides without the size-1 rule)."""
-    if type(a) is tuple:
-        if type(init) is tuple:
-            if len(a) != len(init):
-                raise LayoutError("suffix_product: mismatched ranks")
-            return tuple(suffix_product(x, i) for x, i in zip(a, init, strict=True))
-        out = []
-        for v in reversed(a):
-            out.append(suffix_product(v, init))
-            init = init * product(v)
-        out.reverse()
-        return tuple(out)
-    if type(init) is tuple:
-        raise LayoutError("suffix_product: a tuple init needs a tuple argument")
-    return init
+    return _exclusive_product("suffix_product", a, init, backward=True)
 
 
 def _compact(shape: IntTuple, current: int, left: bool) -> tuple[IntTuple, int]:
