@@ -469,6 +469,14 @@ def _u32(k: Kernel, op: str, *args: Any) -> Reg:
     return r
 
 
+def _barrier(k: Kernel, smem: Reg, off: int, stage: Reg) -> Reg:
+    """The shared-memory address of mbarrier ``stage`` of the 8-byte barriers at byte ``off``
+    of the kernel's shared memory (base address ``smem``)."""
+    bar = _u32(k, "mad.lo.u32", stage, 8, off)
+    k.ins("add.u32", bar, bar, smem)
+    return bar
+
+
 # ============================================================================ the kernel
 
 
@@ -739,8 +747,7 @@ def _consumer(b: _Build) -> None:
         prev = _u32(k, "mov.u32", 0)
         kloop = k.fresh_label("c_k")
         k.label(kloop)
-        full = _u32(k, "mad.lo.u32", stage, 8, b.off_full)
-        k.ins("add.u32", full, full, b.smem)
+        full = _barrier(k, b.smem, b.off_full, stage)
         TE.mbarrier_wait_parity(k, full, phase)
         # descriptors of this stage
         da = k.reg("b64")
@@ -812,8 +819,7 @@ def _part_mmas(b: _Build, seq: WgmmaSequence, t: Sequence[Reg], a_desc0: Sequenc
     k, cfg, plan = b.k, b.cfg, b.plan
     form = cfg.part_form
     if phase is not None:
-        full = _u32(k, "mad.lo.u32", stage, 8, b.off_full)
-        k.ins("add.u32", full, full, b.smem)
+        full = _barrier(k, b.smem, b.off_full, stage)
         TE.mbarrier_wait_parity(k, full, phase)
     sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
     sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
@@ -831,6 +837,29 @@ def _part_mmas(b: _Build, seq: WgmmaSequence, t: Sequence[Reg], a_desc0: Sequenc
         seq.mma(form, t, da, db, first if s == 0 else p_true, imm)
 
 
+def _promotion_start(k: Kernel, cfg: GemmSm90Config,
+                     acc: Sequence[Reg]) -> tuple[list[tuple[int, ...]], Reg]:
+    """How both promoted main loops begin: the accumulator map of each of the
+    ``promote_parts`` N parts (:func:`_promote_map`), the tile's f32 accumulators zeroed, and
+    a false predicate (scale-d 0: a part's first WGMMA overwrites its temporary)."""
+    pn = cfg.block_n // cfg.promote_parts
+    maps = [_promote_map(cfg.block_n, pn, q) for q in range(cfg.promote_parts)]
+    for r in acc:
+        k.ins("mov.f32", r, "0f00000000")
+    p_zero = k.reg("pred")
+    k.ins("setp.ne.u32", p_zero, 0, 0)
+    return maps, p_zero
+
+
+def _add_part(k: Kernel, seq: WgmmaSequence, acc: Sequence[Reg], t: Sequence[Reg],
+              part_map: tuple[int, ...]) -> None:
+    """Retire temporary ``t`` and add it into the tile's accumulators: ``t[i]`` into
+    ``acc[part_map[i]]``."""
+    seq.read(t)
+    for i, j in enumerate(part_map):
+        k.ins("add.f32", acc[j], acc[j], t[i])
+
+
 def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
                        temps: Sequence[Sequence[Reg]], a_desc0: Sequence[Reg],
                        b_desc0: Sequence[Reg], stage: Reg, phase: Reg, is_lead: Reg,
@@ -846,14 +875,9 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
         _mainloop_pipelined(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead, p_true)
         return
     group, parts, nt = cfg.promote, cfg.promote_parts, len(temps)
-    pn = cfg.block_n // parts
-    maps = [_promote_map(cfg.block_n, pn, q) for q in range(parts)]
-    k.comment(f"promoted main loop: {group} K block(s) x {parts} part(s) of n{pn} per "
-              "promotion into the f32 accumulators")
-    for r in acc:
-        k.ins("mov.f32", r, "0f00000000")
-    p_zero = k.reg("pred")
-    k.ins("setp.ne.u32", p_zero, 0, 0)
+    k.comment(f"promoted main loop: {group} K block(s) x {parts} part(s) of "
+              f"n{cfg.block_n // parts} per promotion into the f32 accumulators")
+    maps, p_zero = _promotion_start(k, cfg, acc)
     kt = _u32(k, "mov.u32", 0)
     kloop = k.fresh_label("c_k")
     k.label(kloop)
@@ -864,10 +888,7 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     pending: list[int] = []
 
     def add(q: int) -> None:
-        t = temps[q % nt]
-        seq.read(t)
-        for i, j in enumerate(maps[q]):
-            k.ins("add.f32", acc[j], acc[j], t[i])
+        _add_part(k, seq, acc, temps[q % nt], maps[q])
 
     for q in range(parts):
         t = temps[q % nt]
@@ -930,21 +951,13 @@ def _mainloop_pipelined(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     released once its last group has retired, during the next K block."""
     k, cfg = b.k, b.cfg
     parts = cfg.promote_parts
-    pn = cfg.block_n // parts
-    maps = [_promote_map(cfg.block_n, pn, q) for q in range(parts)]
-    k.comment(f"promoted main loop, pipelined: {parts} part(s) of n{pn} per K block, two "
-              "temporaries, one WGMMA group in flight while the other is added")
-    for r in acc:
-        k.ins("mov.f32", r, "0f00000000")
-    p_zero = k.reg("pred")
-    k.ins("setp.ne.u32", p_zero, 0, 0)
+    k.comment(f"promoted main loop, pipelined: {parts} part(s) of n{cfg.block_n // parts} per "
+              "K block, two temporaries, one WGMMA group in flight while the other is added")
+    maps, p_zero = _promotion_start(k, cfg, acc)
     prev = _u32(k, "mov.u32", stage)
 
     def add(q: int) -> None:
-        t = temps[q % 2]
-        seq.read(t)
-        for i, j in enumerate(maps[q]):
-            k.ins("add.f32", acc[j], acc[j], t[i])
+        _add_part(k, seq, acc, temps[q % 2], maps[q])
 
     def block(first: bool) -> None:
         for q in range(parts):
@@ -1178,11 +1191,9 @@ def _producer(b: _Build) -> None:
     pkt = _u32(k, "mov.u32", 0)
     pk_top = k.fresh_label("p_k")
     k.label(pk_top)
-    empty = _u32(k, "mad.lo.u32", pstage, 8, b.off_empty)
-    k.ins("add.u32", empty, empty, b.smem)
+    empty = _barrier(k, b.smem, b.off_empty, pstage)
     TE.mbarrier_wait_parity(k, empty, pphase)
-    fullp = _u32(k, "mad.lo.u32", pstage, 8, b.off_full)
-    k.ins("add.u32", fullp, fullp, b.smem)
+    fullp = _barrier(k, b.smem, b.off_full, pstage)
     TE.mbarrier_arrive_expect_tx(k, fullp, tx)
     kx = _u32(k, "mul.lo.u32", pkt, bk)
     a_dst = _u32(k, "mad.lo.u32", pstage, stage_a, b.off_a)
@@ -1252,8 +1263,7 @@ def _release(k: Kernel, cfg: GemmSm90Config, smem: Reg, off_empty: int, stage: R
     """Arrive on ``empty[stage]`` (of every CTA of the cluster that multicast into it)."""
     skip = k.fresh_label("no_release")
     k.bra(skip, f"!{pred}")
-    bar = _u32(k, "mad.lo.u32", stage, 8, off_empty)
-    k.ins("add.u32", bar, bar, smem)
+    bar = _barrier(k, smem, off_empty, stage)
     if not cfg.mcast:
         TE.mbarrier_arrive(k, bar)
     else:
