@@ -106,10 +106,7 @@ def interfaces_of(atom: object) -> tuple[str, ...]:
 def verify_atom_instance(atom: object, target: Any, use: Any) -> None:
     """The spec's interface dispatcher (``verify_atom_instance``): MMA, then copy, then prefetch;
     anything else is an error."""
-    if isinstance(atom, MmaAtom):
-        atom.verify_instance(target, use)
-        return
-    if isinstance(atom, CopyAtom):
+    if isinstance(atom, (MmaAtom, CopyAtom)):
         atom.verify_instance(target, use)
         return
     if isinstance(atom, PrefetchAtom):
