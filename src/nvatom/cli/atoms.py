@@ -346,12 +346,9 @@ def register_emit(args: argparse.Namespace) -> int:
 
     form, t = atom_on_target(args, mma_form)
     if args.asm_template:
-        names = [f"d[{i}]" for i in range(form.registers("D"))]
-        for op in "ABC":
-            names += [f"{op.lower()}[{i}]" for i in range(form.registers(op))]
-        if form.is_sparse:
-            sel = args.selector if args.selector is not None else form.selectors[0]
-            names += ["e", str(sel)]
+        names = mma_emit.asm_operands(form)[2]
+        if form.is_sparse and args.selector is not None:
+            names[-1] = str(args.selector)
         print_inline_asm(form.name, mma_emit.inline_asm(form), names)
         return 0
     if args.kernel:

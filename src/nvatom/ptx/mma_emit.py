@@ -177,6 +177,29 @@ class InlineAsm:
         return tuple(self.constraints.split(","))
 
 
+def asm_operands(form: Any) -> tuple[list[str], list[str], list[str]]:
+    """The operands of a warp MMA's inline asm, numbered from ``%0``: the D, A, B, C register
+    groups (``{%0,%1,...}``), a sparse form's metadata and selector immediate (``%e, %f``);
+    their constraint letters (outputs ``=``; selector ``n``) and the C++ names bound to them
+    (``d[0]`` ..., ``e`` and the form's first legal selector).  Shared by the register MMA
+    and the SM120 block-scaled forms (:mod:`nvatom.ptx.sm120_emit` adds the scales)."""
+    groups: list[str] = []
+    letters: list[str] = []
+    names: list[str] = []
+    n = 0
+    for op in ("D", "A", "B", "C"):
+        count = form.registers(op)
+        groups.append("{" + ",".join(f"%{n + i}" for i in range(count)) + "}")
+        letters += [("=" if op == "D" else "") + _CONSTRAINT[form.register_type(op)]] * count
+        names += [f"{op.lower()}[{i}]" for i in range(count)]
+        n += count
+    if form.is_sparse:
+        groups += [f"%{n}", f"%{n + 1}"]
+        letters += ["r", "n"]
+        names += ["e", str(form.selectors[0])]
+    return groups, letters, names
+
+
 def inline_asm(form: MmaForm) -> InlineAsm:
     """The inline-asm template and constraint string of ``form``.
 
@@ -185,18 +208,8 @@ def inline_asm(form: MmaForm) -> InlineAsm:
     ``=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f``.  Sparse forms end with ``%e, %f`` constrained
     ``r`` (metadata) and ``n`` (selector immediate).
     """
-    groups, letters = [], []
-    n = 0
-    for op in ("D", "A", "B", "C"):
-        count = form.registers(op)
-        groups.append("{" + ",".join(f"%{n + i}" for i in range(count)) + "}")
-        letter = _CONSTRAINT[form.register_type(op)]
-        letters += [("=" if op == "D" else "") + letter] * count
-        n += count
-    if form.is_sparse:
-        groups += [f"%{n}", f"%{n + 1}"]
-        letters += ["r", "n"]
-        n += 2
+    groups, letters, _ = asm_operands(form)
+    n = len(letters)
     outputs = form.registers("D")
     return InlineAsm(
         template=f"{form.opcode} {', '.join(groups)};",

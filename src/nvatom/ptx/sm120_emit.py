@@ -111,22 +111,8 @@ def emit_mma_bs(
 def inline_asm(form: MmaBsForm) -> InlineAsm:
     """Template and constraints; the scale selectors are ``n`` immediates bound to the
     form's byte-id/thread-id values."""
-    groups: list[str] = []
-    letters: list[str] = []
-    names: list[str] = []
-    n = 0
-    for op in ("D", "A", "B", "C"):
-        count = form.registers(op)
-        groups.append("{" + ",".join(f"%{n + i}" for i in range(count)) + "}")
-        letter = "f" if form.register_type(op) == "f32" else "r"
-        letters += [("=" if op == "D" else "") + letter] * count
-        names += [f"{op.lower()}[{i}]" for i in range(count)]
-        n += count
-    if form.is_sparse:
-        groups += [f"%{n}", f"%{n + 1}"]
-        letters += ["r", "n"]
-        names += ["e", str(form.selectors[0])]
-        n += 2
+    groups, letters, names = mma_emit.asm_operands(form)
+    n = len(letters)
     for sf, bid, tid in (("sfa", form.byte_id_a, form.thread_id_a),
                          ("sfb", form.byte_id_b, form.thread_id_b)):
         groups += [f"%{n}", f"{{%{n + 1}, %{n + 2}}}"]
