@@ -231,17 +231,10 @@ class _CopyBase(CopyAtom):
         return max(self.min_ptx, target(t).min_ptx)
 
     # ---------------------------------------------------------------- contract
-    @property
-    def sources(self) -> tuple[str, ...]:
-        raise NotImplementedError
-
-    @property
-    def destinations(self) -> tuple[str, ...]:
-        raise NotImplementedError
-
-    @property
-    def value_bits(self) -> int:
-        raise NotImplementedError
+    # the residencies read and written and the bits moved: provided by each subclass
+    sources: tuple[str, ...]
+    destinations: tuple[str, ...]
+    value_bits: int
 
     def contract(self) -> CopyContract:
         return CopyContract(self.tier, self.sources, self.destinations, self.value_bits,
@@ -415,6 +408,10 @@ class _ThreadVectorCopy:
     def _verify_layouts(self, src: OperandUse, dst: OperandUse) -> None:
         _verify_vector(self.name, self.bits, src, dst)
 
+    @property
+    def value_bits(self) -> int:
+        return self.bits  # type: ignore[attr-defined]
+
 
 @dataclasses.dataclass(frozen=True)
 class UniversalCopy(_ThreadVectorCopy, _CopyBase):
@@ -426,6 +423,7 @@ class UniversalCopy(_ThreadVectorCopy, _CopyBase):
     mnemonic = "atom.universal_copy"
     tier = None
     feature = None
+    sources = destinations = _MEMORIES
 
     def __post_init__(self) -> None:
         if self.access is None:
@@ -448,18 +446,6 @@ class UniversalCopy(_ThreadVectorCopy, _CopyBase):
         base = f"{self.mnemonic}<{self.bits}>"
         return base if self.vector_access == _default_access(self.bits) else \
             base + self.vector_access.suffix
-
-    @property
-    def sources(self) -> tuple[str, ...]:
-        return _MEMORIES
-
-    @property
-    def destinations(self) -> tuple[str, ...]:
-        return _MEMORIES
-
-    @property
-    def value_bits(self) -> int:
-        return self.bits
 
     def ld_opcode(self, residency: str) -> str:
         return f"ld.{_space(residency)}{self.vector_access.suffix}"
@@ -978,6 +964,8 @@ class SimtAsyncCopy(_ThreadVectorCopy, _CopyBase, AsyncCopyAtom):
     mnemonic = "atom.simt_async_copy"
     tier = Tier.SM80
     feature = "cp.async"
+    sources = (GMEM,)
+    destinations = (SMEM,)
 
     def __post_init__(self) -> None:
         if self.policy is None:
@@ -1035,18 +1023,6 @@ class SimtAsyncCopy(_ThreadVectorCopy, _CopyBase, AsyncCopyAtom):
         if cache_policy is not None:
             ops.append(cache_policy)
         return ops
-
-    @property
-    def sources(self) -> tuple[str, ...]:
-        return (GMEM,)
-
-    @property
-    def destinations(self) -> tuple[str, ...]:
-        return (SMEM,)
-
-    @property
-    def value_bits(self) -> int:
-        return self.bits
 
 
 
