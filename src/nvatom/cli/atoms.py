@@ -21,15 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from nvatom.cli import sm100, sm120
 from nvatom.cli.common import (
     atom_on_target,
     bounded_int,
-    print_inline_asm,
+    emit_warp_mma,
     print_kernel,
-    print_snippet,
     show_fragment,
     show_warp_fragment,
     ver,
@@ -342,25 +341,23 @@ def register_emit(args: argparse.Namespace) -> int:
     """``emit`` of a register MMA form (also the unscaled ``sm120.mma`` forms)."""
     from nvatom.atoms.registry import mma_form
     from nvatom.ptx import mma_emit
-    from nvatom.ptx.builder import Kernel
 
     form, t = atom_on_target(args, mma_form)
-    if args.asm_template:
+
+    def asm() -> tuple[Any, list[str]]:
         names = mma_emit.asm_operands(form)[2]
         if form.is_sparse and args.selector is not None:
             names[-1] = str(args.selector)
-        print_inline_asm(form.name, mma_emit.inline_asm(form), names)
-        return 0
-    if args.kernel:
-        print_kernel(mma_emit.build_mma_test_module(form, t, selector=args.selector).emit(),
-                     args, t)
-        return 0
-    k = Kernel("snippet")
-    regs = mma_emit.alloc_mma_registers(k, form)
-    mma_emit.emit_mma(k, form, regs.d, regs.a, regs.b, regs.c, e=regs.e,
-                      selector=args.selector if form.is_sparse else None)
-    print_snippet(form.name, t, form.ptx_version_for(t), k.emit())
-    return 0
+        return mma_emit.inline_asm(form), names
+
+    def emit(k: Any) -> None:
+        regs = mma_emit.alloc_mma_registers(k, form)
+        mma_emit.emit_mma(k, form, regs.d, regs.a, regs.b, regs.c, e=regs.e,
+                          selector=args.selector if form.is_sparse else None)
+
+    return emit_warp_mma(
+        args, form, t, asm=asm, emit=emit,
+        module=lambda: mma_emit.build_mma_test_module(form, t, selector=args.selector))
 
 
 def _sm120_emit(args: argparse.Namespace) -> int:

@@ -158,20 +158,33 @@ def show_warp_fragment(form: Any, op: str, tv: Any, args: argparse.Namespace,
     return show_fragment(view.grid(), args, view.title)
 
 
-def print_inline_asm(name: str, asm: Any, names: list[str]) -> None:
-    """``emit --asm-template`` of a warp MMA: the asm statement with its operands bound."""
-    bound = [f'"{c}"({n})' for c, n in zip(asm.constraint_list, names, strict=True)]
-    print(f"// {name}: {asm.outputs} outputs, {asm.inputs} inputs")
-    print(f"// constraints: {asm.constraints}")
-    print(f'asm volatile("{asm.template}"')
-    print(f"    : {', '.join(bound[:asm.outputs])}")
-    print(f"    : {', '.join(bound[asm.outputs:])});")
+def emit_warp_mma(args: argparse.Namespace, form: Any, t: Any, *,
+                  asm: Callable[[], tuple[Any, list[str]]], module: Callable[[], Any],
+                  emit: Callable[[Any], None]) -> int:
+    """``emit`` of a warp MMA form (register MMA, SM120 mma_bs) in its three modes:
+    ``--asm-template``: the asm statement ``asm()`` gives, its operands bound to their C++
+    names; ``--kernel``: the test module ``module()``; neither: the one instruction
+    ``emit(k)`` appends to a snippet kernel, with its PTX version."""
+    if args.asm_template:
+        a, names = asm()
+        bound = [f'"{c}"({n})' for c, n in zip(a.constraint_list, names, strict=True)]
+        print(f"// {form.name}: {a.outputs} outputs, {a.inputs} inputs")
+        print(f"// constraints: {a.constraints}")
+        print(f'asm volatile("{a.template}"')
+        print(f"    : {', '.join(bound[:a.outputs])}")
+        print(f"    : {', '.join(bound[a.outputs:])});")
+        return 0
+    if args.kernel:
+        print_kernel(module().emit(), args, t)
+        return 0
+    from nvatom.ptx.builder import Kernel
 
-
-def print_snippet(name: str, t: Any, version: tuple[int, int], kernel_text: str) -> None:
-    """``emit`` without a mode: the one instruction of a snippet kernel, with its PTX version."""
-    print(f"// {name} on {t.name}: PTX .version {version[0]}.{version[1]} or newer")
-    print(kernel_text.splitlines()[-3].strip())
+    k = Kernel("snippet")
+    emit(k)
+    version = form.ptx_version_for(t)
+    print(f"// {form.name} on {t.name}: PTX .version {version[0]}.{version[1]} or newer")
+    print(k.emit().splitlines()[-3].strip())
+    return 0
 
 
 def print_kernel(text: str, args: argparse.Namespace, t: Any) -> None:

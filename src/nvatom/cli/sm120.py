@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 from nvatom.cli.common import (
     atom_on_target,
-    print_inline_asm,
-    print_kernel,
-    print_snippet,
+    emit_warp_mma,
     show_fragment,
     show_warp_fragment,
     ver,
@@ -109,22 +108,20 @@ def cmd_frag(args: argparse.Namespace) -> int:
 def cmd_emit(args: argparse.Namespace) -> int:
     from nvatom.atoms import sm120
     from nvatom.ptx import sm120_emit
-    from nvatom.ptx.builder import Kernel
 
     form, t = atom_on_target(args, sm120.mma_bs_form)
     if args.selector not in (None, *form.selectors):
         raise NvatomError(f"{form.name}: sparsity selector {args.selector} is not legal "
                           f"(ptxas accepts {list(form.selectors) or 'none: dense'})")
-    if args.asm_template:
-        asm = sm120_emit.inline_asm(form)
-        print_inline_asm(form.name, asm, list(asm.names))
-        return 0
-    if args.kernel:
-        print_kernel(sm120_emit.build_mma_bs_test_module(form, t).emit(), args, t)
-        return 0
-    k = Kernel("snippet")
-    regs = sm120_emit.alloc_mma_bs_registers(k, form)
-    sm120_emit.emit_mma_bs(k, form, regs.d, regs.a, regs.b, regs.c, regs.sfa, regs.sfb,
-                           e=regs.e)
-    print_snippet(form.name, t, form.ptx_version_for(t), k.emit())
-    return 0
+
+    def asm() -> tuple[Any, list[str]]:
+        a = sm120_emit.inline_asm(form)
+        return a, list(a.names)
+
+    def emit(k: Any) -> None:
+        regs = sm120_emit.alloc_mma_bs_registers(k, form)
+        sm120_emit.emit_mma_bs(k, form, regs.d, regs.a, regs.b, regs.c, regs.sfa, regs.sfb,
+                               e=regs.e)
+
+    return emit_warp_mma(args, form, t, asm=asm, emit=emit,
+                         module=lambda: sm120_emit.build_mma_bs_test_module(form, t))
