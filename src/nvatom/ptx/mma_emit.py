@@ -386,6 +386,17 @@ def _lane_address(k: Kernel, base: Reg, access: OperandAccess, lane: Reg) -> Reg
     return addr
 
 
+def _word_address(k: Kernel, base: Reg, lane: Reg) -> Reg:
+    """``base + 4 * lane``: lane's 32-bit word of a per-lane array (metadata, scale factors)."""
+    off = k.reg("u32")
+    k.ins("shl.b32", off, lane, 2)
+    off64 = k.reg("u64")
+    k.ins("cvt.u64.u32", off64, off)
+    addr = k.reg("u64")
+    k.ins("add.s64", addr, base, off64)
+    return addr
+
+
 def _load(k: Kernel, base: Reg, access: OperandAccess, lane: Reg, regs: list[Reg]) -> None:
     addr = _lane_address(k, base, access, lane)
     for reg, off in zip(regs, access.reg_bytes, strict=True):
@@ -428,13 +439,7 @@ def add_mma_test_kernel(
     for op, rs in (("A", regs.a), ("B", regs.b), ("C", regs.c)):
         _load(k, ptrs[op], access[op], lane, rs)
     if regs.e is not None and e_ptr is not None:
-        e_off = k.reg("u32")
-        k.ins("shl.b32", e_off, lane, 2)
-        e_off64 = k.reg("u64")
-        k.ins("cvt.u64.u32", e_off64, e_off)
-        e_addr = k.reg("u64")
-        k.ins("add.s64", e_addr, e_ptr, e_off64)
-        k.ins("ld.global.b32", regs.e, f"[{e_addr}]")
+        k.ins("ld.global.b32", regs.e, f"[{_word_address(k, e_ptr, lane)}]")
     emit_mma(k, form, regs.d, regs.a, regs.b, regs.c, e=regs.e, selector=sel)
     _store(k, ptrs["D"], access["D"], lane, regs.d)
     return k

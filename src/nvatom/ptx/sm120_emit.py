@@ -65,10 +65,9 @@ class MmaBsRegisters:
 
 
 def alloc_mma_bs_registers(k: Kernel, form: MmaBsForm) -> MmaBsRegisters:
-    regs = {op: k.regs(form.register_type(op), form.registers(op)) for op in OPERANDS}
-    e = k.reg("b32") if form.is_sparse else None
-    return MmaBsRegisters(regs["D"], regs["A"], regs["B"], regs["C"], k.reg("b32"),
-                          k.reg("b32"), e)
+    """:func:`nvatom.ptx.mma_emit.alloc_mma_registers`'s, then the two scale registers."""
+    r = mma_emit.alloc_mma_registers(k, form)  # type: ignore[arg-type]
+    return MmaBsRegisters(r.d, r.a, r.b, r.c, k.reg("b32"), k.reg("b32"), r.e)
 
 
 def _fmt(r: Reg | str) -> str:
@@ -124,16 +123,6 @@ def inline_asm(form: MmaBsForm) -> InlineAsm:
                      n - outputs, tuple(names))
 
 
-def _word_address(k: Kernel, base: Reg, lane: Reg) -> Reg:
-    off = k.reg("u32")
-    k.ins("shl.b32", off, lane, 2)
-    off64 = k.reg("u64")
-    k.ins("cvt.u64.u32", off64, off)
-    addr = k.reg("u64")
-    k.ins("add.s64", addr, base, off64)
-    return addr
-
-
 def add_mma_bs_test_kernel(module: Module, form: MmaBsForm, name: str = "mma_bs_test"
                            ) -> Kernel:
     """Add ``name(A, B, C, D, SFA, SFB[, E])`` for one warp to ``module`` (module doc)."""
@@ -156,7 +145,7 @@ def add_mma_bs_test_kernel(module: Module, form: MmaBsForm, name: str = "mma_bs_
         base = e_ptr if op == "E" else sf_ptrs[op]
         if reg is None or base is None:
             continue
-        k.ins("ld.global.b32", reg, f"[{_word_address(k, base, lane)}]")
+        k.ins("ld.global.b32", reg, f"[{mma_emit._word_address(k, base, lane)}]")
     emit_mma_bs(k, form, regs.d, regs.a, regs.b, regs.c, regs.sfa, regs.sfb, e=regs.e)
     mma_emit._store(k, ptrs["D"], access["D"], lane, regs.d)
     return k
