@@ -46,7 +46,7 @@ from nvatom import diagnostics as D
 from nvatom.arch import Feature, PtxVersion, Target, Tier, feature, target
 from nvatom.atoms.fragments import layout_from_function
 from nvatom.atoms.interfaces import AsyncCopyAtom, AtomVerificationError, CopyAtom
-from nvatom.atoms.mma import MmaForm
+from nvatom.atoms.mma import Alias, MmaForm
 from nvatom.atoms.register_mma import mma_form
 from nvatom.atoms.verify import OperandUse
 from nvatom.dtypes import DType, dtype
@@ -586,17 +586,6 @@ MATRIX_FAMILIES: tuple[MatrixFamily, ...] = (
 )
 
 
-class _FromFamily:
-    """A read-only attribute of a :class:`MatrixCopy` that is its table row's: ``op``,
-    ``shape``, ``mnemonic``, ``tier``, ``min_ptx`` and ``feature`` read ``self.family``."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
-        return self if obj is None else getattr(obj.family, self.name)
-
-
 @dataclasses.dataclass(frozen=True)
 class MatrixCopy(_CopyBase):
     """One ldmatrix/stmatrix instruction form (``atom.ldsm<m8n8.x4.trans>``, ...)."""
@@ -625,12 +614,12 @@ class MatrixCopy(_CopyBase):
                                 f"{', '.join(problems)}")
 
     # ---------------------------------------------------------------- table fields
-    op = _FromFamily()
-    shape = _FromFamily()
-    mnemonic = _FromFamily()
-    tier = _FromFamily()
-    min_ptx = _FromFamily()
-    feature = _FromFamily()
+    op = Alias("family.op")
+    shape = Alias("family.shape")
+    mnemonic = Alias("family.mnemonic")
+    tier = Alias("family.tier")
+    min_ptx = Alias("family.min_ptx")
+    feature = Alias("family.feature")
 
     # ---------------------------------------------------------------- naming
     @property

@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import operator
+from typing import Any
 
 from nvatom.arch import PtxVersion, Target, Tier, feature, target
 from nvatom.atoms import fragments, fragments_sm70, sparse
@@ -30,7 +32,7 @@ from nvatom.dtypes import DType
 from nvatom.errors import NvatomError
 from nvatom.layout import Layout, size
 
-__all__ = ["FeatureGated", "MmaForm", "MmaFormError", "MnkShaped", "SparseMmaForm"]
+__all__ = ["Alias", "FeatureGated", "MmaForm", "MmaFormError", "MnkShaped", "SparseMmaForm"]
 
 
 class MmaFormError(NvatomError):
@@ -39,6 +41,23 @@ class MmaFormError(NvatomError):
 
 _BOPS = ("xor.popc", "and.popc")
 _SPARSE = ("sp", "sp::ordered_metadata")
+
+
+class Alias:
+    """A read-only attribute that is another one of the record: ``Alias("a_type")`` reads
+    ``self.a_type``, ``Alias("family.op")`` ``self.family.op`` and ``Alias("shape_MNK", 0)``
+    ``self.shape_MNK[0]``; how an atom record offers the interface's names over its own
+    fields (the specification's, or its table row's)."""
+
+    def __init__(self, path: str, index: int | None = None) -> None:
+        self.path, self.index = path, index
+        self._get = operator.attrgetter(path)
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        if obj is None:
+            return self
+        v = self._get(obj)
+        return v if self.index is None else v[self.index]
 
 
 class MnkShaped:

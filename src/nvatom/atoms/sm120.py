@@ -75,7 +75,7 @@ from nvatom.atoms.interfaces import (
     MmaAtom,
     SparseMetadataAtom,
 )
-from nvatom.atoms.mma import FeatureGated, MmaForm, MnkShaped, SparseMmaForm
+from nvatom.atoms.mma import Alias, FeatureGated, MmaForm, MnkShaped, SparseMmaForm
 from nvatom.atoms.sparse import MetadataLayout, metadata_layout
 from nvatom.atoms.verify import OperandUse, check_target_and_shape
 from nvatom.dtypes import DType, dtype
@@ -270,25 +270,11 @@ class MmaBsForm(MnkShaped, FeatureGated, MmaAtom, BlockScaleAtom):
     def kind_name(self) -> str:
         return self.kind or ""
 
-    @property
-    def m(self) -> int:
-        return self.shape_MNK[0]
-
-    @property
-    def n(self) -> int:
-        return self.shape_MNK[1]
-
-    @property
-    def k(self) -> int:
-        return self.shape_MNK[2]
-
-    @property
-    def a(self) -> DType:
-        return self.a_type
-
-    @property
-    def b(self) -> DType:
-        return self.b_type
+    m = Alias("shape_MNK", 0)
+    n = Alias("shape_MNK", 1)
+    k = Alias("shape_MNK", 2)
+    a = Alias("a_type")
+    b = Alias("b_type")
 
     @property
     def scale_vec(self) -> int:
