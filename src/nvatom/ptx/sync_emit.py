@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping
 
 from nvatom.arch import Target
 from nvatom.arch import target as _target
-from nvatom.errors import NvatomError
+from nvatom.errors import NvatomError, lookup
 from nvatom.ptx.builder import Kernel, Reg
 
 __all__ = [
@@ -109,11 +109,8 @@ SYNC_INSTRS: dict[str, SyncInstr] = {
 
 def spell(name: str, **slots: str) -> str:
     """The opcode of row ``name`` with its slots filled (each checked against the table)."""
-    try:
-        row = SYNC_INSTRS[name]
-    except KeyError:
-        raise SyncEmitError(f"no synchronisation instruction '{name}' (known: "
-                            f"{', '.join(SYNC_INSTRS)})") from None
+    row = lookup(SYNC_INSTRS, name, lambda: SyncEmitError(
+        f"no synchronisation instruction '{name}' (known: {', '.join(SYNC_INSTRS)})"))
     if set(slots) != set(row.slots):
         raise SyncEmitError(f"{name} takes slots {sorted(row.slots)}, got {sorted(slots)}")
     for s, v in slots.items():
