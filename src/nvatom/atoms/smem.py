@@ -380,33 +380,53 @@ class PhaseReport:
         """Wavefronts beyond the first (0 for a conflict-free phase)."""
         return max(0, self.wavefronts - 1)
 
+    @property
+    def ideal(self) -> int:
+        """1 for a phase with active lanes (it takes one wavefront at least), else 0."""
+        return 1 if self.lanes else 0
+
     def bank_words(self) -> dict[int, set[int]]:
         """bank -> the distinct word addresses the phase needs from it."""
-        out: dict[int, set[int]] = {}
-        for la in self.lanes:
-            for w in la.words:
-                out.setdefault(w % BANKS, set()).add(w)
-        return out
+        return _bank_words(self.lanes)
+
+
+def _bank_words(lanes: Iterable[LaneAddress]) -> dict[int, set[int]]:
+    out: dict[int, set[int]] = {}
+    for la in lanes:
+        for w in la.words:
+            out.setdefault(w % BANKS, set()).add(w)
+    return out
+
+
+class _Totals:
+    """``wavefronts`` and ``ideal`` summed over a report's parts (an instruction's phases, a
+    layout's instructions), and ``conflicts``, the wavefronts beyond the ideal."""
+
+    def _parts(self) -> Sequence[PhaseReport | AccessReport]:
+        raise NotImplementedError
+
+    @property
+    def wavefronts(self) -> int:
+        return sum(p.wavefronts for p in self._parts())
+
+    @property
+    def ideal(self) -> int:
+        return sum(p.ideal for p in self._parts())
+
+    @property
+    def conflicts(self) -> int:
+        return self.wavefronts - self.ideal
 
 
 @dataclasses.dataclass(frozen=True)
-class AccessReport:
+class AccessReport(_Totals):
     """The wavefronts of one warp instruction."""
 
     label: str
     phases: tuple[PhaseReport, ...]
 
-    @property
-    def wavefronts(self) -> int:
-        return sum(p.wavefronts for p in self.phases)
-
-    @property
-    def ideal(self) -> int:
-        return sum(1 for p in self.phases if p.lanes)
-
-    @property
-    def conflicts(self) -> int:
-        return self.wavefronts - self.ideal
+    def _parts(self) -> tuple[PhaseReport, ...]:
+        return self.phases
 
 
 def count_phases(
@@ -423,11 +443,7 @@ def count_phases(
             if la.address % la.nbytes:
                 raise SmemError(f"{label or 'access'}: lane {la.lane} address {la.address} is "
                                 f"not aligned to its {la.nbytes}-byte access")
-        words: dict[int, set[int]] = {}
-        for la in active:
-            for w in la.words:
-                words.setdefault(w % BANKS, set()).add(w)
-        wf = max((len(s) for s in words.values()), default=0)
+        wf = max((len(s) for s in _bank_words(active).values()), default=0)
         out.append(PhaseReport(k, active, wf))
     return AccessReport(label, tuple(out))
 
@@ -456,7 +472,7 @@ def bank_conflicts_of_addresses(
 
 
 @dataclasses.dataclass(frozen=True)
-class BankReport:
+class BankReport(_Totals):
     """Bank conflicts of an access pattern over a whole shared-memory layout."""
 
     access: SmemAccess
@@ -465,17 +481,8 @@ class BankReport:
     base: int
     instructions: tuple[AccessReport, ...]
 
-    @property
-    def wavefronts(self) -> int:
-        return sum(a.wavefronts for a in self.instructions)
-
-    @property
-    def ideal(self) -> int:
-        return sum(a.ideal for a in self.instructions)
-
-    @property
-    def conflicts(self) -> int:
-        return self.wavefronts - self.ideal
+    def _parts(self) -> tuple[AccessReport, ...]:
+        return self.instructions
 
     def format(self, max_detailed: int | None = None) -> str:
         """A readable table: per instruction, per phase, the lanes' addresses and banks and
