@@ -424,6 +424,7 @@ class UniversalCopy(_ThreadVectorCopy, _CopyBase):
     tier = None
     feature = None
     sources = destinations = _MEMORIES
+    min_ptx = Alias("access.min_ptx")  # the PTX version of its ld/st spelling
 
     def __post_init__(self) -> None:
         if self.access is None:
@@ -436,10 +437,6 @@ class UniversalCopy(_ThreadVectorCopy, _CopyBase):
     def vector_access(self) -> VectorAccess:
         assert self.access is not None
         return self.access
-
-    @property
-    def min_ptx(self) -> PtxVersion:  # type: ignore[override]
-        return self.vector_access.min_ptx
 
     @property
     def name(self) -> str:  # type: ignore[override]
