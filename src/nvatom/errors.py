@@ -1,4 +1,5 @@
-"""Exception types shared by every part of nvatom.
+"""Exception types shared by every part of nvatom, and :func:`lookup`, the one way a name is
+looked up in a table of facts (the caller's error, naming the name, when it is not there).
 
 This module is a leaf: it imports nothing of ours, so every room of the house (the layout
 algebra included) may raise these.  Each error carries the text a user sees; the CLI prints
