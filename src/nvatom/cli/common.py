@@ -87,8 +87,9 @@ def read_text_file(path: str, what: str = "") -> str:
         raise NvatomError("an empty input file name")
     try:
         data = Path(path).read_bytes()
-    except OSError as e:
-        raise NvatomError(f"cannot read '{path}': {e.strerror or e}") from None
+    except (OSError, ValueError) as e:  # ValueError: an embedded NUL
+        raise NvatomError(f"cannot read {path!r}: {getattr(e, 'strerror', None) or e}") \
+            from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

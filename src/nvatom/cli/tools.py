@@ -230,6 +230,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if not args.out:  # Path("") is the current directory
         raise NvatomError("--out needs a directory name, got ''")
+    if "\0" in args.out:  # no file name holds a NUL (only a Python caller can pass one)
+        raise NvatomError(f"--out {args.out!r}: a file name cannot hold a NUL character")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise NvatomError(f"--out '{args.out}' exists and is not a directory")

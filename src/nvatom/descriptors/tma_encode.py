@@ -308,6 +308,9 @@ def decode_args(data: bytes | bytearray | str) -> tuple[str, dict[str, Any]]:
     if kind == "tiled":
         args["boxDim"] = tuple(v[f"boxDim[{i}]"] + 1 for i in range(rank))
     else:
+        if rank not in _CORNER_BITS:  # the driver's im2col maps have rank 3 to 5
+            raise DescriptorError(f"an im2col map has rank 3 to 5; rank_minus_1 = {rank - 1} "
+                                  f"gives rank {rank}")
         bits = _CORNER_BITS[rank]
 
         def unpack(packed: int) -> tuple[int, ...]:

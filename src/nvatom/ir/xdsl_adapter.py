@@ -422,12 +422,14 @@ def _check_string_literals(text: str) -> None:
             continue
         if c.isalpha() or c in "_$%@#^!":  # a name or keyword: its digits are no literal
             j = i + 1
-            while j < n and (text[j].isalnum() or text[j] in "_$.-"):
+            while j < n and (text[j].isalnum() or text[j] in "_$."):
                 j += 1
-            m = _INT_TYPE.fullmatch(text, i, j)
+            m = _INT_TYPE.fullmatch(text, i, j)  # the bare-id part: `i16000000000-1` too
             if m and (len(m.group(1)) > 8 or int(m.group(1)) > MAX_INT_WIDTH):
                 raise XdslParseFailure(i, f"integer type {text[i:j][:40]} is too wide (the "
                                           f"limit is {MAX_INT_WIDTH} bits, as in MLIR)")
+            while j < n and (text[j].isalnum() or text[j] in "_$.-"):
+                j += 1
             i = j
             continue
         if "0" <= c <= "9":
