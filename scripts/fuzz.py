@@ -1,0 +1,620 @@
+#!/usr/bin/env python3
+"""Fuzzing campaigns against nvatom's inputs (issue 17, "Bad input never crashes").
+
+Targets (generators: scripts/fuzz_grammars.py):
+
+* ``layout``: ``nvatom.layout.parse_layout`` on layout strings, then up to three algebra
+  operations (composition, divides, products, inverses, complement, up/downcast, evaluation)
+  and a print/parse round trip;
+* ``swizzle``: ``Swizzle(B, M, S)`` from any integers (and ``Sw<B,M,S>`` text), applied twice;
+* ``atom_name``: names resolved through every atom registry (register MMA forms, WGMMA, SM100
+  UMMA and tcgen05 forms, SM120, copy atoms, the atom records);
+* ``descriptor``: decoding SM90 (WGMMA) and SM100 (UMMA) shared-memory descriptors, tcgen05
+  instruction descriptors per kind, and CUDA tensor maps (128 bytes), then ``explain()``;
+* ``cli``: ``nvatom.cli.main(argv)`` in-process, stdout/stderr captured;
+* ``ir``: MLIR modules through ``nvatom.ir.driver`` parse, verify and ``lower``.
+
+Each input ends in one class: ``ok`` (success), ``clean`` (a clean error: an NvatomError
+subclass; for the CLI exit 2 with one line ``nvatom: error: ...``, or exit 1 with located IR
+diagnostics; for IR an IRError whose diagnostics are located and not internal), or a failure:
+``traceback`` (any other exception), ``internal`` (CLI exit 70 or an IR ``internal error``
+diagnostic), ``hang`` (over the per-input time limit), ``memory`` (MemoryError, or the worker
+killed over its address-space limit), ``crash`` (the worker died otherwise) or ``wrong``
+(malformed error output, an unexpected exit status, a print/parse round trip that differs).
+
+Every input is a pure function of (seed, target, index): ``random.Random(f"{seed}:{target}:
+{index}")`` feeds the grammar, so ``--replay TARGET:INDEX --seed S`` rebuilds one input.
+
+    python scripts/fuzz.py --inputs 1000000 --seed 1 --workers 2 --json reports/fuzz/latest.json
+    python scripts/fuzz.py --seed 1 --replay ir:1234        # show one input and its outcome
+
+Exit status 1 when any input failed; the reproducers are printed and saved next to --json
+(``failures/<target>-<index>.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import importlib
+import io
+import json
+import multiprocessing as mp
+import os
+import random
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+if str(ROOT / "src") not in sys.path:
+    sys.path.insert(0, str(ROOT / "src"))
+
+import fuzz_grammars as G  # noqa: E402
+
+TARGETS = tuple(G.GENERATORS)
+FAILURES = ("traceback", "internal", "hang", "memory", "crash", "wrong")
+CLASSES = ("ok", "clean", *FAILURES)
+#: The default share of --inputs per target (cheap targets get more; IR is slow).
+WEIGHTS = {"layout": 0.25, "swizzle": 0.22, "descriptor": 0.2, "atom_name": 0.15,
+           "cli": 0.12, "ir": 0.06}
+DEFAULT_TIME_LIMIT = 10.0
+DEFAULT_MEMORY_GIB = 4.0
+
+
+class Hang(BaseException):
+    """Raised by the per-input timer."""
+
+
+class Failure(Exception):
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+def _clean_type() -> type[BaseException]:
+    from nvatom.errors import NvatomError
+
+    return NvatomError
+
+
+# --------------------------------------------------------------------------- target runners
+
+
+def run_layout(case: dict[str, Any]) -> str:
+    import nvatom.layout as L
+
+    layout = L.parse_layout(case["text"])
+    for op, arg in case["ops"]:
+        if op == "call":
+            layout(arg)
+        elif op in ("size", "cosize"):
+            getattr(L, op)(layout)
+        elif op == "roundtrip":
+            again = L.parse_layout(str(layout))
+            if str(again) != str(layout):
+                raise Failure("wrong", f"print/parse round trip: {layout} -> {again}")
+        elif G.LAYOUT_OPS[op] == "layout":
+            layout = getattr(L, op)(layout, L.parse_layout(arg))
+        elif G.LAYOUT_OPS[op] == "int":
+            layout = getattr(L, op)(layout, arg)
+        else:
+            layout = getattr(L, op)(layout)
+    str(layout)
+    return "ok"
+
+
+def run_swizzle(case: dict[str, Any]) -> str:
+    import nvatom.layout as L
+
+    if "text" in case:
+        L.parse_layout(f"{case['text']} o 0 o 8:1")
+    sw = L.Swizzle(case["b"], case["m"], case["s"])
+    str(sw)
+    for x in case["x"]:
+        if x >= 0 and sw(sw(x)) != x:
+            raise Failure("wrong", f"{sw} is not an involution at {x}")
+    return "ok"
+
+
+#: The atom registries a name is resolved through: (module, function).  One table, so a
+#: refactor that moves a resolver updates one line here.
+RESOLVERS: tuple[tuple[str, str], ...] = (
+    ("nvatom.atoms.registry", "mma_form"),
+    ("nvatom.atoms.registry", "atom_record"),
+    ("nvatom.atoms.sm90", "wgmma_form"),
+    ("nvatom.atoms.sm100", "umma_atom"),
+    ("nvatom.atoms.sm100", "tcgen05_form"),
+    ("nvatom.atoms.sm120", "sm120_form"),
+    ("nvatom.atoms.copy", "copy_atom"),
+)
+
+
+def _resolvers() -> list[tuple[str, Callable[[str], Any]]]:
+    return [(f"{m}.{f}", getattr(importlib.import_module(m), f)) for m, f in RESOLVERS]
+
+
+def run_atom_name(name: str) -> str:
+    clean = _clean_type()
+    hits = 0
+    for label, fn in _resolvers():
+        try:
+            atom = fn(name)
+        except clean:
+            continue
+        except Hang:
+            raise
+        except Exception as e:
+            raise Failure("traceback", f"{label}({name!r}): {_exc_text(e)}") from e
+        str(getattr(atom, "name", atom))
+        hits += 1
+    return "ok" if hits else "clean"
+
+
+def run_descriptor(case: dict[str, Any]) -> str:
+    from nvatom.descriptors import tma, tma_encode, umma, wgmma
+
+    kind = case["kind"]
+    if kind == "wgmma":
+        wgmma.decode_fields(case["word"])
+        desc = wgmma.decode(case["word"])
+    elif kind == "umma":
+        desc = umma.decode_smem_desc(case["word"])
+    elif kind == "idesc":
+        desc = umma.decode_idesc(case["word"], case["mma_kind"])
+    else:
+        tma_encode.decode_fields(case["hex"])
+        desc = tma.decode(case["hex"])
+        tma_encode.explain(case["hex"])
+    desc.explain() if hasattr(desc, "explain") else str(desc)
+    return "ok"
+
+
+_LOCATED = re.compile(r"^.+:\d+:\d+: (error|note|warning): ")
+
+
+def run_cli(argv: list[str]) -> str:
+    from nvatom.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(argv))
+    except SystemExit as e:  # argparse: usage errors, --help, --version
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    text = err.getvalue()
+    if "Traceback (most recent call last)" in text:
+        raise Failure("traceback", text[-2000:])
+    if code == 70 or "internal error" in text:
+        raise Failure("internal", f"exit {code}: {text[:2000]}")
+    if code == 0:
+        return "ok"
+    if code == 2:
+        if text.startswith("nvatom: error: ") and text.count("\n") == 1 and text.endswith("\n"):
+            return "clean"
+        raise Failure("wrong", f"exit 2 but stderr is not one 'nvatom: error:' line: "
+                      f"{text[:2000]!r}")
+    if code == 1 and text and all(_LOCATED.match(s) for s in text.splitlines() if s.strip()):
+        return "clean"  # verify/compile: located IR diagnostics
+    raise Failure("wrong", f"exit {code}, stderr {text[:2000]!r}")
+
+
+def run_ir(case: dict[str, Any]) -> str:
+    from nvatom.ir import driver
+    from nvatom.ir.lower import lower
+
+    try:
+        mod = driver.parse(case["text"], "fuzz.mlir")
+        ctx = driver.verify(mod, case.get("target"))
+        lower(mod, ctx)
+    except driver.IRError as e:
+        if not e.diagnostics:
+            raise Failure("wrong", f"IRError without diagnostics: {e}") from e
+        for d in e.diagnostics:
+            if driver.INTERNAL in d.message:
+                raise Failure("internal", str(d)) from e
+            if d.line < 1 or d.col < 1:
+                raise Failure("wrong", f"unlocated diagnostic: {d}") from e
+        return "clean"
+    return "ok"
+
+
+RUNNERS: dict[str, Callable[[Any], str]] = {
+    "layout": run_layout, "swizzle": run_swizzle, "atom_name": run_atom_name,
+    "descriptor": run_descriptor, "cli": run_cli, "ir": run_ir,
+}
+
+
+# --------------------------------------------------------------------------- one input
+
+
+def _exc_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e)[:1000]}"
+
+
+def make_input(seed: int | str, target: str, index: int) -> Any:
+    return G.GENERATORS[target](random.Random(f"{seed}:{target}:{index}"))
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise Hang()
+
+
+def classify(target: str, case: Any, time_limit: float = DEFAULT_TIME_LIMIT
+             ) -> tuple[str, str]:
+    """(class, detail) of one input; the time limit uses SIGALRM (main thread only)."""
+    use_timer = time_limit > 0 and hasattr(signal, "setitimer")
+    if use_timer:
+        old = signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, time_limit)
+    try:
+        return RUNNERS[target](case), ""
+    except Failure as f:
+        return f.kind, f.detail
+    except Hang:
+        return "hang", f"over the {time_limit:g} s limit"
+    except MemoryError as e:
+        return "memory", _exc_text(e)
+    except RecursionError as e:
+        return "traceback", _exc_text(e) + "\n" + traceback.format_exc(limit=-8)
+    except Exception as e:
+        if isinstance(e, _clean_type()) and target != "cli":
+            return "clean", ""
+        return "traceback", traceback.format_exc(limit=-12)[-3000:]
+    finally:
+        if use_timer:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+
+# --------------------------------------------------------------------------- campaign
+
+
+def _new_counts() -> dict[str, dict[str, float]]:
+    return {t: {**{c: 0 for c in CLASSES}, "inputs": 0, "seconds": 0.0} for t in TARGETS}
+
+
+def _prepare() -> None:
+    """Warm the caches every worker needs (before fork, so it happens once)."""
+    os.environ.pop("NVATOM_TRACEBACK", None)
+    G.real_atom_names()
+    G.atom_name_parts()
+    G.tma_corpus()
+    G.ir_seeds()
+    _resolvers()
+    import nvatom.cli
+    import nvatom.ir.lower  # noqa: F401
+
+
+def run_chunk(seed: int | str, target: str, start: int, count: int, time_limit: float,
+              heartbeat: Any = None, wid: int = 0, stop_at: float | None = None
+              ) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    counts: dict[str, float] = {**{c: 0 for c in CLASSES}, "inputs": 0, "seconds": 0.0}
+    failures: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    for i in range(start, start + count):
+        if heartbeat is not None:
+            heartbeat[3 * wid], heartbeat[3 * wid + 1] = i, time.time()
+        case = make_input(seed, target, i)
+        kind, detail = classify(target, case, time_limit)
+        counts[kind] += 1
+        counts["inputs"] += 1
+        if kind in FAILURES:
+            failures.append({"target": target, "index": i, "seed": seed, "class": kind,
+                             "detail": detail, "input": case})
+        if stop_at is not None and time.time() > stop_at:
+            break
+    counts["seconds"] = time.perf_counter() - t0
+    return counts, failures
+
+
+def _worker(wid: int, tasks: Any, results: Any, heartbeat: Any, seed: int | str,
+            time_limit: float, memory_gib: float) -> None:
+    if memory_gib > 0:
+        lim = int(memory_gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+    while True:
+        task = tasks.get()
+        if task is None:
+            return
+        cid, target, start, count = task
+        heartbeat[3 * wid + 2] = cid
+        counts, failures = run_chunk(seed, target, start, count, time_limit, heartbeat, wid)
+        results.send((cid, counts, failures))  # a pipe: synchronous, nothing lost at a crash
+
+
+def plan(total: int, overrides: dict[str, int] | None = None,
+         only: list[str] | None = None) -> dict[str, int]:
+    """Inputs per target: the overrides, and the rest of --inputs by WEIGHTS."""
+    names = [t for t in TARGETS if not only or t in only]
+    fixed = {t: n for t, n in (overrides or {}).items() if t in names}
+    rest = [t for t in names if t not in fixed]
+    left = max(total - sum(fixed.values()), 0)
+    w = sum(WEIGHTS[t] for t in rest) or 1.0
+    out = {t: int(left * WEIGHTS[t] / w) for t in rest}
+    if rest:
+        out[rest[0]] += left - sum(out.values())
+    out.update(fixed)
+    return {t: out[t] for t in names}
+
+
+def _chunk_size(target: str) -> int:
+    return {"ir": 25, "cli": 100}.get(target, 500)
+
+
+def campaign(seed: int | str, per_target: dict[str, int], *, workers: int = 2,
+             time_limit: float = DEFAULT_TIME_LIMIT, memory_gib: float = DEFAULT_MEMORY_GIB,
+             progress: bool = False) -> dict[str, Any]:
+    """Run the inputs; ``workers=0`` runs in this process (the CI test)."""
+    _prepare()
+    counts = _new_counts()
+    failures: list[dict[str, Any]] = []
+    t0 = time.time()
+    chunks: list[tuple[int, str, int, int]] = []
+    for target, n in per_target.items():
+        size = _chunk_size(target)
+        for start in range(0, n, size):
+            chunks.append((len(chunks), target, start, min(size, n - start)))
+    # interleave the targets so progress (and a stopped run) covers all of them
+    chunks.sort(key=lambda c: (c[2] / max(per_target[c[1]], 1), c[1]))
+
+    def merge(c: dict[str, float], target: str) -> None:
+        for k, v in c.items():
+            counts[target][k] += v
+
+    if workers <= 0:
+        for _, target, start, count in chunks:
+            c, f = run_chunk(seed, target, start, count, time_limit)
+            merge(c, target)
+            failures += f
+    else:
+        failures += _run_pool(seed, chunks, workers, time_limit, memory_gib, merge, progress,
+                              per_target)
+    wall = time.time() - t0
+    return _report(seed, counts, failures, wall, time_limit, memory_gib, workers)
+
+
+def _run_pool(seed: int | str, chunks: list[tuple[int, str, int, int]], workers: int,
+              time_limit: float, memory_gib: float,
+              merge: Callable[[dict[str, float], str], None], progress: bool,
+              per_target: dict[str, int]) -> list[dict[str, Any]]:
+    from multiprocessing.connection import wait
+
+    ctx = mp.get_context("fork")
+    tasks = ctx.Queue()
+    readers: list[Any] = [None] * workers
+    heartbeat = ctx.Array("d", [-1.0] * (3 * workers), lock=False)
+    by_id = {c[0]: c for c in chunks}
+    for c in chunks:
+        tasks.put(c)
+    failures: list[dict[str, Any]] = []
+    procs: list[Any] = [None] * workers
+
+    def start(w: int) -> None:
+        heartbeat[3 * w], heartbeat[3 * w + 1], heartbeat[3 * w + 2] = -1, time.time(), -1
+        r, wr = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_worker, args=(w, tasks, wr, heartbeat, seed, time_limit,
+                                              memory_gib), daemon=True)
+        p.start()
+        wr.close()
+        procs[w], readers[w] = p, r
+
+    def receive(timeout: float) -> None:
+        nonlocal done_inputs
+        for r in wait([x for x in readers if x is not None], timeout=timeout):
+            try:
+                cid, c, f = r.recv()
+            except EOFError:  # the worker is gone; the liveness check below handles it
+                readers[readers.index(r)] = None
+                continue
+            merge(c, by_id[cid][1])
+            failures.extend(f)
+            pending.discard(cid)
+            done_inputs += int(c["inputs"])
+
+    for w in range(workers):
+        start(w)
+    pending = set(by_id)
+    done_inputs, total_inputs, last = 0, sum(c[3] for c in chunks), time.time()
+    stale = max(3 * time_limit, 30.0)
+    while pending:
+        receive(1.0)
+        for w, p in enumerate(procs):
+            cid = int(heartbeat[3 * w + 2])
+            dead = not p.is_alive()
+            hung = cid >= 0 and time.time() - heartbeat[3 * w + 1] > stale
+            if not (dead or hung) or cid < 0 or cid not in pending:
+                if dead and pending and cid not in pending:
+                    start(w)  # exited between chunks (should not happen): replace it
+                continue
+            # the worker died or stopped answering inside chunk cid at input i
+            _, target, first, count = by_id[cid]
+            i = int(heartbeat[3 * w])
+            if hung:
+                p.kill()
+            p.join()
+            receive(0)  # what it sent before it died
+            if cid not in pending:
+                start(w)
+                continue
+            kind = ("hang" if hung else
+                    "memory" if p.exitcode in (-signal.SIGKILL, -signal.SIGSEGV) else "crash")
+            detail = (f"no progress for {stale:.0f} s (watchdog)" if hung
+                      else f"worker exited with {p.exitcode}")
+            failures.append({"target": target, "index": i, "seed": seed, "class": kind,
+                             "detail": detail, "input": make_input(seed, target, i)})
+            # the chunk's inputs before i were lost with the worker: rerun them, skip i
+            c = {**{k: 0 for k in CLASSES}, "inputs": 1, "seconds": 0.0, kind: 1}
+            merge(c, target)
+            done_inputs += 1
+            pending.discard(cid)
+            nid = max(by_id) + 1
+            rest = [(nid, target, first, i - first), (nid + 1, target, i + 1,
+                                                      first + count - i - 1)]
+            for r in rest:
+                if r[3] > 0:
+                    by_id[r[0]] = r
+                    pending.add(r[0])
+                    tasks.put(r)
+            start(w)
+        if progress and time.time() - last > 30:
+            last = time.time()
+            print(f"[fuzz] {done_inputs}/{total_inputs} inputs, {len(failures)} failures",
+                  flush=True)
+    for _ in procs:
+        tasks.put(None)
+    for p in procs:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+    del per_target
+    return failures
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=False).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "src"],
+                               capture_output=True, text=True, timeout=10,
+                               check=False).stdout.strip()
+        return out + ("+dirty-src" if dirty else "") if out else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _report(seed: int | str, counts: dict[str, dict[str, float]],
+            failures: list[dict[str, Any]], wall: float, time_limit: float,
+            memory_gib: float, workers: int) -> dict[str, Any]:
+    targets = {t: {k: (round(v, 1) if k == "seconds" else int(v)) for k, v in c.items()}
+               for t, c in counts.items() if c["inputs"]}
+    total = {k: sum(c[k] for c in targets.values()) for k in ("inputs", *CLASSES)}
+    return {
+        "seed": seed, "commit": _commit(),
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "wall_seconds": round(wall, 1), "workers": workers,
+        "time_limit_s": time_limit, "memory_limit_gib": memory_gib,
+        "python": sys.version.split()[0],
+        "targets": targets, "total": total,
+        "failures": failures,
+    }
+
+
+def table(report: dict[str, Any]) -> str:
+    cols = ("inputs", "ok", "clean", *FAILURES)
+    head = f"{'target':<11}" + "".join(f"{c:>10}" for c in cols) + f"{'seconds':>10}"
+    rows = [head, "-" * len(head)]
+    for t, c in report["targets"].items():
+        rows.append(f"{t:<11}" + "".join(f"{c[k]:>10}" for k in cols) + f"{c['seconds']:>10}")
+    tot = report["total"]
+    rows.append(f"{'total':<11}" + "".join(f"{tot[k]:>10}" for k in cols)
+                + f"{report['wall_seconds']:>10}")
+    return "\n".join(rows)
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    cols = ("inputs", "ok", "clean", "traceback", "hang", "internal", "memory", "crash",
+            "wrong")
+    names = ("inputs", "successes", "clean errors", "tracebacks", "hangs", "internal errors",
+             "memory", "worker crashes", "wrong output")
+    out = ["| target | " + " | ".join(names) + " |", "|---" * (len(cols) + 1) + "|"]
+    for t, c in [*report["targets"].items(), ("**total**", report["total"])]:
+        out.append(f"| {t} | " + " | ".join(f"{c[k]:,}" for k in cols) + " |")
+    return "\n".join(out)
+
+
+def _save_failures(report: dict[str, Any], folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in report["failures"]:
+        path = folder / f"{f['target']}-{f['index']}.json"
+        path.write_text(json.dumps(f, indent=1, ensure_ascii=True) + "\n")
+
+
+def _parse_overrides(text: str | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in (text or "").split(","):
+        if part.strip():
+            t, _, n = part.partition("=")
+            if t.strip() not in TARGETS:
+                raise SystemExit(f"fuzz.py: unknown target {t!r} (one of {', '.join(TARGETS)})")
+            out[t.strip()] = int(n)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seed", default=None, help="campaign seed (default: a random one, printed)")
+    ap.add_argument("--inputs", type=int, default=10_000, help="inputs in total (default 10000)")
+    ap.add_argument("--per-target", default=None,
+                    help="fixed counts, e.g. ir=20000,cli=100000 (the rest of --inputs is "
+                    "shared by WEIGHTS)")
+    ap.add_argument("--targets", default=None, help="comma-separated subset of " +
+                    ",".join(TARGETS))
+    ap.add_argument("--workers", type=int, default=2, help="worker processes (0: in-process)")
+    ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT,
+                    help="seconds per input before it counts as a hang (default 10)")
+    ap.add_argument("--memory-gib", type=float, default=DEFAULT_MEMORY_GIB,
+                    help="each worker's address-space limit (RLIMIT_AS, default 4 GiB)")
+    ap.add_argument("--json", default=None, help="write the report here "
+                    "(e.g. reports/fuzz/latest.json)")
+    ap.add_argument("--replay", default=None, metavar="TARGET:INDEX",
+                    help="rebuild one input of --seed, print it and its outcome")
+    ap.add_argument("--replay-file", default=None, help="replay a saved failures/*.json")
+    args = ap.parse_args(argv)
+
+    if args.replay or args.replay_file:
+        if args.replay_file:
+            saved = json.loads(Path(args.replay_file).read_text())
+            target, case = saved["target"], saved["input"]
+        else:
+            target, _, idx = args.replay.partition(":")
+            if args.seed is None:
+                ap.error("--replay needs --seed")
+            case = make_input(args.seed, target, int(idx))
+        print(f"target {target}\ninput {json.dumps(case, ensure_ascii=True)}")
+        if target == "ir":
+            print("--- module ---\n" + case["text"] + "\n--------------")
+        kind, detail = classify(target, case, args.time_limit)
+        print(f"class {kind}\n{detail}".rstrip())
+        return 1 if kind in FAILURES else 0
+
+    seed = args.seed if args.seed is not None else str(random.randrange(1 << 32))
+    only = [t.strip() for t in args.targets.split(",")] if args.targets else None
+    per_target = plan(args.inputs, _parse_overrides(args.per_target), only)
+    print(f"[fuzz] seed {seed}; inputs {sum(per_target.values())}: "
+          + ", ".join(f"{t}={n}" for t, n in per_target.items())
+          + f"; workers {args.workers}; limit {args.time_limit:g} s, {args.memory_gib:g} GiB",
+          flush=True)
+    report = campaign(seed, per_target, workers=args.workers, time_limit=args.time_limit,
+                      memory_gib=args.memory_gib, progress=True)
+    print(table(report))
+    if args.json:
+        out = Path(args.json)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=1, ensure_ascii=True) + "\n")
+        if report["failures"]:
+            _save_failures(report, out.parent / "failures")
+        print(f"[fuzz] wrote {out}")
+    for f in report["failures"]:
+        print(f"\nFAILURE {f['class']} {f['target']}:{f['index']} (replay: python "
+              f"scripts/fuzz.py --seed {f['seed']} --replay {f['target']}:{f['index']})")
+        print(f"input: {json.dumps(f['input'], ensure_ascii=True)[:3000]}")
+        print(f["detail"][-3000:])
+    return 1 if report["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
