@@ -359,6 +359,7 @@ def campaign(seed: int | str, per_target: dict[str, int], *, workers: int = 2,
              progress: bool = False) -> dict[str, Any]:
     """Run the inputs; ``workers=0`` runs in this process (the CI test)."""
     _prepare()
+    commit = _commit()  # the code under test: HEAD when the campaign starts
     counts = _new_counts()
     failures: list[dict[str, Any]] = []
     t0 = time.time()
@@ -383,7 +384,7 @@ def campaign(seed: int | str, per_target: dict[str, int], *, workers: int = 2,
         failures += _run_pool(seed, chunks, workers, time_limit, memory_gib, merge, progress,
                               per_target)
     wall = time.time() - t0
-    return _report(seed, counts, failures, wall, time_limit, memory_gib, workers)
+    return _report(seed, counts, failures, wall, time_limit, memory_gib, workers, commit)
 
 
 def _run_pool(seed: int | str, chunks: list[tuple[int, str, int, int]], workers: int,
@@ -497,12 +498,12 @@ def _commit() -> str:
 
 def _report(seed: int | str, counts: dict[str, dict[str, float]],
             failures: list[dict[str, Any]], wall: float, time_limit: float,
-            memory_gib: float, workers: int) -> dict[str, Any]:
+            memory_gib: float, workers: int, commit: str) -> dict[str, Any]:
     targets = {t: {k: (round(v, 1) if k == "seconds" else int(v)) for k, v in c.items()}
                for t, c in counts.items() if c["inputs"]}
     total = {k: sum(c[k] for c in targets.values()) for k in ("inputs", *CLASSES)}
     return {
-        "seed": seed, "commit": _commit(),
+        "seed": seed, "commit": commit,
         "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_seconds": round(wall, 1), "workers": workers,
         "time_limit_s": time_limit, "memory_limit_gib": memory_gib,
