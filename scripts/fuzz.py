@@ -8,7 +8,7 @@ Targets (generators: scripts/fuzz_grammars.py):
   and a print/parse round trip;
 * ``swizzle``: ``Swizzle(B, M, S)`` from any integers (and ``Sw<B,M,S>`` text), applied twice;
 * ``atom_name``: names resolved through every atom registry (register MMA forms, WGMMA, SM100
-  UMMA and tcgen05 forms, SM120, copy atoms, the atom records);
+  UMMA and tcgen05 forms, SM120, copy atoms, TMEM copy atoms, the atom records);
 * ``descriptor``: decoding SM90 (WGMMA) and SM100 (UMMA) shared-memory descriptors, tcgen05
   instruction descriptors per kind, and CUDA tensor maps (128 bytes), then ``explain()``;
 * ``cli``: ``nvatom.cli.main(argv)`` in-process, stdout/stderr captured;
@@ -139,6 +139,7 @@ RESOLVERS: tuple[tuple[str, str], ...] = (
     ("nvatom.atoms.sm100", "tcgen05_form"),
     ("nvatom.atoms.sm120", "sm120_form"),
     ("nvatom.atoms.copy", "copy_atom"),
+    ("nvatom.atoms.tmem", "tmem_atom"),
 )
 
 
