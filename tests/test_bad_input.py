@@ -5,8 +5,9 @@ The classes: numbers that work or memory grow with (checked before any work), pa
 (nesting, digits, length), files (directories, unwritable paths, a full disk, existing
 non-directories, non-UTF-8 text), number options, and IR input (located diagnostics, never
 an internal error at 1:1).  A bounded hypothesis fuzz over layout strings, swizzles and CLI
-argv closes the file: it runs a fixed seed and a random one, printed so a failure can be
-replayed with ``NVATOM_FUZZ_SEED=<seed>``.
+argv closes the file (generators: scripts/fuzz_grammars.py, shared with scripts/fuzz.py): it
+runs a fixed seed and a random one, printed so a failure can be replayed with
+``NVATOM_FUZZ_SEED=<seed>``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from nvatom.cli import SMEM_BYTES_LIMIT, main
 from nvatom.errors import LayoutError, NvatomError
 from nvatom.ir import driver
 from nvatom.layout import parse_layout
+from tests.fuzz_support import grammars
 
 HERE = Path(__file__).parent
 WGMMA_LAYOUT = "Sw<3,3,3> o 0 o ((8,8),(64,1)):((64,512),(1,0))"
@@ -340,59 +342,9 @@ def test_ir_parse_bug_is_located_at_the_op(monkeypatch: pytest.MonkeyPatch) -> N
 
 FUZZ_EXAMPLES = int(os.environ.get("NVATOM_FUZZ_EXAMPLES", "120"))
 RANDOM_SEED = int(os.environ.get("NVATOM_FUZZ_SEED", str(random.randrange(1 << 32))))
-NUMBERS = ["0", "1", "-1", "2", "3", "8", "16", "64", "128", "-8", "100000000000", "10" * 16,
-           "9" * 25, "1e3", "0x10", "_8", "4294967296", "9223372036854775808", "", "x"]
-
-
-@st.composite
-def int_tuples(draw: st.DrawFn, depth: int = 0) -> str:
-    if depth > 2 or draw(st.booleans()):
-        return draw(st.sampled_from(NUMBERS))
-    items = draw(st.lists(int_tuples(depth + 1), max_size=3))  # type: ignore[misc]
-    return "(" + ",".join(items) + ")"
-
-
-@st.composite
-def layout_texts(draw: st.DrawFn) -> str:
-    shape = draw(int_tuples())
-    text = shape + (":" + draw(int_tuples()) if draw(st.booleans()) else "")
-    if draw(st.integers(0, 3)) == 0:
-        b, m, s, off = (draw(st.sampled_from(NUMBERS)) for _ in range(4))
-        text = f"Sw<{b},{m},{s}> o {off} o {text}"
-    if draw(st.integers(0, 4)) == 0:  # a few damaged characters
-        chars = list(text)
-        for _ in range(draw(st.integers(1, 3))):
-            i = draw(st.integers(0, max(len(chars) - 1, 0)))
-            chars[i:i + 1] = [draw(st.sampled_from(list("(),:o<>Sw -_x9")))]
-        text = "".join(chars)
-    return text
-
-
-@st.composite
-def argvs(draw: st.DrawFn) -> list[str]:
-    lay = draw(layout_texts())
-    num = draw(st.sampled_from(NUMBERS))
-    return draw(st.sampled_from([
-        ["layout", lay],
-        ["layout", "Sw<3,3,3> o 0 o (8,64):(64,1)", "--compose", lay],
-        ["layout", lay, draw(st.sampled_from(["--complement", "--upcast", "--downcast"])), num],
-        ["layout", lay, draw(st.sampled_from(["--coalesce", "--right-inverse", "--filter",
-                                              "--left-inverse", "--table"]))],
-        ["layout", lay, draw(st.sampled_from(["--logical-divide", "--zipped-divide",
-                                              "--logical-product", "--blocked-product"])),
-         draw(layout_texts())],
-        ["layout", lay, "--eval", num],
-        ["banks", draw(st.sampled_from(["ldsm.x4", "ldsm.x2.trans", "lds.32", "sts.128", "x"])),
-         "--smem", lay],
-        ["banks", "ldsm.x4", "--smem", "Sw<3,3,3> o 0 o (16,64):(64,1)",
-         draw(st.sampled_from(["--base", "--element-bits", "--detail"])), num],
-        ["desc", draw(st.sampled_from(["wgmma", "umma"])), "encode", "--layout", lay],
-        ["desc", "wgmma", "encode", "--layout", WGMMA_LAYOUT,
-         draw(st.sampled_from(["--start", "--element-bits"])), num],
-        ["desc", draw(st.sampled_from(["wgmma", "umma", "idesc"])), "decode", num,
-         "--mma-kind", "f16"],
-        ["emit", MMA, "-t", draw(st.sampled_from(["sm_80", "sm_90a", "x"])), "--selector", num],
-    ]))
+# the generators are scripts/fuzz_grammars.py's (shared with scripts/fuzz.py), driven by hypothesis
+layout_texts = grammars.hypothesis_strategy(grammars.layout_text)
+argvs = grammars.hypothesis_strategy(grammars.argv_case)
 
 
 def _no_traceback(argv: list[str]) -> None:
@@ -430,8 +382,8 @@ def test_fuzz_cli_and_layouts(which: str, capsys: pytest.CaptureFixture[str]) ->
     with capsys.disabled():
         print(f"\n[bad-input fuzz] {which} seed {s} (replay: NVATOM_FUZZ_SEED={s}), "
               f"{FUZZ_EXAMPLES} argv + {FUZZ_EXAMPLES} layout strings")
-    seed(s)(_SETTINGS(given(argvs())(_no_traceback)))()
-    seed(s)(_SETTINGS(given(layout_texts())(_layout_or_error)))()
+    seed(s)(_SETTINGS(given(argvs)(_no_traceback)))()
+    seed(s)(_SETTINGS(given(layout_texts)(_layout_or_error)))()
 
 
 def test_fuzz_swizzle_parameters() -> None:

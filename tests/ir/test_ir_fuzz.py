@@ -1,4 +1,5 @@
-"""Fuzzing the parser, the verifier and the lowering with mutated .mlir inputs (hypothesis).
+"""Fuzzing the parser, the verifier and the lowering with mutated .mlir inputs (hypothesis;
+the mutations are scripts/fuzz_grammars.py's, shared with scripts/fuzz.py's ``ir`` target).
 
 Every mutated input must end in success or in diagnostics (``IRError``): no Python exception
 escapes, and no diagnostic is an internal error (``nvatom.ir.driver.INTERNAL``, the prefix the
@@ -10,55 +11,19 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from nvatom.ir import checker, driver
+from nvatom.ir import driver
 from nvatom.ir.lower import lower
+from tests.fuzz_support import grammars
 
-HERE = Path(__file__).parent
-SEEDS = [c.text.lstrip("\n") for p in sorted(HERE.glob("*.mlir"))
-         for c in checker.split_cases(p.read_text())]
+SEEDS = grammars.ir_seeds()
 EXAMPLES = int(os.environ.get("NVATOM_IR_FUZZ_EXAMPLES", "300"))
-TOKENS = ["%", "%a", "%0", "<", ">", "(", ")", "{", "}", ":", ",", "@", "...", "=", "!",
-          "#", '"', "0", "1", "-1", "7", "4294967296", "99999999999999999999999", "1@0",
-          "Sw<3,4,3> o 0 o ", "!cute.layout<", "!cute.memref<f32, rmem", "rmem", "smem",
-          "gmem", "tmem", "e4m3", "f16", "i32", "index", "cute_nvgpu.atom.mma", "func.return",
-          "scf.for", "\n", " ", "\u00e9", "\x00", "// -----", "{num_multicast = 0}",
-          "!cute_nvgpu.sm90.mma<", "!cute_nvgpu.SM120.mma_bs<", "K", "MN"]
-
 _count = {"n": 0, "ok": 0, "diag": 0}
-
-
-@st.composite
-def mutated(draw: st.DrawFn) -> str:
-    text = draw(st.sampled_from(SEEDS))
-    for _ in range(draw(st.integers(1, 3))):
-        n = len(text)
-        i = draw(st.integers(0, max(n - 1, 0)))
-        kind = draw(st.sampled_from(["delete", "insert", "replace", "duplicate", "swap"]))
-        if kind == "delete":
-            j = min(n, i + draw(st.integers(1, 12)))
-            text = text[:i] + text[j:]
-        elif kind == "insert":
-            text = text[:i] + draw(st.sampled_from(TOKENS)) + text[i:]
-        elif kind == "replace":
-            j = min(n, i + draw(st.integers(1, 4)))
-            text = text[:i] + draw(st.sampled_from(TOKENS)) + text[j:]
-        elif kind == "duplicate":
-            lines = text.split("\n")
-            k = draw(st.integers(0, len(lines) - 1))
-            lines.insert(k, lines[k])
-            text = "\n".join(lines)
-        else:
-            lines = text.split("\n")
-            a, b = draw(st.integers(0, len(lines) - 1)), draw(st.integers(0, len(lines) - 1))
-            lines[a], lines[b] = lines[b], lines[a]
-            text = "\n".join(lines)
-    return text
+#: tests/ir cases with 1-3 mutations (scripts/fuzz_grammars.py, shared with scripts/fuzz.py)
+mutated = grammars.hypothesis_strategy(grammars.mutated_ir)
 
 
 def _run(text: str) -> list[driver.Diagnostic]:
@@ -73,7 +38,7 @@ def _run(text: str) -> list[driver.Diagnostic]:
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
           suppress_health_check=list(HealthCheck))
-@given(mutated())
+@given(mutated)
 def _fuzz(text: str) -> None:
     _count["n"] += 1
     diags = _run(text)  # any exception other than IRError fails the test here

@@ -1,0 +1,133 @@
+"""A bounded fuzzing campaign in CI (issue 17): scripts/fuzz.py's six targets (layout strings,
+swizzles, atom names, descriptor words, CLI argv, IR modules), in-process, once with a fixed
+seed and once with a random seed that is printed (replay: ``NVATOM_FUZZ_SEED=<seed>``, or
+``python scripts/fuzz.py --seed <seed> --replay TARGET:INDEX`` for one input).  Every input
+must end in success or a clean error: no traceback, hang, internal error or MemoryError.
+
+``NVATOM_FUZZ_SCALE`` multiplies the budget (default 1: about 5,000 inputs per seed, a few
+seconds each on an idle core).  The tests after it check that the tool's classification can
+fail: planted bugs of each kind are counted as failures, with their reproducer.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+
+from tests.fuzz_support import fuzz, grammars
+
+SCALE = float(os.environ.get("NVATOM_FUZZ_SCALE", "1"))
+RANDOM_SEED = int(os.environ.get("NVATOM_FUZZ_SEED", str(random.randrange(1 << 32))))
+#: Inputs per target and seed: the cheap targets get many, atom names (each resolved through
+#: seven registries, ~20 ms) and CLI runs (~8 ms) fewer.
+BUDGET = {"layout": 1500, "swizzle": 1500, "descriptor": 1500, "atom_name": 60, "cli": 150,
+          "ir": 300}
+
+
+@pytest.mark.parametrize("which", ["fixed", "random"])
+def test_campaign_has_no_failures(which: str, capsys: pytest.CaptureFixture[str]) -> None:
+    seed = 20261125 if which == "fixed" else RANDOM_SEED
+    per_target = {t: max(1, int(n * SCALE)) for t, n in BUDGET.items()}
+    with capsys.disabled():
+        print(f"\n[fuzz campaign] {which} seed {seed} (replay: NVATOM_FUZZ_SEED={seed}), "
+              f"{sum(per_target.values())} inputs")
+    t0 = time.perf_counter()
+    report = fuzz.campaign(seed, per_target, workers=0, time_limit=10.0)
+    with capsys.disabled():
+        print(fuzz.table(report) + f"\n({time.perf_counter() - t0:.1f} s)")
+    for f in report["failures"]:
+        print(f"FAILURE {f['class']} {f['target']}:{f['index']} input {f['input']!r}\n"
+              f"{f['detail']}")
+    assert report["total"]["inputs"] == sum(per_target.values())
+    assert not report["failures"], (
+        f"{len(report['failures'])} failures; first: {report['failures'][0]}")
+    for target, counts in report["targets"].items():
+        # the grammars reach both outcomes of every target (a grammar that only ever makes
+        # garbage, or never any, tests little)
+        assert counts["clean"] > 0, target
+        if target != "atom_name" or SCALE >= 1:
+            assert counts["ok"] > 0, target
+
+
+def test_inputs_are_a_function_of_seed_target_and_index() -> None:
+    for target in fuzz.TARGETS:
+        assert fuzz.make_input(7, target, 3) == fuzz.make_input(7, target, 3)
+        assert len({repr(fuzz.make_input(7, target, i)) for i in range(20)}) > 10
+
+
+def test_real_atom_names_cover_every_family() -> None:
+    names = grammars.real_atom_names()
+    for prefix in ("sm70.", "sm80.", "sm90.", "sm100.mma.", "sm100.mma_bs.", "SM120.",
+                   "atom.", "tcgen05.mma"):
+        assert any(n.startswith(prefix) for n in names), prefix
+    resolved = sum(fuzz.classify("atom_name", n)[0] == "ok" for n in names[::101])
+    assert resolved == len(names[::101])  # every listed name resolves through some registry
+
+
+def test_planted_bugs_are_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each failure class is detected: a traceback, a hang, a MemoryError, an internal error
+    of the CLI (exit 70), an internal IR diagnostic, malformed error output."""
+    import sys
+
+    import nvatom.layout as L
+
+    def boom(*a: object) -> None:
+        raise ZeroDivisionError("planted")
+
+    def spin(*a: object) -> None:
+        while True:
+            pass
+
+    def oom(*a: object) -> None:
+        raise MemoryError
+
+    case = {"text": "(4,8):(8,1)", "ops": []}
+    for fn, want in ((boom, "traceback"), (spin, "hang"), (oom, "memory")):
+        monkeypatch.setattr(L, "parse_layout", fn)
+        kind, detail = fuzz.classify("layout", case, time_limit=0.3)
+        assert kind == want, (kind, detail)
+    # the CLI catches the bug itself and exits 70 with one line
+    monkeypatch.setattr(L, "parse_layout", boom)
+    assert fuzz.classify("cli", ["layout", "8:1"])[0] == "internal"
+    monkeypatch.undo()
+
+    def two_lines(*a: object) -> int:
+        print("nvatom: error: one\nnvatom: error: two", file=sys.stderr)
+        return 2
+
+    monkeypatch.setattr("nvatom.cli.main", two_lines)
+    assert fuzz.classify("cli", ["layout", "8:1"])[0] == "wrong"
+    monkeypatch.undo()
+
+    from nvatom.ir import lower as LW
+
+    def lower_boom(self: object, op: object) -> None:
+        raise KeyError("planted")
+
+    monkeypatch.setattr(LW._KernelLowering, "_cute_nvgpu_atom_mma", lower_boom)
+    text = next(s for s in grammars.ir_seeds() if "cute_nvgpu.atom.mma " in s
+                and "expected-error" not in s)
+    kind, detail = fuzz.classify("ir", {"text": text, "target": None})
+    assert kind == "internal" and "KeyError" in detail, (kind, detail)
+
+
+def test_a_campaign_reports_a_planted_failure_with_its_reproducer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    orig = fuzz.RUNNERS["swizzle"]
+
+    def planted(case: dict) -> str:
+        if case["b"] == 3 and case["m"] == 3:
+            raise IndexError("planted")
+        return orig(case)
+
+    monkeypatch.setitem(fuzz.RUNNERS, "swizzle", planted)
+    report = fuzz.campaign(11, {"swizzle": 300}, workers=0)
+    bad = report["failures"]
+    assert bad and report["total"]["traceback"] == len(bad)
+    first = bad[0]
+    assert fuzz.make_input(11, "swizzle", first["index"]) == first["input"]
+    assert (first["input"]["b"], first["input"]["m"]) == (3, 3)
+    assert "IndexError: planted" in first["detail"]
