@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 # pytest workers: CI machines have 2 cores.
 JOBS   ?= 2
 
-.PHONY: all demo test lint wheel-check hw bench-layout bench-banks bench-build clean
+.PHONY: all demo test lint wheel-check hw bench-layout bench-banks bench-build fuzz clean
 
 all: test
 
@@ -61,6 +61,13 @@ bench-build: $(STAMP)
 # On a GPU machine (uses ncu when present): predicted vs measured bank conflicts.
 bench-banks:
 	PYTHONPATH=src $(PYTHON) bench/banks_ncu.py
+
+# A long fuzzing campaign (docs/reliability.md "Fuzzing"): FUZZ_INPUTS inputs, a random seed
+# (printed) unless FUZZ_SEED is set; the report goes to reports/fuzz/latest.json.
+FUZZ_INPUTS ?= 1000000
+fuzz: $(STAMP)
+	$(VPY) scripts/fuzz.py --inputs $(FUZZ_INPUTS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED)) \
+		--json reports/fuzz/latest.json
 
 clean:
 	rm -rf build .pytest_cache $(VENV)
