@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -27,6 +28,24 @@ BUDGET = {"layout": 1500, "swizzle": 1500, "descriptor": 1500, "atom_name": 60, 
           "ir": 300}
 
 
+#: Bugs the campaigns found that are still open (docs/reliability.md, "Fuzzing", "Open"), each
+#: a predicate on a failure record.  The random-seed run prints a failure that matches one but
+#: does not fail on it (the fixed seed meets none); each has a strict-xfail regression test
+#: below that turns red once the bug is fixed: then delete both.
+KNOWN_OPEN: dict[str, Callable[[dict], bool]] = {
+    "tma-im2col-rank": lambda f: "_CORNER_BITS" in f["detail"] or (
+        f["target"] == "cli" and f["input"][:3] == ["desc", "tma", "decode"]
+        and "KeyError" in f["detail"]),
+    "frag-sm70-majors": lambda f: f["target"] == "cli" and f["input"][:1] == ["frag"]
+    and "IndexError" in f["detail"],
+    "nul-in-file-name": lambda f: "embedded null byte" in f["detail"],
+}
+
+
+def _known(f: dict) -> str | None:
+    return next((k for k, match in KNOWN_OPEN.items() if match(f)), None)
+
+
 @pytest.mark.parametrize("which", ["fixed", "random"])
 def test_campaign_has_no_failures(which: str, capsys: pytest.CaptureFixture[str]) -> None:
     seed = 20261125 if which == "fixed" else RANDOM_SEED
@@ -38,12 +57,16 @@ def test_campaign_has_no_failures(which: str, capsys: pytest.CaptureFixture[str]
     report = fuzz.campaign(seed, per_target, workers=0, time_limit=10.0)
     with capsys.disabled():
         print(fuzz.table(report) + f"\n({time.perf_counter() - t0:.1f} s)")
+    new = []
     for f in report["failures"]:
-        print(f"FAILURE {f['class']} {f['target']}:{f['index']} input {f['input']!r}\n"
-              f"{f['detail']}")
+        known = _known(f)
+        with capsys.disabled():
+            print(f"FAILURE{f' (known open: {known})' if known else ''} {f['class']} "
+                  f"{f['target']}:{f['index']} input {f['input']!r}\n{f['detail']}")
+        if not known or which == "fixed":
+            new.append(f)
     assert report["total"]["inputs"] == sum(per_target.values())
-    assert not report["failures"], (
-        f"{len(report['failures'])} failures; first: {report['failures'][0]}")
+    assert not new, f"{len(new)} failures; first: {new[0]}"
     for target, counts in report["targets"].items():
         # the grammars reach both outcomes of every target (a grammar that only ever makes
         # garbage, or never any, tests little)
@@ -131,3 +154,32 @@ def test_a_campaign_reports_a_planted_failure_with_its_reproducer(
     assert fuzz.make_input(11, "swizzle", first["index"]) == first["input"]
     assert (first["input"]["b"], first["input"]["m"]) == (3, 3)
     assert "IndexError: planted" in first["detail"]
+
+
+# --------------------------------------------------------------------------- open bugs
+# Found by the campaign of 2026-11-25 (seed 20261125); the reproducers are minimal.  Each test
+# states the contract (success or a clean error) and fails strictly once it holds.
+
+TMA_IM2COL_RANK2 = (0x11 << 64).to_bytes(128, "little").hex()  # byte 8: im2col, rank 2
+
+
+@pytest.mark.xfail(strict=True, reason="open: tma decode of an im2col map of rank < 3 raises "
+                   "KeyError (tma_encode._CORNER_BITS[rank])")
+def test_open_tma_im2col_map_of_rank_2() -> None:
+    assert fuzz.classify("descriptor", {"kind": "tma", "hex": TMA_IM2COL_RANK2})[0] == "clean"
+    assert fuzz.classify("cli", ["desc", "tma", "decode", TMA_IM2COL_RANK2])[0] == "clean"
+
+
+@pytest.mark.xfail(strict=True, reason="open: frag of an sm70 form with a col-major A or a "
+                   "row-major B: IndexError in frag_view.fragment_grid (exit 70)")
+def test_open_frag_of_sm70_col_major_a() -> None:
+    argv = ["frag", "sm70.mma.m8n8k4.col.col.f32.f16.f16.f16", "--no-table", "--operand", "A"]
+    assert fuzz.classify("cli", argv)[0] == "ok"
+
+
+@pytest.mark.xfail(strict=True, reason="open: a NUL in an input file name (main(argv) only: "
+                   "a shell cannot pass one) is ValueError: embedded null byte (exit 70)")
+def test_open_nul_in_a_file_name() -> None:
+    for argv in (["compile", "\x00"], ["verify", "a\x00b"], ["ptxas", "\x00", "-t", "sm_80"],
+                 ["demo", "--out", "\x00"]):
+        assert fuzz.classify("cli", argv)[0] == "clean", argv
