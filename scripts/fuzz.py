@@ -38,7 +38,6 @@ import argparse
 import contextlib
 import datetime as _dt
 import importlib
-import importlib.util
 import io
 import json
 import multiprocessing as mp
@@ -59,7 +58,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-if importlib.util.find_spec("nvatom") is None:  # run from a checkout without PYTHONPATH=src
+if str(ROOT / "src") not in sys.path:  # fuzz this checkout's nvatom, not an installed one
     sys.path.insert(0, str(ROOT / "src"))
 
 import fuzz_grammars as G  # noqa: E402

@@ -222,13 +222,15 @@ def real_atom_names() -> tuple[str, ...]:
         for row in json.loads(_cli_out(["atoms", *flag, "--json"])):
             if "name" in row:
                 names.append(row["name"])
-            else:  # a UMMA family row: its atoms are named MNEMONIC.KIND.ctaG.mMnNkK.SRC...
-                n = int(re.split(r"[.,]", row["n"])[0])
+            elif {"mnemonic", "kind", "cta_group", "m", "n", "k", "a_source", "ws",
+                  "types"} <= set(row):
+                # a UMMA family row: its atoms are named MNEMONIC.KIND.ctaG.mMnNkK.SRC...
+                n = int(re.split(r"[.,]", str(row["n"]))[0])
                 names += [f"{row['mnemonic']}.{row['kind']}.cta{row['cta_group']}.m{m}n{n}"
                           f"k{row['k']}.{row['a_source']}{'.ws' if row['ws'] else ''}."
                           f"{row['types']}" for m in row["m"]]
-        for row in json.loads(_cli_out(["atoms", "--umma", "--forms", "--json"])):
-            names.append(row["name"])  # tcgen05 forms
+    for row in json.loads(_cli_out(["atoms", "--umma", "--forms", "--json"])):
+        names.append(row["name"])  # tcgen05 forms
     return tuple(sorted(set(names)))
 
 
