@@ -572,6 +572,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="each worker's address-space limit (RLIMIT_AS, default 4 GiB)")
     ap.add_argument("--json", default=None, help="write the report here "
                     "(e.g. reports/fuzz/latest.json)")
+    ap.add_argument("--markdown", action="store_true",
+                    help="also print the table as markdown (docs/reliability.md)")
     ap.add_argument("--replay", default=None, metavar="TARGET:INDEX",
                     help="rebuild one input of --seed, print it and its outcome")
     ap.add_argument("--replay-file", default=None, help="replay a saved failures/*.json")
@@ -603,6 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     report = campaign(seed, per_target, workers=args.workers, time_limit=args.time_limit,
                       memory_gib=args.memory_gib, progress=True)
     print(table(report))
+    if args.markdown:
+        print(markdown_table(report))
     if args.json:
         out = Path(args.json)
         out.parent.mkdir(parents=True, exist_ok=True)
