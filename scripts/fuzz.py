@@ -423,6 +423,11 @@ def _run_pool(seed: int | str, chunks: list[tuple[int, str, int, int]], workers:
                 continue
             merge(c, by_id[cid][1])
             failures.extend(f)
+            for x in f if progress else ():  # at once: a long campaign may be stopped
+                print(f"[fuzz] FAILURE {x['class']} {x['target']}:{x['index']}: "
+                      f"{json.dumps(x['input'], ensure_ascii=True)[:300]} -- "
+                      f"{x['detail'].strip().splitlines()[-1][:200] if x['detail'] else ''}",
+                      flush=True)
             pending.discard(cid)
             done_inputs += int(c["inputs"])
 
