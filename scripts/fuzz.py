@@ -50,7 +50,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -377,15 +377,41 @@ def campaign(seed: int | str, per_target: dict[str, int], *, workers: int = 2,
             counts[target][k] += v
 
     if workers <= 0:
-        for _, target, start, count in chunks:
-            c, f = run_chunk(seed, target, start, count, time_limit)
-            merge(c, target)
-            failures += f
+        with _address_space_limit(memory_gib):
+            for _, target, start, count in chunks:
+                c, f = run_chunk(seed, target, start, count, time_limit)
+                merge(c, target)
+                failures += f
     else:
         failures += _run_pool(seed, chunks, workers, time_limit, memory_gib, merge, progress,
                               per_target)
     wall = time.time() - t0
     return _report(seed, counts, failures, wall, time_limit, memory_gib, workers, commit)
+
+
+@contextlib.contextmanager
+def _address_space_limit(gib: float) -> Iterator[None]:
+    """In-process runs: lower the soft RLIMIT_AS to what the process maps now plus ``gib``
+    (so runaway memory is a MemoryError, not the machine's), and restore it after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    try:
+        with open("/proc/self/statm") as f:
+            mapped = int(f.read().split()[0]) * resource.getpagesize()
+    except OSError:
+        mapped = None
+    if gib <= 0 or mapped is None:
+        yield
+        return
+    want = mapped + int(gib * 2**30)
+    if hard != resource.RLIM_INFINITY:
+        want = min(want, hard)
+    if soft != resource.RLIM_INFINITY:
+        want = min(want, soft)
+    resource.setrlimit(resource.RLIMIT_AS, (want, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def _run_pool(seed: int | str, chunks: list[tuple[int, str, int, int]], workers: int,
