@@ -28,19 +28,11 @@ BUDGET = {"layout": 1500, "swizzle": 1500, "descriptor": 1500, "atom_name": 60, 
           "ir": 300}
 
 
-#: Bugs the campaigns found that are still open (docs/reliability.md, "Fuzzing", "Open"), each
-#: a predicate on a failure record.  The random-seed run prints a failure that matches one but
-#: does not fail on it (the fixed seed meets none); each has a strict-xfail regression test
-#: below that turns red once the bug is fixed: then delete both.
-KNOWN_OPEN: dict[str, Callable[[dict], bool]] = {
-    "tma-im2col-rank": lambda f: "_CORNER_BITS" in f["detail"] or (
-        f["target"] == "cli" and f["input"][:3] == ["desc", "tma", "decode"]
-        and "KeyError" in f["detail"]),
-    "frag-sm70-majors": lambda f: f["target"] == "cli" and f["input"][:1] == ["frag"]
-    and "IndexError" in f["detail"],
-    "nul-in-file-name": lambda f: "embedded null byte" in f["detail"],
-    "ir-int-width-dash": lambda f: f["target"] == "ir" and "MemoryError" in f["detail"],
-}
+#: Bugs a campaign found and that are still open (docs/reliability.md, "Fuzzing"), each a
+#: predicate on a failure record: the random-seed run prints a failure that matches one but
+#: does not fail on it.  Empty: the four bugs the first campaigns found are fixed, and their
+#: reproducers are the test_fixed_* regression tests below.
+KNOWN_OPEN: dict[str, Callable[[dict], bool]] = {}
 
 
 def _known(f: dict) -> str | None:
@@ -164,31 +156,23 @@ def test_a_campaign_reports_a_planted_failure_with_its_reproducer(
 TMA_IM2COL_RANK2 = (0x11 << 64).to_bytes(128, "little").hex()  # byte 8: im2col, rank 2
 
 
-@pytest.mark.xfail(strict=True, reason="open: tma decode of an im2col map of rank < 3 raises "
-                   "KeyError (tma_encode._CORNER_BITS[rank])")
-def test_open_tma_im2col_map_of_rank_2() -> None:
+def test_fixed_tma_im2col_map_of_rank_2() -> None:
     assert fuzz.classify("descriptor", {"kind": "tma", "hex": TMA_IM2COL_RANK2})[0] == "clean"
     assert fuzz.classify("cli", ["desc", "tma", "decode", TMA_IM2COL_RANK2])[0] == "clean"
 
 
-@pytest.mark.xfail(strict=True, reason="open: frag of an sm70 form with a col-major A or a "
-                   "row-major B: IndexError in frag_view.fragment_grid (exit 70)")
-def test_open_frag_of_sm70_col_major_a() -> None:
+def test_fixed_frag_of_sm70_col_major_a() -> None:
     argv = ["frag", "sm70.mma.m8n8k4.col.col.f32.f16.f16.f16", "--no-table", "--operand", "A"]
     assert fuzz.classify("cli", argv)[0] == "ok"
 
 
-@pytest.mark.xfail(strict=True, reason="open: a NUL in an input file name (main(argv) only: "
-                   "a shell cannot pass one) is ValueError: embedded null byte (exit 70)")
-def test_open_nul_in_a_file_name() -> None:
+def test_fixed_nul_in_a_file_name() -> None:
     for argv in (["compile", "\x00"], ["verify", "a\x00b"], ["ptxas", "\x00", "-t", "sm_80"],
                  ["demo", "--out", "\x00"]):
         assert fuzz.classify("cli", argv)[0] == "clean", argv
 
 
-@pytest.mark.xfail(strict=True, reason="open: the integer-width limit is skipped when a '-' or 'é' "
-                   "follows the type (i16000000000-1: 12 s, > 4 GiB, MemoryError)")
-def test_open_int_type_width_followed_by_a_dash() -> None:
+def test_fixed_int_type_width_followed_by_a_dash() -> None:
     """xdsl_adapter's pre-scan reads ``i16777216-1`` as one name (it takes '-' and non-ASCII
     letters into names), so the width check misses it while xDSL builds the 16777216-bit
     type; these cheap cases must be the located "too wide" diagnostic, like ``i16777216``."""

@@ -421,10 +421,10 @@ def _check_string_literals(text: str) -> None:
             i = n if j < 0 else j + 1
             continue
         if c.isalpha() or c in "_$%@#^!":  # a name or keyword: its digits are no literal
-            j = i + 1
-            while j < n and (text[j].isalnum() or text[j] in "_$."):
+            j = i + 1  # the bare-id part, as xDSL's lexer ends it: ASCII only, no '-'
+            while j < n and ((text[j].isascii() and text[j].isalnum()) or text[j] in "_$."):
                 j += 1
-            m = _INT_TYPE.fullmatch(text, i, j)  # the bare-id part: `i16000000000-1` too
+            m = _INT_TYPE.fullmatch(text, i, j)  # so `i16000000000-1` and `i16000000000é` too
             if m and (len(m.group(1)) > 8 or int(m.group(1)) > MAX_INT_WIDTH):
                 raise XdslParseFailure(i, f"integer type {text[i:j][:40]} is too wide (the "
                                           f"limit is {MAX_INT_WIDTH} bits, as in MLIR)")
