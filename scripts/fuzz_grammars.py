@@ -214,11 +214,12 @@ def _cli_out(argv: list[str]) -> str:
 
 @functools.cache
 def real_atom_names() -> tuple[str, ...]:
-    """Every atom name the registry lists (``nvatom atoms [--copy|--wgmma|--umma [--forms]|
-    --sm120] --json``), read once through the CLI (its listing options are the stable
+    """Every atom name the registry lists (``nvatom atoms --family register_mma|--copy|
+    --wgmma|--umma [--forms]|--sm120 --json``), read once through the CLI (its listing options are the stable
     surface); UMMA families are listed by shape range: one name per M at the first N."""
     names: list[str] = []
-    for flag in ([], ["--copy"], ["--wgmma"], ["--umma"], ["--sm120"]):
+    for flag in (["--family", "register_mma"], ["--copy"], ["--wgmma"], ["--umma"],
+                 ["--sm120"]):
         for row in json.loads(_cli_out(["atoms", *flag, "--json"])):
             if "name" in row:
                 names.append(row["name"])
