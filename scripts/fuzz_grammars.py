@@ -216,7 +216,8 @@ def _cli_out(argv: list[str]) -> str:
 def real_atom_names() -> tuple[str, ...]:
     """Every atom name the registry lists (``nvatom atoms --family register_mma|--copy|
     --wgmma|--umma [--forms]|--sm120 --json``), read once through the CLI (its listing
-    options are the stable surface); UMMA families are listed by shape range: one name per M at the first N."""
+    options are the stable surface); UMMA families are listed by shape range: one name per M
+    at the first N."""
     names: list[str] = []
     for flag in (["--family", "register_mma"], ["--copy"], ["--wgmma"], ["--umma"],
                  ["--sm120"]):
