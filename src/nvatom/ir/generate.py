@@ -1,0 +1,111 @@
+"""Minimal IR uses of every registry atom, generated from the registry (issue 16's invariant).
+
+For an atom of :data:`nvatom.atoms.registry.FAMILIES` and a target, :func:`atom_use` writes the
+smallest ``.mlir`` module that makes the atom (``cute_nvgpu.make_atom``) and applies it
+(``cute_nvgpu.atom.mma``) on that target, with each operand a register fragment whose layout is
+the atom's own (thread, value) layout (the family's ``fragment`` view), and stores D, so the
+lowering has an observable result.  The invariant test (tests/ir/test_ir_invariant.py) and the
+whole sweep (scripts/ir_invariant_sweep.py) verify each module and, where it verifies, lower it
+and assemble the PTX with ptxas: an atom use either fails ``verify`` with a known diagnostic or
+compiles.  A family this module does not generate uses for is named in :data:`NOT_GENERATED`
+with the reason (docs/ir.md, "The invariant").
+
+Source: the IR examples of tests/ir (mma_sm80.mlir, sm120_block_scaled.mlir) and the
+specification's operand contract of ``cute_nvgpu.atom.mma`` (register fragments by tier).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from nvatom.arch import TARGETS, Target, target
+from nvatom.atoms import registry as R
+from nvatom.ir.syntax import layout_text
+
+__all__ = ["NOT_GENERATED", "AtomUse", "atom_use", "atom_uses", "cases"]
+
+#: Families with no generated use yet, and why (each is a gap of the invariant, not a pass).
+NOT_GENERATED: dict[str, str] = {
+    "wgmma": "operands A/B are shared-memory descriptor views whose canonical tile layout per "
+             "form is not generated yet (covered by tests/ir/wgmma_tile_loop.mlir only)",
+    "umma": "operands are descriptor views and a TMEM accumulator (covered by "
+            "tests/ir/umma_sm100.mlir only)",
+    "copy": "copy operands need memory layouts in elements from the atoms' bit layouts "
+            "(covered by tests/ir/copy_pipeline.mlir, copy_swizzled.mlir only)",
+    "tmem": "needs a TMEM buffer of the atom's shape (covered by tests/ir/umma_sm100.mlir only)",
+    "tma": "TMA atoms are made from a tensor map, not named (tests/ir/tma_*.mlir)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class AtomUse:
+    """One generated use: the family, the atom's name, the target and the module text."""
+
+    family: str
+    atom: str
+    target: str
+    text: str
+
+
+def _type_of(fam: R.AtomFamily, atom: Any) -> str:
+    body = atom.name[len(atom.mnemonic):].lstrip(".").replace("<", "").replace(">", "")
+    return f"!cute_nvgpu.{atom.mnemonic}<{body}>"
+
+
+def _mma_use(fam: R.AtomFamily, atom: Any, t: Target) -> str:
+    def frag(op: str, elem: str) -> str:
+        return f"!cute.memref<{elem}, rmem, {layout_text(fam.fragment(atom, op))}>"
+
+    name = lambda op: atom.operand_type(op).name if hasattr(atom, "operand_type") \
+        else atom.element_type.name  # noqa: E731
+    lines = [f"  %atom = cute_nvgpu.make_atom : {_type_of(fam, atom)}"]
+    for op in ("A", "B", "C", "D"):
+        lines.append(f"  %{op.lower()} = cute.alloc_rmem : {frag(op, name(op))}")
+    extra = ""
+    if getattr(atom, "block_scaled", False) or R.ATOMS[atom.mnemonic].interfaces.count(
+            "BlockScaleAtom"):
+        sf = atom.sf_type.name if hasattr(atom, "sf_type") else atom.scale_type.name
+        for op in ("SFA", "SFB"):
+            lines.append(f"  %{op.lower()} = cute.alloc_rmem : {frag(op, sf)}")
+        extra += ", %sfa, %sfb"
+    if getattr(atom, "is_sparse", False):
+        lines.append("  %e = cute.alloc_rmem : !cute.memref<s32, rmem, (32,1):(1,0)>")
+        extra += ", %e"
+    m, n, _ = atom.shape_mnk if hasattr(atom, "shape_mnk") else atom.shape
+    d_layout = f"({m},{n}):({n},1)"
+    lines.append(f"  cute_nvgpu.atom.mma %atom, %d, %a, %b, %c{extra}")
+    if fam.name != "universal_fma":  # one value per thread: no fragment to store
+        lines.append(f"  %gd = cute.make_view %pd : !cute.memref<{name('D')}, gmem, {d_layout}>")
+        lines.append('  cute_nvgpu.atom.copy_fragment %atom, %d, %gd {operand = "D"}')
+    body = "\n".join(lines)
+    head = f"func.func @use(%pd: !cute.ptr<{name('D')}, gmem>) {{"
+    head = f"func.func @use(%pd: !cute.ptr<{name('D')}, gmem>) {{"
+    return (f'builtin.module attributes {{nvatom.target = "{t.name}"}} {{\n'
+            f"{head}\n{body}\n  func.return\n}}\n}}\n")
+
+
+def atom_use(fam: R.AtomFamily, atom: Any, target_: Target | str) -> AtomUse:
+    """The minimal module that makes ``atom`` and applies it on ``target_``."""
+    t = target(target_)
+    if fam.name in NOT_GENERATED:
+        raise NotImplementedError(f"{fam.name}: {NOT_GENERATED[fam.name]}")
+    return AtomUse(fam.name, atom.name, t.name, _mma_use(fam, atom, t))
+
+
+def cases() -> list[tuple[R.AtomFamily, Any, str]]:
+    """Every (family, atom, target) of the generated families, in a stable order."""
+    out = []
+    for fam in R.FAMILIES:
+        if fam.name in NOT_GENERATED:
+            continue
+        for atom in fam.atoms(None):
+            for t in TARGETS:
+                out.append((fam, atom, t))
+    return out
+
+
+def atom_uses() -> Iterator[AtomUse]:
+    for fam, atom, t in cases():
+        yield atom_use(fam, atom, t)

@@ -1,0 +1,72 @@
+"""Issue 16's invariant, one atom use at a time: it fails ``verify`` with a known diagnostic, or
+it verifies, lowers and ptxas assembles it.  Shared by tests/ir/test_ir_invariant.py (a
+sample) and scripts/ir_invariant_sweep.py (every atom on every target).
+
+A diagnostic is *known* when it holds the fixed text of one of nvatom.diagnostics' strings (the
+specification's, byte for byte) or one of :data:`OWN_DIAGNOSTICS` (ours, documented in
+docs/ir.md, "The invariant").  :data:`XFAIL` lists the atom uses that still break the
+invariant, each with its reason; it is empty unless a form could not be fixed in time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from nvatom import diagnostics as D
+from nvatom.ir import driver
+from nvatom.ir.generate import AtomUse
+from nvatom.ir.lower import lower
+from nvatom.runtime.ptxas import PtxasError, assemble
+
+#: Our own verify diagnostics an atom use may end in (docs/ir.md, "The invariant"): the
+#: registry's target rules (nvatom.atoms.records.AtomRecord.rejection) and the form tables'.
+OWN_DIAGNOSTICS: tuple[str, ...] = (
+    "needs tier ",  # AtomRecord.rejection below the minimum tier
+    "' is not available on ",  # AtomRecord.rejection / form feature rules
+)
+
+#: (family, atom-name regex, target regex) -> reason: known breaks of the invariant.
+XFAIL: dict[tuple[str, str, str], str] = {}
+
+
+def _fixed_parts() -> list[str]:
+    parts = []
+    for name in dir(D):
+        v = getattr(D, name)
+        if name.isupper() and isinstance(v, str):
+            parts += [p for p in re.split(r"\{\d*\}", v) if len(p.strip()) >= 12]
+    return parts
+
+
+_KNOWN = (*_fixed_parts(), *OWN_DIAGNOSTICS)
+
+
+def known(message: str) -> bool:
+    return not message.startswith(driver.INTERNAL) and any(k in message for k in _KNOWN)
+
+
+def xfail_reason(use: AtomUse) -> str | None:
+    for (fam, atom, tgt), why in XFAIL.items():
+        if fam == use.family and re.fullmatch(atom, use.atom) and re.fullmatch(tgt, use.target):
+            return why
+    return None
+
+
+def check(use: AtomUse, assemble_: Callable[..., object] = assemble) -> tuple[str, str]:
+    """("rejected", diagnostic) or ("assembled", "") or ("FAIL", why)."""
+    try:
+        mod = driver.parse(use.text, f"{use.atom}@{use.target}.mlir")
+        ctx = driver.verify(mod)
+    except driver.IRError as e:
+        msg = e.diagnostics[0].message
+        return ("rejected", msg) if known(msg) else ("FAIL", f"unknown diagnostic: {msg}")
+    try:
+        out = lower(mod, ctx)
+    except Exception as e:
+        return "FAIL", f"verifies but does not lower: {type(e).__name__}: {e}"
+    try:
+        assemble_(out.ptx, out.target)
+    except PtxasError as e:
+        return "FAIL", f"verifies and lowers but ptxas rejects it: {str(e)[:300]}"
+    return "assembled", ""
