@@ -23,6 +23,7 @@ from nvatom.runtime.ptxas import PtxasError, assemble
 #: registry's target rules (nvatom.atoms.records.AtomRecord.rejection) and the form tables'.
 OWN_DIAGNOSTICS: tuple[str, ...] = (
     "needs tier ",  # AtomRecord.rejection below the minimum tier
+    "has no scalar PTX fma/mad for ",  # nvatom.atoms.universal: no scalar FMA of the type
     "' is not available on ",  # AtomRecord.rejection / form feature rules
 )
 

@@ -59,3 +59,35 @@ def test_the_classifier_tells_known_diagnostics() -> None:
     assert known("expects all mma operands to have element type f32, but got A: f16")
     assert not known("no lowering for atom 'x'")
     assert not known("internal error (please report): KeyError: 1")
+
+
+@pytest.mark.parametrize(("elem", "line"), [
+    # PTX ISA: fma.rn{.f32,.f64}; fma.rn.f16x2 / .bf16x2 (the value in the low half);
+    # mad.lo.s32 / .u32 (integers, the low bits wrap as the narrow type's)
+    ("f32", "fma.rn.f32"), ("f64", "fma.rn.f64"), ("tf32", "fma.rn.f32"),
+    ("f16", "fma.rn.f16x2"), ("bf16", "fma.rn.bf16x2"), ("s32", "mad.lo.s32"),
+    ("s8", "mad.lo.s32"), ("u4", "mad.lo.u32")])
+def test_universal_fma_lowers_to_one_scalar_fma(elem: str, line: str) -> None:
+    from nvatom.atoms.registry import family
+    from nvatom.ir import driver
+    from nvatom.ir.lower import lower
+
+    fam = family("universal_fma")
+    use = atom_use(fam, fam.atom(f"atom.universal_fma.{elem}"), "sm_90")
+    mod = driver.parse(use.text)
+    ptx = lower(mod, driver.verify(mod)).ptx
+    fmas = [ln.strip() for ln in ptx.splitlines() if ln.strip().startswith(("fma.", "mad."))]
+    assert len(fmas) == 1 and fmas[0].startswith(line + " "), fmas
+
+
+@pytest.mark.parametrize(("elem", "tgt", "msg"), [
+    ("e4m3", "sm_90", "has no scalar PTX fma/mad for e4m3"),
+    ("bf16", "sm_75", "is not available on sm_75: fma.rn.bf16x2 needs sm_80 or later")])
+def test_universal_fma_without_a_ptx_fma_is_rejected(elem: str, tgt: str, msg: str) -> None:
+    from nvatom.atoms.registry import family
+    from nvatom.ir import driver
+
+    fam = family("universal_fma")
+    use = atom_use(fam, fam.atom(f"atom.universal_fma.{elem}"), tgt)
+    with pytest.raises(driver.IRError, match=msg):
+        driver.verify(driver.parse(use.text))

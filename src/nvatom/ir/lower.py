@@ -515,6 +515,13 @@ class _KernelLowering:
         if isinstance(atom, TmemAtom):
             self._umma(op, atom)
             return
+        from nvatom.atoms.universal import UniversalFma
+
+        if isinstance(atom, UniversalFma):  # one scalar fma/mad per thread
+            d, a, b, c = (_one_reg(self._reg_of(x), w)
+                          for x, w in zip(op.operands[1:], "DABC", strict=True))
+            self.k.ins(atom.instruction, d, a, b, c)
+            return
         if not hasattr(atom, "opcode"):
             raise LowerError(f"no lowering for atom '{atom.name}'")
         from nvatom.atoms.interfaces import BlockScaleAtom
