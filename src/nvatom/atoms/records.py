@@ -74,12 +74,12 @@ ATOMS: dict[str, AtomRecord] = {
     r.mnemonic: r
     for r in (
         AtomRecord("atom.universal_fma", None, ("MmaAtom",), "A, B, D in rmem"),
-        AtomRecord("sm70.mma", Tier.SM70, ("MmaAtom",), "A, B, D in rmem",
-                   dialect_mnemonic=False, feature="mma.m8n8k4",
-                   note="served by the universal/NVVM-intrinsic path (llvm.nvvm.mma.*)"),
-        AtomRecord("sm75.mma", Tier.SM75, ("MmaAtom",), "A, B, D in rmem",
-                   dialect_mnemonic=False, feature="mma.m16n8k8",
-                   note="served by the universal/NVVM-intrinsic path (llvm.nvvm.mma.*)"),
+        AtomRecord("sm70.mma", Tier.SM70, ("MmaAtom",), "A, B, D in rmem", feature="mma.m8n8k4",
+                   note="the specification serves it by the NVVM-intrinsic path; nvatom's IR "
+                   "spells it !cute_nvgpu.sm70.mma<...> (docs/spec-deviations.md)"),
+        AtomRecord("sm75.mma", Tier.SM75, ("MmaAtom",), "A, B, D in rmem", feature="mma.m16n8k8",
+                   note="the specification serves it by the NVVM-intrinsic path; nvatom's IR "
+                   "spells it !cute_nvgpu.sm75.mma<...> (docs/spec-deviations.md)"),
         AtomRecord("sm80.mma", Tier.SM80, ("MmaAtom",),
                    "A, B, D in rmem; one element type per operand", feature="mma.sm80"),
         AtomRecord("sm80.sparse_mma", Tier.SM80, ("MmaAtom", "SparseMetadataAtom"),
@@ -125,13 +125,11 @@ ATOMS: dict[str, AtomRecord] = {
                    note="forms in nvatom.atoms.sm120; sparse forms also SparseMetadataAtom",
                    feature="mma.block_scale"),
         AtomRecord("sm120.mma", Tier.SM120, ("MmaAtom",), "A, B, D in rmem; kind::f8f6f4",
-                   dialect_mnemonic=False,
                    note="not in the specification's registry: unscaled FP8/FP6/FP4 mma.sync "
                    "of sm_120a/f (nvatom.atoms.sm120); its FP8-only forms also assemble on the "
                    "sm_100/sm_110 a/f targets", feature="mma.f8f6f4.fp8"),
         AtomRecord("sm120.sparse_mma", Tier.SM120, ("MmaAtom", "SparseMetadataAtom"),
                    "A, B, D in rmem; kind::f8f6f4; metadata operand alongside A",
-                   dialect_mnemonic=False,
                    note="not in the specification's registry (nvatom.atoms.sm120); FP8-only "
                    "forms as sm120.mma", feature="mma.f8f6f4.fp8"),
         # TMA (the specification's registry and TMA family; nvatom.atoms.tma, docs/tma.md)

@@ -23,6 +23,7 @@ from typing import Any
 from nvatom.arch import TARGETS, Target, target
 from nvatom.atoms import registry as R
 from nvatom.ir.syntax import layout_text
+from nvatom.layout import size
 
 __all__ = ["NOT_GENERATED", "AtomUse", "atom_use", "atom_uses", "cases"]
 
@@ -71,12 +72,15 @@ def _mma_use(fam: R.AtomFamily, atom: Any, t: Target) -> str:
             lines.append(f"  %{op.lower()} = cute.alloc_rmem : {frag(op, sf)}")
         extra += ", %sfa, %sfb"
     if getattr(atom, "is_sparse", False):
-        lines.append("  %e = cute.alloc_rmem : !cute.memref<s32, rmem, (32,1):(1,0)>")
+        md = atom.metadata_layout(atom.selectors[0])
+        lines.append(f"  %e = cute.alloc_rmem : !cute.memref<s32, rmem, {layout_text(md.layout)}>")
         extra += ", %e"
     m, n, _ = atom.shape_mnk if hasattr(atom, "shape_mnk") else atom.shape
     d_layout = f"({m},{n}):({n},1)"
     lines.append(f"  cute_nvgpu.atom.mma %atom, %d, %a, %b, %c{extra}")
-    if fam.name != "universal_fma":  # one value per thread: no fragment to store
+    # D is stored with copy_fragment, which takes warp-wide atoms (not the one-thread
+    # universal FMA, nor SM70's quad-pair m8n8k4, whose D spreads over 8 threads)
+    if size(fam.fragment(atom, "D")[0]) == 32:
         lines.append(f"  %gd = cute.make_view %pd : !cute.memref<{name('D')}, gmem, {d_layout}>")
         lines.append('  cute_nvgpu.atom.copy_fragment %atom, %d, %gd {operand = "D"}')
     body = "\n".join(lines)

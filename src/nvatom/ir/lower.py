@@ -432,11 +432,27 @@ class _KernelLowering:
         values = size(m.layout[1]) if m.layout.rank >= 2 else size(m.layout)
         rtype = m.element.name if m.element.name in ("f32", "f64") else "b32"
         count = values if bits >= 32 else -(-values * bits // 32)
+        count = max([count, *self._mma_registers(op.results[0])])
         regs = self.k.regs(rtype, count)
         zero = {"f32": "0f00000000", "f64": "0d0000000000000000"}.get(rtype, "0")
         for r in regs:
             self.k.ins(f"mov.{rtype}", r, zero)
         self.vals[op.results[0]] = _Frag(regs)
+
+    @staticmethod
+    def _mma_registers(value: Any) -> list[int]:
+        """The registers each register-MMA use of ``value`` reads or writes it in: kind::f8f6f4
+        keeps each FP6/FP4 element of A and B in a byte of its own (PTX ISA, "Matrix Fragments
+        for mma.m16n8k32" of .kind::f8f6f4), not packed as the element width says."""
+        out = []
+        for use in value.uses:
+            user = use.operation
+            if user.name != "cute_nvgpu.atom.mma" or not 1 <= use.index <= 4:
+                continue
+            atom = TY.atom_of(user.operands[0].type)
+            if hasattr(atom, "registers") and hasattr(atom, "opcode"):
+                out.append(atom.registers("DABC"[use.index - 1]))
+        return out
 
     def _cute_make_view(self, op: Any) -> None:
         m = TY.memref_of(op.results[0].type)
@@ -529,10 +545,14 @@ class _KernelLowering:
         _, d, a, b, c, *extra = (self._reg_of(x) for x in op.operands)
         scaled = isinstance(atom, BlockScaleAtom)
         scales, rest = (extra[:2], extra[2:]) if scaled else ([], extra)
-        regs = [_one_reg(x, what) for x, what in zip([*scales, *rest],
-                                                      ("scale A", "scale B", "metadata"),
+        regs = [_one_reg(x, what) for x, what in zip(scales, ("scale A", "scale B"),
                                                       strict=False)]
-        meta = regs[-1] if rest else None
+        # the metadata fragment's layout is the atom's (contributor, nibble) layout: its
+        # nibbles are packed in one .b32 register (PTX ISA, mma.sp: "e" is a .b32), the
+        # fragment's first
+        e = rest[0] if rest else None
+        meta = _one_reg(_Frag(e.regs[:1]) if isinstance(e, _Frag) else e, "metadata") \
+            if rest else None
         sel = op.attr("selector")
         if atom.is_sparse and sel is None:
             sel = atom.selectors[0]
