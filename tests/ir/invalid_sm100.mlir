@@ -96,3 +96,25 @@ func.func @tmem_columns(%x: i32) {
   cute_nvgpu.arch.umma_commit %x
   func.return
 }
+
+// -----
+
+// A cta_group::2 atom runs on a CTA pair of a cluster: the kernel must declare one
+// (issue 16: it used to verify and fail only when compiled).
+// target: sm_100a
+func.func @cta_pair_without_cluster(%a: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (128,64):(64,1)>, %b: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (256,64):(64,1)>, %d: !cute.memref<f32, tmem>) {
+  %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm100.mma<f16.cta2.m128n256k16.ss.f32.f16.f16>
+  // expected-error @+1 {{atom 'sm100.mma.f16.cta2.m128n256k16.ss.f32.f16.f16' runs on a CTA pair (cta_group::2): its kernel needs a cluster of an even number of CTAs (e.g. cluster = [2, 1, 1]), but has no cluster attribute}}
+  cute_nvgpu.atom.mma %atom, %d, %a, %b, %d
+  func.return
+}
+
+// -----
+
+// target: sm_100a
+func.func @cta_pair_odd_cluster(%a: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (128,64):(64,1)>, %b: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (256,64):(64,1)>, %d: !cute.memref<f32, tmem>) attributes {cluster = [3, 1, 1]} {
+  %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm100.mma<f16.cta2.m128n256k16.ss.f32.f16.f16>
+  // expected-error @+1 {{but has cluster = [3, 1, 1]}}
+  cute_nvgpu.atom.mma %atom, %d, %a, %b, %d
+  func.return
+}

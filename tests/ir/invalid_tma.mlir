@@ -154,3 +154,22 @@ func.func @num_multicast(%t: !cute.ptr<f16, gmem>, %m: i32, %n: i32, %s: i32) {
   %a = cute_nvgpu.atom.non_exec_tiled_tma_load %d, %tile, %v {num_multicast = 17}
   func.return
 }
+
+// -----
+
+// The descriptor type names the mode's kind (issue 16: a tiled mode typed _im2col verified).
+func.func @tiled_mode_im2col_type(%t: !cute.ptr<f16, gmem>, %n: i32, %m: i32, %ld: i32) {
+  %g = cute.static : !cute.layout<(n,m):(1,ld)>
+  // expected-error @+1 {{mode #cute_nvgpu.tma_load_mode<tiled> makes a !cute_nvgpu.tma_descriptor_tiled, but the result type is !cute_nvgpu.tma_descriptor_im2col}}
+  %d = nv_tileas.make_tiled_tma_desc %t, %g shapes(%n, %m) strides(%ld) paddings() {mode = #cute_nvgpu.tma_load_mode<tiled>, elementBitWidth = 16} : !cute_nvgpu.tma_descriptor_im2col
+  func.return
+}
+
+// -----
+
+func.func @im2col_mode_tiled_type(%t: !cute.ptr<f16, gmem>, %c: i32, %w: i32, %n: i32, %s: i32) {
+  %g = cute.static : !cute.layout<(c,w,n):(1,64,s)>
+  // expected-error @+1 {{mode #cute_nvgpu.tma_store_mode<im2col> makes a !cute_nvgpu.tma_descriptor_im2col, but the result type is !cute_nvgpu.tma_descriptor_tiled}}
+  %d = nv_tileas.make_tiled_tma_desc %t, %g shapes(%c, %w, %n) strides(%w, %s) paddings() {mode = #cute_nvgpu.tma_store_mode<im2col>, elementBitWidth = 16} : !cute_nvgpu.tma_descriptor_tiled
+  func.return
+}

@@ -20,6 +20,7 @@ Source: the specification's IR forms and contracts, quoted in docs/spec-deviatio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -465,6 +466,23 @@ class MakeTiledTmaDescOp(NvOp):
                 _fail(f"shapes, strides and paddings are integers, got {TY.type_text(x.type)}")
         if pads:
             _fail(f"mode {X.print_attr(self.attributes['mode'])} takes no padding values")
+        self._verify_descriptor_type()
+
+    def _verify_descriptor_type(self) -> None:
+        """The result type names the mode's descriptor kind: the im2col modes (load
+        ``w_multicast``/``w128_multicast``, PTX ``.im2col::w``/``::128``; store ``im2col*``)
+        make a ``!cute_nvgpu.tma_descriptor_im2col`` (``cuTensorMapEncodeIm2col``), the
+        others a ``!cute_nvgpu.tma_descriptor_tiled`` (``cuTensorMapEncodeTiled``)."""
+        attr = self.attributes["mode"]
+        name = str(attr.text).strip()
+        mode = (TY.LOAD_MODES if isinstance(attr, TY.LoadModeAttrT) else TY.STORE_MODES)[name]
+        q = T.ptx_qualifiers(mode)
+        im2col = "im2col" in name or bool(q and q[0].startswith(".im2col"))
+        want = "im2col" if im2col else "tiled"
+        got = self.results[0].type
+        if not isinstance(got, TY.TmaDescIm2colT if im2col else TY.TmaDescTiledT):
+            _fail(f"mode {X.print_attr(attr)} makes a !cute_nvgpu.tma_descriptor_{want}, "
+                  f"but the result type is {TY.type_text(got)}")
 
 
 # =========================================================================== cute_nvgpu
@@ -578,6 +596,8 @@ class MmaOp(NvOp):
             _fail(f"atom '{atom.name}' takes no selector attribute")
         atom.verify_instance(v.target, UmmaUse(uses[0], uses[1], uses[2], uses[3],
                                                *(sf or [None, None]), meta))
+        if atom.cta_group == 2:
+            _need_cta_pair(self, atom.name)
 
     def _verify_block_scaled(self, atom: Any, uses: list[OperandUse], extra: list[Any],
                              v: VerifyCtx) -> None:
@@ -1247,6 +1267,22 @@ class SyncThreadsOp(NvOp):
     """``cute_nvgpu.arch.sync_threads``: a CTA-wide barrier (``bar.sync 0``)."""
 
     name = "cute_nvgpu.arch.sync_threads"
+
+
+def _need_cta_pair(op: NvOp, what: str) -> None:
+    """A ``cta_group::2`` operation runs on a CTA pair: the peer CTA is the one whose
+    ``%cluster_ctarank`` differs in bit 0 (PTX ISA, "tcgen05: CTA pair"), so the kernel must
+    declare a cluster (``cluster = [2, 1, 1]``) of an even number of CTAs."""
+    fn = op.parent_op()
+    while fn is not None and fn.name != "func.func":
+        fn = fn.parent_op()
+    attr = None if fn is None else fn.attributes.get("cluster")
+    dims = None if attr is None else X.int_list(attr)
+    if not dims or any(d < 1 for d in dims) or math.prod(dims) % 2:
+        got = ("no cluster attribute" if attr is None else
+               f"cluster = {list(dims) if dims else X.print_attr(attr)}")
+        _fail(f"atom '{what}' runs on a CTA pair (cta_group::2): its kernel needs a cluster "
+              f"of an even number of CTAs (e.g. cluster = [2, 1, 1]), but has {got}")
 
 
 def _need_cluster(op: NvOp, v: VerifyCtx) -> None:
