@@ -34,7 +34,7 @@ NOT_GENERATED: dict[str, str] = {
     "umma": "operands are descriptor views and a TMEM accumulator (covered by "
             "tests/ir/umma_sm100.mlir only)",
     "copy": "copy operands need memory layouts in elements from the atoms' bit layouts "
-            "(covered by tests/ir/copy_pipeline.mlir, copy_swizzled.mlir only)",
+            "(tests/ir/test_ir_copy.py lowers every copy atom of the table, sm_90a/sm_100a)",
     "tmem": "needs a TMEM buffer of the atom's shape (covered by tests/ir/umma_sm100.mlir only)",
     "tma": "TMA atoms are made from a tensor map, not named (tests/ir/tma_*.mlir)",
 }
