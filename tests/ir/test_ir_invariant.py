@@ -6,6 +6,7 @@ scripts/ir_invariant_sweep.py."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import sys
@@ -20,7 +21,21 @@ sys.path.insert(0, str(Path(__file__).parent))
 from invariant import XFAIL, check, known, xfail_reason
 
 FIXED, RANDOM = 120, 80
-_SEED = int(os.environ.get("NVATOM_IR_INVARIANT_SEED", random.SystemRandom().randrange(1 << 30)))
+
+
+
+def _seed() -> int:
+    """NVATOM_IR_INVARIANT_SEED, else one per run: pytest-xdist's workers must collect the
+    same sample, so under xdist the seed comes from the run's id, which they share."""
+    if "NVATOM_IR_INVARIANT_SEED" in os.environ:
+        return int(os.environ["NVATOM_IR_INVARIANT_SEED"])
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run:
+        return int(hashlib.sha256(run.encode()).hexdigest()[:7], 16)
+    return random.SystemRandom().randrange(1 << 28)
+
+
+_SEED = _seed()
 print(f"ir invariant: random seed {_SEED} (NVATOM_IR_INVARIANT_SEED)")
 
 
@@ -43,6 +58,13 @@ def test_atom_use_verifies_and_assembles_or_is_rejected(case: tuple) -> None:
     if reason is not None:
         pytest.xfail(reason)
     assert status != "FAIL", f"{use.atom} on {use.target} (seed {_SEED}): {why}\n{use.text}"
+
+
+def test_the_sample_seed_is_reported() -> None:
+    # the random part of the sample is replayable: its seed is in every failure message and
+    # in this test's output (pytest -rA)
+    print(f"ir invariant: random seed {_SEED}; replay with NVATOM_IR_INVARIANT_SEED={_SEED}")
+    assert len(SAMPLE) == FIXED + RANDOM == len({(c[1].name, c[2]) for c in SAMPLE})
 
 
 def test_every_family_is_generated_or_documented() -> None:
