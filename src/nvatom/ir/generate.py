@@ -29,8 +29,6 @@ __all__ = ["NOT_GENERATED", "AtomUse", "atom_use", "atom_uses", "cases"]
 
 #: Families with no generated use yet, and why (each is a gap of the invariant, not a pass).
 NOT_GENERATED: dict[str, str] = {
-    "wgmma": "operands A/B are shared-memory descriptor views whose canonical tile layout per "
-             "form is not generated yet (covered by tests/ir/wgmma_tile_loop.mlir only)",
     "umma": "operands are descriptor views and a TMEM accumulator (covered by "
             "tests/ir/umma_sm100.mlir only)",
     "copy": "copy operands need memory layouts in elements from the atoms' bit layouts "
@@ -90,12 +88,52 @@ def _mma_use(fam: R.AtomFamily, atom: Any, t: Target) -> str:
             f"{head}\n{body}\n  func.return\n}}\n}}\n")
 
 
+def _k_major_tile(elem: str, bits: int, rows: int) -> str:
+    """A K-major ``rows`` x (128 bytes) tile with the 128-byte swizzle, in element units
+    (``Sw<3,4,3>`` for 8-bit elements, ``Sw<3,3,3>`` for 16-bit: docs/ir.md, "Known gaps")."""
+    kt = 1024 // bits
+    return f"Sw<3,{(128 // bits).bit_length() - 1},3> o 0 o ({rows},{kt}):({kt},1)"
+
+
+def _wgmma_use(fam: R.AtomFamily, atom: Any, t: Target) -> str:
+    """sm90 WGMMA: A (``ss``) and B as descriptor views of 128-byte-swizzled K-major shared
+    tiles of one 128-byte K row (several K-blocks of the atom), or A (``rs``) a register
+    fragment; the fence -> mma -> commit -> wait protocol; D stored with copy_fragment."""
+    bits = atom.a.pack_bits
+    lines = [f"  %wg = cute_nvgpu.make_atom : {_type_of(fam, atom)}"]
+    ops = {}
+    for op, rows, elem in (("a", atom.m, atom.a.name), ("b", atom.n, atom.b.name)):
+        if op == "a" and atom.a_source != "ss":
+            lines.append(f"  %da = cute.alloc_rmem : !cute.memref<{elem}, rmem, "
+                         f"{layout_text(fam.fragment(atom, 'A'))}>")
+            continue
+        tile = _k_major_tile(elem, bits, rows)
+        lines.append(f"  %s{op} = cute.alloc_smem : !cute.memref<{elem}, smem, {tile}>")
+        lines.append(f"  %d{op} = cute_nvgpu.make_smem_desc %s{op} : "
+                     f"!cute_nvgpu.smem_desc_view<{elem}, K, {tile}>")
+        ops[op] = tile
+    d = atom.d.name
+    lines += [f"  %acc = cute.alloc_rmem : !cute.memref<{d}, rmem, "
+              f"{layout_text(fam.fragment(atom, 'D'))}>",
+              "  cute_nvgpu.warpgroup.fence",
+              "  cute_nvgpu.atom.mma %wg, %acc, %da, %db, %acc",
+              "  cute_nvgpu.warpgroup.commit_group",
+              "  cute_nvgpu.warpgroup.wait {pending = 0}",
+              f"  %gd = cute.make_view %pd : !cute.memref<{d}, gmem, "
+              f"({atom.m},{atom.n}):({atom.n},1)>",
+              '  cute_nvgpu.atom.copy_fragment %wg, %acc, %gd {operand = "D"}']
+    body = "\n".join(lines)
+    return (f'builtin.module attributes {{nvatom.target = "{t.name}"}} {{\n'
+            f"func.func @use(%pd: !cute.ptr<{d}, gmem>) {{\n{body}\n  func.return\n}}\n}}\n")
+
+
 def atom_use(fam: R.AtomFamily, atom: Any, target_: Target | str) -> AtomUse:
     """The minimal module that makes ``atom`` and applies it on ``target_``."""
     t = target(target_)
     if fam.name in NOT_GENERATED:
         raise NotImplementedError(f"{fam.name}: {NOT_GENERATED[fam.name]}")
-    return AtomUse(fam.name, atom.name, t.name, _mma_use(fam, atom, t))
+    make = _wgmma_use if fam.name == "wgmma" else _mma_use
+    return AtomUse(fam.name, atom.name, t.name, make(fam, atom, t))
 
 
 def cases() -> list[tuple[R.AtomFamily, Any, str]]:
