@@ -87,13 +87,7 @@ def fragment_access(form: Any, op: str, tile: Layout) -> FragmentAccess:
                             f"for {nregs} registers")
     lane_bytes, reg_bytes = register_bytes(
         lane, value, bits=bits, per_reg=per_reg, nregs=nregs, threads=threads,
-        bad_register=lambda r, offs, align: IRVerifyError(
-            f"register {r} of operand {op} holds the elements at offsets {offs} of the "
-            f"tile {tile}: not contiguous and {align}-bit aligned, so one access per "
-            "register is impossible"),
-        bad_lane=lambda t, start, align: IRVerifyError(
-            f"lane {t}'s fragment of operand {op} starts at element {start} of {tile}, not on "
-            f"a {align}-bit boundary"))
+        error=IRVerifyError, operand=op, where=f"the tile {tile}")
     return FragmentAccess(form.register_type(op), lane_bytes, reg_bytes, threads)
 
 

@@ -38,27 +38,29 @@ def flat_modes(layout: object) -> list[tuple[int, int]]:
 
 
 def register_bytes(lane: Any, value: Any, *, bits: int, per_reg: int, nregs: int, threads: int,
-                   bad_register: Callable[[int, list[int], int], Exception],
-                   bad_lane: Callable[[int, int, int], Exception]
-                   ) -> tuple[Layout, tuple[int, ...]]:
+                   error: Callable[[str], Exception], operand: str, where: str,
+                   prefix: str = "", thread: str = "lane") -> tuple[Layout, tuple[int, ...]]:
     """Byte offsets of a register fragment in memory, for one access per register: ``lane``
     maps a thread and ``value`` a (register, element) index to element offsets.  Each
-    register's ``per_reg`` elements must be contiguous and ``max(bits, 32)``-bit aligned
-    (else ``bad_register(r, offsets, align)`` is raised), and so must each thread's first
-    element (else ``bad_lane(t, offset, align)``).  Returns (lane -> byte offset, the byte
-    offset of each register)."""
+    register's ``per_reg`` elements must be contiguous and ``max(bits, 32)``-bit aligned, and
+    so must each thread's first element; else ``error(message)`` is raised, the message
+    naming ``operand``, the register or ``thread`` and the tile (``where``) after ``prefix``.
+    Returns (lane -> byte offset, the byte offset of each register)."""
     align = max(bits, 32)
     reg_bytes = []
     for r in range(nregs):
         offs = [value(r * per_reg + j) for j in range(per_reg)]
         if offs != list(range(offs[0], offs[0] + per_reg)) or (offs[0] * bits) % align:
-            raise bad_register(r, offs, align)
+            raise error(f"{prefix}register {r} of operand {operand} holds the elements at "
+                        f"offsets {offs} of {where}, which are not contiguous and {align}-bit "
+                        "aligned (one access per register is impossible)")
         reg_bytes.append(offs[0] * bits // 8)
     # Every mode of size > 1 is an offset difference at a unit coordinate, so aligned lane
     # offsets mean aligned strides, and the byte layout below is exact.
     bad = [t for t in range(threads) if (lane(t) * bits) % align]
     if bad:
-        raise bad_lane(bad[0], lane(bad[0]), align)
+        raise error(f"{prefix}{thread} {bad[0]}'s fragment of operand {operand} starts at "
+                    f"element {lane(bad[0])} of {where}, not on a {align}-bit boundary")
     modes = [(s, d * bits // 8 if s > 1 else 0) for s, d in flat_modes(lane)]
     return Layout(tuple(s for s, _ in modes), tuple(d for _, d in modes)), tuple(reg_bytes)
 

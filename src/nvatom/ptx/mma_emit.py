@@ -357,15 +357,8 @@ def operand_access(form: MmaForm, op: str) -> OperandAccess:
         )
     where = f"the {major}-major {rows} x {cols} tile"
     lane_bytes, reg_bytes = register_bytes(
-        lane, value, bits=bits, per_reg=per_reg, nregs=nregs, threads=WARP,
-        bad_register=lambda r, offs, align: MmaEmitError(
-            f"{form.name}: register {r} of operand {op} holds the elements at offsets "
-            f"{offs} of {where}, which are not contiguous and {align}-bit aligned: the "
-            "fragment is not register-contiguous in this memory layout, so one "
-            "ld.global per register is impossible"),
-        bad_lane=lambda t, start, align: MmaEmitError(
-            f"{form.name}: lane {t}'s fragment of operand {op} starts at element "
-            f"{start} of {where}, not on a {align}-bit boundary"))
+        lane, value, bits=bits, per_reg=per_reg, nregs=nregs, threads=WARP, error=MmaEmitError,
+        operand=op, where=where, prefix=f"{form.name}: ")
     return OperandAccess(op, rows, cols, major, warp_products(form), bits, ptx_type, lane_bytes,
                          reg_bytes)
 

@@ -149,13 +149,8 @@ def fragment_access(tiled: TiledMma, operand: str, tensor: Layout,
     nregs = form.registers(op) * repetitions(tiled, op)[0] * repetitions(tiled, op)[1]
     thread_bytes, reg_bytes = register_bytes(
         thread, value, bits=bits, per_reg=per_reg, nregs=nregs, threads=tiled.threads,
-        bad_register=lambda r, offs, align: TiledMmaEmitError(
-            f"{form.name}: register {r} of operand {op} holds the elements at offsets {offs} "
-            f"of {tensor}, which are not contiguous and {align}-bit aligned (one access per "
-            "register is impossible)"),
-        bad_lane=lambda t, start, align: TiledMmaEmitError(
-            f"{form.name}: thread {t}'s fragment of operand {op} starts at element {start} of "
-            f"{tensor}, not on a {align}-bit boundary"))
+        error=TiledMmaEmitError, operand=op, where=str(tensor), prefix=f"{form.name}: ",
+        thread="thread")
     shift = base * bits // 8
     return thread_bytes, tuple(b + shift for b in reg_bytes)
 
