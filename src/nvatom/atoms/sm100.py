@@ -188,6 +188,14 @@ MNEMONICS = ("sm100.mma", "sm100.mma_sp", "sm100.mma_bs", "sm100.mma_bs_sp")
 # ============================================================================ instruction forms
 
 
+def _kind_and_group_problems(kind: str, cta_group: int) -> Iterator[str]:
+    """What a form's or an atom's kind and cta_group get wrong (the checks both start with)."""
+    if kind not in KINDS:
+        yield f"unknown kind '{kind}' (one of {', '.join(KINDS)})"
+    elif cta_group not in (1, 2):
+        yield f"cta_group {cta_group} (1 or 2)"
+
+
 @dataclasses.dataclass(frozen=True)
 class Tcgen05MmaForm:
     """One ``tcgen05.mma`` instruction form: qualifiers and the operand list they imply.
@@ -218,11 +226,9 @@ class Tcgen05MmaForm:
 
     def _problems(self) -> Iterator[str]:
         k = KINDS.get(self.kind)
+        yield from _kind_and_group_problems(self.kind, self.cta_group)
         if k is None:
-            yield f"unknown kind '{self.kind}' (one of {', '.join(KINDS)})"
             return
-        if self.cta_group not in (1, 2):
-            yield f"cta_group {self.cta_group} (1 or 2)"
         if self.a_source not in ("ss", "ts"):
             yield f"A source '{self.a_source}' (ss or ts)"
         if self.ws:
@@ -649,11 +655,9 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
 
     def _problems(self) -> Iterator[str]:
         k = KINDS.get(self.kind)
+        yield from _kind_and_group_problems(self.kind, self.cta_group)
         if k is None:
-            yield f"unknown kind '{self.kind}'"
             return
-        if self.cta_group not in (1, 2):
-            yield f"cta_group {self.cta_group}"
         if (self.m, self.n) not in legal_mn(self.kind, self.cta_group, self.sparse, self.ws):
             yield (f"M x N = {self.m} x {self.n} is not a kind::{self.kind} "
                    f"cta_group::{self.cta_group}{' .ws' if self.ws else ''} shape "
