@@ -92,7 +92,24 @@ from .swizzle import Swizzle, compose_swizzles, downcast_swizzle, make_swizzle, 
 _CACHE = 4096
 
 
-class Layout:
+class _Pictured:
+    """Pictures (nvatom.layout.svg) of a Layout or ComposedLayout: Jupyter shows the layout as
+    its (row, col) -> offset grid."""
+
+    __slots__ = ()
+
+    def picture(self, *, element_bits: int | None = None, base: int = 0) -> LayoutPicture:
+        """The picture with cells coloured by the bank of ``element_bits``-wide elements."""
+        return LayoutPicture(self, element_bits=element_bits, base=base)
+
+    def _repr_svg_(self) -> str:
+        return layout_svg(self)
+
+    def _repr_html_(self) -> str:
+        return layout_html(self)
+
+
+class Layout(_Pictured):
     """A CuTe layout ``shape:stride``; immutable, hashable, ``==`` compares structure.
 
     ``Layout(shape)`` uses compact column-major strides; ``Layout('(4,8):(8,1)')`` parses CuTe
@@ -235,17 +252,6 @@ class Layout:
     def __repr__(self) -> str:
         return f"Layout('{self}')"
 
-    # -- pictures (nvatom.layout.svg): Jupyter shows a layout as its (row, col) -> offset grid
-
-    def picture(self, *, element_bits: int | None = None, base: int = 0) -> LayoutPicture:
-        """The picture with cells coloured by the bank of ``element_bits``-wide elements."""
-        return LayoutPicture(self, element_bits=element_bits, base=base)
-
-    def _repr_svg_(self) -> str:
-        return layout_svg(self)
-
-    def _repr_html_(self) -> str:
-        return layout_html(self)
 
 
 def _valid_pair(s: Any, d: Any) -> bool:
@@ -1491,7 +1497,7 @@ _DECAY_CHECK_LIMIT = 1 << 20
 ENUMERATION_LIMIT = 1 << 24
 
 
-class ComposedLayout:
+class ComposedLayout(_Pictured):
     """``inner o offset o outer``: ``x -> inner(offset + outer(x))`` (see the module doc).
 
     ``ComposedLayout('Sw<3,4,3> o 0 o (8,64):(64,1)')`` parses CuTe notation.
@@ -1589,15 +1595,6 @@ class ComposedLayout:
     def __repr__(self) -> str:
         return f"ComposedLayout('{self}')"
 
-    def picture(self, *, element_bits: int | None = None, base: int = 0) -> LayoutPicture:
-        """The picture with cells coloured by the bank of ``element_bits``-wide elements."""
-        return LayoutPicture(self, element_bits=element_bits, base=base)
-
-    def _repr_svg_(self) -> str:
-        return layout_svg(self)
-
-    def _repr_html_(self) -> str:
-        return layout_html(self)
 
 
 def is_swizzle(x: object) -> bool:
