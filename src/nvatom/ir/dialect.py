@@ -21,9 +21,10 @@ Source: the specification's IR forms and contracts, quoted in docs/spec-deviatio
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from nvatom import diagnostics as D
 from nvatom.arch import Target
 from nvatom.atoms import tma as T
 from nvatom.atoms.verify import MmaUse, OperandUse
@@ -652,8 +653,6 @@ class MmaOp(NvOp):
 
             want = wgmma_tv_layout(atom, "D")
             if not isinstance(m.layout, Layout) or not layouts_equivalent(m.layout, want):
-                from nvatom import diagnostics as D
-
                 _fail(f"{D.MMA_ATOM_LAYOUT}{want} for operand D, but got {m.layout}")
         v.facts[self] = k_blocks
 
@@ -739,8 +738,6 @@ class TiledGemmOp(NvOp):
             for lay, n in zip(layouts, "DABC", strict=True):
                 want = tiled.tv_layout(n)
                 if not (isinstance(lay, Layout) and layouts_equivalent(lay, want)):
-                    from nvatom import diagnostics as D
-
                     _fail(f"{D.MMA_ATOM_LAYOUT}{want} for operand {n}, but got {lay}")
             v.facts[self] = tiled
 
@@ -768,6 +765,18 @@ class CopyFragmentOp(NvOp):
         op = self.attr("operand")
         if not hasattr(atom, "register_type"):
             _fail(f"copy_fragment supports register and warpgroup MMA atoms, not '{atom.name}'")
+        src, dst, tile, frag = self._tile_and_fragment(op)
+        if frag.space != "rmem" or tile.space not in ("gmem", "smem"):
+            _fail(f"copy_fragment moves a tile (gmem/smem) to or from registers, got "
+                  f"{src.space} -> {dst.space}")
+        self._check_fragment(op, operand_dtype(atom, op), tile, frag,
+                             lambda: operand_tv(atom, op), required=False)
+        if not isinstance(tile.layout, Layout):
+            _fail(f"copy_fragment needs a static tile layout, got {tile.layout}")
+        v.facts[self] = fragment_access(atom, op, tile.layout)
+
+    def _tile_and_fragment(self, op: str) -> tuple[Any, Any, Any, Any]:
+        """(src, dst, tile, fragment) memrefs of a copy_fragment of operand ``op``."""
         if op not in ("A", "B", "C", "D"):
             _fail(f"operand must be A, B, C or D, got '{op}'")
         src, dst = (TY.memref_of(x.type) for x in self.operands[1:])
@@ -775,49 +784,33 @@ class CopyFragmentOp(NvOp):
             _fail("copy_fragment copies between !cute.memref values")
         assert src is not None and dst is not None
         tile, frag = (src, dst) if dst.space == "rmem" else (dst, src)
-        if frag.space != "rmem" or tile.space not in ("gmem", "smem"):
-            _fail(f"copy_fragment moves a tile (gmem/smem) to or from registers, got "
-                  f"{src.space} -> {dst.space}")
-        want = operand_dtype(atom, op)
+        return src, dst, tile, frag
+
+    @staticmethod
+    def _check_fragment(op: str, want: Any, tile: Any, frag: Any,
+                        tv_of: Callable[[], Layout], *, required: bool) -> None:
+        """Element types of both sides, then the fragment's layout against the atom's (or
+        the tiled MMA's) ``tv_of()`` (``required``: a fragment must declare it)."""
         for m in (tile, frag):
             if m.element != want:
                 _fail(f"expects operand {op.lower()} with element type {want.name}, but get "
                       f"{m.element.name}.")
-        tv = operand_tv(atom, op)
-        if frag.layout is not None and not (isinstance(frag.layout, Layout) and
-                                            layouts_equivalent(frag.layout, tv)):
-            from nvatom import diagnostics as D
-
+        tv = tv_of()
+        if (required or frag.layout is not None) and not (
+                isinstance(frag.layout, Layout) and layouts_equivalent(frag.layout, tv)):
             _fail(f"{D.MMA_ATOM_LAYOUT}{tv} for operand {op}, but got {frag.layout}")
-        if not isinstance(tile.layout, Layout):
-            _fail(f"copy_fragment needs a static tile layout, got {tile.layout}")
-        v.facts[self] = fragment_access(atom, op, tile.layout)
 
     def _verify_tiled(self, v: VerifyCtx) -> None:
         tiled = v.facts.get(_defining(self.operands[0]))
         if tiled is None:
             _fail("copy_fragment needs the tiled MMA of a cute_nvgpu.make_tiled_mma")
         op = self.attr("operand")
-        if op not in ("A", "B", "C", "D"):
-            _fail(f"operand must be A, B, C or D, got '{op}'")
-        src, dst = (TY.memref_of(x.type) for x in self.operands[1:])
-        if src is None or dst is None:
-            _fail("copy_fragment copies between !cute.memref values")
-        assert src is not None and dst is not None
-        tile, frag = (src, dst) if dst.space == "rmem" else (dst, src)
+        src, dst, tile, frag = self._tile_and_fragment(op)
         if frag.space != "rmem" or tile.space != "gmem":
             _fail(f"a tiled MMA's copy_fragment moves a global tensor to or from registers, "
                   f"got {src.space} -> {dst.space}")
-        want = operand_dtype(tiled.atom, op)
-        for m in (tile, frag):
-            if m.element != want:
-                _fail(f"expects operand {op.lower()} with element type {want.name}, but get "
-                      f"{m.element.name}.")
-        tv = tiled.tv_layout(op)
-        if not (isinstance(frag.layout, Layout) and layouts_equivalent(frag.layout, tv)):
-            from nvatom import diagnostics as D
-
-            _fail(f"{D.MMA_ATOM_LAYOUT}{tv} for operand {op}, but got {frag.layout}")
+        self._check_fragment(op, operand_dtype(tiled.atom, op), tile, frag,
+                             lambda: tiled.tv_layout(op), required=True)
         if not isinstance(tile.layout, Layout):
             _fail(f"copy_fragment needs a static tensor layout, got {tile.layout}")
         text = self.attr("tile") or "(0,0)"
