@@ -61,7 +61,9 @@ def _operands(m: int, n: int, k: int, gen):
     return a, b, sa, sb
 
 
-def _check(out, a, b, sa: float, sb: float) -> None:
+def _check(out, a, b, sa, sb) -> float:
+    """out against float64 (scales: floats, or row-wise (M, 1) / (1, N) tensors); returns the
+    relative error in norm."""
     k = a.shape[1]
     ad, bd = a.double(), b.double()
     ref = (ad @ bd) * sa * sb
@@ -74,6 +76,7 @@ def _check(out, a, b, sa: float, sb: float) -> None:
                            f"{float((err - tol).max()):.3g} over, at shape {tuple(out.shape)}")
     rel = float((out.double() - ref).norm() / ref.norm())
     assert rel < 8e-3, rel  # bf16 rounding dominates: about 2^-9 / sqrt(3) in norm
+    return rel
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))

@@ -21,6 +21,8 @@ pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
 
+from tests.gpu.test_gemm_fp8_gpu import _check  # noqa: E402  (one float64 check for FP8)
+
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 TYPES = {"e4m3": E4M3, "e5m2": E5M2}
 
@@ -53,21 +55,6 @@ def _operands(m: int, n: int, k: int, ta, tb, rowwise: bool, gen):
 
 def _ref(a, b, sa, sb):
     return (a.double() @ b.double()) * sa.double() * sb.double()
-
-
-def _check(out, a, b, sa, sb) -> float:
-    k = a.shape[1]
-    ref = _ref(a, b, sa, sb)
-    bound = (a.double().abs() @ b.double().abs()) * sa.double() * sb.double()
-    assert not torch.isnan(out).any(), "elements left unwritten (NaN poison)"
-    err = (out.double() - ref).abs()
-    tol = 2.0**-8 * ref.abs() + 2.0**-13 * (k / 32 + 1) * bound
-    bad = err > tol
-    assert not bad.any(), (f"{int(bad.sum())} elements out of tolerance; worst "
-                           f"{float((err - tol).max()):.3g} over, at shape {tuple(out.shape)}")
-    rel = float((out.double() - ref).norm() / ref.norm())
-    assert rel < 8e-3, rel
-    return rel
 
 
 # ragged in M, N and K; one tile; a K of one k-step; N a multiple of 8 only
