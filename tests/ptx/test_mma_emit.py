@@ -110,7 +110,11 @@ def test_unavailable_form_and_low_version_are_refused() -> None:
     with pytest.raises(MmaEmitError, match="not available on sm_80"):
         build_mma_test_module(fp8, "sm_80")
     with pytest.raises(MmaEmitError, match=r"needs PTX .version 8.4 on sm_89; the module has 7.8"):
-        add_mma_test_kernel(Module("sm_89"), fp8)
+        add_mma_test_kernel(Module("sm_89", version=(7, 8)), fp8)
+    # unpinned, the module's .version follows the form (tests/ptx/test_module_version.py)
+    plain = Module("sm_89")
+    add_mma_test_kernel(plain, fp8)
+    assert plain.version == (8, 4)
 
 
 # --------------------------------------------------------------------------- inline asm

@@ -93,9 +93,9 @@ class SyncOp:
 
 
 _SCOPE_CTA_CLUSTER = ("cta", "cluster")
-# mbarrier itself is sm_80 (PTX 7.0; these spellings PTX 7.8+); nvatom.arch has no feature of
-# its own for it, and cp.async, introduced with it, has the same rule
-_SM80 = "cp.async"
+# mbarrier itself is sm_80 (PTX 7.0), these spellings (.shared::cta, .release.cta) PTX 8.0:
+# nvatom.arch's "mbarrier" feature
+_SM80 = "mbarrier"
 _SCOPE_ALL = ("cta", "cluster", "gpu", "sys")
 
 #: Every synchronisation instruction nvatom emits around TMA.  The mbarrier rows use the

@@ -1116,5 +1116,5 @@ def lower(mod: Module, vctx: DL.VerifyCtx) -> Lowered:
         except Exception as e:  # a bug: reported without a traceback
             raise IRError([mod.diag(fn, internal_error(e))]) from None
         version = max(version, low.version)
-    ptx.version = version
+    ptx.at_least(version)
     return Lowered(ptx.emit(), vctx.target.name, kernels)

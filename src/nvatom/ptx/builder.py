@@ -4,7 +4,14 @@ PTX is a virtual ISA with unlimited typed registers; ptxas does the register all
 The builder therefore only has to keep names unique and declarations consistent:
 
 * :class:`Module` holds the ``.version``/``.target``/``.address_size`` header and kernels;
-  its ``.version`` defaults to the lowest one the target and every used feature accept.
+  its ``.version`` is the lowest one that the target and everything the module contains
+  accept: every emitter records what its instruction needs (:meth:`Kernel.need_feature` for a
+  row of :data:`nvatom.arch.FEATURES`, :meth:`Kernel.need_atom` / :meth:`Module.require` for an
+  atom-table form, whose row carries its own minimum), and the version is the maximum over
+  those records and the target's minimum.  A form the target cannot run at all (``wgmma`` on
+  plain ``sm_90``) is refused when it is emitted, naming the targets of that GPU that have it.
+  A version given explicitly (``Module(t, version=(8, 0))``) is pinned: a form needing more is
+  refused, naming the form and the version it needs.
 * :class:`Kernel` hands out registers by PTX type (``k.reg("f32")`` -> ``%f3``), declares
   ``.param``s, static ``.shared`` buffers and labels, and appends instructions.  Each register
   class (``%r``, ``%rd``, ``%f``, ...) is declared once with the count used.
@@ -19,10 +26,10 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from nvatom.arch import PtxVersion, Target, target
+from nvatom.arch import TARGETS, PtxVersion, Target, feature, target
 from nvatom.errors import NvatomError
 
-__all__ = ["Kernel", "Module", "Param", "Reg"]
+__all__ = ["Kernel", "Module", "Need", "Param", "Reg"]
 
 # PTX type -> register name prefix.  Types sharing a width share a class, as nvcc does.
 _REG_CLASS = {
@@ -71,6 +78,59 @@ class Param:
 
 Operand = Reg | Param | str | int
 
+ErrorType = Callable[[str], Exception]
+
+
+@dataclasses.dataclass(frozen=True)
+class Need:
+    """What one emitted form needs of its module: a target that has it and a ``.version``.
+
+    ``form`` names the form in diagnostics; ``version_for(t)`` is the lowest ``.version`` it
+    assembles with on ``t`` (never below ``t``'s own minimum); ``available_on(t)`` says whether
+    ``t`` can run it at all; ``needs`` says why not, in words."""
+
+    form: str
+    version_for: Callable[[Target], PtxVersion]
+    available_on: Callable[[Target], bool]
+    needs: str
+
+    @classmethod
+    def of_feature(cls, name: str, form: str | None = None) -> Need:
+        """The need of a row of :data:`nvatom.arch.FEATURES` (its ``min_ptx`` and rule)."""
+        f = feature(name)
+        return cls(form or f.description, lambda t: max(f.min_ptx, t.min_ptx), f.available_on,
+                   f"feature '{f.name}': {f.rule}")
+
+    @classmethod
+    def of_atom(cls, atom: Any, name_feature: bool = True) -> Need:
+        """The need of an atom-table form (anything with ``name``, ``available_on`` and
+        ``ptx_version_for`` or ``min_ptx``; ``feature`` when ``name_feature``)."""
+        f = getattr(atom, "feature", None) if name_feature else None
+        version_for = getattr(atom, "ptx_version_for", None)
+        if version_for is None:
+            def version_for(t: Target) -> PtxVersion:
+                return max(atom.min_ptx, t.min_ptx)
+        return cls(atom.name, version_for, atom.available_on, f"{f}" if f else "")
+
+    def check(self, t: Target, pinned: PtxVersion | None, error: ErrorType) -> None:
+        """Raise ``error(text)`` unless ``t`` runs the form (at the ``pinned`` version)."""
+        if not self.available_on(t):
+            needs = f" (needs {self.needs})" if self.needs else ""
+            raise error(f"{self.form} is not available on {t.name}{needs}{_siblings(self, t)}")
+        need = self.version_for(t)
+        if pinned is not None and pinned < need:
+            raise error(f"{self.form} needs PTX .version {need[0]}.{need[1]} on {t.name}; "
+                        f"the module has {pinned[0]}.{pinned[1]}")
+
+
+def _siblings(need: Need, t: Target) -> str:
+    """'; sm_90a has it': the targets of the same GPU (compute capability) that run the form,
+    the usual fix when only the suffix is wrong."""
+    names = [o.name for o in TARGETS.values() if o.cc == t.cc and o != t and need.available_on(o)]
+    if not names:
+        return ""
+    return f"; {' and '.join(names)} {'has' if len(names) == 1 else 'have'} it"
+
 
 def _fmt(op: Operand | Sequence[Operand]) -> str:
     if isinstance(op, (list, tuple)):
@@ -101,6 +161,28 @@ class Kernel:
         self.maxnreg: int | None = None
         self.reqnctapercluster: tuple[int, ...] | None = None
         self.explicitcluster: bool = False
+        # What the emitted instructions need (Need records); the module this kernel belongs
+        # to checks each as it is recorded and takes its .version from them.
+        self.needs: list[Need] = []
+        self.module: Module | None = None
+
+    # ----------------------------------------------------------------- what it needs
+    def need(self, need: Need, error: ErrorType = PtxBuildError) -> None:
+        """Record that an emitted instruction needs ``need`` (checked against the module's
+        target and a pinned ``.version`` at once when the kernel belongs to a module)."""
+        if self.module is not None:
+            self.module.check(need, error)
+        self.needs.append(need)
+
+    def need_feature(self, name: str, form: str | None = None,
+                     error: ErrorType = PtxBuildError) -> None:
+        """Record a row of :data:`nvatom.arch.FEATURES` (``form`` names the instruction)."""
+        self.need(Need.of_feature(name, form), error)
+
+    def need_atom(self, atom: Any, error: ErrorType = PtxBuildError, *,
+                  name_feature: bool = True) -> None:
+        """Record an atom-table form (its row's ``ptx_version_for`` and ``available_on``)."""
+        self.need(Need.of_atom(atom, name_feature), error)
 
     # ----------------------------------------------------------------- declarations
     def param(self, name: str, type: str = "u64") -> Param:
@@ -250,27 +332,62 @@ class Module:
         for f in self.features:
             if not self.target.supports(f):
                 raise PtxBuildError(f"target {self.target.name} does not support '{f}'")
-        self.version = version or self.target.ptx_version_for(*self.features)
+        self._floor: PtxVersion = self.target.ptx_version_for(*self.features)
+        self._pinned: PtxVersion | None = version
+        self.needs: list[Need] = []
         self.kernels: list[Kernel] = []
+
+    @property
+    def version(self) -> PtxVersion:
+        """The ``.version``: the pinned one, else the maximum of the target's minimum, the
+        features named at construction and what every emitted form recorded."""
+        if self._pinned is not None:
+            return self._pinned
+        t = self.target
+        return max([self._floor, *(n.version_for(t) for n in self.all_needs())])
+
+    @version.setter
+    def version(self, value: PtxVersion) -> None:
+        """Pin the ``.version`` (every recorded form is checked against it)."""
+        for n in self.all_needs():
+            n.check(self.target, value, PtxBuildError)
+        self._pinned = value
+
+    @property
+    def pinned(self) -> bool:
+        return self._pinned is not None
+
+    def at_least(self, version: PtxVersion) -> None:
+        """Raise the lowest ``.version`` the module may have (a pinned one is checked)."""
+        if self._pinned is not None and self._pinned < version:
+            raise PtxBuildError(f"the module pins PTX .version {self._pinned[0]}."
+                                f"{self._pinned[1]}, below the {version[0]}.{version[1]} "
+                                "asked for")
+        self._floor = max(self._floor, version)
+
+    def all_needs(self) -> list[Need]:
+        return [*self.needs, *(n for k in self.kernels for n in k.needs)]
+
+    def check(self, need: Need, error: ErrorType = PtxBuildError) -> None:
+        """Raise ``error(text)`` unless this module's target runs ``need`` (at the pinned
+        ``.version``, when one is pinned)."""
+        need.check(self.target, self._pinned, error)
 
     def require(self, atom: Any, error: Callable[[str], Exception], *,
                 name_feature: bool = True) -> None:
         """Raise ``error(text)`` unless ``atom`` (anything with ``name``, ``available_on`` and
         ``ptx_version_for``; ``feature`` when ``name_feature``) is available on this module's
-        target at this module's ``.version``: the check of every emitter's test kernels."""
-        t = self.target
-        if not atom.available_on(t):
-            needs = f" (needs {atom.feature})" if name_feature else ""
-            raise error(f"{atom.name} is not available on {t.name}{needs}")
-        need = atom.ptx_version_for(t)
-        if self.version < need:
-            raise error(f"{atom.name} needs PTX .version {need[0]}.{need[1]} on {t.name}; "
-                        f"the module has {self.version[0]}.{self.version[1]}")
+        target, and at a pinned ``.version``; record it, so an unpinned module's ``.version``
+        is high enough for it.  The check of every emitter's test kernels."""
+        need = Need.of_atom(atom, name_feature)
+        self.check(need, error)
+        self.needs.append(need)
 
     def kernel(self, name: str) -> Kernel:
         if any(k.name == name for k in self.kernels):
             raise PtxBuildError(f"module already has a kernel '{name}'")
         k = Kernel(name)
+        k.module = self
         self.kernels.append(k)
         return k
 

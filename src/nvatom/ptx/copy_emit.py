@@ -130,6 +130,7 @@ def emit_matrix_copy(k: Kernel, atom: MatrixCopy, regs: Sequence[Reg | str],
     """``ldmatrix... {regs}, [addr];`` or ``stmatrix... [addr], {regs};``.  ``addr`` is this
     lane's row address in shared memory (lanes past ``atom.address_lanes`` are ignored)."""
     _check_registers(atom, regs)
+    k.need_atom(atom, CopyEmitError, name_feature=False)
     if atom.op == "ldmatrix":
         k.ins(atom.opcode, list(regs), _addr(addr))
     else:
@@ -151,6 +152,7 @@ def emit_ld(k: Kernel, atom: UniversalCopy, residency: str, regs: Sequence[Reg |
     """``ld.<space>[.vN].bW regs, [addr];``"""
     _check_memory(atom, residency)
     _check_registers(atom, regs)
+    k.need_atom(atom, CopyEmitError, name_feature=False)
     k.ins(atom.ld_opcode(residency), _vector(regs), _addr(addr))
 
 
@@ -159,6 +161,7 @@ def emit_st(k: Kernel, atom: UniversalCopy, residency: str, addr: Address,
     """``st.<space>[.vN].bW [addr], regs;``"""
     _check_memory(atom, residency)
     _check_registers(atom, regs)
+    k.need_atom(atom, CopyEmitError, name_feature=False)
     k.ins(atom.st_opcode(residency), _addr(addr), _vector(regs))
 
 
@@ -227,10 +230,12 @@ def emit_cp_async(
                             None if cache_policy is None else str(cache_policy))
     except NvatomError as e:
         raise CopyEmitError(str(e)) from None
+    k.need_atom(atom, CopyEmitError, name_feature=False)
     k.ins(atom.opcode, *ops)
 
 
 def emit_commit_group(k: Kernel) -> None:
+    k.need_feature("cp.async", COMMIT_GROUP, CopyEmitError)
     k.ins(COMMIT_GROUP)
 
 
@@ -239,6 +244,7 @@ def emit_wait_group(k: Kernel, n: int) -> None:
     itself does not range-check the immediate)."""
     if not isinstance(n, int) or n < 0:
         raise CopyEmitError(f"cp.async.wait_group takes an immediate >= 0, got {n!r}")
+    k.need_feature("cp.async", WAIT_GROUP, CopyEmitError)
     k.ins(WAIT_GROUP, n)
 
 

@@ -147,6 +147,7 @@ def emit_mma(
     """
     for op, regs in zip(OPERANDS, (a, b, c, d), strict=True):
         check_operand(form, op, regs)
+    k.need_atom(form, MmaEmitError)
     if not form.is_sparse:
         if e is not None or selector is not None:
             raise MmaEmitError(f"{form.name} is dense: it takes no metadata or selector")

@@ -104,6 +104,7 @@ def emit_mma_bs(
                                 None if e is None else _fmt(e), selector)
     except NvatomError as err:
         raise MmaBsEmitError(str(err)) from None
+    k.need_atom(form, MmaBsEmitError)
     k.raw(text)
 
 

@@ -128,8 +128,12 @@ def spellings(name: str) -> Iterator[str]:
         yield spell(name, **dict(zip(keys, values, strict=True)))
 
 
-def check_target(name: str, tgt: Target | str | None) -> None:
-    """Refuse row ``name`` on a target that lacks it (no check when ``tgt`` is None)."""
+def check_target(name: str, tgt: Target | str | None, k: Kernel | None = None) -> None:
+    """Refuse row ``name`` on a target that lacks it (no check when ``tgt`` is None); with
+    ``k``, record the row's feature on the kernel (its module's ``.version`` follows)."""
+    row_ = SYNC_INSTRS[name]
+    if k is not None and row_.feature is not None:
+        k.need_feature(row_.feature, row_.template.split("{")[0].rstrip("."), SyncEmitError)
     if tgt is None:
         return
     t = _target(tgt)
@@ -156,7 +160,7 @@ def _operand(what: str, v: object) -> Operand:
 def setmaxnreg(k: Kernel, op: str, nregs: int, *, target: Target | str | None = None) -> None:
     """``setmaxnreg.{op}.sync.aligned.u32 nregs``: all threads of the warpgroup, same value."""
     opcode = spell("setmaxnreg", op=op)
-    check_target("setmaxnreg", target)
+    check_target("setmaxnreg", target, k)
     _int_in("setmaxnreg register count", nregs, 24, 256, 8)
     k.ins(opcode, nregs)
 
@@ -165,7 +169,7 @@ def named_barrier_sync(k: Kernel, bar_id: int | Reg | str, count: int, *,
                        target: Target | str | None = None) -> None:
     """``bar.sync bar_id, count``: barrier ``bar_id`` (0..15) among ``count`` threads (a
     multiple of 32, at most 1024)."""
-    check_target("bar.sync", target)
+    check_target("bar.sync", target, k)
     if isinstance(bar_id, (Reg, str)):
         _operand("bar.sync barrier id", bar_id)
     else:
@@ -178,7 +182,7 @@ def mapa_shared_cluster(k: Kernel, addr: Operand, rank: Operand, *,
                         target: Target | str | None = None) -> Reg:
     """``mapa.shared::cluster.u32 d, addr, rank``: the address of ``addr``'s variable in CTA
     ``rank`` of the cluster (a new u32 register)."""
-    check_target("mapa", target)
+    check_target("mapa", target, k)
     _operand("mapa address", addr)
     if isinstance(rank, int) and not isinstance(rank, bool) and rank < 0:
         raise SyncEmitError(f"mapa CTA rank {rank} is negative")
@@ -194,7 +198,7 @@ def barrier_cluster_arrive(k: Kernel, *, sem: str = "release", aligned: bool = T
     release)."""
     opcode = spell("barrier.cluster.arrive", sem=f".{sem}" if sem else "",
                    aligned=".aligned" if aligned else "")
-    check_target("barrier.cluster.arrive", target)
+    check_target("barrier.cluster.arrive", target, k)
     k.ins(opcode)
 
 
@@ -203,7 +207,7 @@ def barrier_cluster_wait(k: Kernel, *, sem: str = "acquire", aligned: bool = Tru
     """``barrier.cluster.wait[.acquire][.aligned]``."""
     opcode = spell("barrier.cluster.wait", sem=f".{sem}" if sem else "",
                    aligned=".aligned" if aligned else "")
-    check_target("barrier.cluster.wait", target)
+    check_target("barrier.cluster.wait", target, k)
     k.ins(opcode)
 
 
@@ -212,7 +216,7 @@ def cvt_pack_f32(k: Kernel, dtype: str, hi: Operand, lo: Operand, *,
     """``cvt.rn.<dtype>x2.f32 d, hi, lo``: a new b32 register holding ``lo`` rounded to
     ``dtype`` in bits 0-15 and ``hi`` in bits 16-31."""
     opcode = spell("cvt.pack", type=dtype)
-    check_target("cvt.pack", target)
+    check_target("cvt.pack", target, k)
     _operand("cvt hi", hi)
     _operand("cvt lo", lo)
     r = k.reg("b32")

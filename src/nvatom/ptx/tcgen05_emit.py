@@ -93,6 +93,7 @@ class Tcgen05:
             raise Tcgen05EmitError(
                 f"kernel '{k.name}' already issues tcgen05 with cta_group::{bound}; "
                 f"cta_group::{cta_group} cannot join it (one CTA group per kernel)")
+        k.need_feature("tcgen05", "tcgen05", Tcgen05EmitError)
         k._tcgen05_cta_group = cta_group  # type: ignore[attr-defined]
         self.k = k
         self.cta_group = cta_group
@@ -144,17 +145,20 @@ class Tcgen05:
                                    f"issues cta_group::{self.cta_group}")
         line = form.instruction(d=d, a=a, b=b, idesc=idesc, enable_input_d=enable_input_d,
                                 **optional)
+        self.k.need_atom(form, Tcgen05EmitError)
         self.k.raw((f"@{pred} " if pred else "") + line)
 
     # ------------------------------------------------------------------ copies
     def ld(self, atom: TmemCopyAtom, regs: Sequence[Reg | str], taddr: Reg | str) -> None:
         if atom.direction != "load":
             raise Tcgen05EmitError(f"{atom.name} is a store")
+        self.k.need_atom(atom, Tcgen05EmitError, name_feature=False)
         self.k.raw(atom.instruction([str(r) for r in regs], str(taddr)))
 
     def st(self, atom: TmemCopyAtom, taddr: Reg | str, regs: Sequence[Reg | str]) -> None:
         if atom.direction != "store":
             raise Tcgen05EmitError(f"{atom.name} is a load")
+        self.k.need_atom(atom, Tcgen05EmitError, name_feature=False)
         self.k.raw(atom.instruction([str(r) for r in regs], str(taddr)))
 
     def cp(self, atom: S2tCopyAtom, taddr: Reg | str, sdesc: Reg | str,
@@ -162,4 +166,5 @@ class Tcgen05:
         if atom.cta_group != self.cta_group:
             raise Tcgen05EmitError(f"{atom.name} is cta_group::{atom.cta_group}; this kernel "
                                    f"issues cta_group::{self.cta_group}")
+        self.k.need_atom(atom, Tcgen05EmitError, name_feature=False)
         self.k.raw((f"@{pred} " if pred else "") + atom.instruction(str(taddr), str(sdesc)))

@@ -89,14 +89,18 @@ class TmaEmitError(NvatomError):
     """A TMA/mbarrier emission request the PTX ISA has no form for."""
 
 
-def _spell(name: str, **slots: str) -> str:
+def _spell(k: Kernel, name: str, **slots: str) -> str:
+    """The row's opcode; records the row's feature on ``k`` (the module's .version)."""
     try:
-        return M.spell(name, **slots)
+        op = M.spell(name, **slots)
+        k.need_feature(M.sync_op(name).feature_for(**slots), op, TmaEmitError)
+        return op
     except M.SyncOpError as e:
         raise TmaEmitError(str(e)) from None
 
 
-def _gate(what: str, feature: str, tgt: Target | str | None) -> None:
+def _gate(k: Kernel, what: str, feature: str, tgt: Target | str | None) -> None:
+    k.need_feature(feature, what, TmaEmitError)
     if tgt is None:
         return
     t = _target(tgt)
@@ -150,31 +154,31 @@ def mbarrier_init(k: Kernel, bar: Operand, count: Operand) -> None:
     """``mbarrier.init``: expected arrival count ``count`` (1 .. 2^20 - 1)."""
     if isinstance(count, int) and not 0 < count <= M.MAX_ARRIVAL_COUNT:
         raise TmaEmitError(f"mbarrier arrival count {count} outside 1..{M.MAX_ARRIVAL_COUNT}")
-    k.ins(_spell("mbarrier.init"), f"[{bar}]", count)
+    k.ins(_spell(k, "mbarrier.init"), f"[{bar}]", count)
 
 
 def fence_mbarrier_init(k: Kernel) -> None:
     """Make initialised mbarriers visible to the async proxy and to the other CTAs of the
     cluster (the only form of ``fence.mbarrier_init``)."""
-    k.ins(_spell("fence.mbarrier_init"))
+    k.ins(_spell(k, "fence.mbarrier_init"))
 
 
 def mbarrier_arrive(k: Kernel, bar: Operand, *, count: Operand | None = None,
                     scope: str = "cta") -> None:
     """Arrive (release at ``scope``) on a local barrier; the returned state is discarded."""
     if count is None:
-        k.ins(_spell("mbarrier.arrive", scope=scope), "_", f"[{bar}]")
+        k.ins(_spell(k, "mbarrier.arrive", scope=scope), "_", f"[{bar}]")
     else:
         if isinstance(count, int) and not 0 < count <= M.MAX_ARRIVAL_COUNT:
             raise TmaEmitError(f"mbarrier arrive count {count} outside 1..{M.MAX_ARRIVAL_COUNT}")
-        k.ins(_spell("mbarrier.arrive.count", scope=scope), "_", f"[{bar}]", count)
+        k.ins(_spell(k, "mbarrier.arrive.count", scope=scope), "_", f"[{bar}]", count)
 
 
 def mbarrier_arrive_remote(k: Kernel, bar_cluster: Operand, *, scope: str = "cta") -> None:
     """Arrive on a barrier of another CTA of the cluster (address from ``mapa``).  Release at
     ``scope`` cta by default: ``cluster`` orders all of the thread's earlier memory operations
     cluster-wide first, which cost the 2-CTA GEMM half its speed (docs/perf.md, 3/3a)."""
-    k.ins(_spell("mbarrier.arrive.remote", scope=scope), "_", f"[{bar_cluster}]")
+    k.ins(_spell(k, "mbarrier.arrive.remote", scope=scope), "_", f"[{bar_cluster}]")
 
 
 def _check_tx(tx: Operand) -> None:
@@ -187,14 +191,14 @@ def mbarrier_arrive_expect_tx(k: Kernel, bar: Operand, tx_bytes: Operand, *,
     """Arrive once and raise the barrier's pending transaction count by ``tx_bytes``: the
     bytes the TMA transfers completing on this barrier will deliver in this phase."""
     _check_tx(tx_bytes)
-    k.ins(_spell("mbarrier.arrive.expect_tx", scope=scope), "_", f"[{bar}]", tx_bytes)
+    k.ins(_spell(k, "mbarrier.arrive.expect_tx", scope=scope), "_", f"[{bar}]", tx_bytes)
 
 
 def mbarrier_expect_tx(k: Kernel, bar: Operand, tx_bytes: Operand, *,
                        scope: str = "cta") -> None:
     """Raise the pending transaction count without arriving."""
     _check_tx(tx_bytes)
-    k.ins(_spell("mbarrier.expect_tx", scope=scope), f"[{bar}]", tx_bytes)
+    k.ins(_spell(k, "mbarrier.expect_tx", scope=scope), f"[{bar}]", tx_bytes)
 
 
 def mbarrier_wait_parity(k: Kernel, bar: Operand, parity: Operand, *,
@@ -203,7 +207,7 @@ def mbarrier_wait_parity(k: Kernel, bar: Operand, parity: Operand, *,
     (``mbarrier.try_wait.parity`` in a loop; acquire at ``scope`` = cta or cluster)."""
     if isinstance(parity, int) and parity not in (0, 1):
         raise TmaEmitError(f"mbarrier phase parity {parity} is not 0 or 1")
-    op = _spell("mbarrier.try_wait.parity", scope=scope)
+    op = _spell(k, "mbarrier.try_wait.parity", scope=scope)
     p = k.reg("pred")
     top = k.fresh_label("mbar_wait")
     k.label(top)
@@ -215,29 +219,29 @@ def mbarrier_wait_parity(k: Kernel, bar: Operand, parity: Operand, *,
 def fence_proxy_async(k: Kernel, space: str = "shared::cta") -> None:
     """Order generic-proxy accesses before later async-proxy ones (e.g. st.shared before a TMA
     store reads the tile); ``space`` is shared::cta, shared::cluster, global or '' (all)."""
-    k.ins(_spell("fence.proxy.async", space=f".{space}" if space else ""))
+    k.ins(_spell(k, "fence.proxy.async", space=f".{space}" if space else ""))
 
 
 def fence_tensormap_release(k: Kernel, scope: str = "gpu") -> None:
     """Release this thread's generic-proxy writes of tensor maps to the tensormap proxy."""
-    k.ins(_spell("fence.proxy.tensormap.release", scope=scope))
+    k.ins(_spell(k, "fence.proxy.tensormap.release", scope=scope))
 
 
 def fence_tensormap_acquire(k: Kernel, tmap: Operand, scope: str = "gpu") -> None:
     """Acquire the 128-byte tensor map at generic address ``tmap`` before a TMA reads it."""
-    k.ins(_spell("fence.proxy.tensormap.acquire", scope=scope), f"[{tmap}]", 128)
+    k.ins(_spell(k, "fence.proxy.tensormap.acquire", scope=scope), f"[{tmap}]", 128)
 
 
 def tensormap_cp_fenceproxy(k: Kernel, dst_global: Operand, src_shared: Operand,
                             scope: str = "gpu") -> None:
     """Copy a tensor map from shared to global memory with a release proxy fence (executed by
     a full warp: ``.sync.aligned``)."""
-    k.ins(_spell("tensormap.cp_fenceproxy", scope=scope), f"[{dst_global}]", f"[{src_shared}]",
+    k.ins(_spell(k, "tensormap.cp_fenceproxy", scope=scope), f"[{dst_global}]", f"[{src_shared}]",
           128)
 
 
 def bulk_commit_group(k: Kernel) -> None:
-    k.ins(_spell("cp.async.bulk.commit_group"))
+    k.ins(_spell(k, "cp.async.bulk.commit_group"))
 
 
 def bulk_wait_group(k: Kernel, n: int = 0, *, read: bool = True) -> None:
@@ -245,18 +249,19 @@ def bulk_wait_group(k: Kernel, n: int = 0, *, read: bool = True) -> None:
     reads are done, enough to reuse the shared-memory tile)."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise TmaEmitError(f"bulk wait_group count {n!r} is not a non-negative integer")
-    k.ins(_spell("cp.async.bulk.wait_group", read=".read" if read else ""), n)
+    k.ins(_spell(k, "cp.async.bulk.wait_group", read=".read" if read else ""), n)
 
 
 def cluster_sync(k: Kernel) -> None:
     """``barrier.cluster.arrive.release`` + ``wait.acquire``: every thread of every CTA of the
     cluster (e.g. after mbarrier init, before a multicast signals remote barriers)."""
-    k.ins(_spell("barrier.cluster.arrive"))
-    k.ins(_spell("barrier.cluster.wait"))
+    k.ins(_spell(k, "barrier.cluster.arrive"))
+    k.ins(_spell(k, "barrier.cluster.wait"))
 
 
 def cluster_ctarank(k: Kernel) -> Reg:
     r = k.reg("u32")
+    k.need_feature("cluster", "%cluster_ctarank", TmaEmitError)
     k.ins("mov.u32", r, "%cluster_ctarank")
     return r
 
@@ -279,6 +284,7 @@ def prefetch_tensormap(k: Kernel, tmap: Operand, *, space: str = "") -> None:
     ``space`` = 'param'/'const' the name of the parameter/constant holding it."""
     if space not in ("", "param", "const"):
         raise TmaEmitError(f"prefetch.tensormap has no state space '{space}'")
+    k.need_feature("tma", "prefetch.tensormap", TmaEmitError)
     k.ins(f"prefetch{'.' + space if space else ''}.tensormap", f"[{tmap}]")
 
 
@@ -339,7 +345,7 @@ def tma_load(
             f"{instr.mode.removeprefix('.')} needs a tensor of rank 3..5, got rank {len(coords)}"
         )
     rank = _rank(instr, coords)
-    _gate(f"TMA load {instr.mode}", instr.feature, target)
+    _gate(k, f"TMA load {instr.mode}", instr.feature, target)
     n_off = instr.offsets(rank)
     offs = list(im2col_offsets or ())
     if len(offs) != n_off:
@@ -359,7 +365,7 @@ def tma_load(
         if cta_group not in (1, 2):
             raise TmaEmitError(f"cta_group {cta_group} is not 1 or 2")
         if cta_group == 2:
-            _gate("TMA load .cta_group::2", T.CTA_GROUP_FEATURE, target)
+            _gate(k, "TMA load .cta_group::2", T.CTA_GROUP_FEATURE, target)
         op += f".cta_group::{cta_group}"
     if cache_policy is not None:
         op += ".L2::cache_hint"
@@ -380,7 +386,7 @@ def tma_store(k: Kernel, tmap: Operand, coords: Sequence[Operand], src: Operand,
     ``coords`` from the shared tile ``src`` (out-of-bounds elements are not written)."""
     instr = _instr("store", mode)
     rank = _rank(instr, coords)
-    _gate(f"TMA store {instr.mode}", instr.feature, target)
+    _gate(k, f"TMA store {instr.mode}", instr.feature, target)
     _check_no_offsets(instr)
     op = f"cp.async.bulk.tensor.{rank}d.global.shared::cta{instr.mode}.bulk_group"
     tail = []
@@ -407,7 +413,7 @@ def tma_reduce(k: Kernel, red_op: str | T.TmaReduceKind, tmap: Operand,
     name = T.ptx_qualifiers(kind)[0]  # type: ignore[index]
     instr = _instr("reduce", mode)
     rank = _rank(instr, coords)
-    _gate(f"TMA reduce {instr.mode}", instr.feature, target)
+    _gate(k, f"TMA reduce {instr.mode}", instr.feature, target)
     op = (f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta{name}{instr.mode}"
           ".bulk_group")
     tail = []
@@ -427,7 +433,7 @@ def tensormap_replace(k: Kernel, tmap: Operand, update: T.TmaUpdate, *,
         raise TmaEmitError(f"tensormap.replace has no state space '{space}'")
     if not isinstance(update, T.TmaUpdate):
         raise TmaEmitError(f"{update!r} is not a TmaUpdate (build it with tma_update)")
-    _gate("tensormap.replace", "tensormap.replace", target)
+    _gate(k, "tensormap.replace", "tensormap.replace", target)
     ty = "b32" if update.kind is T.TmaUpdateKind.DIM else "b64"
     op = f"tensormap.replace.tile.{update.ptx_field}.{space}.b1024.{ty}"
     ordn = update.ordinal

@@ -155,6 +155,7 @@ def emit_wgmma(
                              f".{scale_d.type} (use emit_scale_d)")
     imm = _default_imm(form) if imm is None else tuple(imm)
     line = form.instruction([str(r) for r in d], a_op, str(b_desc), str(scale_d), *imm)
+    k.need_atom(form, WgmmaEmitError)
     k.raw(line)
 
 
@@ -205,6 +206,7 @@ class WgmmaSequence:
         self.log.append("fence")
         self._fenced = True
         if self.kernel is not None:
+            self.kernel.need_feature("wgmma", FENCE, WgmmaEmitError)
             self.kernel.ins(FENCE)
 
     def mma(self, form: WgmmaForm, d: Sequence[Reg | str], a: Reg | str | Sequence[Reg | str],
@@ -226,6 +228,7 @@ class WgmmaSequence:
         self._groups.append(self._uncommitted)
         self._uncommitted = set()
         if self.kernel is not None:
+            self.kernel.need_feature("wgmma", COMMIT, WgmmaEmitError)
             self.kernel.ins(COMMIT)
 
     def wait(self, n: int = 0) -> None:
