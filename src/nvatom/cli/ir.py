@@ -2,13 +2,18 @@
 
     nvatom verify FILE.mlir [--target sm_90a] [--split-input-file] [--verify-diagnostics]
     nvatom compile FILE.mlir --target sm_90a -o out.ptx [--no-ptxas] [--print-ir]
+                   [--emit ptx|llvm] [--path TIER=PATH ...]
 
 ``verify`` parses and verifies; diagnostics print MLIR-style (``FILE:LINE:COL: error: 'op' op
 message``) on stderr, and the exit status is 1 when there are any.  With
 ``--verify-diagnostics`` it checks the file's ``// expected-error {{...}}`` annotations
 instead (each ``// -----`` split on its own) and exits 1 on a mismatch.  ``compile`` also
 lowers every ``func.func`` to a PTX kernel, writes it (``-o -``: stdout) and, unless
-``--no-ptxas``, assembles it with ptxas for the target.  Bad input never shows a traceback.
+``--no-ptxas``, assembles it with ptxas for the target.  ``--emit llvm`` writes LLVM IR
+instead (:mod:`nvatom.ptx.llvm_emit`: NVVM intrinsics where LLVM has them, inline asm
+elsewhere; the MMA instructions on their tier's emission path, ``--path`` selecting another),
+checked, unless ``--no-ptxas``, by LLVM's NVPTX backend (llvmlite) and ptxas on its PTX.  Bad
+input never shows a traceback.
 """
 
 from __future__ import annotations
@@ -66,19 +71,46 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         return 1
     if args.print_ir:
         print(driver.print_module(mod), end="", file=sys.stderr)
+    text, ptx = out.ptx, out.ptx
+    if args.emit == "llvm":
+        from nvatom.ptx import llvm_emit
+
+        llmod = llvm_emit.ptx_to_llvm(out.ptx, llvm_emit.parse_paths(args.path or []))
+        text = llmod.text
+        if not args.no_ptxas:
+            if not llvm_emit.llvm_available():
+                print("llvmlite is not installed (pip install 'nvatom[llvm]'): the LLVM IR "
+                      "is not checked", file=sys.stderr)
+                args.no_ptxas = True
+            else:
+                ptx = llvm_emit.compile_llvm([llmod])[0]
+        print(f"// MMA instructions on the {llmod.path.value} path ({llmod.target.tier.name}); "
+              f"NVVM intrinsics: {', '.join(llmod.intrinsics) or 'none'}", file=sys.stderr)
     if args.output == "-":
-        sys.stdout.write(out.ptx)
+        sys.stdout.write(text)
     else:
-        write_output(args.output, out.ptx)
+        write_output(args.output, text)
     if not args.no_ptxas:
         from nvatom.runtime.ptxas import assemble
 
-        res = assemble(out.ptx, out.target)
+        res = assemble(ptx, out.target)
         for name, r in res.kernels.items():
             print(f"{name}: {r.registers} registers, {r.shared_bytes} B shared, "
                   f"{r.spill_stores} spill stores ({out.target}, ptxas {res.ptxas_version})",
                   file=sys.stderr)
     return 0
+
+
+def _path_table() -> str:
+    from nvatom.ptx.llvm_emit import TIER_PATHS
+
+    return ", ".join(f"{t.name}={p.value}" for t, p in TIER_PATHS.items())
+
+
+def _path_names() -> str:
+    from nvatom.ptx.llvm_emit import EmissionPath
+
+    return ", ".join(p.value for p in EmissionPath)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -96,7 +128,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     c.add_argument("file", help="the .mlir file")
     c.add_argument("--target", default=None,
                    help="SM target (default: the module's nvatom.target, else sm_90a)")
-    c.add_argument("-o", "--output", default="-", help="PTX output file ('-': stdout)")
+    c.add_argument("-o", "--output", default="-", help="output file, PTX or LLVM IR ('-': stdout)")
     c.add_argument("--no-ptxas", action="store_true", help="do not assemble the PTX")
     c.add_argument("--print-ir", action="store_true", help="print the parsed IR to stderr")
+    c.add_argument("--emit", choices=("ptx", "llvm"), default="ptx",
+                   help="ptx (default) or llvm: LLVM IR for the NVPTX backend, NVVM intrinsics "
+                   "where LLVM has them (special registers, bar.sync, m8n8 ldmatrix/stmatrix, "
+                   "mma.sync on the NVVM path) and inline asm elsewhere; checked by llvmlite "
+                   "and ptxas unless --no-ptxas")
+    c.add_argument("--path", action="append", metavar="TIER=PATH",
+                   help="the emission path of a tier's MMA instructions with --emit llvm "
+                   f"(default: {_path_table()}; paths: {_path_names()})")
     c.set_defaults(func=_cmd_compile)

@@ -18,7 +18,7 @@ import sys
 from nvatom.atoms.mma import MmaForm
 from nvatom.errors import NvatomError
 
-__all__ = ["intrinsic_ir", "intrinsic_name", "lower_with_llvm"]
+__all__ = ["intrinsic_ir", "intrinsic_name", "llvm_type", "lower_with_llvm"]
 
 
 def intrinsic_name(form: MmaForm) -> str:
@@ -45,6 +45,11 @@ def _elt(form: MmaForm, op: str) -> str:
     if t.name == "f16":
         return "<2 x half>"
     return "i32"
+
+
+def llvm_type(form: MmaForm, op: str) -> str:
+    """The LLVM type of one register of operand ``op`` in the form's intrinsic."""
+    return _elt(form, op)
 
 
 def intrinsic_ir(form: MmaForm) -> str:
