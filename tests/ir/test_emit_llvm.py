@@ -176,6 +176,27 @@ def test_the_docs_table_is_the_code_table() -> None:
     assert rows == {t.name: p.value for t, p in L.TIER_PATHS.items()}
 
 
+@needs_llvm
+def test_the_python_built_gemms_go_through_llvm() -> None:
+    """The SM80, SM90 (bf16 and FP8) and SM100 GEMM kernels: LLVM's PTX assembles without
+    spills and keeps every tensor-core, TMA and matrix-copy instruction."""
+    from nvatom.kernels.gemm_sm80 import GemmSm80Config, GemmSm80Spec, emit_ptx
+    from nvatom.kernels.gemm_sm90 import GemmSm90Config, build_gemm_sm90, default_config
+    from nvatom.kernels.gemm_sm100 import build_gemm_sm100_module, gemm_sm100_plan
+
+    ours = [build_gemm_sm90(GemmSm90Config()).emit(),
+            build_gemm_sm90(default_config("e4m3")).emit(),
+            emit_ptx(GemmSm80Spec("bf16", "f32", "K", "N", GemmSm80Config()), "sm_80"),
+            build_gemm_sm100_module(gemm_sm100_plan(128, "bf16"), 2).emit()]
+    mods = [L.ptx_to_llvm(p) for p in ours]
+    for ptx, m, out in zip(ours, mods, L.compile_llvm(mods), strict=True):
+        res = ptxas.assemble(out, m.target)
+        assert all(k.spill_stores == 0 for k in res.kernels.values())
+        for k in (*KEPT, "setmaxnreg", "tcgen05.commit", "cp.async.bulk.tensor"):
+            got, want = _ops(out, k), _ops(ptx, k)
+            assert got >= want if k == "mbarrier.try_wait" else got == want, (m.target, k)
+
+
 def test_bad_ptx_is_refused_with_our_error() -> None:
     with pytest.raises(L.LlvmEmitError, match="no .version/.target header"):
         L.ptx_to_llvm("hello")
@@ -183,6 +204,12 @@ def test_bad_ptx_is_refused_with_our_error() -> None:
           "    .reg .b32 %r<2>;\n    mov.u32 %r0, %r7;\n    ret;\n}\n"
     with pytest.raises(L.LlvmEmitError, match=r"register %r7 is not declared"):
         L.ptx_to_llvm(bad)
+    with pytest.raises(L.LlvmEmitError, match=r"directive '\.local .b8 x\[4\];' inside"):
+        L.ptx_to_llvm(bad.replace("mov.u32 %r0, %r7;", ".local .b8 x[4];"))
+    guarded = L.ptx_to_llvm(bad.replace("mov.u32 %r0, %r7;", "@%p1 ret;").replace(
+        ".reg .b32 %r<2>;", ".reg .pred %p<2>;"))
+    assert re.search(r"br i1 %v\d+, label %L\.ret0, label %b\d+\n", guarded.text)
+    assert guarded.text.count("ret void") == 2 and "L.ret0:\n  ret void\n}" in guarded.text
 
 
 @needs_llvm
@@ -200,3 +227,6 @@ def test_cli_emit_llvm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert main(["compile", str(HERE / "mma_sm80.mlir"), "--emit", "llvm", "-o", "-",
                  "--path", "SM9=x"]) == 2
     assert "bad emission path 'SM9=x'" in capsys.readouterr().err
+    assert main(["compile", str(HERE / "mma_sm80.mlir"), "--no-ptxas", "--path",
+                 "SM90=inline-asm"]) == 2
+    assert "--path selects emission paths for --emit llvm" in capsys.readouterr().err

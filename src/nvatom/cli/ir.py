@@ -72,6 +72,9 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.print_ir:
         print(driver.print_module(mod), end="", file=sys.stderr)
     text, ptx = out.ptx, out.ptx
+    if args.path and args.emit != "llvm":
+        print("nvatom: error: --path selects emission paths for --emit llvm", file=sys.stderr)
+        return 2
     if args.emit == "llvm":
         from nvatom.ptx import llvm_emit
 

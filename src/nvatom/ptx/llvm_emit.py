@@ -197,8 +197,9 @@ class _Function:
         self.n = 0
         self.blocks = 0
         self.terminated = False
-        self.param_addr: set[str] = set()  # registers holding a byte parameter's address
+        self.param_addr: dict[str, str] = {}  # register -> the byte parameter it addresses
         self.intrinsics: dict[str, str] = {}  # name -> declaration
+        self.tail: list[str] = []  # blocks placed after the body (guarded returns)
 
     # ------------------------------------------------------------------ values
     def fresh(self) -> str:
@@ -291,6 +292,11 @@ class _Function:
         if opcode in ("bra", "bra.uni"):
             self.branch(guard, ops[0])
             return
+        if opcode in ("ret", "exit") and guard is not None:  # a guarded return: a branch
+            name = f"ret{len(self.tail)}"
+            self.tail += [f"{_label(name)}:", "  ret void"]
+            self.branch(guard, name)
+            return
         if guard is None:
             if opcode in ("ret", "exit"):
                 self.emit("ret void")
@@ -354,14 +360,16 @@ class _Function:
                 self.store(ops[0], self.shared_address(src, self._type(ops[0])))
                 return True
             p = next((x for x in self.params if x[0] == src and x[2] == "bytes"), None)
-            if p is not None:  # a by-value parameter's address: generic after cvta.param
-                v = self.fresh()
-                self.emit(f"{v} = ptrtoint ptr %{src} to i64")
+            if p is not None:  # a by-value parameter's .param-window address
+                w, v = self.fresh(), self.fresh()
+                self.emit(f"{w} = addrspacecast ptr %{src} to ptr addrspace(101)")
+                self.emit(f"{v} = ptrtoint ptr addrspace(101) {w} to i64")
                 self.store(ops[0], v)
-                self.param_addr.add(ops[0])
+                self.param_addr[ops[0]] = src
                 return True
         if opcode == "cvta.param.u64" and len(ops) == 2 and ops[1] in self.param_addr:
-            v, _ = self.load(ops[1])
+            v = self.fresh()  # its generic address (the form a TMA instruction needs)
+            self.emit(f"{v} = ptrtoint ptr %{self.param_addr[ops[1]]} to i64")
             self.store(ops[0], v)
             return True
         if opcode == "bar.sync" and len(ops) in (1, 2):
@@ -459,9 +467,6 @@ class _Function:
 
         def reg_ref(m: re.Match[str]) -> str:
             tok = m.group(0)
-            if tok in self.param_addr:
-                raise LlvmEmitError(f"kernel '{self.name}': the parameter address in {tok} is "
-                                    f"used other than by cvta.param: '{text}'")
             if tok not in regs:
                 regs.append(tok)
             return f"${regs.index(tok)}"
@@ -518,7 +523,7 @@ class _Function:
                  "entry:", *self.allocas.values(), *self.body]
         if not self.terminated:
             lines.append("  ret void")
-        lines.append("}")
+        lines += [*self.tail, "}"]
         return "\n".join(lines) + "\n"
 
 
@@ -550,6 +555,9 @@ def _statements(body: str) -> list[str]:
                 out.append("\n".join(block).rstrip(";"))
                 block = []
             continue
+        if line.startswith("."):
+            raise LlvmEmitError(f"the directive '{line}' inside a kernel body is not carried "
+                                "(only .reg and .shared are)")
         for stmt in re.findall(r"[^;]+;|[^;]+$", line):
             stmt = stmt.strip()
             if stmt:
