@@ -34,6 +34,7 @@ PROBES = {
     "mma.int.m8n8": "mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {r0,r1}, {r2}, {r3}, {r4,r5};",
     "cp.async": "cp.async.ca.shared.global [r0], [rd0], 4;",
     "mbarrier": "mbarrier.arrive.release.cta.shared::cta.b64 _, [r0];",
+    "createpolicy": "createpolicy.fractional.L2::evict_last.b64 rd0, 1.0;",
     "mma.sm80": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {f0,f1,f2,f3}, "
                 "{r0,r1,r2,r3}, {r4,r5}, {f4,f5,f6,f7};",
     "mma.sp": "mma.sp.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {f0,f1,f2,f3}, {r0,r1}, "

@@ -299,6 +299,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("cp.async", "cp.async (+ commit/wait_group)", 80, (7, 0)),
     Feature("mbarrier", "mbarrier with .shared::cta and .release/.acquire qualifiers", 80,
             (8, 0)),
+    Feature("createpolicy", "createpolicy.fractional (L2 cache-eviction policies)", 80, (7, 4)),
     Feature("mma.sm80", "mma.sync m16n8k16 bf16, tf32, f64, int k32/k64", 80, (7, 0)),
     Feature("mma.sp", "structured-sparse mma.sp", 80, (7, 1)),
     Feature("mma.fp8", "mma.sync with e4m3/e5m2 inputs", 89, (8, 4)),

@@ -113,6 +113,8 @@ def _sync(m: Module, which: str, name: str) -> None:
     elif which == "cluster":
         TE.cluster_sync(k)
         TE.cluster_ctarank(k)
+    elif which == "createpolicy":
+        TE.create_policy(k, "evict_last")
     elif which == "mbarrier":
         bar = k.reg("u32")
         TE.mbarrier_init(k, bar, 1)
@@ -130,7 +132,8 @@ FAMILIES: dict[str, tuple[Callable[[arch.Target], Sequence[Any]],
     "tma": (lambda t: [mode for d, mode in T.TMA_INSTRS
                        if d == "load" and T.TMA_INSTRS[d, mode].available_on(t)], _tma),
     "sync": (lambda t: [w for w, f in (("setmaxnreg", "setmaxnreg"), ("mapa", "cluster"),
-                                       ("cluster", "cluster"), ("mbarrier", "mbarrier"))
+                                       ("cluster", "cluster"), ("mbarrier", "mbarrier"),
+                                       ("createpolicy", "createpolicy"))
                         if t.supports(f)], _sync),
 }
 
@@ -144,7 +147,8 @@ def _plain_module(fam: str, tname: str) -> tuple[Module, list[Any]]:
     t = arch.target(tname)
     table, build = FAMILIES[fam]
     forms = list(table(t))
-    pick = random.Random(f"{SEED}/{fam}/{tname}").sample(forms, min(PER_CELL, len(forms)))
+    n = len(forms) if fam == "sync" else min(PER_CELL, len(forms))  # sync: every row
+    pick = random.Random(f"{SEED}/{fam}/{tname}").sample(forms, n)
     m = Module(t)
     for i, form in enumerate(pick):
         build(m, form, f"k{i}")

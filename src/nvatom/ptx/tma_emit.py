@@ -275,6 +275,7 @@ def create_policy(k: Kernel, mode: T.CacheMode | str, fraction: float = 1.0) -> 
     if not 0.0 < fraction <= 1.0:
         raise TmaEmitError(f"createpolicy fraction {fraction} outside (0, 1]")
     r = k.reg("b64")
+    k.need_feature("createpolicy", "createpolicy.fractional", TmaEmitError)
     k.ins(f"createpolicy.fractional.L2::{m.value}.b64", r, repr(float(fraction)))
     return r
 
