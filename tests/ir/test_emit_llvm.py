@@ -204,6 +204,8 @@ def test_bad_ptx_is_refused_with_our_error() -> None:
           "    .reg .b32 %r<2>;\n    mov.u32 %r0, %r7;\n    ret;\n}\n"
     with pytest.raises(L.LlvmEmitError, match=r"register %r7 is not declared"):
         L.ptx_to_llvm(bad)
+    with pytest.raises(L.LlvmEmitError, match=r"register class \.u8 is not one of pred, "):
+        L.ptx_to_llvm(bad.replace(".reg .b32 %r<2>;", ".reg .u8 %r<2>;"))
     with pytest.raises(L.LlvmEmitError, match=r"directive '\.local .b8 x\[4\];' inside"):
         L.ptx_to_llvm(bad.replace("mov.u32 %r0, %r7;", ".local .b8 x[4];"))
     guarded = L.ptx_to_llvm(bad.replace("mov.u32 %r0, %r7;", "@%p1 ret;").replace(

@@ -611,6 +611,9 @@ def ptx_to_llvm(ptx: str, paths: Mapping[Tier, EmissionPath] | None = None) -> L
             rm = re.fullmatch(r"\.reg \.(\w+) %(\w+)<(\d+)>;", s)
             sm = re.fullmatch(r"\.shared \.align (\d+) \.b8 (\w+)\[(\d+)\];", s)
             if rm:
+                if rm.group(1) not in _CLASS_TYPE:
+                    raise LlvmEmitError(f"kernel '{name}': register class .{rm.group(1)} is not "
+                                        f"one of {', '.join(_CLASS_TYPE)}")
                 fn.reg_type[rm.group(2)] = _CLASS_TYPE[rm.group(1)]
                 fn.reg_count[rm.group(2)] = int(rm.group(3))
             elif sm:
