@@ -12,6 +12,7 @@ median and spread, TFLOP/s = 4 B H Sq Sk D / t (causal: / 2).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import importlib
 import json
@@ -20,6 +21,7 @@ import statistics
 import sys
 import time
 import traceback
+import warnings
 from typing import Any
 
 import torch
@@ -87,10 +89,16 @@ CASES = [
 ]
 
 
-def check(cases: list[tuple], log: list[dict], strided: bool = True) -> int:
+def check(cases: list[tuple], log: list[dict], strided: bool = True,
+          variant: str = "") -> int:
     bad = 0
     for case in cases:
         b, h, hk, sq, sk, d, dt, causal = case
+        cfg = None
+        if variant:
+            cfg = VARIANTS[variant](dt, d, causal)
+            if cfg is None:
+                continue
         torch.manual_seed(hash(case) % 1000)
         try:
             if strided:  # (B, S, H, D) storage seen as (B, H, S, D), as attention layers do
@@ -102,7 +110,7 @@ def check(cases: list[tuple], log: list[dict], strided: bool = True) -> int:
             scale = 1 / math.sqrt(d)
             ro, rl = reference(q, k, v, causal, scale)
             t0 = time.time()
-            out, lse = run_ours(q, k, v, causal)
+            out, lse = run_ours(q, k, v, causal, cfg)
             torch.cuda.synchronize()
             el = time.time() - t0
             err = (out.float() - ro).abs().max().item()
@@ -123,10 +131,14 @@ def check(cases: list[tuple], log: list[dict], strided: bool = True) -> int:
             ok = (not nan) and err <= max(2 * best, 2e-3 if dt == "f16" else 1.6e-2) \
                 and lerr < 1e-3
             bad += not ok
-            row = dict(case=case, err=err, lse_err=lerr, cudnn_err=cerr, flash_err=ferr,
-                       nan=nan, ok=ok, secs=round(el, 3))
+            row = dict(case=case, variant=variant, err=err, lse_err=lerr, cudnn_err=cerr,
+                       flash_err=ferr, nan=nan, ok=ok, secs=round(el, 3))
             log.append(row)
-            print(("OK  " if ok else "BAD ") + json.dumps(row), flush=True)
+            if ok:
+                print(f"OK  {variant or 'ours'} {case} err {err:.2e} cudnn {cerr:.2e} "
+                      f"lse {lerr:.1e}", flush=True)
+            else:
+                print("BAD " + json.dumps(row), flush=True)
         except Exception:
             bad += 1
             print("FAIL", case, traceback.format_exc(), flush=True)
@@ -200,12 +212,36 @@ def bench(shapes: list[tuple], variants: dict[str, Any], rounds: int, out: list[
         torch.cuda.empty_cache()
 
 
+C = K.AttentionSm90Config
+
+
+def _v(d_only: int | None, **kw: Any) -> Any:
+    """A variant: the default config of (dtype, d, causal) with ``kw`` replaced (None where
+    the head dim is not ``d_only``)."""
+    def mk(dt: str, d: int, c: bool) -> Any:
+        if d_only is not None and d != d_only:
+            return None
+        return dataclasses.replace(K.default_config(dt, d, c), **kw)
+    return mk
+
+
 VARIANTS = {
-    "ours": lambda dt, d, c: K.default_config(dt, d, c),
-    "ours_nooverlap": lambda dt, d, c: (K.AttentionSm90Config(dt, d, 64 if d == 256 else 128,
-                                                              2, c, overlap=False)
-                                        if d == 128 else None),
+    "ours": _v(None),
+    "ours_pp": _v(None, pingpong=True),
+    "ours_nosplit": _v(128, split_release=False),
+    "ours_noov": _v(128, overlap=False),
+    "ours_s3": _v(128, stages=3),
+    "ours_s3_pp": _v(128, stages=3, pingpong=True),
+    "ours_n176": _v(128, block_n=176),
+    "ours_n176_pp": _v(128, block_n=176, pingpong=True),
+    "ours_n160": _v(128, block_n=160),
 }
+VARIANT_CASES = [
+    (1, 4, 2, 555, 1000, 128, "bf16", False),
+    (2, 4, 4, 777, 777, 128, "bf16", True),
+    (1, 4, 1, 300, 800, 256, "f16", True),
+    (1, 6, 2, 1025, 1025, 64, "f16", True),
+]
 
 
 def shapes_for(quick: bool) -> list[tuple]:
@@ -220,12 +256,14 @@ def shapes_for(quick: bool) -> list[tuple]:
 
 
 def main() -> int:
+    warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", default="")
+    ap.add_argument("--only", default="", help="comma-separated variants to time")
     a = ap.parse_args()
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     log: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
@@ -233,10 +271,14 @@ def main() -> int:
     if not a.no_check:
         log["checks"] = []
         bad = check(CASES, log["checks"])
+        for vn in VARIANTS:
+            if vn != "ours":
+                bad += check(VARIANT_CASES, log["checks"], variant=vn)
         print(f"correctness: {bad} bad of {len(CASES)}", flush=True)
     if not a.no_bench:
         log["bench"] = []
-        bench(shapes_for(a.quick), VARIANTS, a.rounds, log["bench"])
+        vs = VARIANTS if not a.only else {n: VARIANTS[n] for n in a.only.split(",")}
+        bench(shapes_for(a.quick), vs, a.rounds, log["bench"])
     if a.json:
         with open(a.json, "w") as f:
             json.dump(log, f, indent=1)

@@ -83,6 +83,7 @@ __all__ = [
 
 DTYPES = ("bf16", "f16")
 HEAD_DIMS = (64, 128, 256)
+BLOCK_NS = (64, 96, 128, 144, 160, 176, 192)  # KV tile rows: multiples of 16 (the rs K)
 BLOCK_M = 128  # Q rows per CTA: two consumer warpgroups of 64 (WGMMA's M)
 _SW128 = smem_swizzle("SW128")
 _CHUNK = 64  # 16-bit elements in one 128-byte SW128 row: one TMA box's inner extent
@@ -108,6 +109,8 @@ class AttentionSm90Config:
     stages: int = 2
     causal: bool = False
     overlap: bool = True
+    split_release: bool = True
+    pingpong: bool = False
     consumer_regs: int = 240
     producer_regs: int = 24
 
@@ -117,13 +120,16 @@ class AttentionSm90Config:
         if self.head_dim not in HEAD_DIMS:
             raise AttentionSm90Error(f"head_dim {self.head_dim!r} is not one of "
                                      f"{', '.join(map(str, HEAD_DIMS))}")
-        if self.block_n not in (64, 128, 176, 192):
-            raise AttentionSm90Error(f"block_n {self.block_n!r} is not 64, 128, 176 or 192")
+        if self.block_n not in BLOCK_NS:
+            raise AttentionSm90Error(f"block_n {self.block_n!r} is not one of "
+                                     f"{', '.join(map(str, BLOCK_NS))}")
         if not isinstance(self.stages, int) or not 2 <= self.stages <= 8:
             raise AttentionSm90Error(f"stages {self.stages!r} is not in 2..8")
         if self.smem_bytes > _MAX_SMEM:
             raise AttentionSm90Error(f"{self.name}: {self.smem_bytes} bytes of shared memory, "
                                      f"more than sm_90's {_MAX_SMEM}")
+        if self.pingpong and not self.overlap:
+            raise AttentionSm90Error("pingpong needs overlap (one WGMMA issue per KV tile)")
         if self.producer_regs * WARPGROUP + 2 * self.consumer_regs * WARPGROUP > 65536:
             raise AttentionSm90Error("producer_regs + 2 consumer_regs exceed the 64K registers")
 
@@ -142,13 +148,14 @@ class AttentionSm90Config:
 
     @property
     def smem_bytes(self) -> int:
-        return self.q_bytes + 2 * self.stages * self.kv_bytes + 8 * (1 + 3 * self.stages)
+        return self.q_bytes + 2 * self.stages * self.kv_bytes + 8 * (1 + 4 * self.stages)
 
     @property
     def name(self) -> str:
         return (f"nvatom_attn_sm90_{self.dtype}_d{self.head_dim}_n{self.block_n}"
                 f"_s{self.stages}{'_causal' if self.causal else ''}"
-                f"{'_ov' if self.overlap else ''}_r{self.consumer_regs}")
+                f"{'_ov' if self.overlap else ''}{'_sr' if self.split_release else ''}"
+                f"{'_pp' if self.pingpong else ''}_r{self.consumer_regs}")
 
     @property
     def s_form(self) -> WgmmaForm:
@@ -364,8 +371,10 @@ class _Build:
     done: str
 
     def bar(self, which: str, stage: Reg | int = 0) -> Reg:
-        """Shared address of barrier ``q_full`` / ``k_full[s]`` / ``v_full[s]`` / ``empty[s]``."""
-        base = {"q": 0, "k": 1, "v": 1 + self.cfg.stages, "e": 1 + 2 * self.cfg.stages}[which]
+        """Shared address of barrier ``q_full`` / ``k_full[s]`` / ``v_full[s]`` / ``empty[s]``
+        (V's, or both K and V without ``split_release``) / ``k_empty[s]``."""
+        st = self.cfg.stages
+        base = {"q": 0, "k": 1, "v": 1 + st, "e": 1 + 2 * st, "ek": 1 + 3 * st}[which]
         off = self.off_bar + 8 * base
         if isinstance(stage, int):
             return _u32(self.k, "add.u32", self.smem, off + 8 * stage)
@@ -457,6 +466,7 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
         TE.mbarrier_init(k, b.bar("k", s), 1)
         TE.mbarrier_init(k, b.bar("v", s), 1)
         TE.mbarrier_init(k, b.bar("e", s), 2)
+        TE.mbarrier_init(k, b.bar("ek", s), 2)
     TE.fence_mbarrier_init(k)
     for t in tm:
         TE.prefetch_tensormap(k, t)
@@ -484,10 +494,13 @@ def _producer(b: _Build) -> None:
     j = _u32(k, "mov.u32", 0)
     top = k.fresh_label("p_kv")
     k.label(top)
-    TE.mbarrier_wait_parity(k, b.bar("e", stage), phase)
     n0 = _u32(k, "mul.lo.u32", j, cfg.block_n)
+    if not cfg.split_release:
+        TE.mbarrier_wait_parity(k, b.bar("e", stage), phase)
     for which, tmap, region, boxes in (("k", tk, b.off_k, plan.k_boxes),
                                        ("v", tv, b.off_v, plan.v_boxes)):
+        if cfg.split_release:  # K's slot frees when S retires, V's when P V does
+            TE.mbarrier_wait_parity(k, b.bar("ek" if which == "k" else "e", stage), phase)
         full = b.bar(which, stage)
         TE.mbarrier_arrive_expect_tx(k, full, cfg.kv_bytes)
         base = _u32(k, "mad.lo.u32", stage, cfg.kv_bytes, region)
@@ -657,11 +670,42 @@ def _consumer(b: _Build) -> None:
             seq.mma(cfg.o_form, o, p[4 * i:4 * i + 4], vd[i], p_true, o_imm)
         seq.commit()
 
-    def release(stage: Reg) -> None:
+    def release(stage: Reg, which: str = "e") -> None:
+        if which == "ek" and not cfg.split_release:
+            return
         skip = k.fresh_label("no_release")
         k.bra(skip, f"!{is_lead}")
-        TE.mbarrier_arrive(k, b.bar("e", stage))
+        TE.mbarrier_arrive(k, b.bar(which, stage))
         k.label(skip)
+
+    # ping-pong: a consumer issues its WGMMAs only after the other one has issued its own
+    # (named barriers 1 and 2: "consumer c may issue"); consumer 1 lets consumer 0 go first.
+    my_bar = _u32(k, "add.u32", cw, 1)
+    other_bar = _u32(k, "sub.u32", 2, cw)
+    if cfg.pingpong:
+        p1 = k.reg("pred")
+        k.ins("setp.eq.u32", p1, cw, 1)
+        sk_ = k.fresh_label("pp_start")
+        k.bra(sk_, f"!{p1}")
+        SE.named_barrier_arrive(k, 1, 2 * WARPGROUP, target=b.target)
+        k.label(sk_)
+
+    def turn_begin() -> None:
+        if cfg.pingpong:
+            SE.named_barrier_sync(k, my_bar, 2 * WARPGROUP, target=b.target)
+
+    def turn_end(last: bool = False) -> None:
+        if not cfg.pingpong:
+            return
+        skip = None
+        if last:  # consumer 1's final hand-off has no taker (it handed off first)
+            skip = k.fresh_label("pp_last")
+            pz = k.reg("pred")
+            k.ins("setp.eq.u32", pz, cw, 1)
+            k.bra(skip, pz)
+        SE.named_barrier_arrive(k, other_bar, 2 * WARPGROUP, target=b.target)
+        if skip:
+            k.label(skip)
 
     def rescale(alphas: list[Reg]) -> None:
         for i in range(d // 2):
@@ -672,8 +716,11 @@ def _consumer(b: _Build) -> None:
     stage = _u32(k, "mov.u32", 0)
     phase = _u32(k, "mov.u32", 0)
     # first tile: S_0, softmax, P_0
+    turn_begin()
     issue_s(stage, phase)
+    turn_end()
     seq.wait(0)
+    release(stage, "ek")
     seq.read(s)
     zero = _u32(k, "mov.u32", 0)
     _mask(b, s, st, zero)
@@ -691,9 +738,12 @@ def _consumer(b: _Build) -> None:
     _next_stage(k, nstage, nphase, cfg.stages)
     n0 = _u32(k, "mul.lo.u32", j, bn)
     if cfg.overlap:
+        turn_begin()
         issue_s(nstage, nphase)  # S_{j} while P_{j-1} V_{j-1} runs
         issue_o(stage, phase)
+        turn_end()
         seq.wait(1)
+        release(nstage, "ek")
         seq.read(s)
         _mask(b, s, st, n0)
         alphas = _softmax(b, s, st, first=False)
@@ -705,6 +755,7 @@ def _consumer(b: _Build) -> None:
         release(stage)
         issue_s(nstage, nphase)
         seq.wait(0)
+        release(nstage, "ek")
         seq.read(s)
         _mask(b, s, st, n0)
         alphas = _softmax(b, s, st, first=False)
@@ -719,7 +770,9 @@ def _consumer(b: _Build) -> None:
     k.ins("setp.lt.u32", more, j, b.n_tiles)
     k.bra(top, more)
     k.label(tail)
+    turn_begin()
     issue_o(stage, phase)
+    turn_end(last=True)
     seq.wait(0)
     release(stage)
     seq.read(o)
