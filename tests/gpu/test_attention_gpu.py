@@ -151,3 +151,12 @@ def test_bad_device_tensors_are_named() -> None:
     with pytest.raises(A.AttentionError, match="head_dim 96"):
         x = torch.randn(1, 2, 64, 96, dtype=torch.bfloat16, device="cuda")
         A.attention(x, x, x)
+
+
+def test_demo_attention_check() -> None:
+    _require_sm90()
+    from nvatom.demo import gpu_attention_check
+
+    r = gpu_attention_check(1, 2, 512, 128, causal=True, rounds=1, batch=2)
+    assert r["max_abs_err"] <= max(1.5 * r["sdpa_max_abs_err"], 4e-3), r
+    assert r["tflops"] > 0 and r["sdpa_tflops"] > 0
