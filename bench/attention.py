@@ -11,7 +11,8 @@ Method (docs/perf.md, "Attention"):
 * contenders, on the same inputs in the same process: ``nvatom`` (the user path
   ``nvatom.attention(q, k, v, causal=)``: checks, output allocation, launch per call),
   ``nvatom-direct`` (the same kernel through a launcher prepared once, ``prepare``),
-  ``nvatom-pingpong`` (the kernel with the ping-pong schedule, prepared), and
+  ``nvatom-pingpong`` / ``nvatom-no-pingpong`` (the kernel with the other schedule than
+  the default's, prepared), and
   ``torch.nn.functional.scaled_dot_product_attention`` restricted to each backend in turn
   (``cudnn``, ``flash``, ``efficient``; ``math`` at 4k only: it materialises the B x H x S x S
   score matrix);
@@ -121,10 +122,9 @@ def main(argv: list[str] | None = None) -> int:
                     "nvatom": functools.partial(nvatom.attention, q, k, v, causal=causal),
                     "nvatom-direct": A.prepare(q, k, v, o, lse, p, cfg),
                 }
-                if not cfg.pingpong:
-                    pp = dataclasses.replace(cfg, pingpong=True)
-                    fns["nvatom-pingpong"] = A.prepare(q, k, v, torch.empty_like(q),
-                                                       torch.empty_like(lse), p, pp)
+                alt = dataclasses.replace(cfg, pingpong=not cfg.pingpong)
+                fns["nvatom-" + ("pingpong" if alt.pingpong else "no-pingpong")] = A.prepare(
+                    q, k, v, torch.empty_like(q), torch.empty_like(lse), p, alt)
                 backends = [("cudnn", SDPBackend.CUDNN_ATTENTION),
                             ("flash", SDPBackend.FLASH_ATTENTION),
                             ("efficient", SDPBackend.EFFICIENT_ATTENTION)]

@@ -163,10 +163,12 @@ _caps: dict[int, tuple[int, int]] = {}
 
 
 def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
-            config: sm90.AttentionSm90Config | None = None) -> Any:
+            config: sm90.AttentionSm90Config | None = None, *,
+            keep_tensors: bool = True) -> Any:
     """A zero-argument callable that runs the kernel for checked tensors into ``out``
     (contiguous (B, H, Sq, D), q's dtype) and ``lse`` (contiguous (B, H, Sq) float32) on
-    torch's current stream (benchmarks keep it; :func:`attention` makes one per call)."""
+    torch's current stream (benchmarks keep it; :func:`attention` caches them by pointers,
+    without ``keep_tensors``: the callable then holds addresses only)."""
     import torch
 
     from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
@@ -199,13 +201,29 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
     dev = p.device
     return prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params,
                                  lambda: torch.cuda.current_stream(dev).cuda_stream,
-                                 keep=(q, k, v, out, lse))
+                                 keep=(q, k, v, out, lse) if keep_tensors else None)
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False,
               scale: float | None = None) -> tuple[Any, Any]:
-    """``(out, lse)`` of scaled dot-product attention (module docstring)."""
-    p = check_inputs(q, k, v, causal=causal, scale=scale)
+    """``(out, lse)`` of scaled dot-product attention (module docstring).
+
+    Host cost: a call whose q, k, v match an earlier one in everything the checks read
+    (pointers, shapes, strides, dtypes, devices, ``causal``, ``scale``) skips the checks;
+    its launch (tensor maps encoded, arguments packed) is reused when the fresh ``out`` and
+    ``lse`` land at the addresses of an earlier call's (torch's caching allocator makes that
+    the common case in a loop).  Both caches are bounded and hold no tensors."""
+    key: tuple[Any, ...] | None
+    try:
+        key = (*((t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
+                 for t in (q, k, v)), type(causal), causal, type(scale), scale)
+        p = _problems.get(key)
+    except Exception:  # not tensors, or unhashable: the checks say what is wrong
+        key, p = None, None
+    if p is None:
+        p = check_inputs(q, k, v, causal=causal, scale=scale)
+        if key is not None:
+            _remember(_problems, key, p)
     import torch
 
     out = torch.empty((p.batch, p.heads, p.seqlen_q, p.head_dim), dtype=q.dtype,
@@ -213,8 +231,27 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False,
     lse = torch.empty((p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device)
     if out.numel() == 0:
         return out, lse
-    prepare(q, k, v, out, lse, p)()
+    lkey = None if key is None else (key, out.data_ptr(), lse.data_ptr())
+    run = _launches.get(lkey) if lkey is not None else None
+    if run is None:
+        run = prepare(q, k, v, out, lse, p, keep_tensors=False)
+        if lkey is not None:
+            _remember(_launches, lkey, run)
+    run()
     return out, lse
+
+
+#: checked calls (q, k, v attributes, causal, scale) -> problem; and (that, out and lse
+#: addresses) -> prepared launch.  At most _MAX_CALLS each, oldest dropped first.
+_problems: dict[tuple[Any, ...], AttentionProblem] = {}
+_launches: dict[tuple[Any, ...], Any] = {}
+_MAX_CALLS = 128
+
+
+def _remember(cache: dict[tuple[Any, ...], Any], key: tuple[Any, ...], value: Any) -> None:
+    if len(cache) >= _MAX_CALLS:
+        del cache[next(iter(cache))]
+    cache[key] = value
 
 
 class _AttentionModule(types.ModuleType):

@@ -105,6 +105,7 @@ def test_attention_matches_float32_reference(shape: tuple[int, ...], causal: boo
 
 _VARIANTS = {
     "pingpong": dict(pingpong=True),
+    "no-pingpong": dict(pingpong=False),
     "no-overlap": dict(overlap=False),
     "one-release": dict(split_release=False),
     "n176": dict(block_n=176),
@@ -137,6 +138,13 @@ def test_public_entry_and_scale() -> None:
     assert out.shape == q.shape and out.dtype == q.dtype and lse.dtype == torch.float32
     assert (out.float() - ref).abs().max().item() < 2e-3
     assert (lse - ref_lse).abs().max().item() < 1e-3
+    again, _ = A.attention(q, k, v, causal=True, scale=0.3)  # the cached path
+    assert torch.equal(again, out)
+    k2 = torch.randn_like(k)  # same shapes, new contents at a new address
+    out2, _ = A.attention(q, k2, v, causal=True, scale=0.3)
+    assert (out2.float() - _reference(q, k2, v, True, 0.3)[0]).abs().max().item() < 2e-3
+    with pytest.raises(A.AttentionError, match="causal = 1"):
+        A.attention(q, k, v, causal=1, scale=0.3)  # type: ignore[arg-type]
     e_out, e_lse = A.attention(q[:, :, :0], k, v)  # no queries: empty results
     assert e_out.shape == (1, 2, 0, 64) and e_lse.shape == (1, 2, 0)
 
