@@ -12,7 +12,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "gemm"]
+__all__ = ["__version__", "attention", "gemm"]
 
 
 def __getattr__(name: str) -> Any:
@@ -22,6 +22,11 @@ def __getattr__(name: str) -> Any:
 
         globals()["gemm"] = gemm  # the function, as before (the import set the module here)
         return gemm
+    if name == "attention":  # the same, for nvatom.attention (nvatom/attention.py)
+        from nvatom.attention import attention
+
+        globals()["attention"] = attention
+        return attention
     raise AttributeError(f"module 'nvatom' has no attribute {name!r}")
 
 

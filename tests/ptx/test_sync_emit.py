@@ -32,6 +32,10 @@ def _cases() -> list[Case]:
                     SE.named_barrier_sync(k, b, c, target=target)))
     out.append(("bar.sync.reg", "bar.sync",
                 lambda k, target=None: SE.named_barrier_sync(k, "%r3", 128, target=target)))
+    for bid, cnt in ((1, 256), ("%r3", 256)):
+        out.append((f"bar.arrive.{bid}.{cnt}", "bar.arrive",
+                    lambda k, target=None, b=bid, c=cnt:
+                    SE.named_barrier_arrive(k, b, c, target=target)))
     for rank in (0, 1, "%r2"):
         out.append((f"mapa.{rank}", "mapa",
                     lambda k, target=None, r=rank: SE.mapa_shared_cluster(k, "%r1", r,
@@ -156,7 +160,9 @@ def test_gemm_uses_the_shared_emitters() -> None:
     (lambda k: SE.cvt_pack_f32(k, "e4m3", "%f1", "%f2"), "'e4m3'"),
     (lambda k: SE.cvt_pack_f32(k, "bf16", "%f1", "%f2", target="sm_75"), "sm_75"),
     (lambda k: SE.cvt_pack_f32(k, "bf16", None, "%f2"), "None"),
-    (lambda k: SE.spell("bar.arrive"), "'bar.arrive'"),
+    (lambda k: SE.spell("bar.red"), "'bar.red'"),
+    (lambda k: SE.named_barrier_arrive(k, 16, 256), "16"),
+    (lambda k: SE.named_barrier_arrive(k, 1, 100), "100"),
     (lambda k: SE.spell("cvt.pack"), "slots"),
 ])
 def test_errors_name_the_value(call: Callable[[Kernel], object], needle: str) -> None:

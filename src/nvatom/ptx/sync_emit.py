@@ -45,6 +45,7 @@ __all__ = [
     "check_target",
     "cvt_pack_f32",
     "mapa_shared_cluster",
+    "named_barrier_arrive",
     "named_barrier_sync",
     "setmaxnreg",
     "spell",
@@ -90,6 +91,9 @@ SYNC_INSTRS: dict[str, SyncInstr] = {
     "bar.sync": SyncInstr(
         "bar.sync", {}, None, 70, ("id", "count"),
         "named barrier: wait until `count` threads arrived at barrier `id`"),
+    "bar.arrive": SyncInstr(
+        "bar.arrive", {}, None, 70, ("id", "count"),
+        "named barrier: arrive at barrier `id` (of `count` threads) without waiting"),
     "mapa": SyncInstr(
         "mapa.shared::cluster.u32", {}, "cluster", 90, ("d", "addr", "rank"),
         "shared::cluster address of the variable at `addr` in CTA `rank` of the cluster"),
@@ -176,6 +180,19 @@ def named_barrier_sync(k: Kernel, bar_id: int | Reg | str, count: int, *,
         _int_in("bar.sync barrier id", bar_id, 0, 15)
     _int_in("bar.sync thread count", count, 32, 1024, 32)
     k.ins(spell("bar.sync"), bar_id, count)
+
+
+def named_barrier_arrive(k: Kernel, bar_id: int | Reg | str, count: int, *,
+                         target: Target | str | None = None) -> None:
+    """``bar.arrive bar_id, count``: arrive at named barrier ``bar_id`` without waiting (the
+    producer side of a producer/consumer hand-off; ``count`` as for ``bar.sync``)."""
+    check_target("bar.arrive", target)
+    if isinstance(bar_id, (Reg, str)):
+        _operand("bar.arrive barrier id", bar_id)
+    else:
+        _int_in("bar.arrive barrier id", bar_id, 0, 15)
+    _int_in("bar.arrive thread count", count, 32, 1024, 32)
+    k.ins(spell("bar.arrive"), bar_id, count)
 
 
 def mapa_shared_cluster(k: Kernel, addr: Operand, rank: Operand, *,

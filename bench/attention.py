@@ -1,0 +1,199 @@
+"""Attention forward throughput: nvatom.attention against every SDPA backend, one run.
+
+    PYTHONPATH=src python3 bench/attention.py [--rounds 5] [--out reports/bench/attention.json]
+        [--head-dims 64,128,256] [--seqlens 4096,16384] [--dtype bf16]
+
+Method (docs/perf.md, "Attention"):
+
+* shapes: head dim 64 / 128 / 256 with 32 / 16 / 8 heads (a model width of 2048), sequence
+  length 4096 (batch 4) and 16384 (batch 1), causal and not; q, k, v contiguous
+  (B, H, S, D), bf16, ``scale = 1/sqrt(D)``;
+* contenders, on the same inputs in the same process: ``nvatom`` (the user path
+  ``nvatom.attention(q, k, v, causal=)``: checks, output allocation, launch per call),
+  ``nvatom-direct`` (the same kernel through a launcher prepared once, ``prepare``),
+  ``nvatom-pingpong`` / ``nvatom-no-pingpong`` (the kernel with the other schedule than
+  the default's, prepared), and
+  ``torch.nn.functional.scaled_dot_product_attention`` restricted to each backend in turn
+  (``cudnn``, ``flash``, ``efficient``; ``math`` at 4k only: it materialises the B x H x S x S
+  score matrix);
+* one measurement = enough launches between one pair of CUDA events for ~20 ms; rounds are
+  interleaved and their order alternates, the median over rounds is reported with the
+  spread ((max - min) / median) and the best round;
+* TFLOP/s = 4 B H S^2 D / t (halved for causal: the work a causal kernel has to do);
+* ratio = nvatom / the fastest SDPA backend of the same shape in the same run;
+* before timing, nvatom's output is compared with cuDNN's (max |difference|).
+
+Writes ``reports/bench/attention.json`` (device, driver, torch, commit, date, rows) and
+prints a table.  No assertions about speed.  Commit from ``NVATOM_COMMIT`` where the tree
+has no git.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import functools
+import importlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+HEADS = {64: 32, 128: 16, 256: 8}
+BATCH = {4096: 4, 16384: 1}
+
+
+def _commit() -> str:
+    if os.environ.get("NVATOM_COMMIT"):
+        return os.environ["NVATOM_COMMIT"][:12]
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                             capture_output=True, text=True, check=False, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _driver() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,power.limit",
+                              "--format=csv,noheader"], capture_output=True, text=True,
+                             check=False, timeout=20)
+        return out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _time(torch: Any, fn: Any, iters: int) -> float:
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(iters):
+        fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) / iters / 1e3
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "attention.json"))
+    ap.add_argument("--head-dims", default="64,128,256")
+    ap.add_argument("--seqlens", default="4096,16384")
+    ap.add_argument("--dtype", default="bf16")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import nvatom
+
+    A = importlib.import_module("nvatom.attention")
+    K = importlib.import_module("nvatom.kernels.attention_sm90")
+    dt = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
+    props = torch.cuda.get_device_properties(0)
+
+    def sdpa(q: Any, k: Any, v: Any, causal: bool, be: Any) -> Any:
+        with sdpa_kernel([be]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    rows = []
+    for d in (int(x) for x in args.head_dims.split(",")):
+        for s in (int(x) for x in args.seqlens.split(",")):
+            for causal in (False, True):
+                b, h = BATCH[s], HEADS[d]
+                torch.manual_seed(0)
+                q, k, v = (torch.randn(b, h, s, d, dtype=dt, device="cuda") for _ in range(3))
+                flops = 4 * b * h * s * s * d / (2 if causal else 1)
+                p = A.check_inputs(q, k, v, causal=causal)
+                o = torch.empty_like(q)
+                lse = torch.empty(b, h, s, dtype=torch.float32, device="cuda")
+                cfg = K.default_config(args.dtype, d, causal)
+                fns: dict[str, Any] = {
+                    "nvatom": functools.partial(nvatom.attention, q, k, v, causal=causal),
+                    "nvatom-direct": A.prepare(q, k, v, o, lse, p, cfg),
+                }
+                alt = dataclasses.replace(cfg, pingpong=not cfg.pingpong)
+                fns["nvatom-" + ("pingpong" if alt.pingpong else "no-pingpong")] = A.prepare(
+                    q, k, v, torch.empty_like(q), torch.empty_like(lse), p, alt)
+                backends = [("cudnn", SDPBackend.CUDNN_ATTENTION),
+                            ("flash", SDPBackend.FLASH_ATTENTION),
+                            ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
+                if s <= 4096:
+                    backends.append(("math", SDPBackend.MATH))
+                ref = None
+                for name, be in backends:
+                    f = functools.partial(sdpa, q, k, v, causal, be)
+                    try:
+                        r = f()
+                    except RuntimeError as e:
+                        print(f"{name}: unavailable ({str(e)[:120]})")
+                        continue
+                    if name == "cudnn":
+                        ref = r
+                    fns[name] = f
+                torch.cuda.synchronize()
+                fns["nvatom-direct"]()
+                diff = (o.float() - ref.float()).abs().max().item() if ref is not None else None
+                for fn in fns.values():
+                    fn()
+                torch.cuda.synchronize()
+                times: dict[str, list[float]] = {n: [] for n in fns}
+                iters = {n: max(2, int(0.02 / max(_time(torch, fn, 1), 1e-6)))
+                         for n, fn in fns.items()}
+                names = list(fns)
+                for r_ in range(args.rounds):
+                    for n in (names if r_ % 2 == 0 else names[::-1]):
+                        times[n].append(_time(torch, fns[n], iters[n]))
+                res = {}
+                for n, ts in times.items():
+                    med = statistics.median(ts)
+                    res[n] = {"tflops": round(flops / med / 1e12, 1),
+                              "tflops_best": round(flops / min(ts) / 1e12, 1),
+                              "ms_median": round(med * 1e3, 4),
+                              "spread": round((max(ts) - min(ts)) / med, 4)}
+                sdpa_best = max((x["tflops"] for n, x in res.items()
+                                 if not n.startswith("nvatom")), default=None)
+                fastest = max(((x["tflops"], n) for n, x in res.items()
+                               if not n.startswith("nvatom")), default=(0, None))[1]
+                for n, x in res.items():
+                    if n.startswith("nvatom") and sdpa_best:
+                        x["ratio_to_fastest_sdpa"] = round(x["tflops"] / sdpa_best, 3)
+                row = {"head_dim": d, "seqlen": s, "batch": b, "heads": h, "causal": causal,
+                       "dtype": args.dtype, "config": cfg.name, "fastest_sdpa": fastest,
+                       "max_abs_diff_vs_cudnn": diff, "results": res}
+                rows.append(row)
+                print(f"d={d} S={s} B={b} H={h} causal={causal} (vs cuDNN {diff})")
+                for n, x in res.items():
+                    print(f"  {n:<16} {x['tflops']:>7.1f} TF/s  spread {x['spread']:.3f}  "
+                          f"{x.get('ratio_to_fastest_sdpa', '')}", flush=True)
+                fns.clear()
+                del q, k, v, o, lse, ref
+                torch.cuda.empty_cache()
+    report = {"device": props.name, "sms": props.multi_processor_count,
+              "driver_and_power_limit": _driver(), "torch": torch.__version__,
+              "commit": _commit(),
+              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "method": f"median of {args.rounds} interleaved rounds (order alternating), "
+                        "~20 ms of launches between one pair of CUDA events; TFLOP/s = "
+                        "4 B H S^2 D / t (/2 causal); ratio = nvatom / fastest SDPA backend "
+                        "of the same shape in the same run",
+              "rows": rows}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

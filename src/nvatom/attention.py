@@ -1,0 +1,264 @@
+"""``nvatom.attention(q, k, v)``: a FlashAttention forward on torch tensors, from nvatom's atoms.
+
+``out, lse = nvatom.attention(q, k, v, causal=False, scale=None)`` computes
+``softmax(scale * q @ k^T [+ causal mask]) @ v`` per (batch, head) and the row log-sum-exp
+``lse = log(sum(exp(scale * q @ k^T)))`` (natural log, float32), as
+``torch.nn.functional.scaled_dot_product_attention`` does its output:
+
+* ``q`` is (B, H, Sq, D); ``k`` and ``v`` are (B, Hkv, Sk, D) with ``H`` a multiple of
+  ``Hkv`` (grouped-query attention: query head ``h`` reads KV head ``h // (H / Hkv)``), all
+  bf16 or all f16 on one CUDA device of compute capability 9.0 (the kernel is
+  :mod:`nvatom.kernels.attention_sm90`: TMA + WGMMA).  D is 64, 128 or 256.
+* Any strides torch gives with a contiguous head dimension (stride 1) whose other strides are
+  multiples of 16 bytes and a 16-byte aligned base (TMA's rules): e.g. ``x.transpose(1, 2)``
+  of a (B, S, H, D) tensor.  Anything else is refused with :class:`AttentionError` naming
+  the tensor and the stride (pass ``x.contiguous()``).
+* ``causal``: the mask ``col <= row`` aligned at the top left, as SDPA's ``is_causal``.
+* ``scale``: defaults to ``1 / sqrt(D)``; a positive finite number.
+* Sequence lengths are any positive ints (the last tiles are masked / clipped).
+
+``out`` is a new contiguous (B, H, Sq, D) tensor of q's dtype and ``lse`` (B, H, Sq)
+float32.  The call runs on torch's current stream.  Bad input raises :class:`AttentionError`
+(a :class:`~nvatom.errors.NvatomError`); the checks (:func:`check_inputs`) need no GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import sys
+import types
+from typing import Any
+
+from nvatom.errors import NvatomError
+from nvatom.kernels import attention_sm90 as sm90
+from nvatom.runtime.launch import TensorMapCache
+from nvatom.runtime.torch_interop import TORCH_DTYPES
+
+__all__ = ["AttentionError", "AttentionProblem", "attention", "check_inputs", "prepare"]
+
+#: The largest element count of q or of the output: the kernel indexes them in 32 bits.
+MAX_ELEMENTS = 2**31 - 1
+_TMAPS = TensorMapCache(256)
+
+
+class AttentionError(NvatomError, ValueError):
+    """An attention call nvatom cannot run as asked (device, dtype, shapes, strides)."""
+
+
+class AttentionProblem:
+    """The checked shape of one call."""
+
+    __slots__ = ("batch", "causal", "device", "dtype", "group", "head_dim", "heads",
+                 "kv_heads", "scale", "seqlen_k", "seqlen_q")
+
+    def __init__(self, batch: int, heads: int, kv_heads: int, seqlen_q: int, seqlen_k: int,
+                 head_dim: int, dtype: str, device: int, causal: bool, scale: float) -> None:
+        self.batch, self.heads, self.kv_heads = batch, heads, kv_heads
+        self.seqlen_q, self.seqlen_k, self.head_dim = seqlen_q, seqlen_k, head_dim
+        self.dtype, self.device, self.causal, self.scale = dtype, device, causal, scale
+        self.group = heads // kv_heads if kv_heads else 1
+
+    def __repr__(self) -> str:
+        return (f"AttentionProblem(B={self.batch}, H={self.heads}, Hkv={self.kv_heads}, "
+                f"Sq={self.seqlen_q}, Sk={self.seqlen_k}, D={self.head_dim}, {self.dtype}, "
+                f"causal={self.causal}, scale={self.scale})")
+
+
+def _tensor(t: Any, name: str) -> tuple[str, tuple[int, ...], tuple[int, ...], int]:
+    """(dtype, shape, strides, device index) of a 4-D CUDA tensor, checked."""
+    if not (hasattr(t, "data_ptr") and hasattr(t, "stride") and hasattr(t, "shape")
+            and hasattr(t, "device") and hasattr(t, "dtype")):
+        raise AttentionError(f"{name} is a {type(t).__name__}, not a torch tensor: "
+                             "nvatom.attention takes torch CUDA tensors")
+    dev = t.device
+    if getattr(dev, "type", None) != "cuda":
+        raise AttentionError(f"{name} is on device '{dev}', not a CUDA device; move it with "
+                             f"{name}.cuda()")
+    dt = TORCH_DTYPES.get(str(t.dtype).removeprefix("torch."))
+    if dt not in sm90.DTYPES:
+        raise AttentionError(f"{name} has dtype {str(t.dtype).removeprefix('torch.')}; "
+                             "nvatom.attention takes bfloat16 or float16")
+    shape = tuple(int(x) for x in t.shape)
+    if len(shape) != 4:
+        raise AttentionError(f"{name} has shape {shape}: expected 4 dimensions "
+                             "(batch, heads, seqlen, head_dim)")
+    idx = getattr(dev, "index", None)
+    return dt, shape, tuple(int(x) for x in t.stride()), 0 if idx is None else int(idx)
+
+
+def _check_strides(t: Any, name: str, shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
+    if shape[3] > 1 and strides[3] != 1:
+        raise AttentionError(f"{name} has strides {strides}: the head dimension must be "
+                             f"contiguous (stride 1, got {strides[3]}); pass {name}.contiguous()")
+    for dim, what in ((0, "batch"), (1, "head"), (2, "sequence")):
+        if shape[dim] > 1 and (strides[dim] * 2) % 16:
+            raise AttentionError(
+                f"{name} has strides {strides}: its {what} stride ({strides[dim]} elements) is "
+                "not a multiple of 16 bytes (TMA); pass "
+                f"{name}.contiguous()")
+        if shape[dim] > 1 and strides[dim] <= 0:
+            raise AttentionError(f"{name} has strides {strides}: the {what} stride must be "
+                                 "positive")
+    if shape[2] > 1 and strides[2] < shape[3]:
+        raise AttentionError(f"{name} has strides {strides}: rows overlap (sequence stride "
+                             f"{strides[2]} < head_dim {shape[3]})")
+    if int(t.data_ptr()) % 16:
+        raise AttentionError(f"{name} starts at address 0x{int(t.data_ptr()):x}, not 16-byte "
+                             f"aligned (TMA); pass {name}.contiguous()")
+
+
+def check_inputs(q: Any, k: Any, v: Any, *, causal: bool = False,
+                 scale: float | None = None) -> AttentionProblem:
+    """Validate a call; raises :class:`AttentionError` naming what is wrong.  No GPU needed."""
+    if not isinstance(causal, bool):
+        raise AttentionError(f"causal = {causal!r} is not a bool")
+    dq, sq_, stq, devq = _tensor(q, "q")
+    dk, sk_, stk, devk = _tensor(k, "k")
+    dv, sv_, stv, devv = _tensor(v, "v")
+    if not dq == dk == dv:
+        raise AttentionError(f"q, k, v have dtypes {dq}, {dk}, {dv}; they must be one type")
+    if not devq == devk == devv:
+        raise AttentionError(f"q, k, v are on cuda:{devq}, cuda:{devk}, cuda:{devv}; they must "
+                             "share one device")
+    b, h, s_q, d = sq_
+    if sk_ != sv_:
+        raise AttentionError(f"k has shape {sk_} but v has {sv_}; they must match")
+    bk, hk, s_k, dk_ = sk_
+    if bk != b:
+        raise AttentionError(f"q has batch {b} but k and v have {bk}")
+    if dk_ != d:
+        raise AttentionError(f"q has head_dim {d} but k and v have {dk_}")
+    if d not in sm90.HEAD_DIMS:
+        raise AttentionError(f"head_dim {d} is not supported (nvatom.attention takes "
+                             f"{', '.join(map(str, sm90.HEAD_DIMS))})")
+    if hk < 1 or h % hk:
+        raise AttentionError(f"q has {h} heads and k, v have {hk}: the query heads must be a "
+                             "multiple of the KV heads (grouped-query attention)")
+    if s_k < 1 and s_q > 0:
+        raise AttentionError(f"k and v have sequence length {s_k}: at least one key is needed")
+    if b * h * max(s_q, 1) * d > MAX_ELEMENTS or b * hk * s_k * d > MAX_ELEMENTS:
+        raise AttentionError(f"q {sq_} / k {sk_} have more than 2^31 - 1 elements, the "
+                             "kernel's 32-bit index range")
+    for t, name, shape, st in ((q, "q", sq_, stq), (k, "k", sk_, stk), (v, "v", sv_, stv)):
+        _check_strides(t, name, shape, st)
+    if scale is None:
+        scale = 1.0 / math.sqrt(d)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) \
+            or not math.isfinite(scale) or scale <= 0:
+        raise AttentionError(f"scale = {scale!r} must be a positive finite number")
+    return AttentionProblem(b, h, hk, s_q, s_k, d, dq, devq, causal, float(scale))
+
+
+def _capability(device: int) -> tuple[int, int]:
+    import torch
+
+    hit = _caps.get(device)
+    if hit is None:
+        hit = _caps[device] = tuple(torch.cuda.get_device_capability(device))  # type: ignore
+    return hit
+
+
+_caps: dict[int, tuple[int, int]] = {}
+
+
+def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
+            config: sm90.AttentionSm90Config | None = None, *,
+            keep_tensors: bool = True) -> Any:
+    """A zero-argument callable that runs the kernel for checked tensors into ``out``
+    (contiguous (B, H, Sq, D), q's dtype) and ``lse`` (contiguous (B, H, Sq) float32) on
+    torch's current stream (benchmarks keep it; :func:`attention` caches them by pointers,
+    without ``keep_tensors``: the callable then holds addresses only)."""
+    import torch
+
+    from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
+    from nvatom.runtime.ptxas import assemble
+
+    cap = _capability(p.device)
+    if cap != (9, 0):
+        raise AttentionError(f"nvatom.attention needs compute capability 9.0 (sm_90a: WGMMA, "
+                             f"TMA), the tensors are on a {cap[0]}.{cap[1]} device")
+    cfg = config or sm90.default_config(p.dtype, p.head_dim, p.causal)
+    if (cfg.dtype, cfg.head_dim, cfg.causal) != (p.dtype, p.head_dim, p.causal):
+        raise AttentionError(f"config {cfg.name} does not fit {p!r}")
+    want = (p.batch, p.heads, p.seqlen_q, p.head_dim)
+    if tuple(out.shape) != want or not out.is_contiguous() or out.dtype != q.dtype:
+        raise AttentionError(f"out must be a contiguous {want} tensor of {q.dtype}")
+    if tuple(lse.shape) != want[:3] or not lse.is_contiguous() or lse.dtype != torch.float32:
+        raise AttentionError(f"lse must be a contiguous {want[:3]} float32 tensor")
+    maps = sm90.tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
+                                   for t in (q, k, v)))
+    raw = [_TMAPS.get(tm) for tm in maps]
+    f = load_function(cfg, lambda: assemble(sm90.build_attention_sm90(cfg).emit(),
+                                            "sm_90a").cubin,
+                      cfg.name, p.device, cfg.smem_bytes, False)
+    grid, block, smem = sm90.launch_geometry(cfg, p.batch, p.heads, p.seqlen_q)
+    params: list[Any] = [(ctypes.c_uint64 * 16).from_buffer_copy(r) for r in raw]
+    params += [ctypes.c_uint64(int(out.data_ptr())), ctypes.c_uint64(int(lse.data_ptr())),
+               ctypes.c_uint32(p.seqlen_q), ctypes.c_uint32(p.seqlen_k),
+               ctypes.c_uint32(p.heads), ctypes.c_uint32(p.group),
+               ctypes.c_float(sm90.scale_log2(p.scale))]
+    dev = p.device
+    return prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params,
+                                 lambda: torch.cuda.current_stream(dev).cuda_stream,
+                                 keep=(q, k, v, out, lse) if keep_tensors else None)
+
+
+def attention(q: Any, k: Any, v: Any, *, causal: bool = False,
+              scale: float | None = None) -> tuple[Any, Any]:
+    """``(out, lse)`` of scaled dot-product attention (module docstring).
+
+    Host cost: a call whose q, k, v match an earlier one in everything the checks read
+    (pointers, shapes, strides, dtypes, devices, ``causal``, ``scale``) skips the checks;
+    its launch (tensor maps encoded, arguments packed) is reused when the fresh ``out`` and
+    ``lse`` land at the addresses of an earlier call's (torch's caching allocator makes that
+    the common case in a loop).  Both caches are bounded and hold no tensors."""
+    key: tuple[Any, ...] | None
+    try:
+        key = (*((t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
+                 for t in (q, k, v)), type(causal), causal, type(scale), scale)
+        p = _problems.get(key)
+    except Exception:  # not tensors, or unhashable: the checks say what is wrong
+        key, p = None, None
+    if p is None:
+        p = check_inputs(q, k, v, causal=causal, scale=scale)
+        if key is not None:
+            _remember(_problems, key, p)
+    import torch
+
+    out = torch.empty((p.batch, p.heads, p.seqlen_q, p.head_dim), dtype=q.dtype,
+                      device=q.device)
+    lse = torch.empty((p.batch, p.heads, p.seqlen_q), dtype=torch.float32, device=q.device)
+    if out.numel() == 0:
+        return out, lse
+    lkey = None if key is None else (key, out.data_ptr(), lse.data_ptr())
+    run = _launches.get(lkey) if lkey is not None else None
+    if run is None:
+        run = prepare(q, k, v, out, lse, p, keep_tensors=False)
+        if lkey is not None:
+            _remember(_launches, lkey, run)
+    run()
+    return out, lse
+
+
+#: checked calls (q, k, v attributes, causal, scale) -> problem; and (that, out and lse
+#: addresses) -> prepared launch.  At most _MAX_CALLS each, oldest dropped first.
+_problems: dict[tuple[Any, ...], AttentionProblem] = {}
+_launches: dict[tuple[Any, ...], Any] = {}
+_MAX_CALLS = 128
+
+
+def _remember(cache: dict[tuple[Any, ...], Any], key: tuple[Any, ...], value: Any) -> None:
+    if len(cache) >= _MAX_CALLS:
+        del cache[next(iter(cache))]
+    cache[key] = value
+
+
+class _AttentionModule(types.ModuleType):
+    """This module, callable (as :mod:`nvatom.gemm`): calling it runs :func:`attention`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return attention(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _AttentionModule

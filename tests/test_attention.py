@@ -1,0 +1,202 @@
+"""The SM90 attention kernel on the CPU: the P retile against the PTX ISA's fragment formulas
+(written out here, independently of nvatom.atoms.wgmma_fragments), the shared-memory plan
+against the SW128 address formula, every configuration we ship assembled by ptxas for sm_90a
+(no spills, no stack), and bad input refused with AttentionError naming the value."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any
+
+import pytest
+
+from nvatom.errors import NvatomError
+from nvatom.kernels import attention_sm90 as K
+from nvatom.runtime.ptxas import assemble
+
+A = importlib.import_module("nvatom.attention")  # the module (nvatom.attention: the function)
+
+
+# ----------------------------------------------------------------------------- ISA formulas
+def _isa_d(thread: int, i: int) -> tuple[int, int]:
+    """PTX ISA, wgmma "Register Fragments", D (m64nN, f32): row, column of d_i."""
+    warp, lane = thread // 32, thread % 32
+    group, tig = lane // 4, lane % 4
+    return 16 * warp + group + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * tig + i % 2
+
+
+def _isa_a16(thread: int, reg: int, half: int) -> tuple[int, int]:
+    """PTX ISA, wgmma A in registers, 16-bit (m64k16): row, column of the ``half``-th element
+    (0: bits 0-15) of register ``reg`` (a0..a3)."""
+    warp, lane = thread // 32, thread % 32
+    group, tig = lane // 4, lane % 4
+    return 16 * warp + group + 8 * (reg % 2), 8 * (reg // 2) + 2 * tig + half
+
+
+@pytest.mark.parametrize("bn", [64, 128, 176])
+def test_p_retile_is_the_isa_packing(bn: int) -> None:
+    retile = K.p_retile(bn)
+    assert len(retile) == bn // 16
+    for t in (0, 1, 5, 31, 32, 77, 127):
+        where = {_isa_d(t, i): i for i in range(bn // 2)}
+        for kk in range(bn // 16):
+            for r in range(4):
+                for h in range(2):
+                    row, col = _isa_a16(t, r, h)
+                    assert retile[kk][r][h] == where[(row, col + 16 * kk)]
+    # ... which is the identity packing: A register r of K step kk = (S[8kk+2r], S[8kk+2r+1])
+    assert retile == tuple(tuple((8 * kk + 2 * r, 8 * kk + 2 * r + 1) for r in range(4))
+                           for kk in range(bn // 16))
+
+
+def _sw128(row: int, col: int, rows: int) -> int:
+    """Byte address of 16-bit (row, col) of a K-major tile stored as 64-column chunks of
+    ``rows`` x 128 bytes, each row's 16-byte units XOR-swizzled by row % 8 (SW128)."""
+    chunk, c = divmod(col, 64)
+    return chunk * rows * 128 + row * 128 + ((c * 2 // 16) ^ (row % 8)) * 16 + (c * 2) % 16
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_plan_matches_the_sw128_formula(d: int) -> None:
+    cfg = K.default_config("bf16", d)
+    plan = K.attention_plan(cfg)
+    bn = cfg.block_n
+    for r, c in ((0, 0), (5, 17), (64, 0), (127, d - 1), (9, 70 % d)):
+        assert plan.q_layout((r, c)) * 2 == _sw128(r, c, 128)
+    for r, c in ((0, 0), (bn - 1, d - 1), (13, 33)):
+        assert plan.k_layout((r, c)) * 2 == _sw128(r, c, bn)
+    # V is (N = d, K = bn) MN-major: element (n, k) in 64-wide chunks of bn rows (k) of 128 B
+    for n, kk in ((0, 0), (63, 1), (min(64, d - 1), 0), (d - 1, bn - 1)):
+        chunk, nn = divmod(n, 64)
+        want = chunk * bn * 128 + kk * 128 + ((nn * 2 // 16) ^ (kk % 8)) * 16 + (nn * 2) % 16
+        assert plan.v_layout((n, kk)) * 2 == want
+    assert plan.q_consumer_offset == 64 * 128
+    assert [dd.start_address for dd in plan.q_descs] == [_sw128(0, 16 * s, 128)
+                                                         for s in range(d // 16)]
+    assert [dd.start_address for dd in plan.v_descs] == [16 * s * 128 for s in range(bn // 16)]
+    assert {dd.sbo for dd in plan.q_descs + plan.k_descs + plan.v_descs} == {1024}
+
+
+_SHIPPED = [K.default_config(t, d, c) for t in ("bf16", "f16") for d in K.HEAD_DIMS
+            for c in (False, True)]
+
+
+_VARIANTS = [
+    dataclasses.replace(K.default_config("bf16", 128), pingpong=True),
+    dataclasses.replace(K.default_config("bf16", 128), overlap=False),
+    dataclasses.replace(K.default_config("bf16", 128), split_release=False, block_n=176),
+]
+
+
+@pytest.mark.parametrize("cfg", [*_SHIPPED, *_VARIANTS], ids=lambda c: c.name)
+def test_every_config_assembles_without_spills(cfg: K.AttentionSm90Config) -> None:
+    res = assemble(K.build_attention_sm90(cfg).emit(), "sm_90a").kernel(cfg.name)
+    assert res.spills == 0 and res.stack_frame == 0, res
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    (dict(dtype="f32"), "'f32'"),
+    (dict(head_dim=96), "96"),
+    (dict(block_n=100), "100"),
+    (dict(stages=1), "stages 1"),
+    (dict(head_dim=256, block_n=192, stages=4), "shared memory"),
+    (dict(overlap=False, pingpong=True), "pingpong"),
+    (dict(consumer_regs=256, producer_regs=32), "registers"),
+])
+def test_config_errors(kw: dict[str, Any], needle: str) -> None:
+    with pytest.raises(K.AttentionSm90Error) as ei:
+        K.AttentionSm90Config(**kw)
+    assert needle in str(ei.value)
+
+
+# ----------------------------------------------------------------------------- bad input
+@dataclasses.dataclass(frozen=True)
+class _Dev:
+    type: str
+    index: int = 0
+
+    def __str__(self) -> str:
+        return self.type if self.type == "cpu" else f"{self.type}:{self.index}"
+
+
+@dataclasses.dataclass
+class _Fake:
+    """What the checks read of a torch tensor."""
+
+    shape: tuple[int, ...]
+    dtype: str = "torch.bfloat16"
+    dev: str = "cuda"
+    strides: tuple[int, ...] | None = None
+    ptr: int = 1 << 20
+
+    @property
+    def device(self) -> Any:
+        return _Dev(self.dev)
+
+    def stride(self) -> tuple[int, ...]:
+        if self.strides is not None:
+            return self.strides
+        out, acc = [], 1
+        for n in reversed(self.shape):
+            out.append(acc)
+            acc *= n
+        return tuple(reversed(out))
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+def _qkv(**over: Any) -> dict[str, Any]:
+    t = {"q": _Fake((2, 8, 100, 128)), "k": _Fake((2, 2, 120, 128)),
+         "v": _Fake((2, 2, 120, 128))}
+    t.update(over)
+    return t
+
+
+def test_good_input_is_accepted() -> None:
+    p = A.check_inputs(**_qkv(), causal=True)
+    assert (p.batch, p.heads, p.kv_heads, p.group, p.seqlen_q, p.seqlen_k, p.head_dim) == \
+        (2, 8, 2, 4, 100, 120, 128)
+    assert p.scale == pytest.approx(128 ** -0.5)
+    # (B, S, H, D) storage seen as (B, H, S, D): the strides transpose() gives
+    q = _Fake((2, 8, 100, 128), strides=(100 * 8 * 128, 128, 8 * 128, 1))
+    assert A.check_inputs(**_qkv(q=q)).heads == 8
+
+
+@pytest.mark.parametrize(("over", "kw", "needle"), [
+    (dict(q=_Fake((2, 8, 100, 128), dev="cpu")), {}, "q is on device 'cpu'"),
+    (dict(k=_Fake((2, 2, 120, 128), dtype="torch.float32")), {}, "k has dtype float32"),
+    (dict(v=_Fake((2, 2, 120, 128), dtype="torch.float16")), {}, "bf16, bf16, f16"),
+    (dict(q=_Fake((8, 100, 128))), {}, "q has shape (8, 100, 128)"),
+    (dict(v=_Fake((2, 2, 121, 128))), {}, "v has (2, 2, 121, 128)"),
+    (dict(k=_Fake((3, 2, 120, 128)), v=_Fake((3, 2, 120, 128))), {}, "batch 2"),
+    (dict(k=_Fake((2, 2, 120, 64)), v=_Fake((2, 2, 120, 64))), {}, "head_dim 128 but"),
+    (dict(q=_Fake((2, 8, 100, 96)), k=_Fake((2, 2, 120, 96)), v=_Fake((2, 2, 120, 96))), {},
+     "head_dim 96 is not supported"),
+    (dict(k=_Fake((2, 3, 120, 128)), v=_Fake((2, 3, 120, 128))), {}, "8 heads and k, v have 3"),
+    (dict(q=_Fake((2, 8, 100, 128), strides=(204800, 25600, 1, 100))), {},
+     "head dimension must be contiguous"),
+    (dict(k=_Fake((2, 2, 120, 128), strides=(30736, 15362, 128, 1))), {},
+     "head stride (15362 elements)"),
+    (dict(v=_Fake((2, 2, 120, 128), ptr=(1 << 20) + 2)), {}, "not 16-byte aligned"),
+    (dict(q=[[1.0]]), {}, "q is a list"),
+    ({}, dict(scale=-1.0), "scale = -1.0"),
+    ({}, dict(scale=float("nan")), "scale = nan"),
+    ({}, dict(causal=1), "causal = 1"),
+])
+def test_bad_input_is_named(over: dict[str, Any], kw: dict[str, Any], needle: str) -> None:
+    with pytest.raises(A.AttentionError) as ei:
+        A.check_inputs(**_qkv(**over), **kw)
+    assert isinstance(ei.value, NvatomError)
+    assert needle in str(ei.value), str(ei.value)
+
+
+def test_nvatom_attention_is_lazy_and_callable() -> None:
+    import nvatom
+
+    # the function, or this module (callable) once nvatom.attention was imported as a module
+    assert nvatom.attention in (A.attention, A)
+    assert "attention" in nvatom.__all__
+    with pytest.raises(A.AttentionError, match="q is on device 'cpu'"):
+        A(**_qkv(q=_Fake((2, 8, 100, 128), dev="cpu")))
