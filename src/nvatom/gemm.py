@@ -45,10 +45,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from nvatom.errors import NvatomError
-from nvatom.gemm_providers import PROVIDERS as _BUILT_IN
-from nvatom.gemm_providers import Sm80Provider, Sm90Provider
-from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
 from nvatom.runtime.gemm_plan import (
+    OUT_DTYPES,
+    PLAIN_DTYPES,
     SCALED_DTYPES,
     GemmLaunch,
     GemmProblem,
@@ -57,7 +56,7 @@ from nvatom.runtime.gemm_plan import (
     default_operand_rules,
 )
 from nvatom.runtime.gemm_plan import capability_text as _cc
-from nvatom.runtime.launch import PackedParams, get_kernel
+from nvatom.runtime.launch import LaunchError, PackedParams, get_kernel
 from nvatom.runtime.torch_interop import (
     TensorArgumentError,
     TensorInfo,
@@ -66,15 +65,15 @@ from nvatom.runtime.torch_interop import (
 )
 
 __all__ = [
-    "PROVIDERS",
+    "PROVIDERS",  # noqa: F822 (module __getattr__)
     "GemmError",
     "GemmLaunch",
     "GemmProblem",
     "GemmProvider",
     "GemmRoute",
     "OperandRule",
-    "Sm80Provider",
-    "Sm90Provider",
+    "Sm80Provider",  # noqa: F822
+    "Sm90Provider",  # noqa: F822
     "explain",
     "gemm",
     "plan",
@@ -101,21 +100,57 @@ class GemmError(NvatomError, ValueError):
 
 
 #: The providers in dispatch order (:mod:`nvatom.gemm_providers`; :func:`register_provider`
-#: adds more).
-PROVIDERS: list[GemmProvider] = list(_BUILT_IN)
+#: adds more): ``PROVIDERS``, imported on first use (:func:`_providers`; the module attribute
+#: through :func:`__getattr__`), so a call launched from a recipe never imports the kernels.
+#: Tests may replace the module attribute (monkeypatch): dispatch reads it each time.
+_BUILT_IN_IDS: list[tuple[int, ...]] = []  # the built-in providers' ids, once imported
+
+
+def _providers() -> list[GemmProvider]:
+    """The registered providers, :data:`PROVIDERS` (the built-in ones imported on first
+    use)."""
+    got = globals().get("PROVIDERS")
+    if got is None:
+        from nvatom.gemm_providers import PROVIDERS as built_in
+
+        got = globals()["PROVIDERS"] = list(built_in)
+        _BUILT_IN_IDS.append(tuple(id(p) for p in built_in))
+    return got  # type: ignore[no-any-return]
+
+
+def _built_in_only() -> bool:
+    """No provider registered beyond the built-in ones (or none imported yet): recipes
+    stand for the built-in dispatch only."""
+    got = globals().get("PROVIDERS")
+    return got is None or tuple(id(p) for p in got) == _BUILT_IN_IDS[0]
+
+
+def __getattr__(name: str) -> Any:
+    """``PROVIDERS``, ``Sm80Provider``, ``Sm90Provider``: imported on first use."""
+    if name == "PROVIDERS":
+        return _providers()
+    if name in ("Sm80Provider", "Sm90Provider"):
+        import nvatom.gemm_providers as gp
+
+        return getattr(gp, name)
+    raise AttributeError(f"module 'nvatom.gemm' has no attribute {name!r}")
+
 #: (problem, capability, providers) -> (launch plan, target): gemm() plans a shape once.
 _plans: dict[tuple[Any, ...], tuple[GemmLaunch, str]] = {}
 
 
 def register_provider(provider: GemmProvider, *, first: bool = True) -> None:
     """Add a provider; ``first`` puts it ahead of the existing ones (more specific kernels)."""
-    if any(p.name == provider.name for p in PROVIDERS):
+    providers = _providers()
+    if any(p.name == provider.name for p in providers):
         raise GemmError(f"a GEMM provider named '{provider.name}' is already registered")
     if first:
-        PROVIDERS.insert(0, provider)
+        providers.insert(0, provider)
     else:
-        PROVIDERS.append(provider)
+        providers.append(provider)
     _calls.clear()  # a checked call may now dispatch elsewhere
+    _fresh_calls.clear()
+    _recipes.clear()
 
 
 def plan(problem: GemmProblem, capability: tuple[int, int],
@@ -123,10 +158,11 @@ def plan(problem: GemmProblem, capability: tuple[int, int],
     """The launch plan and target of the first provider that supports ``problem`` (memoized
     when ``providers`` is the registered list)."""
     if providers is None:
-        key = (problem, tuple(capability), tuple(id(p) for p in PROVIDERS))
+        providers = _providers()
+        key = (problem, tuple(capability), tuple(id(p) for p in providers))
         hit = _plans.get(key)
         if hit is None:
-            hit = _plans[key] = plan(problem, capability, PROVIDERS)
+            hit = _plans[key] = plan(problem, capability, providers)
         return hit
     for p in providers:
         if p.supports(problem, capability):
@@ -181,7 +217,7 @@ def route(a: TensorInfo, b: TensorInfo, out: TensorInfo, problem: GemmProblem,
         launch, target = plan(problem, capability)
     else:
         launch, target = _plan_with(problem, capability, provider)
-    chosen = next((p for p in PROVIDERS if p.name == launch.provider), None)
+    chosen = next((p for p in _providers() if p.name == launch.provider), None)
     rules_of = getattr(chosen, "operand_rules", None)
     rules = rules_of(problem) if rules_of is not None else default_operand_rules(problem)
     infos, staged, why = {}, [], []
@@ -225,7 +261,7 @@ def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
     GPU (duck-typed tensors suffice)."""
     if acc not in ACC_TYPES:
         raise GemmError(f"acc='{acc}': the accumulator type is one of {', '.join(ACC_TYPES)}")
-    in_dtypes = (*IN_DTYPES, *SCALED_DTYPES)
+    in_dtypes = (*PLAIN_DTYPES, *SCALED_DTYPES)
     # Alignment is each provider's rule (OperandRule): an operand a kernel cannot take where
     # it lies is staged through an aligned copy (route), never refused.
     ai = check_matrix(a, "a", dtypes=in_dtypes, majors=("row", "col"), align_bytes=1)
@@ -378,28 +414,41 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     (``b = b_rowmajor.t().contiguous().t()``); K a multiple of 16, N of 8 (TMA's 16-byte rule).
 
     Host cost: a call whose operands match an earlier one in everything the checks read
-    (pointers, shapes, strides, dtypes, devices; ``out`` given) skips the checks and goes
-    straight to its prepared launcher and packed arguments (:data:`_calls`, bounded); any
-    other call is checked, then planned (memoized per problem and device), its launcher
-    prepared (per plan) and its arguments packed with their encoded tensor maps (bounded LRU
-    per pointers and strides); then one ``cuLaunchKernelEx``.
+    (pointers, shapes, strides, dtypes, devices; ``out``'s too when given) skips the checks
+    and goes straight to its prepared launcher and packed arguments (:data:`_calls` with
+    ``out``, :data:`_fresh_calls` without: there a fresh output is allocated and its
+    argument block looked up by its address, bounded LRU); any other call is checked, then
+    planned (memoized per problem and device), its launcher prepared (per plan) and its
+    arguments packed with their encoded tensor maps (bounded LRU per pointers and strides);
+    then one ``cuLaunchKernelEx``.  The first call of a problem class in a process launches
+    from the class's recipe when the disk cache has one (:mod:`nvatom.runtime.gemm_recipe`:
+    no kernel module is imported); planning a class writes its recipe.
     """
     key: tuple[Any, ...] | None = None
-    if out is not None:
-        try:
-            key = (a.data_ptr(), b.data_ptr(), out.data_ptr(), a.shape, b.shape, out.shape,
-                   a.stride(), b.stride(), out.stride(), a.dtype, b.dtype, out.dtype,
-                   a.device, b.device, out.device, acc, provider, fast_accum)
-            if scale_a is not None or scale_b is not None:  # bf16/f16 calls pay nothing
-                key += (_scale_key(scale_a), _scale_key(scale_b))
-            hit = _calls.get(key)
-        except Exception:  # not tensors, or unhashable: the checks below say what is wrong
-            key = hit = None
-        if hit is not None:
-            import torch
+    try:
+        key = (a.data_ptr(), b.data_ptr(), a.shape, b.shape, a.stride(), b.stride(), a.dtype,
+               b.dtype, a.device, b.device, acc, provider, fast_accum)
+        if out is not None:
+            key += (out.data_ptr(), out.shape, out.stride(), out.dtype, out.device)
+        if scale_a is not None or scale_b is not None:  # bf16/f16 calls pay nothing
+            key += (_scale_key(scale_a), _scale_key(scale_b))
+        hit = _calls.get(key) if out is not None else _fresh_calls.get(key)
+    except Exception:  # not tensors, or unhashable: the checks below say what is wrong
+        key = hit = None
+    if hit is not None:
+        import torch
 
+        if out is not None:
             hit[0](hit[1], torch.cuda.current_stream(hit[2]).cuda_stream)
             return out
+        run, packer, ai, bi, problem, scales, odt, dev, _ = hit
+        out = torch.empty((problem.m, problem.n), dtype=odt, device=a.device)
+        oi = TensorInfo("out", out.data_ptr(), problem.out_dtype, (problem.m, problem.n),
+                        (problem.n, 1), dev, "row")
+        run(packer.packed(ai, bi, oi, problem, scales),
+            torch.cuda.current_stream(dev).cuda_stream)
+        return out
+    fresh = out is None
     # DLPack arrays (CuPy, ...) as torch tensors sharing their memory (not call-cached)
     a, b, out = from_dlpack(a), from_dlpack(b), from_dlpack(out)
     scale_a, scale_b = from_dlpack(scale_a), from_dlpack(scale_b)
@@ -421,29 +470,110 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     cap = _capabilities.get(dev)
     if cap is None:
         cap = _capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
-    r = route(ai, bi, oi, problem, cap, provider)  # type: ignore[arg-type]
-    launch = r.launch
-    run = _launchers.get((id(launch), dev))
-    if run is None or run[0] is not launch:
-        kernel = get_kernel(launch.source, r.target, device=dev)
-        run = (launch, kernel.launcher(launch.grid, launch.block, shmem=launch.shmem,
-                                       cluster=launch.cluster))
-        _launchers[(id(launch), dev)] = run
     scales = keep = None
     if problem.in_dtype in SCALED_DTYPES:
         sa, sb = _scale_tensor(scale_a, dev), _scale_tensor(scale_b, dev)
         scales, keep = (int(sa.data_ptr()), int(sb.data_ptr())), (sa, sb)
     stream = torch.cuda.current_stream(dev).cuda_stream
-    if r.staged:
-        _run_staged(r, run[1], {"a": a, "b": b, "out": out}, problem, scales, stream)
-        return out  # not call-cached: the staging buffers are made per call
-    params = launch.packed(r.a, r.b, r.out, problem, scales)
-    run[1](params, stream)
+    fast = _from_recipe(problem, cap, dev, (ai, bi, oi)) if provider is None else None
+    if fast is not None:
+        packer: Any = fast
+        run = fast.launcher(problem.m, problem.n)
+    else:
+        r = route(ai, bi, oi, problem, cap, provider)  # type: ignore[arg-type]
+        launch = r.launch
+        cached = _launchers.get((id(launch), dev))
+        if cached is None or cached[0] is not launch:
+            kernel = get_kernel(launch.source, r.target, device=dev, backend="driver")
+            cached = (launch, kernel.launcher(launch.grid, launch.block, shmem=launch.shmem,
+                                              cluster=launch.cluster))
+            _launchers[(id(launch), dev)] = cached
+        run = cached[1]
+        if r.staged:
+            _run_staged(r, run, {"a": a, "b": b, "out": out}, problem, scales, stream)
+            return out  # not call-cached: the staging buffers are made per call
+        if provider is None:
+            _record_recipe(r, problem, cap)
+        packer, ai, bi, oi = launch, r.a, r.b, r.out
+    params = packer.packed(ai, bi, oi, problem, scales)
+    run(params, stream)
     if key is not None:
-        if len(_calls) >= _MAX_CALLS:
-            del _calls[next(iter(_calls))]  # the oldest entry
-        _calls[key] = (run[1], params, dev, keep)  # keep: scale tensors made from floats
+        calls = _fresh_calls if fresh else _calls
+        if len(calls) >= _MAX_CALLS:
+            del calls[next(iter(calls))]  # the oldest entry
+        if fresh:
+            calls[key] = (run, packer, ai, bi, problem, scales, out.dtype, dev, keep)
+        else:
+            calls[key] = (run, params, dev, keep)  # keep: scale tensors made from floats
     return out
+
+
+def _problem_class(problem: GemmProblem) -> tuple[tuple[str, Any], ...]:
+    """Every field of ``problem`` but its sizes: what a recipe stands for."""
+    return tuple((f.name, getattr(problem, f.name)) for f in dataclasses.fields(problem)
+                 if f.name not in ("m", "n", "k"))
+
+
+def _sm_count(device: int) -> int:
+    import torch
+
+    return int(torch.cuda.get_device_properties(device).multi_processor_count)
+
+
+def _from_recipe(problem: GemmProblem, cap: tuple[int, ...], dev: int,
+                 infos: tuple[TensorInfo, ...]) -> Any:
+    """The :class:`~nvatom.runtime.gemm_recipe.RecipeLaunch` that runs ``problem`` where its
+    operands lie, or None (then :func:`route` plans it).  A problem class's recipe is read
+    from disk only while the providers are not imported yet (once they are, planning is as
+    cheap), once per process."""
+    rk = (_problem_class(problem), cap, dev)
+    hit = _recipes.get(rk, _MISSING)
+    if hit is _MISSING:
+        hit = None
+        if "nvatom.gemm_providers" not in sys.modules and _built_in_only():
+            from nvatom.runtime import gemm_recipe as gr
+
+            rec = gr.load_recipe(gr.recipe_key(rk[0], cap, _sm_count(dev)))
+            if rec is not None:
+                try:
+                    rules = {n: OperandRule(**rec["rules"][n]) for n in ("a", "b", "out")}
+                    hit = (gr.RecipeLaunch(rec, dev), rules)
+                except (LaunchError, KeyError, TypeError, ValueError):
+                    hit = None  # a recipe we cannot use: plan instead
+        _recipes[rk] = hit
+    if hit is None:
+        return None
+    fast, rules = hit
+    if not fast.accepts(problem.m, problem.n, problem.k):
+        return None
+    for t, name in zip(infos, ("a", "b", "out"), strict=True):
+        if t.lines <= 1 or rules[name].violation(t) is not None:
+            return None
+    return fast
+
+
+def _record_recipe(r: GemmRoute, problem: GemmProblem, cap: tuple[int, ...]) -> None:
+    """Write the recipe of ``r``'s problem class (once per process and class) when its
+    launch can state one and only the built-in providers are registered."""
+    rk = (_problem_class(problem), cap, r.a.device)
+    if rk in _recorded or not _built_in_only():
+        return
+    _recorded.add(rk)
+    recipe_of = getattr(r.launch, "recipe", None)
+    if recipe_of is None or min(r.a.lines, r.b.lines, r.out.lines) <= 1:
+        return
+    from nvatom.runtime import gemm_recipe as gr
+    from nvatom.runtime.launch import kernel_disk_key
+
+    rec = recipe_of(r.a, r.b, r.out, problem)
+    if rec is None:
+        return
+    src = r.launch.source
+    rec["kernel"] = {"source_key": src.key, "name": src.name,
+                     "params": [list(p) for p in src.params], "target": r.target,
+                     "disk_key": kernel_disk_key(src, r.target)}
+    rec["rules"] = {n: dataclasses.asdict(rule) for n, rule in r.rules.items()}
+    gr.save_recipe(gr.recipe_key(rk[0], cap, int(rec["tiles"]["sms"])), rec)
 
 
 def _staging_buffer(t: TensorInfo, like: Any, rule: OperandRule) -> Any:
@@ -515,16 +645,25 @@ def _plan_with(problem: GemmProblem, capability: tuple[int, int],
     hit = _named_plans.get(key)
     if hit is not None:
         return hit
-    chosen = [_provider_named(name, PROVIDERS)]
+    chosen = [_provider_named(name, _providers())]
     hit = _named_plans[key] = plan(problem, capability, chosen)
     return hit
 
 
 _named_plans: dict[tuple[Any, ...], tuple[GemmLaunch, str]] = {}
-#: checked calls: (pointers, shapes, strides, dtypes, devices, acc, provider[, scales]) ->
-#: (launcher, packed arguments, device, scale tensors kept alive); at most _MAX_CALLS, oldest
-#: dropped first.
+#: checked calls with ``out``: (pointers, shapes, strides, dtypes, devices, acc, provider,
+#: fast_accum, out's pointer, shape, stride, dtype, device[, scales]) -> (launcher, packed
+#: arguments, device, scale tensors kept alive); at most _MAX_CALLS, oldest dropped first.
 _calls: dict[tuple[Any, ...], tuple[Any, PackedParams, int, Any]] = {}
+#: checked calls without ``out`` (the same key without out's part) -> (launcher, argument
+#: packer, a's and b's TensorInfo, problem, scale addresses, output dtype, device, scale
+#: tensors kept alive): a call allocates its output and packs by its address (LRU).
+_fresh_calls: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+#: (problem class, capability, device) -> (RecipeLaunch, operand rules) or None.
+_recipes: dict[tuple[Any, ...], Any] = {}
+#: the problem classes whose recipe this process has written.
+_recorded: set[tuple[Any, ...]] = set()
+_MISSING = object()
 #: (float value, device) -> float32 one-element CUDA tensor: scales given as numbers.  A call
 #: cache entry keeps its own tensors alive, so dropping one here never frees a live argument.
 _scale_tensors: dict[tuple[float, int], Any] = {}

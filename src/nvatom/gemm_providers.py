@@ -17,6 +17,7 @@ import ctypes
 import dataclasses
 import functools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from nvatom.arch import target as arch_target
@@ -189,21 +190,107 @@ class Sm90Provider:
         source = KernelSource(repr(cfg), cfg.name, sm90.kernel_params(cfg),
                               lambda t, c=cfg: sm90.build_gemm_sm90(c, t).emit())
 
+        arg_names = _ARGS + (_SCALE_ARGS if cfg.fp8 else ())
+        provider = self.name
+
         @dataclasses.dataclass(frozen=True)
         class Sm90Launch(GemmLaunch):
             def args(self, a: Any, b: Any, d: Any, p: Any,
                      scales: tuple[int, int] | None = None) -> list[Any]:
                 s = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
                                           lda=a.ld, ldb=b.ld, ldd=d.ld)
-                maps = [ByValue(TENSOR_MAPS.get(tm)) for tm in s.tensor_maps]
-                if not cfg.fp8:
-                    return [*maps, p.m, p.n, p.k]
-                if scales is None:
+                if cfg.fp8 and scales is None:
                     raise sm90.GemmSm90Error("an FP8 launch needs the scale_a, scale_b addresses")
-                return [*maps, p.m, p.n, p.k, *scales]
+                sizes = {"m": p.m, "n": p.n, "k": p.k}
+                out: list[Any] = []
+                for item in arg_names:
+                    if item.startswith("map:"):
+                        out.append(ByValue(TENSOR_MAPS.get(s.tensor_maps[int(item[4:])])))
+                    elif item in _SCALE_ARGS:
+                        out.append(scales[_SCALE_ARGS.index(item)])  # type: ignore[index]
+                    else:
+                        out.append(sizes[item])
+                return out
+
+            def recipe(self, a: Any, b: Any, d: Any, p: Any) -> dict[str, Any] | None:
+                """This launch as data (:mod:`nvatom.runtime.gemm_recipe`) for any sizes of
+                the problem class, or None when the symbolic maps do not reproduce the
+                spec at ``p``'s sizes and ``a``, ``b``, ``d``'s leading dimensions."""
+                return _sm90_recipe(cfg, sms, self, arg_names, provider, a, b, d, p)
 
         cluster = spec.cluster if cfg.cluster_m > 1 else None
         return Sm90Launch(source, spec.grid, spec.block, spec.smem_bytes, cluster, self.name)
+
+
+#: The SM90 kernel's arguments by name: the three tensor maps (A, B, D) of its launch spec,
+#: then M, N, K (then the FP8 scales' addresses): one list for the launch and its recipe.
+_ARGS = ("map:0", "map:1", "map:2", "m", "n", "k")
+_SCALE_ARGS = ("scale_a", "scale_b")
+#: Probe values of the recipe's symbols: pairwise distinct, and far from every constant of a
+#: tensor map (boxes, element strides, codes), so a dimension or stride equal to one of them
+#: is that symbol.  Sizes and pitches meet TMA's 16-byte rule for every element width.
+_PROBE = {"m": 700_001, "n": 16 * 52_433, "k": 16 * 40_961, "a": 1 << 40, "b": 2 << 40,
+          "out": 3 << 40}
+_PROBE_PAD = {"lda": 16 * 7, "ldb": 16 * 11, "ldd": 16 * 13}
+
+
+def _symbolic(value: int, env: dict[str, int], names: Sequence[str],
+              factors: Sequence[int] = (1,)) -> Any:
+    for name in names:
+        for f in factors:
+            if value == env[name] * f:
+                return {"sym": name, "times": f} if f != 1 else {"sym": name}
+    return value
+
+
+def _sm90_recipe(cfg: Any, sms: int, launch: GemmLaunch, arg_names: Sequence[str],
+                 provider: str, a: Any, b: Any, d: Any, p: Any) -> dict[str, Any] | None:
+    """The recipe of an SM90 launch: the tensor maps of the launch spec at probe sizes
+    (:data:`_PROBE`), each dimension and stride replaced by the symbol it equals, checked
+    against the spec at the call's own sizes."""
+    from nvatom.runtime.gemm_recipe import evaluate_maps
+
+    env = dict(_PROBE)
+    env["lda"] = env["k"] + _PROBE_PAD["lda"]
+    env["ldb"] = env["k" if cfg.b_major == "K" else "n"] + _PROBE_PAD["ldb"]
+    env["ldd"] = env["n"] + _PROBE_PAD["ldd"]
+    spec = sm90.gemm_sm90_launch_spec(cfg, env["m"], env["n"], env["k"], env["a"], env["b"],
+                                      env["out"], sms, lda=env["lda"], ldb=env["ldb"],
+                                      ldd=env["ldd"])
+    maps = []
+    for tm in spec.tensor_maps:
+        args = tm.driver_args()
+        if tm.kind != "tiled":
+            return None
+        operand = _symbolic(args.pop("globalAddress"), env, ("a", "b", "out"))
+        if not isinstance(operand, dict):
+            return None
+        dims = [_symbolic(v, env, ("m", "n", "k")) for v in args.pop("globalDim")]
+        strides = [_symbolic(v, env, ("lda", "ldb", "ldd"), (1, 2, 4))
+                   for v in args.pop("globalStrides")]
+        maps.append({"operand": operand["sym"], "dims": dims, "strides": strides,
+                     "fixed": {k: list(v) if isinstance(v, tuple) else v
+                               for k, v in args.items()}})
+    real = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
+                                      lda=a.ld, ldb=b.ld, ldd=d.ld)
+    got = evaluate_maps(maps, {"m": p.m, "n": p.n, "k": p.k, "lda": a.ld, "ldb": b.ld,
+                               "ldd": d.ld, "a": a.ptr, "b": b.ptr, "out": d.ptr})
+    want = [tm.driver_args() for tm in real.tensor_maps]
+    if [{k: tuple(v) if isinstance(v, list) else v for k, v in g.items()} for g in got] != \
+            [{k: tuple(v) if isinstance(v, list) else v for k, v in w.items()} for w in want]:
+        return None
+    if tuple(real.grid) != tuple(launch.grid):
+        return None
+    pitch = [["k", cfg.in_bytes]] + ([["n", cfg.in_bytes]] if cfg.b_major == "MN" else []) \
+        + [["n", cfg.out_bytes]]
+    return {
+        "provider": provider, "args": list(arg_names), "maps": maps,
+        "block": list(launch.block), "shmem": launch.shmem,
+        "cluster": None if launch.cluster is None else list(launch.cluster),
+        "tiles": {"block_m": cfg.block_m, "block_n": cfg.block_n, "cluster_m": cfg.cluster_m,
+                  "persistent": cfg.persistent, "sms": sms},
+        "accepts": {"pitch": pitch, "max_tiles": sm90._MAX_TILES},
+    }
 
 
 #: Dispatch order: the SM90 kernel where it runs, else the SM80 one.

@@ -21,6 +21,8 @@ from nvatom.runtime.torch_interop import ELEMENT_BYTES, TensorInfo
 
 __all__ = [
     "MAX_GRID_X",
+    "OUT_DTYPES",
+    "PLAIN_DTYPES",
     "SCALED_DTYPES",
     "SCALE_MODES",
     "GemmLaunch",
@@ -33,6 +35,12 @@ __all__ = [
 
 #: Operand types taken with scales (FP8; either type on either side).
 SCALED_DTYPES = ("e4m3", "e5m2")
+#: The unscaled operand types and the output types ``nvatom.gemm`` takes (those of the SM80
+#: kernel, which runs every problem of them: ``nvatom.kernels.gemm_sm80.IN_DTYPES`` /
+#: ``OUT_DTYPES``, checked equal in tests/runtime/test_gemm_recipe.py); here so the checks
+#: need no kernel module.
+PLAIN_DTYPES = ("bf16", "f16")
+OUT_DTYPES = ("bf16", "f16", "f32")
 #: How FP8 scales apply: one f32 per operand ("tensor") or one per row of A and column of B.
 SCALE_MODES = ("tensor", "row")
 #: gridDim.x's limit (CUDA C++ Programming Guide, "Compute Capabilities": 2^31 - 1).

@@ -68,6 +68,8 @@ __all__ = [
     "clear_memory_cache",
     "get_kernel",
     "kernel_cache_dir",
+    "kernel_disk_key",
+    "load_cached_kernel",
     "pack_args",
     "param_decl",
     "params_of",
@@ -323,6 +325,17 @@ def clear_memory_cache() -> None:
     _loaded.clear()
 
 
+def kernel_disk_key(source: KernelSource, target: str) -> str:
+    """The disk-cache key of ``source``'s cubin for ``target`` (code fingerprint, ptxas
+    build, target and the source's key)."""
+    return _disk_key(source, target, ptxas.find_ptxas(target).build)
+
+
+def _entry_path(key: str) -> Path | None:
+    d = kernel_cache_dir()
+    return None if d is None else d / key[:2] / f"{key}.entry"
+
+
 def build_cubin(source: KernelSource, target: str) -> tuple[bytes, bool]:
     """The cubin of ``source`` for ``target`` and whether it came from a cache."""
     mkey = (source.key, target)
@@ -330,8 +343,7 @@ def build_cubin(source: KernelSource, target: str) -> tuple[bytes, bool]:
         return _cubins[mkey], True
     tool = ptxas.find_ptxas(target)
     key = _disk_key(source, target, tool.build)
-    d = kernel_cache_dir()
-    path = None if d is None else d / key[:2] / f"{key}.entry"
+    path = _entry_path(key)
     if path is not None:
         got = ptxas.read_entry(path, key, elf=True)  # a bad file is removed and rebuilt
         if got is not None and got[0].get("name") == source.name:
@@ -351,6 +363,30 @@ def build_cubin(source: KernelSource, target: str) -> tuple[bytes, bool]:
         except OSError:
             pass  # a read-only or full disk only costs speed
     return res.cubin, False
+
+
+def load_cached_kernel(source: KernelSource, target: str, disk_key: str,
+                       device: int) -> LoadedKernel | None:
+    """``source`` loaded on ``device`` through the driver (``cuModuleLoadData``) from the
+    disk-cache entry ``disk_key`` (:func:`kernel_disk_key`, recorded earlier), without
+    building, assembling or fingerprinting anything; None when that entry is missing or
+    fails its checks (the caller then takes :func:`get_kernel`).  The kernel joins the memory
+    caches as :func:`get_kernel` with ``backend="driver"`` would have made it."""
+    key = (source.key, target, device, "driver")
+    hit = _loaded.get(key)
+    if hit is not None:
+        return hit
+    cubin = _cubins.get((source.key, target))
+    if cubin is None:
+        path = _entry_path(disk_key)
+        got = None if path is None else ptxas.read_entry(path, disk_key, elf=True)
+        if got is None or got[0].get("name") != source.name:
+            return None
+        cubin = got[1]
+        _cubins[(source.key, target)] = cubin
+    kernel = LoadedKernel(source, target, cubin, device, "driver")
+    _loaded[key] = kernel
+    return kernel
 
 
 # --------------------------------------------------------------------------- driver helpers
