@@ -157,18 +157,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--base-src", type=Path, default=None)
     ap.add_argument("--dtypes", default="bf16,e4m3")
+    ap.add_argument("--quick", action="store_true",
+                    help="warm-same, warm-new-shape and base-warm-same only")
+    ap.add_argument("--no-compileall", action="store_true",
+                    help="do not byte-compile the trees first (an installed package has "
+                         "its .pyc files; a fresh checkout compiles them on first import)")
     ap.add_argument("--out", type=Path, default=ROOT / "reports/bench/gemm_first_call.json")
     args = ap.parse_args(argv)
     import torch
 
     src = ROOT / "src"
+    if not args.no_compileall:
+        for tree in (src, args.base_src):
+            if tree is not None:
+                subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree)],
+                               check=False, capture_output=True)
     shape, new_shape = (4096, 4096, 4096), (3000, 2048, 1024)
     result: dict[str, Any] = {
         "device": torch.cuda.get_device_name(), "torch": torch.__version__,
         "commit": _commit(), "date": datetime.datetime.now(datetime.UTC).isoformat(),
         "python": sys.version.split()[0], "shape": list(shape), "new_shape": list(new_shape),
         "method": "fresh process per first call; clock: import nvatom + first gemm + sync, "
-                  "after torch import and tensor setup", "scenarios": {}}
+                  "after torch import and tensor setup",
+        "bytecode": "not compiled first (every process compiles nvatom's modules)"
+                    if args.no_compileall else "compileall before the runs (as installed)",
+        "scenarios": {}}
     rows = []
     for dtype in args.dtypes.split(","):
         tmp = Path(tempfile.mkdtemp(prefix="nvatom-first-"))
@@ -178,25 +191,27 @@ def main(argv: list[str] | None = None) -> int:
                                     for _ in range(args.reps)])
         sc["warm-new-shape"] = _summary([_child(src, tmp, "first", dtype, new_shape)
                                          for _ in range(args.reps)])
-        prof_warm = _child(src, tmp, "profile", dtype, shape)
-        hot = _child(src, tmp, "hot", dtype, (512, 512, 512))
-        sc["hot"] = {k: v for k, v in hot.items() if k.startswith(("host_us", "new_shape",
-                                                                    "no_out"))}
-        _remove_recipes(tmp)
-        sc["no-recipe"] = _summary([_child(src, tmp, "first", dtype, shape)
-                                    for _ in range(args.reps)])
-        _remove_recipes(tmp)
-        prof_plan = _child(src, tmp, "profile", dtype, shape)
-        sc["profile_warm_same"] = prof_warm.get("profile", "")
-        sc["profile_no_recipe"] = prof_plan.get("profile", "")
-        if args.base_src is not None:
+        if not args.quick:
+            prof_warm = _child(src, tmp, "profile", dtype, shape)
+            hot = _child(src, tmp, "hot", dtype, (512, 512, 512))
+            sc["hot"] = {k: v for k, v in hot.items()
+                         if k.startswith(("host_us", "new_shape", "no_out"))}
+            _remove_recipes(tmp)
+            sc["no-recipe"] = _summary([_child(src, tmp, "first", dtype, shape)
+                                        for _ in range(args.reps)])
+            _remove_recipes(tmp)
+            prof_plan = _child(src, tmp, "profile", dtype, shape)
+            sc["profile_warm_same"] = prof_warm.get("profile", "")
+            sc["profile_no_recipe"] = prof_plan.get("profile", "")
+        if args.base_src is not None and (dtype == "bf16" or not args.quick):
             btmp = Path(tempfile.mkdtemp(prefix="nvatom-first-base-"))
             _child(args.base_src, btmp, "first", dtype, shape)
             sc["base-warm-same"] = _summary([_child(args.base_src, btmp, "first", dtype, shape)
                                              for _ in range(args.reps)])
-            bhot = _child(args.base_src, btmp, "hot", dtype, (512, 512, 512))
-            sc["base-hot"] = {k: v for k, v in bhot.items()
-                              if k.startswith(("host_us", "new_shape", "no_out"))}
+            if not args.quick:
+                bhot = _child(args.base_src, btmp, "hot", dtype, (512, 512, 512))
+                sc["base-hot"] = {k: v for k, v in bhot.items()
+                                  if k.startswith(("host_us", "new_shape", "no_out"))}
         result["scenarios"][dtype] = sc
         for name, v in sc.items():
             if isinstance(v, dict) and "first_call_ms_median" in v:

@@ -14,8 +14,10 @@ share with this module (:class:`GemmProblem`, :class:`GemmLaunch`, :class:`Opera
 :func:`register_provider` adds another provider.
 
 FP8: e4m3 or e5m2 on either side, with per-tensor scales (``scale_a``, ``scale_b``: float32
-one-element CUDA tensors as ``torch._scaled_mm`` takes, or Python numbers) or row-wise ones
-(``scale_a`` (M, 1), ``scale_b`` (1, N) float32; the mode follows the shapes), gives
+one-element CUDA tensors as ``torch._scaled_mm`` takes, or Python numbers), row-wise ones
+(``scale_a`` (M, 1), ``scale_b`` (1, N) float32) or block scales (``scale_a`` (M,
+ceil(K/128)), ``scale_b`` (ceil(K/128), ceil(N/128)), DeepSeek-V3's; the mode follows the
+shapes, :func:`check_scales`), gives
 ``(a @ b) * scale_a * scale_b`` in bf16.  WGMMA's partial sums are promoted into f32 every K
 block (128 elements) unless ``fast_accum=True`` (WGMMA accumulates the whole K: faster, less
 exact; as ``torch._scaled_mm(use_fast_accum=True)``).  Only the SM90 provider (WGMMA
@@ -283,7 +285,11 @@ def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
     if fast_accum and not scaled:
         raise GemmError(f"fast_accum=True given but a and b are {ai.dtype}: it selects FP8's "
                         f"WGMMA-only accumulation ({', '.join(SCALED_DTYPES)} operands)")
-    mode = check_scales(scale_a, scale_b, ai.dtype, ai.device, m, n)
+    mode = check_scales(scale_a, scale_b, ai.dtype, ai.device, m, n, ka)
+    if mode == "block" and fast_accum:
+        raise GemmError("fast_accum=True with block scales: block scales are applied when "
+                        "WGMMA's partial sums are promoted into f32 every K block, which "
+                        "fast accumulation skips; drop fast_accum")
     if scaled:
         if ai.major != "row" and m > 0 and ka > 0:
             raise GemmError(f"a ({ai.dtype}, {m}x{ka}) is column-major (strides {ai.strides}): "
@@ -322,15 +328,26 @@ def check_sizes(m: int, n: int, k: int) -> None:
                             "the GEMM kernels' 32-bit index arithmetic takes")
 
 
+#: The block of the block-scaling mode (DeepSeek-V3): 128 K elements by one row of A, and
+#: 128 x 128 elements of B (``nvatom.kernels.gemm_sm90.SCALE_BLOCK``, checked equal in
+#: tests/test_gemm_block_scales.py).
+SCALE_BLOCK = 128
+
+
 def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, m: int = 1,
-                 n: int = 1) -> str:
-    """Check the scales against the operand type and the product's M x N, and return the
-    scaling mode: "" (no scales: not FP8), "tensor" (one f32 each: a Python number or a
-    one-element float32 tensor) or "row" (``scale_a`` of shape (M, 1) or (M,): one f32 per row
+                 n: int = 1, k: int | None = None) -> str:
+    """Check the scales against the operand type and the product's M x N (x K), and return
+    the scaling mode: "" (no scales: not FP8), "tensor" (one f32 each: a Python number or a
+    one-element float32 tensor), "row" (``scale_a`` of shape (M, 1) or (M,): one f32 per row
     of ``a``; ``scale_b`` of shape (1, N) or (N,): one per column of ``b``; as
-    ``torch._scaled_mm``'s row-wise mode).  Both are required for FP8 operands and none is
-    allowed otherwise; tensors are float32 on the operands' CUDA device with unit stride
-    (duck-typed: ``.dtype``, ``.shape``, ``.device``, ``.stride()``)."""
+    ``torch._scaled_mm``'s row-wise mode) or "block" (DeepSeek-V3's: ``scale_a`` of shape
+    (M, ceil(K/128)), row-major like ``a``, one per row and 128 K elements; ``scale_b`` of
+    shape (ceil(K/128), ceil(N/128)), K-major (column-major) like ``b``, one per 128 x 128
+    block of ``b``: for a weight ``w`` (N x K) passed as ``b = w.t()``, its (N/128, K/128)
+    row-major scales pass as ``w_scale.t()``).  The shapes decide the mode (tensor, then
+    row, then block; where two fit, they mean the same product).  Both are required for FP8
+    operands and none is allowed otherwise; tensors are float32 on the operands' CUDA
+    device with unit stride (duck-typed: ``.dtype``, ``.shape``, ``.device``, ``.stride()``)."""
     given = [nm for nm, v in (("scale_a", scale_a), ("scale_b", scale_b)) if v is not None]
     if in_dtype not in SCALED_DTYPES:
         if given:
@@ -342,7 +359,8 @@ def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, m: int 
         raise GemmError(f"a and b are {in_dtype} (FP8) but {missing} is missing: FP8 GEMMs compute "
                         "(a @ b) * scale_a * scale_b and take both scales (per-tensor: float32 "
                         "one-element CUDA tensors, as torch._scaled_mm, or floats; row-wise: "
-                        "scale_a (M, 1), scale_b (1, N) float32)")
+                        "scale_a (M, 1), scale_b (1, N); block: scale_a (M, ceil(K/128)), "
+                        "scale_b (ceil(K/128), ceil(N/128)), float32)")
     shapes = {}
     for name, v in (("scale_a", scale_a), ("scale_b", scale_b)):
         if isinstance(v, bool):
@@ -375,10 +393,28 @@ def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, m: int 
                 raise GemmError(f"{name} has strides {st}: row-wise scales are read as one "
                                 f"contiguous vector; pass {name}.contiguous()")
         return "row"
+    kb = None if k is None else -(-k // SCALE_BLOCK)
+    nb = -(-n // SCALE_BLOCK)
+    if kb is not None and sa == (m, kb) and sb == (kb, nb):
+        # scale_a row-major (M x Kb, stride (Kb, 1)); scale_b K-major (Kb x Nb, stride (1, Kb))
+        for name, v, want, shape in (("scale_a", scale_a, (kb, 1), sa),
+                                     ("scale_b", scale_b, (1, kb), sb)):
+            st = tuple(int(x) for x in v.stride())
+            if any(s != w and d > 1 for s, w, d in zip(st, want, shape, strict=True)):
+                how = ("row-major like a: pass scale_a.contiguous()" if name == "scale_a" else
+                       "K-major (column-major) like b: for a weight w (N x K) with row-major "
+                       "scales w_scale (ceil(N/128) x ceil(K/128)) pass scale_b = w_scale.t(); "
+                       "else scale_b.t().contiguous().t()")
+                raise GemmError(f"{name} ({shape[0]} x {shape[1]} block scales) has strides "
+                                f"{st}, not {want}: block scales are read {how}")
+        return "block"
+    block = "" if kb is None else f"({m}, {kb}) and ({kb}, {nb}) "
     raise GemmError(f"scale_a has shape {sa} and scale_b {sb}: the scales are per-tensor "
                     f"(one element each) or row-wise (scale_a ({m}, 1), one per row of a; "
-                    f"scale_b (1, {n}), one per column of b), as torch._scaled_mm; "
-                    "block-wise scales are not supported")
+                    f"scale_b (1, {n}), one per column of b), as torch._scaled_mm, or block "
+                    f"scales {block}(scale_a (M, ceil(K/128)): one per row of a and 128 K "
+                    "elements; scale_b (ceil(K/128), ceil(N/128)): one per 128 x 128 block "
+                    "of b)")
 
 
 def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None,
@@ -405,7 +441,11 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     them when it runs, so updating one in place needs no new call) or Python numbers (copied to
     a cached device tensor once per distinct value); or row-wise scales, float32 CUDA tensors
     ``scale_a`` (M, 1) and ``scale_b`` (1, N) (or 1-D), one per row of ``a`` and column of
-    ``b``.  :func:`check_scales` picks the mode from the shapes and names every wrong one.
+    ``b``; or DeepSeek-V3's block scales, ``scale_a`` (M, ceil(K/128)) row-major (one per
+    row of ``a`` and 128 K elements) and ``scale_b`` (ceil(K/128), ceil(N/128)) K-major (one
+    per 128 x 128 block of ``b``; ``w_scale.t()`` for ``b = w.t()``), applied to each K
+    block's partial sums when they are promoted into f32 (so not with ``fast_accum``).
+    :func:`check_scales` picks the mode from the shapes and names every wrong one.
     ``fast_accum``: FP8 only; True lets WGMMA accumulate the whole K (its FP8 accumulation
     keeps fewer bits than f32; docs/perf.md), False (default) promotes the partial sums into
     f32 registers every K block.  e4m3 and e5m2 mix freely (WGMMA takes either on either

@@ -347,6 +347,16 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
     if cfg.fp8:
         if scale_a is None or scale_b is None:
             raise sm90.GemmSm90Error("FP8 GEMM needs scale_a and scale_b (f32 device tensors)")
+        if cfg.scale_mode == "block":  # (M, Kb) row-major and (Kb, Nb) K-major, f32
+            kb, nb = -(-k // sm90.SCALE_BLOCK), -(-n // sm90.SCALE_BLOCK)
+            for name, t, shape, strides in (("scale_a", scale_a, (m, kb), (kb, 1)),
+                                            ("scale_b", scale_b, (kb, nb), (1, kb))):
+                if (t.dtype != torch.float32 or tuple(t.shape) != shape
+                        or any(s != w and d > 1 for s, w, d in
+                               zip(t.stride(), strides, shape, strict=True))):
+                    raise sm90.GemmSm90Error(f"{name} must be float32 {shape} with strides "
+                                             f"{strides} (block scales), got {t.dtype} "
+                                             f"{tuple(t.shape)} {t.stride()}")
         if cfg.scale_mode == "row":  # one f32 per row of a / column of b, unit stride
             for name, t, count in (("scale_a", scale_a, m), ("scale_b", scale_b, n)):
                 shape = tuple(int(x) for x in t.shape)

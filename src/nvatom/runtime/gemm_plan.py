@@ -41,8 +41,9 @@ SCALED_DTYPES = ("e4m3", "e5m2")
 #: need no kernel module.
 PLAIN_DTYPES = ("bf16", "f16")
 OUT_DTYPES = ("bf16", "f16", "f32")
-#: How FP8 scales apply: one f32 per operand ("tensor") or one per row of A and column of B.
-SCALE_MODES = ("tensor", "row")
+#: How FP8 scales apply: one f32 per operand ("tensor"), one per row of A and column of B
+#: ("row"), or per 1 x 128 block of A and 128 x 128 block of B ("block", DeepSeek-V3's).
+SCALE_MODES = ("tensor", "row", "block")
 #: gridDim.x's limit (CUDA C++ Programming Guide, "Compute Capabilities": 2^31 - 1).
 MAX_GRID_X = 2**31 - 1
 
@@ -65,7 +66,7 @@ class GemmProblem:
     b_major: str  # "N": B row-major (K x N, stride (ldb, 1)); "K": column-major
     acc: str = "f32"
     b_dtype: str = ""  # B's type where it differs from A's (FP8: e4m3 x e5m2, e5m2 x e4m3)
-    scale_mode: str = ""  # FP8: "tensor" or "row" (SCALE_MODES); "" without scales
+    scale_mode: str = ""  # FP8: "tensor", "row" or "block" (SCALE_MODES); "" without scales
     fast_accum: bool = False  # FP8: WGMMA accumulates the whole K (no f32 promotion)
 
 

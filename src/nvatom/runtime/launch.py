@@ -296,16 +296,38 @@ _PTX_FILES = ("arch.py", "dtypes.py", "errors.py", "diagnostics.py")
 @functools.lru_cache(maxsize=1)
 def _code_fingerprint() -> str:
     """Hash of the source of every room PTX is made from: a changed emitter changes every
-    cache key, so a stale cubin is never served."""
+    cache key, so a stale cubin is never served.  The hash of the contents is memoized on
+    disk (``<cache>/kernels/fingerprints``) under a hash of every file's path, size, inode,
+    modification and change times (``os.stat``), so a process whose sources are the ones
+    hashed before reads one small file instead of all of them (a first call's cost)."""
     root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
     files = [f for room in _PTX_ROOMS for f in sorted((root / room).rglob("*.py"))
              if (root / room).is_dir()]
     files += [root / f for f in _PTX_FILES if (root / f).is_file()]
+    sig = hashlib.sha256(str(root).encode())
+    for f in files:
+        st = f.stat()
+        sig.update(f"{f.relative_to(root)}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}|"
+                   f"{st.st_ctime_ns}\0".encode())
+    key = sig.hexdigest()
+    d = kernel_cache_dir()
+    memo = None if d is None else d / "fingerprints" / f"{key}.entry"
+    if memo is not None:
+        got = ptxas.read_entry(memo, key)
+        if got is not None and isinstance(got[0].get("fingerprint"), str):
+            return str(got[0]["fingerprint"])
+    h = hashlib.sha256()
     for f in files:
         h.update(str(f.relative_to(root)).encode())
         h.update(f.read_bytes())
-    return h.hexdigest()[:16]
+    fingerprint = h.hexdigest()[:16]
+    if memo is not None:
+        try:
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            ptxas.write_entry(memo, {"key": key, "fingerprint": fingerprint})
+        except OSError:
+            pass  # a read-only or full disk only costs speed
+    return fingerprint
 
 
 def _disk_key(source: KernelSource, target: str, ptxas_build: str) -> str:
