@@ -12,16 +12,21 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "gemm"]
+__all__ = ["__version__", "gemm", "grouped_gemm"]
 
 
 def __getattr__(name: str) -> Any:
-    """``nvatom.gemm``: the GEMM function, imported on first use."""
+    """``nvatom.gemm`` / ``nvatom.grouped_gemm``: the GEMM functions, imported on first use."""
     if name == "gemm":
         from nvatom.gemm import gemm
 
         globals()["gemm"] = gemm  # the function, as before (the import set the module here)
         return gemm
+    if name == "grouped_gemm":
+        from nvatom.gemm import grouped_gemm
+
+        globals()["grouped_gemm"] = grouped_gemm
+        return grouped_gemm
     raise AttributeError(f"module 'nvatom' has no attribute {name!r}")
 
 

@@ -78,6 +78,7 @@ __all__ = [
     "Sm90Provider",  # noqa: F822
     "explain",
     "gemm",
+    "grouped_gemm",
     "plan",
     "register_provider",
     "route",
@@ -614,6 +615,141 @@ def _record_recipe(r: GemmRoute, problem: GemmProblem, cap: tuple[int, ...]) -> 
                      "disk_key": kernel_disk_key(src, r.target)}
     rec["rules"] = {n: dataclasses.asdict(rule) for n, rule in r.rules.items()}
     gr.save_recipe(gr.recipe_key(rk[0], cap, int(rec["tiles"]["sms"])), rec)
+
+
+def _host_offsets(offsets: Any) -> list[int]:
+    """``offsets`` as a list of Python ints: a sequence, a numpy array or a torch tensor (a CUDA
+    tensor is copied to the host: one synchronisation)."""
+    if isinstance(offsets, (list, tuple)):
+        vals = list(offsets)
+    elif hasattr(offsets, "tolist"):
+        dt = str(getattr(offsets, "dtype", "")).removeprefix("torch.")
+        if dt and not dt.startswith(("int", "uint")):
+            raise GemmError(f"offsets has dtype {dt}: group offsets are integers (int32 "
+                            "cumulative row ends, as torch._grouped_mm's offs)")
+        if len(getattr(offsets, "shape", (0,))) != 1:
+            raise GemmError(f"offsets has shape {tuple(offsets.shape)}: one cumulative row end "
+                            "per group (a 1-D tensor)")
+        vals = offsets.tolist()
+    else:
+        raise GemmError(f"offsets is a {type(offsets).__name__}: pass the groups' cumulative "
+                        "row ends as a 1-D int32 tensor or a list of ints")
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise GemmError(f"offsets holds {v!r}: the cumulative row ends are ints")
+    return vals
+
+
+def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
+    """A grouped GEMM for mixture-of-experts layers: ``out[rows of g] = a[rows of g] @ b[g]``
+    for every group ``g``, in one persistent launch of the SM90 kernel.
+
+    ``a``: (total_M, K) row-major bf16 or f16, the groups' rows stacked.  ``b``: (G, K, N) of
+    ``a``'s dtype, each ``b[g]`` row-major (strides (., N', 1)) or K-major (strides
+    (., 1, K')), group stride a multiple of 16 bytes.  ``offsets``: the groups' cumulative
+    row ends, ``offsets[g]`` = the end of group g's rows (int32, as ``torch._grouped_mm``'s
+    ``offs``): group g is rows ``offsets[g-1]..offsets[g]`` (group 0 from row 0); groups may be
+    empty; non-decreasing, at most total_M.  A CPU tensor or a list costs nothing; a CUDA
+    tensor is read back (one synchronisation).  ``out``: (total_M, N) row-major bf16, f16 or
+    f32 (default: a new tensor of ``a``'s dtype; rows past ``offsets[-1]`` are zero there and
+    untouched in a given ``out``).
+
+    Each group gets its own three tensor maps (A and D at its first row with its M, B at its
+    matrix), built on the host into a device array the kernel indexes per tile, so TMA clips
+    every load and store at the group's rows; the tile scheduler walks the groups' tiles in
+    order (``tile_ends``: cumulative tile counts).  Compute capability 9.0; K and N multiples
+    of 8 (TMA's 16-byte pitch); 16-byte aligned operands.  Wrong shapes, dtypes, layouts or
+    offsets raise :class:`GemmError` / ``TensorArgumentError`` naming them."""
+    ai = check_matrix(a, "a", dtypes=PLAIN_DTYPES, majors=("row",), align_bytes=16)
+    if not (hasattr(b, "dim") and hasattr(b, "stride")) or b.dim() != 3:
+        raise GemmError(f"b has shape {tuple(getattr(b, 'shape', ()))}: grouped_gemm takes "
+                        "b as (G, K, N), one K x N matrix per group")
+    groups, kb_, n = (int(x) for x in b.shape)
+    total_m, k = ai.shape
+    if groups < 1:
+        raise GemmError("b has 0 groups: grouped_gemm takes b as (G, K, N) with G >= 1")
+    if b.dtype != a.dtype:
+        raise TensorArgumentError(f"a is {ai.dtype} but b is {b.dtype}; the operands must have "
+                                  "one element type")
+    if kb_ != k:
+        raise GemmError(f"shapes do not chain: a is {total_m}x{k}, b is {groups}x{kb_}x{n} "
+                        f"({k} != {kb_})")
+    b0 = check_matrix(b[0], "b[g]", dtypes=(ai.dtype,),
+                      majors=("row", "col"), align_bytes=16, device=ai.device)
+    for t in (ai, b0):
+        if t.lines > 1 and t.ld < t.inner:
+            raise TensorArgumentError(
+                f"{t.name}'s lines overlap (leading stride {t.ld} < {t.inner} elements per "
+                f"line, strides {t.strides}): TMA reads each line on its own; pass a "
+                "contiguous tensor")
+    eb = ai.element_bytes
+    gstride = int(b.stride(0)) * eb
+    if groups > 1 and gstride % 16:
+        raise TensorArgumentError(f"b's group stride {b.stride(0)} elements ({gstride} bytes) "
+                                  "is not a multiple of 16 bytes (TMA)")
+    ends = _host_offsets(offsets)
+    if len(ends) != groups:
+        raise GemmError(f"offsets has {len(ends)} entries but b has {groups} groups: one "
+                        "cumulative row end per group")
+    prev = 0
+    for g, e in enumerate(ends):
+        if e < prev or e > total_m:
+            raise GemmError(f"offsets[{g}] = {e}: the cumulative row ends are non-decreasing, "
+                            f"from 0 to total_M = {total_m} (offsets[{g - 1 if g else 0}] = "
+                            f"{prev if g else 0})")
+        prev = e
+    import torch
+
+    if out is None:
+        out = torch.empty((total_m, n), dtype=a.dtype, device=a.device)
+        if ends and ends[-1] < total_m:
+            out[ends[-1]:].zero_()
+        elif not ends:
+            out.zero_()
+    oi = check_matrix(out, "out", dtypes=OUT_DTYPES, majors=("row",), align_bytes=16,
+                      device=ai.device)
+    if oi.shape != (total_m, n):
+        raise GemmError(f"out has shape {oi.shape}, the product is {total_m}x{n}")
+    if oi.lines > 1 and oi.ld < n:
+        raise TensorArgumentError(f"out's rows overlap (row stride {oi.ld} < N = {n})")
+    check_sizes(total_m, n, k)
+    if not ends or ends[-1] == 0 or n == 0:
+        return out
+    if k == 0:
+        out[: ends[-1]].zero_()
+        return out
+    dev = ai.device
+    cap = _capabilities.get(dev)
+    if cap is None:
+        cap = _capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
+    if tuple(cap) != (9, 0):
+        raise GemmError(f"grouped_gemm runs on the SM90 kernel (compute capability 9.0, "
+                        f"WGMMA and TMA); this GPU is {_cc(cap)}")
+    from nvatom.gemm_providers import grouped_plan
+    from nvatom.runtime.launch import KernelSource
+
+    b_major = "N" if b0.major == "row" else "K"
+    try:
+        gp = grouped_plan(ai.dtype, oi.dtype, b_major, ends, n, k, ai.ptr, ai.ld, int(b.data_ptr()),
+                          gstride, b0.ld, oi.ptr, oi.ld, _sm_count(dev))
+    except NvatomError as e:  # a size TMA cannot describe (check_problem)
+        raise GemmError(f"grouped_gemm: {e}") from None
+    if gp.grid == 0:
+        return out
+    from nvatom.kernels import gemm_sm90 as sm90
+
+    cfg = gp.cfg
+    src = KernelSource(repr(cfg), cfg.name, sm90.kernel_params(cfg),
+                       lambda t, c=cfg: sm90.build_gemm_sm90(c, t).emit())
+    kernel = get_kernel(src, "sm_90a", device=dev, backend="driver")
+    run = kernel.launcher((gp.grid, 1, 1), (cfg.threads, 1, 1), shmem=cfg.smem_bytes)
+    host = bytearray(gp.maps)
+    host += b"".join(int(e).to_bytes(4, "little") for e in gp.tile_ends)
+    buf = torch.frombuffer(host, dtype=torch.uint8).to(a.device, non_blocking=True)
+    base = int(buf.data_ptr())
+    params = PackedParams.of(src.params, [base, base + len(gp.maps), groups, n, k])
+    run(params, torch.cuda.current_stream(dev).cuda_stream)
+    return out
 
 
 def _staging_buffer(t: TensorInfo, like: Any, rule: OperandRule) -> Any:

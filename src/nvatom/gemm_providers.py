@@ -38,8 +38,8 @@ from nvatom.runtime.launch import ByValue, KernelSource, TensorMapCache
 from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import TORCH_DTYPES, torch_dtype
 
-__all__ = ["PROVIDERS", "TENSOR_MAPS", "Sm80Provider", "Sm90Provider", "prepare_gemm_sm90",
-           "run_gemm_sm90"]
+__all__ = ["PROVIDERS", "TENSOR_MAPS", "GroupedPlan", "Sm80Provider", "Sm90Provider",
+           "grouped_plan", "prepare_gemm_sm90", "run_gemm_sm90", "symbolic_maps"]
 
 #: Encoded tensor maps of the SM90 provider path (the driver's ``cuTensorMapEncodeTiled``
 #: through :meth:`nvatom.descriptors.tma.TensorMap.encode_with_driver`), keyed by the whole
@@ -243,13 +243,13 @@ def _symbolic(value: int, env: dict[str, int], names: Sequence[str],
     return value
 
 
-def _sm90_recipe(cfg: Any, sms: int, launch: GemmLaunch, arg_names: Sequence[str],
-                 provider: str, a: Any, b: Any, d: Any, p: Any) -> dict[str, Any] | None:
-    """The recipe of an SM90 launch: the tensor maps of the launch spec at probe sizes
-    (:data:`_PROBE`), each dimension and stride replaced by the symbol it equals, checked
-    against the spec at the call's own sizes."""
-    from nvatom.runtime.gemm_recipe import evaluate_maps
-
+def symbolic_maps(cfg: Any, sms: int = 132) -> list[dict[str, Any]] | None:
+    """The three tensor maps (A, B, D) of ``cfg``'s launch spec with each address, dimension
+    and stride replaced by the symbol it equals (``a``/``b``/``out``; ``m``, ``n``, ``k``;
+    ``lda``, ``ldb``, ``ldd`` times the element size), found by evaluating the spec at probe
+    sizes (:data:`_PROBE`); :func:`nvatom.runtime.gemm_recipe.evaluate_maps` gives the driver
+    arguments for real ones.  None when a map is not tiled or an address is not an
+    operand's."""
     env = dict(_PROBE)
     env["lda"] = env["k"] + _PROBE_PAD["lda"]
     env["ldb"] = env["k" if cfg.b_major == "K" else "n"] + _PROBE_PAD["ldb"]
@@ -271,6 +271,19 @@ def _sm90_recipe(cfg: Any, sms: int, launch: GemmLaunch, arg_names: Sequence[str
         maps.append({"operand": operand["sym"], "dims": dims, "strides": strides,
                      "fixed": {k: list(v) if isinstance(v, tuple) else v
                                for k, v in args.items()}})
+    return maps
+
+
+def _sm90_recipe(cfg: Any, sms: int, launch: GemmLaunch, arg_names: Sequence[str],
+                 provider: str, a: Any, b: Any, d: Any, p: Any) -> dict[str, Any] | None:
+    """The recipe of an SM90 launch: the tensor maps of the launch spec at probe sizes
+    (:data:`_PROBE`), each dimension and stride replaced by the symbol it equals, checked
+    against the spec at the call's own sizes."""
+    from nvatom.runtime.gemm_recipe import evaluate_maps
+
+    maps = symbolic_maps(cfg, sms)
+    if maps is None:
+        return None
     real = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
                                       lda=a.ld, ldb=b.ld, ldd=d.ld)
     got = evaluate_maps(maps, {"m": p.m, "n": p.n, "k": p.k, "lda": a.ld, "ldb": b.ld,
@@ -390,3 +403,63 @@ def run_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config | None = No
             cfg = sm90.default_config(ind, outd, sm90.b_major_of(b.shape, b.stride()) or "MN")
     prepare_gemm_sm90(a, b, out, cfg, scale_a, scale_b)()
     return out
+
+
+# ---------------------------------------------------------------------------- grouped GEMM
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupedPlan:
+    """One grouped launch: the kernel's config, the tensor-map array (G x 3 maps of 128
+    bytes: A, B, D of each group; an empty group's are zero, never read), the cumulative
+    tile counts (``tile_ends``) and the persistent grid."""
+
+    cfg: Any
+    maps: bytes
+    tile_ends: tuple[int, ...]
+    grid: int
+
+
+_GROUPED_MAPS: dict[tuple[Any, ...], Any] = {}
+
+
+def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int], n: int,
+                 k: int, a_ptr: int, lda: int, b_ptr: int, b_group_stride: int, ldb: int,
+                 d_ptr: int, ldd: int, sms: int,
+                 encode: Any = None) -> GroupedPlan:
+    """Plan ``nvatom.grouped_gemm``: group g is rows ``ends[g-1]..ends[g]`` of A and D
+    (``ends`` cumulative, as ``torch._grouped_mm``'s ``offs``) and B's matrix g (``b_ptr +
+    g * b_group_stride`` bytes).  Each group's maps are the SM90 kernel's own (its launch
+    spec's maps as symbols, :func:`symbolic_maps`) at the group's base addresses and M, so
+    TMA clips every load and store at the group's rows.  ``encode``: driver arguments ->
+    128 bytes (default ``cuTensorMapEncodeTiled``)."""
+    from nvatom.runtime.gemm_recipe import _encode_tiled, evaluate_maps
+
+    base = sm90.default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K")
+    cfg = dataclasses.replace(base, grouped=True)
+    key = (base, sms)
+    sym = _GROUPED_MAPS.get(key)
+    if sym is None:
+        sym = _GROUPED_MAPS[key] = symbolic_maps(base, sms)
+    assert sym is not None
+    ib, ob = base.in_bytes, base.out_bytes
+    tiles_n = -(-n // base.block_n)
+    blob = bytearray()
+    tile_ends = []
+    total, start = 0, 0
+    enc = encode or _encode_tiled
+    for g, end in enumerate(ends):
+        m = end - start
+        if m > 0:
+            sm90.check_problem(base, m, n, k)
+            env = {"m": m, "n": n, "k": k, "lda": lda, "ldb": ldb, "ldd": ldd,
+                   "a": a_ptr + start * lda * ib, "b": b_ptr + g * b_group_stride,
+                   "out": d_ptr + start * ldd * ob}
+            for args in evaluate_maps(sym, env):
+                blob += enc(args)
+            total += -(-m // base.block_m) * tiles_n
+        else:
+            blob += bytes(3 * 128)
+        tile_ends.append(total)
+        start = end
+    return GroupedPlan(cfg, bytes(blob), tuple(tile_ends), min(total, sms))

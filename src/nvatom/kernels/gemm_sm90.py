@@ -172,6 +172,10 @@ class GemmSm90Config:
     promote_temps: int = 1
     promote_pipelined: bool = False
     scale_mode: str = "tensor"
+    # Grouped GEMM (MoE): one persistent launch over G groups that share N and K; each group's
+    # three tensor maps come from a device array (kernel_params), so TMA clips every load and
+    # store at the group's own rows.
+    grouped: bool = False
 
     def __post_init__(self) -> None:
         if self.in_dtype not in IN_DTYPES:
@@ -191,6 +195,12 @@ class GemmSm90Config:
         self._check_fp8()
         if not isinstance(self.multicast, bool) or not isinstance(self.persistent, bool):
             raise GemmSm90Error("multicast and persistent must be bools")
+        if not isinstance(self.grouped, bool):
+            raise GemmSm90Error(f"grouped must be a bool, got {self.grouped!r}")
+        if self.grouped and (self.cluster_m != 1 or self.fp8 or not self.persistent):
+            raise GemmSm90Error("grouped GEMM runs persistent, without a cluster, on bf16/f16 "
+                                f"operands (got cluster_m {self.cluster_m}, in_dtype "
+                                f"{self.in_dtype!r}, persistent {self.persistent})")
         for name in ("block_n", "consumers", "stages", "raster_group", "cluster_m",
                      "wgmma_inflight", "producer_regs", "consumer_regs"):
             v = getattr(self, name)
@@ -384,6 +394,8 @@ class GemmSm90Config:
             extra += "pl" if self.promote_pipelined else ""
         if self.scale_mode != "tensor":
             extra += f"_{self.scale_mode}scale"
+        if self.grouped:
+            extra += "_grouped"
         return (f"gemm_sm90_{ab}_{self.out_dtype}_{self.block_m}x{self.block_n}_"
                 f"s{self.stages}_b{self.b_major}_{p}_g{self.raster_group}_c{self.cluster_m}_"
                 f"w{self.wgmma_inflight}{extra}")
@@ -574,6 +586,8 @@ class _Build:
     done: str  # the exit label
     scale_params: tuple[Param, Param] | None  # FP8: scale_a, scale_b addresses
     dims: tuple[Reg, Reg, Reg] | None = None  # M, N, K
+    # grouped: (tensor-map array, generic address; tile_ends, global address; G)
+    groups: tuple[Reg, Reg, Reg] | None = None
 
     def tile_loop(self, name: str, phase0: int) -> tuple[Reg, Reg, Reg, str, Reg, Reg]:
         """Open a warpgroup's persistent tile loop: a ring position (stage 0, mbarrier phase
@@ -595,16 +609,53 @@ class _Build:
         """(m block, n block) of a linear tile index: grouped raster (``raster_group`` M
         blocks per N sweep); non-persistent launches use the same order."""
         k, g = self.k, self.cfg.raster_group
+        tiles_m = self.tiles_m
+        if self.groups is not None:
+            tile, tiles_m = self._group_of(tile)
         per_group = _u32(k, "mul.lo.u32", self.tiles_n, g)
         gid = _u32(k, "div.u32", tile, per_group)
         first = _u32(k, "mul.lo.u32", gid, g)
-        gsize = _u32(k, "sub.u32", self.tiles_m, first)
+        gsize = _u32(k, "sub.u32", tiles_m, first)
         k.ins("min.u32", gsize, gsize, g)
         within = _u32(k, "rem.u32", tile, per_group)
         mb = _u32(k, "rem.u32", within, gsize)
         k.ins("add.u32", mb, mb, first)
         nb = _u32(k, "div.u32", within, gsize)
         return mb, nb
+
+    def _group_of(self, tile: Reg) -> tuple[Reg, Reg]:
+        """Grouped GEMM: the group of linear tile ``tile`` (the first g with
+        ``tile < tile_ends[g]``: empty groups own no tiles and are stepped over), its tensor
+        maps made this thread's ``tmaps`` (``tmaps + 384 g`` + 0 / 128 / 256, acquired for
+        the tensormap proxy), and (the tile's index within the group, the group's M blocks)."""
+        k = self.k
+        assert self.groups is not None
+        maps, ends, _ = self.groups
+        g = _u32(k, "mov.u32", 0)
+        start = _u32(k, "mov.u32", 0)
+        end = k.reg("u32")
+        scan = k.fresh_label("g_scan")
+        found = k.fresh_label("g_found")
+        k.label(scan)
+        addr = k.reg("u64")
+        k.ins("mad.wide.u32", addr, g, 4, ends)
+        k.ins("ld.global.nc.u32", end, f"[{addr}]")
+        inside = k.reg("pred")
+        k.ins("setp.lt.u32", inside, tile, end)
+        k.bra(found, inside)
+        k.ins("mov.u32", start, end)
+        k.ins("add.u32", g, g, 1)
+        k.bra(scan)
+        k.label(found)
+        local = _u32(k, "sub.u32", tile, start)
+        tiles_m = _u32(k, "sub.u32", end, start)
+        k.ins("div.u32", tiles_m, tiles_m, self.tiles_n)
+        base = k.reg("u64")
+        k.ins("mad.wide.u32", base, g, 3 * TE.TENSORMAP_BYTES, maps)
+        for i, t in enumerate(self.tmaps):
+            k.ins("add.s64", t, base, i * TE.TENSORMAP_BYTES)
+            TE.fence_tensormap_acquire(k, t)
+        return local, tiles_m
 
 
 def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
@@ -617,6 +668,8 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
     feats = ["wgmma", "tma", "mbarrier.tx", "setmaxnreg", "stmatrix"]
     if cfg.cluster_m > 1:
         feats.append("cluster")
+    if cfg.grouped:  # fence.proxy.tensormap::generic (PTX 8.3, the tensormap-edit family)
+        feats.append("tensormap.replace")
     mod = Module(target_, features=feats)
     b = _prologue(mod.kernel(cfg.name), cfg, plan, target_)
     pp = b.k.reg("pred")
@@ -636,6 +689,8 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     k.maxnreg = _ENTRY_REGS
     if cfg.cluster_m > 1:
         k.reqnctapercluster = (cfg.cluster_m, 1, 1)
+    if cfg.grouped:
+        return _prologue_grouped(k, cfg, plan, target_)
     pa, pb, pd = (k.byte_param(n, TE.TENSORMAP_BYTES, TE.GEMM_TENSORMAP_ALIGN)
                   for n in ("tmap_a", "tmap_b", "tmap_d"))
     pm, pn, pk = (k.param(n, "u32") for n in ("M", "N", "K"))
@@ -708,6 +763,65 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     return _Build(k, cfg, plan, target_, off_a, off_b, off_c, off_full, off_empty, smem, tid,
                   wg, (ta, tb, td), tiles_m, tiles_n, ntiles, ktiles, rank, first_tile, step,
                   prod, done, scale_params, (M, N, K))
+
+
+def _smem_map(cfg: GemmSm90Config) -> tuple[int, int, int, int, int]:
+    """Byte offsets of the A stages, B stages, epilogue staging, full[s] and empty[s]."""
+    off_b = cfg.stages * cfg.a_stage_bytes
+    off_c = off_b + cfg.stages * cfg.b_stage_bytes
+    off_full = off_c + 2 * cfg.consumers * cfg.c_buffer_bytes
+    return 0, off_b, off_c, off_full, off_full + 8 * cfg.stages
+
+
+def _prologue_grouped(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan,
+                      target_: str) -> _Build:
+    """The grouped kernel's prologue: parameters ``tmaps`` (G x 3 tensor maps in global
+    memory: A, B, D of each group, 128 bytes each), ``tile_ends`` (G u32: cumulative output
+    tiles), ``G``, ``N``, ``K``; the tile count is ``tile_ends[G - 1]``; the per-tile maps are
+    chosen by :meth:`_Build.tile_coords`."""
+    k.reqntid = (cfg.threads, 1, 1)
+    k.minnctapersm = 1
+    k.maxnreg = _ENTRY_REGS
+    pt, pe = k.param("tmaps", "u64"), k.param("tile_ends", "u64")
+    pg, pn, pk = (k.param(n, "u32") for n in ("G", "N", "K"))
+    dsm = k.dynamic_shared("smem", align=1024)
+    off_a, off_b, off_c, off_full, off_empty = _smem_map(cfg)
+    smem = _u32(k, "mov.u32", dsm)
+    tid = _u32(k, "mov.u32", "%tid.x")
+    wg = _u32(k, "shr.u32", tid, 7)
+    maps, ends = k.ld_param(pt), k.ld_param(pe)
+    k.ins("cvta.to.global.u64", ends, ends)
+    G, N, K = (k.ld_param(p) for p in (pg, pn, pk))
+    tmaps = (k.reg("u64"), k.reg("u64"), k.reg("u64"))
+    bn, bk = cfg.block_n, cfg.block_k
+    tiles_n = _u32(k, "add.u32", N, bn - 1)
+    k.ins("div.u32", tiles_n, tiles_n, bn)
+    last = _u32(k, "sub.u32", G, 1)
+    la = k.reg("u64")
+    k.ins("mad.wide.u32", la, last, 4, ends)
+    ntiles = k.reg("u32")
+    k.ins("ld.global.nc.u32", ntiles, f"[{la}]")
+    tiles_m = _u32(k, "mov.u32", 0)  # per group (tile_coords)
+    ktiles = _u32(k, "add.u32", K, bk - 1)
+    k.ins("div.u32", ktiles, ktiles, bk)
+    k.comment("barriers: full[s] (1 arrival + TMA bytes), empty[s] (consumer warpgroups)")
+    p0 = k.reg("pred")
+    k.ins("setp.eq.u32", p0, tid, 0)
+    skip = k.fresh_label("init_done")
+    k.bra(skip, f"!{p0}")
+    for s in range(cfg.stages):
+        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_full + 8 * s), 1)
+        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_empty + 8 * s), cfg.consumers)
+    TE.fence_mbarrier_init(k)
+    k.label(skip)
+    SE.named_barrier_sync(k, 0, cfg.threads, target=target_)
+    first_tile = _u32(k, "mov.u32", "%ctaid.x")
+    step = _u32(k, "mov.u32", "%nctaid.x")
+    prod = k.fresh_label("producer")
+    done = k.fresh_label("exit")
+    return _Build(k, cfg, plan, target_, off_a, off_b, off_c, off_full, off_empty, smem, tid,
+                  wg, tmaps, tiles_m, tiles_n, ntiles, ktiles, None, first_tile, step,
+                  prod, done, None, None, (maps, ends, G))
 
 
 @dataclasses.dataclass
@@ -1495,6 +1609,9 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
 
 def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
     """The kernel's parameters as ``(name, PTX type)`` (``nvatom.runtime.launch`` form)."""
+    if cfg.grouped:
+        return (("tmaps", "u64"), ("tile_ends", "u64"), ("G", "u32"), ("N", "u32"),
+                ("K", "u32"))
     tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
     out = [("tmap_a", tmap), ("tmap_b", tmap), ("tmap_d", tmap),
            ("M", "u32"), ("N", "u32"), ("K", "u32")]
