@@ -127,7 +127,7 @@ def _child(src: Path, cache: Path, mode: str, dtype: str, shape: tuple[int, int,
 
 
 def _remove_recipes(cache: Path) -> None:
-    shutil.rmtree(cache / "kernels" / "gemm-recipes", ignore_errors=True)
+    shutil.rmtree(cache / "gemm-recipes", ignore_errors=True)
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -606,15 +606,18 @@ def _record_recipe(r: GemmRoute, problem: GemmProblem, cap: tuple[int, ...]) -> 
     from nvatom.runtime import gemm_recipe as gr
     from nvatom.runtime.launch import kernel_disk_key
 
-    rec = recipe_of(r.a, r.b, r.out, problem)
-    if rec is None:
+    try:
+        rec = recipe_of(r.a, r.b, r.out, problem)
+        if rec is None:
+            return
+        src = r.launch.source
+        rec["kernel"] = {"source_key": src.key, "name": src.name,
+                         "params": [list(p) for p in src.params], "target": r.target,
+                         "disk_key": kernel_disk_key(src, r.target)}
+        rec["rules"] = {n: dataclasses.asdict(rule) for n, rule in r.rules.items()}
+        gr.save_recipe(gr.recipe_key(rk[0], cap, int(rec["tiles"]["sms"])), rec)
+    except (NvatomError, OSError):  # no ptxas to key by, an unreadable tree: plan next time
         return
-    src = r.launch.source
-    rec["kernel"] = {"source_key": src.key, "name": src.name,
-                     "params": [list(p) for p in src.params], "target": r.target,
-                     "disk_key": kernel_disk_key(src, r.target)}
-    rec["rules"] = {n: dataclasses.asdict(rule) for n, rule in r.rules.items()}
-    gr.save_recipe(gr.recipe_key(rk[0], cap, int(rec["tiles"]["sms"])), rec)
 
 
 def _host_offsets(offsets: Any) -> list[int]:

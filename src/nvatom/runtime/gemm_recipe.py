@@ -5,8 +5,8 @@ layout algebra (hundreds of milliseconds) only to learn a handful of facts: whic
 launch shape, how the tensor maps are laid out and which sizes the kernel takes.  When a
 provider can state those facts as data (``GemmLaunch.recipe``: the SM90 provider does),
 :mod:`nvatom.gemm` writes them once per *problem class* (element types, storage orders,
-accumulator, scaling mode, compute capability, SM count) to the kernel cache
-(``<cache>/kernels/gemm-recipes``, one self-checking entry each, :func:`nvatom.runtime.ptxas.
+accumulator, scaling mode, compute capability, SM count) next to the kernel cache
+(``<cache>/gemm-recipes``, one self-checking entry each, :func:`nvatom.runtime.ptxas.
 write_entry`).  A later process reads the recipe back and launches from it with this module
 alone: :class:`RecipeLaunch` loads the cubin straight from its disk entry
 (:func:`nvatom.runtime.launch.load_cached_kernel`), evaluates the grid and the tensor maps for
@@ -91,7 +91,7 @@ def recipe_key(problem_class: Sequence[Any], capability: Sequence[int], sms: int
 
 def _path(key: str) -> Path | None:
     d = kernel_cache_dir()
-    return None if d is None else d / "gemm-recipes" / key[:2] / f"{key}.entry"
+    return None if d is None else d.parent / "gemm-recipes" / key[:2] / f"{key}.entry"
 
 
 def load_recipe(key: str) -> dict[str, Any] | None:

@@ -297,7 +297,7 @@ _PTX_FILES = ("arch.py", "dtypes.py", "errors.py", "diagnostics.py")
 def _code_fingerprint() -> str:
     """Hash of the source of every room PTX is made from: a changed emitter changes every
     cache key, so a stale cubin is never served.  The hash of the contents is memoized on
-    disk (``<cache>/kernels/fingerprints``) under a hash of every file's path, size, inode,
+    disk (``<cache>/fingerprints``) under a hash of every file's path, size, inode,
     modification and change times (``os.stat``), so a process whose sources are the ones
     hashed before reads one small file instead of all of them (a first call's cost)."""
     root = Path(__file__).resolve().parents[1]
@@ -310,8 +310,8 @@ def _code_fingerprint() -> str:
         sig.update(f"{f.relative_to(root)}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}|"
                    f"{st.st_ctime_ns}\0".encode())
     key = sig.hexdigest()
-    d = kernel_cache_dir()
-    memo = None if d is None else d / "fingerprints" / f"{key}.entry"
+    d = ptxas.cache_dir()
+    memo = None if d is None else d.parent / "fingerprints" / f"{key}.entry"
     if memo is not None:
         got = ptxas.read_entry(memo, key)
         if got is not None and isinstance(got[0].get("fingerprint"), str):
