@@ -28,6 +28,10 @@ Method (docs/perf.md):
 Writes ``reports/bench/gemm.json`` (device, driver, torch, commit, date, TFLOP/s, ratios) and
 prints a table.  No assertions about speed.
 
+``--block-scales`` and ``--grouped`` run ``bench/gemm_fp8_block.py`` (FP8 block scales against
+our row-wise kernel and bf16 cuBLAS, errors against float64) and ``bench/gemm_grouped.py``
+(``nvatom.grouped_gemm`` against ``torch._grouped_mm``).
+
 ``--fp8``: the FP8 study (docs/perf.md, "FP8"), written to ``reports/bench/gemm_fp8.json``:
 for per-tensor and row-wise scales, ``nvatom.gemm`` with its default (promoted) main loop and
 with ``fast_accum=True`` against ``torch._scaled_mm`` default and ``use_fast_accum=True``,
@@ -287,7 +291,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fp8", action="store_true", help="the FP8 study (accuracy and speed, "
                     "per-tensor and row-wise scales, promoted and fast accumulation)")
     ap.add_argument("--fp8-mn", type=int, default=8192, help="M = N of the accuracy runs")
+    ap.add_argument("--block-scales", action="store_true",
+                    help="FP8 block scales vs our row-wise kernel and bf16 cuBLAS, with errors "
+                         "vs float64 (bench/gemm_fp8_block.py -> reports/bench/"
+                         "gemm_fp8_block.json)")
+    ap.add_argument("--grouped", action="store_true",
+                    help="grouped GEMM vs torch._grouped_mm (bench/gemm_grouped.py -> "
+                         "reports/bench/gemm_grouped.json)")
     args = ap.parse_args(argv)
+    if args.block_scales or args.grouped:
+        import importlib.util
+
+        name = "gemm_fp8_block" if args.block_scales else "gemm_grouped"
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(
+            f"{name}.py"))
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        extra = ["--rounds", str(args.rounds)] + (["--out", args.out] if args.out else [])
+        return int(mod.main(extra))
     if args.fp8:
         return fp8_main(args)
     if args.out is None:

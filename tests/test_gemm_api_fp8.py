@@ -233,10 +233,13 @@ def fake_torch(monkeypatch, py_encoder):
                                   float32="float32")
     monkeypatch.setitem(sys.modules, "torch", torch)
     launches: list = []
-    monkeypatch.setattr(gm, "get_kernel", lambda src, target, device=0: _FakeKernel(launches))
-    for name in ("_calls", "_capabilities", "_launchers", "_scale_tensors", "_plans"):
+    monkeypatch.setattr(gm, "get_kernel",
+                        lambda src, target, device=0, **kw: _FakeKernel(launches))
+    for name in ("_calls", "_fresh_calls", "_capabilities", "_launchers", "_scale_tensors",
+                 "_plans", "_recipes"):
         monkeypatch.setattr(gm, name, {})
     monkeypatch.setattr(gm, "PROVIDERS", list(PROVIDERS))
+    monkeypatch.setattr(gm, "_record_recipe", lambda *args: None)  # no cache writes
     return types.SimpleNamespace(launches=launches, made=made)
 
 

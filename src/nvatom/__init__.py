@@ -12,11 +12,11 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "attention", "gemm"]
+__all__ = ["__version__", "attention", "gemm", "grouped_gemm"]
 
 
 def __getattr__(name: str) -> Any:
-    """``nvatom.gemm``: the GEMM function, imported on first use."""
+    """``nvatom.gemm`` / ``nvatom.grouped_gemm`` / ``nvatom.attention``: imported on first use."""
     if name == "gemm":
         from nvatom.gemm import gemm
 
@@ -27,6 +27,11 @@ def __getattr__(name: str) -> Any:
 
         globals()["attention"] = attention
         return attention
+    if name == "grouped_gemm":
+        from nvatom.gemm import grouped_gemm
+
+        globals()["grouped_gemm"] = grouped_gemm
+        return grouped_gemm
     raise AttributeError(f"module 'nvatom' has no attribute {name!r}")
 
 

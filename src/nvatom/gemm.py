@@ -14,8 +14,10 @@ share with this module (:class:`GemmProblem`, :class:`GemmLaunch`, :class:`Opera
 :func:`register_provider` adds another provider.
 
 FP8: e4m3 or e5m2 on either side, with per-tensor scales (``scale_a``, ``scale_b``: float32
-one-element CUDA tensors as ``torch._scaled_mm`` takes, or Python numbers) or row-wise ones
-(``scale_a`` (M, 1), ``scale_b`` (1, N) float32; the mode follows the shapes), gives
+one-element CUDA tensors as ``torch._scaled_mm`` takes, or Python numbers), row-wise ones
+(``scale_a`` (M, 1), ``scale_b`` (1, N) float32) or block scales (``scale_a`` (M,
+ceil(K/128)), ``scale_b`` (ceil(K/128), ceil(N/128)), DeepSeek-V3's; the mode follows the
+shapes, :func:`check_scales`), gives
 ``(a @ b) * scale_a * scale_b`` in bf16.  WGMMA's partial sums are promoted into f32 every K
 block (128 elements) unless ``fast_accum=True`` (WGMMA accumulates the whole K: faster, less
 exact; as ``torch._scaled_mm(use_fast_accum=True)``).  Only the SM90 provider (WGMMA
@@ -45,10 +47,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from nvatom.errors import NvatomError
-from nvatom.gemm_providers import PROVIDERS as _BUILT_IN
-from nvatom.gemm_providers import Sm80Provider, Sm90Provider
-from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
 from nvatom.runtime.gemm_plan import (
+    OUT_DTYPES,
+    PLAIN_DTYPES,
     SCALED_DTYPES,
     GemmLaunch,
     GemmProblem,
@@ -57,7 +58,7 @@ from nvatom.runtime.gemm_plan import (
     default_operand_rules,
 )
 from nvatom.runtime.gemm_plan import capability_text as _cc
-from nvatom.runtime.launch import PackedParams, get_kernel
+from nvatom.runtime.launch import LaunchError, PackedParams, get_kernel
 from nvatom.runtime.torch_interop import (
     TensorArgumentError,
     TensorInfo,
@@ -66,17 +67,18 @@ from nvatom.runtime.torch_interop import (
 )
 
 __all__ = [
-    "PROVIDERS",
+    "PROVIDERS",  # noqa: F822 (module __getattr__)
     "GemmError",
     "GemmLaunch",
     "GemmProblem",
     "GemmProvider",
     "GemmRoute",
     "OperandRule",
-    "Sm80Provider",
-    "Sm90Provider",
+    "Sm80Provider",  # noqa: F822
+    "Sm90Provider",  # noqa: F822
     "explain",
     "gemm",
+    "grouped_gemm",
     "plan",
     "register_provider",
     "route",
@@ -101,21 +103,57 @@ class GemmError(NvatomError, ValueError):
 
 
 #: The providers in dispatch order (:mod:`nvatom.gemm_providers`; :func:`register_provider`
-#: adds more).
-PROVIDERS: list[GemmProvider] = list(_BUILT_IN)
+#: adds more): ``PROVIDERS``, imported on first use (:func:`_providers`; the module attribute
+#: through :func:`__getattr__`), so a call launched from a recipe never imports the kernels.
+#: Tests may replace the module attribute (monkeypatch): dispatch reads it each time.
+_BUILT_IN_IDS: list[tuple[int, ...]] = []  # the built-in providers' ids, once imported
+
+
+def _providers() -> list[GemmProvider]:
+    """The registered providers, :data:`PROVIDERS` (the built-in ones imported on first
+    use)."""
+    got = globals().get("PROVIDERS")
+    if got is None:
+        from nvatom.gemm_providers import PROVIDERS as built_in
+
+        got = globals()["PROVIDERS"] = list(built_in)
+        _BUILT_IN_IDS.append(tuple(id(p) for p in built_in))
+    return got  # type: ignore[no-any-return]
+
+
+def _built_in_only() -> bool:
+    """No provider registered beyond the built-in ones (or none imported yet): recipes
+    stand for the built-in dispatch only."""
+    got = globals().get("PROVIDERS")
+    return got is None or tuple(id(p) for p in got) == _BUILT_IN_IDS[0]
+
+
+def __getattr__(name: str) -> Any:
+    """``PROVIDERS``, ``Sm80Provider``, ``Sm90Provider``: imported on first use."""
+    if name == "PROVIDERS":
+        return _providers()
+    if name in ("Sm80Provider", "Sm90Provider"):
+        import nvatom.gemm_providers as gp
+
+        return getattr(gp, name)
+    raise AttributeError(f"module 'nvatom.gemm' has no attribute {name!r}")
+
 #: (problem, capability, providers) -> (launch plan, target): gemm() plans a shape once.
 _plans: dict[tuple[Any, ...], tuple[GemmLaunch, str]] = {}
 
 
 def register_provider(provider: GemmProvider, *, first: bool = True) -> None:
     """Add a provider; ``first`` puts it ahead of the existing ones (more specific kernels)."""
-    if any(p.name == provider.name for p in PROVIDERS):
+    providers = _providers()
+    if any(p.name == provider.name for p in providers):
         raise GemmError(f"a GEMM provider named '{provider.name}' is already registered")
     if first:
-        PROVIDERS.insert(0, provider)
+        providers.insert(0, provider)
     else:
-        PROVIDERS.append(provider)
+        providers.append(provider)
     _calls.clear()  # a checked call may now dispatch elsewhere
+    _fresh_calls.clear()
+    _recipes.clear()
 
 
 def plan(problem: GemmProblem, capability: tuple[int, int],
@@ -123,10 +161,11 @@ def plan(problem: GemmProblem, capability: tuple[int, int],
     """The launch plan and target of the first provider that supports ``problem`` (memoized
     when ``providers`` is the registered list)."""
     if providers is None:
-        key = (problem, tuple(capability), tuple(id(p) for p in PROVIDERS))
+        providers = _providers()
+        key = (problem, tuple(capability), tuple(id(p) for p in providers))
         hit = _plans.get(key)
         if hit is None:
-            hit = _plans[key] = plan(problem, capability, PROVIDERS)
+            hit = _plans[key] = plan(problem, capability, providers)
         return hit
     for p in providers:
         if p.supports(problem, capability):
@@ -181,7 +220,7 @@ def route(a: TensorInfo, b: TensorInfo, out: TensorInfo, problem: GemmProblem,
         launch, target = plan(problem, capability)
     else:
         launch, target = _plan_with(problem, capability, provider)
-    chosen = next((p for p in PROVIDERS if p.name == launch.provider), None)
+    chosen = next((p for p in _providers() if p.name == launch.provider), None)
     rules_of = getattr(chosen, "operand_rules", None)
     rules = rules_of(problem) if rules_of is not None else default_operand_rules(problem)
     infos, staged, why = {}, [], []
@@ -225,7 +264,7 @@ def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
     GPU (duck-typed tensors suffice)."""
     if acc not in ACC_TYPES:
         raise GemmError(f"acc='{acc}': the accumulator type is one of {', '.join(ACC_TYPES)}")
-    in_dtypes = (*IN_DTYPES, *SCALED_DTYPES)
+    in_dtypes = (*PLAIN_DTYPES, *SCALED_DTYPES)
     # Alignment is each provider's rule (OperandRule): an operand a kernel cannot take where
     # it lies is staged through an aligned copy (route), never refused.
     ai = check_matrix(a, "a", dtypes=in_dtypes, majors=("row", "col"), align_bytes=1)
@@ -247,7 +286,11 @@ def check_operands(a: Any, b: Any, out: Any = None, *, acc: str = "f32",
     if fast_accum and not scaled:
         raise GemmError(f"fast_accum=True given but a and b are {ai.dtype}: it selects FP8's "
                         f"WGMMA-only accumulation ({', '.join(SCALED_DTYPES)} operands)")
-    mode = check_scales(scale_a, scale_b, ai.dtype, ai.device, m, n)
+    mode = check_scales(scale_a, scale_b, ai.dtype, ai.device, m, n, ka)
+    if mode == "block" and fast_accum:
+        raise GemmError("fast_accum=True with block scales: block scales are applied when "
+                        "WGMMA's partial sums are promoted into f32 every K block, which "
+                        "fast accumulation skips; drop fast_accum")
     if scaled:
         if ai.major != "row" and m > 0 and ka > 0:
             raise GemmError(f"a ({ai.dtype}, {m}x{ka}) is column-major (strides {ai.strides}): "
@@ -286,15 +329,26 @@ def check_sizes(m: int, n: int, k: int) -> None:
                             "the GEMM kernels' 32-bit index arithmetic takes")
 
 
+#: The block of the block-scaling mode (DeepSeek-V3): 128 K elements by one row of A, and
+#: 128 x 128 elements of B (``nvatom.kernels.gemm_sm90.SCALE_BLOCK``, checked equal in
+#: tests/test_gemm_block_scales.py).
+SCALE_BLOCK = 128
+
+
 def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, m: int = 1,
-                 n: int = 1) -> str:
-    """Check the scales against the operand type and the product's M x N, and return the
-    scaling mode: "" (no scales: not FP8), "tensor" (one f32 each: a Python number or a
-    one-element float32 tensor) or "row" (``scale_a`` of shape (M, 1) or (M,): one f32 per row
+                 n: int = 1, k: int | None = None) -> str:
+    """Check the scales against the operand type and the product's M x N (x K), and return
+    the scaling mode: "" (no scales: not FP8), "tensor" (one f32 each: a Python number or a
+    one-element float32 tensor), "row" (``scale_a`` of shape (M, 1) or (M,): one f32 per row
     of ``a``; ``scale_b`` of shape (1, N) or (N,): one per column of ``b``; as
-    ``torch._scaled_mm``'s row-wise mode).  Both are required for FP8 operands and none is
-    allowed otherwise; tensors are float32 on the operands' CUDA device with unit stride
-    (duck-typed: ``.dtype``, ``.shape``, ``.device``, ``.stride()``)."""
+    ``torch._scaled_mm``'s row-wise mode) or "block" (DeepSeek-V3's: ``scale_a`` of shape
+    (M, ceil(K/128)), row-major like ``a``, one per row and 128 K elements; ``scale_b`` of
+    shape (ceil(K/128), ceil(N/128)), K-major (column-major) like ``b``, one per 128 x 128
+    block of ``b``: for a weight ``w`` (N x K) passed as ``b = w.t()``, its (N/128, K/128)
+    row-major scales pass as ``w_scale.t()``).  The shapes decide the mode (tensor, then
+    row, then block; where two fit, they mean the same product).  Both are required for FP8
+    operands and none is allowed otherwise; tensors are float32 on the operands' CUDA
+    device with unit stride (duck-typed: ``.dtype``, ``.shape``, ``.device``, ``.stride()``)."""
     given = [nm for nm, v in (("scale_a", scale_a), ("scale_b", scale_b)) if v is not None]
     if in_dtype not in SCALED_DTYPES:
         if given:
@@ -306,7 +360,8 @@ def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, m: int 
         raise GemmError(f"a and b are {in_dtype} (FP8) but {missing} is missing: FP8 GEMMs compute "
                         "(a @ b) * scale_a * scale_b and take both scales (per-tensor: float32 "
                         "one-element CUDA tensors, as torch._scaled_mm, or floats; row-wise: "
-                        "scale_a (M, 1), scale_b (1, N) float32)")
+                        "scale_a (M, 1), scale_b (1, N); block: scale_a (M, ceil(K/128)), "
+                        "scale_b (ceil(K/128), ceil(N/128)), float32)")
     shapes = {}
     for name, v in (("scale_a", scale_a), ("scale_b", scale_b)):
         if isinstance(v, bool):
@@ -339,10 +394,28 @@ def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, m: int 
                 raise GemmError(f"{name} has strides {st}: row-wise scales are read as one "
                                 f"contiguous vector; pass {name}.contiguous()")
         return "row"
+    kb = None if k is None else -(-k // SCALE_BLOCK)
+    nb = -(-n // SCALE_BLOCK)
+    if kb is not None and sa == (m, kb) and sb == (kb, nb):
+        # scale_a row-major (M x Kb, stride (Kb, 1)); scale_b K-major (Kb x Nb, stride (1, Kb))
+        for name, v, want, shape in (("scale_a", scale_a, (kb, 1), sa),
+                                     ("scale_b", scale_b, (1, kb), sb)):
+            st = tuple(int(x) for x in v.stride())
+            if any(s != w and d > 1 for s, w, d in zip(st, want, shape, strict=True)):
+                how = ("row-major like a: pass scale_a.contiguous()" if name == "scale_a" else
+                       "K-major (column-major) like b: for a weight w (N x K) with row-major "
+                       "scales w_scale (ceil(N/128) x ceil(K/128)) pass scale_b = w_scale.t(); "
+                       "else scale_b.t().contiguous().t()")
+                raise GemmError(f"{name} ({shape[0]} x {shape[1]} block scales) has strides "
+                                f"{st}, not {want}: block scales are read {how}")
+        return "block"
+    block = "" if kb is None else f"({m}, {kb}) and ({kb}, {nb}) "
     raise GemmError(f"scale_a has shape {sa} and scale_b {sb}: the scales are per-tensor "
                     f"(one element each) or row-wise (scale_a ({m}, 1), one per row of a; "
-                    f"scale_b (1, {n}), one per column of b), as torch._scaled_mm; "
-                    "block-wise scales are not supported")
+                    f"scale_b (1, {n}), one per column of b), as torch._scaled_mm, or block "
+                    f"scales {block}(scale_a (M, ceil(K/128)): one per row of a and 128 K "
+                    "elements; scale_b (ceil(K/128), ceil(N/128)): one per 128 x 128 block "
+                    "of b)")
 
 
 def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None,
@@ -369,7 +442,11 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     them when it runs, so updating one in place needs no new call) or Python numbers (copied to
     a cached device tensor once per distinct value); or row-wise scales, float32 CUDA tensors
     ``scale_a`` (M, 1) and ``scale_b`` (1, N) (or 1-D), one per row of ``a`` and column of
-    ``b``.  :func:`check_scales` picks the mode from the shapes and names every wrong one.
+    ``b``; or DeepSeek-V3's block scales, ``scale_a`` (M, ceil(K/128)) row-major (one per
+    row of ``a`` and 128 K elements) and ``scale_b`` (ceil(K/128), ceil(N/128)) K-major (one
+    per 128 x 128 block of ``b``; ``w_scale.t()`` for ``b = w.t()``), applied to each K
+    block's partial sums when they are promoted into f32 (so not with ``fast_accum``).
+    :func:`check_scales` picks the mode from the shapes and names every wrong one.
     ``fast_accum``: FP8 only; True lets WGMMA accumulate the whole K (its FP8 accumulation
     keeps fewer bits than f32; docs/perf.md), False (default) promotes the partial sums into
     f32 registers every K block.  e4m3 and e5m2 mix freely (WGMMA takes either on either
@@ -378,28 +455,41 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     (``b = b_rowmajor.t().contiguous().t()``); K a multiple of 16, N of 8 (TMA's 16-byte rule).
 
     Host cost: a call whose operands match an earlier one in everything the checks read
-    (pointers, shapes, strides, dtypes, devices; ``out`` given) skips the checks and goes
-    straight to its prepared launcher and packed arguments (:data:`_calls`, bounded); any
-    other call is checked, then planned (memoized per problem and device), its launcher
-    prepared (per plan) and its arguments packed with their encoded tensor maps (bounded LRU
-    per pointers and strides); then one ``cuLaunchKernelEx``.
+    (pointers, shapes, strides, dtypes, devices; ``out``'s too when given) skips the checks
+    and goes straight to its prepared launcher and packed arguments (:data:`_calls` with
+    ``out``, :data:`_fresh_calls` without: there a fresh output is allocated and its
+    argument block looked up by its address, bounded LRU); any other call is checked, then
+    planned (memoized per problem and device), its launcher prepared (per plan) and its
+    arguments packed with their encoded tensor maps (bounded LRU per pointers and strides);
+    then one ``cuLaunchKernelEx``.  The first call of a problem class in a process launches
+    from the class's recipe when the disk cache has one (:mod:`nvatom.runtime.gemm_recipe`:
+    no kernel module is imported); planning a class writes its recipe.
     """
     key: tuple[Any, ...] | None = None
-    if out is not None:
-        try:
-            key = (a.data_ptr(), b.data_ptr(), out.data_ptr(), a.shape, b.shape, out.shape,
-                   a.stride(), b.stride(), out.stride(), a.dtype, b.dtype, out.dtype,
-                   a.device, b.device, out.device, acc, provider, fast_accum)
-            if scale_a is not None or scale_b is not None:  # bf16/f16 calls pay nothing
-                key += (_scale_key(scale_a), _scale_key(scale_b))
-            hit = _calls.get(key)
-        except Exception:  # not tensors, or unhashable: the checks below say what is wrong
-            key = hit = None
-        if hit is not None:
-            import torch
+    try:
+        key = (a.data_ptr(), b.data_ptr(), a.shape, b.shape, a.stride(), b.stride(), a.dtype,
+               b.dtype, a.device, b.device, acc, provider, fast_accum)
+        if out is not None:
+            key += (out.data_ptr(), out.shape, out.stride(), out.dtype, out.device)
+        if scale_a is not None or scale_b is not None:  # bf16/f16 calls pay nothing
+            key += (_scale_key(scale_a), _scale_key(scale_b))
+        hit = _calls.get(key) if out is not None else _fresh_calls.get(key)
+    except Exception:  # not tensors, or unhashable: the checks below say what is wrong
+        key = hit = None
+    if hit is not None:
+        import torch
 
+        if out is not None:
             hit[0](hit[1], torch.cuda.current_stream(hit[2]).cuda_stream)
             return out
+        run, packer, ai, bi, problem, scales, odt, dev, _ = hit
+        out = torch.empty((problem.m, problem.n), dtype=odt, device=a.device)
+        oi = TensorInfo("out", out.data_ptr(), problem.out_dtype, (problem.m, problem.n),
+                        (problem.n, 1), dev, "row")
+        run(packer.packed(ai, bi, oi, problem, scales),
+            torch.cuda.current_stream(dev).cuda_stream)
+        return out
+    fresh = out is None
     # DLPack arrays (CuPy, ...) as torch tensors sharing their memory (not call-cached)
     a, b, out = from_dlpack(a), from_dlpack(b), from_dlpack(out)
     scale_a, scale_b = from_dlpack(scale_a), from_dlpack(scale_b)
@@ -421,29 +511,266 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     cap = _capabilities.get(dev)
     if cap is None:
         cap = _capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
-    r = route(ai, bi, oi, problem, cap, provider)  # type: ignore[arg-type]
-    launch = r.launch
-    run = _launchers.get((id(launch), dev))
-    if run is None or run[0] is not launch:
-        kernel = get_kernel(launch.source, r.target, device=dev)
-        run = (launch, kernel.launcher(launch.grid, launch.block, shmem=launch.shmem,
-                                       cluster=launch.cluster))
-        _launchers[(id(launch), dev)] = run
     scales = keep = None
     if problem.in_dtype in SCALED_DTYPES:
         sa, sb = _scale_tensor(scale_a, dev), _scale_tensor(scale_b, dev)
         scales, keep = (int(sa.data_ptr()), int(sb.data_ptr())), (sa, sb)
     stream = torch.cuda.current_stream(dev).cuda_stream
-    if r.staged:
-        _run_staged(r, run[1], {"a": a, "b": b, "out": out}, problem, scales, stream)
-        return out  # not call-cached: the staging buffers are made per call
-    params = launch.packed(r.a, r.b, r.out, problem, scales)
-    run[1](params, stream)
+    fast = _from_recipe(problem, cap, dev, (ai, bi, oi)) if provider is None else None
+    if fast is not None:
+        packer: Any = fast
+        run = fast.launcher(problem.m, problem.n)
+    else:
+        r = route(ai, bi, oi, problem, cap, provider)  # type: ignore[arg-type]
+        launch = r.launch
+        cached = _launchers.get((id(launch), dev))
+        if cached is None or cached[0] is not launch:
+            kernel = get_kernel(launch.source, r.target, device=dev, backend="driver")
+            cached = (launch, kernel.launcher(launch.grid, launch.block, shmem=launch.shmem,
+                                              cluster=launch.cluster))
+            _launchers[(id(launch), dev)] = cached
+        run = cached[1]
+        if r.staged:
+            _run_staged(r, run, {"a": a, "b": b, "out": out}, problem, scales, stream)
+            return out  # not call-cached: the staging buffers are made per call
+        if provider is None:
+            _record_recipe(r, problem, cap)
+        packer, ai, bi, oi = launch, r.a, r.b, r.out
+    params = packer.packed(ai, bi, oi, problem, scales)
+    run(params, stream)
     if key is not None:
-        if len(_calls) >= _MAX_CALLS:
-            del _calls[next(iter(_calls))]  # the oldest entry
-        _calls[key] = (run[1], params, dev, keep)  # keep: scale tensors made from floats
+        calls = _fresh_calls if fresh else _calls
+        if len(calls) >= _MAX_CALLS:
+            del calls[next(iter(calls))]  # the oldest entry
+        if fresh:
+            calls[key] = (run, packer, ai, bi, problem, scales, out.dtype, dev, keep)
+        else:
+            calls[key] = (run, params, dev, keep)  # keep: scale tensors made from floats
     return out
+
+
+def _problem_class(problem: GemmProblem) -> tuple[tuple[str, Any], ...]:
+    """Every field of ``problem`` but its sizes: what a recipe stands for."""
+    return tuple((f.name, getattr(problem, f.name)) for f in dataclasses.fields(problem)
+                 if f.name not in ("m", "n", "k"))
+
+
+def _sm_count(device: int) -> int:
+    import torch
+
+    return int(torch.cuda.get_device_properties(device).multi_processor_count)
+
+
+def _from_recipe(problem: GemmProblem, cap: tuple[int, ...], dev: int,
+                 infos: tuple[TensorInfo, ...]) -> Any:
+    """The :class:`~nvatom.runtime.gemm_recipe.RecipeLaunch` that runs ``problem`` where its
+    operands lie, or None (then :func:`route` plans it).  A problem class's recipe is read
+    from disk only while the providers are not imported yet (once they are, planning is as
+    cheap), once per process."""
+    rk = (_problem_class(problem), cap, dev)
+    hit = _recipes.get(rk, _MISSING)
+    if hit is _MISSING:
+        hit = None
+        if "nvatom.gemm_providers" not in sys.modules and _built_in_only():
+            from nvatom.runtime import gemm_recipe as gr
+
+            rec = gr.load_recipe(gr.recipe_key(rk[0], cap, _sm_count(dev)))
+            if rec is not None:
+                try:
+                    rules = {n: OperandRule(**rec["rules"][n]) for n in ("a", "b", "out")}
+                    hit = (gr.RecipeLaunch(rec, dev), rules)
+                except (LaunchError, KeyError, TypeError, ValueError):
+                    hit = None  # a recipe we cannot use: plan instead
+        _recipes[rk] = hit
+    if hit is None:
+        return None
+    fast, rules = hit
+    if not fast.accepts(problem.m, problem.n, problem.k):
+        return None
+    for t, name in zip(infos, ("a", "b", "out"), strict=True):
+        if t.lines <= 1 or rules[name].violation(t) is not None:
+            return None
+    return fast
+
+
+def _record_recipe(r: GemmRoute, problem: GemmProblem, cap: tuple[int, ...]) -> None:
+    """Write the recipe of ``r``'s problem class (once per process and class) when its
+    launch can state one and only the built-in providers are registered."""
+    rk = (_problem_class(problem), cap, r.a.device)
+    if rk in _recorded or not _built_in_only():
+        return
+    _recorded.add(rk)
+    recipe_of = getattr(r.launch, "recipe", None)
+    if recipe_of is None or min(r.a.lines, r.b.lines, r.out.lines) <= 1:
+        return
+    from nvatom.runtime import gemm_recipe as gr
+    from nvatom.runtime.launch import kernel_disk_key
+
+    try:
+        rec = recipe_of(r.a, r.b, r.out, problem)
+        if rec is None:
+            return
+        src = r.launch.source
+        rec["kernel"] = {"source_key": src.key, "name": src.name,
+                         "params": [list(p) for p in src.params], "target": r.target,
+                         "disk_key": kernel_disk_key(src, r.target)}
+        rec["rules"] = {n: dataclasses.asdict(rule) for n, rule in r.rules.items()}
+        gr.save_recipe(gr.recipe_key(rk[0], cap, int(rec["tiles"]["sms"])), rec)
+    except (NvatomError, OSError):  # no ptxas to key by, an unreadable tree: plan next time
+        return
+
+
+def _host_offsets(offsets: Any) -> list[int]:
+    """``offsets`` as a list of Python ints: a sequence, a numpy array or a torch tensor (a CUDA
+    tensor is copied to the host: one synchronisation)."""
+    if isinstance(offsets, (list, tuple)):
+        vals = list(offsets)
+    elif hasattr(offsets, "tolist"):
+        dt = str(getattr(offsets, "dtype", "")).removeprefix("torch.")
+        if dt and not dt.startswith(("int", "uint")):
+            raise GemmError(f"offsets has dtype {dt}: group offsets are integers (int32 "
+                            "cumulative row ends, as torch._grouped_mm's offs)")
+        if len(getattr(offsets, "shape", (0,))) != 1:
+            raise GemmError(f"offsets has shape {tuple(offsets.shape)}: one cumulative row end "
+                            "per group (a 1-D tensor)")
+        vals = offsets.tolist()
+    else:
+        raise GemmError(f"offsets is a {type(offsets).__name__}: pass the groups' cumulative "
+                        "row ends as a 1-D int32 tensor or a list of ints")
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise GemmError(f"offsets holds {v!r}: the cumulative row ends are ints")
+    return vals
+
+
+def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
+    """A grouped GEMM for mixture-of-experts layers: ``out[rows of g] = a[rows of g] @ b[g]``
+    for every group ``g``, in one persistent launch of the SM90 kernel.
+
+    ``a``: (total_M, K) row-major bf16 or f16, the groups' rows stacked.  ``b``: (G, K, N) of
+    ``a``'s dtype, each ``b[g]`` row-major (strides (., N', 1)) or K-major (strides
+    (., 1, K')), group stride a multiple of 16 bytes.  ``offsets``: the groups' cumulative
+    row ends, ``offsets[g]`` = the end of group g's rows (int32, as ``torch._grouped_mm``'s
+    ``offs``): group g is rows ``offsets[g-1]..offsets[g]`` (group 0 from row 0); groups may be
+    empty; non-decreasing, at most total_M.  A CPU tensor or a list costs nothing; a CUDA
+    tensor is read back (one synchronisation).  ``out``: (total_M, N) row-major bf16, f16 or
+    f32 (default: a new tensor of ``a``'s dtype; rows past ``offsets[-1]`` are zero there and
+    untouched in a given ``out``).
+
+    Each group gets its own three tensor maps (A and D at its first row with its M, B at its
+    matrix), built on the host into a device array the kernel indexes per tile, so TMA clips
+    every load and store at the group's rows; the tile scheduler walks the groups' tiles in
+    order (``tile_ends``: cumulative tile counts).  Compute capability 9.0; K and N multiples
+    of 8 (TMA's 16-byte pitch); 16-byte aligned operands.  Wrong shapes, dtypes, layouts or
+    offsets raise :class:`GemmError` / ``TensorArgumentError`` naming them.
+
+    Host cost: per call the checks and, for operands and offsets not seen in the last 64
+    calls, 3 tensor-map encodings per non-empty group and one host-to-device copy of
+    G x 388 bytes; a repeated call (same pointers, strides and offsets) reuses them."""
+    ai = check_matrix(a, "a", dtypes=PLAIN_DTYPES, majors=("row",), align_bytes=16)
+    if not (hasattr(b, "dim") and hasattr(b, "stride")) or b.dim() != 3:
+        raise GemmError(f"b has shape {tuple(getattr(b, 'shape', ()))}: grouped_gemm takes "
+                        "b as (G, K, N), one K x N matrix per group")
+    groups, kb_, n = (int(x) for x in b.shape)
+    total_m, k = ai.shape
+    if groups < 1:
+        raise GemmError("b has 0 groups: grouped_gemm takes b as (G, K, N) with G >= 1")
+    if b.dtype != a.dtype:
+        raise TensorArgumentError(f"a is {ai.dtype} but b is {b.dtype}; the operands must have "
+                                  "one element type")
+    if kb_ != k:
+        raise GemmError(f"shapes do not chain: a is {total_m}x{k}, b is {groups}x{kb_}x{n} "
+                        f"({k} != {kb_})")
+    b0 = check_matrix(b[0], "b[g]", dtypes=(ai.dtype,),
+                      majors=("row", "col"), align_bytes=16, device=ai.device)
+    for t in (ai, b0):
+        if t.lines > 1 and t.ld < t.inner:
+            raise TensorArgumentError(
+                f"{t.name}'s lines overlap (leading stride {t.ld} < {t.inner} elements per "
+                f"line, strides {t.strides}): TMA reads each line on its own; pass a "
+                "contiguous tensor")
+    eb = ai.element_bytes
+    gstride = int(b.stride(0)) * eb
+    if groups > 1 and gstride % 16:
+        raise TensorArgumentError(f"b's group stride {b.stride(0)} elements ({gstride} bytes) "
+                                  "is not a multiple of 16 bytes (TMA)")
+    ends = _host_offsets(offsets)
+    if len(ends) != groups:
+        raise GemmError(f"offsets has {len(ends)} entries but b has {groups} groups: one "
+                        "cumulative row end per group")
+    prev = 0
+    for g, e in enumerate(ends):
+        if e < prev or e > total_m:
+            raise GemmError(f"offsets[{g}] = {e}: the cumulative row ends are non-decreasing, "
+                            f"from 0 to total_M = {total_m} (offsets[{g - 1 if g else 0}] = "
+                            f"{prev if g else 0})")
+        prev = e
+    import torch
+
+    if out is None:
+        out = torch.empty((total_m, n), dtype=a.dtype, device=a.device)
+        if ends and ends[-1] < total_m:
+            out[ends[-1]:].zero_()
+        elif not ends:
+            out.zero_()
+    oi = check_matrix(out, "out", dtypes=OUT_DTYPES, majors=("row",), align_bytes=16,
+                      device=ai.device)
+    if oi.shape != (total_m, n):
+        raise GemmError(f"out has shape {oi.shape}, the product is {total_m}x{n}")
+    if oi.lines > 1 and oi.ld < n:
+        raise TensorArgumentError(f"out's rows overlap (row stride {oi.ld} < N = {n})")
+    check_sizes(total_m, n, k)
+    if not ends or ends[-1] == 0 or n == 0:
+        return out
+    if k == 0:
+        out[: ends[-1]].zero_()
+        return out
+    dev = ai.device
+    cap = _capabilities.get(dev)
+    if cap is None:
+        cap = _capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
+    if tuple(cap) != (9, 0):
+        raise GemmError(f"grouped_gemm runs on the SM90 kernel (compute capability 9.0, "
+                        f"WGMMA and TMA); this GPU is {_cc(cap)}")
+    key = (ai, b0, oi, tuple(int(x) for x in b.stride()), groups, tuple(ends))
+    hit = _grouped_calls.get(key)
+    if hit is not None:  # the same operands and offsets: maps and tile counts already there
+        hit[0](hit[1], torch.cuda.current_stream(dev).cuda_stream)
+        return out
+    from nvatom.gemm_providers import grouped_plan
+    from nvatom.runtime.launch import KernelSource
+
+    b_major = "N" if b0.major == "row" else "K"
+    try:
+        gp = grouped_plan(ai.dtype, oi.dtype, b_major, ends, n, k, ai.ptr, ai.ld, int(b.data_ptr()),
+                          gstride, b0.ld, oi.ptr, oi.ld, _sm_count(dev))
+    except NvatomError as e:  # a size TMA cannot describe (check_problem)
+        raise GemmError(f"grouped_gemm: {e}") from None
+    if gp.grid == 0:
+        return out
+    from nvatom.kernels import gemm_sm90 as sm90
+
+    cfg = gp.cfg
+    src = KernelSource(repr(cfg), cfg.name, sm90.kernel_params(cfg),
+                       lambda t, c=cfg: sm90.build_gemm_sm90(c, t).emit())
+    kernel = get_kernel(src, "sm_90a", device=dev, backend="driver")
+    run = kernel.launcher((gp.grid, 1, 1), (cfg.threads, 1, 1), shmem=cfg.smem_bytes)
+    host = bytearray(gp.maps)
+    host += b"".join(int(e).to_bytes(4, "little") for e in gp.tile_ends)
+    buf = torch.frombuffer(host, dtype=torch.uint8).to(a.device, non_blocking=True)
+    base = int(buf.data_ptr())
+    params = PackedParams.of(src.params, [base, base + len(gp.maps), groups, n, k])
+    run(params, torch.cuda.current_stream(dev).cuda_stream)
+    if len(_grouped_calls) >= _MAX_GROUPED_CALLS:
+        del _grouped_calls[next(iter(_grouped_calls))]  # the oldest entry
+    _grouped_calls[key] = (run, params, buf)  # buf: the maps stay on the device
+    return out
+
+
+#: grouped calls: (a, b[0], out as TensorInfo (pointers, shapes, strides), b's strides, G,
+#: offsets) -> (launcher, packed arguments, the device buffer of maps and tile counts).
+_grouped_calls: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
+_MAX_GROUPED_CALLS = 64
 
 
 def _staging_buffer(t: TensorInfo, like: Any, rule: OperandRule) -> Any:
@@ -515,16 +842,25 @@ def _plan_with(problem: GemmProblem, capability: tuple[int, int],
     hit = _named_plans.get(key)
     if hit is not None:
         return hit
-    chosen = [_provider_named(name, PROVIDERS)]
+    chosen = [_provider_named(name, _providers())]
     hit = _named_plans[key] = plan(problem, capability, chosen)
     return hit
 
 
 _named_plans: dict[tuple[Any, ...], tuple[GemmLaunch, str]] = {}
-#: checked calls: (pointers, shapes, strides, dtypes, devices, acc, provider[, scales]) ->
-#: (launcher, packed arguments, device, scale tensors kept alive); at most _MAX_CALLS, oldest
-#: dropped first.
+#: checked calls with ``out``: (pointers, shapes, strides, dtypes, devices, acc, provider,
+#: fast_accum, out's pointer, shape, stride, dtype, device[, scales]) -> (launcher, packed
+#: arguments, device, scale tensors kept alive); at most _MAX_CALLS, oldest dropped first.
 _calls: dict[tuple[Any, ...], tuple[Any, PackedParams, int, Any]] = {}
+#: checked calls without ``out`` (the same key without out's part) -> (launcher, argument
+#: packer, a's and b's TensorInfo, problem, scale addresses, output dtype, device, scale
+#: tensors kept alive): a call allocates its output and packs by its address (LRU).
+_fresh_calls: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+#: (problem class, capability, device) -> (RecipeLaunch, operand rules) or None.
+_recipes: dict[tuple[Any, ...], Any] = {}
+#: the problem classes whose recipe this process has written.
+_recorded: set[tuple[Any, ...]] = set()
+_MISSING = object()
 #: (float value, device) -> float32 one-element CUDA tensor: scales given as numbers.  A call
 #: cache entry keeps its own tensors alive, so dropping one here never frees a live argument.
 _scale_tensors: dict[tuple[float, int], Any] = {}

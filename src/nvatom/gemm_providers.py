@@ -17,6 +17,7 @@ import ctypes
 import dataclasses
 import functools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from nvatom.arch import target as arch_target
@@ -37,8 +38,8 @@ from nvatom.runtime.launch import ByValue, KernelSource, TensorMapCache
 from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import TORCH_DTYPES, torch_dtype
 
-__all__ = ["PROVIDERS", "TENSOR_MAPS", "Sm80Provider", "Sm90Provider", "prepare_gemm_sm90",
-           "run_gemm_sm90"]
+__all__ = ["PROVIDERS", "TENSOR_MAPS", "GroupedPlan", "Sm80Provider", "Sm90Provider",
+           "grouped_plan", "prepare_gemm_sm90", "run_gemm_sm90", "symbolic_maps"]
 
 #: Encoded tensor maps of the SM90 provider path (the driver's ``cuTensorMapEncodeTiled``
 #: through :meth:`nvatom.descriptors.tma.TensorMap.encode_with_driver`), keyed by the whole
@@ -189,21 +190,120 @@ class Sm90Provider:
         source = KernelSource(repr(cfg), cfg.name, sm90.kernel_params(cfg),
                               lambda t, c=cfg: sm90.build_gemm_sm90(c, t).emit())
 
+        arg_names = _ARGS + (_SCALE_ARGS if cfg.fp8 else ())
+        provider = self.name
+
         @dataclasses.dataclass(frozen=True)
         class Sm90Launch(GemmLaunch):
             def args(self, a: Any, b: Any, d: Any, p: Any,
                      scales: tuple[int, int] | None = None) -> list[Any]:
                 s = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
                                           lda=a.ld, ldb=b.ld, ldd=d.ld)
-                maps = [ByValue(TENSOR_MAPS.get(tm)) for tm in s.tensor_maps]
-                if not cfg.fp8:
-                    return [*maps, p.m, p.n, p.k]
-                if scales is None:
+                if cfg.fp8 and scales is None:
                     raise sm90.GemmSm90Error("an FP8 launch needs the scale_a, scale_b addresses")
-                return [*maps, p.m, p.n, p.k, *scales]
+                sizes = {"m": p.m, "n": p.n, "k": p.k}
+                out: list[Any] = []
+                for item in arg_names:
+                    if item.startswith("map:"):
+                        out.append(ByValue(TENSOR_MAPS.get(s.tensor_maps[int(item[4:])])))
+                    elif item in _SCALE_ARGS:
+                        out.append(scales[_SCALE_ARGS.index(item)])  # type: ignore[index]
+                    else:
+                        out.append(sizes[item])
+                return out
+
+            def recipe(self, a: Any, b: Any, d: Any, p: Any) -> dict[str, Any] | None:
+                """This launch as data (:mod:`nvatom.runtime.gemm_recipe`) for any sizes of
+                the problem class, or None when the symbolic maps do not reproduce the
+                spec at ``p``'s sizes and ``a``, ``b``, ``d``'s leading dimensions."""
+                return _sm90_recipe(cfg, sms, self, arg_names, provider, a, b, d, p)
 
         cluster = spec.cluster if cfg.cluster_m > 1 else None
         return Sm90Launch(source, spec.grid, spec.block, spec.smem_bytes, cluster, self.name)
+
+
+#: The SM90 kernel's arguments by name: the three tensor maps (A, B, D) of its launch spec,
+#: then M, N, K (then the FP8 scales' addresses): one list for the launch and its recipe.
+_ARGS = ("map:0", "map:1", "map:2", "m", "n", "k")
+_SCALE_ARGS = ("scale_a", "scale_b")
+#: Probe values of the recipe's symbols: pairwise distinct, and far from every constant of a
+#: tensor map (boxes, element strides, codes), so a dimension or stride equal to one of them
+#: is that symbol.  Sizes and pitches meet TMA's 16-byte rule for every element width.
+_PROBE = {"m": 700_001, "n": 16 * 52_433, "k": 16 * 40_961, "a": 1 << 40, "b": 2 << 40,
+          "out": 3 << 40}
+_PROBE_PAD = {"lda": 16 * 7, "ldb": 16 * 11, "ldd": 16 * 13}
+
+
+def _symbolic(value: int, env: dict[str, int], names: Sequence[str],
+              factors: Sequence[int] = (1,)) -> Any:
+    for name in names:
+        for f in factors:
+            if value == env[name] * f:
+                return {"sym": name, "times": f} if f != 1 else {"sym": name}
+    return value
+
+
+def symbolic_maps(cfg: Any, sms: int = 132) -> list[dict[str, Any]] | None:
+    """The three tensor maps (A, B, D) of ``cfg``'s launch spec with each address, dimension
+    and stride replaced by the symbol it equals (``a``/``b``/``out``; ``m``, ``n``, ``k``;
+    ``lda``, ``ldb``, ``ldd`` times the element size), found by evaluating the spec at probe
+    sizes (:data:`_PROBE`); :func:`nvatom.runtime.gemm_recipe.evaluate_maps` gives the driver
+    arguments for real ones.  None when a map is not tiled or an address is not an
+    operand's."""
+    env = dict(_PROBE)
+    env["lda"] = env["k"] + _PROBE_PAD["lda"]
+    env["ldb"] = env["k" if cfg.b_major == "K" else "n"] + _PROBE_PAD["ldb"]
+    env["ldd"] = env["n"] + _PROBE_PAD["ldd"]
+    spec = sm90.gemm_sm90_launch_spec(cfg, env["m"], env["n"], env["k"], env["a"], env["b"],
+                                      env["out"], sms, lda=env["lda"], ldb=env["ldb"],
+                                      ldd=env["ldd"])
+    maps = []
+    for tm in spec.tensor_maps:
+        args = tm.driver_args()
+        if tm.kind != "tiled":
+            return None
+        operand = _symbolic(args.pop("globalAddress"), env, ("a", "b", "out"))
+        if not isinstance(operand, dict):
+            return None
+        dims = [_symbolic(v, env, ("m", "n", "k")) for v in args.pop("globalDim")]
+        strides = [_symbolic(v, env, ("lda", "ldb", "ldd"), (1, 2, 4))
+                   for v in args.pop("globalStrides")]
+        maps.append({"operand": operand["sym"], "dims": dims, "strides": strides,
+                     "fixed": {k: list(v) if isinstance(v, tuple) else v
+                               for k, v in args.items()}})
+    return maps
+
+
+def _sm90_recipe(cfg: Any, sms: int, launch: GemmLaunch, arg_names: Sequence[str],
+                 provider: str, a: Any, b: Any, d: Any, p: Any) -> dict[str, Any] | None:
+    """The recipe of an SM90 launch: the tensor maps of the launch spec at probe sizes
+    (:data:`_PROBE`), each dimension and stride replaced by the symbol it equals, checked
+    against the spec at the call's own sizes."""
+    from nvatom.runtime.gemm_recipe import evaluate_maps
+
+    maps = symbolic_maps(cfg, sms)
+    if maps is None:
+        return None
+    real = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
+                                      lda=a.ld, ldb=b.ld, ldd=d.ld)
+    got = evaluate_maps(maps, {"m": p.m, "n": p.n, "k": p.k, "lda": a.ld, "ldb": b.ld,
+                               "ldd": d.ld, "a": a.ptr, "b": b.ptr, "out": d.ptr})
+    want = [tm.driver_args() for tm in real.tensor_maps]
+    if [{k: tuple(v) if isinstance(v, list) else v for k, v in g.items()} for g in got] != \
+            [{k: tuple(v) if isinstance(v, list) else v for k, v in w.items()} for w in want]:
+        return None
+    if tuple(real.grid) != tuple(launch.grid):
+        return None
+    pitch = [["k", cfg.in_bytes]] + ([["n", cfg.in_bytes]] if cfg.b_major == "MN" else []) \
+        + [["n", cfg.out_bytes]]
+    return {
+        "provider": provider, "args": list(arg_names), "maps": maps,
+        "block": list(launch.block), "shmem": launch.shmem,
+        "cluster": None if launch.cluster is None else list(launch.cluster),
+        "tiles": {"block_m": cfg.block_m, "block_n": cfg.block_n, "cluster_m": cfg.cluster_m,
+                  "persistent": cfg.persistent, "sms": sms},
+        "accepts": {"pitch": pitch, "max_tiles": sm90._MAX_TILES},
+    }
 
 
 #: Dispatch order: the SM90 kernel where it runs, else the SM80 one.
@@ -260,6 +360,16 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
     if cfg.fp8:
         if scale_a is None or scale_b is None:
             raise sm90.GemmSm90Error("FP8 GEMM needs scale_a and scale_b (f32 device tensors)")
+        if cfg.scale_mode == "block":  # (M, Kb) row-major and (Kb, Nb) K-major, f32
+            kb, nb = -(-k // sm90.SCALE_BLOCK), -(-n // sm90.SCALE_BLOCK)
+            for name, t, shape, strides in (("scale_a", scale_a, (m, kb), (kb, 1)),
+                                            ("scale_b", scale_b, (kb, nb), (1, kb))):
+                if (t.dtype != torch.float32 or tuple(t.shape) != shape
+                        or any(s != w and d > 1 for s, w, d in
+                               zip(t.stride(), strides, shape, strict=True))):
+                    raise sm90.GemmSm90Error(f"{name} must be float32 {shape} with strides "
+                                             f"{strides} (block scales), got {t.dtype} "
+                                             f"{tuple(t.shape)} {t.stride()}")
         if cfg.scale_mode == "row":  # one f32 per row of a / column of b, unit stride
             for name, t, count in (("scale_a", scale_a, m), ("scale_b", scale_b, n)):
                 shape = tuple(int(x) for x in t.shape)
@@ -293,3 +403,63 @@ def run_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config | None = No
             cfg = sm90.default_config(ind, outd, sm90.b_major_of(b.shape, b.stride()) or "MN")
     prepare_gemm_sm90(a, b, out, cfg, scale_a, scale_b)()
     return out
+
+
+# ---------------------------------------------------------------------------- grouped GEMM
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupedPlan:
+    """One grouped launch: the kernel's config, the tensor-map array (G x 3 maps of 128
+    bytes: A, B, D of each group; an empty group's are zero, never read), the cumulative
+    tile counts (``tile_ends``) and the persistent grid."""
+
+    cfg: Any
+    maps: bytes
+    tile_ends: tuple[int, ...]
+    grid: int
+
+
+_GROUPED_MAPS: dict[tuple[Any, ...], Any] = {}
+
+
+def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int], n: int,
+                 k: int, a_ptr: int, lda: int, b_ptr: int, b_group_stride: int, ldb: int,
+                 d_ptr: int, ldd: int, sms: int,
+                 encode: Any = None) -> GroupedPlan:
+    """Plan ``nvatom.grouped_gemm``: group g is rows ``ends[g-1]..ends[g]`` of A and D
+    (``ends`` cumulative, as ``torch._grouped_mm``'s ``offs``) and B's matrix g (``b_ptr +
+    g * b_group_stride`` bytes).  Each group's maps are the SM90 kernel's own (its launch
+    spec's maps as symbols, :func:`symbolic_maps`) at the group's base addresses and M, so
+    TMA clips every load and store at the group's rows.  ``encode``: driver arguments ->
+    128 bytes (default ``cuTensorMapEncodeTiled``)."""
+    from nvatom.runtime.gemm_recipe import _encode_tiled, evaluate_maps
+
+    base = sm90.default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K")
+    cfg = dataclasses.replace(base, grouped=True)
+    key = (base, sms)
+    sym = _GROUPED_MAPS.get(key)
+    if sym is None:
+        sym = _GROUPED_MAPS[key] = symbolic_maps(base, sms)
+    assert sym is not None
+    ib, ob = base.in_bytes, base.out_bytes
+    tiles_n = -(-n // base.block_n)
+    blob = bytearray()
+    tile_ends = []
+    total, start = 0, 0
+    enc = encode or _encode_tiled
+    for g, end in enumerate(ends):
+        m = end - start
+        if m > 0:
+            sm90.check_problem(base, m, n, k)
+            env = {"m": m, "n": n, "k": k, "lda": lda, "ldb": ldb, "ldd": ldd,
+                   "a": a_ptr + start * lda * ib, "b": b_ptr + g * b_group_stride,
+                   "out": d_ptr + start * ldd * ob}
+            for args in evaluate_maps(sym, env):
+                blob += enc(args)
+            total += -(-m // base.block_m) * tiles_n
+        else:
+            blob += bytes(3 * 128)
+        tile_ends.append(total)
+        start = end
+    return GroupedPlan(cfg, bytes(blob), tuple(tile_ends), min(total, sms))

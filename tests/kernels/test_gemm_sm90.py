@@ -314,7 +314,7 @@ def test_fp8_names_params_and_defaults() -> None:
     ({**FP8, "promote": True}, "promote must be an int"),
     ({"b_dtype": "e5m2"}, "b_dtype 'e5m2': a separate B type is one of e4m3, e5m2, with FP8 A"),
     ({**FP8, "b_dtype": "bf16"}, "b_dtype 'bf16'"),
-    ({**FP8, "scale_mode": "block"}, "scale_mode 'block' is not one of tensor, row"),
+    ({**FP8, "scale_mode": "blocks"}, "scale_mode 'blocks' is not one of tensor, row, block"),
     ({"scale_mode": "row"}, "scale_mode 'row' applies to FP8 operands only"),
     ({"in_dtype": "e5m2", "b_major": "MN"}, "e5m2 WGMMA reads K-major operands only"),
     ({"in_dtype": "e5m2", "b_major": "K", "out_dtype": "f32"}, "e5m2 inputs give bf16"),

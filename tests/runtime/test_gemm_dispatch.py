@@ -287,9 +287,11 @@ def fake_torch(monkeypatch):
         def launcher(self, grid, block, shmem=0, cluster=None):
             return lambda params, stream: log.append(("launch", params, stream))
 
-    monkeypatch.setattr(gm, "get_kernel", lambda src, target, device=0: Kernel())
-    for name in ("_calls", "_capabilities", "_launchers"):
+    monkeypatch.setattr(gm, "get_kernel", lambda src, target, device=0, **kw: Kernel())
+    for name in ("_calls", "_fresh_calls", "_capabilities", "_launchers", "_recipes"):
         monkeypatch.setattr(gm, name, {})
+    monkeypatch.setattr(gm, "_recorded", set())
+    monkeypatch.setattr(gm, "_record_recipe", lambda *args: None)  # no cache writes
     maps: list = []
     monkeypatch.setattr(gp.TENSOR_MAPS, "encoder", lambda tm: maps.append(tm) or tm.encode())
     return types.SimpleNamespace(log=log, maps=maps)

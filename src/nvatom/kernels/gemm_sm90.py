@@ -86,6 +86,7 @@ __all__ = [
     "IN_DTYPES",
     "MAX_GLOBAL_STRIDE",
     "OUT_DTYPES",
+    "SCALE_BLOCK",
     "SCALE_MODES",
     "GemmSm90Config",
     "GemmSm90Error",
@@ -106,8 +107,13 @@ IN_DTYPES = ("bf16", "f16", "e4m3", "e5m2")
 #: The 8-bit operand types (WGMMA ``.e4m3`` / ``.e5m2``, either on either side): K-major
 #: operands, f32 scales, bf16 output.
 FP8_DTYPES = ("e4m3", "e5m2")
-#: FP8 scaling modes: one f32 per tensor, or one per row of A and per column of B.
-SCALE_MODES = ("tensor", "row")
+#: FP8 scaling modes: one f32 per tensor, one per row of A and per column of B, or block
+#: scales (DeepSeek-V3): one per row of A and 128 K elements, one per 128 x 128 block of B,
+#: applied at promotion (:data:`SCALE_BLOCK`).
+SCALE_MODES = ("tensor", "row", "block")
+#: The block of the block-scaling mode: 128 K elements (one FP8 K block) by 128 rows of A
+#: (one scale per row) or 128 columns of B.
+SCALE_BLOCK = 128
 OUT_DTYPES = ("bf16", "f16", "f32")
 _SW128 = smem_swizzle("SW128")
 _ROW = _SW128.row_bytes  # one SW128 row: the K extent of every smem tile and TMA box row
@@ -166,6 +172,10 @@ class GemmSm90Config:
     promote_temps: int = 1
     promote_pipelined: bool = False
     scale_mode: str = "tensor"
+    # Grouped GEMM (MoE): one persistent launch over G groups that share N and K; each group's
+    # three tensor maps come from a device array (kernel_params), so TMA clips every load and
+    # store at the group's own rows.
+    grouped: bool = False
 
     def __post_init__(self) -> None:
         if self.in_dtype not in IN_DTYPES:
@@ -185,6 +195,12 @@ class GemmSm90Config:
         self._check_fp8()
         if not isinstance(self.multicast, bool) or not isinstance(self.persistent, bool):
             raise GemmSm90Error("multicast and persistent must be bools")
+        if not isinstance(self.grouped, bool):
+            raise GemmSm90Error(f"grouped must be a bool, got {self.grouped!r}")
+        if self.grouped and (self.cluster_m != 1 or self.fp8 or not self.persistent):
+            raise GemmSm90Error("grouped GEMM runs persistent, without a cluster, on bf16/f16 "
+                                f"operands (got cluster_m {self.cluster_m}, in_dtype "
+                                f"{self.in_dtype!r}, persistent {self.persistent})")
         for name in ("block_n", "consumers", "stages", "raster_group", "cluster_m",
                      "wgmma_inflight", "producer_regs", "consumer_regs"):
             v = getattr(self, name)
@@ -243,6 +259,15 @@ class GemmSm90Config:
                                 f"{', '.join(SCALE_MODES)}")
         if self.scale_mode != "tensor" and not fp8:
             raise GemmSm90Error(f"scale_mode {self.scale_mode!r} applies to FP8 operands only")
+        if self.scale_mode == "block" and (self.promote != 1 or self.promote_pipelined
+                                           or self.block_n != SCALE_BLOCK
+                                           or self.block_k != SCALE_BLOCK):
+            raise GemmSm90Error(
+                f"scale_mode 'block' scales each K block's partial sums at promotion: it "
+                f"needs promote 1 (not pipelined), block_n {SCALE_BLOCK} (a tile is one "
+                f"block of B's scales) and {SCALE_BLOCK}-element K blocks (FP8); got "
+                f"promote {self.promote}, promote_pipelined {self.promote_pipelined}, "
+                f"block_n {self.block_n}")
         for name in ("promote", "promote_parts", "promote_temps"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
@@ -369,6 +394,8 @@ class GemmSm90Config:
             extra += "pl" if self.promote_pipelined else ""
         if self.scale_mode != "tensor":
             extra += f"_{self.scale_mode}scale"
+        if self.grouped:
+            extra += "_grouped"
         return (f"gemm_sm90_{ab}_{self.out_dtype}_{self.block_m}x{self.block_n}_"
                 f"s{self.stages}_b{self.b_major}_{p}_g{self.raster_group}_c{self.cluster_m}_"
                 f"w{self.wgmma_inflight}{extra}")
@@ -559,6 +586,8 @@ class _Build:
     done: str  # the exit label
     scale_params: tuple[Param, Param] | None  # FP8: scale_a, scale_b addresses
     dims: tuple[Reg, Reg, Reg] | None = None  # M, N, K
+    # grouped: (tensor-map array, generic address; tile_ends, global address; G)
+    groups: tuple[Reg, Reg, Reg] | None = None
 
     def tile_loop(self, name: str, phase0: int) -> tuple[Reg, Reg, Reg, str, Reg, Reg]:
         """Open a warpgroup's persistent tile loop: a ring position (stage 0, mbarrier phase
@@ -580,16 +609,53 @@ class _Build:
         """(m block, n block) of a linear tile index: grouped raster (``raster_group`` M
         blocks per N sweep); non-persistent launches use the same order."""
         k, g = self.k, self.cfg.raster_group
+        tiles_m = self.tiles_m
+        if self.groups is not None:
+            tile, tiles_m = self._group_of(tile)
         per_group = _u32(k, "mul.lo.u32", self.tiles_n, g)
         gid = _u32(k, "div.u32", tile, per_group)
         first = _u32(k, "mul.lo.u32", gid, g)
-        gsize = _u32(k, "sub.u32", self.tiles_m, first)
+        gsize = _u32(k, "sub.u32", tiles_m, first)
         k.ins("min.u32", gsize, gsize, g)
         within = _u32(k, "rem.u32", tile, per_group)
         mb = _u32(k, "rem.u32", within, gsize)
         k.ins("add.u32", mb, mb, first)
         nb = _u32(k, "div.u32", within, gsize)
         return mb, nb
+
+    def _group_of(self, tile: Reg) -> tuple[Reg, Reg]:
+        """Grouped GEMM: the group of linear tile ``tile`` (the first g with
+        ``tile < tile_ends[g]``: empty groups own no tiles and are stepped over), its tensor
+        maps made this thread's ``tmaps`` (``tmaps + 384 g`` + 0 / 128 / 256, acquired for
+        the tensormap proxy), and (the tile's index within the group, the group's M blocks)."""
+        k = self.k
+        assert self.groups is not None
+        maps, ends, _ = self.groups
+        g = _u32(k, "mov.u32", 0)
+        start = _u32(k, "mov.u32", 0)
+        end = k.reg("u32")
+        scan = k.fresh_label("g_scan")
+        found = k.fresh_label("g_found")
+        k.label(scan)
+        addr = k.reg("u64")
+        k.ins("mad.wide.u32", addr, g, 4, ends)
+        k.ins("ld.global.nc.u32", end, f"[{addr}]")
+        inside = k.reg("pred")
+        k.ins("setp.lt.u32", inside, tile, end)
+        k.bra(found, inside)
+        k.ins("mov.u32", start, end)
+        k.ins("add.u32", g, g, 1)
+        k.bra(scan)
+        k.label(found)
+        local = _u32(k, "sub.u32", tile, start)
+        tiles_m = _u32(k, "sub.u32", end, start)
+        k.ins("div.u32", tiles_m, tiles_m, self.tiles_n)
+        base = k.reg("u64")
+        k.ins("mad.wide.u32", base, g, 3 * TE.TENSORMAP_BYTES, maps)
+        for i, t in enumerate(self.tmaps):
+            k.ins("add.s64", t, base, i * TE.TENSORMAP_BYTES)
+            TE.fence_tensormap_acquire(k, t)
+        return local, tiles_m
 
 
 def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
@@ -602,6 +668,8 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
     feats = ["wgmma", "tma", "mbarrier.tx", "setmaxnreg", "stmatrix"]
     if cfg.cluster_m > 1:
         feats.append("cluster")
+    if cfg.grouped:  # fence.proxy.tensormap::generic (PTX 8.3, the tensormap-edit family)
+        feats.append("tensormap.replace")
     mod = Module(target_, features=feats)
     b = _prologue(mod.kernel(cfg.name), cfg, plan, target_)
     pp = b.k.reg("pred")
@@ -621,6 +689,8 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     k.maxnreg = _ENTRY_REGS
     if cfg.cluster_m > 1:
         k.reqnctapercluster = (cfg.cluster_m, 1, 1)
+    if cfg.grouped:
+        return _prologue_grouped(k, cfg, plan, target_)
     pa, pb, pd = (k.byte_param(n, TE.TENSORMAP_BYTES, TE.GEMM_TENSORMAP_ALIGN)
                   for n in ("tmap_a", "tmap_b", "tmap_d"))
     pm, pn, pk = (k.param(n, "u32") for n in ("M", "N", "K"))
@@ -695,6 +765,65 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
                   prod, done, scale_params, (M, N, K))
 
 
+def _smem_map(cfg: GemmSm90Config) -> tuple[int, int, int, int, int]:
+    """Byte offsets of the A stages, B stages, epilogue staging, full[s] and empty[s]."""
+    off_b = cfg.stages * cfg.a_stage_bytes
+    off_c = off_b + cfg.stages * cfg.b_stage_bytes
+    off_full = off_c + 2 * cfg.consumers * cfg.c_buffer_bytes
+    return 0, off_b, off_c, off_full, off_full + 8 * cfg.stages
+
+
+def _prologue_grouped(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan,
+                      target_: str) -> _Build:
+    """The grouped kernel's prologue: parameters ``tmaps`` (G x 3 tensor maps in global
+    memory: A, B, D of each group, 128 bytes each), ``tile_ends`` (G u32: cumulative output
+    tiles), ``G``, ``N``, ``K``; the tile count is ``tile_ends[G - 1]``; the per-tile maps are
+    chosen by :meth:`_Build.tile_coords`."""
+    k.reqntid = (cfg.threads, 1, 1)
+    k.minnctapersm = 1
+    k.maxnreg = _ENTRY_REGS
+    pt, pe = k.param("tmaps", "u64"), k.param("tile_ends", "u64")
+    pg, pn, pk = (k.param(n, "u32") for n in ("G", "N", "K"))
+    dsm = k.dynamic_shared("smem", align=1024)
+    off_a, off_b, off_c, off_full, off_empty = _smem_map(cfg)
+    smem = _u32(k, "mov.u32", dsm)
+    tid = _u32(k, "mov.u32", "%tid.x")
+    wg = _u32(k, "shr.u32", tid, 7)
+    maps, ends = k.ld_param(pt), k.ld_param(pe)
+    k.ins("cvta.to.global.u64", ends, ends)
+    G, N, K = (k.ld_param(p) for p in (pg, pn, pk))
+    tmaps = (k.reg("u64"), k.reg("u64"), k.reg("u64"))
+    bn, bk = cfg.block_n, cfg.block_k
+    tiles_n = _u32(k, "add.u32", N, bn - 1)
+    k.ins("div.u32", tiles_n, tiles_n, bn)
+    last = _u32(k, "sub.u32", G, 1)
+    la = k.reg("u64")
+    k.ins("mad.wide.u32", la, last, 4, ends)
+    ntiles = k.reg("u32")
+    k.ins("ld.global.nc.u32", ntiles, f"[{la}]")
+    tiles_m = _u32(k, "mov.u32", 0)  # per group (tile_coords)
+    ktiles = _u32(k, "add.u32", K, bk - 1)
+    k.ins("div.u32", ktiles, ktiles, bk)
+    k.comment("barriers: full[s] (1 arrival + TMA bytes), empty[s] (consumer warpgroups)")
+    p0 = k.reg("pred")
+    k.ins("setp.eq.u32", p0, tid, 0)
+    skip = k.fresh_label("init_done")
+    k.bra(skip, f"!{p0}")
+    for s in range(cfg.stages):
+        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_full + 8 * s), 1)
+        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_empty + 8 * s), cfg.consumers)
+    TE.fence_mbarrier_init(k)
+    k.label(skip)
+    SE.named_barrier_sync(k, 0, cfg.threads, target=target_)
+    first_tile = _u32(k, "mov.u32", "%ctaid.x")
+    step = _u32(k, "mov.u32", "%nctaid.x")
+    prod = k.fresh_label("producer")
+    done = k.fresh_label("exit")
+    return _Build(k, cfg, plan, target_, off_a, off_b, off_c, off_full, off_empty, smem, tid,
+                  wg, tmaps, tiles_m, tiles_n, ntiles, ktiles, None, first_tile, step,
+                  prod, done, None, None, (maps, ends, G))
+
+
 @dataclasses.dataclass
 class _Epilogue:
     """A consumer warpgroup's epilogue registers: its lane's offset in a staging tile, its
@@ -723,6 +852,10 @@ def _consumer(b: _Build) -> None:
     b_desc0 = [_desc_base(k, b.smem, d, b.off_b) for d in plan.b_descs]
     acc = k.regs("f32", form.registers("D"))
     scale = _fp8_scale(b)
+    block_ptrs = None
+    if cfg.scale_mode == "block":  # applied at promotion, not in the epilogue
+        assert isinstance(scale, tuple)
+        block_ptrs, scale = scale, None
     p_true = emit_scale_d(k, 1)
     p_acc = k.reg("pred")
     imm = tuple(1 if w.startswith("scale") else int(w == "trans_b" and cfg.b_major == "MN")
@@ -739,8 +872,9 @@ def _consumer(b: _Build) -> None:
     stage, phase, tile, top, mb, nb = b.tile_loop("c_tile", 0)
     seq = WgmmaSequence(k)
     if cfg.promote:
+        rows = None if block_ptrs is None else _block_scale_rows(b, block_ptrs, cw, mb, nb)
         _mainloop_promoted(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead,
-                           p_true, p_first)
+                           p_true, p_first, rows)
     else:
         k.ins("setp.ne.u32", p_acc, 0, 0)  # first K block: D = A*B
         kt = _u32(k, "mov.u32", 0)
@@ -852,23 +986,87 @@ def _promotion_start(k: Kernel, cfg: GemmSm90Config,
 
 
 def _add_part(k: Kernel, seq: WgmmaSequence, acc: Sequence[Reg], t: Sequence[Reg],
-              part_map: tuple[int, ...]) -> None:
+              part_map: tuple[int, ...], scales: Sequence[Reg] | None = None) -> None:
     """Retire temporary ``t`` and add it into the tile's accumulators: ``t[i]`` into
-    ``acc[part_map[i]]``."""
+    ``acc[part_map[i]]``; with block ``scales`` (one f32 per row half of the fragment,
+    :func:`_block_scales`) ``t[i] * scales[(i // 2) % 2]`` (one ``fma.rn.f32``)."""
     seq.read(t)
     for i, j in enumerate(part_map):
-        k.ins("add.f32", acc[j], acc[j], t[i])
+        if scales is None:
+            k.ins("add.f32", acc[j], acc[j], t[i])
+        else:
+            k.ins("fma.rn.f32", acc[j], t[i], scales[(i // 2) % 2], acc[j])
+
+
+def _block_scale_rows(b: _Build, ptrs: tuple[Reg, Reg], cw: Reg, mb: Reg,
+                      nb: Reg) -> tuple[Reg, Reg, Reg]:
+    """Block scales, once per tile: the global addresses of this thread's two rows of
+    ``scale_a`` (rows ``row0`` and ``row0 + 8`` of its accumulator fragment, clamped to M - 1:
+    a row past M is dropped by the TMA store) and of the tile's row of ``scale_b``'s
+    K-major storage (N block ``nb``: a tile is one 128-column block), each at K block 0.
+    Both scale tensors hold ``ktiles`` = ceil(K / 128) f32 per row (A row / B column block),
+    contiguous."""
+    k, cfg = b.k, b.cfg
+    assert b.dims is not None
+    _check_row_cols(cfg.block_n // cfg.promote_parts)
+    ga, gb = ptrs
+    lt = _u32(k, "and.b32", b.tid, WARPGROUP - 1)
+    lane = _u32(k, "and.b32", lt, 31)
+    warp = _u32(k, "shr.u32", lt, 5)
+    g = _u32(k, "shr.u32", lane, 2)
+    r = _u32(k, "mad.lo.u32", warp, 16, g)
+    k.ins("mad.lo.u32", r, cw, 64, r)
+    k.ins("mad.lo.u32", r, mb, cfg.block_m, r)
+    mlast = _u32(k, "sub.u32", b.dims[0], 1)
+    out = []
+    for h in (0, 1):
+        rh = _u32(k, "add.u32", r, 8 * h)
+        k.ins("min.u32", rh, rh, mlast)
+        off = k.reg("u64")
+        k.ins("mul.wide.u32", off, rh, b.ktiles)
+        addr = k.reg("u64")
+        k.ins("shl.b64", off, off, 2)
+        k.ins("add.s64", addr, ga, off)
+        out.append(addr)
+    off = k.reg("u64")
+    k.ins("mul.wide.u32", off, nb, b.ktiles)
+    k.ins("shl.b64", off, off, 2)
+    addr = k.reg("u64")
+    k.ins("add.s64", addr, gb, off)
+    return out[0], out[1], addr
+
+
+def _block_scales(k: Kernel, rows: tuple[Reg, Reg, Reg], kt: Reg) -> tuple[Reg, Reg]:
+    """K block ``kt``'s scales of this thread's two fragment rows:
+    ``scale_a[row, kt] * scale_b[kt, n block]`` (loaded before the K block's WGMMAs, used when
+    its partial sums are promoted)."""
+    off = k.reg("u64")
+    k.ins("mul.wide.u32", off, kt, 4)
+    vals = []
+    for base in rows:
+        addr = k.reg("u64")
+        k.ins("add.s64", addr, base, off)
+        v = k.reg("f32")
+        k.ins("ld.global.nc.f32", v, f"[{addr}]")
+        vals.append(v)
+    s0, s1 = k.reg("f32"), k.reg("f32")
+    k.ins("mul.f32", s0, vals[0], vals[2])
+    k.ins("mul.f32", s1, vals[1], vals[2])
+    return s0, s1
 
 
 def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
                        temps: Sequence[Sequence[Reg]], a_desc0: Sequence[Reg],
                        b_desc0: Sequence[Reg], stage: Reg, phase: Reg, is_lead: Reg,
-                       p_true: Reg, p_first: Reg | None) -> None:
+                       p_true: Reg, p_first: Reg | None,
+                       block_rows: tuple[Reg, Reg, Reg] | None = None) -> None:
     """The promoted FP8 main loop of one tile: per group of ``promote`` K blocks and per N
     part, WGMMA sums the group into a temporary (scale-d 0 on its first instruction), and
     ``add.f32`` adds the retired temporary into the tile's accumulators (:func:`_promote_map`);
     with two temporaries the next part's WGMMA runs while the last one's sum is added.  Then
-    the group's stages are released."""
+    the group's stages are released.  Block scales (``block_rows``, :func:`_block_scale_rows`;
+    ``promote`` 1): each K block's two scales are loaded before its WGMMAs and its partial
+    sums are added scaled (``fma.rn.f32``)."""
     k, cfg = b.k, b.cfg
     assert p_first is not None
     if cfg.pipelined:
@@ -886,9 +1084,13 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
         cnt = _u32(k, "sub.u32", b.ktiles, kt)
         k.ins("min.u32", cnt, cnt, group)
     pending: list[int] = []
+    scales = None
+    if block_rows is not None:
+        assert group == 1
+        scales = _block_scales(k, block_rows, kt)
 
     def add(q: int) -> None:
-        _add_part(k, seq, acc, temps[q % nt], maps[q])
+        _add_part(k, seq, acc, temps[q % nt], maps[q], scales)
 
     for q in range(parts):
         t = temps[q % nt]
@@ -1001,7 +1203,7 @@ def _fp8_scale(b: _Build) -> Reg | tuple[Reg, Reg] | None:
     ga, gb = (k.ld_param(p) for p in b.scale_params)
     k.ins("cvta.to.global.u64", ga, ga)
     k.ins("cvta.to.global.u64", gb, gb)
-    if b.cfg.scale_mode == "row":
+    if b.cfg.scale_mode in ("row", "block"):
         return ga, gb
     sa, sb = k.reg("f32"), k.reg("f32")
     k.ins("ld.global.nc.f32", sa, f"[{ga}]")
@@ -1378,6 +1580,8 @@ def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: in
 #: The FP8 main loop's promotion settings (docs/perf.md, "FP8 promotion"): ``promote`` K
 #: blocks per promotion, in ``promote_parts`` N parts through ``promote_temps`` temporaries.
 FP8_PROMOTION = {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192}
+#: Block scales: the promotion above with 128-column tiles (one block of B's scales each).
+FP8_BLOCK_PROMOTION = {**FP8_PROMOTION, "block_n": SCALE_BLOCK}
 
 
 def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
@@ -1393,7 +1597,11 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
         if out_dtype is None:
             out_dtype = in_dtype
         return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype, b_major=b_major)
-    extra: dict[str, Any] = {} if fast_accum else dict(FP8_PROMOTION)
+    if scale_mode == "block" and fast_accum:
+        raise GemmSm90Error("block scales are applied when the partial sums are promoted: "
+                            "fast_accum (no promotion) cannot take them")
+    extra: dict[str, Any] = {} if fast_accum else dict(
+        FP8_BLOCK_PROMOTION if scale_mode == "block" else FP8_PROMOTION)
     return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype or "bf16", b_major="K",
                           b_dtype="" if b_dtype == in_dtype else b_dtype,
                           scale_mode=scale_mode, **extra)
@@ -1401,6 +1609,9 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
 
 def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
     """The kernel's parameters as ``(name, PTX type)`` (``nvatom.runtime.launch`` form)."""
+    if cfg.grouped:
+        return (("tmaps", "u64"), ("tile_ends", "u64"), ("G", "u32"), ("N", "u32"),
+                ("K", "u32"))
     tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
     out = [("tmap_a", tmap), ("tmap_b", tmap), ("tmap_d", tmap),
            ("M", "u32"), ("N", "u32"), ("K", "u32")]

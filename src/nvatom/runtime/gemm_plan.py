@@ -21,6 +21,8 @@ from nvatom.runtime.torch_interop import ELEMENT_BYTES, TensorInfo
 
 __all__ = [
     "MAX_GRID_X",
+    "OUT_DTYPES",
+    "PLAIN_DTYPES",
     "SCALED_DTYPES",
     "SCALE_MODES",
     "GemmLaunch",
@@ -33,8 +35,15 @@ __all__ = [
 
 #: Operand types taken with scales (FP8; either type on either side).
 SCALED_DTYPES = ("e4m3", "e5m2")
-#: How FP8 scales apply: one f32 per operand ("tensor") or one per row of A and column of B.
-SCALE_MODES = ("tensor", "row")
+#: The unscaled operand types and the output types ``nvatom.gemm`` takes (those of the SM80
+#: kernel, which runs every problem of them: ``nvatom.kernels.gemm_sm80.IN_DTYPES`` /
+#: ``OUT_DTYPES``, checked equal in tests/runtime/test_gemm_recipe.py); here so the checks
+#: need no kernel module.
+PLAIN_DTYPES = ("bf16", "f16")
+OUT_DTYPES = ("bf16", "f16", "f32")
+#: How FP8 scales apply: one f32 per operand ("tensor"), one per row of A and column of B
+#: ("row"), or per 1 x 128 block of A and 128 x 128 block of B ("block", DeepSeek-V3's).
+SCALE_MODES = ("tensor", "row", "block")
 #: gridDim.x's limit (CUDA C++ Programming Guide, "Compute Capabilities": 2^31 - 1).
 MAX_GRID_X = 2**31 - 1
 
@@ -57,7 +66,7 @@ class GemmProblem:
     b_major: str  # "N": B row-major (K x N, stride (ldb, 1)); "K": column-major
     acc: str = "f32"
     b_dtype: str = ""  # B's type where it differs from A's (FP8: e4m3 x e5m2, e5m2 x e4m3)
-    scale_mode: str = ""  # FP8: "tensor" or "row" (SCALE_MODES); "" without scales
+    scale_mode: str = ""  # FP8: "tensor", "row" or "block" (SCALE_MODES); "" without scales
     fast_accum: bool = False  # FP8: WGMMA accumulates the whole K (no f32 promotion)
 
 

@@ -68,6 +68,8 @@ __all__ = [
     "clear_memory_cache",
     "get_kernel",
     "kernel_cache_dir",
+    "kernel_disk_key",
+    "load_cached_kernel",
     "pack_args",
     "param_decl",
     "params_of",
@@ -294,16 +296,38 @@ _PTX_FILES = ("arch.py", "dtypes.py", "errors.py", "diagnostics.py")
 @functools.lru_cache(maxsize=1)
 def _code_fingerprint() -> str:
     """Hash of the source of every room PTX is made from: a changed emitter changes every
-    cache key, so a stale cubin is never served."""
+    cache key, so a stale cubin is never served.  The hash of the contents is memoized on
+    disk (``<cache>/fingerprints``) under a hash of every file's path, size, inode,
+    modification and change times (``os.stat``), so a process whose sources are the ones
+    hashed before reads one small file instead of all of them (a first call's cost)."""
     root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
     files = [f for room in _PTX_ROOMS for f in sorted((root / room).rglob("*.py"))
              if (root / room).is_dir()]
     files += [root / f for f in _PTX_FILES if (root / f).is_file()]
+    sig = hashlib.sha256(str(root).encode())
+    for f in files:
+        st = f.stat()
+        sig.update(f"{f.relative_to(root)}|{st.st_size}|{st.st_ino}|{st.st_mtime_ns}|"
+                   f"{st.st_ctime_ns}\0".encode())
+    key = sig.hexdigest()
+    d = ptxas.cache_dir()
+    memo = None if d is None else d.parent / "fingerprints" / f"{key}.entry"
+    if memo is not None:
+        got = ptxas.read_entry(memo, key)
+        if got is not None and isinstance(got[0].get("fingerprint"), str):
+            return str(got[0]["fingerprint"])
+    h = hashlib.sha256()
     for f in files:
         h.update(str(f.relative_to(root)).encode())
         h.update(f.read_bytes())
-    return h.hexdigest()[:16]
+    fingerprint = h.hexdigest()[:16]
+    if memo is not None:
+        try:
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            ptxas.write_entry(memo, {"key": key, "fingerprint": fingerprint})
+        except OSError:
+            pass  # a read-only or full disk only costs speed
+    return fingerprint
 
 
 def _disk_key(source: KernelSource, target: str, ptxas_build: str) -> str:
@@ -323,6 +347,17 @@ def clear_memory_cache() -> None:
     _loaded.clear()
 
 
+def kernel_disk_key(source: KernelSource, target: str) -> str:
+    """The disk-cache key of ``source``'s cubin for ``target`` (code fingerprint, ptxas
+    build, target and the source's key)."""
+    return _disk_key(source, target, ptxas.find_ptxas(target).build)
+
+
+def _entry_path(key: str) -> Path | None:
+    d = kernel_cache_dir()
+    return None if d is None else d / key[:2] / f"{key}.entry"
+
+
 def build_cubin(source: KernelSource, target: str) -> tuple[bytes, bool]:
     """The cubin of ``source`` for ``target`` and whether it came from a cache."""
     mkey = (source.key, target)
@@ -330,8 +365,7 @@ def build_cubin(source: KernelSource, target: str) -> tuple[bytes, bool]:
         return _cubins[mkey], True
     tool = ptxas.find_ptxas(target)
     key = _disk_key(source, target, tool.build)
-    d = kernel_cache_dir()
-    path = None if d is None else d / key[:2] / f"{key}.entry"
+    path = _entry_path(key)
     if path is not None:
         got = ptxas.read_entry(path, key, elf=True)  # a bad file is removed and rebuilt
         if got is not None and got[0].get("name") == source.name:
@@ -351,6 +385,30 @@ def build_cubin(source: KernelSource, target: str) -> tuple[bytes, bool]:
         except OSError:
             pass  # a read-only or full disk only costs speed
     return res.cubin, False
+
+
+def load_cached_kernel(source: KernelSource, target: str, disk_key: str,
+                       device: int) -> LoadedKernel | None:
+    """``source`` loaded on ``device`` through the driver (``cuModuleLoadData``) from the
+    disk-cache entry ``disk_key`` (:func:`kernel_disk_key`, recorded earlier), without
+    building, assembling or fingerprinting anything; None when that entry is missing or
+    fails its checks (the caller then takes :func:`get_kernel`).  The kernel joins the memory
+    caches as :func:`get_kernel` with ``backend="driver"`` would have made it."""
+    key = (source.key, target, device, "driver")
+    hit = _loaded.get(key)
+    if hit is not None:
+        return hit
+    cubin = _cubins.get((source.key, target))
+    if cubin is None:
+        path = _entry_path(disk_key)
+        got = None if path is None else ptxas.read_entry(path, disk_key, elf=True)
+        if got is None or got[0].get("name") != source.name:
+            return None
+        cubin = got[1]
+        _cubins[(source.key, target)] = cubin
+    kernel = LoadedKernel(source, target, cubin, device, "driver")
+    _loaded[key] = kernel
+    return kernel
 
 
 # --------------------------------------------------------------------------- driver helpers

@@ -190,8 +190,56 @@ def _candidates() -> list[tuple[Path, str]]:
     return out
 
 
+#: Bump when what a tool probe records changes.
+_PROBE_FORMAT = 1
+
+
+def _probe_key(path_str: str) -> str | None:
+    """The identity of a ptxas binary for the probe memo: its path, resolved path, size,
+    modification time and inode (a changed or replaced binary is probed again); None when
+    it cannot be read."""
+    try:
+        real = os.path.realpath(path_str)
+        st = os.stat(real)
+    except OSError:
+        return None
+    return f"{_PROBE_FORMAT}|{path_str}|{real}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+
+
 @functools.lru_cache(maxsize=64)
 def _probe_tool(path_str: str, source: str) -> PtxasTool | None:
+    """The :class:`PtxasTool` of one binary: from the disk memo (``<cache>/tools``, keyed by
+    :func:`_probe_key`) when this very binary was probed before, else by running it
+    (``--version``, ``--help``: two processes, tens of milliseconds), then memoized."""
+    ident = _probe_key(path_str)
+    d = cache_dir()
+    memo = None
+    if ident is not None and d is not None:
+        key = hashlib.sha256(ident.encode()).hexdigest()
+        memo = d / "tools" / f"{key}.entry"
+        got = read_entry(memo, key)
+        if got is not None:
+            m = got[0]
+            try:
+                version = (int(m["version"][0]), int(m["version"][1]))
+                if source.startswith("pypi:") and version[0] == 12:
+                    source = "pypi:nvidia-cuda-nvcc-cu12"
+                return PtxasTool(path=Path(path_str), source=source, version=version,
+                                 build=str(m["build"]), gpu_names=frozenset(m["gpu_names"]))
+            except (KeyError, TypeError, ValueError, IndexError):
+                pass  # a foreign memo: probe again (and overwrite it)
+    tool = _run_probe(path_str, source)
+    if tool is not None and memo is not None:
+        try:
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            write_entry(memo, {"key": memo.stem, "version": list(tool.version),
+                               "build": tool.build, "gpu_names": sorted(tool.gpu_names)})
+        except OSError:
+            pass  # a read-only or full disk only costs speed
+    return tool
+
+
+def _run_probe(path_str: str, source: str) -> PtxasTool | None:
     path = Path(path_str)
     try:
         ver = subprocess.run(

@@ -1,0 +1,79 @@
+"""``nvatom.grouped_gemm`` (one persistent launch over MoE groups) on an sm_90 GPU against float64.
+
+Random group sizes including empty groups and ragged ones (not a multiple of the 128-row tile),
+bf16 and f16, B row-major and K-major per group, f32 output, offsets as a list and as a CUDA
+int32 tensor; the output is poisoned with NaN first: every row of a group must be written
+correctly and the rows past the last offset must stay untouched (so no tile of one group
+writes into another's rows)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+
+
+def _require_sm90() -> None:
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("grouped_gemm runs on the SM90 kernel (an sm_90 GPU)")
+
+
+CASES = [
+    # (sizes, N, K, dtype, b K-major, out dtype)
+    ([0, 200, 1, 128, 0, 517, 64, 0], 264, 136, torch.bfloat16, False, None),
+    ([300, 0, 0, 1000], 512, 1024, torch.float16, True, None),
+    ([17] * 5 + [0] * 3 + [257], 136, 264, torch.bfloat16, True, torch.float32),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("cuda_offsets", [False, True])
+def test_grouped_gemm_against_float64(case: int, cuda_offsets: bool) -> None:
+    _require_sm90()
+    import nvatom
+
+    sizes, n, k, dt, kmajor, odt = CASES[case]
+    g = len(sizes)
+    tail = 37  # rows past the last group: never written
+    total = sum(sizes) + tail
+    a = torch.randn(total, k, device="cuda").to(dt)
+    if kmajor:
+        b = torch.randn(g, n, k, device="cuda").to(dt).transpose(1, 2)  # (G, K, N), K-major
+    else:
+        b = torch.randn(g, k, n, device="cuda").to(dt)
+    ends = [sum(sizes[: i + 1]) for i in range(g)]
+    offs = torch.tensor(ends, dtype=torch.int32, device="cuda") if cuda_offsets else ends
+    out = torch.full((total, n), float("nan"), device="cuda", dtype=odt or dt)
+    nvatom.grouped_gemm(a, b, offs, out=out)
+    torch.cuda.synchronize()
+    start = 0
+    for i, end in enumerate(ends):
+        if end > start:
+            ref = a[start:end].double() @ b[i].double()
+            got = out[start:end].double()
+            assert not torch.isnan(got).any(), f"group {i}: unwritten rows"
+            err = ((got - ref).norm() / ref.norm()).item()
+            assert err < (1e-5 if odt is torch.float32 else 5e-3), (i, err)
+        start = end
+    assert torch.isnan(out[ends[-1]:]).all(), "rows past the last group were written"
+
+
+def test_grouped_gemm_many_experts_fresh_output() -> None:
+    _require_sm90()
+    import nvatom
+
+    rng = random.Random(3)
+    g, n, k = 64, 256, 512
+    sizes = [rng.choice([0, 0, 1, 5, 64, 129, 300]) for _ in range(g)]
+    ends = [sum(sizes[: i + 1]) for i in range(g)]
+    a = torch.randn(ends[-1], k, device="cuda").to(torch.bfloat16)
+    b = torch.randn(g, k, n, device="cuda").to(torch.bfloat16)
+    out = nvatom.grouped_gemm(a, b, torch.tensor(ends, dtype=torch.int32))
+    ref = torch.cat([a[(ends[i - 1] if i else 0):ends[i]].double() @ b[i].double()
+                     for i in range(g)])
+    assert not torch.isnan(out).any()
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 5e-3

@@ -1,0 +1,98 @@
+"""FP8 block scales (DeepSeek-V3: ``scale_a`` 1 x 128 per row of A, ``scale_b`` 128 x 128 per
+block of B) without a GPU: the mode picked from the shapes, every wrong shape, stride, dtype
+and option named, the kernel configuration (promotion every K block, 128-column tiles) and
+its PTX assembled by ptxas with the scales applied by ``fma.rn.f32`` at promotion."""
+
+from __future__ import annotations
+
+import pytest
+
+from nvatom import gemm_providers as gp
+from nvatom.gemm import SCALE_BLOCK, GemmError, GemmProblem, check_operands, plan
+from nvatom.kernels import gemm_sm90 as sm90
+from nvatom.runtime.ptxas import assemble
+
+from .runtime.test_launch import FakeTensor
+from .test_gemm_api_fp8 import a8, b8
+
+
+def blk_a(m: int, kb: int, **kw) -> FakeTensor:
+    """scale_a (M x Kb) row-major."""
+    return FakeTensor((m, kb), (kb, 1), dtype=kw.pop("dtype", "torch.float32"),
+                      ptr=0x7F0000400000, **kw)
+
+
+def blk_b(kb: int, nb: int, *, row_major: bool = False, **kw) -> FakeTensor:
+    """scale_b (Kb x Nb) K-major (``w_scale.t()``), or row-major."""
+    strides = (nb, 1) if row_major else (1, kb)
+    return FakeTensor((kb, nb), strides, dtype=kw.pop("dtype", "torch.float32"),
+                      ptr=0x7F0000500000, **kw)
+
+
+def test_block_mode_from_the_shapes() -> None:
+    # K = 400: 4 K blocks (the last partial); N = 264: 3 N blocks
+    a, b = a8(200, 400), b8(400, 264)
+    *_, p = check_operands(a, b, scale_a=blk_a(200, 4), scale_b=blk_b(4, 3))
+    assert p == GemmProblem(200, 264, 400, "e4m3", "bf16", "K", "K", scale_mode="block")
+    launch, _ = plan(p, (9, 0))
+    assert launch.source.name.endswith("_blockscale") and "128x128" in launch.source.name
+    # one K block: scale_a (M, 1) is row-wise's shape too; scale_b (1, Nb) picks block
+    *_, p = check_operands(a8(64, 128), b8(128, 512), scale_a=blk_a(64, 1),
+                           scale_b=blk_b(1, 4))
+    assert p.scale_mode == "block"
+    assert SCALE_BLOCK == sm90.SCALE_BLOCK
+
+
+@pytest.mark.parametrize(("sa", "sb", "kw", "match"), [
+    (blk_a(200, 4), blk_b(4, 3, row_major=True), {},
+     r"scale_b \(4 x 3 block scales\) has strides \(3, 1\), not \(1, 4\): .* w_scale\.t\(\)"),
+    (FakeTensor((200, 4), (1, 200), dtype="torch.float32", ptr=0x7F0000400000), blk_b(4, 3),
+     {},
+     r"scale_a \(200 x 4 block scales\) has strides \(1, 200\), not \(4, 1\): .*row-major"),
+    (blk_a(200, 3), blk_b(4, 3), {},
+     r"scale_a has shape \(200, 3\) and scale_b \(4, 3\): .* or block scales "
+     r"\(200, 4\) and \(4, 3\)"),
+    (blk_a(200, 4), blk_b(3, 4), {}, r"scale_b \(3, 4\)"),
+    (blk_a(200, 4, dtype="torch.bfloat16"), blk_b(4, 3), {}, "scale_a has dtype bfloat16"),
+    (blk_a(200, 4), blk_b(4, 3), {"fast_accum": True},
+     "fast_accum=True with block scales: .* promoted"),
+])
+def test_block_scale_errors(sa, sb, kw, match) -> None:
+    with pytest.raises(GemmError, match=match):
+        check_operands(a8(200, 400), b8(400, 264), scale_a=sa, scale_b=sb, **kw)
+
+
+def test_block_config_rules() -> None:
+    cfg = sm90.default_config("e4m3", scale_mode="block")
+    assert (cfg.block_n, cfg.promote, cfg.promote_pipelined, cfg.block_k) == (128, 1, False, 128)
+    for bad in (dict(block_n=192), dict(promote=0, promote_pipelined=False),
+                dict(promote_pipelined=True)):
+        with pytest.raises(sm90.GemmSm90Error, match="scale_mode 'block'"):
+            sm90.GemmSm90Config(**{**cfg.__dict__, **bad})
+    with pytest.raises(sm90.GemmSm90Error, match="fast_accum"):
+        sm90.default_config("e4m3", scale_mode="block", fast_accum=True)
+
+
+@pytest.mark.parametrize("b_dtype", ["", "e5m2"])
+def test_block_kernel_assembles_and_scales_at_promotion(b_dtype: str) -> None:
+    cfg = sm90.default_config("e4m3", b_dtype=b_dtype, scale_mode="block")
+    ptx = sm90.build_gemm_sm90(cfg).emit()
+    res = assemble(ptx, "sm_90a").kernel()
+    assert res.spills == 0
+    # every promoted element is one fma (two N parts of 64 columns: 32 per part per thread),
+    # no add.f32 promotion left, and no scale multiply in the epilogue
+    assert ptx.count("fma.rn.f32") == cfg.block_n // 2
+    assert ptx.count("ld.global.nc.f32") == 3  # scale_a (two rows), scale_b per K block
+    assert sm90.kernel_params(cfg)[-2:] == (("scale_a", "u64"), ("scale_b", "u64"))
+
+
+def test_block_recipe_matches_spec() -> None:
+    """The block kernel's recipe (first call) reproduces its launch spec."""
+    p = GemmProblem(300, 384, 640, "e4m3", "bf16", "K", "K", scale_mode="block")
+    launch = gp.Sm90Provider().plan(p, "sm_90a")
+    import random
+
+    from .test_gemm_recipe import _operands
+    a, b, d = _operands(p, random.Random(5))
+    rec = launch.recipe(a, b, d, p)
+    assert rec is not None and rec["tiles"]["block_n"] == 128

@@ -1,0 +1,134 @@
+"""``nvatom.grouped_gemm`` (MoE grouped GEMM) without a GPU: the grouped SM90 kernel's PTX
+assembled by ptxas, its per-group tensor maps against the plain kernel's launch spec at each
+group's rows (so TMA clips at group boundaries), the cumulative tile counts the scheduler
+walks, and every wrong shape, dtype, layout or offset named."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import pytest
+
+from nvatom import gemm_providers as gp
+from nvatom.gemm import GemmError, grouped_gemm
+from nvatom.kernels import gemm_sm90 as sm90
+from nvatom.runtime.ptxas import assemble
+from nvatom.runtime.torch_interop import TensorArgumentError
+
+from .runtime.test_launch import FakeTensor
+
+
+@pytest.mark.parametrize(("ind", "outd", "bmaj"), [("bf16", "bf16", "MN"), ("f16", "f16", "K"),
+                                                   ("bf16", "f32", "K")])
+def test_grouped_kernel_assembles(ind: str, outd: str, bmaj: str) -> None:
+    cfg = dataclasses.replace(sm90.default_config(ind, outd, bmaj), grouped=True)
+    ptx = sm90.build_gemm_sm90(cfg).emit()
+    res = assemble(ptx, "sm_90a").kernel()
+    assert res.spills == 0
+    assert "fence.proxy.tensormap::generic.acquire.gpu" in ptx
+    assert sm90.kernel_params(cfg) == (("tmaps", "u64"), ("tile_ends", "u64"), ("G", "u32"),
+                                       ("N", "u32"), ("K", "u32"))
+
+
+def test_grouped_config_rules() -> None:
+    for bad in (dict(cluster_m=2), dict(persistent=False)):
+        with pytest.raises(sm90.GemmSm90Error, match="grouped GEMM runs persistent"):
+            sm90.GemmSm90Config(grouped=True, **bad)
+    with pytest.raises(sm90.GemmSm90Error, match="grouped GEMM"):
+        dataclasses.replace(sm90.default_config("e4m3"), grouped=True)
+
+
+def _norm(args: dict) -> dict:
+    return {k: tuple(v) if isinstance(v, (list, tuple)) else v for k, v in args.items()}
+
+
+@pytest.mark.parametrize("b_major", ["N", "K"])
+def test_grouped_plan_maps_are_the_kernels_at_each_group(b_major: str) -> None:
+    rng = random.Random(7)
+    sizes = [0, 1, 300, 0, 128, 4096, 7, 0]
+    ends, acc = [], 0
+    for s in sizes:
+        acc += s
+        ends.append(acc)
+    n, k = 520, 136
+    lda, ldd = k + 8, n + 16
+    ldb = n if b_major == "N" else k
+    gstride = k * n * 2 + 64
+    a_ptr, b_ptr, d_ptr = 0x7F0000000000, 0x7F4000000000, 0x7F8000000000
+    seen: list = []
+    plan = gp.grouped_plan("bf16", "bf16", b_major, ends, n, k, a_ptr, lda, b_ptr, gstride, ldb,
+                           d_ptr, ldd, 132, encode=lambda args: seen.append(_norm(args))
+                           or bytes(128))
+    cfg = sm90.default_config("bf16", "bf16", "MN" if b_major == "N" else "K")
+    assert plan.cfg == dataclasses.replace(cfg, grouped=True)
+    assert len(plan.maps) == 3 * 128 * len(sizes)
+    want, tiles, start = [], [], 0
+    tiles_n = -(-n // cfg.block_n)
+    total = 0
+    for g, end in enumerate(ends):
+        m = end - start
+        if m:
+            spec = sm90.gemm_sm90_launch_spec(cfg, m, n, k, a_ptr + start * lda * 2,
+                                              b_ptr + g * gstride, d_ptr + start * ldd * 2,
+                                              132, lda=lda, ldb=ldb, ldd=ldd)
+            want += [_norm(tm.driver_args()) for tm in spec.tensor_maps]
+            total += -(-m // cfg.block_m) * tiles_n
+        tiles.append(total)
+        start = end
+    assert seen == want
+    assert plan.tile_ends == tuple(tiles) and plan.grid == min(total, 132)
+    assert rng
+
+
+@dataclasses.dataclass
+class Fake3:
+    """A (G, K, N) duck tensor: ``b[g]`` is its K x N matrix g."""
+
+    shape: tuple[int, int, int]
+    strides: tuple[int, int, int]
+    dtype: str = "torch.bfloat16"
+    ptr: int = 0x7F4000000000
+
+    def dim(self) -> int:
+        return 3
+
+    def stride(self, i: int | None = None):
+        return self.strides if i is None else self.strides[i]
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+    def __getitem__(self, g: int) -> FakeTensor:
+        return FakeTensor(self.shape[1:], self.strides[1:], dtype=self.dtype,
+                          ptr=self.ptr + g * self.strides[0] * 2)
+
+
+def _a(m: int, k: int, **kw) -> FakeTensor:
+    return FakeTensor((m, k), (k, 1), **kw)
+
+
+@pytest.mark.parametrize(("args", "err", "match"), [
+    ((_a(64, 128), FakeTensor((128, 64), (64, 1)), [64]), GemmError, r"b has shape \(128, 64\)"),
+    ((_a(64, 128), Fake3((2, 96, 64), (96 * 64, 64, 1)), [32, 64]), GemmError,
+     r"shapes do not chain: a is 64x128, b is 2x96x64"),
+    ((_a(64, 128), Fake3((2, 128, 64), (128 * 64, 64, 1), dtype="torch.float16"), [32, 64]),
+     TensorArgumentError, "a is bf16 but b is torch.float16"),
+    ((_a(64, 128), Fake3((2, 128, 64), (128 * 64, 64, 1)), [32]), GemmError,
+     "offsets has 1 entries but b has 2 groups"),
+    ((_a(64, 128), Fake3((2, 128, 64), (128 * 64, 64, 1)), [40, 32]), GemmError,
+     r"offsets\[1\] = 32: the cumulative row ends are non-decreasing"),
+    ((_a(64, 128), Fake3((2, 128, 64), (128 * 64, 64, 1)), [32, 65]), GemmError,
+     r"offsets\[1\] = 65: .* total_M = 64"),
+    ((_a(64, 128), Fake3((2, 128, 64), (128 * 64, 64, 1)), [32.0, 64]), GemmError,
+     r"offsets holds 32\.0"),
+    ((_a(64, 128), Fake3((2, 128, 64), (128 * 64 + 3, 64, 1)), [32, 64]), TensorArgumentError,
+     "group stride 8195 elements"),
+    ((_a(64, 128), Fake3((2, 128, 64), (128 * 64, 1, 64)), [32, 64]), TensorArgumentError,
+     r"b\[g\]'s lines overlap \(leading stride 64 < 128"),
+    ((_a(64, 128), Fake3((0, 128, 64), (128 * 64, 64, 1)), []), GemmError, "b has 0 groups"),
+])
+def test_grouped_errors(args, err, match) -> None:
+    out = FakeTensor((64, 64), (64, 1), ptr=0x7F8000000000)
+    with pytest.raises(err, match=match):
+        grouped_gemm(*args, out=out)
