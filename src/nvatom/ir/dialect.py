@@ -477,13 +477,31 @@ class MakeTiledTmaDescOp(NvOp):
         attr = self.attributes["mode"]
         name = str(attr.text).strip()
         mode = (TY.LOAD_MODES if isinstance(attr, TY.LoadModeAttrT) else TY.STORE_MODES)[name]
-        q = T.ptx_qualifiers(mode)
-        im2col = "im2col" in name or bool(q and q[0].startswith(".im2col"))
-        want = "im2col" if im2col else "tiled"
-        got = self.results[0].type
-        if not isinstance(got, TY.TmaDescIm2colT if im2col else TY.TmaDescTiledT):
-            _fail(f"mode {X.print_attr(attr)} makes a !cute_nvgpu.tma_descriptor_{want}, "
-                  f"but the result type is {TY.type_text(got)}")
+        _check_descriptor_kind(mode, self.results[0].type, X.print_attr(attr), "the result type")
+
+
+def descriptor_kind(mode: Any) -> str:
+    """``"im2col"`` for the im2col modes (``cuTensorMapEncodeIm2col``), else ``"tiled"``."""
+    q = T.ptx_qualifiers(mode)
+    return "im2col" if "IM2COL" in mode.name or bool(q and q[0].startswith(".im2col")) \
+        else "tiled"
+
+
+def _mode_text(mode: Any) -> str:
+    """A mode enum member as its IR attribute (``#cute_nvgpu.tma_load_mode<im2col>``)."""
+    for attr, table in (("tma_load_mode", TY.LOAD_MODES), ("tma_store_mode", TY.STORE_MODES),
+                        ("tma_reduce_kind", TY.REDUCE_KINDS)):
+        for k, m in table.items():
+            if m is mode:  # identity: the enums' integer values overlap
+                return f"#cute_nvgpu.{attr}<{k}>"
+    return str(mode)
+
+
+def _check_descriptor_kind(mode: Any, got: Any, mode_text: str, what: str) -> None:
+    want = descriptor_kind(mode)
+    if not isinstance(got, TY.TmaDescIm2colT if want == "im2col" else TY.TmaDescTiledT):
+        _fail(f"mode {mode_text} makes a !cute_nvgpu.tma_descriptor_{want}, but {what} is "
+              f"{TY.type_text(got)}")
 
 
 # =========================================================================== cute_nvgpu
@@ -829,11 +847,16 @@ class CopyOp(NvOp):
 
     name = "cute_nvgpu.atom.copy"
     OPERANDS = 3
+    ATTRS: ClassVar[dict[str, Any]] = {"generic": "bool"}
 
     def verify_ir(self, v: VerifyCtx) -> None:
         from nvatom.atoms.copy import CopyUse, element_bits
 
         atom = _atom_operand(self, "copy")
+        if self.attr("generic"):
+            from nvatom.ir.ops_copy import check_generic
+
+            check_generic(self, atom)
         src, dst = (_operand_use(x.type, n) for x, n in zip(self.operands[1:], ("src", "dst"),
                                                            strict=True))
         if atom.mnemonic in ("atom.tmem_load", "atom.tmem_store", "atom.s2t_copy"):
@@ -934,6 +957,9 @@ class _NonExecTmaOp(NvOp):
     def _mode(self, desc_op: Any) -> Any:
         raise NotImplementedError
 
+    def transfer_kind(self) -> T.TmaKind:
+        return self.KIND
+
     def verify_ir(self, v: VerifyCtx) -> None:
         desc, tile, vmap = self.operands
         if not isinstance(desc.type, (TY.TmaDescTiledT, TY.TmaDescIm2colT)):
@@ -947,8 +973,11 @@ class _NonExecTmaOp(NvOp):
         cta = TY.layout_of(vmap.type)
         smem = smem if smem is not None else _TypeRepr(tile.type)
         cta = cta if cta is not None else _TypeRepr(vmap.type)
+        mode = self._mode(desc_op)
+        # the descriptor's type names the kind of map the mode reads (tiled or im2col)
+        _check_descriptor_kind(mode, desc.type, _mode_text(mode), "the descriptor")
         result = T.verify_tma_partition(
-            self.KIND, self._mode(desc_op), smem, gmem, cta,
+            self.transfer_kind(), mode, smem, gmem, cta,
             element_bits=desc_op.element_bits, num_multicast=self.attr("num_multicast"))
         v.facts[self] = result
 
@@ -1087,8 +1116,10 @@ class _TmaApplyOp(NvOp):
             _check_slice_tile(m.layout, body)
         elif str(m.layout) != str(body.smem):
             _fail(f"the tile's layout {m.layout} is not the partitioned SMEM layout {body.smem}")
-        if not isinstance(coord.type, TY.CoordTypeT) or int(coord.type.text) != result.rank:
-            _fail(f"expects a !cute.coord<{result.rank}> (the descriptor's rank), but got "
+        # the mode's coordinate count (gather4/scatter4: a column and four rows)
+        n_coords = T.NonExecTmaAtom(result, 16).instr.coords(result.rank)
+        if not isinstance(coord.type, TY.CoordTypeT) or int(coord.type.text) != n_coords:
+            _fail(f"expects a !cute.coord<{n_coords}> (the descriptor's rank), but got "
                   f"{TY.type_text(coord.type)}")
         if self.KIND is T.TmaKind.LOAD:
             mode = T.NonExecTmaAtom(result, 16).ptx_mode
@@ -1150,7 +1181,13 @@ class TmaLoadOp(_TmaApplyOp):
     KIND = T.TmaKind.LOAD
     OPERANDS = (3, 6)
     ATTRS: ClassVar[dict[str, Any]] = {"allow_tma": "bool", "inBounds": "bool",
-                                       "multicast_slice": "bool"}
+                                       "multicast_slice": "bool", "dst_space": "str"}
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        from nvatom.ir.ops_tma import check_load_destination
+
+        super().verify_ir(v)
+        check_load_destination(self, v, v.facts.get(_defining(self.operands[0])))
 
 
 class TmaStoreOp(_TmaApplyOp):
@@ -1350,6 +1387,10 @@ CUTE_NVGPU_OPS = X.irdl_ops(
     TmaStoreOp, TmaReduceOp, UpdateTmaDescOp, PrefetchTmaDescOp, MbarrierInitOp, MbarrierWaitOp,
     SyncThreadsOp, ClusterCtaRankOp, ClusterSyncOp, UmmaCommitOp, CpAsyncCommitOp, CpAsyncWaitOp,
     WarpgroupFenceOp, WarpgroupCommitOp, WarpgroupWaitOp)
+from nvatom.ir import ops_copy as _ops_copy  # noqa: E402  (they subclass the ops above)
+from nvatom.ir import ops_tma as _ops_tma  # noqa: E402
+
+CUTE_NVGPU_OPS += X.irdl_ops(*_ops_tma.OPS, *_ops_copy.OPS)
 ALL_OPS = [*CUTE_OPS, *NV_TILEAS_OPS, *CUTE_NVGPU_OPS]
 
 DIALECTS = [
