@@ -979,6 +979,8 @@ class _NonExecTmaOp(NvOp):
         result = T.verify_tma_partition(
             self.transfer_kind(), mode, smem, gmem, cta,
             element_bits=desc_op.element_bits, num_multicast=self.attr("num_multicast"))
+        if self.transfer_kind() is T.TmaKind.REDUCE:  # defined on the map's element type?
+            T.check_reduce_type(mode, TY._ptr(desc_op.segments()[0][0].type.text)[0].name)
         v.facts[self] = result
 
 
@@ -1052,7 +1054,12 @@ class MakeExecTmaOp(NvOp):
 
     def verify_ir(self, v: VerifyCtx) -> None:
         if not v.target.supports("tma"):
-            _fail(f"TMA is not available on {v.target.name}")
+            from nvatom.atoms.records import atom_record
+
+            # the registry's target rule ("atom 'atom.make_exec_tma' needs tier SM90, ...")
+            _fail(atom_record(self.name.removeprefix("cute_nvgpu.")).rejection(
+                v.target, self.name.removeprefix("cute_nvgpu."))
+                or f"TMA is not available on {v.target.name}")
         has_bar = len(self.operands) == 2
         if self.kind is T.TmaKind.LOAD:
             if not has_bar or not isinstance(self.operands[1].type, TY.MbarrierT):
@@ -1077,9 +1084,13 @@ class MakeExecTmaOp(NvOp):
         desc_op = _desc_origin(part_op.operands[0])
         atom = T.NonExecTmaAtom(result, desc_op.element_bits)
         # the atom layer's binding rules: barrier for loads, the CTA mask's population
-        v.facts[self] = T.make_exec_tma(
-            atom, T.MBarrier() if self.kind is T.TmaKind.LOAD else None, cache,
-            self.attr("multicast_mask"))
+        ex = T.make_exec_tma(atom, T.MBarrier() if self.kind is T.TmaKind.LOAD else None,
+                             cache, self.attr("multicast_mask"))
+        # the atom's target rule: the record's, and the features of its mode (the sm_100a
+        # family's im2col::w, gather4/scatter4 and cta_group::2)
+        spaces = ("gmem", "smem") if self.kind is T.TmaKind.LOAD else ("smem", "gmem")
+        ex.verify_instance(v.target, T.TmaCopyUse(*spaces))
+        v.facts[self] = ex
 
 
 _EXEC_KIND = {TY.EXEC_TMA[k]: k for k in T.TmaKind}
@@ -1259,6 +1270,8 @@ class PrefetchTmaDescOp(NvOp):
         t = self.operands[0].type
         if not isinstance(t, (TY.TmaDescTiledT, TY.TmaDescIm2colT)):
             _fail(f"expects a TMA descriptor, but got {TY.type_text(t)}")
+        # the atom's target rule (prefetch.tensormap: sm_90, PTX 8.0); the map is a parameter
+        T.PrefetchTmaDesc().verify_prefetch(v.target, T.TmaPrefetchUse("param"))
 
 
 # -- synchronisation

@@ -453,6 +453,13 @@ class _KernelLowering:
         out = []
         for use in value.uses:
             user = use.operation
+            if user.name == "cute_nvgpu.atom.copy" and use.index in (1, 2):
+                # a decompressing ldmatrix (.b8x16.b4x16_p64 / .b6x16_p32) writes each
+                # element into a byte of its own: the registers the atom names
+                atom = TY.atom_of(user.operands[0].type)
+                if getattr(getattr(atom, "fmt", None), "decompresses", False):
+                    out.append(atom.registers)
+                continue
             if user.name != "cute_nvgpu.atom.mma" or not 1 <= use.index <= 4:
                 continue
             atom = TY.atom_of(user.operands[0].type)
@@ -482,6 +489,7 @@ class _KernelLowering:
         text = TY.type_text(gmem.t) if isinstance(gmem, DL._TypeRepr) else layout_text(gmem)
         info = TmaParam(name, tensor, text, op.element_bits, None, None)
         self.tma.append(info)
+        self.need_feature("tma")  # the hoisted map's cvta.param needs PTX 7.7
         self.vals[op.results[0]] = _Desc(addr, info)
 
     # -- cute_nvgpu: atoms
@@ -829,6 +837,7 @@ class _KernelLowering:
 
     def _cute_nvgpu_prefetch_tma_desc(self, op: Any) -> None:
         TE.prefetch_tensormap(self.k, self._reg_of(op.operands[0]).reg)
+        self.need_feature("tma")
 
     def _tma_apply(self, op: Any) -> tuple[_Desc, T.ExecTmaAtom, Reg | None, Reg,
                                            Sequence[Reg]]:

@@ -132,7 +132,7 @@ class PrefetchTmaTensorOp(DL.NvOp):
         instr = atom.instr
         if not v.target.supports(instr.feature):
             f = feature(instr.feature)
-            DL._fail(f"cp.async.bulk.prefetch.tensor{instr.mode} is not available on "
+            DL._fail(f"atom 'cp.async.bulk.prefetch.tensor{instr.mode}' is not available on "
                      f"{v.target.name}: it needs {f.description} ({f.rule})")
         coord, *offsets = self.operands[1:]
         want = instr.coords(r.rank)
