@@ -190,7 +190,8 @@ def tma_use(fam: Any, form: TmaForm, t: Target) -> str:
         body.append("  %atom = cute_nvgpu.atom.non_exec_tiled_tma_reduce %d, %tile, %vmap "
                     f"{{kind = #cute_nvgpu.tma_reduce_kind<{form.mode}>}}")
     n_coords = 5 if form.geometry == "rows" else rank
-    body.append(f"  %coord = cute.make_coord {', '.join(['%x', '%y', '%z', '%w', '%v'][:n_coords])}")
+    coords = ", ".join(["%x", "%y", "%z", "%w", "%v"][:n_coords])
+    body.append(f"  %coord = cute.make_coord {coords}")
     offsets = {"w_multicast": ", %h, %o", "w128_multicast": ", %h, %o", "im2col": ", %h"}
     off = offsets.get(form.mode, "") if direction == "load" else ""
     if form.op == "prefetch":
