@@ -16,6 +16,7 @@ from nvatom.ir.generate import NOT_GENERATED, atom_use, cases
 
 sys.path.insert(0, str(Path(__file__).parent))
 from invariant import check, xfail_reason
+
 from tests.ir.test_ir_invariant import _SEED  # one random seed per run, printed there
 
 FAMILIES = ("copy", "tma")
