@@ -854,9 +854,7 @@ class CopyOp(NvOp):
 
         atom = _atom_operand(self, "copy")
         if self.attr("generic"):
-            from nvatom.ir.ops_copy import check_generic
-
-            check_generic(self, atom)
+            self._check_generic(atom)
         src, dst = (_operand_use(x.type, n) for x, n in zip(self.operands[1:], ("src", "dst"),
                                                            strict=True))
         if atom.mnemonic in ("atom.tmem_load", "atom.tmem_store", "atom.s2t_copy"):
@@ -872,6 +870,21 @@ class CopyOp(NvOp):
             else:
                 dst = _swizzled_rows(atom, dst, "dst")
         atom.verify_instance(v.target, CopyUse(src, dst))
+
+
+    def _check_generic(self, atom: Any) -> None:
+        """``generic = true`` applies to ldmatrix/stmatrix, whose shared tile it addresses
+        generically (the instruction without ``.shared``)."""
+        from nvatom.atoms.copy import MatrixCopy
+
+        if not isinstance(atom, MatrixCopy):
+            _fail(f"generic = true addresses an ldmatrix/stmatrix tile generically; "
+                  f"'{atom.name}' names its state spaces")
+        mem = self.operands[1] if atom.op == "ldmatrix" else self.operands[2]
+        m = TY.memref_of(mem.type)
+        if m is None or m.space != "smem":
+            _fail(f"generic = true: the {atom.op} tile must be a shared-memory memref (a "
+                  f"generic address of shared memory), but got {TY.type_text(mem.type)}")
 
 
 def _swizzled_rows(atom: Any, use: OperandUse, side: str) -> OperandUse:
@@ -1195,10 +1208,31 @@ class TmaLoadOp(_TmaApplyOp):
                                        "multicast_slice": "bool", "dst_space": "str"}
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        from nvatom.ir.ops_tma import check_load_destination
-
         super().verify_ir(v)
-        check_load_destination(self, v, v.facts.get(_defining(self.operands[0])))
+        _check_load_destination(self, v.facts.get(_defining(self.operands[0])))
+
+
+#: ``cp.async.bulk.tensor`` load destinations: state space -> (lowest PTX ISA version that
+#: has it, can it multicast); ptxas 13.0: "Feature 'cp.async.bulk.tensor with destination
+#: state space as .shared::cta' requires PTX ISA .version 8.6 or later" (sm_90 included),
+#: "Illegal modifier '.multicast::cluster' for instruction 'cp.async.bulk.tensor' with
+#: '.shared::cta.global'"
+LOAD_DESTINATIONS: dict[str, tuple[tuple[int, int], bool]] = {
+    "shared::cluster": ((8, 0), True),
+    "shared::cta": ((8, 6), False),
+}
+
+
+def _check_load_destination(op: NvOp, ex: Any) -> None:
+    """The ``dst_space`` of a ``tma_load`` (``shared::cluster`` by default): ``shared::cta``
+    takes no CTA mask and no multicast slice."""
+    space = op.attr("dst_space", "shared::cluster")
+    if space not in LOAD_DESTINATIONS:
+        _fail(f"dst_space must be one of {', '.join(LOAD_DESTINATIONS)}, got '{space}'")
+    if not LOAD_DESTINATIONS[space][1] and (
+            op.attr("multicast_slice") or (ex is not None and ex.multicast_mask is not None)):
+        _fail(f"a TMA load into {space} cannot multicast (cp.async.bulk.tensor has no "
+              f".multicast::cluster with a .{space} destination): bind no multicast_mask")
 
 
 class TmaStoreOp(_TmaApplyOp):
@@ -1400,10 +1434,6 @@ CUTE_NVGPU_OPS = X.irdl_ops(
     TmaStoreOp, TmaReduceOp, UpdateTmaDescOp, PrefetchTmaDescOp, MbarrierInitOp, MbarrierWaitOp,
     SyncThreadsOp, ClusterCtaRankOp, ClusterSyncOp, UmmaCommitOp, CpAsyncCommitOp, CpAsyncWaitOp,
     WarpgroupFenceOp, WarpgroupCommitOp, WarpgroupWaitOp)
-from nvatom.ir import ops_copy as _ops_copy  # noqa: E402  (they subclass the ops above)
-from nvatom.ir import ops_tma as _ops_tma  # noqa: E402
-
-CUTE_NVGPU_OPS += X.irdl_ops(*_ops_tma.OPS, *_ops_copy.OPS)
 ALL_OPS = [*CUTE_OPS, *NV_TILEAS_OPS, *CUTE_NVGPU_OPS]
 
 DIALECTS = [

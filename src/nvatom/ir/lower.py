@@ -640,6 +640,13 @@ class _KernelLowering:
         sides = [_CopySide.of(self, x) for x in op.operands[1:]]
         self._apply_copy(atom, sides, generic=bool(op.attr("generic")))
 
+    @staticmethod
+    def copy_side(space: str, element_bits: int, lane: Any, value: Any, base: Any,
+                  swizzle: Any = None, offset: int = 0) -> _CopySide:
+        """A copy operand of (thread, value) layouts (for ir/lower_ext.py)."""
+        return _CopySide(space, element_bits, lane, value, base, swizzle=swizzle,
+                         offset=offset)
+
     def _apply_copy(self, atom: Any, sides: list[_CopySide], *, generic: bool = False) -> None:
         """A copy atom over (thread, value) -> offset operands (``atom.copy``, and each
         thread's values of a tiled copy: ir/lower_ext.py)."""
@@ -873,9 +880,7 @@ class _KernelLowering:
             self.k.ins("mov.b16", mask, ex.multicast_mask)
         two_cta = ex.atom.mode is T.TmaLoadMode.TMA_LOAD_TWO_CTA
         dst_space = op.attr("dst_space", "shared::cluster")
-        from nvatom.ir.ops_tma import LOAD_DESTINATIONS
-
-        self.need(LOAD_DESTINATIONS[dst_space][0])
+        self.need(DL.LOAD_DESTINATIONS[dst_space][0])
         TE.tma_load(self.k, dst, desc.reg, coord, bar, multicast_mask=mask,
                     cache_policy=self._policy(ex), im2col_offsets=offsets or None,
                     mode=ex.atom.ptx_mode, cta_group=2 if two_cta else None, target=self.t,

@@ -1,7 +1,8 @@
 """Lowering of the operations of ir/ops_tma.py and ir/ops_copy.py (issue 16).
 
 ``lower._KernelLowering`` looks an operation up here when it has no method of its own
-(:data:`LOWERINGS`: operation name -> function of the kernel lowering and the op):
+(:data:`LOWERINGS`: operation name -> function of the kernel lowering and the op; this
+module does not import ``lower``, which imports it):
 
 * ``atom.tma_partition``: as ``non_exec_tiled_tma_*`` (the box and swizzle of the hoisted
   descriptor parameter from the partition);
@@ -22,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from nvatom.atoms import tma as T
+from nvatom.errors import NvatomError
 from nvatom.ir import types as TY
-from nvatom.ir.lower import LowerError, _CopySide, _Desc
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
 
@@ -62,7 +63,7 @@ def _tma_partition(low: Any, op: Any) -> None:
 def _prefetch_tma_tensor(low: Any, op: Any) -> None:
     r: T.TmaPartitionResult = low.v.facts[op]
     atom_val = low._reg_of(op.operands[0])
-    desc: _Desc = atom_val[0]
+    desc = atom_val[0]  # lower._Desc
     mode = T.NonExecTmaAtom(r, 16).ptx_mode
     coords = low._reg_of(op.operands[1])
     offsets = []
@@ -94,14 +95,14 @@ def _tiled_copy_copy(low: Any, op: Any) -> None:
         val = low._reg_of(x)
         if m.space == "rmem":
             lay = m.layout
-            sides.append(_CopySide(m.space, m.element.pack_bits, lay[0], lay[1], val))
+            sides.append(low.copy_side(m.space, m.element.pack_bits, lay[0], lay[1], val))
             continue
         tv, sw, off = thread_layout(tc, m)
         if sw is not None and m.element.pack_bits % 8:
-            raise LowerError(f"a swizzled copy operand of {m.element.pack_bits}-bit elements "
+            raise NvatomError(f"a swizzled copy operand of {m.element.pack_bits}-bit elements "
                              "does not lower (sub-byte elements are not implemented)")
-        sides.append(_CopySide(m.space, m.element.pack_bits, tv[0], tv[1], val.reg,
-                               swizzle=sw, offset=off))
+        sides.append(low.copy_side(m.space, m.element.pack_bits, tv[0], tv[1], val.reg,
+                                   swizzle=sw, offset=off))
     low._apply_copy(tc.atom, sides)
 
 

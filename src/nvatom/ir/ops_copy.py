@@ -15,7 +15,8 @@
 * ``generic = true`` on ``cute_nvgpu.atom.copy`` of an ldmatrix/stmatrix atom: the shared
   tile is addressed through a generic address (``cvta.shared``), and the instruction has no
   ``.shared`` state space (``ldmatrix.sync.aligned.m8n8.x4.b16``; PTX ISA "ldmatrix": "If no
-  state space is specified, generic addressing is used"; ptxas accepts it from sm_75).
+  state space is specified, generic addressing is used"; ptxas accepts it from sm_75);
+  the attribute is ``dialect.CopyOp``'s.
 """
 
 from __future__ import annotations
@@ -28,22 +29,7 @@ from nvatom.ir import types as TY
 from nvatom.ir.syntax import IRSyntaxError, parse_layout_body
 from nvatom.layout import ComposedLayout, Layout, composition, size, zipped_divide
 
-__all__ = ["OPS", "MakeTiledCopyOp", "TiledCopyCopyOp", "check_generic", "thread_layout"]
-
-
-def check_generic(op: DL.NvOp, atom: Any) -> None:
-    """``generic = true`` applies to ldmatrix/stmatrix, whose shared operand it addresses
-    generically."""
-    from nvatom.atoms.copy import MatrixCopy
-
-    if not isinstance(atom, MatrixCopy):
-        DL._fail(f"generic = true addresses an ldmatrix/stmatrix tile generically; "
-                 f"'{atom.name}' names its state spaces")
-    mem = op.operands[1] if atom.op == "ldmatrix" else op.operands[2]
-    m = TY.memref_of(mem.type)
-    if m is None or m.space != "smem":
-        DL._fail(f"generic = true: the {atom.op} tile must be a shared-memory memref (a "
-                 f"generic address of shared memory), but got {TY.type_text(mem.type)}")
+__all__ = ["OPS", "MakeTiledCopyOp", "TiledCopyCopyOp", "thread_layout"]
 
 
 def _layout_attr(op: DL.NvOp, key: str) -> Layout:

@@ -17,7 +17,8 @@
   coordinates), next to ``prefetch_tma_desc`` (``prefetch.tensormap``).
 * the ``dst_space`` attribute of ``cute_nvgpu.atom.tma_load``: ``"shared::cluster"`` (the
   default) or ``"shared::cta"``, the load into the issuing CTA's own shared memory without a
-  cluster (:func:`check_load_destination`).
+  cluster (checked by ``dialect.TmaLoadOp``, whose attribute it is; the table is
+  ``dialect.LOAD_DESTINATIONS``).
 
 Facts from ptxas 13.0 (tests/ir/test_ir_tma_forms.py assembles them): a ``.shared::cta``
 destination needs PTX ISA 8.6 on every target (sm_90 included: "Feature 'cp.async.bulk.tensor
@@ -34,22 +35,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from nvatom.arch import PtxVersion, feature
+from nvatom.arch import feature
 from nvatom.atoms import tma as T
 from nvatom.ir import dialect as DL
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.syntax import IRSyntaxError
 
-__all__ = ["LOAD_DESTINATIONS", "OPS", "PrefetchTmaTensorOp", "TmaPartitionOp",
-           "check_load_destination"]
-
-#: ``cp.async.bulk.tensor`` load destinations: state space -> (lowest PTX ISA version that
-#: has it, can it multicast); ptxas 13.0 (module docstring)
-LOAD_DESTINATIONS: dict[str, tuple[PtxVersion, bool]] = {
-    "shared::cluster": ((8, 0), True),
-    "shared::cta": ((8, 6), False),
-}
+__all__ = ["OPS", "PrefetchTmaTensorOp", "TmaPartitionOp"]
 
 # mode attribute -> (direction, name -> enum member)
 _MODE_ATTRS: dict[str, tuple[T.TmaKind, type, dict[str, Any]]] = {
@@ -151,21 +144,6 @@ class PrefetchTmaTensorOp(DL.NvOp):
         if hint is not None and hint not in names:
             DL._fail(f"l2_cache_hint must be one of {', '.join(names)}, got '{hint}'")
         v.facts[self] = r
-
-
-def check_load_destination(op: DL.NvOp, v: DL.VerifyCtx, ex: Any) -> str:
-    """The ``dst_space`` of a ``tma_load`` (``shared::cluster`` by default): ``shared::cta``
-    takes no CTA mask and no multicast slice (ptxas: no ``.multicast::cluster`` with a
-    ``.shared::cta`` destination).  Returns the state space."""
-    space = op.attr("dst_space", "shared::cluster")
-    if space not in LOAD_DESTINATIONS:
-        DL._fail(f"dst_space must be one of {', '.join(LOAD_DESTINATIONS)}, got '{space}'")
-    _, multicast = LOAD_DESTINATIONS[space]
-    if not multicast and (op.attr("multicast_slice")
-                          or (ex is not None and ex.multicast_mask is not None)):
-        DL._fail(f"a TMA load into {space} cannot multicast (cp.async.bulk.tensor has no "
-                 f".multicast::cluster with a .{space} destination): bind no multicast_mask")
-    return str(space)
 
 
 OPS = [TmaPartitionOp, PrefetchTmaTensorOp]
