@@ -122,6 +122,8 @@ func.func @copies(%p: !cute.ptr<f32, gmem>) {
   cute_nvgpu.tiled_copy.copy %tc, %g, %s
   // expected-error @+1 {{a tiled copy of 12 threads: the lowering takes a power of two up to 1024}}
   %t12 = cute_nvgpu.make_tiled_copy %u {thr_layout = "(3,4):(4,1)", val_layout = "(1,4):(4,1)"}
+  // expected-error @+1 {{val_layout (1,4):(0,0) must map its 4 coordinates one-to-one onto 0..3}}
+  %t0 = cute_nvgpu.make_tiled_copy %u {thr_layout = "(32,4):(4,1)", val_layout = "(1,4):(0,0)"}
   %t2 = cute_nvgpu.make_tiled_copy %u {thr_layout = "(32,4):(4,1)", val_layout = "(1,2):(2,1)"}
   %g2 = cute.make_view %p : !cute.memref<f32, gmem, (32,8):(8,1)>
   %s2 = cute.alloc_smem : !cute.memref<f32, smem, (32,8):(8,1)>

@@ -43,7 +43,15 @@ def _layout_attr(op: DL.NvOp, key: str) -> Layout:
         raise AssertionError from None  # unreachable
     if not isinstance(lay, Layout):
         DL._fail(f"{key} must be a static layout like \"(32,4):(4,1)\", got \"{text}\"")
-    return lay  # type: ignore[return-value]
+    assert isinstance(lay, Layout)
+    if size(lay) > 1 << 16:
+        DL._fail(f"{key} {lay} has {size(lay)} coordinates; a tiled copy takes at most "
+                 f"{1 << 16}")
+    offsets = sorted(lay(i) for i in range(size(lay)))
+    if offsets != list(range(size(lay))):  # each thread / value once, densely
+        DL._fail(f"{key} {lay} must map its {size(lay)} coordinates one-to-one onto "
+                 f"0..{size(lay) - 1}")
+    return lay
 
 
 class MakeTiledCopyOp(DL.NvOp):
