@@ -151,3 +151,19 @@ def test_every_tma_form_that_verifies_assembles(target: str) -> None:
     mod = driver.parse("".join(bodies), f"tma_forms_{target}.mlir")
     out = lower(mod, driver.verify(mod, target))
     assert len(assemble(out.ptx, target).kernels) == len(bodies)
+
+
+def test_the_emitters_refuse_forms_ptxas_has_not() -> None:
+    from nvatom.ptx import tma_emit as TE
+    from nvatom.ptx.builder import Module
+
+    k = Module("sm_90a").kernel("k")
+    with pytest.raises(TE.TmaEmitError, match="into shared::cta cannot multicast"):
+        TE.tma_load(k, "%r1", "%rd1", ["%r2", "%r3"], "%r4", multicast_mask="%h1",
+                    dst_space="shared::cta")
+    with pytest.raises(TE.TmaEmitError, match="writes shared::cluster or shared::cta"):
+        TE.tma_load(k, "%r1", "%rd1", ["%r2", "%r3"], "%r4", dst_space="global")
+    with pytest.raises(TE.TmaEmitError, match="im2col on a rank-3 tensor takes 1 offsets"):
+        TE.tma_prefetch(k, "%rd1", ["%r2", "%r3", "%r4"], mode=".im2col")
+    with pytest.raises(TE.TmaEmitError, match="not available on sm_90a"):
+        TE.tma_prefetch(k, "%rd1", ["%r2"] * 5, mode=".tile::gather4", target="sm_90a")
