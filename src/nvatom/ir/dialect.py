@@ -871,7 +871,6 @@ class CopyOp(NvOp):
                 dst = _swizzled_rows(atom, dst, "dst")
         atom.verify_instance(v.target, CopyUse(src, dst))
 
-
     def _check_generic(self, atom: Any) -> None:
         """``generic = true`` applies to ldmatrix/stmatrix, whose shared tile it addresses
         generically (the instruction without ``.shared``)."""
@@ -1143,7 +1142,9 @@ class _TmaApplyOp(NvOp):
         # the mode's coordinate count (gather4/scatter4: a column and four rows)
         n_coords = T.NonExecTmaAtom(result, 16).instr.coords(result.rank)
         if not isinstance(coord.type, TY.CoordTypeT) or int(coord.type.text) != n_coords:
-            _fail(f"expects a !cute.coord<{n_coords}> (the descriptor's rank), but got "
+            how = "the descriptor's rank" if n_coords == result.rank else \
+                f"a column and four rows of the rank-{result.rank} map"
+            _fail(f"expects a !cute.coord<{n_coords}> ({how}), but got "
                   f"{TY.type_text(coord.type)}")
         if self.KIND is T.TmaKind.LOAD:
             mode = T.NonExecTmaAtom(result, 16).ptx_mode
