@@ -131,3 +131,22 @@ func.func @copies(%p: !cute.ptr<f32, gmem>) {
   cute_nvgpu.tiled_copy.copy %t2, %g2, %s2
   func.return
 }
+
+// -----
+
+// target: sm_100a
+// a gather4 load names a column and four rows
+func.func @gather4_coords(%src: !cute.ptr<f16, gmem>, %n: i32, %m: i32, %ld: i32, %x: i32, %y: i32) {
+  %gl = cute.static : !cute.layout<(n,m):(1,ld)>
+  %d = nv_tileas.make_tiled_tma_desc %src, %gl shapes(%n, %m) strides(%ld) paddings() {mode = #cute_nvgpu.tma_load_mode<gather4>, elementBitWidth = 16} : !cute_nvgpu.tma_descriptor_tiled
+  %tile = cute.static : !cute.composed_layout<Sw<3,4,3> o 0 o (4,64):(64,1)>
+  %vmap = cute.static : !cute.layout<(4,64):(1@1,1@0)>
+  %g = cute_nvgpu.atom.tma_partition %d, %tile, %vmap {tma_load_mode = #cute_nvgpu.tma_load_mode<gather4>}
+  %bar = cute_nvgpu.arch.mbarrier_init {count = 1}
+  %e = cute_nvgpu.atom.make_exec_tma %g, %bar
+  %smem = cute.alloc_smem : !cute.memref<f16, smem, Sw<3,4,3> o 0 o (4,64):(64,1)>
+  %c2 = cute.make_coord %x, %y
+  // expected-error @+1 {{expects a !cute.coord<5> (a column and four rows of the rank-2 map), but got !cute.coord<2>}}
+  cute_nvgpu.atom.tma_load %e, %smem, %c2
+  func.return
+}
