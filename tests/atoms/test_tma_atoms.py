@@ -263,10 +263,15 @@ def test_mode_enum_values_are_the_specification_s() -> None:
              "TMA_STORE_IM2COL_W128": 3}
     reduce = {f"TMA_REDUCE_{op}": i for i, op in enumerate(
         ("ADD", "MIN", "MAX", "INC", "DEC", "AND", "OR", "XOR"))}
+    # nvatom's own values follow the specification's (docs/spec-deviations.md#tma-mode-enums)
+    ours = {T.TmaLoadMode: {"TMA_LOAD_IM2COL": 4, "TMA_LOAD_GATHER4": 5},
+            T.TmaStoreMode: {"TMA_STORE_SCATTER4": 4}, T.TmaReduceKind: {}}
     for enum_type, want in ((T.TmaLoadMode, load), (T.TmaStoreMode, store),
                             (T.TmaReduceKind, reduce)):
+        want = {**want, **ours[enum_type]}
         assert {m.name: int(m.value) for m in enum_type} == want
         assert [m.name for m in enum_type] == list(want)  # declaration order too
+    assert T.SPEC_LOAD_MODES == tuple(T.TmaLoadMode)[:4] and len(T.SPEC_STORE_MODES) == 4
 
 
 # ----------------------------------------------------------------------------- interfaces

@@ -25,6 +25,7 @@ OWN_DIAGNOSTICS: tuple[str, ...] = (
     "needs tier ",  # AtomRecord.rejection below the minimum tier
     "has no scalar PTX fma/mad for ",  # nvatom.atoms.universal: no scalar FMA of the type
     "' is not available on ",  # AtomRecord.rejection / form feature rules
+    "cannot multicast (cp.async.bulk.tensor has no",  # ir.ops_tma: shared::cta destination
 )
 
 #: (family, atom-name regex, target regex) -> reason: known breaks of the invariant.

@@ -118,6 +118,10 @@ class TmaLoadMode(enum.IntEnum):
     TMA_LOAD_TWO_CTA = 1  # real: .tile with .cta_group::2 (sm_100a), not a mode
     TMA_LOAD_W_MULTICAST = 2  # real: .im2col::w (not multicast)
     TMA_LOAD_W128_MULTICAST = 3  # real: .im2col::w::128 (not multicast)
+    # ours, not the specification's (docs/spec-deviations.md#tma-mode-enums): the real PTX
+    # modes no spec value names
+    TMA_LOAD_IM2COL = 4  # real: .im2col (rank - 2 16-bit offsets; sm_90)
+    TMA_LOAD_GATHER4 = 5  # real: .tile::gather4 (2-d map, four rows; sm_100a family)
 
 
 class TmaStoreMode(enum.IntEnum):
@@ -125,6 +129,8 @@ class TmaStoreMode(enum.IntEnum):
     TMA_STORE_IM2COL = 1  # real: .im2col_no_offs (ptxas: sm_90 too)
     TMA_STORE_IM2COL_W = 2  # not a PTX store mode
     TMA_STORE_IM2COL_W128 = 3  # not a PTX store mode
+    # ours (docs/spec-deviations.md#tma-mode-enums)
+    TMA_STORE_SCATTER4 = 4  # real: .tile::scatter4 (2-d map, four rows; sm_100a family)
 
 
 class TmaReduceKind(enum.IntEnum):
@@ -152,16 +158,26 @@ _LOAD_PTX: dict[TmaLoadMode, tuple[str, ...]] = {
     TmaLoadMode.TMA_LOAD_TWO_CTA: (".tile", ".cta_group::2"),
     TmaLoadMode.TMA_LOAD_W_MULTICAST: (".im2col::w",),
     TmaLoadMode.TMA_LOAD_W128_MULTICAST: (".im2col::w::128",),
+    TmaLoadMode.TMA_LOAD_IM2COL: (".im2col",),
+    TmaLoadMode.TMA_LOAD_GATHER4: (".tile::gather4",),
 }
 _STORE_PTX: dict[TmaStoreMode, tuple[str, ...] | None] = {
     TmaStoreMode.TMA_STORE_TILED: (".tile",),
     TmaStoreMode.TMA_STORE_IM2COL: (".im2col_no_offs",),
     TmaStoreMode.TMA_STORE_IM2COL_W: None,
     TmaStoreMode.TMA_STORE_IM2COL_W128: None,
+    TmaStoreMode.TMA_STORE_SCATTER4: (".tile::scatter4",),
 }
-#: the real PTX modes that no spec enum value names (docs/spec-deviations.md, "TMA lowering")
+#: the real PTX modes that no spec enum value names (docs/spec-deviations.md, "TMA lowering");
+#: nvatom names them with its own values after the specification's (TMA_LOAD_IM2COL = 4,
+#: TMA_LOAD_GATHER4 = 5, TMA_STORE_SCATTER4 = 4)
 UNNAMED_LOAD_MODES = (".tile::gather4", ".im2col")
 UNNAMED_STORE_MODES = (".tile::scatter4",)
+#: the specification's own enum values (the rest are nvatom's extension)
+SPEC_LOAD_MODES = tuple(TmaLoadMode)[:4]
+SPEC_STORE_MODES = tuple(TmaStoreMode)[:4]
+#: the four-row modes: a 2-d map whose box is one row; the tile holds four rows
+FOUR_ROW_MODES = (TmaLoadMode.TMA_LOAD_GATHER4, TmaStoreMode.TMA_STORE_SCATTER4)
 
 
 def ptx_qualifiers(mode: TmaLoadMode | TmaStoreMode | TmaReduceKind) -> tuple[str, ...] | None:
@@ -315,7 +331,9 @@ _MAX_BOX = 256
 #: a CTA mask is 16 bits: at most 16 CTAs (a non-portable cluster size) receive a multicast
 MAX_MULTICAST = 16
 # the specification's step-11 pairing: modes 0 and 2 are "non-multicast", 1 and 3 multicast
-_NON_MULTICAST_LOAD = (TmaLoadMode.TMA_LOAD_NO_MULTICAST, TmaLoadMode.TMA_LOAD_W_MULTICAST)
+# (nvatom's own modes im2col and gather4 take the non-multicast rule: a count is optional)
+_NON_MULTICAST_LOAD = (TmaLoadMode.TMA_LOAD_NO_MULTICAST, TmaLoadMode.TMA_LOAD_W_MULTICAST,
+                       TmaLoadMode.TMA_LOAD_IM2COL, TmaLoadMode.TMA_LOAD_GATHER4)
 
 
 @dataclass(frozen=True)
@@ -439,12 +457,17 @@ def verify_tma_partition(
     inner_bits = box[0] * element_bits
     span = SWIZZLE_BYTES[sw.bits]
     im2col = (kind is TmaKind.LOAD and mode in (TmaLoadMode.TMA_LOAD_W_MULTICAST,
-                                                TmaLoadMode.TMA_LOAD_W128_MULTICAST)) or (
-        kind is TmaKind.STORE and mode is not TmaStoreMode.TMA_STORE_TILED)
+                                                TmaLoadMode.TMA_LOAD_W128_MULTICAST,
+                                                TmaLoadMode.TMA_LOAD_IM2COL)) or (
+        kind is TmaKind.STORE and mode in (TmaStoreMode.TMA_STORE_IM2COL,
+                                          TmaStoreMode.TMA_STORE_IM2COL_W,
+                                          TmaStoreMode.TMA_STORE_IM2COL_W128))
+    # gather4/scatter4 (nvatom's modes): a 2-d map; the tile is four rows of the box's row
+    four_rows = any(mode is m for m in FOUR_ROW_MODES)  # identity: the enums' ints overlap
     if (max(box) > _MAX_BOX or inner_bits % 128
             or (span is not None and inner_bits > span * 8)
             or lead not in (1, None) or isinstance(lead, str)
-            or (im2col and rank < 3)):
+            or (im2col and rank < 3) or (four_rows and (rank != 2 or box[1] != 4))):
         raise _fail(TMA_INVALID_TMA_LAYOUT + _got(tma_layout))
     # 10. the TMA tensor type
     mc = 1 if num_multicast is None or kind is not TmaKind.LOAD else num_multicast

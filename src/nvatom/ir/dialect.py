@@ -477,13 +477,31 @@ class MakeTiledTmaDescOp(NvOp):
         attr = self.attributes["mode"]
         name = str(attr.text).strip()
         mode = (TY.LOAD_MODES if isinstance(attr, TY.LoadModeAttrT) else TY.STORE_MODES)[name]
-        q = T.ptx_qualifiers(mode)
-        im2col = "im2col" in name or bool(q and q[0].startswith(".im2col"))
-        want = "im2col" if im2col else "tiled"
-        got = self.results[0].type
-        if not isinstance(got, TY.TmaDescIm2colT if im2col else TY.TmaDescTiledT):
-            _fail(f"mode {X.print_attr(attr)} makes a !cute_nvgpu.tma_descriptor_{want}, "
-                  f"but the result type is {TY.type_text(got)}")
+        _check_descriptor_kind(mode, self.results[0].type, X.print_attr(attr), "the result type")
+
+
+def descriptor_kind(mode: Any) -> str:
+    """``"im2col"`` for the im2col modes (``cuTensorMapEncodeIm2col``), else ``"tiled"``."""
+    q = T.ptx_qualifiers(mode)
+    return "im2col" if "IM2COL" in mode.name or bool(q and q[0].startswith(".im2col")) \
+        else "tiled"
+
+
+def _mode_text(mode: Any) -> str:
+    """A mode enum member as its IR attribute (``#cute_nvgpu.tma_load_mode<im2col>``)."""
+    for attr, table in (("tma_load_mode", TY.LOAD_MODES), ("tma_store_mode", TY.STORE_MODES),
+                        ("tma_reduce_kind", TY.REDUCE_KINDS)):
+        for k, m in table.items():
+            if m is mode:  # identity: the enums' integer values overlap
+                return f"#cute_nvgpu.{attr}<{k}>"
+    return str(mode)
+
+
+def _check_descriptor_kind(mode: Any, got: Any, mode_text: str, what: str) -> None:
+    want = descriptor_kind(mode)
+    if not isinstance(got, TY.TmaDescIm2colT if want == "im2col" else TY.TmaDescTiledT):
+        _fail(f"mode {mode_text} makes a !cute_nvgpu.tma_descriptor_{want}, but {what} is "
+              f"{TY.type_text(got)}")
 
 
 # =========================================================================== cute_nvgpu
@@ -829,11 +847,14 @@ class CopyOp(NvOp):
 
     name = "cute_nvgpu.atom.copy"
     OPERANDS = 3
+    ATTRS: ClassVar[dict[str, Any]] = {"generic": "bool"}
 
     def verify_ir(self, v: VerifyCtx) -> None:
         from nvatom.atoms.copy import CopyUse, element_bits
 
         atom = _atom_operand(self, "copy")
+        if self.attr("generic"):
+            self._check_generic(atom)
         src, dst = (_operand_use(x.type, n) for x, n in zip(self.operands[1:], ("src", "dst"),
                                                            strict=True))
         if atom.mnemonic in ("atom.tmem_load", "atom.tmem_store", "atom.s2t_copy"):
@@ -849,6 +870,20 @@ class CopyOp(NvOp):
             else:
                 dst = _swizzled_rows(atom, dst, "dst")
         atom.verify_instance(v.target, CopyUse(src, dst))
+
+    def _check_generic(self, atom: Any) -> None:
+        """``generic = true`` applies to ldmatrix/stmatrix, whose shared tile it addresses
+        generically (the instruction without ``.shared``)."""
+        from nvatom.atoms.copy import MatrixCopy
+
+        if not isinstance(atom, MatrixCopy):
+            _fail(f"generic = true addresses an ldmatrix/stmatrix tile generically; "
+                  f"'{atom.name}' names its state spaces")
+        mem = self.operands[1] if atom.op == "ldmatrix" else self.operands[2]
+        m = TY.memref_of(mem.type)
+        if m is None or m.space != "smem":
+            _fail(f"generic = true: the {atom.op} tile must be a shared-memory memref (a "
+                  f"generic address of shared memory), but got {TY.type_text(mem.type)}")
 
 
 def _swizzled_rows(atom: Any, use: OperandUse, side: str) -> OperandUse:
@@ -934,6 +969,9 @@ class _NonExecTmaOp(NvOp):
     def _mode(self, desc_op: Any) -> Any:
         raise NotImplementedError
 
+    def transfer_kind(self) -> T.TmaKind:
+        return self.KIND
+
     def verify_ir(self, v: VerifyCtx) -> None:
         desc, tile, vmap = self.operands
         if not isinstance(desc.type, (TY.TmaDescTiledT, TY.TmaDescIm2colT)):
@@ -947,9 +985,14 @@ class _NonExecTmaOp(NvOp):
         cta = TY.layout_of(vmap.type)
         smem = smem if smem is not None else _TypeRepr(tile.type)
         cta = cta if cta is not None else _TypeRepr(vmap.type)
+        mode = self._mode(desc_op)
+        # the descriptor's type names the kind of map the mode reads (tiled or im2col)
+        _check_descriptor_kind(mode, desc.type, _mode_text(mode), "the descriptor")
         result = T.verify_tma_partition(
-            self.KIND, self._mode(desc_op), smem, gmem, cta,
+            self.transfer_kind(), mode, smem, gmem, cta,
             element_bits=desc_op.element_bits, num_multicast=self.attr("num_multicast"))
+        if self.transfer_kind() is T.TmaKind.REDUCE:  # defined on the map's element type?
+            T.check_reduce_type(mode, TY._ptr(desc_op.segments()[0][0].type.text)[0].name)
         v.facts[self] = result
 
 
@@ -1023,7 +1066,12 @@ class MakeExecTmaOp(NvOp):
 
     def verify_ir(self, v: VerifyCtx) -> None:
         if not v.target.supports("tma"):
-            _fail(f"TMA is not available on {v.target.name}")
+            from nvatom.atoms.records import atom_record
+
+            # the registry's target rule ("atom 'atom.make_exec_tma' needs tier SM90, ...")
+            _fail(atom_record(self.name.removeprefix("cute_nvgpu.")).rejection(
+                v.target, self.name.removeprefix("cute_nvgpu."))
+                or f"TMA is not available on {v.target.name}")
         has_bar = len(self.operands) == 2
         if self.kind is T.TmaKind.LOAD:
             if not has_bar or not isinstance(self.operands[1].type, TY.MbarrierT):
@@ -1048,9 +1096,13 @@ class MakeExecTmaOp(NvOp):
         desc_op = _desc_origin(part_op.operands[0])
         atom = T.NonExecTmaAtom(result, desc_op.element_bits)
         # the atom layer's binding rules: barrier for loads, the CTA mask's population
-        v.facts[self] = T.make_exec_tma(
-            atom, T.MBarrier() if self.kind is T.TmaKind.LOAD else None, cache,
-            self.attr("multicast_mask"))
+        ex = T.make_exec_tma(atom, T.MBarrier() if self.kind is T.TmaKind.LOAD else None,
+                             cache, self.attr("multicast_mask"))
+        # the atom's target rule: the record's, and the features of its mode (the sm_100a
+        # family's im2col::w, gather4/scatter4 and cta_group::2)
+        spaces = ("gmem", "smem") if self.kind is T.TmaKind.LOAD else ("smem", "gmem")
+        ex.verify_instance(v.target, T.TmaCopyUse(*spaces))
+        v.facts[self] = ex
 
 
 _EXEC_KIND = {TY.EXEC_TMA[k]: k for k in T.TmaKind}
@@ -1087,8 +1139,12 @@ class _TmaApplyOp(NvOp):
             _check_slice_tile(m.layout, body)
         elif str(m.layout) != str(body.smem):
             _fail(f"the tile's layout {m.layout} is not the partitioned SMEM layout {body.smem}")
-        if not isinstance(coord.type, TY.CoordTypeT) or int(coord.type.text) != result.rank:
-            _fail(f"expects a !cute.coord<{result.rank}> (the descriptor's rank), but got "
+        # the mode's coordinate count (gather4/scatter4: a column and four rows)
+        n_coords = T.NonExecTmaAtom(result, 16).instr.coords(result.rank)
+        if not isinstance(coord.type, TY.CoordTypeT) or int(coord.type.text) != n_coords:
+            how = "the descriptor's rank" if n_coords == result.rank else \
+                f"a column and four rows of the rank-{result.rank} map"
+            _fail(f"expects a !cute.coord<{n_coords}> ({how}), but got "
                   f"{TY.type_text(coord.type)}")
         if self.KIND is T.TmaKind.LOAD:
             mode = T.NonExecTmaAtom(result, 16).ptx_mode
@@ -1150,7 +1206,34 @@ class TmaLoadOp(_TmaApplyOp):
     KIND = T.TmaKind.LOAD
     OPERANDS = (3, 6)
     ATTRS: ClassVar[dict[str, Any]] = {"allow_tma": "bool", "inBounds": "bool",
-                                       "multicast_slice": "bool"}
+                                       "multicast_slice": "bool", "dst_space": "str"}
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        super().verify_ir(v)
+        _check_load_destination(self, v.facts.get(_defining(self.operands[0])))
+
+
+#: ``cp.async.bulk.tensor`` load destinations: state space -> (lowest PTX ISA version that
+#: has it, can it multicast); ptxas 13.0: "Feature 'cp.async.bulk.tensor with destination
+#: state space as .shared::cta' requires PTX ISA .version 8.6 or later" (sm_90 included),
+#: "Illegal modifier '.multicast::cluster' for instruction 'cp.async.bulk.tensor' with
+#: '.shared::cta.global'"
+LOAD_DESTINATIONS: dict[str, tuple[tuple[int, int], bool]] = {
+    "shared::cluster": ((8, 0), True),
+    "shared::cta": ((8, 6), False),
+}
+
+
+def _check_load_destination(op: NvOp, ex: Any) -> None:
+    """The ``dst_space`` of a ``tma_load`` (``shared::cluster`` by default): ``shared::cta``
+    takes no CTA mask and no multicast slice."""
+    space = op.attr("dst_space", "shared::cluster")
+    if space not in LOAD_DESTINATIONS:
+        _fail(f"dst_space must be one of {', '.join(LOAD_DESTINATIONS)}, got '{space}'")
+    if not LOAD_DESTINATIONS[space][1] and (
+            op.attr("multicast_slice") or (ex is not None and ex.multicast_mask is not None)):
+        _fail(f"a TMA load into {space} cannot multicast (cp.async.bulk.tensor has no "
+              f".multicast::cluster with a .{space} destination): bind no multicast_mask")
 
 
 class TmaStoreOp(_TmaApplyOp):
@@ -1222,6 +1305,8 @@ class PrefetchTmaDescOp(NvOp):
         t = self.operands[0].type
         if not isinstance(t, (TY.TmaDescTiledT, TY.TmaDescIm2colT)):
             _fail(f"expects a TMA descriptor, but got {TY.type_text(t)}")
+        # the atom's target rule (prefetch.tensormap: sm_90, PTX 8.0); the map is a parameter
+        T.PrefetchTmaDesc().verify_prefetch(v.target, T.TmaPrefetchUse("param"))
 
 
 # -- synchronisation

@@ -64,7 +64,9 @@ _CTX: Any = None
 def _context() -> Any:
     global _CTX
     if _CTX is None:
-        _CTX = X.make_context(DL.DIALECTS)
+        from nvatom.ir.ops import DIALECTS
+
+        _CTX = X.make_context(DIALECTS)
     return _CTX
 
 

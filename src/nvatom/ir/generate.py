@@ -31,10 +31,7 @@ __all__ = ["NOT_GENERATED", "AtomUse", "atom_use", "atom_uses", "cases"]
 NOT_GENERATED: dict[str, str] = {
     "umma": "operands are descriptor views and a TMEM accumulator (covered by "
             "tests/ir/umma_sm100.mlir only)",
-    "copy": "copy operands need memory layouts in elements from the atoms' bit layouts "
-            "(tests/ir/test_ir_copy.py lowers every copy atom of the table, sm_90a/sm_100a)",
     "tmem": "needs a TMEM buffer of the atom's shape (covered by tests/ir/umma_sm100.mlir only)",
-    "tma": "TMA atoms are made from a tensor map, not named (tests/ir/tma_*.mlir)",
 }
 
 
@@ -132,7 +129,9 @@ def atom_use(fam: R.AtomFamily, atom: Any, target_: Target | str) -> AtomUse:
     t = target(target_)
     if fam.name in NOT_GENERATED:
         raise NotImplementedError(f"{fam.name}: {NOT_GENERATED[fam.name]}")
-    make = _wgmma_use if fam.name == "wgmma" else _mma_use
+    from nvatom.ir.generate_forms import copy_use, tma_use
+
+    make = {"wgmma": _wgmma_use, "copy": copy_use, "tma": tma_use}.get(fam.name, _mma_use)
     return AtomUse(fam.name, atom.name, t.name, make(fam, atom, t))
 
 
@@ -142,7 +141,10 @@ def cases() -> list[tuple[R.AtomFamily, Any, str]]:
     for fam in R.FAMILIES:
         if fam.name in NOT_GENERATED:
             continue
-        for atom in fam.atoms(None):
+        from nvatom.ir.generate_forms import TMA_FORMS
+
+        # TMA atoms are made from a tensor map, not named: the family's uses are its forms
+        for atom in TMA_FORMS if fam.name == "tma" else fam.atoms(None):
             for t in TARGETS:
                 out.append((fam, atom, t))
     return out

@@ -223,8 +223,14 @@ class _KernelLowering:
     def _op(self, op: Any) -> None:
         name = op.name
         handler = getattr(self, "_" + name.replace(".", "_"), None)
-        if handler is None:
-            raise LowerError(f"no lowering for '{name}'")
+        if handler is None:  # the operations of the ir/ops_*.py modules
+            from nvatom.ir.lower_ext import LOWERINGS
+
+            ext = LOWERINGS.get(name)
+            if ext is None:
+                raise LowerError(f"no lowering for '{name}'")
+            ext(self, op)
+            return
         handler(op)
 
     def _reg_of(self, v: Any) -> Any:
@@ -447,6 +453,13 @@ class _KernelLowering:
         out = []
         for use in value.uses:
             user = use.operation
+            if user.name == "cute_nvgpu.atom.copy" and use.index in (1, 2):
+                # a decompressing ldmatrix (.b8x16.b4x16_p64 / .b6x16_p32) writes each
+                # element into a byte of its own: the registers the atom names
+                atom = TY.atom_of(user.operands[0].type)
+                if getattr(getattr(atom, "fmt", None), "decompresses", False):
+                    out.append(atom.registers)
+                continue
             if user.name != "cute_nvgpu.atom.mma" or not 1 <= use.index <= 4:
                 continue
             atom = TY.atom_of(user.operands[0].type)
@@ -476,6 +489,7 @@ class _KernelLowering:
         text = TY.type_text(gmem.t) if isinstance(gmem, DL._TypeRepr) else layout_text(gmem)
         info = TmaParam(name, tensor, text, op.element_bits, None, None)
         self.tma.append(info)
+        self.need_feature("tma")  # the hoisted map's cvta.param needs PTX 7.7
         self.vals[op.results[0]] = _Desc(addr, info)
 
     # -- cute_nvgpu: atoms
@@ -616,7 +630,6 @@ class _KernelLowering:
         element offset (rank 1: the same elements for every thread); registers hold the
         values in value order.  Each thread issues one access per ``atom.bits`` of values."""
         from nvatom.atoms.copy import MatrixCopy, SimtAsyncCopy, UniversalCopy
-        from nvatom.ptx import copy_emit as CE
 
         atom = TY.atom_of(op.operands[0].type)
         if atom.mnemonic in ("atom.tmem_load", "atom.tmem_store"):
@@ -625,6 +638,21 @@ class _KernelLowering:
         if not isinstance(atom, (MatrixCopy, SimtAsyncCopy, UniversalCopy)):
             raise LowerError(f"'{atom.name}' verifies in the IR but is not lowered yet")
         sides = [_CopySide.of(self, x) for x in op.operands[1:]]
+        self._apply_copy(atom, sides, generic=bool(op.attr("generic")))
+
+    @staticmethod
+    def copy_side(space: str, element_bits: int, lane: Any, value: Any, base: Any,
+                  swizzle: Any = None, offset: int = 0) -> _CopySide:
+        """A copy operand of (thread, value) layouts (for ir/lower_ext.py)."""
+        return _CopySide(space, element_bits, lane, value, base, swizzle=swizzle,
+                         offset=offset)
+
+    def _apply_copy(self, atom: Any, sides: list[_CopySide], *, generic: bool = False) -> None:
+        """A copy atom over (thread, value) -> offset operands (``atom.copy``, and each
+        thread's values of a tiled copy: ir/lower_ext.py)."""
+        from nvatom.atoms.copy import MatrixCopy, SimtAsyncCopy
+        from nvatom.ptx import copy_emit as CE
+
         threads = max(s.threads for s in sides)
         for s in sides:
             if s.threads not in (1, threads):
@@ -643,7 +671,12 @@ class _KernelLowering:
                                  f"the fragment has {len(regs)}{why}")
             if atom.op == "stmatrix":
                 self.wg.read(regs)
-            CE.emit_matrix_copy(self.k, atom, regs, mem.address(self, 0, ROW_BYTES))
+            addr = mem.address(self, 0, ROW_BYTES)
+            if generic:
+                from nvatom.ir.lower_ext import generic_shared
+
+                addr = generic_shared(self.k, addr)
+            CE.emit_matrix_copy(self.k, atom, regs, addr, generic=generic)
             if atom.op == "ldmatrix":
                 self.wg.write(regs)
             return
@@ -749,7 +782,9 @@ class _KernelLowering:
         r: T.TmaPartitionResult = self.v.facts[op]
         desc: _Desc = self._reg_of(op.operands[0])
         sw = r.non_exec_atom_body.smem.inner
-        info = dataclasses.replace(desc.info, box=r.tma_tensor_type.box,
+        from nvatom.ir.lower_ext import descriptor_box
+
+        info = dataclasses.replace(desc.info, box=descriptor_box(r),
                                    swizzle_bytes=T.SWIZZLE_BYTES[sw.bits])
         self.tma[self.tma.index(desc.info)] = info
         desc.info = info
@@ -809,6 +844,7 @@ class _KernelLowering:
 
     def _cute_nvgpu_prefetch_tma_desc(self, op: Any) -> None:
         TE.prefetch_tensormap(self.k, self._reg_of(op.operands[0]).reg)
+        self.need_feature("tma")
 
     def _tma_apply(self, op: Any) -> tuple[_Desc, T.ExecTmaAtom, Reg | None, Reg,
                                            Sequence[Reg]]:
@@ -843,9 +879,12 @@ class _KernelLowering:
             mask = self.k.reg("b16")
             self.k.ins("mov.b16", mask, ex.multicast_mask)
         two_cta = ex.atom.mode is T.TmaLoadMode.TMA_LOAD_TWO_CTA
+        dst_space = op.attr("dst_space", "shared::cluster")
+        self.need(DL.LOAD_DESTINATIONS[dst_space][0])
         TE.tma_load(self.k, dst, desc.reg, coord, bar, multicast_mask=mask,
                     cache_policy=self._policy(ex), im2col_offsets=offsets or None,
-                    mode=ex.atom.ptx_mode, cta_group=2 if two_cta else None, target=self.t)
+                    mode=ex.atom.ptx_mode, cta_group=2 if two_cta else None, target=self.t,
+                    dst_space=dst_space)
         self.k.label(skip)
 
     def _slice(self, ex: T.ExecTmaAtom, r: T.TmaPartitionResult, dst: Reg,

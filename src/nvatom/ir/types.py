@@ -276,6 +276,9 @@ MbarrierT = X.define_text_type("cute_nvgpu.mbarrier", _bare, bare="")
 #: a tiled MMA (cute_nvgpu.make_tiled_mma): its atom, atom layout and tile are the defining
 #: operation's
 TiledMmaT = X.define_text_type("cute_nvgpu.tiled_mma", _bare, bare="")
+#: a tiled copy (cute_nvgpu.make_tiled_copy): its atom, thread and value layouts are the
+#: defining operation's
+TiledCopyT = X.define_text_type("cute_nvgpu.tiled_copy", _bare, bare="")
 #: non-exec TMA atoms (partition-verified, waiting for barrier and cache binding) and the
 #: executable TMA atoms they become; kind -> type
 NON_EXEC_TMA: dict[T.TmaKind, type] = {
@@ -301,7 +304,10 @@ def _enum_decoder(values: dict[str, Any]) -> Callable[[str], str]:
 LOAD_MODES = {"tiled": T.TmaLoadMode.TMA_LOAD_NO_MULTICAST,
               "two_cta": T.TmaLoadMode.TMA_LOAD_TWO_CTA,
               "w_multicast": T.TmaLoadMode.TMA_LOAD_W_MULTICAST,
-              "w128_multicast": T.TmaLoadMode.TMA_LOAD_W128_MULTICAST}
+              "w128_multicast": T.TmaLoadMode.TMA_LOAD_W128_MULTICAST,
+              # nvatom's values, outside the spec's enum (spec-deviations.md#tma-mode-enums)
+              "im2col": T.TmaLoadMode.TMA_LOAD_IM2COL,
+              "gather4": T.TmaLoadMode.TMA_LOAD_GATHER4}
 STORE_MODES = {m.name.removeprefix("TMA_STORE_").lower(): m for m in T.TmaStoreMode}
 REDUCE_KINDS = {m.name.removeprefix("TMA_REDUCE_").lower(): m for m in T.TmaReduceKind}
 #: TMA reads global memory through L2 only: "cg" (cache global) is its one behaviour
@@ -339,6 +345,6 @@ def make(cls: type, body: str = "") -> Any:
 
 CUTE_TYPES = [LayoutTypeT, ComposedLayoutTypeT, SwizzleTypeT, MemRefTypeT, PtrTypeT, CoordTypeT]
 CUTE_NVGPU_TYPES = [*ATOM_TYPES, SmemDescViewTypeT, TmaDescTiledT, TmaDescIm2colT, MbarrierT,
-                    TiledMmaT,
+                    TiledMmaT, TiledCopyT,
                     *NON_EXEC_TMA.values(), *EXEC_TMA.values()]
 CUTE_NVGPU_ATTRS = [LoadModeAttrT, StoreModeAttrT, ReduceKindAttrT, CacheModeAttrT]

@@ -126,15 +126,19 @@ def _check_registers(atom: Atom, regs: Sequence[Reg | str]) -> None:
 
 
 def emit_matrix_copy(k: Kernel, atom: MatrixCopy, regs: Sequence[Reg | str],
-                     addr: Address) -> None:
+                     addr: Address, *, generic: bool = False) -> None:
     """``ldmatrix... {regs}, [addr];`` or ``stmatrix... [addr], {regs};``.  ``addr`` is this
-    lane's row address in shared memory (lanes past ``atom.address_lanes`` are ignored)."""
+    lane's row address in shared memory (lanes past ``atom.address_lanes`` are ignored);
+    with ``generic`` a 64-bit generic address of shared memory, and the instruction has no
+    ``.shared`` state space (PTX ISA "ldmatrix"/"stmatrix": without a state space the
+    address is generic)."""
     _check_registers(atom, regs)
     k.need_atom(atom, CopyEmitError, name_feature=False)
+    opcode = atom.opcode.replace(".shared.", ".") if generic else atom.opcode
     if atom.op == "ldmatrix":
-        k.ins(atom.opcode, list(regs), _addr(addr))
+        k.ins(opcode, list(regs), _addr(addr))
     else:
-        k.ins(atom.opcode, _addr(addr), list(regs))
+        k.ins(opcode, _addr(addr), list(regs))
 
 
 def _check_memory(atom: UniversalCopy, residency: str) -> None:

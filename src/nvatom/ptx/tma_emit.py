@@ -73,6 +73,7 @@ __all__ = [
     "tensormap_replace",
     "tensormap_update_sequence",
     "tma_load",
+    "tma_prefetch",
     "tma_reduce",
     "tma_store",
 ]
@@ -327,8 +328,9 @@ def tma_load(
     mode: str | None = None,
     cta_group: int | None = None,
     target: Target | str | None = None,
+    dst_space: str = "shared::cluster",
 ) -> None:
-    """``cp.async.bulk.tensor.{N}d.shared::cluster.global.{mode}
+    """``cp.async.bulk.tensor.{N}d.{dst_space}.global.{mode}
     .mbarrier::complete_tx::bytes[.multicast::cluster][.cta_group::2][.L2::cache_hint]``.
 
     ``coords`` are the signed 32-bit element coordinates of the box origin (innermost first;
@@ -337,9 +339,15 @@ def tma_load(
     ``.im2col::w``/``::128``: wHalo and wOffset); ``multicast_mask`` (a 16-bit register)
     writes the tile to the same offset in every CTA of the mask and signals each one's
     barrier at the same offset; ``cache_policy`` is a 64-bit L2 policy
-    (:func:`create_policy`)."""
+    (:func:`create_policy`).  ``dst_space`` ``shared::cta`` (PTX ISA 8.6) writes the issuing
+    CTA's own shared memory and cannot multicast (ptxas rejects ``.multicast::cluster`` with
+    it)."""
     if mode is None:
         mode = ".im2col" if im2col_offsets is not None else ".tile"
+    if dst_space not in ("shared::cluster", "shared::cta"):
+        raise TmaEmitError(f"a TMA load writes shared::cluster or shared::cta, not '{dst_space}'")
+    if dst_space == "shared::cta" and multicast_mask is not None:
+        raise TmaEmitError("a TMA load into shared::cta cannot multicast")
     instr = _instr("load", mode)
     if instr.offsets_of and len(coords) < min(instr.ranks):
         raise TmaEmitError(
@@ -354,7 +362,7 @@ def tma_load(
             f"{instr.mode.removeprefix('.')} on a rank-{rank} tensor takes {n_off} offsets, "
             f"got {len(offs)}"
         )
-    op = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global{instr.mode}"
+    op = (f"cp.async.bulk.tensor.{rank}d.{dst_space}.global{instr.mode}"
           ".mbarrier::complete_tx::bytes")
     tail: list[str] = []
     if multicast_mask is not None:
@@ -373,6 +381,32 @@ def tma_load(
         tail.append(str(cache_policy))
     bar_op = f"[{bar}]" + (f", {_vec(offs)}" if offs else "")
     k.ins(op, f"[{dst}]", f"[{tmap}, {_vec(coords)}]", bar_op, *tail)
+
+
+def tma_prefetch(k: Kernel, tmap: Operand, coords: Sequence[Operand], *, mode: str = ".tile",
+                 im2col_offsets: Sequence[Operand] | None = None,
+                 cache_policy: Operand | None = None,
+                 target: Target | str | None = None) -> None:
+    """``cp.async.bulk.prefetch.tensor.{N}d.L2.global{mode}[.L2::cache_hint]``: bring the box
+    a load of ``mode`` would read at ``coords`` into L2 (PTX ISA "cp.async.bulk.prefetch.tensor";
+    the load modes of :data:`nvatom.atoms.tma.TMA_INSTRS` with their coordinate and im2col
+    offset counts: ``.tile``/``.im2col`` on sm_90, ``.tile::gather4``/``.im2col::w[::128]``
+    on the sm_100a family, as ptxas 13.0 has them)."""
+    instr = _instr("load", mode)
+    rank = _rank(instr, coords)
+    _gate(f"TMA prefetch {instr.mode}", instr.feature, target)
+    offs = list(im2col_offsets or ())
+    if len(offs) != instr.offsets(rank):
+        raise TmaEmitError(f"{instr.mode.removeprefix('.')} on a rank-{rank} tensor takes "
+                           f"{instr.offsets(rank)} offsets, got {len(offs)}")
+    op = f"cp.async.bulk.prefetch.tensor.{rank}d.L2.global{instr.mode}"
+    args = [f"[{tmap}, {_vec(coords)}]"]
+    if offs:
+        args.append(_vec(offs))
+    if cache_policy is not None:
+        op += ".L2::cache_hint"
+        args.append(str(cache_policy))
+    k.ins(op, *args)
 
 
 def _check_no_offsets(instr: T.TmaInstr) -> None:

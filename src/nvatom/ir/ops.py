@@ -1,0 +1,18 @@
+"""Every operation of the three dialects, registered with xDSL: those of :mod:`nvatom.ir.dialect`
+and those of the ``ops_*`` modules, which subclass its operations (the driver's context is
+built from :data:`DIALECTS`; importing the ``ops_*`` modules from ``dialect`` would close an
+import cycle)."""
+
+from __future__ import annotations
+
+from nvatom.ir import dialect as DL
+from nvatom.ir import ops_copy, ops_tma
+from nvatom.ir import xdsl_adapter as X
+
+__all__ = ["ALL_OPS", "DIALECTS", "EXTRA_OPS"]
+
+#: the operations of ir/ops_tma.py and ir/ops_copy.py (cute_nvgpu)
+EXTRA_OPS = X.irdl_ops(*ops_tma.OPS, *ops_copy.OPS)
+ALL_OPS = [*DL.ALL_OPS, *EXTRA_OPS]
+DIALECTS = [(name, [*ops, *EXTRA_OPS] if name == "cute_nvgpu" else ops, types)
+            for name, ops, types in DL.DIALECTS]
