@@ -1144,18 +1144,26 @@ class TmaLoadOp(_TmaApplyOp):
     (wHalo, wOffset) as operands after the coordinate.  ``multicast_slice = true``: the CTA
     of slice index ``k`` (its position among the mask's CTAs) loads slice ``k`` of the
     multicast box (the box's outermost coordinate advanced by ``k`` slice extents) into
-    slice ``k`` of a tile that holds all ``num_multicast`` slices."""
+    slice ``k`` of a tile that holds all ``num_multicast`` slices.  ``expect_tx = false``:
+    the load does not raise its barrier's transaction count (the program does, once for
+    several loads: ``mbarrier_arrive {expect_tx = N}``); ``collective = false``: every thread
+    that executes the op issues it (the program elects the thread), as for stores, which
+    then also leave the proxy fence, the barrier and the bulk-group commit/wait to the
+    program (nvatom.ir.ops_sync)."""
 
     name = "cute_nvgpu.atom.tma_load"
     KIND = T.TmaKind.LOAD
     OPERANDS = (3, 6)
     ATTRS: ClassVar[dict[str, Any]] = {"allow_tma": "bool", "inBounds": "bool",
-                                       "multicast_slice": "bool"}
+                                       "multicast_slice": "bool", "expect_tx": "bool",
+                                       "collective": "bool"}
 
 
 class TmaStoreOp(_TmaApplyOp):
     name = "cute_nvgpu.atom.tma_store"
     KIND = T.TmaKind.STORE
+    ATTRS: ClassVar[dict[str, Any]] = {"allow_tma": "bool", "inBounds": "bool",
+                                       "collective": "bool"}
 
 
 class TmaReduceOp(_TmaApplyOp):
@@ -1341,15 +1349,18 @@ class WarpgroupWaitOp(_WarpgroupOp):
             _fail(f"wgmma.wait_group takes 0..7, got {self.attr('pending')}")
 
 
+# the warp-specialisation operations (nvatom.ir.ops_sync) subclass NvOp, defined above
+from nvatom.ir.ops_sync import SYNC_CUTE_OPS, SYNC_NVGPU_OPS  # noqa: E402
+
 CUTE_OPS = X.irdl_ops(StaticOp, AllocSmemOp, AllocRmemOp, AllocTmemOp, RetileOp, MakeViewOp,
-                      MakeCoordOp)
+                      MakeCoordOp, *SYNC_CUTE_OPS)
 NV_TILEAS_OPS = X.irdl_ops(MakeTiledTmaDescOp)
 CUTE_NVGPU_OPS = X.irdl_ops(
     MakeAtomOp, MakeSmemDescOp, MmaOp, MakeTiledMmaOp, TiledGemmOp, CopyFragmentOp, CopyOp,
     NonExecTmaLoadOp, NonExecTmaStoreOp, NonExecTmaReduceOp, MakeExecTmaOp, TmaLoadOp,
     TmaStoreOp, TmaReduceOp, UpdateTmaDescOp, PrefetchTmaDescOp, MbarrierInitOp, MbarrierWaitOp,
     SyncThreadsOp, ClusterCtaRankOp, ClusterSyncOp, UmmaCommitOp, CpAsyncCommitOp, CpAsyncWaitOp,
-    WarpgroupFenceOp, WarpgroupCommitOp, WarpgroupWaitOp)
+    WarpgroupFenceOp, WarpgroupCommitOp, WarpgroupWaitOp, *SYNC_NVGPU_OPS)
 ALL_OPS = [*CUTE_OPS, *NV_TILEAS_OPS, *CUTE_NVGPU_OPS]
 
 DIALECTS = [

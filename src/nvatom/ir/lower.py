@@ -74,6 +74,7 @@ class KernelInfo:
     threads: int  # threads the atoms need per CTA (32 mma.sync, 128 WGMMA)
     shared_bytes: int
     cluster: tuple[int, int, int] | None = None  # the launch's cluster (.reqnctapercluster)
+    dynamic_shared: int = 0  # dynamic shared-memory bytes to launch with (lower_sync)
 
 
 @dataclasses.dataclass
@@ -130,6 +131,7 @@ class _KernelLowering:
         self.wg = WgmmaSequence(self.k)
         self._t5: Any = None  # the tcgen05 emitter, once the kernel uses TMEM
         self.tmem: list[_Tmem] = []
+        self.ext: dict[str, Any] = {}  # state of the nvatom.ir.lower_sync lowerings
 
     def need(self, version: PtxVersion, threads: int = 1) -> None:
         self.version = max(self.version, version)
@@ -151,7 +153,10 @@ class _KernelLowering:
 
     # ------------------------------------------------------------------ entry
     def run(self) -> KernelInfo:
+        from nvatom.ir import lower_sync as LS
+
         cluster = self._cluster_shape()
+        LS.kernel_attributes(self)
         for i, arg in enumerate(X.block_args(self.fn)):
             self._param(i, arg)
         self.tid()
@@ -162,8 +167,9 @@ class _KernelLowering:
                 raise LowerError(v.reason)
         ptx_params = tuple((p.name, p.type if p.nbytes is None else f"b8[{p.nbytes}]@{p.align}")
                            for p in self.k.params)
-        return KernelInfo(self.k.name, self.params, ptx_params, self.tma, self.threads,
-                          self.shared, cluster)
+        return KernelInfo(self.k.name, self.params, ptx_params, self.tma,
+                          LS.block_threads(self), self.shared, cluster,
+                          LS.dynamic_shared_bytes(self))
 
     def _cluster_shape(self) -> tuple[int, int, int] | None:
         """The kernel attribute ``cluster = [x, y, z]``: the CTAs per cluster the kernel
@@ -224,6 +230,11 @@ class _KernelLowering:
         name = op.name
         handler = getattr(self, "_" + name.replace(".", "_"), None)
         if handler is None:
+            from nvatom.ir.lower_sync import LOWERINGS
+
+            if name in LOWERINGS:
+                LOWERINGS[name](self, op)
+                return
             raise LowerError(f"no lowering for '{name}'")
         handler(op)
 
@@ -421,6 +432,11 @@ class _KernelLowering:
         assert m is not None
         nbytes = -(-_footprint(m.layout) * m.element.pack_bits // 8)
         align = 1024 if isinstance(m.layout, ComposedLayout) else 128
+        from nvatom.ir import lower_sync as LS
+
+        if LS.uses_dynamic_shared(self):  # > 48 KB: carved from dynamic shared memory
+            self.vals[op.results[0]] = _Addr(LS.dynamic_alloc(self, nbytes, align), "smem")
+            return
         sym = self.k.shared(self.fresh("smem"), max(nbytes, 16), align)
         self.shared += nbytes
         self.vals[op.results[0]] = _Addr(TE.shared_address(self.k, sym), "smem")
@@ -833,11 +849,13 @@ class _KernelLowering:
         r = ex.atom.partition
         if op.attr("multicast_slice"):
             dst, coord = self._slice(ex, r, dst, list(coord))
-        skip, _ = self._elect()
+        collective = op.attr("collective") is not False  # else: the program elected us
+        skip = self._elect()[0] if collective else None
         # every CTA of a multicast receives num_multicast slices (the partition result's
         # tile_element_count = size(smem) * num_multicast; spec-deviations.md#tma-lowering)
-        TE.mbarrier_arrive_expect_tx(self.k, bar,
-                                     r.tile_element_count * ex.atom.element_bits // 8)
+        if op.attr("expect_tx") is not False:  # else: the program's mbarrier_arrive does
+            TE.mbarrier_arrive_expect_tx(self.k, bar,
+                                         r.tile_element_count * ex.atom.element_bits // 8)
         mask = None
         if ex.multicast_mask is not None:
             mask = self.k.reg("b16")
@@ -846,7 +864,8 @@ class _KernelLowering:
         TE.tma_load(self.k, dst, desc.reg, coord, bar, multicast_mask=mask,
                     cache_policy=self._policy(ex), im2col_offsets=offsets or None,
                     mode=ex.atom.ptx_mode, cta_group=2 if two_cta else None, target=self.t)
-        self.k.label(skip)
+        if skip is not None:
+            self.k.label(skip)
 
     def _slice(self, ex: T.ExecTmaAtom, r: T.TmaPartitionResult, dst: Reg,
                coord: list[Any]) -> tuple[Reg, list[Any]]:
@@ -873,6 +892,10 @@ class _KernelLowering:
 
     def _store_like(self, op: Any, red: str | None) -> None:
         desc, ex, _bar, src, coord = self._tma_apply(op)
+        if red is None and op.attr("collective") is False:  # the program fences, elects, ...
+            TE.tma_store(self.k, desc.reg, coord, src, cache_policy=self._policy(ex),
+                         mode=ex.atom.ptx_mode, target=self.t)
+            return
         TE.fence_proxy_async(self.k)
         self.k.ins("bar.sync", 0)
         skip, _ = self._elect()
