@@ -18,8 +18,9 @@ One measurement = ``--batch`` launches between a pair of CUDA events; rounds int
 contenders (order alternating); the median and spread (min, max) over rounds are reported,
 and the ratio ir / py of the medians.  Each output is checked first against the float64
 product (max error relative to max |ref|).  ``--ptx-dir`` writes both kernels' PTX there
-(for ptxas -v / cuobjdump on the device).  Commit from ``NVATOM_COMMIT`` where the tree has
-no git.
+(for ptxas -v / cuobjdump on the device); ``--sass`` assembles both with the ptxas on the
+PATH (else triton's) and records registers, spills and the SASS HGMMA count (cuobjdump).
+Commit from ``NVATOM_COMMIT`` where the tree has no git.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import argparse
 import datetime
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -64,6 +67,40 @@ def _cli_ptx() -> str:
         return out.read_text()
 
 
+def _tool(name: str) -> str | None:
+    path = shutil.which(name)
+    if path:
+        return path
+    try:
+        import triton
+
+        cand = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+        return str(cand) if cand.exists() else None
+    except ImportError:
+        return None
+
+
+def _sass(ptx: str) -> dict[str, Any]:
+    """``ptxas -v`` registers/spills and the SASS HGMMA count of a PTX module (sm_90a)."""
+    ptxas, cuobjdump = _tool("ptxas"), _tool("cuobjdump")
+    if ptxas is None or cuobjdump is None:
+        return {"skipped": "no ptxas/cuobjdump"}
+    with tempfile.TemporaryDirectory() as tmp:
+        src, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
+        src.write_text(ptx)
+        log = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(cubin)],
+                             capture_output=True, text=True, check=True).stderr
+        sass = subprocess.run([cuobjdump, "-sass", str(cubin)], capture_output=True,
+                              text=True, check=True).stdout
+    regs = re.search(r"Used (\d+) registers", log)
+    spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    return {"registers": int(regs.group(1)) if regs else None,
+            "spill_bytes": sum(map(int, spills.groups())) if spills else None,
+            "warnings": log.lower().count("warning"),
+            "sass_hgmma": len(re.findall(r"\bHGMMA\.", sass)),
+            "sass_instructions": len(re.findall(r"/\*[0-9a-f]{4}\*/", sass))}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", nargs="*", default=["8192x8192x8192", "4096x4096x4096",
@@ -72,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "ir_gemm.json"))
     ap.add_argument("--ptx-dir", default=None)
+    ap.add_argument("--sass", action="store_true")
     args = ap.parse_args(argv)
 
     import torch
@@ -84,11 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     cli = _cli_ptx()
     assert cli == ir_ptx, "nvatom compile wrote other PTX than the library lowering"
     cfg = default_config("bf16", "bf16", b_major="K")
+    py_ptx = build_gemm_sm90(cfg).emit()
     if args.ptx_dir:
         d = Path(args.ptx_dir)
         d.mkdir(parents=True, exist_ok=True)
         (d / "ir_gemm.ptx").write_text(ir_ptx)
-        (d / "py_gemm.ptx").write_text(build_gemm_sm90(cfg).emit())
+        (d / "py_gemm.ptx").write_text(py_ptx)
+    sass = {"ir": _sass(ir_ptx), "py": _sass(py_ptx)} if args.sass else None
+    if sass:
+        print(f"ptxas/SASS: {sass}")
     props = torch.cuda.get_device_properties(0)
     print(f"device: {props.name}, torch {torch.__version__}, commit {_commit()}")
     results: list[dict[str, Any]] = []
@@ -152,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "rounds": args.rounds, "batch": args.batch,
         "ir_kernel": {"threads": info.threads, "dynamic_shared_bytes": info.dynamic_shared},
+        "ptxas_sass": sass,
         "results": results,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

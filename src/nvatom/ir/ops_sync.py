@@ -259,9 +259,11 @@ class BulkWaitGroupOp(NvOp):
 
 # =========================================================================== memory views
 def swizzle_span_bytes(layout: Any, element_bits: int) -> int:
-    """Bytes after which a swizzled layout's pattern repeats (1 when not swizzled)."""
+    """Bytes after which a swizzled layout's pattern repeats (1 when not swizzled): the
+    swizzle reads and writes offset bits below the highest bit of its masks only."""
     if isinstance(layout, ComposedLayout) and isinstance(layout.inner, Swizzle):
-        return (1 << layout.inner.zzz_msk.bit_length()) * element_bits // 8
+        sw = layout.inner
+        return (1 << (sw.yyy_msk | sw.zzz_msk).bit_length()) * element_bits // 8
     return 1
 
 
