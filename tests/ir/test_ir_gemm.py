@@ -77,12 +77,14 @@ def test_gemm_ptx_structure(gemm: tuple[str, object]) -> None:
     assert len(re.findall(r"bar\.sync %r\d+, 128;", ptx)) == 8  # the warpgroup's own barrier
 
 
-def test_cli_compiles_the_gemm(tmp_path: Path) -> None:
+def test_cli_compiles_the_gemm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from nvatom.cli import main
 
     out = tmp_path / "g.ptx"
     assert main(["compile", str(GEMM), "--target", "sm_90a", "-o", str(out)]) == 0
     assert "wgmma.mma_async" in out.read_text()
+    # the dynamic shared memory the host must launch with is part of the report
+    assert f"+ {4 * STAGE_BYTES + 4 * 64 * 64 * 2} B dynamic" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ the new ops

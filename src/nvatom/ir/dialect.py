@@ -1349,18 +1349,15 @@ class WarpgroupWaitOp(_WarpgroupOp):
             _fail(f"wgmma.wait_group takes 0..7, got {self.attr('pending')}")
 
 
-# the warp-specialisation operations (nvatom.ir.ops_sync) subclass NvOp, defined above
-from nvatom.ir.ops_sync import SYNC_CUTE_OPS, SYNC_NVGPU_OPS  # noqa: E402
-
 CUTE_OPS = X.irdl_ops(StaticOp, AllocSmemOp, AllocRmemOp, AllocTmemOp, RetileOp, MakeViewOp,
-                      MakeCoordOp, *SYNC_CUTE_OPS)
+                      MakeCoordOp)
 NV_TILEAS_OPS = X.irdl_ops(MakeTiledTmaDescOp)
 CUTE_NVGPU_OPS = X.irdl_ops(
     MakeAtomOp, MakeSmemDescOp, MmaOp, MakeTiledMmaOp, TiledGemmOp, CopyFragmentOp, CopyOp,
     NonExecTmaLoadOp, NonExecTmaStoreOp, NonExecTmaReduceOp, MakeExecTmaOp, TmaLoadOp,
     TmaStoreOp, TmaReduceOp, UpdateTmaDescOp, PrefetchTmaDescOp, MbarrierInitOp, MbarrierWaitOp,
     SyncThreadsOp, ClusterCtaRankOp, ClusterSyncOp, UmmaCommitOp, CpAsyncCommitOp, CpAsyncWaitOp,
-    WarpgroupFenceOp, WarpgroupCommitOp, WarpgroupWaitOp, *SYNC_NVGPU_OPS)
+    WarpgroupFenceOp, WarpgroupCommitOp, WarpgroupWaitOp)
 ALL_OPS = [*CUTE_OPS, *NV_TILEAS_OPS, *CUTE_NVGPU_OPS]
 
 DIALECTS = [

@@ -64,7 +64,9 @@ _CTX: Any = None
 def _context() -> Any:
     global _CTX
     if _CTX is None:
-        _CTX = X.make_context(DL.DIALECTS)
+        from nvatom.ir.ops_sync import DIALECTS  # the dialects with ops_sync's operations
+
+        _CTX = X.make_context(DIALECTS)
     return _CTX
 
 

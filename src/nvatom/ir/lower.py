@@ -38,8 +38,9 @@ from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.driver import Diagnostic, IRError, Module, internal_error
 from nvatom.ir.fragments import WARP, FragmentAccess, fragment_access
+from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits
 from nvatom.ir.syntax import layout_text
-from nvatom.layout import ComposedLayout, Layout, Swizzle, cosize, size
+from nvatom.layout import ComposedLayout, Layout, Swizzle, size
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
@@ -47,10 +48,6 @@ from nvatom.ptx.builder import Module as PtxModule
 from nvatom.ptx.layout_eval import emit_layout_offset, emit_swizzle, flat_modes
 
 __all__ = ["FragmentAccess", "LowerError", "Lowered", "TmaParam", "fragment_access", "lower"]
-
-
-class LowerError(NvatomError):
-    """An operation the lowering cannot turn into PTX (the message says why)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,17 +85,6 @@ class Lowered:
 @dataclasses.dataclass
 class _Unlowerable:
     reason: str
-
-
-@dataclasses.dataclass
-class _Frag:
-    regs: list[Reg]
-
-
-@dataclasses.dataclass
-class _Addr:
-    reg: Reg  # u64 global or u32 shared address
-    space: str  # "gmem" or "smem"
 
 
 @dataclasses.dataclass
@@ -1087,17 +1073,6 @@ class _CopySide:
                 low.k.ins("mov.b64", f"{{{frag[first + 2 * i]}, {frag[first + 2 * i + 1]}}}", r)
 
 
-def _footprint(layout: Layout | ComposedLayout) -> int:
-    """Elements a buffer of ``layout`` spans.  A swizzle ``Sw o off o L`` keeps every bit
-    above its highest XOR target, so it maps ``[0, off + cosize(L))`` into the same range
-    rounded up to a multiple of ``2^(that bit + 1)``."""
-    if not isinstance(layout, ComposedLayout) or not isinstance(layout.inner, Swizzle):
-        return cosize(layout)
-    n = layout.offset + cosize(layout.outer)
-    span = 1 << layout.inner.zzz_msk.bit_length()
-    return -(-n // span) * span
-
-
 def _one_reg(frag: Any, what: str) -> Reg:
     if not isinstance(frag, _Frag) or len(frag.regs) != 1:
         raise LowerError(f"the {what} fragment must be one 32-bit register")
@@ -1113,11 +1088,6 @@ def _unrolled(n: int, what: str) -> int:
     if n > MAX_UNROLL:
         raise LowerError(f"the operation unrolls into {n} {what}; the limit is {MAX_UNROLL}")
     return n
-
-
-def _int_bits(t: Any) -> int:
-    w = getattr(t, "width", None)
-    return 32 if w is None else int(w.data)
 
 
 def lower(mod: Module, vctx: DL.VerifyCtx) -> Lowered:

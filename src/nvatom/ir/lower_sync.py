@@ -22,7 +22,7 @@ from typing import Any
 
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
-from nvatom.ir.lower import LowerError, _Addr, _footprint, _Frag, _int_bits
+from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits
 from nvatom.ir.ops_sync import CONVERTS
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
@@ -35,7 +35,7 @@ __all__ = ["LOWERINGS", "STATIC_SHARED_LIMIT", "block_threads", "dynamic_alloc",
 #: dynamic shared memory, sized at launch (KernelInfo.dynamic_shared)
 STATIC_SHARED_LIMIT = 48 * 1024
 
-Low = Any  # nvatom.ir.lower._KernelLowering (not imported: it imports this module lazily)
+Low = Any  # nvatom.ir.lower._KernelLowering (not imported: it imports this module)
 
 
 # =========================================================================== kernel facts

@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from nvatom.ir import dialect as DL
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.dialect import NvOp, VerifyCtx, _defining, _fail, _values_per_thread
 from nvatom.ir.syntax import IRSyntaxError
 from nvatom.layout import ComposedLayout, Layout, Swizzle
 
-__all__ = ["SYNC_CUTE_OPS", "SYNC_NVGPU_OPS"]
+__all__ = ["ALL_OPS", "DIALECTS", "SYNC_CUTE_OPS", "SYNC_NVGPU_OPS"]
 
 DIMS = ("x", "y", "z")
 
@@ -385,7 +386,11 @@ class FragmentConvertOp(NvOp):
             _fail(f"fragment_convert keeps the values (an even number): {ns} -> {nd}")
 
 
-SYNC_CUTE_OPS: list[type] = [SmemViewOp, FragmentSliceOp, FragmentConvertOp]
-SYNC_NVGPU_OPS: list[type] = [ThreadIdxOp, BlockIdxOp, GridDimOp, WarpgroupIdxOp, SetMaxNRegOp,
-                              MbarrierInitArrayOp, MbarrierAtOp, MbarrierArriveOp, BarrierSyncOp,
-                              FenceProxyAsyncOp, BulkCommitGroupOp, BulkWaitGroupOp]
+SYNC_CUTE_OPS = X.irdl_ops(SmemViewOp, FragmentSliceOp, FragmentConvertOp)
+SYNC_NVGPU_OPS = X.irdl_ops(ThreadIdxOp, BlockIdxOp, GridDimOp, WarpgroupIdxOp, SetMaxNRegOp,
+                            MbarrierInitArrayOp, MbarrierAtOp, MbarrierArriveOp, BarrierSyncOp,
+                            FenceProxyAsyncOp, BulkCommitGroupOp, BulkWaitGroupOp)
+_EXTRA = {"cute": SYNC_CUTE_OPS, "cute_nvgpu": SYNC_NVGPU_OPS}
+#: the dialects of nvatom.ir.dialect with these operations added (what the parser loads)
+DIALECTS = [(name, [*ops, *_EXTRA.get(name, [])], types) for name, ops, types in DL.DIALECTS]
+ALL_OPS = [*DL.ALL_OPS, *SYNC_CUTE_OPS, *SYNC_NVGPU_OPS]
