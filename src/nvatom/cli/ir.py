@@ -97,8 +97,10 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         from nvatom.runtime.ptxas import assemble
 
         res = assemble(ptx, out.target)
+        dyn = {k.name: k.dynamic_shared for k in out.kernels}
         for name, r in res.kernels.items():
-            print(f"{name}: {r.registers} registers, {r.shared_bytes} B shared, "
+            extra = f" + {dyn[name]} B dynamic (launch with it)" if dyn.get(name) else ""
+            print(f"{name}: {r.registers} registers, {r.shared_bytes} B shared{extra}, "
                   f"{r.spill_stores} spill stores ({out.target}, ptxas {res.ptxas_version})",
                   file=sys.stderr)
     return 0

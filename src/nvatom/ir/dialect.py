@@ -1200,13 +1200,19 @@ class TmaLoadOp(_TmaApplyOp):
     (wHalo, wOffset) as operands after the coordinate.  ``multicast_slice = true``: the CTA
     of slice index ``k`` (its position among the mask's CTAs) loads slice ``k`` of the
     multicast box (the box's outermost coordinate advanced by ``k`` slice extents) into
-    slice ``k`` of a tile that holds all ``num_multicast`` slices."""
+    slice ``k`` of a tile that holds all ``num_multicast`` slices.  ``expect_tx = false``:
+    the load does not raise its barrier's transaction count (the program does, once for
+    several loads: ``mbarrier_arrive {expect_tx = N}``); ``collective = false``: every thread
+    that executes the op issues it (the program elects the thread), as for stores, which
+    then also leave the proxy fence, the barrier and the bulk-group commit/wait to the
+    program (nvatom.ir.ops_sync)."""
 
     name = "cute_nvgpu.atom.tma_load"
     KIND = T.TmaKind.LOAD
     OPERANDS = (3, 6)
     ATTRS: ClassVar[dict[str, Any]] = {"allow_tma": "bool", "inBounds": "bool",
-                                       "multicast_slice": "bool", "dst_space": "str"}
+                                       "multicast_slice": "bool", "dst_space": "str",
+                                       "expect_tx": "bool", "collective": "bool"}
 
     def verify_ir(self, v: VerifyCtx) -> None:
         super().verify_ir(v)
@@ -1239,6 +1245,8 @@ def _check_load_destination(op: NvOp, ex: Any) -> None:
 class TmaStoreOp(_TmaApplyOp):
     name = "cute_nvgpu.atom.tma_store"
     KIND = T.TmaKind.STORE
+    ATTRS: ClassVar[dict[str, Any]] = {"allow_tma": "bool", "inBounds": "bool",
+                                       "collective": "bool"}
 
 
 class TmaReduceOp(_TmaApplyOp):

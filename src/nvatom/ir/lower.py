@@ -38,8 +38,9 @@ from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.driver import Diagnostic, IRError, Module, internal_error
 from nvatom.ir.fragments import WARP, FragmentAccess, fragment_access
+from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits
 from nvatom.ir.syntax import layout_text
-from nvatom.layout import ComposedLayout, Layout, Swizzle, cosize, size
+from nvatom.layout import ComposedLayout, Layout, Swizzle, size
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
@@ -47,10 +48,6 @@ from nvatom.ptx.builder import Module as PtxModule
 from nvatom.ptx.layout_eval import emit_layout_offset, emit_swizzle, flat_modes
 
 __all__ = ["FragmentAccess", "LowerError", "Lowered", "TmaParam", "fragment_access", "lower"]
-
-
-class LowerError(NvatomError):
-    """An operation the lowering cannot turn into PTX (the message says why)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +71,7 @@ class KernelInfo:
     threads: int  # threads the atoms need per CTA (32 mma.sync, 128 WGMMA)
     shared_bytes: int
     cluster: tuple[int, int, int] | None = None  # the launch's cluster (.reqnctapercluster)
+    dynamic_shared: int = 0  # dynamic shared-memory bytes to launch with (lower_sync)
 
 
 @dataclasses.dataclass
@@ -87,17 +85,6 @@ class Lowered:
 @dataclasses.dataclass
 class _Unlowerable:
     reason: str
-
-
-@dataclasses.dataclass
-class _Frag:
-    regs: list[Reg]
-
-
-@dataclasses.dataclass
-class _Addr:
-    reg: Reg  # u64 global or u32 shared address
-    space: str  # "gmem" or "smem"
 
 
 @dataclasses.dataclass
@@ -130,6 +117,7 @@ class _KernelLowering:
         self.wg = WgmmaSequence(self.k)
         self._t5: Any = None  # the tcgen05 emitter, once the kernel uses TMEM
         self.tmem: list[_Tmem] = []
+        self.ext: dict[str, Any] = {}  # state of the nvatom.ir.lower_sync lowerings
 
     def need(self, version: PtxVersion, threads: int = 1) -> None:
         self.version = max(self.version, version)
@@ -151,7 +139,10 @@ class _KernelLowering:
 
     # ------------------------------------------------------------------ entry
     def run(self) -> KernelInfo:
+        from nvatom.ir import lower_sync as LS
+
         cluster = self._cluster_shape()
+        LS.kernel_attributes(self)
         for i, arg in enumerate(X.block_args(self.fn)):
             self._param(i, arg)
         self.tid()
@@ -162,8 +153,9 @@ class _KernelLowering:
                 raise LowerError(v.reason)
         ptx_params = tuple((p.name, p.type if p.nbytes is None else f"b8[{p.nbytes}]@{p.align}")
                            for p in self.k.params)
-        return KernelInfo(self.k.name, self.params, ptx_params, self.tma, self.threads,
-                          self.shared, cluster)
+        return KernelInfo(self.k.name, self.params, ptx_params, self.tma,
+                          LS.block_threads(self), self.shared, cluster,
+                          LS.dynamic_shared_bytes(self))
 
     def _cluster_shape(self) -> tuple[int, int, int] | None:
         """The kernel attribute ``cluster = [x, y, z]``: the CTAs per cluster the kernel
@@ -427,6 +419,11 @@ class _KernelLowering:
         assert m is not None
         nbytes = -(-_footprint(m.layout) * m.element.pack_bits // 8)
         align = 1024 if isinstance(m.layout, ComposedLayout) else 128
+        from nvatom.ir import lower_sync as LS
+
+        if LS.uses_dynamic_shared(self):  # > 48 KB: carved from dynamic shared memory
+            self.vals[op.results[0]] = _Addr(LS.dynamic_alloc(self, nbytes, align), "smem")
+            return
         sym = self.k.shared(self.fresh("smem"), max(nbytes, 16), align)
         self.shared += nbytes
         self.vals[op.results[0]] = _Addr(TE.shared_address(self.k, sym), "smem")
@@ -869,11 +866,13 @@ class _KernelLowering:
         r = ex.atom.partition
         if op.attr("multicast_slice"):
             dst, coord = self._slice(ex, r, dst, list(coord))
-        skip, _ = self._elect()
+        collective = op.attr("collective") is not False  # else: the program elected us
+        skip = self._elect()[0] if collective else None
         # every CTA of a multicast receives num_multicast slices (the partition result's
         # tile_element_count = size(smem) * num_multicast; spec-deviations.md#tma-lowering)
-        TE.mbarrier_arrive_expect_tx(self.k, bar,
-                                     r.tile_element_count * ex.atom.element_bits // 8)
+        if op.attr("expect_tx") is not False:  # else: the program's mbarrier_arrive does
+            TE.mbarrier_arrive_expect_tx(self.k, bar,
+                                         r.tile_element_count * ex.atom.element_bits // 8)
         mask = None
         if ex.multicast_mask is not None:
             mask = self.k.reg("b16")
@@ -885,7 +884,8 @@ class _KernelLowering:
                     cache_policy=self._policy(ex), im2col_offsets=offsets or None,
                     mode=ex.atom.ptx_mode, cta_group=2 if two_cta else None, target=self.t,
                     dst_space=dst_space)
-        self.k.label(skip)
+        if skip is not None:
+            self.k.label(skip)
 
     def _slice(self, ex: T.ExecTmaAtom, r: T.TmaPartitionResult, dst: Reg,
                coord: list[Any]) -> tuple[Reg, list[Any]]:
@@ -912,6 +912,10 @@ class _KernelLowering:
 
     def _store_like(self, op: Any, red: str | None) -> None:
         desc, ex, _bar, src, coord = self._tma_apply(op)
+        if red is None and op.attr("collective") is False:  # the program fences, elects, ...
+            TE.tma_store(self.k, desc.reg, coord, src, cache_policy=self._policy(ex),
+                         mode=ex.atom.ptx_mode, target=self.t)
+            return
         TE.fence_proxy_async(self.k)
         self.k.ins("bar.sync", 0)
         skip, _ = self._elect()
@@ -1103,17 +1107,6 @@ class _CopySide:
                 low.k.ins("mov.b64", f"{{{frag[first + 2 * i]}, {frag[first + 2 * i + 1]}}}", r)
 
 
-def _footprint(layout: Layout | ComposedLayout) -> int:
-    """Elements a buffer of ``layout`` spans.  A swizzle ``Sw o off o L`` keeps every bit
-    above its highest XOR target, so it maps ``[0, off + cosize(L))`` into the same range
-    rounded up to a multiple of ``2^(that bit + 1)``."""
-    if not isinstance(layout, ComposedLayout) or not isinstance(layout.inner, Swizzle):
-        return cosize(layout)
-    n = layout.offset + cosize(layout.outer)
-    span = 1 << layout.inner.zzz_msk.bit_length()
-    return -(-n // span) * span
-
-
 def _one_reg(frag: Any, what: str) -> Reg:
     if not isinstance(frag, _Frag) or len(frag.regs) != 1:
         raise LowerError(f"the {what} fragment must be one 32-bit register")
@@ -1129,11 +1122,6 @@ def _unrolled(n: int, what: str) -> int:
     if n > MAX_UNROLL:
         raise LowerError(f"the operation unrolls into {n} {what}; the limit is {MAX_UNROLL}")
     return n
-
-
-def _int_bits(t: Any) -> int:
-    w = getattr(t, "width", None)
-    return 32 if w is None else int(w.data)
 
 
 def lower(mod: Module, vctx: DL.VerifyCtx) -> Lowered:

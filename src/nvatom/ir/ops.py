@@ -6,13 +6,13 @@ import cycle)."""
 from __future__ import annotations
 
 from nvatom.ir import dialect as DL
-from nvatom.ir import ops_copy, ops_tma
+from nvatom.ir import ops_copy, ops_sync, ops_tma
 from nvatom.ir import xdsl_adapter as X
 
 __all__ = ["ALL_OPS", "DIALECTS", "EXTRA_OPS"]
 
-#: the operations of ir/ops_tma.py and ir/ops_copy.py (cute_nvgpu)
-EXTRA_OPS = X.irdl_ops(*ops_tma.OPS, *ops_copy.OPS)
-ALL_OPS = [*DL.ALL_OPS, *EXTRA_OPS]
-DIALECTS = [(name, [*ops, *EXTRA_OPS] if name == "cute_nvgpu" else ops, types)
-            for name, ops, types in DL.DIALECTS]
+#: the operations of ir/ops_tma.py, ir/ops_copy.py and ir/ops_sync.py, by dialect
+EXTRA_OPS = {"cute": ops_sync.SYNC_CUTE_OPS,
+             "cute_nvgpu": [*X.irdl_ops(*ops_tma.OPS, *ops_copy.OPS), *ops_sync.SYNC_NVGPU_OPS]}
+ALL_OPS = [*DL.ALL_OPS, *(op for ops in EXTRA_OPS.values() for op in ops)]
+DIALECTS = [(name, [*ops, *EXTRA_OPS.get(name, [])], types) for name, ops, types in DL.DIALECTS]
