@@ -394,7 +394,7 @@ def tma_prefetch(k: Kernel, tmap: Operand, coords: Sequence[Operand], *, mode: s
     on the sm_100a family, as ptxas 13.0 has them)."""
     instr = _instr("load", mode)
     rank = _rank(instr, coords)
-    _gate(f"TMA prefetch {instr.mode}", instr.feature, target)
+    _gate(k, f"TMA prefetch {instr.mode}", instr.feature, target)
     offs = list(im2col_offsets or ())
     if len(offs) != instr.offsets(rank):
         raise TmaEmitError(f"{instr.mode.removeprefix('.')} on a rank-{rank} tensor takes "
