@@ -2,11 +2,14 @@
 kernel variants next to torch's SDPA backends in the same process.
 
     PYTHONPATH=src python scripts/attention_dev.py [--quick] [--json OUT.json] [--only d128]
+    PYTHONPATH=src python scripts/attention_dev.py --epilogues [--rounds 5] [--json OUT.json]
 
 Correctness: fresh random inputs, NaN-poisoned outputs, a float32 reference (the math of
 softmax(scale q k^T) v in float32, GQA by repeating KV heads), our max error next to the
 cuDNN backend's against the same reference.  Timings: CUDA events, interleaved rounds,
-median and spread, TFLOP/s = 4 B H Sq Sk D / t (causal: / 2).
+median and spread, TFLOP/s = 4 B H Sq Sk D / t (causal: / 2).  ``--epilogues``: only the
+two epilogues (``ours_tma``, ``ours_direct``) next to cuDNN at 4k, d 64 / 128 / 256, full and
+causal, the contenders' order reversed every other round, then a short table.
 """
 
 from __future__ import annotations
@@ -156,7 +159,12 @@ def time_fn(fn: Any, iters: int) -> float:
     return s.elapsed_time(e) / iters / 1e3
 
 
-def bench(shapes: list[tuple], variants: dict[str, Any], rounds: int, out: list[dict]) -> None:
+_BACKENDS = (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION),
+             ("efficient", SDPBackend.EFFICIENT_ATTENTION))
+
+
+def bench(shapes: list[tuple], variants: dict[str, Any], rounds: int, out: list[dict],
+          backends: tuple[str, ...] = ("cudnn", "flash", "efficient")) -> None:
     for (b, h, s, d, dt, causal) in shapes:
         torch.manual_seed(0)
         q = torch.randn(b, h, s, d, dtype=DT[dt], device="cuda")
@@ -175,9 +183,9 @@ def bench(shapes: list[tuple], variants: dict[str, Any], rounds: int, out: list[
                 fns[name] = A.prepare(q, k, v, o, lse, p, cfg)
             except Exception as e:
                 print("variant", name, "failed to build:", e, flush=True)
-        for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION),
-                         ("flash", SDPBackend.FLASH_ATTENTION),
-                         ("efficient", SDPBackend.EFFICIENT_ATTENTION)):
+        for name, be in _BACKENDS:
+            if name not in backends:
+                continue
             f = functools.partial(sdpa, q, k, v, causal, be)
             try:
                 f()
@@ -191,8 +199,9 @@ def bench(shapes: list[tuple], variants: dict[str, Any], rounds: int, out: list[
         torch.cuda.synchronize()
         iters = max(3, int(0.02 / max(flops / 600e12, 1e-5)))
         times: dict[str, list[float]] = {n: [] for n in fns}
-        for _ in range(rounds):
-            for n, fn in fns.items():
+        order = list(fns.items())
+        for rnd in range(rounds):
+            for n, fn in order if rnd % 2 == 0 else order[::-1]:
                 times[n].append(time_fn(fn, iters))
         row: dict[str, Any] = dict(batch=b, heads=h, seqlen=s, head_dim=d, dtype=dt,
                                    causal=causal, tflops={}, spread={})
@@ -234,6 +243,23 @@ VARIANTS = {
     "ours_d64_n192_s3": _v(64, block_n=192, stages=3),
     "ours_d256_n80": _v(256, block_n=80),
 }
+EPILOGUE_VARIANTS = {"ours_tma": _v(None, epilogue="tma"),
+                     "ours_direct": _v(None, epilogue="direct")}
+
+
+def epilogue_table(rows: list[dict]) -> None:
+    """The short table of an ``--epilogues`` run: TFLOP/s (spread) and tma / direct."""
+    print(f"{'d':>4} {'mask':>6} {'tma':>12} {'direct':>12} {'cudnn':>12} {'tma/direct':>10} "
+          f"{'tma/cudnn':>9}")
+    for r in rows:
+        t, sp = r["tflops"], r["spread"]
+        cell = {n: f"{t[n]:.0f} ({100 * sp[n]:.0f}%)" if n in t else "-"
+                for n in ("ours_tma", "ours_direct", "cudnn")}
+        ratio = t["ours_tma"] / t["ours_direct"] if "ours_direct" in t else float("nan")
+        vs = t["ours_tma"] / t["cudnn"] if "cudnn" in t else float("nan")
+        print(f"{r['head_dim']:>4} {'causal' if r['causal'] else 'full':>6} "
+              f"{cell['ours_tma']:>12} {cell['ours_direct']:>12} {cell['cudnn']:>12} "
+              f"{ratio:>10.3f} {vs:>9.3f}", flush=True)
 VARIANT_CASES = [
     (1, 4, 2, 555, 1000, 128, "bf16", False),
     (2, 4, 4, 777, 777, 128, "bf16", True),
@@ -262,10 +288,20 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json", default="")
     ap.add_argument("--only", default="", help="comma-separated variants to time")
+    ap.add_argument("--epilogues", action="store_true",
+                    help="time the TMA and direct epilogues next to cuDNN (4k) and stop")
     a = ap.parse_args()
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     log: dict[str, Any] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
     bad = 0
+    if a.epilogues:
+        log["bench"] = []
+        bench(shapes_for(True), EPILOGUE_VARIANTS, a.rounds, log["bench"], ("cudnn",))
+        epilogue_table(log["bench"])
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(log, f, indent=1)
+        return 0
     if not a.no_check:
         log["checks"] = []
         bad = check(CASES, log["checks"])

@@ -1,7 +1,9 @@
 """The SM90 attention kernel on the CPU: the P retile against the PTX ISA's fragment formulas
 (written out here, independently of nvatom.atoms.wgmma_fragments), the shared-memory plan
-against the SW128 address formula, every configuration we ship assembled by ptxas for sm_90a
-(no spills, no stack), and bad input refused with AttentionError naming the value."""
+against the SW128 address formula, the TMA epilogue's stmatrix placement (registers and row
+addresses) against the ISA's D and stmatrix formulas and the SW128 formula, every
+configuration we ship (and both epilogues) assembled by ptxas for sm_90a (no spills, no
+stack), and bad input refused with AttentionError naming the value."""
 
 from __future__ import annotations
 
@@ -78,6 +80,68 @@ def test_plan_matches_the_sw128_formula(d: int) -> None:
     assert {dd.sbo for dd in plan.q_descs + plan.k_descs + plan.v_descs} == {1024}
 
 
+def _isa_stsm(lane: int, reg: int, half: int) -> tuple[int, int, int]:
+    """PTX ISA, stmatrix .m8n8.x4 .b16: (matrix, row, column) of the ``half``-th element of
+    register ``reg`` (r0..r3 go to matrices 0..3): "a group of four threads" holds a row,
+    lane l elements 2 (l % 4) and 2 (l % 4) + 1 of row l / 4; lane 8 j + r gives the
+    address of row r of matrix j."""
+    return reg, lane // 4, 2 * (lane % 4) + half
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_tma_epilogue_places_every_o_value(d: int) -> None:
+    """End to end: every O value of every thread, through the stmatrix register it is packed
+    into (o_retile) and the row address of the lane that names its matrix row (the kernel's
+    stsm_lane_offset, one XOR per 16-column block, plus the consumer's half and the chunk),
+    lands at the SW128 address of its (row, column) -- in both consumers' halves."""
+    plan = K.attention_plan(K.default_config("bf16", d))
+    retile = K.o_retile(d)
+    assert len(retile) == d // 16
+    for cw in (0, 1):
+        for t in (0, 1, 6, 31, 32, 45, 99, 127):
+            warp, lane = divmod(t, 32)
+            where = {_isa_d(t, i): i for i in range(d // 2)}
+            for blk in range(d // 16):
+                chunk, q = divmod(blk, 4)
+                for reg in range(4):
+                    for half in range(2):
+                        j, r, c = _isa_stsm(lane, reg, half)
+                        row_lane = 8 * j + r  # the lane whose address is matrix j's row r
+                        addr = (cw * plan.q_consumer_offset + plan.q_boxes[chunk]
+                                + (K.stsm_lane_offset(warp, row_lane) ^ (32 * q)) + 2 * c)
+                        i = retile[blk][reg][half]  # the O value packed there
+                        orow, ocol = _isa_d(t, i)
+                        assert where[(orow, ocol)] == i
+                        assert addr == _sw128(64 * cw + orow, ocol, 128), (cw, t, blk, reg)
+    # the 64 x 64 TMA box of consumer cw, chunk c: contiguous 8 KB, the SW128 box layout
+    for cw in (0, 1):
+        for c in range(d // 64):
+            start = cw * plan.q_consumer_offset + plan.q_boxes[c]
+            assert start % 1024 == 0
+            for r, x in ((0, 0), (7, 9), (63, 63), (40, 17)):
+                assert _sw128(64 * cw + r, 64 * c + x, 128) == start + _sw128(r, x, 64)
+
+
+def test_o_retile_is_the_identity_packing() -> None:
+    assert K.o_retile(128) == tuple(tuple((8 * b + 2 * r, 8 * b + 2 * r + 1) for r in range(4))
+                                    for b in range(8))
+
+
+def test_tensor_map_of_o() -> None:
+    cfg = K.default_config("bf16", 128)
+    shape = (2, 8, 100, 128)
+    strides = (8 * 100 * 128, 100 * 128, 128, 1)
+    kv = (1 << 21, (2, 2, 120, 128), (2 * 120 * 128, 120 * 128, 128, 1))
+    maps = K.tensor_maps(cfg, (1 << 20, shape, strides), kv, kv, (1 << 22, shape, strides))
+    assert len(maps) == 4
+    o = maps[3]
+    assert o.global_address == 1 << 22
+    assert tuple(o.global_dims) == (128, 100, 8, 2)
+    assert tuple(o.box_dims) == (64, 64, 1, 1)
+    assert len(K.tensor_maps(cfg, (1 << 20, shape, strides), kv, kv)) == 3
+    assert [n for n, _ in K.kernel_params()][:4] == ["tmap_q", "tmap_k", "tmap_v", "tmap_o"]
+
+
 _SHIPPED = [K.default_config(t, d, c) for t in ("bf16", "f16") for d in K.HEAD_DIMS
             for c in (False, True)]
 
@@ -86,6 +150,9 @@ _VARIANTS = [
     dataclasses.replace(K.default_config("bf16", 128), pingpong=True),
     dataclasses.replace(K.default_config("bf16", 128), overlap=False),
     dataclasses.replace(K.default_config("bf16", 128), split_release=False, block_n=176),
+    *(dataclasses.replace(K.default_config("bf16", d, d == 256), epilogue=e)
+      for d in K.HEAD_DIMS for e in K.EPILOGUES
+      if e != K.default_config("bf16", d, d == 256).epilogue),
 ]
 
 
@@ -103,6 +170,7 @@ def test_every_config_assembles_without_spills(cfg: K.AttentionSm90Config) -> No
     (dict(head_dim=256, block_n=192, stages=4), "shared memory"),
     (dict(overlap=False, pingpong=True), "pingpong"),
     (dict(consumer_regs=256, producer_regs=32), "registers"),
+    (dict(epilogue="smem"), "epilogue 'smem'"),
 ])
 def test_config_errors(kw: dict[str, Any], needle: str) -> None:
     with pytest.raises(K.AttentionSm90Error) as ei:

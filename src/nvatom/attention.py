@@ -187,7 +187,7 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
     if tuple(lse.shape) != want[:3] or not lse.is_contiguous() or lse.dtype != torch.float32:
         raise AttentionError(f"lse must be a contiguous {want[:3]} float32 tensor")
     maps = sm90.tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
-                                   for t in (q, k, v)))
+                                   for t in (q, k, v, out)))
     raw = [_TMAPS.get(tm) for tm in maps]
     f = load_function(cfg, lambda: assemble(sm90.build_attention_sm90(cfg).emit(),
                                             "sm_90a").cubin,

@@ -4,10 +4,12 @@ Random shapes: every head dim (64, 128, 256), bf16 and f16, causal and not, grou
 ratios 1, 2, 4 and 8, sequence lengths that are not multiples of any tile (1, 77, 333, 1025
 ...), Sq != Sk, q stored as (B, S, H, D) and seen through ``transpose(1, 2)``, the shipped
 configuration and the variants the tuning measured (ping-pong, no overlap, one K/V release,
-176-row KV tiles).  Fresh random inputs per case; output and lse poisoned with NaN first (an
-element the kernel does not write fails); the reference is softmax(scale q k^T) v computed in
-float32 from the same 16-bit inputs; the bar is the cuDNN / flash backend's error against the
-same reference (x 1.5, plus a floor for cases where both are at rounding level)."""
+176-row KV tiles) and both epilogues (stmatrix + TMA store, per-thread global stores: the
+same arithmetic, so their outputs must be bit-identical).  Fresh random inputs per case;
+output and lse poisoned with NaN first (an element the kernel does not write fails); the
+reference is softmax(scale q k^T) v computed in float32 from the same 16-bit inputs; the bar
+is the cuDNN / flash backend's error against the same reference (x 1.5, plus a floor for
+cases where both are at rounding level)."""
 
 from __future__ import annotations
 
@@ -103,6 +105,30 @@ def test_attention_matches_float32_reference(shape: tuple[int, ...], causal: boo
     assert (lse - ref_lse).abs().max().item() < 1e-3
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_epilogues_agree(shape: tuple[int, ...], causal: bool) -> None:
+    """The TMA epilogue (O through the Q tile's shared memory, rows past Sq clipped by the
+    tensor map) and the direct one write the same bits, and both match the reference."""
+    _require_sm90()
+    b, h, hk, sq, sk, d = shape
+    torch.manual_seed(sum(shape) + 11 * causal)
+    q = torch.randn(b, h, sq, d, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(b, hk, sk, d, dtype=torch.bfloat16, device="cuda")
+    v = torch.randn(b, hk, sk, d, dtype=torch.bfloat16, device="cuda")
+    ref, ref_lse = _reference(q, k, v, causal, d ** -0.5)
+    outs = {}
+    for ep in K.EPILOGUES:
+        cfg = dataclasses.replace(K.default_config("bf16", d, causal), epilogue=ep)
+        out, lse = _run(q, k, v, causal, cfg)
+        assert not torch.isnan(out).any() and not torch.isnan(lse).any(), ep
+        assert (out.float() - ref).abs().max().item() < 1.6e-2, ep
+        assert (lse - ref_lse).abs().max().item() < 1e-3, ep
+        outs[ep] = (out, lse)
+    assert torch.equal(outs["tma"][0], outs["direct"][0])
+    assert torch.equal(outs["tma"][1], outs["direct"][1])
+
+
 _VARIANTS = {
     "pingpong": dict(pingpong=True),
     "no-pingpong": dict(pingpong=False),
@@ -110,6 +136,8 @@ _VARIANTS = {
     "one-release": dict(split_release=False),
     "n176": dict(block_n=176),
     "stages3": dict(stages=3),
+    "epilogue-tma": dict(epilogue="tma"),
+    "epilogue-direct": dict(epilogue="direct"),
 }
 
 

@@ -55,6 +55,7 @@ import functools
 import math
 from typing import Any
 
+from nvatom.atoms.copy import MATRIX_COPIES
 from nvatom.atoms.sm90 import FORMS, WgmmaForm
 from nvatom.atoms.wgmma_fragments import WARPGROUP, a_layout, accumulator_coord, accumulator_layout
 from nvatom.descriptors.tma import TensorMap, tma_data_type
@@ -64,11 +65,13 @@ from nvatom.layout import tile_to_shape
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Module, Reg
+from nvatom.ptx.copy_emit import emit_matrix_copy
 from nvatom.ptx.wgmma_emit import WgmmaSequence
 from nvatom.tables.swizzles import smem_layout, smem_swizzle
 
 __all__ = [
     "DTYPES",
+    "EPILOGUES",
     "HEAD_DIMS",
     "AttentionSm90Config",
     "AttentionSm90Error",
@@ -77,11 +80,15 @@ __all__ = [
     "default_config",
     "kernel_params",
     "launch_geometry",
+    "o_retile",
     "p_retile",
+    "stsm_lane_offset",
+    "stsm_matrix_origin",
     "tensor_maps",
 ]
 
 DTYPES = ("bf16", "f16")
+EPILOGUES = ("tma", "direct")  # O via stmatrix + TMA store / per-thread st.global
 HEAD_DIMS = (64, 128, 256)
 BLOCK_NS = (64, 80, 96, 128, 144, 160, 176, 192)  # KV tile rows: multiples of 16 (the rs K)
 BLOCK_M = 128  # Q rows per CTA: two consumer warpgroups of 64 (WGMMA's M)
@@ -101,7 +108,9 @@ class AttentionSm90Error(NvatomError, ValueError):
 @dataclasses.dataclass(frozen=True)
 class AttentionSm90Config:
     """One attention kernel: element type, head dim, KV tile rows (``block_n``), pipeline
-    depth, causal mask, FA3 intra-warpgroup overlap, and the consumers' register budget."""
+    depth, causal mask, FA3 intra-warpgroup overlap, the consumers' register budget and the
+    epilogue (``"tma"``: stmatrix into the Q tile + TMA store; ``"direct"``: per-thread
+    4-byte global stores)."""
 
     dtype: str = "bf16"
     head_dim: int = 128
@@ -113,8 +122,12 @@ class AttentionSm90Config:
     pingpong: bool = False
     consumer_regs: int = 240
     producer_regs: int = 24
+    epilogue: str = "tma"
 
     def __post_init__(self) -> None:
+        if self.epilogue not in EPILOGUES:
+            raise AttentionSm90Error(f"epilogue {self.epilogue!r} is not one of "
+                                     f"{', '.join(EPILOGUES)}")
         if self.dtype not in DTYPES:
             raise AttentionSm90Error(f"dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
         if self.head_dim not in HEAD_DIMS:
@@ -155,7 +168,8 @@ class AttentionSm90Config:
         return (f"nvatom_attn_sm90_{self.dtype}_d{self.head_dim}_n{self.block_n}"
                 f"_s{self.stages}{'_causal' if self.causal else ''}"
                 f"{'_ov' if self.overlap else ''}{'_sr' if self.split_release else ''}"
-                f"{'_pp' if self.pingpong else ''}_r{self.consumer_regs}")
+                f"{'_pp' if self.pingpong else ''}_r{self.consumer_regs}"
+                f"{'_otma' if self.epilogue == 'tma' else ''}")
 
     @property
     def s_form(self) -> WgmmaForm:
@@ -226,6 +240,70 @@ def p_retile(block_n: int, bits: int = 16) -> tuple[tuple[tuple[int, ...], ...],
     return want
 
 
+#: The epilogue's store atom (PTX ISA "stmatrix", .m8n8.x4.b16): four 8 x 8 matrices per
+#: instruction, lane l addresses row l % 8 of matrix l // 8.
+STSM = next(a for a in MATRIX_COPIES if a.name == "atom.stsm<m8n8.x4>")
+
+
+def stsm_matrix_origin(j: int) -> tuple[int, int]:
+    """(row, column) of matrix ``j`` of one ``stmatrix.x4`` in a warp's 16 x 16 block of O:
+    the two row halves of the left 8 columns, then of the right 8 (our choice; any order of
+    the four 8 x 8 blocks is a valid store, this one keeps a lane's address one XOR apart
+    between blocks)."""
+    return 8 * (j % 2), 8 * (j // 2)
+
+
+@functools.cache
+def o_retile(head_dim: int) -> tuple[tuple[tuple[int, ...], ...], ...]:
+    """The O retile for the epilogue: ``[blk][r]`` = the O accumulator values (indices into a
+    thread's m64n<D> f32 fragment) packed, low bits first, into register ``r`` of the
+    ``stmatrix.x4`` that stores the warp's 16 x 16 block of columns ``16 blk ..``.
+
+    Derived like :func:`p_retile`, from the accumulator's (thread, value) layout
+    (:func:`~nvatom.atoms.wgmma_fragments.accumulator_layout`, onto ``m + 64 n``) and the
+    stmatrix atom's register fragment (:meth:`nvatom.atoms.copy.MatrixCopy.element`, matrix
+    ``j`` placed at :func:`stsm_matrix_origin`); raises unless one map serves all 128
+    threads and every register is filled."""
+    acc = accumulator_layout(head_dim)
+    per = 32 // STSM.fmt.reg_bits
+    want: tuple[tuple[tuple[int, ...], ...], ...] | None = None
+    for t in range(WARPGROUP):
+        warp, lane = divmod(t, 32)
+        where = {acc(t, v): v for v in range(head_dim // 2)}
+        got = []
+        for blk in range(head_dim // 16):
+            regs = []
+            for r in range(STSM.registers):
+                vals = []
+                for e in range(per):
+                    j, row, col = STSM.element(lane, r * per + e)
+                    r0, c0 = stsm_matrix_origin(j)
+                    key = 16 * warp + r0 + row + 64 * (16 * blk + c0 + col)
+                    if key not in where:  # pragma: no cover - fragment formula guard
+                        raise AttentionSm90Error(f"thread {t}: stmatrix value {r * per + e} of "
+                                                 f"block {blk} is not in the thread's O fragment")
+                    vals.append(where[key])
+                regs.append(tuple(vals))
+            got.append(tuple(regs))
+        tup = tuple(got)
+        if want is None:
+            want = tup
+        elif tup != want:  # pragma: no cover
+            raise AttentionSm90Error(f"O retile of thread {t} differs from thread 0's")
+    assert want is not None
+    return want
+
+
+def stsm_lane_offset(warp: int, lane: int) -> int:
+    """Byte offset, in a consumer's 64-row half of a 64-column SW128 chunk of the Q tile, of
+    the row ``lane`` of ``warp`` addresses in the ``stmatrix.x4`` of the chunk's first 16 x 16
+    block (block ``q`` of the chunk: this XOR ``32 q``).  The PTX arithmetic of the
+    epilogue; :func:`attention_plan` checks it against the Q layout for every lane."""
+    j, t = divmod(lane, STSM.rows)
+    r0, c0 = stsm_matrix_origin(j)
+    return (16 * warp + r0 + t) * 128 + (((c0 // 8) ^ t) << 4)
+
+
 @dataclasses.dataclass(frozen=True)
 class AttentionPlan:
     """What the kernel derives from the layout algebra."""
@@ -241,6 +319,7 @@ class AttentionPlan:
     k_boxes: tuple[int, ...]
     v_boxes: tuple[int, ...]
     retile: tuple[tuple[tuple[int, ...], ...], ...]
+    o_retile: tuple[tuple[tuple[int, ...], ...], ...]  # [16-column block][stmatrix register]
 
 
 @functools.lru_cache(maxsize=32)
@@ -269,8 +348,43 @@ def attention_plan(cfg: AttentionSm90Config) -> AttentionPlan:
     for s in range(d // 16):  # the consumers' halves differ by one constant in every chunk
         if ql((64, 16 * s)) * 2 - ql((0, 16 * s)) * 2 != qoff:  # pragma: no cover
             raise AttentionSm90Error("Q consumer offset differs between K steps")
+    _check_o_store(d)
     return AttentionPlan(ql, kl, vl, q_descs, k_descs, v_descs, qoff, q_boxes, k_boxes,
-                         v_boxes, p_retile(bn))
+                         v_boxes, p_retile(bn), o_retile(d))
+
+
+@functools.cache
+def _check_o_store(d: int) -> None:
+    """The TMA epilogue's addresses are the Q layout's: every stmatrix row address
+    (:func:`stsm_lane_offset`, one XOR per 16-column block) is where the layout puts the
+    first element of that matrix row, and each consumer's 64 x 64 TMA store box of chunk
+    ``c`` (at ``q_boxes[c] + consumer * qoff``) holds exactly the SW128 box layout."""
+    ql = smem_layout(BLOCK_M, d, 16, "K", _SW128)
+    qoff = ql((64, 0)) * 2
+    q_boxes = tuple(ql((0, _CHUNK * c)) * 2 for c in range(d // _CHUNK))
+    for cw in (0, 1):
+        for w in range(4):
+            for lane in range(STSM.address_lanes):
+                j, t = divmod(lane, STSM.rows)
+                r0, c0 = stsm_matrix_origin(j)
+                for blk in range(d // 16):
+                    c, q = divmod(blk, _CHUNK // 16)
+                    want = ql((64 * cw + 16 * w + r0 + t, 16 * blk + c0)) * 2
+                    got = cw * qoff + q_boxes[c] + (stsm_lane_offset(w, lane) ^ (32 * q))
+                    if got != want:  # pragma: no cover - algebra guard
+                        raise AttentionSm90Error(f"stmatrix address of consumer {cw} warp {w} "
+                                                 f"lane {lane} block {blk}: {got} != {want}")
+    box = smem_layout(64, _CHUNK, 16, "K", _SW128)
+    for cw in (0, 1):
+        for c in range(d // _CHUNK):
+            start = cw * qoff + q_boxes[c]
+            if start % 1024:  # pragma: no cover - TMA's swizzle atom alignment
+                raise AttentionSm90Error(f"O box {c} of consumer {cw} at byte {start}")
+            for r in range(64):
+                for x in range(0, _CHUNK, 8):
+                    if ql((64 * cw + r, _CHUNK * c + x)) * 2 - start != box((r, x)) * 2:
+                        raise AttentionSm90Error(  # pragma: no cover - algebra guard
+                            f"O box {c} of consumer {cw}: element ({r}, {x}) misplaced")
 
 
 # ============================================================================ small emitters
@@ -356,7 +470,7 @@ class _Build:
     smem: Reg
     tid: Reg
     wg: Reg
-    tmaps: tuple[Reg, Reg, Reg]
+    tmaps: tuple[Reg, Reg, Reg, Reg]  # Q, K, V, O
     m0: Reg  # first Q row of the CTA
     head: Reg
     kv_head: Reg
@@ -386,16 +500,21 @@ class _Build:
 def kernel_params() -> tuple[tuple[str, str], ...]:
     """The kernel's parameters as ``(name, PTX type)``."""
     tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
-    return (("tmap_q", tmap), ("tmap_k", tmap), ("tmap_v", tmap), ("o_ptr", "u64"),
+    return (("tmap_q", tmap), ("tmap_k", tmap), ("tmap_v", tmap), ("tmap_o", tmap),
+            ("o_ptr", "u64"),
             ("lse_ptr", "u64"), ("seqlen_q", "u32"), ("seqlen_k", "u32"), ("heads", "u32"),
             ("group", "u32"), ("scale_log2", "f32"))
 
 
 def build_attention_sm90(cfg: AttentionSm90Config, target_: str = "sm_90a") -> Module:
-    """The kernel ``cfg.name(tmap_q, tmap_k, tmap_v, o_ptr, lse_ptr, seqlen_q, seqlen_k,
-    heads, group, scale_log2)``; grid (ceil(Sq / 128), H, B), 384 threads."""
+    """The kernel ``cfg.name(tmap_q, tmap_k, tmap_v, tmap_o, o_ptr, lse_ptr, seqlen_q,
+    seqlen_k, heads, group, scale_log2)``; grid (ceil(Sq / 128), H, B), 384 threads.  The
+    TMA epilogue stores through ``tmap_o``, the direct one through ``o_ptr``."""
     plan = attention_plan(cfg)
-    mod = Module(target_, features=["wgmma", "tma", "mbarrier.tx", "setmaxnreg"])
+    feats = ["wgmma", "tma", "mbarrier.tx", "setmaxnreg"]
+    if cfg.epilogue == "tma":
+        feats.append("stmatrix")
+    mod = Module(target_, features=feats)
     k = mod.kernel(cfg.name)
     b = _prologue(k, cfg, plan, target_)
     pp = k.reg("pred")
@@ -413,8 +532,8 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     k.reqntid = (3 * WARPGROUP, 1, 1)
     k.minnctapersm = 1
     k.maxnreg = _ENTRY_REGS
-    pq, pk, pv = (k.byte_param(n, TE.TENSORMAP_BYTES, TE.GEMM_TENSORMAP_ALIGN)
-                  for n in ("tmap_q", "tmap_k", "tmap_v"))
+    pq, pk, pv, pom = (k.byte_param(n, TE.TENSORMAP_BYTES, TE.GEMM_TENSORMAP_ALIGN)
+                       for n in ("tmap_q", "tmap_k", "tmap_v", "tmap_o"))
     po, pl = k.param("o_ptr", "u64"), k.param("lse_ptr", "u64")
     psq, psk, ph, pg = (k.param(n, "u32") for n in ("seqlen_q", "seqlen_k", "heads", "group"))
     pc = k.param("scale_log2", "f32")
@@ -432,7 +551,7 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     k.ins("cvta.to.global.u64", o_ptr, o_ptr)
     k.ins("cvta.to.global.u64", lse_ptr, lse_ptr)
     tm = []
-    for p in (pq, pk, pv):
+    for p in (pq, pk, pv, pom):
         g = k.reg("u64")
         k.ins("cvta.param.u64", g, k.param_address(p))
         tm.append(g)
@@ -454,7 +573,7 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     k.ins("div.u32", n_tiles, n_tiles, cfg.block_n)
 
     b = _Build(k, cfg, plan, target_, off_q, off_k, off_v, off_bar, smem, tid, wg,
-               (tm[0], tm[1], tm[2]), m0, head, kv_head, batch, sq, sk, heads, n_tiles,
+               (tm[0], tm[1], tm[2], tm[3]), m0, head, kv_head, batch, sq, sk, heads, n_tiles,
                o_ptr, lse_ptr, c, k.fresh_label("exit"))
     k.comment("barriers: q_full (1 + TMA bytes), k_full[s], v_full[s] (1 + bytes), empty[s] (2)")
     p0 = k.reg("pred")
@@ -468,7 +587,7 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
         TE.mbarrier_init(k, b.bar("e", s), 2)
         TE.mbarrier_init(k, b.bar("ek", s), 2)
     TE.fence_mbarrier_init(k)
-    for t in tm:
+    for t in tm if cfg.epilogue == "tma" else tm[:3]:
         TE.prefetch_tensormap(k, t)
     k.label(skip)
     SE.named_barrier_sync(k, 0, 3 * WARPGROUP, target=target_)
@@ -483,7 +602,7 @@ def _producer(b: _Build) -> None:
     pl = k.reg("pred")
     k.ins("setp.ne.u32", pl, b.tid, 0)
     k.bra(b.done, pl)
-    tq, tk, tv = b.tmaps
+    tq, tk, tv, _ = b.tmaps
     qbar = b.bar("q")
     TE.mbarrier_arrive_expect_tx(k, qbar, cfg.q_bytes)
     for c, off in enumerate(plan.q_boxes):
@@ -777,15 +896,17 @@ def _consumer(b: _Build) -> None:
     release(stage)
     seq.read(o)
     seq.finish()
-    _store(b, o, st, lane)
+    _store(b, o, st, lane, cw, q_sm, ltid, warp)
     k.bra(b.done)
 
 
-def _store(b: _Build, o: list[Reg], st: _Softmax, lane: Reg) -> None:
-    """O / l as 16-bit pairs and the log-sum-exp, rows past seqlen_q skipped."""
+def _store(b: _Build, o: list[Reg], st: _Softmax, lane: Reg, cw: Reg, q_sm: Reg, ltid: Reg,
+           warp: Reg) -> None:
+    """The log-sum-exp (f32, rows past seqlen_q skipped) and ``O / l`` in 16 bits: through
+    shared memory and a TMA store (:func:`_store_tma`) or per-thread global stores."""
     k, cfg = b.k, b.cfg
     d = cfg.head_dim
-    k.comment("epilogue: O / l -> 16-bit global stores; lse = (m c + log2 l) ln 2")
+    k.comment(f"epilogue ({cfg.epilogue}): O / l -> 16 bits; lse = (m c + log2 l) ln 2")
     inv = []
     lse = []
     for h in (0, 1):
@@ -798,6 +919,7 @@ def _store(b: _Build, o: list[Reg], st: _Softmax, lane: Reg) -> None:
         lse.append(lg)
     tig = _u32(k, "and.b32", lane, 3)
     bh = _u32(k, "mad.lo.u32", b.batch, b.heads, b.head)
+    direct = cfg.epilogue == "direct"
     for h in (0, 1):
         row = st.rows[h]
         inside = k.reg("pred")
@@ -810,20 +932,77 @@ def _store(b: _Build, o: list[Reg], st: _Softmax, lane: Reg) -> None:
         lead = k.reg("pred")
         k.ins("setp.eq.u32", lead, tig, 0)
         k.ins("st.global.f32", f"[{lp}]", lse[h], pred=str(lead))
-        col = _u32(k, "shl.b32", tig, 1)
-        el = _u32(k, "mad.lo.u32", line, d, col)
-        op = k.reg("u64")
-        k.ins("mad.wide.u32", op, el, 2, b.o_ptr)
-        for i in range(d // 2):
-            rr, cc = accumulator_coord(d, 0, i)
-            if rr != 8 * h or i % 2:
-                continue
-            lo = _f32(k, "mul.f32", o[i], inv[h])
-            hi = _f32(k, "mul.f32", o[i + 1], inv[h])
-            w = k.reg("b32")
-            k.ins(SE.spell("cvt.pack", type=cfg.dtype), w, hi, lo)
-            k.ins("st.global.b32", f"[{op}+{2 * cc}]", w)
+        if direct:
+            col = _u32(k, "shl.b32", tig, 1)
+            el = _u32(k, "mad.lo.u32", line, d, col)
+            op = k.reg("u64")
+            k.ins("mad.wide.u32", op, el, 2, b.o_ptr)
+            for i in range(d // 2):
+                rr, cc = accumulator_coord(d, 0, i)
+                if rr != 8 * h or i % 2:
+                    continue
+                lo = _f32(k, "mul.f32", o[i], inv[h])
+                hi = _f32(k, "mul.f32", o[i + 1], inv[h])
+                w = k.reg("b32")
+                k.ins(SE.spell("cvt.pack", type=cfg.dtype), w, hi, lo)
+                k.ins("st.global.b32", f"[{op}+{2 * cc}]", w)
         k.label(skip)
+    if not direct:
+        _store_tma(b, o, inv, cw, q_sm, ltid, lane, warp)
+
+
+def _store_tma(b: _Build, o: list[Reg], inv: list[Reg], cw: Reg, q_sm: Reg, ltid: Reg,
+               lane: Reg, warp: Reg) -> None:
+    """``O / l`` -> 16-bit pairs -> ``stmatrix.x4`` (registers by :func:`o_retile`, row
+    addresses by :func:`stsm_lane_offset`, both checked against the layouts) into this
+    consumer's 64-row half of the Q tile (its S MMAs have all retired; no other reader) ->
+    ``fence.proxy.async`` -> named barrier ``3 + consumer`` -> one thread issues a TMA store
+    per 64-column chunk (rows past seqlen_q clipped by the tensor map's bounds; a half
+    entirely past it is skipped) and waits for their shared-memory reads before exiting."""
+    k, cfg, plan = b.k, b.cfg, b.plan
+    d = cfg.head_dim
+    k.comment("O -> stmatrix.x4 into this consumer's half of the Q tile (SW128) -> TMA store")
+    j = _u32(k, "shr.u32", lane, 3)  # matrix j, row t of it (the lanes' row addresses)
+    t = _u32(k, "and.b32", lane, 7)
+    row = _u32(k, "and.b32", j, 1)
+    k.ins("shl.b32", row, row, 3)
+    k.ins("add.u32", row, row, t)
+    k.ins("mad.lo.u32", row, warp, 16, row)
+    col = _u32(k, "shr.u32", j, 1)
+    k.ins("xor.b32", col, col, t)
+    k.ins("shl.b32", col, col, 4)
+    base = _u32(k, "mad.lo.u32", row, 128, col)
+    k.ins("add.u32", base, base, q_sm)
+    if b.off_q:
+        k.ins("add.u32", base, base, b.off_q)
+    per_chunk = _CHUNK // 16
+    for blk, regs in enumerate(plan.o_retile):
+        c, q = divmod(blk, per_chunk)
+        vals = []
+        for lo, hi in regs:
+            half = accumulator_coord(d, 0, lo)[0] // 8
+            flo = _f32(k, "mul.f32", o[lo], inv[half])
+            fhi = _f32(k, "mul.f32", o[hi], inv[half])
+            vals.append(SE.cvt_pack_f32(k, cfg.dtype, fhi, flo, target=b.target))
+        addr = _u32(k, "add.u32", base, plan.q_boxes[c])
+        if q:
+            k.ins("xor.b32", addr, addr, 32 * q)
+        emit_matrix_copy(k, STSM, vals, addr)
+    TE.fence_proxy_async(k)
+    bar = _u32(k, "add.u32", cw, 3)  # 0: the CTA, 1 and 2: ping-pong turns
+    SE.named_barrier_sync(k, bar, WARPGROUP, target=b.target)
+    r0 = _u32(k, "mad.lo.u32", cw, 64, b.m0)
+    go = k.reg("pred")
+    k.ins("setp.lt.u32", go, r0, b.sq)
+    k.ins("setp.eq.and.u32", go, ltid, 0, go)
+    skip = k.fresh_label("no_o_store")
+    k.bra(skip, f"!{go}")
+    for c in range(cfg.chunks):
+        src = _u32(k, "add.u32", q_sm, b.off_q + plan.q_boxes[c])
+        TE.tma_store(k, b.tmaps[3], [c * _CHUNK, r0, b.head, b.batch], src)
+    TE.bulk_commit_group(k)
+    TE.bulk_wait_group(k, 0, read=True)  # the tile is read before the CTA's smem goes
+    k.label(skip)
 
 
 def _f32_hex(x: float) -> str:
@@ -841,15 +1020,20 @@ def launch_geometry(cfg: AttentionSm90Config, batch: int, heads: int, seqlen_q: 
     return ((-(-seqlen_q // BLOCK_M), heads, batch), (3 * WARPGROUP, 1, 1), cfg.smem_bytes)
 
 
-def tensor_maps(cfg: AttentionSm90Config, q: tuple[int, tuple[int, ...], tuple[int, ...]],
-                k: tuple[int, tuple[int, ...], tuple[int, ...]],
-                v: tuple[int, tuple[int, ...], tuple[int, ...]]) -> tuple[TensorMap, ...]:
-    """The 4-D tensor maps of Q, K, V: each ``(address, shape (B, H, S, D), strides in
-    elements)`` with unit stride along D; boxes of 64 x rows (128 for Q, ``block_n`` for
-    K, V), 128-byte swizzle."""
+_Tensor = tuple[int, tuple[int, ...], tuple[int, ...]]
+
+
+def tensor_maps(cfg: AttentionSm90Config, q: _Tensor, k: _Tensor, v: _Tensor,
+                o: _Tensor | None = None) -> tuple[TensorMap, ...]:
+    """The 4-D tensor maps of Q, K, V (and, given, O): each ``(address, shape (B, H, S, D),
+    strides in elements)`` with unit stride along D; boxes of 64 x rows (128 for Q,
+    ``block_n`` for K, V, 64 for O: one consumer's half of a Q block), 128-byte swizzle."""
     dt = tma_data_type(cfg.dtype)
     out = []
-    for (ptr, shape, strides), rows in ((q, BLOCK_M), (k, cfg.block_n), (v, cfg.block_n)):
+    todo = [(q, BLOCK_M), (k, cfg.block_n), (v, cfg.block_n)]
+    if o is not None:
+        todo.append((o, 64))
+    for (ptr, shape, strides), rows in todo:
         bb, hh, ss, dd = shape
         sb, sh, ssq, _ = strides
         out.append(TensorMap("tiled", dt, ptr, (dd, ss, hh, bb), (ssq * 2, sh * 2, sb * 2),
