@@ -21,10 +21,10 @@
   (like the GEMM's MN-major B: each 64-column box of BN rows is one contiguous block).  The
   WGMMA descriptors come from :func:`nvatom.descriptors.wgmma.make_gmma_desc` of those
   layouts, the K steps' start addresses from the layouts' offsets.
-* **Copies**: 4-D TMA tensor maps (D, S, H, B) of Q, K, V with the strides torch gives
-  (:class:`nvatom.descriptors.tma.TensorMap`); rows past the sequence length are zero-filled
-  by TMA (and masked to -inf in S for K); mbarriers ``q_full``, ``k_full[s]``, ``v_full[s]``,
-  ``empty[s]``.
+* **Copies**: 4-D TMA tensor maps (D, S, H, B) of Q, K, V (and O, for the store) with the
+  strides torch gives (:class:`nvatom.descriptors.tma.TensorMap`); rows past the sequence
+  length are zero-filled by TMA (and masked to -inf in S for K); mbarriers ``q_full``,
+  ``k_full[s]``, ``v_full[s]``, ``empty[s]``.
 
 **Kernel structure**: 3 warpgroups (384 threads).  Warpgroup 0 is the producer
 (``setmaxnreg.dec`` to 24; one thread issues every TMA: Q once, then K and V of each KV tile
@@ -40,12 +40,19 @@ per-thread partial row sums (reduced across the 4 lanes of a row once, at the en
 Causal masking (top-left aligned, as ``torch.nn.functional.scaled_dot_product_attention``)
 and the ragged last KV tile are one masked block, branched over for tiles that need no mask;
 causal CTAs visit only the KV tiles left of their diagonal and the grid runs the longest
-Q blocks first.  Epilogue: ``O / l`` rounded to 16 bits and stored by each thread (pairs of
-columns, rows past the sequence length skipped), and ``lse = (m c + log2 l) ln 2`` (f32).
+Q blocks first.  Epilogue (``epilogue="tma"``): ``O / l`` rounded to 16 bits and stored
+with ``stmatrix.x4`` into the consumer's own 64-row half of the Q tile (its S MMAs have all
+retired), the registers (:func:`o_retile`) derived from the accumulator and stmatrix
+fragments and the row addresses (:func:`stsm_lane_offset`) checked against the Q tile's
+SW128 layout; ``fence.proxy.async``, a named barrier per consumer, then one thread issues a
+TMA store per 64-column chunk through a 4-D tensor map of O (box 64 x 64; rows past the
+sequence length are clipped by its bounds).  ``epilogue="direct"``: each thread stores its
+pairs of columns with ``st.global.b32`` (rows past the sequence length skipped).  Both write
+``lse = (m c + log2 l) ln 2`` (f32) with plain stores.
 
 Sources: PTX ISA 8.x, "wgmma.mma_async" (register fragments of D and of A), "Matrix
 Descriptor Format", "cp.async.bulk.tensor", "mbarrier", "setmaxnreg", "shfl.sync",
-"ex2"; Shah et al., "FlashAttention-3" (2024) for the schedule.
+"ex2", "stmatrix"; Shah et al., "FlashAttention-3" (2024) for the schedule.
 """
 
 from __future__ import annotations
@@ -191,9 +198,13 @@ def default_config(dtype: str = "bf16", head_dim: int = 128, causal: bool = Fals
     """The tuned configuration per head dim (docs/perf.md, "Attention"): KV tiles of 128 rows
     (64 for D = 256, whose O takes 128 registers), 2 stages (4 for D = 64), overlap and split
     release always, ping-pong for causal masks (it won 6 of 6 causal shapes, lost or tied
-    5 of 6 full ones)."""
+    5 of 6 full ones); the TMA epilogue except for d 64 with a full mask, the one shape where
+    it measured slower than the direct stores (by 1.6%, inside the rounds' spread; log
+    entry 9)."""
     bn, stages = {64: (128, 4), 128: (128, 2), 256: (64, 2)}.get(head_dim, (128, 2))
-    return AttentionSm90Config(dtype, head_dim, bn, stages, causal, pingpong=causal)
+    epilogue = "direct" if head_dim == 64 and not causal else "tma"
+    return AttentionSm90Config(dtype, head_dim, bn, stages, causal, pingpong=causal,
+                               epilogue=epilogue)
 
 
 # ============================================================================ layout algebra
