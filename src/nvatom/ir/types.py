@@ -256,7 +256,14 @@ def smem_desc(body: str) -> SmemDesc:
     lay = parse_layout_body(parts[2])
     if not isinstance(lay, (Layout, ComposedLayout)):
         raise IRSyntaxError(f"a descriptor needs a static layout, got '{parts[2]}'")
-    view = SmemDescView.of(lay, el.pack_bits, parts[1])
+    try:
+        view = SmemDescView.of(lay, el.pack_bits, parts[1])
+    except NvatomError:
+        if el.pack_bits >= 8:
+            raise
+        # FP6/FP4 of UMMA kind::f8f6f4 sit one per byte in shared memory (PTX ISA
+        # 9.7.16.10.4.4, padded packing): the tile's layout counts 8-bit containers
+        view = SmemDescView.of(lay, 8, parts[1])
     return SmemDesc(el, parts[1], lay, view)
 
 
