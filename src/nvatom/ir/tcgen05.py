@@ -23,6 +23,7 @@ nvatom.atoms.tmem for every layout.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -76,14 +77,19 @@ def buffer_columns(layout: Any) -> int:
 
 
 def _cells(layout: Layout, rows: int, cols: int) -> tuple[int, int]:
-    """(max lane + 1, max column + 1) a TMEM layout touches over a rows x cols tile."""
+    """(max lane + 1, max column + 1) a TMEM layout (``lane << 16 | column`` offsets, strides
+    >= 0, columns < 2^16) touches over a rows x cols tile: each flat mode of a tile-sized
+    layout adds (extent - 1) x its lane and column strides."""
+    from nvatom.ptx.layout_eval import flat_modes
+
+    if (size(layout[0]), size(layout[1])) != (rows, cols):
+        offs = [int(layout((r, c))) for r in range(rows) for c in range(cols)]
+        return max(o >> 16 for o in offs) + 1, max(o & 0xFFFF for o in offs) + 1
     lanes = columns = 0
-    for r in range(rows):
-        for c in range(cols):
-            off = int(layout((r, c)))
-            lanes = max(lanes, (off >> 16) + 1)
-            columns = max(columns, (off & 0xFFFF) + 1)
-    return lanes, columns
+    for s, d in flat_modes(layout):
+        lanes += (s - 1) * (d >> 16)
+        columns += (s - 1) * (d & 0xFFFF)
+    return lanes + 1, columns + 1
 
 
 def _copies_lanes(atom: Any, operand: str) -> int:
@@ -99,6 +105,7 @@ def _copies_lanes(atom: Any, operand: str) -> int:
     return 0
 
 
+@functools.lru_cache(maxsize=4096)
 def operand_extent(atom: Any, operand: str, k_blocks: int = 1) -> tuple[int, int, int]:
     """(lanes, columns, columns per K-block) of one CTA's TMEM an UMMA operand of ``k_blocks``
     K-blocks occupies: ``D`` (one K-block's D is all of it), ``A`` (``ts``), ``SFA``/``SFB``
