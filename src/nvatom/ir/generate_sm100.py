@@ -2,7 +2,7 @@
 
 * ``umma`` (every ``sm100.mma*`` atom): A (``ss``) and B as descriptor views of the atom's
   canonical shared-memory tile per CTA (``UmmaAtom.smem_layout`` with the widest swizzle
-  the operand takes), A (``ts``), D, the scale factors and the sparse metadata as TMEM
+  the operand takes whose tile fits :data:`TILE_BYTES`), A (``ts``), D, the scale factors and the sparse metadata as TMEM
   buffers of the columns the atom's layouts take (nvatom.ir.tcgen05.operand_extent), one
   ``cute_nvgpu.atom.mma`` (``accumulate = false``), ``umma_commit`` to an mbarrier and the
   wait; a ``cta_group::2`` atom's kernel declares a cluster of two CTAs.
@@ -46,6 +46,22 @@ def _module(t: Target, body: list[str], cluster: bool = False, args: str = "") -
             f"func.func @use({args}){attrs} {{\n{text}\n  func.return\n}}\n}}\n")
 
 
+#: bytes of shared memory one generated operand tile may take: A and B together stay under the
+#: 48 KB of static shared memory (the widest swizzle whose tile fits)
+TILE_BYTES = 22 * 1024
+
+
+def _smem_tile(atom: Any, op: str) -> Any:
+    from nvatom.layout import cosize
+
+    legal = atom.smem_swizzles(op)
+    for sw in reversed(legal):
+        lay = atom.smem_layout(op, sw)
+        if cosize(lay) * atom.element_bits(op) // 8 <= TILE_BYTES:
+            return lay
+    return atom.smem_layout(op, legal[0])
+
+
 def umma_use(atom: Any, t: Target) -> str:
     lines = [f"  %atom = cute_nvgpu.make_atom : {_type_of(atom)}"]
     for op, elem in (("A", atom.a.name), ("B", atom.b.name)):
@@ -54,7 +70,7 @@ def umma_use(atom: Any, t: Target) -> str:
             cols = operand_extent(atom, "A")[1]
             lines.append(f"  %{v} = cute.alloc_tmem : {_buffer(elem, cols)}")
             continue
-        lay = layout_text(atom.smem_layout(op, atom.smem_swizzles(op)[-1]))
+        lay = layout_text(_smem_tile(atom, op))
         major = atom.a_major if op == "A" else atom.b_major
         lines.append(f"  %s{v} = cute.alloc_smem : !cute.memref<{elem}, smem, {lay}>")
         lines.append(f"  %{v} = cute_nvgpu.make_smem_desc %s{v} : "
