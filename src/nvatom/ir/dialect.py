@@ -614,6 +614,7 @@ class MmaOp(NvOp):
             _fail(f"atom '{atom.name}' accumulates in place in tensor memory: C must be D")
         if atom.cta_group == 2:
             _need_cta_pair(self, atom.name)
+        T5.check_one_cta_group(self)
         v.facts[self] = k_blocks
 
     def _verify_block_scaled(self, atom: Any, uses: list[OperandUse], extra: list[Any],
@@ -856,9 +857,13 @@ class CopyOp(NvOp):
             # the TMEM atoms (nvatom.atoms.tmem) take (src, dst residency, element bits)
             atom.verify_instance(v.target, (src.residency, dst.residency,
                                             element_bits(src.element_type)))
-            from nvatom.ir.tcgen05 import verify_tmem_copy
+            from nvatom.ir.tcgen05 import check_one_cta_group, verify_tmem_copy
 
             v.facts[self] = verify_tmem_copy(atom, self.operands[1].type, self.operands[2].type)
+            if atom.mnemonic == "atom.s2t_copy":
+                if atom.cta_group == 2:
+                    _need_cta_pair(self, atom.name)
+                check_one_cta_group(self)
             return
         from nvatom.atoms.copy import MatrixCopy
 

@@ -212,7 +212,8 @@ def umma_uses(atom: Any, uses: dict[str, Any], k_blocks: int) -> dict[str, Any]:
             buf = tmem_buffer(use.layout)
             if buf is None:
                 continue
-            check_fit(atom, name, buf, k_blocks)
+            if name != "C":  # C must be D (checked after the atom's ladder)
+                check_fit(atom, name, buf, k_blocks)
             if name in ("C", "D"):
                 shape: Any = (atom.m, atom.n)
             elif name == "A":
@@ -286,3 +287,12 @@ def verify_tmem_copy(atom: Any, src_t: Any, dst_t: Any) -> Any:
         bits = max(8, src.element.pack_bits)
         return s2t_source(atom, bits, src.layout)
     return None
+
+
+def check_one_cta_group(op: Any) -> None:
+    """A tcgen05 operation's kernel must issue every tcgen05 instruction with one CTA group."""
+    fn = op.parent_op()
+    while fn is not None and fn.name != "func.func":
+        fn = fn.parent_op()
+    if fn is not None:
+        kernel_cta_group(func_cta_groups(fn), fn.sym_name.data)
