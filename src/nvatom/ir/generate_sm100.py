@@ -5,7 +5,8 @@
   the operand takes whose tile fits :data:`TILE_BYTES`), A (``ts``), D, the scale factors
   and the sparse metadata as TMEM buffers of the columns the atom's layouts take
   (nvatom.ir.tcgen05.operand_extent), one ``cute_nvgpu.atom.mma`` (``accumulate =
-  false``), ``umma_commit`` to an mbarrier and the wait; a ``cta_group::2`` atom's kernel declares a cluster of two CTAs.
+  false``), ``umma_commit`` to an mbarrier and the wait; a ``cta_group::2`` atom's kernel
+  declares a cluster of two CTAs.
 * ``tmem`` (``atom.tmem_load``/``tmem_store``: a TMEM buffer of the atom's columns and a
   register fragment of its registers, 32-bit elements or 16-bit ones with ``.pack::16b``;
   ``atom.s2t_copy``: a K-major no-swizzle shared tile of the copy's rows and row bytes,
