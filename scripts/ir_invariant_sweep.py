@@ -4,7 +4,7 @@ lowers and ptxas assembles it (tests/ir/invariant.py).  Prints the counts per fa
 diagnostics of the rejections, and every failure; exits 1 on a failure.
 
     PYTHONPATH=src python scripts/ir_invariant_sweep.py [--family NAME] [--limit N]
-        [--jobs N] [--target T]
+        [--jobs N] [--target T[,T...]]
 
 The lowered kernels of one target are assembled ``BATCH`` at a time as one PTX module (each
 kernel renamed; a batch ptxas rejects is assembled kernel by kernel to name the failures):
@@ -91,12 +91,13 @@ def _run(chunk: list[tuple[str, str, str]]) -> tuple[Any, Any, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", help="one family only")
-    ap.add_argument("--target", help="one target only")
+    ap.add_argument("--target", help="these targets only (comma-separated)")
     ap.add_argument("--limit", type=int, default=0, help="stop after N uses")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     args = ap.parse_args(argv)
+    targets = None if args.target is None else set(args.target.split(","))
     todo = [(f.name, a.name, t) for f, a, t in cases()
-            if args.family in (None, f.name) and args.target in (None, t)]
+            if args.family in (None, f.name) and (targets is None or t in targets)]
     todo = todo[:args.limit or None]
     size = 2000
     chunks = [todo[i:i + size] for i in range(0, len(todo), size)]
@@ -108,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
             counts.update(c)
             diags.update(d)
             fails += f
-            print(f"... {min((i + 1) * size, len(todo))} of {len(todo)}", file=sys.stderr)
+            for line in f:  # as they come: a long sweep shows its failures early
+                print(line, file=sys.stderr)
+            print(f"... {min((i + 1) * size, len(todo))} of {len(todo)}: "
+                  + ", ".join(f"{k[1]} {n}" for k, n in sorted(counts.items())),
+                  file=sys.stderr)
     fams = sorted({f for f, _ in counts})
     print(f"{'family':16} {'assembled':>10} {'rejected':>10} {'xfail':>6} {'FAIL':>6}")
     for f in fams:
