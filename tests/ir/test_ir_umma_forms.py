@@ -199,3 +199,35 @@ def test_tmem_shift_is_for_the_a_targets(t: str) -> None:
     # ptxas 13.0: "Instruction 'tcgen05.shift' not supported on .target 'sm_100f'"
     with pytest.raises(driver.IRError, match=rf"\(tcgen05.shift\) is not available on {t}"):
         driver.verify(driver.parse(SHIFT.format(t=t, attrs="", extra="")))
+
+
+def test_sparse_k_blocks_advance_by_the_stored_k() -> None:
+    # kind::f16 sparse: K = 32 per instruction; A stores half of it (16 elements, 32 bytes),
+    # B all of it (64 bytes).  Two K-blocks: the descriptors' start-address field (bits 0-13,
+    # 16-byte units; PTX ISA "Shared memory descriptor") advances by 2 for A and 4 for B
+    from nvatom.atoms.smem import smem_layout, smem_swizzle
+    from nvatom.ir.syntax import layout_text
+
+    la = layout_text(smem_layout(128, 32, 16, "K", smem_swizzle("SW64")))
+    lb = layout_text(smem_layout(64, 64, 16, "K", smem_swizzle("SW128")))
+    text = f"""builtin.module attributes {{nvatom.target = "sm_100a"}} {{
+func.func @sp() {{
+  %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm100.mma_sp<f16.cta1.m128n64k32.ss.f32.f16.f16>
+  %sa = cute.alloc_smem : !cute.memref<f16, smem, {la}>
+  %sb = cute.alloc_smem : !cute.memref<f16, smem, {lb}>
+  %a = cute_nvgpu.make_smem_desc %sa : !cute_nvgpu.smem_desc_view<f16, K, {la}>
+  %b = cute_nvgpu.make_smem_desc %sb : !cute_nvgpu.smem_desc_view<f16, K, {lb}>
+  %d = cute.alloc_tmem : !cute.memref<f32, tmem, (128,64):(64,1)>
+  %e = cute.alloc_tmem : !cute.memref<u8, tmem, (128,2):(2,1)>
+  cute_nvgpu.atom.mma %atom, %d, %a, %b, %d, %e {{accumulate = false}}
+  func.return
+}}
+}}"""
+    ptx = _lowered(text)
+    assert len(_mma_lines(ptx)) == 2
+    words = [int(w) for w in re.findall(r"add\.s64 %rd\d+, %rd\d+, (\d+);", ptx)]
+    assert len(words) == 4
+    assert words[1] - words[0] == 2 and words[3] - words[2] == 4
+    # the metadata of the second K-block: one column on (K / 8 = 4 bytes per row)
+    meta = [ln.split(",")[3].strip() for ln in _mma_lines(ptx)]
+    assert meta[0] != meta[1]
