@@ -7,8 +7,9 @@ the atom's own (thread, value) layout (the family's ``fragment`` view), and stor
 lowering has an observable result.  The invariant test (tests/ir/test_ir_invariant.py) and the
 whole sweep (scripts/ir_invariant_sweep.py) verify each module and, where it verifies, lower it
 and assemble the PTX with ptxas: an atom use either fails ``verify`` with a known diagnostic or
-compiles.  A family this module does not generate uses for is named in :data:`NOT_GENERATED`
-with the reason (docs/ir.md, "The invariant").
+compiles.  The SM100 families (``umma``, ``tmem``: descriptor views and TMEM buffers) are
+written by :mod:`nvatom.ir.generate_sm100`.  A family this module does not generate uses for
+is named in :data:`NOT_GENERATED` with the reason (docs/ir.md, "The invariant").
 
 Source: the IR examples of tests/ir (mma_sm80.mlir, sm120_block_scaled.mlir) and the
 specification's operand contract of ``cute_nvgpu.atom.mma`` (register fragments by tier).
