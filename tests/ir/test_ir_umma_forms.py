@@ -231,3 +231,20 @@ func.func @sp() {{
     # the metadata of the second K-block: one column on (K / 8 = 4 bytes per row)
     meta = [ln.split(",")[3].strip() for ln in _mma_lines(ptx)]
     assert meta[0] != meta[1]
+
+
+def test_umma_commit_multicasts_to_a_mask_of_the_cluster() -> None:
+    body = """builtin.module attributes {{nvatom.target = "sm_100a"}} {{
+func.func @c(){attrs} {{
+  %bar = cute_nvgpu.arch.mbarrier_init {{count = 1}}
+  cute_nvgpu.arch.umma_commit %bar {{multicast_mask = {mask}}}
+  func.return
+}}
+}}"""
+    ptx = _lowered(body.format(attrs=" attributes {cluster = [4, 1, 1]}", mask=10))
+    assert re.search(r"mov\.b16 (%h\d+), 10;", ptx)
+    assert re.search(r"tcgen05\.commit\.cta_group::1\.mbarrier::arrive::one\.shared::cluster"
+                     r"\.multicast::cluster\.b64 \[%r\d+\], %h\d+;", ptx)
+    for attrs, mask in (("", 2), (" attributes {cluster = [2, 1, 1]}", 4)):
+        with pytest.raises(driver.IRError, match=f"multicast_mask = {mask} names no CTAs"):
+            driver.verify(driver.parse(body.format(attrs=attrs, mask=mask)))

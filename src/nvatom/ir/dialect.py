@@ -903,6 +903,9 @@ class UmmaCommitOp(NvOp):
 
     name = "cute_nvgpu.arch.umma_commit"
     OPERANDS = 1
+    #: ``multicast_mask``: the arrival also reaches the same barrier in these CTAs of the
+    #: cluster (``.multicast::cluster`` with a 16-bit CTA mask)
+    ATTRS: ClassVar[dict[str, Any]] = {"multicast_mask": "int"}
 
     def verify_ir(self, v: VerifyCtx) -> None:
         if not v.target.supports("tcgen05"):
@@ -910,6 +913,14 @@ class UmmaCommitOp(NvOp):
         if not isinstance(self.operands[0].type, TY.MbarrierT):
             _fail(f"expects a !cute_nvgpu.mbarrier, but got "
                   f"{TY.type_text(self.operands[0].type)}")
+        mask = self.attr("multicast_mask")
+        if mask is not None:
+            from nvatom.ir.tcgen05 import cluster_size
+
+            n = cluster_size(self)
+            if not 0 < mask < (1 << min(n, 16)):
+                _fail(f"multicast_mask = {mask} names no CTAs of the kernel's cluster of {n} "
+                      f"(a mask of 1 to 2^{n} - 1; declare the kernel's cluster)")
 
 
 class TmemShiftOp(NvOp):

@@ -19,9 +19,9 @@ nvatom.ir.lower).
   (:func:`nvatom.ir.tcgen05.operand_extent`), the atom's idesc.  Issued by thread 0, or
   with ``cta_group::2`` by thread 0 of the even CTA of each pair (``%cluster_ctarank`` bit
   0 clear: the pair's MMA is issued once, PTX ISA "tcgen05: CTA pair").
-* ``umma_commit``: the issuing thread's ``tcgen05.commit``; with ``cta_group::2``
-  ``.multicast::cluster`` to both CTAs of the pair (mask ``0b11 << (rank & ~1)``), so both
-  barriers see the pair's MMAs complete.
+* ``umma_commit``: the issuing thread's ``tcgen05.commit``; ``.multicast::cluster`` with the
+  op's ``multicast_mask``, or with ``cta_group::2`` to both CTAs of the pair (mask
+  ``0b11 << (rank & ~1)``), so both barriers see the pair's MMAs complete.
 * ``atom.s2t_copy``: ``tcgen05.cp`` from the shared tile's K-major descriptor
   (:func:`nvatom.ir.tcgen05.s2t_source`) to the buffer, issued like an MMA.
 * ``cute_nvgpu.arch.tmem_shift``: ``tcgen05.shift.cta_group::N.down``, issued like an MMA.
@@ -232,7 +232,10 @@ class Tcgen05Lowering:
     def _cute_nvgpu_arch_umma_commit(self, op: Any) -> None:
         bar = self._reg_of(op.operands[0])  # type: ignore[attr-defined]
         mask = None
-        if self.t5.cta_group == 2:  # both CTAs of the pair: 0b11 << (rank & ~1)
+        if op.attr("multicast_mask") is not None:  # the program's CTAs
+            mask = self.k.reg("b16")
+            self.k.ins("mov.b16", mask, op.attr("multicast_mask"))
+        elif self.t5.cta_group == 2:  # both CTAs of the pair: 0b11 << (rank & ~1)
             pair = self.k.reg("b32")
             self.k.ins("and.b32", pair, self._cluster_rank(), 0xFFFFFFFE)  # type: ignore[attr-defined]
             m32 = self.k.reg("b32")

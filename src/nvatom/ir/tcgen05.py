@@ -296,3 +296,15 @@ def check_one_cta_group(op: Any) -> None:
         fn = fn.parent_op()
     if fn is not None:
         kernel_cta_group(func_cta_groups(fn), fn.sym_name.data)
+
+
+def cluster_size(op: Any) -> int:
+    """CTAs in the cluster the operation's kernel declares (1 without one)."""
+    from nvatom.ir import xdsl_adapter as X
+
+    fn = op.parent_op()
+    while fn is not None and fn.name != "func.func":
+        fn = fn.parent_op()
+    attr = None if fn is None else fn.attributes.get("cluster")
+    dims = None if attr is None else X.int_list(attr)
+    return math.prod(dims) if dims and all(d >= 1 for d in dims) else 1
