@@ -248,3 +248,19 @@ func.func @c(){attrs} {{
     for attrs, mask in (("", 2), (" attributes {cluster = [2, 1, 1]}", 4)):
         with pytest.raises(driver.IRError, match=f"multicast_mask = {mask} names no CTAs"):
             driver.verify(driver.parse(body.format(attrs=attrs, mask=mask)))
+
+
+@pytest.mark.parametrize("atom", [
+    # MN-major operands (not in the registry's K-major lattice, but expressible): the tf32
+    # one takes the 128-byte swizzle with 32-byte atoms, which has no WGMMA mode
+    "sm100.mma.tf32.cta1.m128n64k8.ss.f32.tf32.tf32.amn.bmn",
+    "sm100.mma.i8.cta1.m128n64k32.ss.s32.s8.s8.amn.bmn",
+    "sm100.mma.f8f6f4.cta2.m128n32k32.ss.f32.e4m3.e5m2.amn.bmn",
+    "sm100.mma_sp.f16.cta2.m256n64k32.ts.f32.bf16.bf16.bmn",
+])
+def test_mn_major_operands_lower(atom: str) -> None:
+    from nvatom.arch import target
+    from nvatom.atoms.sm100 import umma_atom
+    from nvatom.ir.generate_sm100 import umma_use
+
+    assert len(_mma_lines(_lowered(umma_use(umma_atom(atom), target("sm_100a"))))) == 1

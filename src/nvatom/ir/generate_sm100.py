@@ -53,12 +53,14 @@ TILE_BYTES = 22 * 1024
 
 
 def _smem_tile(atom: Any, op: str) -> Any:
+    from nvatom.ir.tcgen05 import extents
     from nvatom.layout import cosize
 
     legal = atom.smem_swizzles(op)
-    for sw in reversed(legal):
+    want = (atom.smem_rows(op), atom.stored_k(op))
+    for sw in reversed(legal):  # the widest that fits and spans exactly the operand's tile
         lay = atom.smem_layout(op, sw)
-        if cosize(lay) * atom.element_bits(op) // 8 <= TILE_BYTES:
+        if cosize(lay) * atom.element_bits(op) // 8 <= TILE_BYTES and extents(lay) == want:
             return lay
     return atom.smem_layout(op, legal[0])
 

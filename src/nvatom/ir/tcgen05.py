@@ -34,6 +34,7 @@ from nvatom.layout import Layout, size
 __all__ = [
     "Tcgen05VerifyError",
     "TmemBuffer",
+    "extents",
     "kernel_cta_group",
     "operand_extent",
     "s2t_extent",
@@ -129,11 +130,18 @@ def _outer(layout: Any) -> Any:
     return layout.outer if isinstance(layout, ComposedLayout) else layout
 
 
+def extents(layout: Any) -> tuple[int, int] | None:
+    """(MN, K) of a view's (mn, k) layout."""
+    lay = _outer(layout)
+    if not isinstance(lay, Layout) or lay.rank != 2:
+        return None
+    return int(size(lay[0])), int(size(lay[1]))
+
+
 def umma_k_blocks(atom: Any, b_layout: Any) -> int:
-    """K-blocks of one ``cute_nvgpu.atom.mma``: B's descriptor view (one CTA's N rows) holds
-    ``n * K`` of K."""
-    kb = int(size(_outer(b_layout))) // atom.smem_rows("B") // atom.stored_k("B")
-    return max(1, kb)
+    """K-blocks of one ``cute_nvgpu.atom.mma``: B's descriptor view holds ``n * K`` of K."""
+    ext = extents(b_layout)
+    return max(1, ext[1] // atom.stored_k("B")) if ext else 1
 
 
 def check_fit(atom: Any, operand: str, buf: TmemBuffer, k_blocks: int) -> None:
@@ -230,9 +238,10 @@ def umma_uses(atom: Any, uses: dict[str, Any], k_blocks: int) -> dict[str, Any]:
             if want is not None:
                 raise Tcgen05VerifyError(f"{D.MMA_ATOM_LAYOUT}{want} for operand {name}, but "
                                          f"got {use.layout}")
-            rows = atom.smem_rows(name)
-            k = int(size(_outer(use.layout))) // rows
-            out[name] = dataclasses.replace(use, layout=(rows * atom.cta_group, k))
+            ext = extents(use.layout)
+            k = ext[1] if ext else atom.stored_k(name)
+            out[name] = dataclasses.replace(use, layout=(atom.smem_rows(name) * atom.cta_group,
+                                                         k))
     return out
 
 
