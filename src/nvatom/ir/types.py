@@ -275,8 +275,10 @@ def _umma_only_view(lay: Any, bits: int, major: str, err: NvatomError) -> Any:
             return SmemDescView.of(lay, 8, major)
         except NvatomError:
             pass
+    if bits != 32 or major != "MN":  # SW128_32B is for tf32 MN-major operands only
+        raise err
     try:
-        make_umma_desc(lay, max(bits, 8), major)
+        make_umma_desc(lay, bits, major)
     except NvatomError:
         raise err from None
     return None
