@@ -24,8 +24,16 @@ What each operation does in the model, and where its numbers come from:
   a register -> global universal copy: thread t's value j to the element its (thread,
   value) layout names.
 
-Only what the IR GEMM uses is modelled (tiled 2-D TMA loads with the 128-byte swizzle,
-cta_group::1); anything else raises ``NotImplementedError`` naming the operation.
+* ``atom.tmem_store``: each warp's ``tcgen05.st``; ``atom.s2t_copy`` 32x128b.warpx4: the
+  model's ``tcgen05.cp`` reading the source through the descriptor word the lowering emits;
+* a universal copy: thread t's value j from src (t, j) to dst (t, j), raw bytes, memory at
+  its layout's element offset, registers at the value index;
+* UMMA with A in TMEM (``ts``) and block-scaled UMMA: A, SFA and SFB at their buffers'
+  addresses plus the columns of the K-blocks before (as the lowering steps them).
+
+Only what tests/ir's SM100 kernels use is modelled (2-D TMA loads with the 128-byte swizzle,
+dense cta_group::1 UMMA, one CTA at a time); anything else raises ``NotImplementedError``
+naming the operation.
 """
 
 from __future__ import annotations
@@ -224,39 +232,103 @@ class Cta:
 
     def _cute_nvgpu_atom_mma(self, op: Any) -> None:
         atom = self._val(op.operands[0])
-        if atom.a_source != "ss" or atom.sparse or atom.block_scaled or atom.cta_group != 1:
-            raise NotImplementedError(f"the CPU model runs dense ss cta_group::1 UMMA, not "
+        if atom.sparse or atom.cta_group != 1:
+            raise NotImplementedError(f"the CPU model runs dense cta_group::1 UMMA, not "
                                       f"'{atom.name}'")
-        d = self._val(op.operands[1])
+        _, d, a, b, _c, *extra = (self._val(x) for x in op.operands)
         k_blocks = self.ctx.facts[op]
-        a = self.descriptor_words(atom, "A", self._val(op.operands[2]), k_blocks)
-        b = self.descriptor_words(atom, "B", self._val(op.operands[3]), k_blocks)
+        bw = self.descriptor_words(atom, "B", b, k_blocks)
+        if atom.a_source == "ss":
+            aw: list[Any] = self.descriptor_words(atom, "A", a, k_blocks)
+        else:  # A in TMEM: each K-block's columns after the last (as the lowering steps)
+            from nvatom.ir.tcgen05 import operand_extent
+
+            step = operand_extent(atom, "A")[2]
+            aw = [("tmem", a + j * step) for j in range(k_blocks)]
+        sf: dict[str, Any] = {}
+        if atom.block_scaled:
+            from nvatom.ir.tcgen05 import operand_extent
+
+            for j_name, base in zip(("SFA", "SFB"), extra, strict=True):
+                sf[j_name] = [base + j * operand_extent(atom, j_name)[2]
+                              for j in range(k_blocks)]
         idesc = atom.idesc().encode()
+        form = atom.issued_form(self.low.target)
         for j in range(k_blocks):
             first = j == 0 and op.attributes.get("accumulate") is not None and \
                 X.attr_value(op.attributes["accumulate"]) is False
-            R.mma(self.tmem, self.smem, kind=atom.kind, d_taddr=d, a=a[j], b_desc=b[j],
-                  idesc=idesc, enable_input_d=not first, ws=atom.ws)
+            kw: dict[str, Any] = {}
+            if atom.block_scaled:
+                kw = dict(sfa=sf["SFA"][j], sfb=sf["SFB"][j], scale_vec=form.scale_vec)
+            R.mma(self.tmem, self.smem, kind=atom.kind, d_taddr=d, a=aw[j], b_desc=bw[j],
+                  idesc=idesc, enable_input_d=not first, ws=atom.ws, **kw)
 
     def _cute_nvgpu_atom_copy(self, op: Any) -> None:
         atom = self._val(op.operands[0])
         src, dst = op.operands[1:]
-        if atom.mnemonic == "atom.tmem_load":
+        if atom.mnemonic == "atom.tmem_load":  # each warp's tcgen05.ld at its lane quarter
             taddr = self._val(src)
             regs = np.concatenate([R.tmem_load(self.tmem, atom, taddr + ((32 * w) << 16))
                                    for w in range(4)])
-            self.env[dst] = regs.view(np.float32)  # (128 threads, registers)
+            self.env[dst] = np.ascontiguousarray(regs).view(np.uint8)
+            return
+        if atom.mnemonic == "atom.tmem_store":
+            taddr, regs = self._val(dst), self._val(src).view(np.uint32)
+            for w in range(4):
+                R.tmem_store(self.tmem, atom, taddr + ((32 * w) << 16), regs[32 * w:32 * w + 32])
+            return
+        if atom.mnemonic == "atom.s2t_copy":
+            if atom.shape != "32x128b.warpx4" or atom.cta_group != 1:
+                raise NotImplementedError(f"the CPU model runs tcgen05.cp 32x128b.warpx4, not "
+                                          f"'{atom.name}'")
+            word = self.ctx.facts[op].encode() + (self._val(src) >> 4)  # as the lowering
+            R.tmem_copy_32x128b_warpx4(self.tmem, self.smem, self._val(dst), word)
             return
         if atom.mnemonic == "atom.universal_copy":
-            regs = self._val(src)
-            out: np.ndarray = self._val(dst)
-            lay = TY.memref_of(dst.type).layout  # (thread, value) -> element offset
-            threads, values = regs.shape
-            for t in range(threads):
-                for j in range(values):
-                    out.flat[int(lay((t, j)))] = regs[t, j]
+            self._universal_copy(src, dst)
             return
         raise NotImplementedError(f"the CPU model does not run '{atom.name}'")
+
+    def _universal_copy(self, src: Any, dst: Any) -> None:
+        """Thread t's value j moves from src (t, j) to dst (t, j), raw bytes: a memory side
+        at its (thread, value) layout's element offset (rank 1: the same for every thread),
+        a register side at its value index."""
+        ms, md = TY.memref_of(src.type), TY.memref_of(dst.type)
+        eb = ms.element.pack_bits // 8
+        threads = max(int(size(m.layout[0])) if m.layout.rank == 2 else 1 for m in (ms, md))
+        values = int(size(ms.layout[1] if ms.layout.rank == 2 else ms.layout))
+        if md.space == "rmem":
+            self.env[dst] = np.zeros((threads, values * eb), np.uint8)
+        for t in range(threads):
+            for j in range(values):
+                self._put(md, dst, t, j, eb, self._get(ms, src, t, j, eb))
+
+    def _offset(self, m: Any, t: int, j: int) -> int:
+        lay = m.layout
+        if lay.rank != 2:
+            return int(lay(j))
+        return int(lay((t % int(size(lay[0])), j)))
+
+    def _get(self, m: Any, v: Any, t: int, j: int, eb: int) -> np.ndarray:
+        if m.space == "rmem":
+            return self._val(v)[t, j * eb:(j + 1) * eb]
+        off = self._offset(m, t, j) * eb
+        if m.space == "smem":
+            return self.smem.data[self._val(v) + off:self._val(v) + off + eb]
+        return self._val(v).view(np.uint8).reshape(-1)[off:off + eb]
+
+    def _put(self, m: Any, v: Any, t: int, j: int, eb: int, raw: np.ndarray) -> None:
+        if m.space == "rmem":
+            self._val(v)[t, j * eb:(j + 1) * eb] = raw
+            return
+        off = self._offset(m, t, j) * eb
+        if m.space == "smem":
+            self.smem.data[self._val(v) + off:self._val(v) + off + eb] = raw
+            return
+        self._val(v).view(np.uint8).reshape(-1)[off:off + eb] = raw
+
+    def _cute_nvgpu_arch_sync_threads(self, op: Any) -> None:
+        pass
 
 
 def compile_module(text: str, name: str = "module.mlir") -> tuple[Any, Any, Lowered]:

@@ -75,3 +75,29 @@ def test_the_cpu_model_runs_it_on_random_data(compiled: tuple, m: int, k: int,
                                     k // BK])
     want = decode("bf16", a).astype(np.float64) @ decode("bf16", b).astype(np.float64).T
     np.testing.assert_allclose(d, want, rtol=1e-5, atol=1e-4)
+
+
+def test_block_scaled_ts_umma_runs_on_the_cpu_model() -> None:
+    # tests/ir/umma_bs_ts.mlir: A -> registers -> tcgen05.st (A in TMEM), B -> canonical
+    # shared tile, scale factors -> shared -> tcgen05.cp 32x128b.warpx4, kind::mxf8f6f4
+    mod, ctx, low = compile_module((Path(__file__).parent / "umma_bs_ts.mlir").read_text())
+    assert ptxas.assemble(low.ptx, "sm_100a").kernel("umma_bs_ts").spills == 0
+    rng = np.random.default_rng(16)
+    a = encode("e4m3", rng.standard_normal((128, 32))).astype(np.uint8)
+    b = encode("e4m3", rng.standard_normal((64, 32))).astype(np.uint8)
+    sfa = rng.integers(120, 134, 128).astype(np.uint8)  # ue8m0: 2^(code - 127)
+    sfb = rng.integers(120, 134, 64).astype(np.uint8)
+
+    def sf_rows(codes: np.ndarray) -> np.ndarray:
+        # row r's scale in lane r % 32, column r // 32, byte 0 of the word (scale-factor id
+        # 0): the 32 x 16-byte tile tcgen05.cp .32x128b.warpx4 copies to every lane quarter
+        out = np.zeros((32, 16), np.uint8)
+        for r, c in enumerate(codes):
+            out[r % 32, 4 * (r // 32)] = c
+        return out
+
+    d = np.full((128, 64), np.nan, np.float32)
+    run_cta(mod, ctx, low, [a.view(np.float32), b, sf_rows(sfa), sf_rows(sfb), d])
+    av = decode("e4m3", a).astype(np.float64) * 2.0 ** (sfa.astype(np.float64) - 127)[:, None]
+    bv = decode("e4m3", b).astype(np.float64) * 2.0 ** (sfb.astype(np.float64) - 127)[:, None]
+    np.testing.assert_allclose(d, av @ bv.T, rtol=1e-6, atol=1e-6)

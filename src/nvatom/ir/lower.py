@@ -595,7 +595,11 @@ class _KernelLowering(Tcgen05Lowering):
             self.t5.fence_after_thread_sync()
 
     def _cute_nvgpu_arch_sync_threads(self, op: Any) -> None:
+        if self._t5 is not None:  # order tcgen05 work around it (tcgen05.fence)
+            self.t5.fence_before_thread_sync()
         self.k.ins("bar.sync", 0)
+        if self._t5 is not None:
+            self.t5.fence_after_thread_sync()
 
     def _cute_nvgpu_arch_cluster_cta_rank(self, op: Any) -> None:
         self.vals[op.results[0]] = self._cluster_rank()
