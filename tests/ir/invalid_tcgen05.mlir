@@ -72,3 +72,19 @@ func.func @commit_mask() attributes {cluster = [2, 1, 1]} {
   cute_nvgpu.arch.umma_commit %bar {multicast_mask = 4}
   func.return
 }
+
+// -----
+
+// target: sm_100a
+func.func @alloc_placement(%n: i32) {
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  scf.for %i = %c0 to %n step %c1 : i32 {
+    // expected-error @+1 {{cute.alloc_tmem is made at the kernel's top level}}
+    %t = cute.alloc_tmem : !cute.memref<f32, tmem, (128,32):(32,1)>
+  }
+  %a = cute.alloc_tmem : !cute.memref<f32, tmem, (128,256):(256,1)>
+  // expected-error @+1 {{the kernel's TMEM buffers take 544 columns (each a power of two >= 32); a CTA has 512}}
+  %b = cute.alloc_tmem : !cute.memref<f32, tmem, (128,256):(256,1)>
+  func.return
+}

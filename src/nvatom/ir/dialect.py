@@ -289,6 +289,20 @@ class AllocTmemOp(_AllocOp):
         cols = tmem_columns(m)
         if cols > 512:
             _fail(f"{m.layout} needs {cols} TMEM columns; a CTA has 512")
+        fn = self.parent_op()
+        if fn is None or fn.name != "func.func":
+            _fail("cute.alloc_tmem is made at the kernel's top level (its buffers share one "
+                  "tcgen05.alloc), not inside a loop or branch")
+        total = 0  # reported at the buffer that takes the kernel past 512 columns
+        for o in fn.walk():
+            om = TY.memref_of(o.results[0].type) if o.name == self.name else None
+            if om is not None and tmem_buffer(om.layout) is not None:
+                total += tmem_columns(om)
+            if o is self:
+                break
+        if total > 512 >= total - cols:
+            _fail(f"the kernel's TMEM buffers take {total} columns (each a power of two >= 32); "
+                  "a CTA has 512")
 
 
 def tmem_columns(m: Any) -> int:
