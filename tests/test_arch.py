@@ -61,6 +61,7 @@ PROBES = {
     "tcgen05.block16/32": "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.block32 "
                           "[r0], rd0, rd1, r1, [r2], [r3], p0;",
     "tcgen05.scale_input_d": "tcgen05.mma.cta_group::1.kind::f16 [r0], rd0, rd1, r1, p0, 3;",
+    "tcgen05.shift": "tcgen05.shift.cta_group::1.down [r0];",
     "tcgen05.mxf4.sp": "tcgen05.mma.sp.cta_group::1.kind::mxf4.block_scale.scale_vec::2X"
                        " [r0], rd0, rd1, [r4], r1, [r2], [r3], p0;",
     "mma.block_scale": "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X"

@@ -329,6 +329,8 @@ FEATURES: tuple[Feature, ...] = (
             _ANY_SPECIFIC, frozenset({10, 11})),
     Feature("tcgen05.scale_input_d", "tcgen05.mma scale-input-d immediate", 100, (8, 6),
             _ANY_SPECIFIC, frozenset({10})),
+    Feature("tcgen05.shift", "tcgen05.shift (TMEM rows down by one lane)", 100, (8, 6),
+            frozenset({"a"}), frozenset({10, 11})),
     Feature("tcgen05.mxf4.sp", "tcgen05.mma.sp kind::mxf4 / kind::mxf4nvf4", 100, (8, 6),
             frozenset({"a"}), frozenset({10, 11})),
     Feature("mma.block_scale", "mma.sync block_scale (SM120 MX/NV formats)", 120, (8, 7),

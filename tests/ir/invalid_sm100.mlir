@@ -35,10 +35,11 @@ func.func @residency_d(%a: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (1
 // -----
 
 // target: sm_100a
-// D's 100 rows are no multiple of the atom's M = 128.
-func.func @invalid_layout(%a: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (128,64):(64,1)>, %b: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (256,64):(64,1)>, %d: !cute.memref<f32, tmem, (100,256):(256,1)>) {
+// D's 100 rows are no multiple of the atom's M = 128 (D given as a TMEM-address layout,
+// lane << 16 | column; a (lanes, columns):(columns, 1) buffer is checked to fit instead).
+func.func @invalid_layout(%a: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (128,64):(64,1)>, %b: !cute_nvgpu.smem_desc_view<f16, K, Sw<3,3,3> o 0 o (256,64):(64,1)>, %d: !cute.memref<f32, tmem, (100,256):(65536,1)>) {
   %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm100.mma<f16.cta1.m128n256k16.ss.f32.f16.f16>
-  // expected-error @+1 {{invalid layout of A/B/D. A: Sw<3,3,3> o 0 o (128,64):(64,1), B: Sw<3,3,3> o 0 o (256,64):(64,1), D:(100,256):(256,1)}}
+  // expected-error @+1 {{invalid layout of A/B/D. A: Sw<3,3,3> o 0 o (128,64):(64,1), B: Sw<3,3,3> o 0 o (256,64):(64,1), D:(100,256):(65536,1)}}
   cute_nvgpu.atom.mma %atom, %d, %a, %b, %d
   func.return
 }

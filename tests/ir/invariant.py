@@ -16,7 +16,7 @@ from collections.abc import Callable
 from nvatom import diagnostics as D
 from nvatom.ir import driver
 from nvatom.ir.generate import AtomUse
-from nvatom.ir.lower import lower
+from nvatom.ir.lower import Lowered, lower
 from nvatom.runtime.ptxas import PtxasError, assemble
 
 #: Our own verify diagnostics an atom use may end in (docs/ir.md, "The invariant"): the
@@ -61,18 +61,26 @@ def xfail_reason(use: AtomUse) -> str | None:
     return None
 
 
-def check(use: AtomUse, assemble_: Callable[..., object] = assemble) -> tuple[str, str]:
-    """("rejected", diagnostic) or ("assembled", "") or ("FAIL", why)."""
+def verify_and_lower(use: AtomUse) -> tuple[str, str, Lowered | None]:
+    """("rejected", diagnostic, None), ("FAIL", why, None) or ("lowered", "", the PTX)."""
     try:
         mod = driver.parse(use.text, f"{use.atom}@{use.target}.mlir")
         ctx = driver.verify(mod)
     except driver.IRError as e:
         msg = e.diagnostics[0].message
-        return ("rejected", msg) if known(msg) else ("FAIL", f"unknown diagnostic: {msg}")
+        return ("rejected", msg, None) if known(msg) else \
+            ("FAIL", f"unknown diagnostic: {msg}", None)
     try:
-        out = lower(mod, ctx)
+        return "lowered", "", lower(mod, ctx)
     except Exception as e:
-        return "FAIL", f"verifies but does not lower: {type(e).__name__}: {e}"
+        return "FAIL", f"verifies but does not lower: {type(e).__name__}: {e}", None
+
+
+def check(use: AtomUse, assemble_: Callable[..., object] = assemble) -> tuple[str, str]:
+    """("rejected", diagnostic) or ("assembled", "") or ("FAIL", why)."""
+    status, why, out = verify_and_lower(use)
+    if out is None:
+        return status, why
     try:
         assemble_(out.ptx, out.target)
     except PtxasError as e:

@@ -16,7 +16,7 @@ builtin.module attributes {nvatom.target = "sm_100a"} {
     %vmap_b = cute.static : !cute.layout<(64,128):(1@1,1@0)>
     %atom_a = cute_nvgpu.atom.non_exec_tiled_tma_load %desc_a, %tile_a, %vmap_a {num_multicast = 1}
     %atom_b = cute_nvgpu.atom.non_exec_tiled_tma_load %desc_b, %tile_b, %vmap_b {num_multicast = 1}
-    %full = cute_nvgpu.arch.mbarrier_init {count = 1}
+    %full = cute_nvgpu.arch.mbarrier_init {count = 2}
     %done = cute_nvgpu.arch.mbarrier_init {count = 1}
     %exec_a = cute_nvgpu.atom.make_exec_tma %atom_a, %full
     %exec_b = cute_nvgpu.atom.make_exec_tma %atom_b, %full

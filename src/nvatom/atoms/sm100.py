@@ -606,8 +606,10 @@ def _tile_offsets(layout: Any, rows: int, cols: int) -> list[list[int]] | None:
         return None
     if size(layout[0]) < rows or size(layout[1]) < cols:
         return None
-    base = int(layout((0, 0)))
-    return [[int(layout((r, c))) - base for c in range(cols)] for r in range(rows)]
+    # a Layout's offset is the sum of its modes' (no swizzle): rows + cols evaluations
+    r0 = [int(layout[0](r)) for r in range(rows)]
+    c0 = [int(layout[1](c)) for c in range(cols)]
+    return [[r + c - r0[0] - c0[0] for c in c0] for r in r0]
 
 
 def _same_on(got: Any, want: Layout, rows: int, cols: int) -> bool:

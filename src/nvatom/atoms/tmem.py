@@ -58,6 +58,7 @@ __all__ = [
     "check_alloc_columns",
     "dealloc_instruction",
     "relinquish_instruction",
+    "shift_instruction",
     "tmem_address",
     "tmem_atom",
     "tmem_atoms",
@@ -111,6 +112,14 @@ def dealloc_instruction(taddr: str, ncols: int | str, cta_group: int = 1) -> str
 
 def relinquish_instruction(cta_group: int = 1) -> str:
     return f"tcgen05.relinquish_alloc_permit.{_cta(cta_group)}.sync.aligned;"
+
+
+def shift_instruction(taddr: str, cta_group: int = 1) -> str:
+    """``tcgen05.shift.cta_group::N.down [taddr];`` (PTX ISA "tcgen05.shift"): asynchronously
+    shift the rows of the matrix at ``taddr`` down by one lane (issued by one thread, tracked
+    by tcgen05.commit; ptxas 13.0 takes it on the 'a' targets only: feature
+    ``tcgen05.shift``)."""
+    return f"tcgen05.shift.{_cta(cta_group)}.down [{taddr}];"
 
 
 # ============================================================================ tcgen05.ld / st

@@ -528,12 +528,15 @@ def instr_desc_for(atom: Any, **fields: Any) -> InstrDescriptor:
 
 
 def k_block_descriptors(smem_layout: Any, element_bits: int, major: str, k_blocks: int,
-                        start_address: int = 0) -> tuple[UmmaSmemDescriptor, ...]:
+                        start_address: int = 0, block_k: int | None = None
+                        ) -> tuple[UmmaSmemDescriptor, ...]:
     """The descriptor of each 32-byte K-block of ``smem_layout`` stored from
     ``start_address``: the first block's LBO/SBO, the start advanced to the byte offset of
-    element ``(0, j * K_block)`` (the layout's swizzle leaves row 0 in place)."""
+    element ``(0, j * K_block)`` (the layout's swizzle leaves row 0 in place).  ``block_k``
+    overrides the K-block's elements (a sparse A stores 16 bytes of K per instruction, a
+    sparse B 64)."""
     first = make_umma_desc(smem_layout, element_bits, major, start_address)
-    kb = 256 // element_bits
+    kb = 256 // element_bits if block_k is None else block_k
     out = []
     for j in range(k_blocks):
         off = smem_layout((0, j * kb)) * element_bits // 8

@@ -281,17 +281,37 @@ class AllocTmemOp(_AllocOp):
         assert m is not None
         if not isinstance(m.layout, Layout) or m.layout.rank != 2:
             _fail(f"a TMEM buffer is (lanes, columns), got {m.layout}")
+        from nvatom.ir.tcgen05 import tmem_buffer
+
+        if tmem_buffer(m.layout) is None:
+            _fail(f"a TMEM buffer is (lanes, columns):(columns, 1) of at most 128 lanes, got "
+                  f"{m.layout}")
         cols = tmem_columns(m)
         if cols > 512:
             _fail(f"{m.layout} needs {cols} TMEM columns; a CTA has 512")
+        fn = self.parent_op()
+        if fn is None or fn.name != "func.func":
+            _fail("cute.alloc_tmem is made at the kernel's top level (its buffers share one "
+                  "tcgen05.alloc), not inside a loop or branch")
+        total = 0  # reported at the buffer that takes the kernel past 512 columns
+        for o in fn.walk():
+            om = TY.memref_of(o.results[0].type) if o.name == self.name else None
+            if om is not None and tmem_buffer(om.layout) is not None:
+                total += tmem_columns(om)
+            if o is self:
+                break
+        if total > 512 >= total - cols:
+            _fail(f"the kernel's TMEM buffers take {total} columns (each a power of two >= 32); "
+                  "a CTA has 512")
 
 
 def tmem_columns(m: Any) -> int:
     """TMEM columns ``tcgen05.alloc`` takes for a (lanes, columns) buffer: a power of two
-    in 32..512 covering its 32-bit columns."""
+    in 32..512 covering its columns (32-bit cells, whatever the element type:
+    nvatom.ir.tcgen05)."""
     from nvatom.layout import size
 
-    need = -(-size(m.layout[1]) * m.element.pack_bits // 32)
+    need = size(m.layout[1])
     return max(32, 1 << (need - 1).bit_length())
 
 
@@ -613,10 +633,21 @@ class MmaOp(NvOp):
         meta = _umma_use(extra[-1].type, "E") if atom.sparse else None
         if self.attr("selector") is not None:  # accumulate = false: enable-input-d off
             _fail(f"atom '{atom.name}' takes no selector attribute")
-        atom.verify_instance(v.target, UmmaUse(uses[0], uses[1], uses[2], uses[3],
-                                               *(sf or [None, None]), meta))
+        # TMEM buffers and cta_group::2 descriptor views (nvatom.ir.tcgen05)
+        from nvatom.ir import tcgen05 as T5
+
+        k_blocks = T5.umma_k_blocks(atom, uses[1].layout) if uses[1].layout is not None else 1
+        ops = T5.umma_uses(atom, dict(zip(("A", "B", "C", "D", "SFA", "SFB", "E"),
+                                          (*uses, *(sf or [None, None]), meta), strict=True)),
+                           k_blocks)
+        atom.verify_instance(v.target, UmmaUse(*(ops[n] for n in ("A", "B", "C", "D", "SFA",
+                                                                  "SFB", "E"))))
+        if c is not d:
+            _fail(f"atom '{atom.name}' accumulates in place in tensor memory: C must be D")
         if atom.cta_group == 2:
             _need_cta_pair(self, atom.name)
+        T5.check_one_cta_group(self)
+        v.facts[self] = k_blocks
 
     def _verify_block_scaled(self, atom: Any, uses: list[OperandUse], extra: list[Any],
                              v: VerifyCtx) -> None:
@@ -861,6 +892,13 @@ class CopyOp(NvOp):
             # the TMEM atoms (nvatom.atoms.tmem) take (src, dst residency, element bits)
             atom.verify_instance(v.target, (src.residency, dst.residency,
                                             element_bits(src.element_type)))
+            from nvatom.ir.tcgen05 import check_one_cta_group, verify_tmem_copy
+
+            v.facts[self] = verify_tmem_copy(atom, self.operands[1].type, self.operands[2].type)
+            if atom.mnemonic == "atom.s2t_copy":
+                if atom.cta_group == 2:
+                    _need_cta_pair(self, atom.name)
+                check_one_cta_group(self)
             return
         from nvatom.atoms.copy import MatrixCopy
 
@@ -914,12 +952,45 @@ class UmmaCommitOp(NvOp):
 
     name = "cute_nvgpu.arch.umma_commit"
     OPERANDS = 1
+    #: ``multicast_mask``: the arrival also reaches the same barrier in these CTAs of the
+    #: cluster (``.multicast::cluster`` with a 16-bit CTA mask)
+    ATTRS: ClassVar[dict[str, Any]] = {"multicast_mask": "int"}
 
     def verify_ir(self, v: VerifyCtx) -> None:
         if not v.target.supports("tcgen05"):
             _fail(f"'{self.name}' needs tcgen05, which {v.target.name} does not have")
         if not isinstance(self.operands[0].type, TY.MbarrierT):
             _fail(f"expects a !cute_nvgpu.mbarrier, but got "
+                  f"{TY.type_text(self.operands[0].type)}")
+        mask = self.attr("multicast_mask")
+        if mask is not None:
+            from nvatom.ir.tcgen05 import cluster_size
+
+            n = cluster_size(self)
+            if not 0 < mask < (1 << min(n, 16)):
+                _fail(f"multicast_mask = {mask} names no CTAs of the kernel's cluster of {n} "
+                      f"(a mask of 1 to 2^{n} - 1; declare the kernel's cluster)")
+
+
+class TmemShiftOp(NvOp):
+    """``cute_nvgpu.arch.tmem_shift %t``: ``tcgen05.shift.down`` -- the rows of the TMEM
+    matrix at the buffer ``%t`` move down by one lane (asynchronous; one thread issues it, a
+    later ``umma_commit`` tracks it; the kernel's CTA group; 'a' targets)."""
+
+    name = "cute_nvgpu.arch.tmem_shift"
+    OPERANDS = 1
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        from nvatom.arch import feature
+        from nvatom.ir.tcgen05 import tmem_buffer
+
+        f = feature("tcgen05.shift")
+        if not f.available_on(v.target):
+            _fail(f"'{self.name}' (tcgen05.shift) is not available on {v.target.name}: it "
+                  f"needs {f.rule}")
+        m = TY.memref_of(self.operands[0].type)
+        if m is None or m.space != "tmem" or tmem_buffer(m.layout) is None:
+            _fail(f"'{self.name}' shifts a TMEM buffer (cute.alloc_tmem), not "
                   f"{TY.type_text(self.operands[0].type)}")
 
 
@@ -1441,7 +1512,8 @@ CUTE_NVGPU_OPS = X.irdl_ops(
     MakeAtomOp, MakeSmemDescOp, MmaOp, MakeTiledMmaOp, TiledGemmOp, CopyFragmentOp, CopyOp,
     NonExecTmaLoadOp, NonExecTmaStoreOp, NonExecTmaReduceOp, MakeExecTmaOp, TmaLoadOp,
     TmaStoreOp, TmaReduceOp, UpdateTmaDescOp, PrefetchTmaDescOp, MbarrierInitOp, MbarrierWaitOp,
-    SyncThreadsOp, ClusterCtaRankOp, ClusterSyncOp, UmmaCommitOp, CpAsyncCommitOp, CpAsyncWaitOp,
+    SyncThreadsOp, ClusterCtaRankOp, ClusterSyncOp, UmmaCommitOp, TmemShiftOp, CpAsyncCommitOp,
+    CpAsyncWaitOp,
     WarpgroupFenceOp, WarpgroupCommitOp, WarpgroupWaitOp)
 ALL_OPS = [*CUTE_OPS, *NV_TILEAS_OPS, *CUTE_NVGPU_OPS]
 

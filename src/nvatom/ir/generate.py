@@ -7,8 +7,9 @@ the atom's own (thread, value) layout (the family's ``fragment`` view), and stor
 lowering has an observable result.  The invariant test (tests/ir/test_ir_invariant.py) and the
 whole sweep (scripts/ir_invariant_sweep.py) verify each module and, where it verifies, lower it
 and assemble the PTX with ptxas: an atom use either fails ``verify`` with a known diagnostic or
-compiles.  A family this module does not generate uses for is named in :data:`NOT_GENERATED`
-with the reason (docs/ir.md, "The invariant").
+compiles.  The SM100 families (``umma``, ``tmem``: descriptor views and TMEM buffers) are
+written by :mod:`nvatom.ir.generate_sm100`.  A family this module does not generate uses for
+is named in :data:`NOT_GENERATED` with the reason (docs/ir.md, "The invariant").
 
 Source: the IR examples of tests/ir (mma_sm80.mlir, sm120_block_scaled.mlir) and the
 specification's operand contract of ``cute_nvgpu.atom.mma`` (register fragments by tier).
@@ -29,9 +30,6 @@ __all__ = ["NOT_GENERATED", "AtomUse", "atom_use", "atom_uses", "cases"]
 
 #: Families with no generated use yet, and why (each is a gap of the invariant, not a pass).
 NOT_GENERATED: dict[str, str] = {
-    "umma": "operands are descriptor views and a TMEM accumulator (covered by "
-            "tests/ir/umma_sm100.mlir only)",
-    "tmem": "needs a TMEM buffer of the atom's shape (covered by tests/ir/umma_sm100.mlir only)",
 }
 
 
@@ -129,6 +127,11 @@ def atom_use(fam: R.AtomFamily, atom: Any, target_: Target | str) -> AtomUse:
     t = target(target_)
     if fam.name in NOT_GENERATED:
         raise NotImplementedError(f"{fam.name}: {NOT_GENERATED[fam.name]}")
+    if fam.name in ("umma", "tmem"):  # SM100 tcgen05 (nvatom.ir.generate_sm100)
+        from nvatom.ir import generate_sm100 as G
+
+        make_sm100 = G.umma_use if fam.name == "umma" else G.tmem_use
+        return AtomUse(fam.name, atom.name, t.name, make_sm100(atom, t))
     from nvatom.ir.generate_forms import copy_use, tma_use
 
     make = {"wgmma": _wgmma_use, "copy": copy_use, "tma": tma_use}.get(fam.name, _mma_use)

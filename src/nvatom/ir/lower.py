@@ -39,6 +39,7 @@ from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.driver import Diagnostic, IRError, Module, internal_error
 from nvatom.ir.fragments import WARP, FragmentAccess, fragment_access
 from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits
+from nvatom.ir.lower_umma import Tcgen05Lowering
 from nvatom.ir.syntax import layout_text
 from nvatom.layout import ComposedLayout, Layout, Swizzle, size
 from nvatom.ptx import sync_emit as SE
@@ -88,18 +89,12 @@ class _Unlowerable:
 
 
 @dataclasses.dataclass
-class _Tmem:
-    taddr: Reg  # the TMEM address tcgen05.alloc returned (lane 0, first column)
-    columns: int
-
-
-@dataclasses.dataclass
 class _Desc:
     reg: Reg  # generic address of the tensor map parameter
     info: TmaParam
 
 
-class _KernelLowering:
+class _KernelLowering(Tcgen05Lowering):
     def __init__(self, mod: Module, vctx: DL.VerifyCtx, ptx: PtxModule, fn: Any) -> None:
         self.mod, self.v, self.fn = mod, vctx, fn
         self.t = vctx.target
@@ -116,7 +111,6 @@ class _KernelLowering:
 
         self.wg = WgmmaSequence(self.k)
         self._t5: Any = None  # the tcgen05 emitter, once the kernel uses TMEM
-        self.tmem: list[_Tmem] = []
         self.ext: dict[str, Any] = {}  # state of the nvatom.ir.lower_sync lowerings
 
     def need(self, version: PtxVersion, threads: int = 1) -> None:
@@ -238,129 +232,7 @@ class _KernelLowering:
     def _func_return(self, op: Any) -> None:
         if op.operands:
             raise LowerError("a kernel returns nothing")
-        if self.tmem:  # free the kernel's TMEM: every warp's tcgen05 work is done
-            self.t5.fence_before_thread_sync()
-            self.k.ins("bar.sync", 0)
-            skip = self._warp0()
-            for t in self.tmem:
-                self.t5.dealloc(t.taddr, t.columns)
-            self.k.label(skip)
-
-    # -- tcgen05 (SM100 UMMA and TMEM)
-    @property
-    def t5(self) -> Any:
-        if self._t5 is None:
-            from nvatom.ptx.tcgen05_emit import Tcgen05
-
-            self._t5 = Tcgen05(self.k, 1)
-        return self._t5
-
-    def _warp0(self) -> str:
-        """Branch so that only warp 0 runs what follows until the returned label."""
-        p = self.k.reg("pred")
-        self.k.ins("setp.ge.u32", p, self.tid(), WARP)
-        skip = self.k.fresh_label("warp0")
-        self.k.bra(skip, p)
-        return skip
-
-    def _cute_alloc_tmem(self, op: Any) -> None:
-        m = TY.memref_of(op.results[0].type)
-        cols = DL.tmem_columns(m)
-        slot = TE.shared_address(self.k, self.k.shared(self.fresh("tslot"), 8, 8))
-        self.shared += 8
-        skip = self._warp0()
-        self.t5.alloc(slot, cols)
-        self.t5.relinquish()
-        self.k.label(skip)
-        self.t5.fence_before_thread_sync()
-        self.k.ins("bar.sync", 0)
-        self.t5.fence_after_thread_sync()
-        taddr = self.k.reg("u32")
-        self.k.ins("ld.shared.u32", taddr, f"[{slot}]")
-        t = _Tmem(taddr, cols)
-        self.tmem.append(t)
-        self.vals[op.results[0]] = t
-        self.need_feature("tcgen05", 128)
-
-    def _umma(self, op: Any, atom: Any) -> None:
-        """Thread 0 issues one ``tcgen05.mma`` per K-block of the A/B descriptor views (the
-        start address advanced, nvatom.descriptors.umma.k_block_descriptors), the first with
-        enable-input-d false when ``accumulate = false``."""
-        from nvatom.descriptors.umma import k_block_descriptors
-
-        _, d, a, b, _c, *extra = op.operands
-        if extra or atom.form().operands != ("d", "a", "b", "idesc", "enable_input_d"):
-            raise LowerError(f"'{atom.name}' is lowered for dense ss atoms without block "
-                             "scales; this form does not lower yet")
-        tm = self._reg_of(d)
-        if not isinstance(tm, _Tmem):
-            raise LowerError("the UMMA accumulator must be a cute.alloc_tmem buffer")
-        words = []
-        k_blocks = None
-        for x in (a, b):
-            val = self._reg_of(x)
-            if not isinstance(val, tuple):
-                raise LowerError("UMMA A and B lower from cute_nvgpu.make_smem_desc views")
-            base, desc = val
-            kb = size(desc.layout) // (atom.m if x is a else atom.n) // atom.k
-            k_blocks = kb if k_blocks is None else min(k_blocks, kb)
-            words.append((base.reg, desc))
-        assert k_blocks is not None
-        _unrolled(k_blocks, "K-blocks")
-        regs = []
-        for base, desc in words:
-            b64 = self.k.reg("u64")
-            self.k.ins("cvt.u64.u32", b64, base)
-            self.k.ins("shr.u64", b64, b64, 4)
-            per = []
-            for w in k_block_descriptors(desc.layout, desc.element.pack_bits, desc.major,
-                                         k_blocks):
-                r = self.k.reg("b64")
-                self.k.ins("add.s64", r, b64, str(w.encode()))
-                per.append(r)
-            regs.append(per)
-        idesc = self.k.reg("u32")
-        self.k.ins("mov.u32", idesc, str(atom.idesc().encode()))
-        on, off = self.k.reg("pred"), self.k.reg("pred")
-        self.k.ins("setp.eq.u32", on, self.tid(), self.tid())
-        self.k.ins("setp.ne.u32", off, self.tid(), self.tid())
-        skip, _ = self._elect()
-        for j in range(k_blocks):
-            first = j == 0 and op.attr("accumulate") is False
-            self.t5.mma(atom, d=tm.taddr, a=regs[0][j], b=regs[1][j], idesc=idesc,
-                        enable_input_d=off if first else on)
-        self.k.label(skip)
-        self.need(atom.ptx_version_for(self.t))
-
-    def _cute_nvgpu_arch_umma_commit(self, op: Any) -> None:
-        skip, _ = self._elect()
-        self.t5.commit(self._reg_of(op.operands[0]))
-        self.k.label(skip)
-
-    def _tmem_copy(self, atom: Any, src: Any, dst: Any) -> None:
-        """``tcgen05.ld``/``st``: warp w reaches the TMEM lanes 32 (w % 4).. of the buffer."""
-        tm, frag = (src, dst) if atom.direction == "load" else (dst, src)
-        tm, frag = self._reg_of(tm), self._reg_of(frag)
-        if not isinstance(tm, _Tmem) or not isinstance(frag, _Frag):
-            raise LowerError(f"'{atom.name}' moves between a cute.alloc_tmem buffer and a "
-                             "register fragment")
-        if len(frag.regs) != atom.registers:
-            raise LowerError(f"'{atom.name}' moves {atom.registers} registers per thread, the "
-                             f"fragment has {len(frag.regs)}")
-        quarter = self.k.reg("u32")
-        self.k.ins("shr.u32", quarter, self.tid(), 5)
-        self.k.ins("and.b32", quarter, quarter, 3)
-        self.k.ins("shl.b32", quarter, quarter, 21)  # (32 * warp) << 16: the lane field
-        lane = self.k.reg("u32")
-        self.k.ins("add.u32", lane, tm.taddr, quarter)
-        if atom.direction == "load":
-            self.t5.ld(atom, frag.regs, lane)
-            self.t5.wait_ld()
-        else:
-            self.t5.st(atom, lane, frag.regs)
-            self.t5.wait_st()
-        self.need(atom.ptx_version_for(self.t) if hasattr(atom, "ptx_version_for")
-                  else feature("tcgen05").min_ptx, 128)
+        self._tmem_free()
 
     def _arith_constant(self, op: Any) -> None:
         t = op.results[0].type
@@ -632,6 +504,9 @@ class _KernelLowering:
         if atom.mnemonic in ("atom.tmem_load", "atom.tmem_store"):
             self._tmem_copy(atom, *op.operands[1:])
             return
+        if atom.mnemonic == "atom.s2t_copy":
+            self._s2t_copy(op, atom)
+            return
         if not isinstance(atom, (MatrixCopy, SimtAsyncCopy, UniversalCopy)):
             raise LowerError(f"'{atom.name}' verifies in the IR but is not lowered yet")
         sides = [_CopySide.of(self, x) for x in op.operands[1:]]
@@ -750,7 +625,11 @@ class _KernelLowering:
             self.t5.fence_after_thread_sync()
 
     def _cute_nvgpu_arch_sync_threads(self, op: Any) -> None:
+        if self._t5 is not None:  # order tcgen05 work around it (tcgen05.fence)
+            self.t5.fence_before_thread_sync()
         self.k.ins("bar.sync", 0)
+        if self._t5 is not None:
+            self.t5.fence_after_thread_sync()
 
     def _cute_nvgpu_arch_cluster_cta_rank(self, op: Any) -> None:
         self.vals[op.results[0]] = self._cluster_rank()

@@ -256,8 +256,32 @@ def smem_desc(body: str) -> SmemDesc:
     lay = parse_layout_body(parts[2])
     if not isinstance(lay, (Layout, ComposedLayout)):
         raise IRSyntaxError(f"a descriptor needs a static layout, got '{parts[2]}'")
-    view = SmemDescView.of(lay, el.pack_bits, parts[1])
+    try:
+        view = SmemDescView.of(lay, el.pack_bits, parts[1])
+    except NvatomError as e:
+        view = _umma_only_view(lay, el.pack_bits, parts[1], e)
     return SmemDesc(el, parts[1], lay, view)
+
+
+def _umma_only_view(lay: Any, bits: int, major: str, err: NvatomError) -> Any:
+    """A tile only UMMA can describe: FP6/FP4 of kind::f8f6f4 one per byte (PTX ISA
+    9.7.16.10.4.4, padded packing: the layout counts 8-bit containers), or the 128-byte
+    swizzle with 32-byte atoms (tf32 MN-major), which has no WGMMA mode (view None)."""
+    from nvatom.descriptors.umma import make_umma_desc
+    from nvatom.descriptors.wgmma import SmemDescView
+
+    if bits < 8:
+        try:
+            return SmemDescView.of(lay, 8, major)
+        except NvatomError:
+            pass
+    if bits != 32 or major != "MN":  # SW128_32B is for tf32 MN-major operands only
+        raise err
+    try:
+        make_umma_desc(lay, bits, major)
+    except NvatomError:
+        raise err from None
+    return None
 
 
 SmemDescViewTypeT = X.define_text_type("cute_nvgpu.smem_desc_view",

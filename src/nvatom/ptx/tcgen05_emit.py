@@ -30,6 +30,7 @@ from nvatom.atoms.tmem import (
     alloc_instruction,
     dealloc_instruction,
     relinquish_instruction,
+    shift_instruction,
 )
 from nvatom.errors import NvatomError
 from nvatom.ptx.builder import Kernel, Reg
@@ -160,6 +161,10 @@ class Tcgen05:
             raise Tcgen05EmitError(f"{atom.name} is a load")
         self.k.need_atom(atom, Tcgen05EmitError, name_feature=False)
         self.k.raw(atom.instruction([str(r) for r in regs], str(taddr)))
+
+    def shift(self, taddr: Reg | str, pred: str | None = None) -> None:
+        """``tcgen05.shift.cta_group::N.down [taddr]`` (one thread issues it)."""
+        self.k.raw((f"@{pred} " if pred else "") + shift_instruction(str(taddr), self.cta_group))
 
     def cp(self, atom: S2tCopyAtom, taddr: Reg | str, sdesc: Reg | str,
            pred: str | None = None) -> None:
