@@ -363,6 +363,10 @@ class S2tCopyAtom(CopyAtom, AsyncCopyAtom):
     def available_on(self, t: Target | str) -> bool:
         return feature("tcgen05").available_on(target(t))
 
+    @property
+    def min_ptx(self) -> PtxVersion:
+        return feature("tcgen05").min_ptx
+
     def verify_instance(self, target_: Any, use: Any) -> None:
         t = target(target_)
         if not self.available_on(t):

@@ -38,8 +38,8 @@ from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.driver import Diagnostic, IRError, Module, internal_error
 from nvatom.ir.fragments import WARP, FragmentAccess, fragment_access
-from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits
 from nvatom.ir.lower_umma import Tcgen05Lowering
+from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits
 from nvatom.ir.syntax import layout_text
 from nvatom.layout import ComposedLayout, Layout, Swizzle, size
 from nvatom.ptx import sync_emit as SE

@@ -164,6 +164,7 @@ class Tcgen05:
 
     def shift(self, taddr: Reg | str, pred: str | None = None) -> None:
         """``tcgen05.shift.cta_group::N.down [taddr]`` (one thread issues it)."""
+        self.k.need_feature("tcgen05.shift", "tcgen05.shift", Tcgen05EmitError)
         self.k.raw((f"@{pred} " if pred else "") + shift_instruction(str(taddr), self.cta_group))
 
     def cp(self, atom: S2tCopyAtom, taddr: Reg | str, sdesc: Reg | str,
