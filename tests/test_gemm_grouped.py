@@ -31,7 +31,25 @@ def test_grouped_kernel_assembles(ind: str, outd: str, bmaj: str) -> None:
                                        ("N", "u32"), ("K", "u32"))
 
 
+@pytest.mark.parametrize("sched", sm90.GROUP_SCHEDS)
+def test_grouped_schedules_assemble(sched: str) -> None:
+    """Every ``group_sched`` assembles without spills; the acquire fences are where the
+    schedule says: "scan" 3 per warpgroup path (every tile), the "resume" family one per map
+    the warpgroup uses (producer A and B, consumer D), "prefetch" those again for the next
+    group plus a prefetch of each, "nofence" none."""
+    cfg = sm90.GemmSm90Config(grouped=True, group_sched=sched)
+    ptx = sm90.build_gemm_sm90(cfg).emit()
+    assert assemble(ptx, "sm_90a").kernel().spills == 0
+    fences = ptx.count("fence.proxy.tensormap::generic.acquire.gpu")
+    want = {"scan": 6, "resume": 3, "prefetch": 6, "nofence": 0}[sched]
+    assert fences == want
+    assert ptx.count("prefetch.tensormap") == (3 if sched == "prefetch" else 0)
+    assert (sched == "scan") == ("g_walk" not in ptx)
+
+
 def test_grouped_config_rules() -> None:
+    with pytest.raises(sm90.GemmSm90Error, match="group_sched 'bogus' is not one of"):
+        sm90.GemmSm90Config(grouped=True, group_sched="bogus")
     for bad in (dict(cluster_m=2), dict(persistent=False)):
         with pytest.raises(sm90.GemmSm90Error, match="grouped GEMM runs persistent"):
             sm90.GemmSm90Config(grouped=True, **bad)
