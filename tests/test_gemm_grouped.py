@@ -41,7 +41,7 @@ def test_grouped_schedules_assemble(sched: str) -> None:
     ptx = sm90.build_gemm_sm90(cfg).emit()
     assert assemble(ptx, "sm_90a").kernel().spills == 0
     fences = ptx.count("fence.proxy.tensormap::generic.acquire.gpu")
-    want = {"scan": 6, "resume": 3, "prefetch": 6, "nofence": 0}[sched]
+    want = {"scan": 6, "resume": 3, "prefetch": 6, "nofence": 0, "late": 3}[sched]
     assert fences == want
     assert ptx.count("prefetch.tensormap") == (3 if sched == "prefetch" else 0)
     assert (sched == "scan") == ("g_walk" not in ptx)

@@ -79,7 +79,7 @@ def test_grouped_gemm_many_experts_fresh_output() -> None:
     assert ((out.double() - ref).norm() / ref.norm()).item() < 5e-3
 
 
-@pytest.mark.parametrize("sched", ["scan", "resume", "prefetch"])
+@pytest.mark.parametrize("sched", ["scan", "resume", "prefetch", "late"])
 def test_grouped_gemm_every_group_schedule(sched: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each way a tile finds its group (``GemmSm90Config.group_sched``) on ragged and empty
     groups, more tiles than SMs (so CTAs cross groups, and resume their walk), NaN-poisoned."""

@@ -105,7 +105,7 @@ __all__ = [
 #: instruction from the form (:data:`nvatom.atoms.sm90.FORMS`).
 IN_DTYPES = ("bf16", "f16", "e4m3", "e5m2")
 #: grouped GEMM: how a tile finds its group (GemmSm90Config.group_sched)
-GROUP_SCHEDS = ("scan", "resume", "prefetch", "nofence")
+GROUP_SCHEDS = ("scan", "resume", "prefetch", "nofence", "late")
 #: The 8-bit operand types (WGMMA ``.e4m3`` / ``.e5m2``, either on either side): K-major
 #: operands, f32 scales, bf16 output.
 FP8_DTYPES = ("e4m3", "e5m2")
@@ -183,7 +183,9 @@ class GemmSm90Config:
     # thread; "resume" keeps the group across tiles (a CTA's tiles ascend) and acquires only
     # the maps the warpgroup uses, only when the group changes; "prefetch" also acquires and
     # prefetches the next group's maps then; "nofence" is "resume" without the acquire (a
-    # measurement only: the PTX memory model asks for it).
+    # measurement only: the PTX memory model asks for it); "late" is "resume" with the
+    # consumers' acquire of D's map moved into the main loop (the warpgroup's lead thread,
+    # after the tile's first WGMMA group is committed), off the tile's critical path.
     group_sched: str = "resume"
 
     def __post_init__(self) -> None:
@@ -605,6 +607,7 @@ class _Build:
     # blocks) across tiles, and the maps it issues TMA with (0 A, 1 B, 2 D)
     gstate: tuple[Reg, Reg, Reg, Reg] | None = None
     maps_used: tuple[int, ...] = (0, 1, 2)
+    gpend: Reg | None = None  # "late": D's map changed and is not yet acquired
 
     def tile_loop(self, name: str, phase0: int,
                   maps_used: tuple[int, ...] = (0, 1, 2)) -> tuple[Reg, Reg, Reg, str, Reg, Reg]:
@@ -621,6 +624,9 @@ class _Build:
             # group -1 ending at tile 0: the first tile's lookup starts the walk at group 0
             self.gstate = (_u32(k, "mov.u32", 0xFFFFFFFF), _u32(k, "mov.u32", 0),
                            _u32(k, "mov.u32", 0), _u32(k, "mov.u32", 0))
+            if self.cfg.group_sched == "late" and maps_used == (2,):
+                self.gpend = k.reg("pred")
+                k.ins("setp.ne.u32", self.gpend, 0, 0)
         top = k.fresh_label(name)
         k.label(top)
         past = k.reg("pred")
@@ -710,7 +716,9 @@ class _Build:
         k.ins("mad.wide.u32", base, g, 3 * TE.TENSORMAP_BYTES, maps)
         for i in self.maps_used:
             k.ins("add.s64", self.tmaps[i], base, i * TE.TENSORMAP_BYTES)
-            if sched != "nofence":
+            if self.gpend is not None:  # acquired in the main loop (late_acquire)
+                k.ins("setp.eq.u32", self.gpend, 0, 0)
+            elif sched != "nofence":
                 TE.fence_tensormap_acquire(k, self.tmaps[i])
         if sched == "prefetch":
             nxt = _u32(k, "add.u32", g, 1)
@@ -731,6 +739,20 @@ class _Build:
         k.label(same)
         local = _u32(k, "sub.u32", tile, start)
         return local, tiles_m
+
+    def late_acquire(self, is_lead: Reg) -> None:
+        """"late": in the consumer's main loop, the lead thread (the one that issues the TMA
+        stores) acquires D's map if the group changed; nothing for other schedules."""
+        if self.gpend is None:
+            return
+        k = self.k
+        skip = k.fresh_label("g_acq_done")
+        p = k.reg("pred")
+        k.ins("and.pred", p, self.gpend, is_lead)
+        k.bra(skip, f"!{p}")
+        TE.fence_tensormap_acquire(k, self.tmaps[2])
+        k.label(skip)
+        k.ins("setp.ne.u32", self.gpend, 0, 0)
 
 
 def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
@@ -973,6 +995,7 @@ def _consumer(b: _Build) -> None:
             seq.mma(form, acc, da, db, p_acc if s == 0 else p_true, imm)
             da, db = k.reg("b64"), k.reg("b64")
         seq.commit()
+        b.late_acquire(is_lead)
         k.ins("setp.ne.u32", p_acc, 1, 0)
         seq.wait(cfg.wgmma_inflight)
         # release the stage whose wgmma group just retired
