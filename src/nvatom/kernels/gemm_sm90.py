@@ -620,6 +620,7 @@ class _Build:
         phase = _u32(k, "mov.u32", phase0)
         tile = _u32(k, "mov.u32", self.first_tile)
         self.maps_used = maps_used
+        self.gpend = None  # per warpgroup path: the consumer's is not the producer's
         if self.groups is not None and self.cfg.group_sched != "scan":
             # group -1 ending at tile 0: the first tile's lookup starts the walk at group 0
             self.gstate = (_u32(k, "mov.u32", 0xFFFFFFFF), _u32(k, "mov.u32", 0),
