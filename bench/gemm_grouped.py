@@ -57,12 +57,14 @@ def _variant(nvatom: Any, torch: Any, a: Any, b: Any, ends: list[int], out: Any,
     orig = gp.grouped_plan
     gp.grouped_plan = functools.partial(orig, group_sched=sched)
     ng._grouped_calls.clear()
+    ng._grouped_fast.clear()
     try:
         nvatom.grouped_gemm(a, b, ends, out=out)
         run, params, buf = next(iter(ng._grouped_calls.values()))
     finally:
         gp.grouped_plan = orig
         ng._grouped_calls.clear()
+        ng._grouped_fast.clear()
     stream = torch.cuda.current_stream().cuda_stream
 
     def call(run: Any = run, params: Any = params, buf: Any = buf) -> None:
