@@ -1,15 +1,20 @@
 """Grouped GEMM (MoE): ``nvatom.grouped_gemm`` against ``torch._grouped_mm`` in one process.
 
     PYTHONPATH=src python3 bench/gemm_grouped.py [--rounds 5] [--batch 10]
-        [--out reports/bench/gemm_grouped.json]
+        [--variants] [--quick] [--out reports/bench/gemm_grouped.json]
 
-Cases: 8 experts of 2048 tokens x 4096 x 4096 (the issue's anchor) and 64 experts with random
-tokens per expert (0-1024, DeepSeek-V3-like: hidden 7168 -> 2048), bf16. Rounds interleaved
-with alternating order; ``--batch`` calls between two CUDA events (host time per call counts
-where it exceeds the GPU's); the median over rounds and the spread.  Each output is checked
-against float64 first (relative error, Frobenius).  ``torch._grouped_mm(a, b, offs=)`` takes
-B as (G, K, N); its layout requirement is probed (row-major, else K-major).  Writes JSON with
-the device and commit; asserts nothing.
+Cases (bf16): 8 experts of 2048 tokens x 4096 x 4096 (the issue's anchor), 64 experts with
+random tokens per expert (0-1024, DeepSeek-V3-like: hidden 7168 -> 2048), 8 experts with
+0-4096 tokens (7168 -> 4096) and 64 experts with 0-4096 tokens (7168 -> 2048).
+``--variants`` adds every ``group_sched`` of the kernel (launched directly, no host checks)
+and, on the anchor, the plain GEMM of the same work (one 16384 x 4096 x 4096 ``nvatom.gemm``
+and ``torch.mm``).  ``--quick`` keeps the first two cases.  Rounds interleaved with a
+rotating order; ``--batch`` calls between two CUDA events (host time per call counts where
+it exceeds the GPU's); the median over rounds and the spread.  Each output is checked first
+against float64 (relative error, Frobenius), NaN-poisoned (every group's rows written, the
+rows past the last group untouched).  ``torch._grouped_mm(a, b, offs=)`` takes B as
+(G, K, N); its layout requirement is probed (row-major, else K-major).  Writes JSON with the
+device and commit; asserts nothing (a wrong output is marked WRONG in the table).
 """
 
 from __future__ import annotations
@@ -40,10 +45,61 @@ def _commit() -> str:
         return "unknown"
 
 
+def _variant(nvatom: Any, torch: Any, a: Any, b: Any, ends: list[int], out: Any,
+             sched: str) -> Any:
+    """A direct launcher of the grouped kernel with ``group_sched`` = ``sched`` for these
+    operands (planned once through ``nvatom.grouped_gemm``, then called without host work)."""
+    import functools
+
+    import nvatom.gemm as ng
+    import nvatom.gemm_providers as gp
+
+    orig = gp.grouped_plan
+    gp.grouped_plan = functools.partial(orig, group_sched=sched)
+    ng._grouped_calls.clear()
+    ng._grouped_fast.clear()
+    try:
+        nvatom.grouped_gemm(a, b, ends, out=out)
+        run, params, buf = next(iter(ng._grouped_calls.values()))
+    finally:
+        gp.grouped_plan = orig
+        ng._grouped_calls.clear()
+        ng._grouped_fast.clear()
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def call(run: Any = run, params: Any = params, buf: Any = buf) -> None:
+        run(params, stream)
+    return call
+
+
+def _check(torch: Any, got: Any, a: Any, b: Any, ends: list[int]) -> dict[str, Any]:
+    """Relative Frobenius error against float64 over the groups' rows, NaN rows, rows past
+    the last group written (``got`` was NaN-poisoned before the call, when given)."""
+    num = den = 0.0
+    nan = False
+    start = 0
+    for i, end in enumerate(ends):
+        if end > start:
+            ref = a[start:end].double() @ b[i].double()
+            g = got[start:end].double()
+            nan = nan or bool(torch.isnan(g).any())
+            num += float((g - ref).norm()) ** 2
+            den += float(ref.norm()) ** 2
+        start = end
+    tail_ok = bool(torch.isnan(got[ends[-1]:]).all()) if got.shape[0] > ends[-1] else True
+    return {"rel_err": (num / den) ** 0.5 if den else 0.0, "nan": nan, "tail_untouched": tail_ok}
+
+
 def main(argv: list[str] | None = None) -> int:
+    from nvatom.kernels.gemm_sm90 import GROUP_SCHEDS, GemmSm90Config
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--batch", type=int, default=10)
+    ap.add_argument("--variants", action="store_true")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--scheds", default=",".join(GROUP_SCHEDS),
+                    help="group_sched values for --variants (comma-separated)")
     ap.add_argument("--out", type=Path, default=ROOT / "reports/bench/gemm_grouped.json")
     args = ap.parse_args(argv)
     import torch
@@ -53,42 +109,76 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(0)
     cases = [("8x2048 tok, 4096->4096", [2048] * 8, 4096, 4096),
              ("64 experts 0-1024 tok, 7168->2048", [rng.randint(0, 1024) for _ in range(64)],
+              2048, 7168),
+             ("8 experts 0-4096 tok, 7168->4096", [rng.randint(0, 4096) for _ in range(8)],
+              4096, 7168),
+             ("64 experts 0-4096 tok, 7168->2048", [rng.randint(0, 4096) for _ in range(64)],
               2048, 7168)]
+    if args.quick:
+        cases = cases[:2]
+    default_sched = GemmSm90Config().group_sched
     rows: list[dict[str, Any]] = []
     for label, sizes, n, k in cases:
         g = len(sizes)
         ends = [sum(sizes[: i + 1]) for i in range(g)]
         total = ends[-1]
-        a = torch.randn(total, k, device="cuda").to(torch.bfloat16)
+        tail = 8  # rows past the last group: must stay NaN
+        a = torch.randn(total + tail, k, device="cuda").to(torch.bfloat16)
         b = torch.randn(g, k, n, device="cuda").to(torch.bfloat16)
         offs = torch.tensor(ends, dtype=torch.int32, device="cuda")
         offs_host = torch.tensor(ends, dtype=torch.int32)
-        out = torch.empty(total, n, device="cuda", dtype=torch.bfloat16)
-        ref = torch.cat([a[(ends[i - 1] if i else 0):ends[i]].double() @ b[i].double()
-                         for i in range(g)])
-        b_t = None
+        out = torch.empty(total + tail, n, device="cuda", dtype=torch.bfloat16)
+        tb = b
         try:
-            torch._grouped_mm(a, b, offs=offs)
-            tb = b
+            torch._grouped_mm(a[:total], b, offs=offs)
         except RuntimeError:
-            b_t = b.transpose(1, 2).contiguous().transpose(1, 2)  # K-major per group
-            tb = b_t
-        fns = {"nvatom": lambda a=a, b=b, o=offs_host, out=out:
-               nvatom.grouped_gemm(a, b, o, out=out),
-               "torch._grouped_mm": lambda a=a, tb=tb, o=offs: torch._grouped_mm(a, tb, offs=o)}
-        errs = {}
+            tb = b.transpose(1, 2).contiguous().transpose(1, 2)  # K-major per group
+        outs: dict[str, Any] = {}
+        fns: dict[str, Any] = {
+            "nvatom": lambda a=a, b=b, o=offs_host, out=out: nvatom.grouped_gemm(a, b, o,
+                                                                                out=out),
+            "torch._grouped_mm": lambda a=a[:total], tb=tb, o=offs: torch._grouped_mm(
+                a, tb, offs=o)}
+        if args.variants:
+            for sched in args.scheds.split(","):
+                o = torch.empty_like(out)
+                outs[f"nvatom[{sched}]"] = o
+                o.fill_(float("nan"))
+                fns[f"nvatom[{sched}]"] = _variant(nvatom, torch, a, b, ends, o, sched)
+        plain = args.variants and len(set(sizes)) == 1
+        if plain:  # the same work as one GEMM (per-group shapes equal: M = total)
+            a2, b2 = a[:total], b[0]
+            c2 = torch.empty(total, n, device="cuda", dtype=torch.bfloat16)
+            fns["nvatom.gemm (one M=total GEMM)"] = (lambda a2=a2, b2=b2, c2=c2:
+                                                     nvatom.gemm(a2, b2, out=c2))
+            fns["torch.mm (one M=total GEMM)"] = lambda a2=a2, b2=b2: torch.mm(a2, b2)
+        checks: dict[str, Any] = {}
         for name, fn in fns.items():
+            if name == "nvatom":
+                out.fill_(float("nan"))
             r = fn()
-            r = out if r is None else r
-            errs[name] = ((r.double() - ref).norm() / ref.norm()).item()
-        del ref
+            if name.startswith("nvatom["):
+                r = outs[name]
+            elif name == "nvatom":
+                r = out
+            if "one M=total" in name:
+                checks[name] = {"rel_err": float((r.double() - a[:total].double() @ b[0].double())
+                                                 .norm() / (a[:total].double() @ b[0].double())
+                                                 .norm())}
+            else:
+                checks[name] = _check(torch, r if r.shape[0] == total + tail else
+                                      torch.cat([r, torch.full((tail, n), float("nan"),
+                                                               device="cuda", dtype=r.dtype)]),
+                                      a, b, ends)
+            torch.cuda.synchronize()
         for fn in fns.values():
             fn()
         torch.cuda.synchronize()
         times: dict[str, list[float]] = {name: [] for name in fns}
         order = list(fns)
         for rnd in range(args.rounds):
-            for name in (order if rnd % 2 == 0 else order[::-1]):
+            rot = order[rnd % len(order):] + order[: rnd % len(order)]
+            for name in (rot if rnd % 2 == 0 else rot[::-1]):
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 e0.record()
                 for _ in range(args.batch):
@@ -98,23 +188,37 @@ def main(argv: list[str] | None = None) -> int:
                 times[name].append(e0.elapsed_time(e1) / args.batch * 1e-3)
         flops = 2 * total * n * k
         row: dict[str, Any] = {"case": label, "groups": g, "tokens": sizes, "n": n, "k": k,
-                               "rel_err_vs_float64": errs,
-                               "grouped_mm_b_layout": "row-major" if b_t is None else "K-major"}
+                               "checks": checks, "default_group_sched": default_sched,
+                               "grouped_mm_b_layout": "row-major" if tb is b else "K-major"}
+        ref_t = statistics.median(times["torch._grouped_mm"])
         for name, ts in times.items():
             row[name] = {"tflops_median": flops / statistics.median(ts) / 1e12,
                          "tflops_min": flops / max(ts) / 1e12,
-                         "tflops_max": flops / min(ts) / 1e12}
-        row["ratio"] = row["nvatom"]["tflops_median"] / row["torch._grouped_mm"]["tflops_median"]
+                         "tflops_max": flops / min(ts) / 1e12,
+                         "ratio_vs_grouped_mm": ref_t / statistics.median(ts),
+                         # the same round's _grouped_mm time over this one's: the clock
+                         # drifts between rounds, less within one
+                         "ratio_per_round": [r / t for r, t in zip(times["torch._grouped_mm"],
+                                                                   ts, strict=True)]}
+            pr = row[name]["ratio_per_round"]
+            row[name]["ratio_round_median"] = statistics.median(pr)
+        row["ratio"] = row["nvatom"]["ratio_vs_grouped_mm"]
+        row["ratio_round_median"] = row["nvatom"]["ratio_round_median"]
         rows.append(row)
+        print(f"{label}:")
+        for name in times:
+            c = checks[name]
+            bad = c.get("nan") or not c.get("tail_untouched", True) or c["rel_err"] > 5e-3
+            print(f"  {name:34s} {row[name]['tflops_median']:7.1f} TF/s "
+                  f"({row[name]['tflops_min']:.0f}-{row[name]['tflops_max']:.0f})  "
+                  f"x{row[name]['ratio_vs_grouped_mm']:.3f} (per round "
+                  f"x{row[name]['ratio_round_median']:.3f})  err {c['rel_err']:.2e}"
+                  f"{'  WRONG' if bad else ''}", flush=True)
     result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
               "commit": _commit(), "date": datetime.datetime.now(datetime.UTC).isoformat(),
               "rounds": args.rounds, "batch": args.batch, "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    for row in rows:
-        print(f"{row['case']}: nvatom {row['nvatom']['tflops_median']:.0f} TF/s, "
-              f"_grouped_mm {row['torch._grouped_mm']['tflops_median']:.0f} TF/s, ratio "
-              f"{row['ratio']:.3f}; errors {row['rel_err_vs_float64']}")
     return 0
 
 

@@ -31,7 +31,25 @@ def test_grouped_kernel_assembles(ind: str, outd: str, bmaj: str) -> None:
                                        ("N", "u32"), ("K", "u32"))
 
 
+@pytest.mark.parametrize("sched", sm90.GROUP_SCHEDS)
+def test_grouped_schedules_assemble(sched: str) -> None:
+    """Every ``group_sched`` assembles without spills; the acquire fences are where the
+    schedule says: "scan" 3 per warpgroup path (every tile), the "resume" family one per map
+    the warpgroup uses (producer A and B, consumer D), "prefetch" those again for the next
+    group plus a prefetch of each, "nofence" none."""
+    cfg = sm90.GemmSm90Config(grouped=True, group_sched=sched)
+    ptx = sm90.build_gemm_sm90(cfg).emit()
+    assert assemble(ptx, "sm_90a").kernel().spills == 0
+    fences = ptx.count("fence.proxy.tensormap::generic.acquire.gpu")
+    want = {"scan": 6, "resume": 3, "prefetch": 6, "nofence": 0, "late": 3}[sched]
+    assert fences == want
+    assert ptx.count("prefetch.tensormap") == (3 if sched == "prefetch" else 0)
+    assert (sched == "scan") == ("g_walk" not in ptx)
+
+
 def test_grouped_config_rules() -> None:
+    with pytest.raises(sm90.GemmSm90Error, match="group_sched 'bogus' is not one of"):
+        sm90.GemmSm90Config(grouped=True, group_sched="bogus")
     for bad in (dict(cluster_m=2), dict(persistent=False)):
         with pytest.raises(sm90.GemmSm90Error, match="grouped GEMM runs persistent"):
             sm90.GemmSm90Config(grouped=True, **bad)
@@ -132,3 +150,39 @@ def test_grouped_errors(args, err, match) -> None:
     out = FakeTensor((64, 64), (64, 1), ptr=0x7F8000000000)
     with pytest.raises(err, match=match):
         grouped_gemm(*args, out=out)
+
+
+class _T:
+    """A hashable stand-in for a tensor (what the call-cache key reads)."""
+
+    def __init__(self, shape: tuple, ptr: int, cuda: bool = True, vals: tuple = ()) -> None:
+        self.shape, self.ptr, self.is_cuda, self.vals = shape, ptr, cuda, vals
+        self.dtype, self.device = "bf16", ("cuda", 0)
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+    def stride(self) -> tuple:
+        return (self.shape[-1], 1)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def tolist(self) -> list:
+        return list(self.vals)
+
+
+def test_grouped_call_cache_key() -> None:
+    """The unchecked key of the grouped call cache holds the offsets' values; CUDA offsets
+    (read back), non-int lists and calls without ``out`` get no key."""
+    from nvatom.gemm import _grouped_fast_key
+
+    a, b, out = _T((900, 64), 1 << 40), _T((2, 64, 32), 2 << 40), _T((900, 32), 3 << 40)
+    k1 = _grouped_fast_key(a, b, [300, 900], out)
+    assert k1 is not None and k1 != _grouped_fast_key(a, b, [301, 900], out)
+    assert _grouped_fast_key(a, b, [300, 900], None) is None
+    assert _grouped_fast_key(a, b, [300.0, 900], out) is None
+    assert _grouped_fast_key(a, b, _T((2,), 0, cuda=True, vals=(300, 900)), out) is None
+    kt = _grouped_fast_key(a, b, _T((2,), 0, cuda=False, vals=(300, 900)), out)
+    assert kt is not None and kt != k1
+    assert kt != _grouped_fast_key(a, b, _T((2,), 0, cuda=False, vals=(300, 899)), out)

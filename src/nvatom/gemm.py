@@ -666,7 +666,16 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
 
     Host cost: per call the checks and, for operands and offsets not seen in the last 64
     calls, 3 tensor-map encodings per non-empty group and one host-to-device copy of
-    G x 388 bytes; a repeated call (same pointers, strides and offsets) reuses them."""
+    G x 388 bytes; a repeated call (same pointers, strides and offsets) reuses them, and with
+    ``out`` given it skips the checks too (the call cache: a key of the tensors' pointers,
+    shapes, strides, dtypes and devices and the offsets' values)."""
+    fkey = _grouped_fast_key(a, b, offsets, out)
+    hit = _grouped_fast.get(fkey) if fkey is not None else None
+    if hit is not None:
+        import torch
+
+        hit[0](hit[1], torch.cuda.current_stream(hit[3]).cuda_stream)
+        return out
     ai = check_matrix(a, "a", dtypes=PLAIN_DTYPES, majors=("row",), align_bytes=16)
     if not (hasattr(b, "dim") and hasattr(b, "stride")) or b.dim() != 3:
         raise GemmError(f"b has shape {tuple(getattr(b, 'shape', ()))}: grouped_gemm takes "
@@ -736,6 +745,7 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
     hit = _grouped_calls.get(key)
     if hit is not None:  # the same operands and offsets: maps and tile counts already there
         hit[0](hit[1], torch.cuda.current_stream(dev).cuda_stream)
+        _remember_fast(fkey, hit, dev)
         return out
     from nvatom.gemm_providers import grouped_plan
     from nvatom.runtime.launch import KernelSource
@@ -764,12 +774,50 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
     if len(_grouped_calls) >= _MAX_GROUPED_CALLS:
         del _grouped_calls[next(iter(_grouped_calls))]  # the oldest entry
     _grouped_calls[key] = (run, params, buf)  # buf: the maps stay on the device
+    _remember_fast(fkey, _grouped_calls[key], dev)
     return out
+
+
+def _grouped_fast_key(a: Any, b: Any, offsets: Any, out: Any) -> tuple[Any, ...] | None:
+    """The call-cache key of a ``grouped_gemm`` call with ``out`` given: everything the checks
+    and the plan depend on, read without checking (None: no fast path, e.g. CUDA offsets,
+    which are read back, or anything that is not a tensor)."""
+    if out is None:
+        return None
+    try:
+        if isinstance(offsets, (list, tuple)):
+            ends = tuple(offsets)
+            if not all(type(v) is int for v in ends):
+                return None
+            okey: Any = ends
+        elif getattr(offsets, "is_cuda", True) or offsets.dim() != 1:
+            return None
+        else:
+            okey = (offsets.dtype, tuple(offsets.tolist()))
+        key = (a.data_ptr(), b.data_ptr(), out.data_ptr(), a.shape, b.shape, out.shape,
+               a.stride(), b.stride(), out.stride(), a.dtype, b.dtype, out.dtype, a.device,
+               b.device, out.device, okey)
+        hash(key)
+        return key
+    except Exception:  # not tensors, or unhashable: the checks say what is wrong
+        return None
+
+
+def _remember_fast(fkey: tuple[Any, ...] | None, hit: tuple[Any, Any, Any], dev: Any) -> None:
+    """Enter a checked and planned call into the grouped call cache (oldest entry out)."""
+    if fkey is None:
+        return
+    if len(_grouped_fast) >= _MAX_GROUPED_CALLS:
+        del _grouped_fast[next(iter(_grouped_fast))]
+    _grouped_fast[fkey] = (*hit, dev)
 
 
 #: grouped calls: (a, b[0], out as TensorInfo (pointers, shapes, strides), b's strides, G,
 #: offsets) -> (launcher, packed arguments, the device buffer of maps and tile counts).
 _grouped_calls: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
+#: grouped calls with ``out`` (unchecked key, :func:`_grouped_fast_key`) -> (launcher, packed
+#: arguments, the device buffer, the device).
+_grouped_fast: dict[tuple[Any, ...], tuple[Any, Any, Any, Any]] = {}
 _MAX_GROUPED_CALLS = 64
 
 

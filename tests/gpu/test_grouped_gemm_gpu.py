@@ -77,3 +77,71 @@ def test_grouped_gemm_many_experts_fresh_output() -> None:
                      for i in range(g)])
     assert not torch.isnan(out).any()
     assert ((out.double() - ref).norm() / ref.norm()).item() < 5e-3
+
+
+@pytest.mark.parametrize("sched", ["scan", "resume", "prefetch", "late"])
+def test_grouped_gemm_every_group_schedule(sched: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each way a tile finds its group (``GemmSm90Config.group_sched``) on ragged and empty
+    groups, more tiles than SMs (so CTAs cross groups, and resume their walk), NaN-poisoned."""
+    _require_sm90()
+    import functools
+
+    import nvatom
+    import nvatom.gemm as ng
+    import nvatom.gemm_providers as gp
+
+    monkeypatch.setattr(gp, "grouped_plan", functools.partial(gp.grouped_plan,
+                                                              group_sched=sched))
+    monkeypatch.setattr(ng, "_grouped_calls", {})
+    monkeypatch.setattr(ng, "_grouped_fast", {})
+    rng = random.Random(11)
+    sizes = [rng.choice([0, 1, 127, 129, 300, 700]) for _ in range(40)] + [0, 0]
+    n, k = 520, 264  # ragged N: 3 column tiles of 256
+    g = len(sizes)
+    ends = [sum(sizes[: i + 1]) for i in range(g)]
+    tail = 5
+    a = torch.randn(ends[-1] + tail, k, device="cuda").to(torch.bfloat16)
+    b = torch.randn(g, k, n, device="cuda").to(torch.bfloat16)
+    out = torch.full((ends[-1] + tail, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    nvatom.grouped_gemm(a, b, ends, out=out)
+    torch.cuda.synchronize()
+    start = 0
+    for i, end in enumerate(ends):
+        if end > start:
+            ref = a[start:end].double() @ b[i].double()
+            got = out[start:end].double()
+            assert not torch.isnan(got).any(), f"group {i}: unwritten rows"
+            assert ((got - ref).norm() / ref.norm()).item() < 5e-3, i
+        start = end
+    assert torch.isnan(out[ends[-1]:]).all(), "rows past the last group were written"
+
+
+def test_grouped_gemm_call_cache_follows_offsets() -> None:
+    """The call cache (``out`` given: no checks on a hit) runs again on a poisoned output, and
+    new offset values with the same tensors (a list, then a CPU tensor) are planned anew."""
+    _require_sm90()
+    import nvatom
+    import nvatom.gemm as ng
+
+    g, n, k = 6, 264, 136
+    a = torch.randn(900, k, device="cuda").to(torch.bfloat16)
+    b = torch.randn(g, k, n, device="cuda").to(torch.bfloat16)
+    out = torch.empty(900, n, device="cuda", dtype=torch.bfloat16)
+    splits = [[0, 300, 300, 450, 899, 899], [129, 129, 600, 601, 700, 900],
+              [0, 0, 0, 0, 0, 900]]
+    for ends in splits + splits[:1]:
+        for offs in (ends, torch.tensor(ends, dtype=torch.int32)):
+            for _ in range(2):  # the second call is a call-cache hit
+                out.fill_(float("nan"))
+                nvatom.grouped_gemm(a, b, offs, out=out)
+                torch.cuda.synchronize()
+                start = 0
+                for i, end in enumerate(ends):
+                    if end > start:
+                        ref = a[start:end].double() @ b[i].double()
+                        got = out[start:end].double()
+                        assert not torch.isnan(got).any(), (ends, i)
+                        assert ((got - ref).norm() / ref.norm()).item() < 5e-3, (ends, i)
+                    start = end
+                assert torch.isnan(out[ends[-1]:]).all()
+    assert len(ng._grouped_fast) >= 2 * len(splits)

@@ -104,6 +104,8 @@ __all__ = [
 #: accumulation) and writes.  Widths come from :mod:`nvatom.dtypes`, the K of each
 #: instruction from the form (:data:`nvatom.atoms.sm90.FORMS`).
 IN_DTYPES = ("bf16", "f16", "e4m3", "e5m2")
+#: grouped GEMM: how a tile finds its group (GemmSm90Config.group_sched)
+GROUP_SCHEDS = ("scan", "resume", "prefetch", "nofence", "late")
 #: The 8-bit operand types (WGMMA ``.e4m3`` / ``.e5m2``, either on either side): K-major
 #: operands, f32 scales, bf16 output.
 FP8_DTYPES = ("e4m3", "e5m2")
@@ -176,6 +178,15 @@ class GemmSm90Config:
     # three tensor maps come from a device array (kernel_params), so TMA clips every load and
     # store at the group's own rows.
     grouped: bool = False
+    # How a grouped kernel finds a tile's group (GROUP_SCHEDS; docs/perf.md, "Grouped GEMM"):
+    # "scan" every tile scans tile_ends from group 0 and acquires all three maps in every
+    # thread; "resume" keeps the group across tiles (a CTA's tiles ascend) and acquires only
+    # the maps the warpgroup uses, only when the group changes; "prefetch" also acquires and
+    # prefetches the next group's maps then; "nofence" is "resume" without the acquire (a
+    # measurement only: the PTX memory model asks for it); "late" is "resume" with the
+    # consumers' acquire of D's map moved into the main loop (the warpgroup's lead thread,
+    # after the tile's first WGMMA group is committed), off the tile's critical path.
+    group_sched: str = "resume"
 
     def __post_init__(self) -> None:
         if self.in_dtype not in IN_DTYPES:
@@ -201,6 +212,9 @@ class GemmSm90Config:
             raise GemmSm90Error("grouped GEMM runs persistent, without a cluster, on bf16/f16 "
                                 f"operands (got cluster_m {self.cluster_m}, in_dtype "
                                 f"{self.in_dtype!r}, persistent {self.persistent})")
+        if self.group_sched not in GROUP_SCHEDS:
+            raise GemmSm90Error(f"group_sched {self.group_sched!r} is not one of "
+                                f"{', '.join(GROUP_SCHEDS)}")
         for name in ("block_n", "consumers", "stages", "raster_group", "cluster_m",
                      "wgmma_inflight", "producer_regs", "consumer_regs"):
             v = getattr(self, name)
@@ -395,7 +409,8 @@ class GemmSm90Config:
         if self.scale_mode != "tensor":
             extra += f"_{self.scale_mode}scale"
         if self.grouped:
-            extra += "_grouped"
+            extra += "_grouped" + ("" if self.group_sched == "scan" else
+                                   f"_{self.group_sched}")
         return (f"gemm_sm90_{ab}_{self.out_dtype}_{self.block_m}x{self.block_n}_"
                 f"s{self.stages}_b{self.b_major}_{p}_g{self.raster_group}_c{self.cluster_m}_"
                 f"w{self.wgmma_inflight}{extra}")
@@ -588,8 +603,14 @@ class _Build:
     dims: tuple[Reg, Reg, Reg] | None = None  # M, N, K
     # grouped: (tensor-map array, generic address; tile_ends, global address; G)
     groups: tuple[Reg, Reg, Reg] | None = None
+    # grouped, "resume" family: this warpgroup's (group, its first tile, its end tile, its M
+    # blocks) across tiles, and the maps it issues TMA with (0 A, 1 B, 2 D)
+    gstate: tuple[Reg, Reg, Reg, Reg] | None = None
+    maps_used: tuple[int, ...] = (0, 1, 2)
+    gpend: Reg | None = None  # "late": D's map changed and is not yet acquired
 
-    def tile_loop(self, name: str, phase0: int) -> tuple[Reg, Reg, Reg, str, Reg, Reg]:
+    def tile_loop(self, name: str, phase0: int,
+                  maps_used: tuple[int, ...] = (0, 1, 2)) -> tuple[Reg, Reg, Reg, str, Reg, Reg]:
         """Open a warpgroup's persistent tile loop: a ring position (stage 0, mbarrier phase
         ``phase0``), the tile index (from ``first_tile``), the loop label ``name`` and the exit
         to ``done`` past the last tile.  Returns (stage, phase, tile, label, m block, n block);
@@ -598,6 +619,15 @@ class _Build:
         stage = _u32(k, "mov.u32", 0)
         phase = _u32(k, "mov.u32", phase0)
         tile = _u32(k, "mov.u32", self.first_tile)
+        self.maps_used = maps_used
+        self.gpend = None  # per warpgroup path: the consumer's is not the producer's
+        if self.groups is not None and self.cfg.group_sched != "scan":
+            # group -1 ending at tile 0: the first tile's lookup starts the walk at group 0
+            self.gstate = (_u32(k, "mov.u32", 0xFFFFFFFF), _u32(k, "mov.u32", 0),
+                           _u32(k, "mov.u32", 0), _u32(k, "mov.u32", 0))
+            if self.cfg.group_sched == "late" and maps_used == (2,):
+                self.gpend = k.reg("pred")
+                k.ins("setp.ne.u32", self.gpend, 0, 0)
         top = k.fresh_label(name)
         k.label(top)
         past = k.reg("pred")
@@ -630,6 +660,8 @@ class _Build:
         the tensormap proxy), and (the tile's index within the group, the group's M blocks)."""
         k = self.k
         assert self.groups is not None
+        if self.gstate is not None:
+            return self._group_resume(tile)
         maps, ends, _ = self.groups
         g = _u32(k, "mov.u32", 0)
         start = _u32(k, "mov.u32", 0)
@@ -656,6 +688,72 @@ class _Build:
             k.ins("add.s64", t, base, i * TE.TENSORMAP_BYTES)
             TE.fence_tensormap_acquire(k, t)
         return local, tiles_m
+
+    def _group_resume(self, tile: Reg) -> tuple[Reg, Reg]:
+        """:meth:`_group_of` for the "resume" schedules: a CTA's tiles ascend, so the group
+        of the previous tile is kept and the walk over ``tile_ends`` resumes from it; only
+        when the group changes are the maps this warpgroup uses pointed at and acquired
+        (and with "prefetch" the next group's acquired and prefetched)."""
+        k, sched = self.k, self.cfg.group_sched
+        assert self.groups is not None and self.gstate is not None
+        maps, ends, G = self.groups
+        g, start, end, tiles_m = self.gstate
+        same = k.fresh_label("g_same")
+        inside = k.reg("pred")
+        k.ins("setp.lt.u32", inside, tile, end)
+        k.bra(same, inside)
+        walk = k.fresh_label("g_walk")
+        k.label(walk)
+        k.ins("mov.u32", start, end)
+        k.ins("add.u32", g, g, 1)
+        addr = k.reg("u64")
+        k.ins("mad.wide.u32", addr, g, 4, ends)
+        k.ins("ld.global.nc.u32", end, f"[{addr}]")
+        k.ins("setp.lt.u32", inside, tile, end)
+        k.bra(walk, f"!{inside}")
+        k.ins("sub.u32", tiles_m, end, start)
+        k.ins("div.u32", tiles_m, tiles_m, self.tiles_n)
+        base = k.reg("u64")
+        k.ins("mad.wide.u32", base, g, 3 * TE.TENSORMAP_BYTES, maps)
+        for i in self.maps_used:
+            k.ins("add.s64", self.tmaps[i], base, i * TE.TENSORMAP_BYTES)
+            if self.gpend is not None:  # acquired in the main loop (late_acquire)
+                k.ins("setp.eq.u32", self.gpend, 0, 0)
+            elif sched != "nofence":
+                TE.fence_tensormap_acquire(k, self.tmaps[i])
+        if sched == "prefetch":
+            nxt = _u32(k, "add.u32", g, 1)
+            last = k.reg("pred")
+            k.ins("setp.ge.u32", last, nxt, G)
+            k.bra(same, last)
+            na = k.reg("u64")
+            k.ins("mad.wide.u32", na, nxt, 4, ends)
+            nend = k.reg("u32")
+            k.ins("ld.global.nc.u32", nend, f"[{na}]")
+            k.ins("setp.eq.u32", last, nend, end)  # an empty next group: zero maps
+            k.bra(same, last)
+            for i in self.maps_used:
+                t = k.reg("u64")
+                k.ins("add.s64", t, base, 3 * TE.TENSORMAP_BYTES + i * TE.TENSORMAP_BYTES)
+                TE.fence_tensormap_acquire(k, t)
+                TE.prefetch_tensormap(k, t)
+        k.label(same)
+        local = _u32(k, "sub.u32", tile, start)
+        return local, tiles_m
+
+    def late_acquire(self, is_lead: Reg) -> None:
+        """"late": in the consumer's main loop, the lead thread (the one that issues the TMA
+        stores) acquires D's map if the group changed; nothing for other schedules."""
+        if self.gpend is None:
+            return
+        k = self.k
+        skip = k.fresh_label("g_acq_done")
+        p = k.reg("pred")
+        k.ins("and.pred", p, self.gpend, is_lead)
+        k.bra(skip, f"!{p}")
+        TE.fence_tensormap_acquire(k, self.tmaps[2])
+        k.label(skip)
+        k.ins("setp.ne.u32", self.gpend, 0, 0)
 
 
 def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
@@ -869,7 +967,7 @@ def _consumer(b: _Build) -> None:
         for r in (r for t in temps for r in t):  # defined before WGMMA's first use (C7519)
             k.ins("mov.f32", r, "0f00000000")
 
-    stage, phase, tile, top, mb, nb = b.tile_loop("c_tile", 0)
+    stage, phase, tile, top, mb, nb = b.tile_loop("c_tile", 0, (2,))
     seq = WgmmaSequence(k)
     if cfg.promote:
         rows = None if block_ptrs is None else _block_scale_rows(b, block_ptrs, cw, mb, nb)
@@ -898,6 +996,7 @@ def _consumer(b: _Build) -> None:
             seq.mma(form, acc, da, db, p_acc if s == 0 else p_true, imm)
             da, db = k.reg("b64"), k.reg("b64")
         seq.commit()
+        b.late_acquire(is_lead)
         k.ins("setp.ne.u32", p_acc, 1, 0)
         seq.wait(cfg.wgmma_inflight)
         # release the stage whose wgmma group just retired
@@ -1387,7 +1486,7 @@ def _producer(b: _Build) -> None:
         mask = k.reg("b16")
         k.ins("mov.b16", mask, 3)
     # phase 1: a fresh barrier's "previous phase" counts as complete
-    pstage, pphase, ptile, ptop, pmb, pnb = b.tile_loop("p_tile", 1)
+    pstage, pphase, ptile, ptop, pmb, pnb = b.tile_loop("p_tile", 1, (0, 1))
     am = _u32(k, "mul.lo.u32", pmb, bm)
     bnn = _u32(k, "mul.lo.u32", pnb, bn)
     pkt = _u32(k, "mov.u32", 0)
