@@ -668,6 +668,8 @@ class _KernelLowering:
                                  f"the fragment has {len(regs)}{why}")
             if atom.op == "stmatrix":
                 self.wg.read(regs)
+            if atom.fmt.decompresses:  # the smem layout counts 8-bit slots (element + padding)
+                mem.element_bits = atom.fmt.reg_bits
             addr = mem.address(self, 0, ROW_BYTES)
             if generic:
                 from nvatom.ir.lower_ext import generic_shared
