@@ -22,11 +22,13 @@ from nvatom.descriptors.wgmma import DescriptorError, SmemDescView, make_gmma_de
 from nvatom.ir import driver
 from nvatom.ir.generate import atom_use
 from nvatom.ir.lower import lower
+from nvatom.ir.syntax import layout_text
 from nvatom.ir.types import smem_desc
 from nvatom.layout import ComposedLayout
 from nvatom.ref import wgmma as ref
 from nvatom.ref.mma import layout_table
 from nvatom.runtime.ptxas import assemble
+from nvatom.tables.swizzles import smem_layout
 from tests.ir import wgmma_b1_kernel as B1
 
 WGMMA = next(f for f in R.FAMILIES if f.name == "wgmma")
@@ -100,20 +102,12 @@ def _lower(text: str) -> str:
     return out.ptx
 
 
-@pytest.mark.parametrize("name", [
-    "sm90.mma.m64n8k256.ss.s32.b1.b1.and.popc",
-    "sm90.mma.m64n24k256.ss.s32.b1.b1.and.popc",
-    "sm90.mma.m64n256k256.ss.s32.b1.b1.and.popc",
-    "sm90.mma.m64n256k256.rs.s32.b1.b1.and.popc",
-])
-def test_generated_b1_use_reads_its_k_blocks(name: str) -> None:
-    """The invariant's generated use (128-byte-swizzled tiles one 1024-bit K row wide): each
-    K-block's descriptors read exactly that K-block of the matrices placed by the layout."""
-    atom = _atom(name)
-    ptx = _lower(atom_use(WGMMA, atom, "sm_90a").text)
+def _check_k_blocks(atom, text: str) -> None:  # type: ignore[no-untyped-def]
+    """Each K-block's lowered descriptors read exactly that K-block of random 0/1 matrices
+    placed through the tiles' IR layouts (A at byte 0, B at 8192)."""
+    ptx = _lower(text)
     rng = np.random.default_rng()
-    tiles = re.findall(r"cute\.alloc_smem : !cute\.memref<b1, smem, ([^>]*>[^>]*)>",
-                       atom_use(WGMMA, atom, "sm_90a").text)
+    tiles = re.findall(r"cute\.alloc_smem : !cute\.memref<b1, smem, (.*)>\n", text)
     ops = ["A", "B"] if atom.a_source == "ss" else ["B"]
     rows = {"A": 64, "B": atom.n}
     bases = {"A": 0, "B": 8192}
@@ -131,6 +125,30 @@ def test_generated_b1_use_reads_its_k_blocks(name: str) -> None:
         if wa is not None:
             np.testing.assert_array_equal(ref.read_operand(atom, "A", smem, wa),
                                           mats["A"][:, ks])
+
+
+@pytest.mark.parametrize("name", [
+    "sm90.mma.m64n8k256.ss.s32.b1.b1.and.popc",
+    "sm90.mma.m64n24k256.ss.s32.b1.b1.and.popc",
+    "sm90.mma.m64n256k256.ss.s32.b1.b1.and.popc",
+    "sm90.mma.m64n256k256.rs.s32.b1.b1.and.popc",
+])
+def test_generated_b1_use_reads_its_k_blocks(name: str) -> None:
+    """The invariant's generated use (128-byte-swizzled tiles one 1024-bit K row wide)."""
+    atom = _atom(name)
+    _check_k_blocks(atom, atom_use(WGMMA, atom, "sm_90a").text)
+
+
+@pytest.mark.parametrize("swizzle", [0, 32, 64])
+def test_b1_tiles_of_every_swizzle_read_their_k_blocks(swizzle: int) -> None:
+    """The generated use with CuTe's tiles of the other modes (``tile_to_shape`` of the
+    mode's K-major atom in bits: ``Sw<1,7,3>`` / ``Sw<2,7,3>`` / unswizzled core matrices)."""
+    atom = _atom("sm90.mma.m64n64k256.ss.s32.b1.b1.and.popc")
+    text = atom_use(WGMMA, atom, "sm_90a").text
+    tile = layout_text(smem_layout(64, 1024, 1, "K", swizzle))  # A and B: 64 rows
+    text = text.replace("Sw<3,7,3> o 0 o (64,1024):(1024,1)", tile)
+    assert text.count(tile) == 4 and "Sw<3,7,3>" not in text
+    _check_k_blocks(atom, text)
 
 
 def test_b1_kernel_on_the_cpu_model() -> None:

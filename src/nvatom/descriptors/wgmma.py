@@ -36,6 +36,10 @@ SM100's ``tcgen05`` descriptor spells the same modes with other codes in other b
 first K-block (32 bytes of K for K-major, ``256 / element_bits`` elements for MN-major),
 ``logical_divide``s it by ``(8, 2)`` or ``(W, 8)`` and reads LBO and SBO off the strides; a
 layout that is none of the forms above is rejected with :class:`DescriptorError`.
+Elements are 1 to 64 bits (:data:`ELEMENT_BITS`): a b1 (``.and.popc``) operand's layout
+counts bits, its swizzle is the byte swizzle's image on bit offsets (``Sw<3,7,3>`` for SW128)
+and its K-block is 256 bits, so its descriptor is that of the same bytes seen as 8-bit
+elements (docs/ir.md, "b1 WGMMA tiles").
 :func:`check_desc_matches` rebuilds the canonical layout from a descriptor and compares it, as
 a function, with the layout it claims to describe.
 """
