@@ -288,7 +288,8 @@ def test_rejects_offset_and_rank_and_args():
         make_gmma_desc(Layout((8, 8, 2), (8, 1, 64)), 16, "K")
     with pytest.raises(DescriptorError, match=r"major must be 'K' or 'MN', got 'M'"):
         make_gmma_desc(lay, 16, "M")
-    with pytest.raises(DescriptorError, match=r"element_bits must be 4, 8, 16, 32 or 64"):
+    with pytest.raises(DescriptorError,
+                       match=r"element_bits must be 1, 4, 8, 16, 32 or 64, got 12"):
         make_gmma_desc(lay, 12, "K")
     with pytest.raises(DescriptorError, match=r"expected a Layout or ComposedLayout"):
         make_gmma_desc("(8,8):(8,1)", 16, "K")

@@ -29,13 +29,7 @@ OWN_DIAGNOSTICS: tuple[str, ...] = (
 )
 
 #: (family, atom-name regex, target regex) -> reason: known breaks of the invariant.
-XFAIL: dict[tuple[str, str, str], str] = {
-    ("wgmma", r"sm90\.mma\..*\.b1\.b1\..*", r".*"):
-        "a b1 (.and.popc) WGMMA cannot be written: its B (and ss A) operand is a "
-        "!cute_nvgpu.smem_desc_view, whose descriptor (nvatom.descriptors.wgmma."
-        "make_gmma_desc) takes 4- to 64-bit elements, so the type of a b1 tile is a parse "
-        "error (issue 16, not fixed in time)",
-}
+XFAIL: dict[tuple[str, str, str], str] = {}
 
 
 def _fixed_parts() -> list[str]:

@@ -36,6 +36,10 @@ SM100's ``tcgen05`` descriptor spells the same modes with other codes in other b
 first K-block (32 bytes of K for K-major, ``256 / element_bits`` elements for MN-major),
 ``logical_divide``s it by ``(8, 2)`` or ``(W, 8)`` and reads LBO and SBO off the strides; a
 layout that is none of the forms above is rejected with :class:`DescriptorError`.
+Elements are 1 to 64 bits (:data:`ELEMENT_BITS`): a b1 (``.and.popc``) operand's layout
+counts bits, its swizzle is the byte swizzle's image on bit offsets (``Sw<3,7,3>`` for SW128)
+and its K-block is 256 bits, so its descriptor is that of the same bytes seen as 8-bit
+elements (docs/ir.md, "b1 WGMMA tiles").
 :func:`check_desc_matches` rebuilds the canonical layout from a descriptor and compares it, as
 a function, with the layout it claims to describe.
 """
@@ -68,6 +72,7 @@ from nvatom.tables.swizzles import (
 
 __all__ = [
     "ADDRESS_BITS",
+    "ELEMENT_BITS",
     "FIELDS",
     "RESERVED_MASK",
     "SM90_LAYOUT_TYPE",
@@ -128,6 +133,12 @@ ADDRESS_BITS = _FIELD["start_address"].width + _FIELD["start_address"].shift
 SM90_LAYOUT_TYPE: dict[str, int] = {"INTERLEAVE": 0, "SW128": 1, "SW64": 2, "SW32": 3}
 if set(SM90_LAYOUT_TYPE) != {s.name for s in SMEM_SWIZZLES}:  # pragma: no cover
     raise ImportError("SM90_LAYOUT_TYPE must name every mode of SMEM_SWIZZLES exactly once")
+
+#: Element widths a descriptor's layout may count in (the wgmma operand types' storage widths:
+#: b1; e2m1/s4-like 4-bit; 8-bit; f16/bf16; tf32; 64).  Whatever the width, one K-block is 256
+#: bits of K and the canonical forms are in 16-byte (128-bit) units, so a b1 layout is in
+#: bits and its swizzle the bit-unit image of the byte swizzle (``Sw<3,7,3>`` for SW128).
+ELEMENT_BITS: tuple[int, ...] = (1, 4, 8, 16, 32, 64)
 _MODE_OF_CODE: dict[int, SmemSwizzle] = {
     SM90_LAYOUT_TYPE[s.name]: s for s in SMEM_SWIZZLES
 }
@@ -260,8 +271,8 @@ def _check_major(major: Any) -> str:
 def _split(layout: Any, element_bits: int, where: str) -> tuple[SmemSwizzle, Layout]:
     """The swizzle mode of ``layout`` and its outer layout of elements."""
     if isinstance(element_bits, bool) or not isinstance(element_bits, int) or \
-            element_bits not in (4, 8, 16, 32, 64):
-        raise DescriptorError(f"{where}: element_bits must be 4, 8, 16, 32 or 64, "
+            element_bits not in ELEMENT_BITS:
+        raise DescriptorError(f"{where}: element_bits must be 1, 4, 8, 16, 32 or 64, "
                               f"got {element_bits!r}")
     if not isinstance(layout, (Layout, ComposedLayout)):
         raise DescriptorError(f"{where}: expected a Layout or ComposedLayout, got {layout!r}")

@@ -85,7 +85,8 @@ def _mma_use(fam: R.AtomFamily, atom: Any, t: Target) -> str:
 
 def _k_major_tile(elem: str, bits: int, rows: int) -> str:
     """A K-major ``rows`` x (128 bytes) tile with the 128-byte swizzle, in element units
-    (``Sw<3,4,3>`` for 8-bit elements, ``Sw<3,3,3>`` for 16-bit: docs/ir.md, "Known gaps")."""
+    (``Sw<3,4,3>`` for 8-bit elements, ``Sw<3,3,3>`` for 16-bit: docs/ir.md, "Known gaps";
+    ``Sw<3,7,3>`` over 1024 bits for b1: "b1 WGMMA tiles")."""
     kt = 1024 // bits
     return f"Sw<3,{(128 // bits).bit_length() - 1},3> o 0 o ({rows},{kt}):({kt},1)"
 

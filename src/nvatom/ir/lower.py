@@ -543,6 +543,8 @@ class _KernelLowering(Tcgen05Lowering):
                                  f"the fragment has {len(regs)}{why}")
             if atom.op == "stmatrix":
                 self.wg.read(regs)
+            if atom.fmt.decompresses:  # the smem layout counts 8-bit slots (element + padding)
+                mem.element_bits = atom.fmt.reg_bits
             addr = mem.address(self, 0, ROW_BYTES)
             if generic:
                 from nvatom.ir.lower_ext import generic_shared
@@ -893,13 +895,16 @@ class _CopySide:
         if self.lane_addr is not None:
             addr = self.lane_addr
         elif self.lane is not None and size(self.lane) > 1:
-            bad = [d for s, d in flat_modes(self.lane) if s > 1 and (d * eb) % nbytes]
+            bad = [d for s, d in flat_modes(self.lane)
+                   if s > 1 and (d * self.element_bits) % (8 * nbytes)]
             if bad:
                 raise LowerError(f"the thread stride {bad[0]} of {self.lane} is not a multiple "
                                  f"of the {nbytes}-byte access")
             lane = low.k.reg("u32")
             low.k.ins("and.b32", lane, low.tid(), size(self.lane) - 1)
-            off = emit_layout_offset(low.k, self.lane, lane, scale=eb)
+            off = emit_layout_offset(low.k, self.lane, lane, scale=max(eb, 1))
+            if not eb:  # sub-byte elements: the lane's offset (whole accesses) in bytes
+                low.k.ins("shr.u32", off, off, (8 // self.element_bits).bit_length() - 1)
             if self.space == "gmem":
                 off64 = low.k.reg("u64")
                 low.k.ins("cvt.u64.u32", off64, off)
@@ -909,7 +914,7 @@ class _CopySide:
                 addr = low.k.reg("u32")
                 low.k.ins("add.u32", addr, self.base, off)
             self.lane_addr = addr
-        return f"{addr}+{offs[0] * eb}" if offs[0] else str(addr)
+        return f"{addr}+{offs[0] * self.element_bits // 8}" if offs[0] else str(addr)
 
     def _lane_strides_fit(self, nbytes: int) -> None:
         eb = self.element_bits // 8
