@@ -25,6 +25,7 @@ import sys
 import time
 import traceback
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,6 +33,9 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from nvatom.kernels import attention_sm90 as K
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench._report
+from bench import _report as R
 
 A = importlib.import_module("nvatom.attention")  # the module (nvatom.attention is the function)
 DT = {"bf16": torch.bfloat16, "f16": torch.float16}
@@ -149,16 +153,6 @@ def check(cases: list[tuple], log: list[dict], strided: bool = True,
     return bad
 
 
-def time_fn(fn: Any, iters: int) -> float:
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(iters):
-        fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) / iters / 1e3
-
-
 _BACKENDS = (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION),
              ("efficient", SDPBackend.EFFICIENT_ATTENTION))
 
@@ -202,7 +196,7 @@ def bench(shapes: list[tuple], variants: dict[str, Any], rounds: int, out: list[
         order = list(fns.items())
         for rnd in range(rounds):
             for n, fn in order if rnd % 2 == 0 else order[::-1]:
-                times[n].append(time_fn(fn, iters))
+                times[n].append(R.cuda_seconds(torch, fn, iters))
         row: dict[str, Any] = dict(batch=b, heads=h, seqlen=s, head_dim=d, dtype=dt,
                                    causal=causal, tflops={}, spread={})
         for n, ts in times.items():
