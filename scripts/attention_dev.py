@@ -34,24 +34,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from nvatom.kernels import attention_sm90 as K
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench._report
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the root: bench/, tests/
 from bench import _report as R
+from tests.gpu.attention_ref import reference
 
 A = importlib.import_module("nvatom.attention")  # the module (nvatom.attention is the function)
 DT = {"bf16": torch.bfloat16, "f16": torch.float16}
-
-
-def reference(q: Any, k: Any, v: Any, causal: bool, scale: float) -> tuple[Any, Any]:
-    g = q.shape[1] // k.shape[1]
-    kf = k.float().repeat_interleave(g, dim=1)
-    vf = v.float().repeat_interleave(g, dim=1)
-    s = torch.matmul(q.float(), kf.transpose(-1, -2)) * scale
-    if causal:
-        sq, sk = s.shape[-2:]
-        mask = torch.ones(sq, sk, dtype=torch.bool, device=q.device).tril()
-        s = s.masked_fill(~mask, float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)
-    return torch.matmul(torch.softmax(s, dim=-1), vf), lse
 
 
 def sdpa(q: Any, k: Any, v: Any, causal: bool, backend: Any) -> Any:

@@ -435,22 +435,13 @@ def _next_stage(k: Kernel, stage: Reg, phase: Reg, stages: int) -> None:
     k.ins("xor.b32", phase, phase, 1, pred=str(wrap))
 
 
-def _fmax_tree(k: Kernel, vals: list[Reg]) -> Reg:
+def _f32_tree(k: Kernel, op: str, vals: list[Reg]) -> Reg:
+    """``vals`` reduced by the binary f32 ``op`` (``max.f32``, ``add.f32``) as a balanced tree:
+    neighbours pair up level by level, an odd one out moves up unchanged."""
     while len(vals) > 1:
         nxt = []
         for i in range(0, len(vals) - 1, 2):
-            nxt.append(_f32(k, "max.f32", vals[i], vals[i + 1]))
-        if len(vals) % 2:
-            nxt.append(vals[-1])
-        vals = nxt
-    return vals[0]
-
-
-def _fadd_tree(k: Kernel, vals: list[Reg]) -> Reg:
-    while len(vals) > 1:
-        nxt = []
-        for i in range(0, len(vals) - 1, 2):
-            nxt.append(_f32(k, "add.f32", vals[i], vals[i + 1]))
+            nxt.append(_f32(k, op, vals[i], vals[i + 1]))
         if len(vals) % 2:
             nxt.append(vals[-1])
         vals = nxt
@@ -699,7 +690,7 @@ def _softmax(b: _Build, s: list[Reg], st: _Softmax, first: bool) -> list[Reg] | 
     alphas = []
     for h in (0, 1):
         idx = _half_indices(bn, h)
-        mx = _quad(k, "max.f32", _fmax_tree(k, [s[i] for i in idx]))
+        mx = _quad(k, "max.f32", _f32_tree(k, "max.f32", [s[i] for i in idx]))
         m_new = _f32(k, "max.f32", st.m[h], mx) if not first else mx
         # a row with every score -inf so far: subtract 0 instead of -inf (no NaN)
         inf = k.reg("pred")
@@ -715,7 +706,7 @@ def _softmax(b: _Build, s: list[Reg], st: _Softmax, first: bool) -> list[Reg] | 
         for i in idx:
             k.ins("fma.rn.f32", s[i], s[i], b.c, neg)
             k.ins("ex2.approx.ftz.f32", s[i], s[i])
-        tot = _fadd_tree(k, [s[i] for i in idx])
+        tot = _f32_tree(k, "add.f32", [s[i] for i in idx])
         if first:
             k.ins("mov.f32", st.l[h], tot)
         else:
