@@ -32,13 +32,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import functools
 import importlib
-import json
-import os
 import statistics
-import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -46,40 +42,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))  # bench._report
+
+from bench import _report as R  # noqa: E402
 
 HEADS = {64: 32, 128: 16, 256: 8}
 BATCH = {4096: 4, 16384: 1}
-
-
-def _commit() -> str:
-    if os.environ.get("NVATOM_COMMIT"):
-        return os.environ["NVATOM_COMMIT"][:12]
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, check=False, timeout=10)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def _driver() -> str:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,power.limit",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             check=False, timeout=20)
-        return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def _time(torch: Any, fn: Any, iters: int) -> float:
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(iters):
-        fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) / iters / 1e3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
                     fn()
                 torch.cuda.synchronize()
                 times: dict[str, list[float]] = {n: [] for n in fns}
-                iters = {n: max(2, int(0.02 / max(_time(torch, fn, 1), 1e-6)))
+                iters = {n: max(2, int(0.02 / max(R.cuda_seconds(torch, fn, 1), 1e-6)))
                          for n, fn in fns.items()}
                 names = list(fns)
                 for r_ in range(args.rounds):
                     for n in (names if r_ % 2 == 0 else names[::-1]):
-                        times[n].append(_time(torch, fns[n], iters[n]))
+                        times[n].append(R.cuda_seconds(torch, fns[n], iters[n]))
                 res = {}
                 for n, ts in times.items():
                     med = statistics.median(ts)
@@ -180,18 +148,14 @@ def main(argv: list[str] | None = None) -> int:
                 del q, k, v, o, lse, ref
                 torch.cuda.empty_cache()
     report = {"device": props.name, "sms": props.multi_processor_count,
-              "driver_and_power_limit": _driver(), "torch": torch.__version__,
-              "commit": _commit(),
-              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "driver_and_power_limit": R.nvidia_smi("driver_version,power.limit"),
+              "torch": torch.__version__, "commit": R.commit(), "date": R.utc_date("seconds"),
               "method": f"median of {args.rounds} interleaved rounds (order alternating), "
                         "~20 ms of launches between one pair of CUDA events; TFLOP/s = "
                         "4 B H S^2 D / t (/2 causal); ratio = nvatom / fastest SDPA backend "
                         "of the same shape in the same run",
               "rows": rows}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {R.write_json(args.out, report, indent=2)}")
     return 0
 
 

@@ -45,12 +45,8 @@ at M = N = ``--fp8-mn`` and K = 4096, 8192, 16384 (inputs ``randn`` cast to e4m3
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import math
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -58,45 +54,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))  # bench._report
+
+from bench import _report as R  # noqa: E402
 
 DEFAULT_SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
                   (8192, 8192, 1024), (16384, 1024, 8192)]
-
-
-def _commit() -> str:
-    # the device's copy of the tree may carry a stale .git: the caller can name the commit
-    if os.environ.get("NVATOM_COMMIT"):
-        return os.environ["NVATOM_COMMIT"][:12]
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True, check=False, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=ROOT, capture_output=True, text=True, check=False,
-                               timeout=10)
-        return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "") or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def _nvidia_driver() -> str:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=False, timeout=20)
-        return out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def _driver_version() -> str:
-    """The CUDA version the driver supports (cuDriverGetVersion)."""
-    try:
-        from cuda.bindings import driver as cu
-
-        cu.cuInit(0)
-        err, v = cu.cuDriverGetVersion()
-        return f"{v // 1000}.{v % 1000 // 10}" if int(err) == 0 else "unknown"
-    except Exception:
-        return "unknown"
 
 
 # ------------------------------------------------------------------------- host, no GPU
@@ -406,8 +369,8 @@ def main(argv: list[str] | None = None) -> int:
             del a, b, d, d_ref, contenders
             torch.cuda.empty_cache()
 
-    print(f"device: {props.name} (sm_{cap[0]}{cap[1]}), driver {_nvidia_driver()} (CUDA "
-          f"{_driver_version()}), "
+    driver, driver_cuda = R.nvidia_smi("driver_version"), R.cuda_driver_version()
+    print(f"device: {props.name} (sm_{cap[0]}{cap[1]}), driver {driver} (CUDA {driver_cuda}), "
           f"torch {torch.__version__}; median of {args.rounds} interleaved rounds, "
           f"{args.batch} launches per measurement")
     print(f"{'dtype':<5} {'M':>6} {'N':>6} {'K':>6}  {'kernel':<17} {'TFLOP/s':>8} "
@@ -424,19 +387,16 @@ def main(argv: list[str] | None = None) -> int:
     for nm, us in host.items():
         print(f"host time per call at 4096^3 (bf16 unless named), {nm}: {us:.1f} us")
     report = {"device": props.name, "capability": f"{cap[0]}.{cap[1]}",
-              "driver": _nvidia_driver(), "driver_cuda": _driver_version(),
-              "torch": torch.__version__, "commit": _commit(),
-              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "driver": driver, "driver_cuda": driver_cuda,
+              "torch": torch.__version__, "commit": R.commit(dirty=True),
+              "date": R.utc_date("seconds"),
               "method": f"median of {args.rounds} interleaved rounds (order alternating), "
                         f"{args.batch} launches between one pair of CUDA events, inputs "
                         "rotated over input_sets buffers; nvatom rows through nvatom.gemm "
                         "(provider=...; e4m3 with scale_a=, scale_b=), sm90-direct through "
                         "prepare_gemm_sm90",
               "ptx_build_emit": build, "host_us_per_call_4096": host, "results": rows}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {R.write_json(args.out, report, indent=2)}")
     return 0
 
 
@@ -524,7 +484,8 @@ def fp8_main(args: Any) -> int:
             })
             del a, b, sa, sb, ops, d
             torch.cuda.empty_cache()
-    print(f"device: {props.name}, driver {_nvidia_driver()}, torch {torch.__version__}")
+    driver = R.nvidia_smi("driver_version")
+    print(f"device: {props.name}, driver {driver}, torch {torch.__version__}")
     print("relative error vs float64 (Frobenius):")
     for r in accuracy:
         print(f"  {r['m']}x{r['n']}x{r['k']:<6} {r['scales']:<6} " + "  ".join(
@@ -537,18 +498,16 @@ def fp8_main(args: Any) -> int:
             f"{nm} {x[nm]['tflops']:.0f}" for nm in x)
               + f"  promoted/scaled_mm {r['ratio_promoted_vs_scaled_mm']:.3f}"
               + f"  fast/scaled_mm-fast {r['ratio_fast_vs_scaled_mm_fast']:.3f}")
-    report = {"device": props.name, "capability": "9.0", "driver": _nvidia_driver(),
-              "torch": torch.__version__, "commit": _commit(),
-              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    report = {"device": props.name, "capability": "9.0", "driver": driver,
+              "torch": torch.__version__, "commit": R.commit(dirty=True),
+              "date": R.utc_date("seconds"),
               "method": f"median of {args.rounds} interleaved rounds (order alternating), "
                         f"{args.batch} launches between one pair of CUDA events, inputs "
                         "rotated over input_sets buffers; nvatom through nvatom.gemm(a, b, "
                         "out, scale_a=, scale_b=, fast_accum=); accuracy: Frobenius "
                         "relative error against the float64 product",
               "accuracy": accuracy, "speed": speed}
-    out = Path(args.out or ROOT / "reports" / "bench" / "gemm_fp8.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    out = R.write_json(args.out or ROOT / "reports" / "bench" / "gemm_fp8.json", report, indent=2)
     print(f"wrote {out}")
     return 0
 

@@ -27,7 +27,6 @@ cumulative time).  Writes JSON with the device and commit; asserts nothing about
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import shutil
@@ -39,6 +38,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # bench._report
+
+from bench import _report as R  # noqa: E402
 
 CHILD = r'''
 import json, os, sys, time
@@ -141,17 +143,6 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "runs": len(rows)}
 
 
-def _commit() -> str:
-    env = os.environ.get("NVATOM_COMMIT")
-    if env:
-        return env
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
@@ -174,8 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                                check=False, capture_output=True)
     shape, new_shape = (4096, 4096, 4096), (3000, 2048, 1024)
     result: dict[str, Any] = {
-        "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-        "commit": _commit(), "date": datetime.datetime.now(datetime.UTC).isoformat(),
+        **R.torch_header(torch),
         "python": sys.version.split()[0], "shape": list(shape), "new_shape": list(new_shape),
         "method": "fresh process per first call; clock: import nvatom + first gemm + sync, "
                   "after torch import and tensor setup",
@@ -217,8 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             if isinstance(v, dict) and "first_call_ms_median" in v:
                 rows.append((dtype, name, v["first_call_ms_median"], v["first_call_ms_min"],
                              v["first_call_ms_max"], v["max_rel_err"], v["any_nan"]))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    R.write_json(args.out, result)
     print(f"{'dtype':6} {'scenario':16} {'median ms':>10} {'min':>8} {'max':>8} {'rel err':>9}")
     for d, name, med, lo, hi, err, nan in rows:
         print(f"{d:6} {name:16} {med:10.1f} {lo:8.1f} {hi:8.1f} {err:9.2e}"

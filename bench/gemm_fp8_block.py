@@ -17,28 +17,16 @@ the scales expanded.  Writes JSON with the device and commit; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))  # bench._report
 
-
-def _commit() -> str:
-    env = os.environ.get("NVATOM_COMMIT")
-    if env:
-        return env
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+from bench import _report as R  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,11 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         del sets
         torch.cuda.empty_cache()
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "commit": _commit(), "date": datetime.datetime.now(datetime.UTC).isoformat(),
-              "rounds": args.rounds, "batch": args.batch, "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    result = {**R.torch_header(torch), "rounds": args.rounds, "batch": args.batch,
+              "rows": rows}
+    R.write_json(args.out, result)
     for row in rows:
         print("x".join(map(str, row["shape"])))
         for name in ("nvatom-block", "nvatom-row", "scaled_mm-row", "cublas-bf16"):

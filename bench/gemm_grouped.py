@@ -20,29 +20,17 @@ device and commit; asserts nothing (a wrong output is marked WRONG in the table)
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
 import random
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))  # bench._report
 
-
-def _commit() -> str:
-    env = os.environ.get("NVATOM_COMMIT")
-    if env:
-        return env
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+from bench import _report as R  # noqa: E402
 
 
 def _variant(nvatom: Any, torch: Any, a: Any, b: Any, ends: list[int], out: Any,
@@ -214,11 +202,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"x{row[name]['ratio_vs_grouped_mm']:.3f} (per round "
                   f"x{row[name]['ratio_round_median']:.3f})  err {c['rel_err']:.2e}"
                   f"{'  WRONG' if bad else ''}", flush=True)
-    result = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "commit": _commit(), "date": datetime.datetime.now(datetime.UTC).isoformat(),
-              "rounds": args.rounds, "batch": args.batch, "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    result = {**R.torch_header(torch), "rounds": args.rounds, "batch": args.batch,
+              "rows": rows}
+    R.write_json(args.out, result)
     return 0
 
 

@@ -26,8 +26,6 @@ Commit from ``NVATOM_COMMIT`` where the tree has no git.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import re
 import shutil
@@ -40,17 +38,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # tests.gpu.ir_gemm_host, bench._report
 
-
-def _commit() -> str:
-    if os.environ.get("NVATOM_COMMIT"):
-        return os.environ["NVATOM_COMMIT"][:12]
-    try:
-        return subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+from bench import _report as R  # noqa: E402
 
 
 def _cli_ptx() -> str:
@@ -132,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     if sass:
         print(f"ptxas/SASS: {sass}")
     props = torch.cuda.get_device_properties(0)
-    print(f"device: {props.name}, torch {torch.__version__}, commit {_commit()}")
+    print(f"device: {props.name}, torch {torch.__version__}, commit {R.commit()}")
     results: list[dict[str, Any]] = []
     for text in args.shapes:
         m, n, k = (int(x) for x in text.split("x"))
@@ -190,15 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "what": "SM90 bf16 GEMM written in the IR (tests/ir/gemm_sm90.mlir) vs the Python-built "
                 "kernel (default_config('bf16', b_major='K')) and torch.matmul, same run",
-        "device": props.name, "torch": torch.__version__, "commit": _commit(),
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": props.name, "torch": torch.__version__, "commit": R.commit(),
+        "date": R.utc_date("seconds"),
         "rounds": args.rounds, "batch": args.batch,
         "ir_kernel": {"threads": info.threads, "dynamic_shared_bytes": info.dynamic_shared},
         "ptxas_sass": sass,
         "results": results,
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    R.write_json(args.out, report)
     print(f"wrote {args.out}")
     return 0
 

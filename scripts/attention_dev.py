@@ -25,6 +25,7 @@ import sys
 import time
 import traceback
 import warnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -33,21 +34,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from nvatom.kernels import attention_sm90 as K
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the root: bench/, tests/
+from bench import _report as R
+from tests.gpu.attention_ref import reference
+
 A = importlib.import_module("nvatom.attention")  # the module (nvatom.attention is the function)
 DT = {"bf16": torch.bfloat16, "f16": torch.float16}
-
-
-def reference(q: Any, k: Any, v: Any, causal: bool, scale: float) -> tuple[Any, Any]:
-    g = q.shape[1] // k.shape[1]
-    kf = k.float().repeat_interleave(g, dim=1)
-    vf = v.float().repeat_interleave(g, dim=1)
-    s = torch.matmul(q.float(), kf.transpose(-1, -2)) * scale
-    if causal:
-        sq, sk = s.shape[-2:]
-        mask = torch.ones(sq, sk, dtype=torch.bool, device=q.device).tril()
-        s = s.masked_fill(~mask, float("-inf"))
-    lse = torch.logsumexp(s, dim=-1)
-    return torch.matmul(torch.softmax(s, dim=-1), vf), lse
 
 
 def sdpa(q: Any, k: Any, v: Any, causal: bool, backend: Any) -> Any:
@@ -149,16 +141,6 @@ def check(cases: list[tuple], log: list[dict], strided: bool = True,
     return bad
 
 
-def time_fn(fn: Any, iters: int) -> float:
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(iters):
-        fn()
-    e.record()
-    e.synchronize()
-    return s.elapsed_time(e) / iters / 1e3
-
-
 _BACKENDS = (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION),
              ("efficient", SDPBackend.EFFICIENT_ATTENTION))
 
@@ -202,7 +184,7 @@ def bench(shapes: list[tuple], variants: dict[str, Any], rounds: int, out: list[
         order = list(fns.items())
         for rnd in range(rounds):
             for n, fn in order if rnd % 2 == 0 else order[::-1]:
-                times[n].append(time_fn(fn, iters))
+                times[n].append(R.cuda_seconds(torch, fn, iters))
         row: dict[str, Any] = dict(batch=b, heads=h, seqlen=s, head_dim=d, dtype=dt,
                                    causal=causal, tflops={}, spread={})
         for n, ts in times.items():

@@ -27,23 +27,14 @@ torch = pytest.importorskip("torch")
 A = importlib.import_module("nvatom.attention")
 K = importlib.import_module("nvatom.kernels.attention_sm90")
 
+from tests.gpu.attention_ref import reference as _reference  # noqa: E402
+
 _T = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 
 def _require_sm90() -> None:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the SM90 attention kernel needs an sm_90 (Hopper) GPU")
-
-
-def _reference(q: Any, k: Any, v: Any, causal: bool, scale: float) -> tuple[Any, Any]:
-    g = q.shape[1] // k.shape[1]
-    kf = k.float().repeat_interleave(g, dim=1)
-    vf = v.float().repeat_interleave(g, dim=1)
-    s = torch.matmul(q.float(), kf.transpose(-1, -2)) * scale
-    if causal:
-        mask = torch.ones(s.shape[-2:], dtype=torch.bool, device=q.device).tril()
-        s = s.masked_fill(~mask, float("-inf"))
-    return torch.matmul(torch.softmax(s, dim=-1), vf), torch.logsumexp(s, dim=-1)
 
 
 def _backend_error(q: Any, k: Any, v: Any, causal: bool, ref: Any) -> float:

@@ -22,6 +22,22 @@ def _require_sm90() -> None:
         pytest.skip("grouped_gemm runs on the SM90 kernel (an sm_90 GPU)")
 
 
+def _check_groups(a, b, ends: list[int], out, tol: float = 5e-3) -> None:
+    """Rows ``ends[i-1]:ends[i]`` of ``out`` hold group ``i``'s product ``a @ b[i]`` (every
+    row written, relative error against float64 below ``tol``) and the rows past the last
+    group keep their NaN poison."""
+    start = 0
+    for i, end in enumerate(ends):
+        if end > start:
+            ref = a[start:end].double() @ b[i].double()
+            got = out[start:end].double()
+            assert not torch.isnan(got).any(), f"group {i} of {ends}: unwritten rows"
+            err = ((got - ref).norm() / ref.norm()).item()
+            assert err < tol, (ends, i, err)
+        start = end
+    assert torch.isnan(out[ends[-1]:]).all(), "rows past the last group were written"
+
+
 CASES = [
     # (sizes, N, K, dtype, b K-major, out dtype)
     ([0, 200, 1, 128, 0, 517, 64, 0], 264, 136, torch.bfloat16, False, None),
@@ -50,16 +66,7 @@ def test_grouped_gemm_against_float64(case: int, cuda_offsets: bool) -> None:
     out = torch.full((total, n), float("nan"), device="cuda", dtype=odt or dt)
     nvatom.grouped_gemm(a, b, offs, out=out)
     torch.cuda.synchronize()
-    start = 0
-    for i, end in enumerate(ends):
-        if end > start:
-            ref = a[start:end].double() @ b[i].double()
-            got = out[start:end].double()
-            assert not torch.isnan(got).any(), f"group {i}: unwritten rows"
-            err = ((got - ref).norm() / ref.norm()).item()
-            assert err < (1e-5 if odt is torch.float32 else 5e-3), (i, err)
-        start = end
-    assert torch.isnan(out[ends[-1]:]).all(), "rows past the last group were written"
+    _check_groups(a, b, ends, out, 1e-5 if odt is torch.float32 else 5e-3)
 
 
 def test_grouped_gemm_many_experts_fresh_output() -> None:
@@ -105,15 +112,7 @@ def test_grouped_gemm_every_group_schedule(sched: str, monkeypatch: pytest.Monke
     out = torch.full((ends[-1] + tail, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     nvatom.grouped_gemm(a, b, ends, out=out)
     torch.cuda.synchronize()
-    start = 0
-    for i, end in enumerate(ends):
-        if end > start:
-            ref = a[start:end].double() @ b[i].double()
-            got = out[start:end].double()
-            assert not torch.isnan(got).any(), f"group {i}: unwritten rows"
-            assert ((got - ref).norm() / ref.norm()).item() < 5e-3, i
-        start = end
-    assert torch.isnan(out[ends[-1]:]).all(), "rows past the last group were written"
+    _check_groups(a, b, ends, out)
 
 
 def test_grouped_gemm_call_cache_follows_offsets() -> None:
@@ -135,13 +134,5 @@ def test_grouped_gemm_call_cache_follows_offsets() -> None:
                 out.fill_(float("nan"))
                 nvatom.grouped_gemm(a, b, offs, out=out)
                 torch.cuda.synchronize()
-                start = 0
-                for i, end in enumerate(ends):
-                    if end > start:
-                        ref = a[start:end].double() @ b[i].double()
-                        got = out[start:end].double()
-                        assert not torch.isnan(got).any(), (ends, i)
-                        assert ((got - ref).norm() / ref.norm()).item() < 5e-3, (ends, i)
-                    start = end
-                assert torch.isnan(out[ends[-1]:]).all()
+                _check_groups(a, b, ends, out)
     assert len(ng._grouped_fast) >= 2 * len(splits)

@@ -19,104 +19,38 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-
-from nvatom import dtypes
-from nvatom.arch import device_target
 
 pytestmark = pytest.mark.gpu
 # The device's Python may lack xDSL: install the wheels of .whl/ (docs/ir.md), else skip.
 pytest.importorskip("xdsl", reason="xdsl==0.74.0 not installed (pip install .whl/*.whl)")
 
-from nvatom.ir import driver  # noqa: E402
-from nvatom.ir.lower import lower  # noqa: E402
-
-IR = Path(__file__).parent.parent / "ir"
-
-
-def _gpu() -> str:
-    import cupy
-
-    return device_target(cupy.cuda.Device().compute_capability).name
+from tests.gpu import ir_kernels as K  # noqa: E402
 
 
 def _kernel(name: str, target: str):
-    from nvatom.runtime.launch import KernelSource, get_kernel
-
-    mod = driver.parse((IR / name).read_text(), name)
-    out = lower(mod, driver.verify(mod, target))
-    (k,) = out.kernels
-    src = KernelSource(f"ir:{name}:{hash(out.ptx)}", k.name, k.ptx_params,
-                       lambda _t, ptx=out.ptx: ptx)
-    return get_kernel(src, _gpu()), k
+    ((kern, info),) = K.kernels(name, target).values()
+    return kern, info
 
 
 def test_ir_mma_kernel_matches_float64() -> None:
-    import cupy
-
     kern, info = _kernel("mma_sm80.mlir", "sm_80")
     assert info.threads == 32
-    rng = np.random.default_rng()
-    for _ in range(3):
-        a = dtypes.encode("bf16", rng.standard_normal((16, 16))).astype(np.uint16)
-        bt = dtypes.encode("bf16", rng.standard_normal((8, 16))).astype(np.uint16)
-        c = rng.standard_normal((16, 8)).astype(np.float32)
-        ref = dtypes.decode("bf16", a) @ dtypes.decode("bf16", bt).T + c.astype(np.float64)
-        d_a, d_b, d_c = cupy.asarray(a), cupy.asarray(bt), cupy.asarray(c)
-        d_d = cupy.full((16, 8), np.nan, dtype=cupy.float32)
-        kern.launch(1, 32, [d_a.data.ptr, d_b.data.ptr, d_c.data.ptr, d_d.data.ptr])
-        cupy.cuda.runtime.deviceSynchronize()
-        out = cupy.asnumpy(d_d).astype(np.float64)
-        assert np.isfinite(out).all(), "some outputs were never written"
-        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+    K.check_mma_sm80(kern)
 
 
 def test_ir_tma_round_trip_moves_exactly_the_box() -> None:
-    import cupy
-
-    from nvatom.descriptors.tma import TensorMap
-    from nvatom.runtime.launch import ByValue
-
     kern, info = _kernel("tma_copy.mlir", "sm_90a")
-    n, m = 256, 128  # row-major m x n f16: n contiguous
-    x, y = 64, 64
-    src = cupy.asarray(np.random.default_rng().integers(1, 30000, (m, n)).astype(np.uint16))
-    dst = cupy.zeros((m, n), dtype=cupy.uint16)
-    maps = []
-    for t, buf in zip(info.tma, (src, dst), strict=True):
-        assert t.element_bits == 16 and t.gmem_layout == "(n,m):(1,ld)"
-        tm = TensorMap("tiled", "float16", int(buf.data.ptr), (n, m), (n * 2,),
-                       box_dims=t.box, swizzle=t.swizzle_bytes)
-        maps.append(ByValue(tm.encode_with_driver()))
-    kern.launch(1, 128, [src.data.ptr, dst.data.ptr, n, m, n, x, y, *maps])
-    cupy.cuda.runtime.deviceSynchronize()
-    got, want = cupy.asnumpy(dst), np.zeros((m, n), np.uint16)
-    bx, by = info.tma[0].box
-    want[y:y + by, x:x + bx] = cupy.asnumpy(src)[y:y + by, x:x + bx]
-    np.testing.assert_array_equal(got, want)
+    K.check_tma_round_trip(kern, info, 128, 256, 64, 64)  # row-major m x n f16: n contiguous
 
 
 def test_ir_copy_pipeline_matches_the_product() -> None:
     """tests/ir/copy_pipeline.mlir: cp.async -> ldmatrix -> mma.sync (f16) -> stmatrix ->
-    128-bit universal copies.  Small integer inputs make every product and sum exact in f16,
-    so D must equal A * B^T exactly; D is poisoned with NaN first."""
-    import cupy
-
+    128-bit universal copies (ir_kernels.check_copy_pipeline)."""
     kern, info = _kernel("copy_pipeline.mlir", "sm_90a")
     assert info.threads == 32
-    rng = np.random.default_rng()
-    for _ in range(3):
-        a = rng.integers(-3, 4, (16, 16)).astype(np.float16)
-        bt = rng.integers(-3, 4, (8, 16)).astype(np.float16)
-        ref = a.astype(np.float64) @ bt.astype(np.float64).T
-        d_a, d_b = cupy.asarray(a), cupy.asarray(bt)
-        d_d = cupy.full((16, 8), np.nan, dtype=cupy.float16)
-        kern.launch(1, 32, [d_a.data.ptr, d_b.data.ptr, d_d.data.ptr])
-        cupy.cuda.runtime.deviceSynchronize()
-        np.testing.assert_array_equal(cupy.asnumpy(d_d).astype(np.float64), ref)
+    K.check_copy_pipeline(kern)
 
 
 def test_ir_descriptor_rebind_loads_from_the_new_tensor() -> None:
@@ -126,9 +60,6 @@ def test_ir_descriptor_rebind_loads_from_the_new_tensor() -> None:
     ``src2`` (never of ``src``) must arrive, and nothing else be written."""
     import cupy
 
-    from nvatom.descriptors.tma import TensorMap
-    from nvatom.runtime.launch import ByValue
-
     kern, info = _kernel("tma_rebind.mlir", "sm_90a")
     n, m = 256, 128
     x, y = 64, 64
@@ -137,13 +68,9 @@ def test_ir_descriptor_rebind_loads_from_the_new_tensor() -> None:
     src2 = cupy.asarray(rng.integers(30001, 60000, (m, n)).astype(np.uint16))
     dst = cupy.zeros((m, n), dtype=cupy.uint16)
     ws = cupy.zeros(128, dtype=cupy.uint8)
-    maps = []
-    for t, buf in zip(info.tma, (src, dst), strict=True):
-        # the load map starts with a wrong row count and stride: the rebind must fix them
-        rows, stride = (m // 2, n) if buf is src else (m, n * 2)
-        tm = TensorMap("tiled", "float16", int(buf.data.ptr), (n, rows), (stride,),
-                       box_dims=t.box, swizzle=t.swizzle_bytes)
-        maps.append(ByValue(tm.encode_with_driver()))
+    # the load map starts with a wrong row count and stride: the rebind must fix them
+    maps = K.f16_maps(info, (src, dst), n,
+                      lambda buf: (m // 2, n) if buf is src else (m, n * 2))
     kern.launch(1, 128, [src.data.ptr, src2.data.ptr, dst.data.ptr, ws.data.ptr, n, m, n,
                          m, n * 2, x, y, *maps])
     cupy.cuda.runtime.deviceSynchronize()

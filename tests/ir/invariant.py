@@ -10,12 +10,14 @@ invariant, each with its reason; it is empty unless a form could not be fixed in
 
 from __future__ import annotations
 
+import random
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from nvatom import diagnostics as D
 from nvatom.ir import driver
-from nvatom.ir.generate import AtomUse
+from nvatom.ir.generate import AtomUse, atom_use
 from nvatom.ir.lower import Lowered, lower
 from nvatom.runtime.ptxas import PtxasError, assemble
 
@@ -80,3 +82,26 @@ def check(use: AtomUse, assemble_: Callable[..., object] = assemble) -> tuple[st
     except PtxasError as e:
         return "FAIL", f"verifies and lowers but ptxas rejects it: {str(e)[:300]}"
     return "assembled", ""
+
+
+def sample(pool: Sequence[Any], fixed: int, rand: int, seed: int) -> list[Any]:
+    """A test sample of ``pool``: ``fixed`` cases of seed 16 (the same every run), then
+    ``rand`` of the others drawn with the run's ``seed``."""
+    part = random.Random(16).sample(pool, fixed)
+    rest = [c for c in pool if c not in part]
+    return part + random.Random(seed).sample(rest, rand)
+
+
+def assert_invariant(case: tuple[Any, Any, Any], seed: int) -> None:
+    """The invariant as a test on one generated case ``(family, atom, target)``: an xfail
+    for a break :data:`XFAIL` lists, else it must not FAIL (the message names the sample's
+    ``seed`` and shows the program)."""
+    import pytest
+
+    fam, atom, t = case
+    use = atom_use(fam, atom, t)
+    status, why = check(use)
+    reason = xfail_reason(use)
+    if reason is not None:
+        pytest.xfail(reason)
+    assert status != "FAIL", f"{use.atom} on {use.target} (seed {seed}): {why}\n{use.text}"

@@ -19,7 +19,7 @@ from nvatom.atoms.registry import FAMILIES
 from nvatom.ir.generate import NOT_GENERATED, atom_use, cases
 
 sys.path.insert(0, str(Path(__file__).parent))
-from invariant import XFAIL, check, known, xfail_reason
+from invariant import XFAIL, assert_invariant, known, sample
 
 FIXED, RANDOM = 120, 80
 #: the SM100 tcgen05 families, sampled apart (umma has 29,804 atoms, 20 times the others
@@ -45,10 +45,7 @@ print(f"ir invariant: random seed {_SEED} (NVATOM_IR_INVARIANT_SEED)")
 
 def _sample() -> list[tuple[object, object, str]]:
     all_ = cases()
-    old = [c for c in all_ if c[0].name not in SM100]
-    fixed = random.Random(16).sample(old, FIXED)
-    rest = [c for c in old if c not in fixed]
-    out = fixed + random.Random(_SEED).sample(rest, RANDOM)
+    out = sample([c for c in all_ if c[0].name not in SM100], FIXED, RANDOM, _SEED)
     for fam, (on, anywhere, rand) in SM100.items():
         mine = [c for c in all_ if c[0].name == fam]
         picked = random.Random(16).sample([c for c in mine if c[2] in TCGEN05_TARGETS], on)
@@ -65,13 +62,7 @@ SAMPLE = _sample()
 
 @pytest.mark.parametrize("case", SAMPLE, ids=lambda c: f"{c[1].name}@{c[2]}")
 def test_atom_use_verifies_and_assembles_or_is_rejected(case: tuple) -> None:
-    fam, atom, t = case
-    use = atom_use(fam, atom, t)
-    status, why = check(use)
-    reason = xfail_reason(use)
-    if reason is not None:
-        pytest.xfail(reason)
-    assert status != "FAIL", f"{use.atom} on {use.target} (seed {_SEED}): {why}\n{use.text}"
+    assert_invariant(case, _SEED)
 
 
 def test_the_sample_seed_is_reported() -> None:

@@ -6,7 +6,6 @@ whose seed is printed (NVATOM_IR_INVARIANT_SEED replays it); the whole sweep is
 
 from __future__ import annotations
 
-import random
 import sys
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from nvatom.ir.generate import NOT_GENERATED, atom_use, cases
 
 sys.path.insert(0, str(Path(__file__).parent))
-from invariant import check, xfail_reason
+from invariant import assert_invariant, check, sample
 
 from tests.ir.test_ir_invariant import _SEED  # one random seed per run, printed there
 
@@ -26,10 +25,7 @@ FIXED, RANDOM = 30, 15  # per family
 def _sample() -> list[tuple[object, object, str]]:
     out = []
     for name in FAMILIES:
-        all_ = [c for c in cases() if c[0].name == name]
-        fixed = random.Random(16).sample(all_, FIXED)
-        rest = [c for c in all_ if c not in fixed]
-        out += fixed + random.Random(_SEED).sample(rest, RANDOM)
+        out += sample([c for c in cases() if c[0].name == name], FIXED, RANDOM, _SEED)
     return out
 
 
@@ -38,13 +34,7 @@ SAMPLE = _sample()
 
 @pytest.mark.parametrize("case", SAMPLE, ids=lambda c: f"{c[1].name}@{c[2]}")
 def test_copy_and_tma_use_verifies_and_assembles_or_is_rejected(case: tuple) -> None:
-    fam, atom, t = case
-    use = atom_use(fam, atom, t)
-    status, why = check(use)
-    reason = xfail_reason(use)
-    if reason is not None:
-        pytest.xfail(reason)
-    assert status != "FAIL", f"{use.atom} on {use.target} (seed {_SEED}): {why}\n{use.text}"
+    assert_invariant(case, _SEED)
 
 
 def test_copy_and_tma_are_generated() -> None:

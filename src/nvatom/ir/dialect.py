@@ -315,12 +315,11 @@ def tmem_columns(m: Any) -> int:
     return max(32, 1 << (need - 1).bit_length())
 
 
-class RetileOp(NvOp):
-    """``%b = cute.retile %a : !cute.memref<e, rmem, TV2>``: the same registers seen through
-    another (thread, value) layout (no code; CuTe's ``retile``): an ldmatrix result, whose
-    layout is the copy atom's reference space, becomes the MMA operand fragment it is."""
+class FragmentOp(NvOp):
+    """Base of the ops that make a register fragment (static layout) from one: ``cute.retile``
+    here, ``cute.fragment_slice`` and ``cute.fragment_convert`` (nvatom.ir.ops_sync); the
+    result-type and operand checks they share."""
 
-    name = "cute.retile"
     OPERANDS = 1
     RESULT = "explicit"
 
@@ -328,10 +327,11 @@ class RetileOp(NvOp):
     def check_result_type(cls, t: Any) -> None:
         m = TY.memref_of(t)
         if m is None or m.space != "rmem" or not isinstance(m.layout, Layout):
-            raise IRSyntaxError(f"'cute.retile' makes a !cute.memref in rmem with a static "
+            raise IRSyntaxError(f"'{cls.name}' makes a !cute.memref in rmem with a static "
                                 f"layout, not {TY.type_text(t)}")
 
-    def verify_ir(self, v: VerifyCtx) -> None:
+    def fragments(self) -> tuple[TY.MemRef, TY.MemRef]:
+        """(operand, result) memrefs; fails unless the operand is a static register fragment."""
         src = TY.memref_of(self.operands[0].type)
         dst = TY.memref_of(self.results[0].type)
         assert dst is not None
@@ -339,6 +339,18 @@ class RetileOp(NvOp):
             _fail(f"expects a register fragment with a static layout, but got "
                   f"{TY.type_text(self.operands[0].type)}")
         assert src is not None
+        return src, dst
+
+
+class RetileOp(FragmentOp):
+    """``%b = cute.retile %a : !cute.memref<e, rmem, TV2>``: the same registers seen through
+    another (thread, value) layout (no code; CuTe's ``retile``): an ldmatrix result, whose
+    layout is the copy atom's reference space, becomes the MMA operand fragment it is."""
+
+    name = "cute.retile"
+
+    def verify_ir(self, v: VerifyCtx) -> None:
+        src, dst = self.fragments()
         if src.element != dst.element:
             _fail(f"retile keeps the element type: {src.element.name} != {dst.element.name}")
         ns, nd = (_values_per_thread(m.layout) for m in (src, dst))

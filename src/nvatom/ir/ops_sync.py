@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
-from nvatom.ir.dialect import NvOp, VerifyCtx, _defining, _fail, _values_per_thread
+from nvatom.ir.dialect import FragmentOp, NvOp, VerifyCtx, _defining, _fail, _values_per_thread
 from nvatom.ir.syntax import IRSyntaxError
 from nvatom.layout import ComposedLayout, Layout, Swizzle
 
@@ -311,33 +311,18 @@ class SmemViewOp(NvOp):
                 _fail(f"expects an integer index, but got {TY.type_text(self.operands[1].type)}")
 
 
-class FragmentSliceOp(NvOp):
+class FragmentSliceOp(FragmentOp):
     """``%s = cute.fragment_slice %frag {offset = 8} : !cute.memref<e, rmem, TV>``: the
     registers of values ``offset ..`` of a register fragment (no code), seen through the
     (thread, value) layout ``TV`` (as ``cute.retile``, the program states what they hold:
     e.g. the 8 accumulators of a WGMMA fragment that one ``stmatrix.x4`` stores)."""
 
     name = "cute.fragment_slice"
-    OPERANDS = 1
-    RESULT = "explicit"
     ATTRS: ClassVar[dict[str, Any]] = {"offset": "int"}
     REQUIRED = ("offset",)
 
-    @classmethod
-    def check_result_type(cls, t: Any) -> None:
-        m = TY.memref_of(t)
-        if m is None or m.space != "rmem" or not isinstance(m.layout, Layout):
-            raise IRSyntaxError(f"'cute.fragment_slice' makes a !cute.memref in rmem with a "
-                                f"static layout, not {TY.type_text(t)}")
-
     def verify_ir(self, v: VerifyCtx) -> None:
-        src = TY.memref_of(self.operands[0].type)
-        dst = TY.memref_of(self.results[0].type)
-        assert dst is not None
-        if src is None or src.space != "rmem" or not isinstance(src.layout, Layout):
-            _fail(f"expects a register fragment with a static layout, but got "
-                  f"{TY.type_text(self.operands[0].type)}")
-        assert src is not None
+        src, dst = self.fragments()
         if src.element != dst.element:
             _fail(f"a slice keeps the element type: {src.element.name} != {dst.element.name}")
         if src.element.pack_bits != 32:
@@ -353,30 +338,15 @@ class FragmentSliceOp(NvOp):
 CONVERTS = {("f32", "bf16"): "bf16", ("f32", "f16"): "f16"}
 
 
-class FragmentConvertOp(NvOp):
+class FragmentConvertOp(FragmentOp):
     """``%h = cute.fragment_convert %frag : !cute.memref<bf16, rmem, TV>``: f32 values
     rounded to bf16 or f16 (round to nearest even), two per register, value ``2i`` in the
     low half (``cvt.rn.bf16x2.f32``); the same number of values per thread."""
 
     name = "cute.fragment_convert"
-    OPERANDS = 1
-    RESULT = "explicit"
-
-    @classmethod
-    def check_result_type(cls, t: Any) -> None:
-        m = TY.memref_of(t)
-        if m is None or m.space != "rmem" or not isinstance(m.layout, Layout):
-            raise IRSyntaxError(f"'cute.fragment_convert' makes a !cute.memref in rmem with a "
-                                f"static layout, not {TY.type_text(t)}")
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        src = TY.memref_of(self.operands[0].type)
-        dst = TY.memref_of(self.results[0].type)
-        assert dst is not None
-        if src is None or src.space != "rmem" or not isinstance(src.layout, Layout):
-            _fail(f"expects a register fragment with a static layout, but got "
-                  f"{TY.type_text(self.operands[0].type)}")
-        assert src is not None
+        src, dst = self.fragments()
         pair = (src.element.name, dst.element.name)
         if pair not in CONVERTS:
             _fail(f"fragment_convert rounds f32 to bf16 or f16, not {pair[0]} to {pair[1]}")

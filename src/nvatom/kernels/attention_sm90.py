@@ -60,6 +60,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 from nvatom.atoms.copy import MATRIX_COPIES
@@ -210,8 +211,12 @@ def default_config(dtype: str = "bf16", head_dim: int = 128, causal: bool = Fals
 # ============================================================================ layout algebra
 
 
+#: A retile: ``[block][register]`` = the accumulator values packed into the register.
+Retile = tuple[tuple[tuple[int, ...], ...], ...]
+
+
 @functools.cache
-def p_retile(block_n: int, bits: int = 16) -> tuple[tuple[tuple[int, ...], ...], ...]:
+def p_retile(block_n: int, bits: int = 16) -> Retile:
     """The P retile: ``[kk][r]`` = the S accumulator values (indices into a thread's m64n<BN>
     f32 fragment) packed, low bits first, into register ``r`` of the ``rs`` A fragment for K
     step ``kk`` (columns ``16 kk .. 16 kk + 15`` of P).
@@ -226,27 +231,40 @@ def p_retile(block_n: int, bits: int = 16) -> tuple[tuple[tuple[int, ...], ...],
     k = 256 // bits
     if block_n % k:
         raise AttentionSm90Error(f"block_n {block_n} is not a multiple of the rs K ({k})")
-    want: tuple[tuple[tuple[int, ...], ...], ...] | None = None
+    return _retile(acc, block_n // 2, block_n // k, 4, per,
+                   lambda t, kk, i: a(t, i) + 64 * k * kk, ("P", "S", "A", "K step"))
+
+
+def _retile(acc: Any, values: int, blocks: int, registers: int, per: int,
+            key: Callable[[int, int, int], int], names: tuple[str, str, str, str]) -> Retile:
+    """The derivation :func:`p_retile` and :func:`o_retile` share: ``[blk][r]`` = the
+    indices (into a thread's ``values`` accumulator values, ``acc``: (thread, value) ->
+    ``m + 64 n``) of the ``per`` values packed into register ``r`` of block ``blk``, value
+    ``i`` of thread ``t`` sitting at ``key(t, blk, i)``; the same map for every thread of
+    the warpgroup.  ``names``: (retile, accumulator, operand, block) for the messages."""
+    what, frag, operand, step = names
+    want: Retile | None = None
     for t in range(WARPGROUP):
-        where = {acc(t, v): v for v in range(block_n // 2)}
+        where = {acc(t, v): v for v in range(values)}
         got = []
-        for kk in range(block_n // k):
+        for blk in range(blocks):
             regs = []
-            for r in range(4):
+            for r in range(registers):
                 vals = []
-                for j in range(per):
-                    key = a(t, r * per + j) + 64 * k * kk
-                    if key not in where:  # pragma: no cover - fragment formula guard
-                        raise AttentionSm90Error(f"thread {t}: A value {r * per + j} of K step "
-                                                 f"{kk} is not in the thread's S fragment")
-                    vals.append(where[key])
+                for e in range(per):
+                    at = key(t, blk, r * per + e)
+                    if at not in where:  # pragma: no cover - fragment formula guard
+                        raise AttentionSm90Error(f"thread {t}: {operand} value {r * per + e} of "
+                                                 f"{step} {blk} is not in the thread's {frag} "
+                                                 "fragment")
+                    vals.append(where[at])
                 regs.append(tuple(vals))
             got.append(tuple(regs))
         tup = tuple(got)
         if want is None:
             want = tup
         elif tup != want:  # pragma: no cover
-            raise AttentionSm90Error(f"P retile of thread {t} differs from thread 0's")
+            raise AttentionSm90Error(f"{what} retile of thread {t} differs from thread 0's")
     assert want is not None
     return want
 
@@ -265,7 +283,7 @@ def stsm_matrix_origin(j: int) -> tuple[int, int]:
 
 
 @functools.cache
-def o_retile(head_dim: int) -> tuple[tuple[tuple[int, ...], ...], ...]:
+def o_retile(head_dim: int) -> Retile:
     """The O retile for the epilogue: ``[blk][r]`` = the O accumulator values (indices into a
     thread's m64n<D> f32 fragment) packed, low bits first, into register ``r`` of the
     ``stmatrix.x4`` that stores the warp's 16 x 16 block of columns ``16 blk ..``.
@@ -277,32 +295,15 @@ def o_retile(head_dim: int) -> tuple[tuple[tuple[int, ...], ...], ...]:
     threads and every register is filled."""
     acc = accumulator_layout(head_dim)
     per = 32 // STSM.fmt.reg_bits
-    want: tuple[tuple[tuple[int, ...], ...], ...] | None = None
-    for t in range(WARPGROUP):
+
+    def key(t: int, blk: int, i: int) -> int:
         warp, lane = divmod(t, 32)
-        where = {acc(t, v): v for v in range(head_dim // 2)}
-        got = []
-        for blk in range(head_dim // 16):
-            regs = []
-            for r in range(STSM.registers):
-                vals = []
-                for e in range(per):
-                    j, row, col = STSM.element(lane, r * per + e)
-                    r0, c0 = stsm_matrix_origin(j)
-                    key = 16 * warp + r0 + row + 64 * (16 * blk + c0 + col)
-                    if key not in where:  # pragma: no cover - fragment formula guard
-                        raise AttentionSm90Error(f"thread {t}: stmatrix value {r * per + e} of "
-                                                 f"block {blk} is not in the thread's O fragment")
-                    vals.append(where[key])
-                regs.append(tuple(vals))
-            got.append(tuple(regs))
-        tup = tuple(got)
-        if want is None:
-            want = tup
-        elif tup != want:  # pragma: no cover
-            raise AttentionSm90Error(f"O retile of thread {t} differs from thread 0's")
-    assert want is not None
-    return want
+        j, row, col = STSM.element(lane, i)
+        r0, c0 = stsm_matrix_origin(j)
+        return 16 * warp + r0 + row + 64 * (16 * blk + c0 + col)
+
+    return _retile(acc, head_dim // 2, head_dim // 16, STSM.registers, per, key,
+                   ("O", "O", "stmatrix", "block"))
 
 
 def stsm_lane_offset(warp: int, lane: int) -> int:
@@ -434,22 +435,13 @@ def _next_stage(k: Kernel, stage: Reg, phase: Reg, stages: int) -> None:
     k.ins("xor.b32", phase, phase, 1, pred=str(wrap))
 
 
-def _fmax_tree(k: Kernel, vals: list[Reg]) -> Reg:
+def _f32_tree(k: Kernel, op: str, vals: list[Reg]) -> Reg:
+    """``vals`` reduced by the binary f32 ``op`` (``max.f32``, ``add.f32``) as a balanced tree:
+    neighbours pair up level by level, an odd one out moves up unchanged."""
     while len(vals) > 1:
         nxt = []
         for i in range(0, len(vals) - 1, 2):
-            nxt.append(_f32(k, "max.f32", vals[i], vals[i + 1]))
-        if len(vals) % 2:
-            nxt.append(vals[-1])
-        vals = nxt
-    return vals[0]
-
-
-def _fadd_tree(k: Kernel, vals: list[Reg]) -> Reg:
-    while len(vals) > 1:
-        nxt = []
-        for i in range(0, len(vals) - 1, 2):
-            nxt.append(_f32(k, "add.f32", vals[i], vals[i + 1]))
+            nxt.append(_f32(k, op, vals[i], vals[i + 1]))
         if len(vals) % 2:
             nxt.append(vals[-1])
         vals = nxt
@@ -698,7 +690,7 @@ def _softmax(b: _Build, s: list[Reg], st: _Softmax, first: bool) -> list[Reg] | 
     alphas = []
     for h in (0, 1):
         idx = _half_indices(bn, h)
-        mx = _quad(k, "max.f32", _fmax_tree(k, [s[i] for i in idx]))
+        mx = _quad(k, "max.f32", _f32_tree(k, "max.f32", [s[i] for i in idx]))
         m_new = _f32(k, "max.f32", st.m[h], mx) if not first else mx
         # a row with every score -inf so far: subtract 0 instead of -inf (no NaN)
         inf = k.reg("pred")
@@ -714,7 +706,7 @@ def _softmax(b: _Build, s: list[Reg], st: _Softmax, first: bool) -> list[Reg] | 
         for i in idx:
             k.ins("fma.rn.f32", s[i], s[i], b.c, neg)
             k.ins("ex2.approx.ftz.f32", s[i], s[i])
-        tot = _fadd_tree(k, [s[i] for i in idx])
+        tot = _f32_tree(k, "add.f32", [s[i] for i in idx])
         if first:
             k.ins("mov.f32", st.l[h], tot)
         else:

@@ -173,26 +173,27 @@ def named_barrier_sync(k: Kernel, bar_id: int | Reg | str, count: int, *,
                        target: Target | str | None = None) -> None:
     """``bar.sync bar_id, count``: barrier ``bar_id`` (0..15) among ``count`` threads (a
     multiple of 32, at most 1024)."""
-    check_target("bar.sync", target, k)
-    if isinstance(bar_id, (Reg, str)):
-        _operand("bar.sync barrier id", bar_id)
-    else:
-        _int_in("bar.sync barrier id", bar_id, 0, 15)
-    _int_in("bar.sync thread count", count, 32, 1024, 32)
-    k.ins(spell("bar.sync"), bar_id, count)
+    _named_barrier(k, "bar.sync", bar_id, count, target)
 
 
 def named_barrier_arrive(k: Kernel, bar_id: int | Reg | str, count: int, *,
                          target: Target | str | None = None) -> None:
     """``bar.arrive bar_id, count``: arrive at named barrier ``bar_id`` without waiting (the
     producer side of a producer/consumer hand-off; ``count`` as for ``bar.sync``)."""
-    check_target("bar.arrive", target)
+    _named_barrier(k, "bar.arrive", bar_id, count, target)
+
+
+def _named_barrier(k: Kernel, op: str, bar_id: int | Reg | str, count: int,
+                   target: Target | str | None) -> None:
+    """``<op> bar_id, count`` (``bar.sync`` / ``bar.arrive``) with its checks: the row on the
+    target, barrier id 0..15 (or a register), thread count a multiple of 32 up to 1024."""
+    check_target(op, target, k)
     if isinstance(bar_id, (Reg, str)):
-        _operand("bar.arrive barrier id", bar_id)
+        _operand(f"{op} barrier id", bar_id)
     else:
-        _int_in("bar.arrive barrier id", bar_id, 0, 15)
-    _int_in("bar.arrive thread count", count, 32, 1024, 32)
-    k.ins(spell("bar.arrive"), bar_id, count)
+        _int_in(f"{op} barrier id", bar_id, 0, 15)
+    _int_in(f"{op} thread count", count, 32, 1024, 32)
+    k.ins(spell(op), bar_id, count)
 
 
 def mapa_shared_cluster(k: Kernel, addr: Operand, rank: Operand, *,

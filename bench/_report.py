@@ -1,0 +1,98 @@
+"""What every benchmark report holds, in one place: the commit a run measured, the device's
+driver, the date, CUDA-event timing, and writing the JSON report.  Used by the bench scripts
+(bench/attention.py, gemm.py, gemm_first_call.py, gemm_fp8_block.py, gemm_grouped.py,
+ir_gemm.py) and scripts/attention_dev.py.
+
+bench/ is not a package (no ``__init__``): a script puts the repository root on ``sys.path``
+and imports ``from bench import _report``, so ``python bench/X.py`` keeps working from any
+directory.  Imports nothing of nvatom or torch (torch is passed in where needed).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=True, timeout=10).stdout.strip()
+
+
+def commit(dirty: bool = False) -> str:
+    """The commit a run measured: ``NVATOM_COMMIT`` (its first 12 characters; the device's
+    copy of the tree may have no .git, or a stale one), else ``git rev-parse --short HEAD``
+    (with ``-dirty`` appended when ``dirty`` is asked and tracked files differ), else
+    ``"unknown"``."""
+    if os.environ.get("NVATOM_COMMIT"):
+        return os.environ["NVATOM_COMMIT"][:12]
+    try:
+        rev = _git("rev-parse", "--short", "HEAD")
+        if rev and dirty and _git("status", "--porcelain", "--untracked-files=no"):
+            rev += "-dirty"
+        return rev or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def nvidia_smi(query: str) -> str:
+    """``nvidia-smi --query-gpu=<query>`` (e.g. ``driver_version,power.limit``) of the first
+    GPU, ``"unknown"`` without nvidia-smi."""
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                             capture_output=True, text=True, check=False, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    lines = out.stdout.strip().splitlines()
+    return lines[0] if lines else "unknown"
+
+
+def cuda_driver_version() -> str:
+    """The CUDA version the driver supports (``cuDriverGetVersion``), ``"unknown"`` without
+    cuda-python or a driver."""
+    try:
+        from cuda.bindings import driver as cu
+
+        cu.cuInit(0)
+        err, v = cu.cuDriverGetVersion()
+        return f"{v // 1000}.{v % 1000 // 10}" if int(err) == 0 else "unknown"
+    except Exception:
+        return "unknown"
+
+
+def utc_date(timespec: str = "auto") -> str:
+    """Now, in UTC, ISO 8601 (``timespec`` as :meth:`datetime.datetime.isoformat`)."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec=timespec)
+
+
+def torch_header(torch: Any) -> dict[str, str]:
+    """The first keys of a report: device name, torch version, commit, date."""
+    return {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "commit": commit(), "date": utc_date()}
+
+
+def cuda_seconds(torch: Any, fn: Callable[[], Any], iters: int) -> float:
+    """Seconds per call of ``fn`` over ``iters`` calls between one pair of CUDA events on
+    torch's current stream."""
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for _ in range(iters):
+        fn()
+    e.record()
+    e.synchronize()
+    return s.elapsed_time(e) / iters / 1e3
+
+
+def write_json(path: str | Path, report: Any, indent: int = 1) -> Path:
+    """Write ``report`` as JSON (and a final newline) to ``path``, making its folder."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=indent) + "\n")
+    return out
