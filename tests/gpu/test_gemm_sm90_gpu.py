@@ -2,7 +2,7 @@
 
 Every dtype combination offered (bf16/f16 inputs with bf16/f16/f32 output, e4m3 x e4m3 with
 per-tensor scales and bf16 output), both B majors, the 2-CTA multicast cluster, the
-non-persistent grid and one consumer warpgroup, on random shapes including ragged (not a
+non-persistent grid, one consumer warpgroup and the ping-pong schedule, on random shapes including ragged (not a
 multiple of any tile) and skinny ones (M = 1, N = 8, K = 8).  Fresh random inputs per case;
 the output is poisoned with NaN first, so an element the kernel does not write fails; the
 reference is the float64 product of the exactly representable inputs."""
@@ -41,6 +41,14 @@ CONFIGS = {
     "e4m3-cluster2": GemmSm90Config(in_dtype="e4m3", b_major="K", cluster_m=2),
     "bf16-nonpersistent": GemmSm90Config(persistent=False, wgmma_inflight=0),
     "bf16-1consumer": GemmSm90Config(consumers=1, block_n=128, stages=6),
+    # the ping-pong schedule: each consumer warpgroup its own 128 x 128 tile
+    "bf16-pingpong": GemmSm90Config(schedule="pingpong", block_n=128, stages=6),
+    "bf16-pingpong-K-w0": GemmSm90Config(schedule="pingpong", block_n=128, stages=6,
+                                         b_major="K", wgmma_inflight=0),
+    "f16-f32-pingpong": GemmSm90Config(in_dtype="f16", out_dtype="f32", stages=5,
+                                       schedule="pingpong", block_n=128),
+    "e4m3-pingpong-fast": GemmSm90Config(in_dtype="e4m3", b_major="K", schedule="pingpong",
+                                         block_n=128, stages=6),
 }
 
 # (M, N, K): tile-aligned, ragged in every dimension, skinny, K below one K block.
