@@ -33,6 +33,10 @@ A cluster of 2 along M (``cluster_m=2``) multicasts each B K-block: each CTA loa
 the B box and broadcasts it to both CTAs; the ``empty`` barriers then count the consumer
 warpgroups of both CTAs (released with ``mbarrier.arrive.shared::cluster`` via ``mapa``).
 
+``schedule="pingpong"`` (:func:`_consumer_pingpong`) gives each consumer warpgroup its own
+128-row tile instead (two m64 accumulators), the CTA's tiles alternating between them and
+their main loops ordered by named barriers, so one's epilogue runs under the other's WGMMAs.
+
 FP8 (``.e4m3`` / ``.e5m2``, either type on either side; :data:`FP8_DTYPES`): WGMMA's FP8
 accumulation keeps fewer bits than f32, so by default the consumers *promote*: per K block
 and per N part they let WGMMA sum into a temporary f32 fragment (scale-d 0 on the first
@@ -86,8 +90,10 @@ __all__ = [
     "IN_DTYPES",
     "MAX_GLOBAL_STRIDE",
     "OUT_DTYPES",
+    "PINGPONG_BAR",
     "SCALE_BLOCK",
     "SCALE_MODES",
+    "SCHEDULES",
     "GemmSm90Config",
     "GemmSm90Error",
     "LaunchSpec",
