@@ -439,7 +439,8 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
     the ping-pong schedule)."""
     from nvatom.runtime.gemm_recipe import _encode_tiled, evaluate_maps
 
-    base = config or sm90.default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K")
+    base = config or sm90.default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K",
+                                         schedule="cooperative")  # ping-pong: slower here
     cfg = dataclasses.replace(base, grouped=True)
     if group_sched is not None:
         cfg = dataclasses.replace(cfg, group_sched=group_sched)

@@ -64,8 +64,21 @@ def test_pingpong_assembles_without_spills(cfg: GemmSm90Config) -> None:
 
 
 def test_pingpong_config_rules() -> None:
+    # bf16/f16 defaults are ping-pong 128 x 128 (measured, docs/perf.md); the cooperative
+    # kernel on request; FP8 defaults cooperative and refuse a ping-pong default
     base = default_config("bf16")
-    assert base.schedule == "cooperative" and not base.name.endswith("_pp")
+    assert (base.schedule, base.block_n, base.stages) == ("pingpong", 128, 6)
+    assert base.name.endswith("_pp")
+    for ind, outd, bm in (("f16", "f16", "MN"), ("bf16", "f32", "K"), ("f16", "bf16", "K")):
+        assert default_config(ind, outd, bm).pingpong
+    coop = default_config("bf16", schedule="cooperative")
+    assert coop == GemmSm90Config() and not coop.name.endswith("_pp")
+    assert not default_config("e4m3").pingpong
+    assert not default_config("e4m3", fast_accum=True).pingpong
+    with pytest.raises(GemmSm90Error, match="FP8 defaults are cooperative"):
+        default_config("e4m3", schedule="pingpong")
+    with pytest.raises(GemmSm90Error, match="schedule 'zz'"):
+        default_config("bf16", schedule="zz")
     for bad in (dict(schedule="zigzag"), dict(PP, block_n=256),
                 dict(PP, consumers=1), dict(PP, cluster_m=2),
                 dict(PP, in_dtype="e4m3", b_major="K", promote=1, promote_parts=1,

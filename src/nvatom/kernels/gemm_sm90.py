@@ -1891,19 +1891,40 @@ FP8_PROMOTION = {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n"
 FP8_BLOCK_PROMOTION = {**FP8_PROMOTION, "block_n": SCALE_BLOCK}
 
 
+#: Each consumer schedule's tile and stage count (docs/perf.md, "Ping-pong consumers"):
+#: cooperative 128 x 256 (the two warpgroups 64 rows each), 4 stages; ping-pong 128 x 128
+#: per warpgroup (128 accumulator registers a thread), 6 stages.
+SCHEDULE_TILES: dict[str, dict[str, Any]] = {
+    "cooperative": {"schedule": "cooperative", "block_n": 256, "stages": 4},
+    "pingpong": {"schedule": "pingpong", "block_n": 128, "stages": 6},
+}
+#: The default schedule of bf16/f16 inputs (measured on an H100, docs/perf.md "Ping-pong
+#: consumers": level or faster on every bench shape but 4096^3, 1-2% slower there); FP8
+#: and the grouped kernel stay cooperative (ping-pong measured slower for both).
+DEFAULT_SCHEDULE_16BIT = "pingpong"
+
+
 def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
                    b_major: str = "MN", *, b_dtype: str = "", fast_accum: bool = False,
-                   scale_mode: str = "tensor") -> GemmSm90Config:
-    """The tuned configuration for a dtype pair (docs/perf.md): 128 x 256 x 128-byte tiles,
-    two consumer warpgroups, 4 stages, persistent with raster group 8, one wgmma group in
-    flight, no cluster (the 2-CTA multicast cluster measured equal within noise).  FP8
+                   scale_mode: str = "tensor", schedule: str = "") -> GemmSm90Config:
+    """The tuned configuration for a dtype pair (docs/perf.md): persistent with raster
+    group 8, one wgmma group in flight, no cluster (the 2-CTA multicast cluster measured
+    equal within noise).  bf16/f16: the ping-pong schedule (:data:`DEFAULT_SCHEDULE_16BIT`,
+    128 x 128 per consumer warpgroup, 6 stages; ``schedule="cooperative"`` gives the
+    128 x 256 cooperative kernel, 4 stages: :data:`SCHEDULE_TILES`).  FP8 (cooperative only)
     takes a K-major B, gives bf16 and promotes WGMMA's partial sums into f32 every K block
     (:data:`FP8_PROMOTION`: 128 x 192 tiles, two N parts of 96 through two temporaries)
     unless ``fast_accum`` (128 x 256, WGMMA accumulates the whole K)."""
+    if schedule and schedule not in SCHEDULE_TILES:
+        raise GemmSm90Error(f"schedule {schedule!r} is not one of {', '.join(SCHEDULES)}")
     if in_dtype not in FP8_DTYPES:
         if out_dtype is None:
             out_dtype = in_dtype
-        return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype, b_major=b_major)
+        return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype, b_major=b_major,
+                              **SCHEDULE_TILES[schedule or DEFAULT_SCHEDULE_16BIT])
+    if schedule == "pingpong":
+        raise GemmSm90Error("the FP8 defaults are cooperative (ping-pong measured slower, "
+                            "docs/perf.md): build a ping-pong FP8 GemmSm90Config directly")
     if scale_mode == "block" and fast_accum:
         raise GemmSm90Error("block scales are applied when the partial sums are promoted: "
                             "fast_accum (no promotion) cannot take them")
