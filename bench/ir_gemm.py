@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ir_ptx, info = H.lowered()
     cli = _cli_ptx()
     assert cli == ir_ptx, "nvatom compile wrote other PTX than the library lowering"
-    cfg = default_config("bf16", "bf16", b_major="K")
+    cfg = default_config("bf16", "bf16", b_major="K", schedule="cooperative")  # the IR design
     py_ptx = build_gemm_sm90(cfg).emit()
     if args.ptx_dir:
         d = Path(args.ptx_dir)

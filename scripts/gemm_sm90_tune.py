@@ -3,11 +3,16 @@ against torch in float64, then timings against torch.matmul / torch._scaled_mm.
 
     PYTHONPATH=src python3 scripts/gemm_sm90_tune.py smoke [--tmap mov|cvta]
     PYTHONPATH=src python3 scripts/gemm_sm90_tune.py run --variants NAME,... [--json out.json]
+    PYTHONPATH=src python3 scripts/gemm_sm90_tune.py pingpong [--json out.json]
 
 ``smoke`` runs one small problem (a subprocess per tensor-map addressing mode keeps a faulting
 kernel from taking the whole run down).  ``run`` checks each variant on random shapes (ragged
 and skinny included, output poisoned with NaN) and times it with CUDA events (median of
 ``--reps`` launches after warm-up) on the bench shapes, printing a table last.
+``pingpong`` checks the ping-pong schedule (bf16, f16, f32 output, e4m3 promoted with
+per-tensor and row-wise scales, fast accumulation, grouped) against float64 on ragged shapes
+with NaN-poisoned outputs, then times cooperative vs ping-pong vs torch in interleaved
+rounds (every round runs each variant once, in a rotating order) and prints a table.
 """
 
 from __future__ import annotations
@@ -176,9 +181,252 @@ def bench(cfg: GemmSm90Config, m: int, n: int, k: int, reps: int, rounds: int,
                 nan=int(torch.isnan(out).sum()), ms_rounds=ours, ref_ms_rounds=theirs)
 
 
+PP = dict(schedule="pingpong", block_n=128, stages=6)
+PP_FP8 = dict(PP, promote=1, promote_parts=2, promote_temps=2)
+#: (label, config) pairs the ping-pong run checks for correctness
+PP_CHECKS = [
+    ("bf16 pp MN", GemmSm90Config(**PP)),
+    ("bf16 pp K", GemmSm90Config(**PP, b_major="K")),
+    ("f16 pp", GemmSm90Config(**PP, in_dtype="f16", out_dtype="f16")),
+    ("bf16->f32 pp s5", GemmSm90Config(**dict(PP, stages=5), out_dtype="f32")),
+    ("bf16 pp w0", GemmSm90Config(**PP, wgmma_inflight=0)),
+    ("e4m3 pp promoted", GemmSm90Config(**PP_FP8, in_dtype="e4m3", b_major="K")),
+    ("e4m3 pp row", GemmSm90Config(**PP_FP8, in_dtype="e4m3", b_major="K", scale_mode="row")),
+    ("e4m3 pp fast", GemmSm90Config(**PP, in_dtype="e4m3", b_major="K")),
+    ("e4m3xe5m2 pp", GemmSm90Config(**PP_FP8, in_dtype="e4m3", b_dtype="e5m2", b_major="K")),
+]
+PP_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024)]
+
+
+def _pp_operands(cfg: GemmSm90Config, m: int, n: int, k: int, gen: torch.Generator):
+    """Operands for any config: FP8 with per-tensor or row-wise scales, else 16-bit."""
+    if not cfg.fp8:
+        return operands(cfg, m, n, k, gen)
+    f8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+    a = (torch.randn(m, k, device="cuda", generator=gen) * 2).to(f8[cfg.in_dtype])
+    b = (torch.randn(n, k, device="cuda", generator=gen) * 2).to(f8[cfg.b_type]).t()
+    if cfg.scale_mode == "row":
+        sa = torch.rand(m, 1, device="cuda", generator=gen) + 0.5
+        sb = torch.rand(1, n, device="cuda", generator=gen) + 0.5
+    else:
+        sa = torch.rand((), device="cuda", generator=gen) + 0.5
+        sb = torch.rand((), device="cuda", generator=gen) + 0.5
+    return a, b, sa.float(), sb.float()
+
+
+def _pp_check(cfg: GemmSm90Config, m: int, n: int, k: int, seed: int) -> dict | None:
+    try:
+        check_problem(cfg, m, n, k)
+    except GemmSm90Error:
+        return None
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a, b, sa, sb = _pp_operands(cfg, m, n, k, gen)
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=TORCH[cfg.out_dtype])
+    prepare_gemm_sm90(a, b, out, cfg, sa, sb)()
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    if sa is not None:
+        ref = ref * sa.double() * sb.double()
+    nan = int(torch.isnan(out).sum())
+    err = float((out.double() - ref).norm() / ref.norm().clamp_min(1e-30))
+    tol = 1e-5 if cfg.out_dtype == "f32" else 1e-2
+    return dict(shape=(m, n, k), nan=nan, rel_err=err, ok=nan == 0 and err < tol)
+
+
+def _interleaved(fns: dict, reps: int, rounds: int) -> dict:
+    """Median ms of each callable over ``rounds`` rounds; each round runs every callable
+    once (``reps`` launches), the order rotated from round to round."""
+    names = list(fns)
+    times: dict = {n: [] for n in names}
+    for i in range(rounds):
+        order = names[i % len(names):] + names[:i % len(names)]
+        for nm in order:
+            times[nm].append(timed(fns[nm], reps))
+    res = {nm: dict(ms=statistics.median(t), min_ms=min(t), rounds=t)
+           for nm, t in times.items()}
+    if "torch" in times:  # the same round's torch time over the variant's, median
+        for nm, t in times.items():
+            res[nm]["round_ratio"] = statistics.median(
+                r / x for r, x in zip(times["torch"], t, strict=True))
+    return res
+
+
+#: bench/gemm_grouped.py's MoE cases (A: the anchor; B-D: random sizes, seed 0)
+def _grouped_cases() -> list[tuple[str, list[int], int, int]]:
+    import random
+
+    rng = random.Random(0)
+    return [("A", [2048] * 8, 4096, 4096),
+            ("B", [rng.randint(0, 1024) for _ in range(64)], 2048, 7168),
+            ("C", [rng.randint(0, 4096) for _ in range(8)], 4096, 7168),
+            ("D", [rng.randint(0, 4096) for _ in range(64)], 2048, 7168)]
+
+
+def _pp_grouped(rounds: int, sizes: list[int] | None = None, n: int = 4096,
+                k: int = 4096, check: bool = True) -> dict:
+    """A grouped case (default A: 8 groups of 2048 x 4096 -> 4096, bf16): cooperative vs
+    ping-pong vs torch._grouped_mm, interleaved, with a float64 check of both schedules."""
+    import functools
+
+    import nvatom
+    import nvatom.gemm as ng
+    import nvatom.gemm_providers as gp
+
+    sizes = sizes or [2048] * 8
+    ends = [sum(sizes[:i + 1]) for i in range(len(sizes))]
+    total = ends[-1]
+    a = torch.randn(total + 8, k, device="cuda").to(torch.bfloat16)
+    b = torch.randn(len(sizes), k, n, device="cuda").to(torch.bfloat16)
+    offs = torch.tensor(ends, dtype=torch.int32, device="cuda")
+    fns, res, keep = {}, {}, []
+    for label, cfg in (("coop", None), ("pp", GemmSm90Config(**PP))):
+        out = torch.full((total + 8, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        orig = gp.grouped_plan
+        gp.grouped_plan = functools.partial(orig, config=cfg)
+        ng._grouped_calls.clear()
+        ng._grouped_fast.clear()
+        try:
+            nvatom.grouped_gemm(a, b, ends, out=out)
+            run, params, buf = next(iter(ng._grouped_calls.values()))
+        finally:
+            gp.grouped_plan = orig
+            ng._grouped_calls.clear()
+            ng._grouped_fast.clear()
+        torch.cuda.synchronize()
+        num = den = 0.0
+        start = 0
+        for g, end in enumerate(ends if check else []):
+            if end == start:
+                continue
+            ref = a[start:end].double() @ b[g].double()
+            num += float((out[start:end].double() - ref).norm()) ** 2
+            den += float(ref.norm()) ** 2
+            start = end
+        res[label] = dict(rel_err=(num / den) ** 0.5 if den else None,
+                          nan=bool(torch.isnan(out[:total]).any()),
+                          tail_untouched=bool(torch.isnan(out[total:]).all()))
+        stream = torch.cuda.current_stream().cuda_stream
+        fns[label] = functools.partial(run, params, stream)
+        keep.append(buf)  # the maps stay on the device while the launcher runs
+    tb = b
+    try:
+        torch._grouped_mm(a[:total], b, offs=offs)
+    except RuntimeError:
+        tb = b.transpose(1, 2).contiguous().transpose(1, 2)  # K-major per group
+    fns["torch"] = lambda: torch._grouped_mm(a[:total], tb, offs=offs)
+    t = _interleaved(fns, 10, rounds)
+    flop = 2 * total * n * k
+    for v in t.values():
+        v["tflops"] = flop / v["ms"] / 1e9
+    return dict(check=res, times=t)
+
+
+def pingpong(args: argparse.Namespace) -> int:
+    out: dict = dict(device=torch.cuda.get_device_name(), checks={}, bench=[])
+    for label, cfg in PP_CHECKS if args.set == "first" else []:
+        cs = [c for i, (m, n, k) in enumerate(CHECK)
+              if (c := _pp_check(cfg, m, n, k, 300 + i)) is not None]
+        ok = all(c["ok"] for c in cs)
+        out["checks"][label] = dict(ok=ok, n=len(cs), max_err=max(c["rel_err"] for c in cs),
+                                    fails=[c for c in cs if not c["ok"]])
+        print(f"CHECK {label}: {sum(c['ok'] for c in cs)}/{len(cs)} ok, max err "
+              f"{max(c['rel_err'] for c in cs):.2e}", flush=True)
+    classes = [] if args.set == "confirm" else [
+        ("bf16", default_config("bf16", "bf16", "MN"),
+         {"pp_s6": GemmSm90Config(**PP), "pp_s5": GemmSm90Config(**dict(PP, stages=5))}),
+        ("e4m3", default_config("e4m3"),
+         {"pp_s6": GemmSm90Config(**PP_FP8, in_dtype="e4m3", b_major="K")}),
+        ("e4m3_row", default_config("e4m3", scale_mode="row"),
+         {"pp_s6": GemmSm90Config(**PP_FP8, in_dtype="e4m3", b_major="K", scale_mode="row")}),
+    ]
+    shapes_of = {}
+    if args.set == "confirm":  # the second run: every bench shape, f16, FP8 variants
+        fp8_n1 = dict(PP, promote=1, promote_parts=1, promote_temps=1)
+        for label, cfg in (("e4m3 pp n1t1", GemmSm90Config(**fp8_n1, in_dtype="e4m3",
+                                                             b_major="K")),
+                           ("bf16 pp g16", GemmSm90Config(**PP, raster_group=16))):
+            cs = [c for i, (m, n, k) in enumerate(CHECK)
+                  if (c := _pp_check(cfg, m, n, k, 500 + i)) is not None]
+            out["checks"][label] = dict(ok=all(c["ok"] for c in cs), n=len(cs))
+            print(f"CHECK {label}: {sum(c['ok'] for c in cs)}/{len(cs)} ok", flush=True)
+        classes = [
+            ("bf16", default_config("bf16", "bf16", "MN"),
+             {"pp_s6": GemmSm90Config(**PP), "pp_s5": GemmSm90Config(**dict(PP, stages=5)),
+              "pp_g16": GemmSm90Config(**PP, raster_group=16)}),
+            ("f16", default_config("f16", "f16", "MN"),
+             {"pp_s6": GemmSm90Config(**PP, in_dtype="f16", out_dtype="f16")}),
+            ("bf16_f32", default_config("bf16", "f32", "MN"),
+             {"pp_s6": GemmSm90Config(**PP, out_dtype="f32")}),
+            ("e4m3", default_config("e4m3"),
+             {"pp_s6": GemmSm90Config(**PP_FP8, in_dtype="e4m3", b_major="K"),
+              "pp_s5": GemmSm90Config(**fp8_n1, in_dtype="e4m3", b_major="K")}),
+            ("e4m3fast", default_config("e4m3", fast_accum=True),
+             {"pp_s6": GemmSm90Config(**PP, in_dtype="e4m3", b_major="K")}),
+        ]
+        shapes_of = {"bf16": BENCH, "f16": PP_SHAPES[:2], "bf16_f32": PP_SHAPES[:2],
+                     "e4m3": PP_SHAPES[:2], "e4m3fast": PP_SHAPES[:2]}
+    for cls, coop, pps in classes:
+        for (m, n, k) in shapes_of.get(cls, PP_SHAPES):
+            gen = torch.Generator(device="cuda").manual_seed(1)
+            a, b, sa, sb = _pp_operands(coop, m, n, k, gen)
+            fns = {}
+            outs = {}
+            for nm, cfg in {"coop": coop, **pps}.items():
+                o = torch.full((m, n), float("nan"), device="cuda", dtype=TORCH[coop.out_dtype])
+                outs[nm] = o
+                fns[nm] = prepare_gemm_sm90(a, b, o, cfg, sa, sb)
+            if coop.fp8:
+                fns["torch"] = lambda a=a, b=b, sa=sa, sb=sb: torch._scaled_mm(
+                    a, b, sa, sb, out_dtype=torch.bfloat16)
+            elif coop.out_dtype != coop.in_dtype:  # cuBLAS with the wider output
+                fns["torch"] = lambda a=a, b=b, od=TORCH[coop.out_dtype]: torch.mm(
+                    a, b, out_dtype=od)
+            else:
+                o2 = torch.empty(m, n, device="cuda", dtype=TORCH[coop.out_dtype])
+                fns["torch"] = lambda a=a, b=b, o2=o2: torch.matmul(a, b, out=o2)
+            t = _interleaved(fns, args.reps, args.rounds)
+            ref = torch.matmul(a.float(), b.float())
+            if coop.fp8:
+                ref = ref * sa * sb
+            errs = {nm: float((o.float() - ref).norm() / ref.norm()) for nm, o in outs.items()}
+            row = dict(cls=cls, shape=(m, n, k), times=t, errs=errs,
+                       ratio={nm: t["torch"]["ms"] / t[nm]["ms"] for nm in t})
+            out["bench"].append(row)
+            print(f"BENCH {cls} {m}x{n}x{k}: " + " ".join(
+                f"{nm} {2 * m * n * k / v['ms'] / 1e9:.0f}TF ({row['ratio'][nm]:.3f}x)"
+                for nm, v in t.items()) + " errs " + " ".join(
+                f"{nm}={e:.1e}" for nm, e in errs.items()), flush=True)
+    cases = _grouped_cases() if args.set == "confirm" else _grouped_cases()[:1]
+    for label, sizes, gn, gk in cases:
+        try:
+            out[f"grouped_{label}"] = g = _pp_grouped(args.rounds, sizes, gn, gk,
+                                                      check=label == "A")
+            print(f"GROUPED {label}:", {nm: f"{v['tflops']:.0f}TF ("
+                                        f"{g['times']['torch']['ms'] / v['ms']:.3f}x)"
+                                        for nm, v in g["times"].items()},
+                  g["check"], flush=True)
+        except Exception as e:  # report it, keep the plain results
+            print(f"GROUPED {label} failed:", type(e).__name__, e, flush=True)
+            out[f"grouped_{label}"] = dict(error=f"{type(e).__name__}: {e}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    cols = ("coop", "pp_s6", "pp_s5", "pp_g16", "torch")
+    print("\nclass     shape            " + "  ".join(f"{nm:>15}" for nm in cols))
+    for row in out["bench"]:
+        m, n, k = row["shape"]
+        cells = []
+        for nm in cols:
+            v = row["times"].get(nm)
+            cells.append(f"{2 * m * n * k / v['ms'] / 1e9:6.0f} {v['round_ratio']:.3f}x"
+                         if v else " " * 15)
+        print(f"{row['cls']:<9} {m}x{n}x{k}".ljust(27) + "  ".join(f"{c:>15}" for c in cells))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("smoke", "run"))
+    ap.add_argument("mode", choices=("smoke", "run", "pingpong"))
     ap.add_argument("--tmap", default="cvta")
     ap.add_argument("--variants", default="p")
     ap.add_argument("--shapes", default="all")
@@ -186,10 +434,14 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--grid", type=int, default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--set", default="first", choices=("first", "confirm"),
+                    help="pingpong mode: the first comparison or the confirming one")
     ap.add_argument("--no-check", action="store_true")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
+    if args.mode == "pingpong":
+        return pingpong(args)
     if args.mode == "smoke":
         for v in args.variants.split(","):
             cfg = make_cfg(v, args.tmap)

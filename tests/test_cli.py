@@ -272,7 +272,8 @@ def test_demo_builds_the_sm90_gemm(capsys, tmp_path) -> None:
     gemm = next(line for line in out.splitlines() if line.strip().startswith("ptxas    sm_90a"))
     # ptxas's own report of the kernel's resources (0 spills; the entry cap is .maxnreg 168)
     assert "168 registers at entry" in gemm and "0 spill stores, 0 spill loads" in gemm
-    assert (tmp_path / "gemm_sm90_bf16_bf16_128x256_s4_bMN_p_g8_c1_w1.cubin").stat().st_size
+    # the bf16 default: ping-pong, 128 x 128 per consumer warpgroup (docs/perf.md)
+    assert (tmp_path / "gemm_sm90_bf16_bf16_128x128_s6_bMN_p_g8_c1_w1_pp.cubin").stat().st_size
     assert "Python build+emit" in out
     if gpu_skip_reason() is not None:
         assert "no GPU present" in out

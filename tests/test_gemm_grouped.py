@@ -22,7 +22,8 @@ from .runtime.test_launch import FakeTensor
 @pytest.mark.parametrize(("ind", "outd", "bmaj"), [("bf16", "bf16", "MN"), ("f16", "f16", "K"),
                                                    ("bf16", "f32", "K")])
 def test_grouped_kernel_assembles(ind: str, outd: str, bmaj: str) -> None:
-    cfg = dataclasses.replace(sm90.default_config(ind, outd, bmaj), grouped=True)
+    cfg = dataclasses.replace(sm90.default_config(ind, outd, bmaj, schedule="cooperative"),
+                              grouped=True)
     ptx = sm90.build_gemm_sm90(cfg).emit()
     res = assemble(ptx, "sm_90a").kernel()
     assert res.spills == 0
@@ -78,7 +79,8 @@ def test_grouped_plan_maps_are_the_kernels_at_each_group(b_major: str) -> None:
     plan = gp.grouped_plan("bf16", "bf16", b_major, ends, n, k, a_ptr, lda, b_ptr, gstride, ldb,
                            d_ptr, ldd, 132, encode=lambda args: seen.append(_norm(args))
                            or bytes(128))
-    cfg = sm90.default_config("bf16", "bf16", "MN" if b_major == "N" else "K")
+    cfg = sm90.default_config("bf16", "bf16", "MN" if b_major == "N" else "K",
+                              schedule="cooperative")  # the grouped kernel's schedule
     assert plan.cfg == dataclasses.replace(cfg, grouped=True)
     assert len(plan.maps) == 3 * 128 * len(sizes)
     want, tiles, start = [], [], 0

@@ -426,17 +426,21 @@ _GROUPED_MAPS: dict[tuple[Any, ...], Any] = {}
 def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int], n: int,
                  k: int, a_ptr: int, lda: int, b_ptr: int, b_group_stride: int, ldb: int,
                  d_ptr: int, ldd: int, sms: int,
-                 encode: Any = None, group_sched: str | None = None) -> GroupedPlan:
+                 encode: Any = None, group_sched: str | None = None,
+                 config: Any = None) -> GroupedPlan:
     """Plan ``nvatom.grouped_gemm``: group g is rows ``ends[g-1]..ends[g]`` of A and D
     (``ends`` cumulative, as ``torch._grouped_mm``'s ``offs``) and B's matrix g (``b_ptr +
     g * b_group_stride`` bytes).  Each group's maps are the SM90 kernel's own (its launch
     spec's maps as symbols, :func:`symbolic_maps`) at the group's base addresses and M, so
     TMA clips every load and store at the group's rows.  ``encode``: driver arguments ->
     128 bytes (default ``cuTensorMapEncodeTiled``).  ``group_sched``: the kernel's
-    ``GemmSm90Config.group_sched`` (default: the config's)."""
+    ``GemmSm90Config.group_sched`` (default: the config's).  ``config``: the plain
+    kernel's configuration to group (default: ``default_config`` of the types; tuning, e.g.
+    the ping-pong schedule)."""
     from nvatom.runtime.gemm_recipe import _encode_tiled, evaluate_maps
 
-    base = sm90.default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K")
+    base = config or sm90.default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K",
+                                         schedule="cooperative")  # ping-pong: slower here
     cfg = dataclasses.replace(base, grouped=True)
     if group_sched is not None:
         cfg = dataclasses.replace(cfg, group_sched=group_sched)

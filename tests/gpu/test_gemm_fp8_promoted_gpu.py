@@ -136,7 +136,12 @@ def test_promoted_accuracy_matches_scaled_mm(k: int) -> None:
     {"promote": 1, "promote_parts": 1, "promote_temps": 1, "block_n": 128, "stages": 6},
     {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 128, "stages": 6,
      "consumers": 1},
-], ids=lambda v: "_".join(f"{k}{int(x)}" for k, x in v.items()))
+    {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 128, "stages": 6,
+     "schedule": "pingpong"},
+    {"promote": 2, "promote_parts": 4, "promote_temps": 1, "block_n": 128, "stages": 6,
+     "schedule": "pingpong"},
+], ids=lambda v: "_".join(f"{k}{x if isinstance(x, str) else int(x)}"
+                          for k, x in v.items()))
 def test_promoted_kernel_variants(variant: dict) -> None:
     """Every promoted main-loop shape the config offers, through the direct launcher."""
     _require_sm90()

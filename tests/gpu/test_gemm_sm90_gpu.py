@@ -2,10 +2,11 @@
 
 Every dtype combination offered (bf16/f16 inputs with bf16/f16/f32 output, e4m3 x e4m3 with
 per-tensor scales and bf16 output), both B majors, the 2-CTA multicast cluster, the
-non-persistent grid and one consumer warpgroup, on random shapes including ragged (not a
-multiple of any tile) and skinny ones (M = 1, N = 8, K = 8).  Fresh random inputs per case;
-the output is poisoned with NaN first, so an element the kernel does not write fails; the
-reference is the float64 product of the exactly representable inputs."""
+non-persistent grid, one consumer warpgroup and the ping-pong schedule, on random shapes
+including ragged (not a multiple of any tile) and skinny ones (M = 1, N = 8, K = 8).
+Fresh random inputs per case; the output is poisoned with NaN first, so an element the
+kernel does not write fails; the reference is the float64 product of the exactly
+representable inputs."""
 
 from __future__ import annotations
 
@@ -41,6 +42,14 @@ CONFIGS = {
     "e4m3-cluster2": GemmSm90Config(in_dtype="e4m3", b_major="K", cluster_m=2),
     "bf16-nonpersistent": GemmSm90Config(persistent=False, wgmma_inflight=0),
     "bf16-1consumer": GemmSm90Config(consumers=1, block_n=128, stages=6),
+    # the ping-pong schedule: each consumer warpgroup its own 128 x 128 tile
+    "bf16-pingpong": GemmSm90Config(schedule="pingpong", block_n=128, stages=6),
+    "bf16-pingpong-K-w0": GemmSm90Config(schedule="pingpong", block_n=128, stages=6,
+                                         b_major="K", wgmma_inflight=0),
+    "f16-f32-pingpong": GemmSm90Config(in_dtype="f16", out_dtype="f32", stages=5,
+                                       schedule="pingpong", block_n=128),
+    "e4m3-pingpong-fast": GemmSm90Config(in_dtype="e4m3", b_major="K", schedule="pingpong",
+                                         block_n=128, stages=6),
 }
 
 # (M, N, K): tile-aligned, ragged in every dimension, skinny, K below one K block.
@@ -157,3 +166,48 @@ def test_nvatom_gemm_dispatches_here(outd: str, b_col_major: bool, pad: int) -> 
     assert not torch.isnan(out).any()
     err = float((out.double() - ref).norm() / ref.norm())
     assert err < (1e-5 if outd == "f32" else 8e-3), err
+
+
+@pytest.mark.parametrize("b_col_major", [False, True], ids=["Bkn", "Bnk"])
+def test_grouped_pingpong_against_float64(b_col_major: bool) -> None:
+    """``nvatom.grouped_gemm`` planned on the ping-pong kernel (``grouped_plan(config=)``):
+    ragged and empty groups, more tiles than SMs, NaN-poisoned output with rows past the
+    last group that must stay untouched."""
+    _require_sm90()
+    import functools
+
+    import nvatom
+    import nvatom.gemm as ng
+    import nvatom.gemm_providers as gp
+
+    sizes = [0, 300, 1, 0, 2048, 777, 129, 0, 1500, 64]
+    n, k, g = 520, 776, len(sizes)
+    ends = [sum(sizes[:i + 1]) for i in range(g)]
+    total = ends[-1]
+    a = torch.randn(total + 8, k, device="cuda").bfloat16()
+    b = (torch.randn(g, n, k, device="cuda").transpose(1, 2) if b_col_major else
+         torch.randn(g, k, n, device="cuda")).bfloat16()
+    out = torch.full((total + 8, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    cfg = GemmSm90Config(schedule="pingpong", block_n=128, stages=6,
+                         b_major="K" if b_col_major else "MN")
+    orig = gp.grouped_plan
+    gp.grouped_plan = functools.partial(orig, config=cfg)
+    ng._grouped_calls.clear()
+    ng._grouped_fast.clear()
+    try:
+        nvatom.grouped_gemm(a, b, ends, out=out)
+        assert next(iter(ng._grouped_calls.values()))  # planned (on the ping-pong kernel)
+    finally:
+        gp.grouped_plan = orig
+        ng._grouped_calls.clear()
+        ng._grouped_fast.clear()
+    torch.cuda.synchronize()
+    start = 0
+    for i, end in enumerate(ends):
+        if end > start:
+            ref = a[start:end].double() @ b[i].double()
+            got = out[start:end].double()
+            assert not torch.isnan(got).any(), i
+            assert float((got - ref).norm() / ref.norm()) < 8e-3, i
+        start = end
+    assert torch.isnan(out[total:]).all()

@@ -34,6 +34,10 @@ CONFIGS = [
     GemmSm90Config(in_dtype="e4m3", b_major="K", cluster_m=2),
     GemmSm90Config(consumers=1, block_n=128, stages=6, b_major="K"),
     GemmSm90Config(wgmma_inflight=0, persistent=False),
+    # the ping-pong schedule (the bf16/f16 default): 128 x 128 per consumer warpgroup
+    GemmSm90Config(schedule="pingpong", block_n=128, stages=6),
+    GemmSm90Config(schedule="pingpong", block_n=128, stages=6, in_dtype="f16", out_dtype="f32",
+                   b_major="K"),
 ]
 
 
@@ -56,7 +60,8 @@ def test_assembles_without_spills(cfg: GemmSm90Config, assembled) -> None:
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
 def test_ptx_uses_the_atoms(cfg: GemmSm90Config) -> None:
     text = build_gemm_sm90(cfg).emit()
-    assert text.count(cfg.form.opcode) == cfg.k_steps  # one K block of wgmma per stage
+    # one K block of wgmma per stage (ping-pong: for each of the warpgroup's two 64-row halves)
+    assert text.count(cfg.form.opcode) == cfg.k_steps * (2 if cfg.pingpong else 1)
     assert f"setmaxnreg.dec.sync.aligned.u32 {cfg.producer_regs};" in text
     assert f"setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};" in text
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" \

@@ -33,6 +33,10 @@ A cluster of 2 along M (``cluster_m=2``) multicasts each B K-block: each CTA loa
 the B box and broadcasts it to both CTAs; the ``empty`` barriers then count the consumer
 warpgroups of both CTAs (released with ``mbarrier.arrive.shared::cluster`` via ``mapa``).
 
+``schedule="pingpong"`` (:func:`_consumer_pingpong`) gives each consumer warpgroup its own
+128-row tile instead (two m64 accumulators), the CTA's tiles alternating between them and
+their main loops ordered by named barriers, so one's epilogue runs under the other's WGMMAs.
+
 FP8 (``.e4m3`` / ``.e5m2``, either type on either side; :data:`FP8_DTYPES`): WGMMA's FP8
 accumulation keeps fewer bits than f32, so by default the consumers *promote*: per K block
 and per N part they let WGMMA sum into a temporary f32 fragment (scale-d 0 on the first
@@ -86,8 +90,10 @@ __all__ = [
     "IN_DTYPES",
     "MAX_GLOBAL_STRIDE",
     "OUT_DTYPES",
+    "PINGPONG_BAR",
     "SCALE_BLOCK",
     "SCALE_MODES",
+    "SCHEDULES",
     "GemmSm90Config",
     "GemmSm90Error",
     "LaunchSpec",
@@ -106,6 +112,14 @@ __all__ = [
 IN_DTYPES = ("bf16", "f16", "e4m3", "e5m2")
 #: grouped GEMM: how a tile finds its group (GemmSm90Config.group_sched)
 GROUP_SCHEDS = ("scan", "resume", "prefetch", "nofence", "late")
+#: How the two consumer warpgroups share the work (GemmSm90Config.schedule): "cooperative"
+#: both on one 128-row tile (64 rows each); "pingpong" each on its own 128-row tile (two m64
+#: WGMMAs per K step), alternating: one's epilogue runs under the other's main loop.
+SCHEDULES = ("cooperative", "pingpong")
+#: Named barriers of the ping-pong order: warpgroup w (0, 1) waits on ``PINGPONG_BAR + w``
+#: before its main loop; the other arrives there after issuing its own.  (0: the prologue's
+#: CTA barrier; 1, 2: the consumers' epilogue barriers.)
+PINGPONG_BAR = 3
 #: The 8-bit operand types (WGMMA ``.e4m3`` / ``.e5m2``, either on either side): K-major
 #: operands, f32 scales, bf16 output.
 FP8_DTYPES = ("e4m3", "e5m2")
@@ -187,6 +201,11 @@ class GemmSm90Config:
     # consumers' acquire of D's map moved into the main loop (the warpgroup's lead thread,
     # after the tile's first WGMMA group is committed), off the tile's critical path.
     group_sched: str = "resume"
+    # SCHEDULES: "pingpong" gives each consumer warpgroup its own 128 x block_n tile (two m64
+    # accumulators, block_n <= 128 for 16-bit inputs), the tiles alternating between them
+    # and their main loops ordered by named barriers (PINGPONG_BAR), so that one warpgroup's
+    # epilogue overlaps the other's main loop.
+    schedule: str = "cooperative"
 
     def __post_init__(self) -> None:
         if self.in_dtype not in IN_DTYPES:
@@ -215,6 +234,7 @@ class GemmSm90Config:
         if self.group_sched not in GROUP_SCHEDS:
             raise GemmSm90Error(f"group_sched {self.group_sched!r} is not one of "
                                 f"{', '.join(GROUP_SCHEDS)}")
+        self._check_schedule()
         for name in ("block_n", "consumers", "stages", "raster_group", "cluster_m",
                      "wgmma_inflight", "producer_regs", "consumer_regs"):
             v = getattr(self, name)
@@ -260,6 +280,37 @@ class GemmSm90Config:
         if smem > _MAX_SMEM:
             raise GemmSm90Error(f"{self.stages} stages need {smem} bytes of shared memory, "
                                 f"more than the {_MAX_SMEM} an sm_90 block may have")
+
+    def _check_schedule(self) -> None:
+        """The ping-pong schedule's limits: two consumers, no cluster, no block scales or
+        pipelined promotion, and its accumulators (two m64 halves) within the budget."""
+        if self.schedule not in SCHEDULES:
+            raise GemmSm90Error(f"schedule {self.schedule!r} is not one of "
+                                f"{', '.join(SCHEDULES)}")
+        if self.schedule == "cooperative":
+            return
+        if (self.consumers != 2 or self.cluster_m != 1 or self.scale_mode == "block"
+                or self.promote_pipelined):
+            raise GemmSm90Error(
+                f"schedule 'pingpong' runs two consumer warpgroups without a cluster, block "
+                f"scales or promote_pipelined (got consumers {self.consumers}, cluster_m "
+                f"{self.cluster_m}, scale_mode {self.scale_mode!r}, promote_pipelined "
+                f"{self.promote_pipelined})")
+        if isinstance(self.block_n, int) and isinstance(self.promote_parts, int) \
+                and isinstance(self.promote_temps, int) and self.promote_parts > 0:
+            regs = self.block_n * (1 + (self.promote_temps / (2 * self.promote_parts)
+                                        if self.promote else 0))
+            if regs + 32 > self.consumer_regs:
+                raise GemmSm90Error(
+                    f"schedule 'pingpong': a warpgroup's 128 x {self.block_n} tile needs "
+                    f"{regs:.0f} f32 accumulator registers a thread, more than consumer_regs "
+                    f"{self.consumer_regs} - 32 allow: block_n at most 128 (FP8 promoted: "
+                    "with the temporaries)")
+
+    @property
+    def pingpong(self) -> bool:
+        """Each consumer warpgroup runs its own tile (:data:`SCHEDULES`)."""
+        return self.schedule == "pingpong"
 
     def _check_fp8(self) -> None:
         """The FP8-only options: B's type, the promoted main loop, the scaling mode."""
@@ -411,6 +462,8 @@ class GemmSm90Config:
         if self.grouped:
             extra += "_grouped" + ("" if self.group_sched == "scan" else
                                    f"_{self.group_sched}")
+        if self.pingpong:
+            extra += "_pp"
         return (f"gemm_sm90_{ab}_{self.out_dtype}_{self.block_m}x{self.block_n}_"
                 f"s{self.stages}_b{self.b_major}_{p}_g{self.raster_group}_c{self.cluster_m}_"
                 f"w{self.wgmma_inflight}{extra}")
@@ -609,14 +662,16 @@ class _Build:
     maps_used: tuple[int, ...] = (0, 1, 2)
     gpend: Reg | None = None  # "late": D's map changed and is not yet acquired
 
-    def tile_loop(self, name: str, phase0: int,
-                  maps_used: tuple[int, ...] = (0, 1, 2)) -> tuple[Reg, Reg, Reg, str, Reg, Reg]:
+    def tile_loop(self, name: str, phase0: int | Reg,
+                  maps_used: tuple[int, ...] = (0, 1, 2),
+                  stage0: int | Reg = 0) -> tuple[Reg, Reg, Reg, str, Reg, Reg]:
         """Open a warpgroup's persistent tile loop: a ring position (stage 0, mbarrier phase
-        ``phase0``), the tile index (from ``first_tile``), the loop label ``name`` and the exit
+        ``phase0``; or ``stage0`` / ``phase0`` given), the tile index (from ``first_tile``),
+        the loop label ``name`` and the exit
         to ``done`` past the last tile.  Returns (stage, phase, tile, label, m block, n block);
         the loop ends with ``tile += step`` and a branch to the label."""
         k = self.k
-        stage = _u32(k, "mov.u32", 0)
+        stage = _u32(k, "mov.u32", stage0)
         phase = _u32(k, "mov.u32", phase0)
         tile = _u32(k, "mov.u32", self.first_tile)
         self.maps_used = maps_used
@@ -773,7 +828,10 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
     pp = b.k.reg("pred")
     b.k.ins("setp.eq.u32", pp, b.wg, 0)
     b.k.bra(b.producer_label, pp)
-    _consumer(b)
+    if cfg.pingpong:
+        _consumer_pingpong(b)
+    else:
+        _consumer(b)
     b.k.label(b.producer_label)
     _producer(b)
     _exit(b)
@@ -843,7 +901,8 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     for s in range(cfg.stages):
         TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_full + 8 * s), 1)
         TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_empty + 8 * s),
-                        cfg.consumers * (cfg.cluster_m if cfg.mcast else 1))
+                        (1 if cfg.pingpong else cfg.consumers)
+                        * (cfg.cluster_m if cfg.mcast else 1))
     TE.fence_mbarrier_init(k)
     for t in (ta, tb, td):
         TE.prefetch_tensormap(k, t)
@@ -909,7 +968,8 @@ def _prologue_grouped(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan,
     k.bra(skip, f"!{p0}")
     for s in range(cfg.stages):
         TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_full + 8 * s), 1)
-        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_empty + 8 * s), cfg.consumers)
+        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_empty + 8 * s),
+                         1 if cfg.pingpong else cfg.consumers)
     TE.fence_mbarrier_init(k)
     k.label(skip)
     SE.named_barrier_sync(k, 0, cfg.threads, target=target_)
@@ -1020,6 +1080,141 @@ def _consumer(b: _Build) -> None:
     seq.read(acc)
     seq.finish()
     _epilogue(b, ep, acc, scale, mb, nb)
+    k.ins("add.u32", tile, tile, b.step)
+    k.bra(top)
+
+
+def _skip_blocks(k: Kernel, stage: Reg, phase: Reg, blocks: Reg, stages: int) -> None:
+    """Advance a ring position by ``blocks`` K blocks (the other warpgroup's tile): ``stage
+    + blocks`` modulo ``stages``, the phase bit flipped once per wrap."""
+    t = _u32(k, "add.u32", stage, blocks)
+    wraps = _u32(k, "div.u32", t, stages)
+    k.ins("rem.u32", stage, t, stages)
+    k.ins("and.b32", wraps, wraps, 1)
+    k.ins("xor.b32", phase, phase, wraps)
+
+
+def _consumer_pingpong(b: _Build) -> None:
+    """Warpgroups 1-2 under the ping-pong schedule: consumer ``w`` runs the CTA's tiles
+    ``w, w + 2, ...`` (tile ``first_tile + (2i + w) * step``), each a whole 128 x BN tile
+    (two m64 WGMMAs per K step, one per 64-row half).  The producer fills the stage ring in
+    tile order, so a consumer's ring position skips the other's tile (``ktiles`` K blocks,
+    :func:`_skip_blocks`) and each stage is released by one warpgroup (``empty`` counts 1).
+    Order: before its main loop a consumer waits on named barrier ``PINGPONG_BAR + w``
+    (``bar.sync``, 256 threads; not on the CTA's very first tile); after issuing its last
+    WGMMA it arrives (``bar.arrive``) on the other's barrier if the other has a next tile.
+    So the main loops run one after the other and one's epilogue overlaps the other's main
+    loop; the arrivals on each barrier alternate strictly between the two warpgroups (an
+    arrival needs the other's previous one to have been waited for), and the wait also
+    guarantees every earlier stage was filled, so no mbarrier parity wait can be two phases
+    behind."""
+    k, cfg, plan, form = b.k, b.cfg, b.plan, b.cfg.form
+    k.comment("consumer warpgroups, ping-pong: each its own 128-row tile, main loops ordered")
+    SE.setmaxnreg(k, "inc", cfg.consumer_regs, target=b.target)
+    cw = _u32(k, "sub.u32", b.wg, 1)
+    ltid = _u32(k, "and.b32", b.tid, WARPGROUP - 1)
+    is_lead = k.reg("pred")
+    k.ins("setp.eq.u32", is_lead, ltid, 0)
+    a_hi = _u32(k, "add.u32", b.smem, plan.a_consumer_offset)  # rows 64..127 of a stage
+    a_descs = ([_desc_base(k, b.smem, d, b.off_a) for d in plan.a_descs],
+               [_desc_base(k, a_hi, d, b.off_a) for d in plan.a_descs])
+    b_desc0 = [_desc_base(k, b.smem, d, b.off_b) for d in plan.b_descs]
+    accs = [k.regs("f32", form.registers("D")) for _ in range(2)]
+    scale = _fp8_scale(b)
+    p_true = emit_scale_d(k, 1)
+    p_acc = k.reg("pred")
+    imm = tuple(1 if w.startswith("scale") else int(w == "trans_b" and cfg.b_major == "MN")
+                for w in form.immediates)
+    ep = _epilogue_setup(b, cw, ltid, is_lead)
+    temps: list[list[Reg]] = []
+    p_first = None
+    if cfg.promote:
+        temps = [k.regs("f32", cfg.part_form.registers("D")) for _ in range(cfg.promote_temps)]
+        p_first = k.reg("pred")
+        for r in (r for t in temps for r in t):  # defined before WGMMA's first use (C7519)
+            k.ins("mov.f32", r, "0f00000000")
+    wait_bar = _u32(k, "add.u32", cw, PINGPONG_BAR)  # mine
+    sig_bar = _u32(k, "sub.u32", PINGPONG_BAR + 1, cw)  # the other's
+    cta_first, cta_step = b.first_tile, b.step
+    b.first_tile = _u32(k, "mad.lo.u32", cw, cta_step, cta_first)
+    b.step = _u32(k, "shl.b32", cta_step, 1)
+    # ring position: consumer 1 starts past consumer 0's first tile (K block ktiles * cw)
+    pos = _u32(k, "mul.lo.u32", cw, b.ktiles)
+    stage0 = _u32(k, "rem.u32", pos, cfg.stages)
+    phase0 = _u32(k, "div.u32", pos, cfg.stages)
+    k.ins("and.b32", phase0, phase0, 1)
+    stage, phase, tile, top, mb, nb = b.tile_loop("c_tile", phase0, (2,), stage0)
+    b.first_tile, b.step = cta_first, cta_step
+    k.ins("setp.eq.u32", p_acc, tile, cta_first)  # the CTA's first tile: nobody to wait for
+    skip_wait = k.fresh_label("pp_first")
+    k.bra(skip_wait, p_acc)
+    SE.named_barrier_sync(k, wait_bar, 2 * WARPGROUP, target=b.target)
+    k.label(skip_wait)
+    nxt = _u32(k, "add.u32", tile, cta_step)  # the other warpgroup's next tile
+    p_sig = k.reg("pred")
+    k.ins("setp.lt.u32", p_sig, nxt, b.ntiles)
+    seq = WgmmaSequence(k)
+
+    def signal() -> None:
+        skip = k.fresh_label("pp_nosig")
+        k.bra(skip, f"!{p_sig}")
+        SE.named_barrier_arrive(k, sig_bar, 2 * WARPGROUP, target=b.target)
+        k.label(skip)
+
+    if cfg.promote:
+        _mainloop_promoted(b, seq, accs[0], temps, a_descs[0], b_desc0, stage, phase, is_lead,
+                           p_true, p_first, None, list(zip(accs, a_descs, strict=True)))
+        signal()
+    else:
+        k.ins("setp.ne.u32", p_acc, 0, 0)  # first K block: D = A*B
+        kt = _u32(k, "mov.u32", 0)
+        prev = _u32(k, "mov.u32", 0)
+        kloop = k.fresh_label("c_k")
+        k.label(kloop)
+        full = _barrier(k, b.smem, b.off_full, stage)
+        TE.mbarrier_wait_parity(k, full, phase)
+        sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
+        sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
+        da64, db64 = k.reg("b64"), k.reg("b64")
+        k.ins("cvt.u64.u32", da64, sa_off)
+        k.ins("cvt.u64.u32", db64, sb_off)
+        seq.fence()
+        for s in range(cfg.k_steps):
+            db = k.reg("b64")
+            k.ins("add.s64", db, b_desc0[s], db64)
+            for h in (0, 1):
+                da = k.reg("b64")
+                k.ins("add.s64", da, a_descs[h][s], da64)
+                seq.mma(form, accs[h], da, db, p_acc if s == 0 else p_true, imm)
+        seq.commit()
+        b.late_acquire(is_lead)
+        k.ins("setp.ne.u32", p_acc, 1, 0)
+        seq.wait(cfg.wgmma_inflight)
+        rel = prev if cfg.wgmma_inflight else stage
+        pr = k.reg("pred")
+        if cfg.wgmma_inflight:
+            k.ins("setp.ne.u32", pr, kt, 0)
+            k.ins("and.pred", pr, pr, is_lead)
+        else:
+            k.ins("mov.pred", pr, is_lead)
+        _release(k, cfg, b.smem, b.off_empty, rel, pr, b.rank)
+        k.ins("mov.u32", prev, stage)
+        _next_stage(k, stage, phase, cfg.stages)
+        k.ins("add.u32", kt, kt, 1)
+        pk_ = k.reg("pred")
+        k.ins("setp.lt.u32", pk_, kt, b.ktiles)
+        k.bra(kloop, pk_)
+        signal()  # every WGMMA of this tile is issued: the other warpgroup's turn
+        seq.wait(0)
+        if cfg.wgmma_inflight:
+            _release(k, cfg, b.smem, b.off_empty, prev, is_lead, b.rank)
+    for acc in accs:
+        seq.read(acc)
+    seq.finish()
+    for h in (0, 1):
+        _epilogue(b, ep, accs[h], scale, mb, nb, half=h)
+    _skip_blocks(k, stage, phase, b.ktiles, cfg.stages)  # the other warpgroup's next tile
+    k.ins("add.u32", tile, tile, b.step)
     k.ins("add.u32", tile, tile, b.step)
     k.bra(top)
 
@@ -1158,23 +1353,30 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
                        temps: Sequence[Sequence[Reg]], a_desc0: Sequence[Reg],
                        b_desc0: Sequence[Reg], stage: Reg, phase: Reg, is_lead: Reg,
                        p_true: Reg, p_first: Reg | None,
-                       block_rows: tuple[Reg, Reg, Reg] | None = None) -> None:
+                       block_rows: tuple[Reg, Reg, Reg] | None = None,
+                       halves: Sequence[tuple[Sequence[Reg], Sequence[Reg]]] | None = None
+                       ) -> None:
     """The promoted FP8 main loop of one tile: per group of ``promote`` K blocks and per N
     part, WGMMA sums the group into a temporary (scale-d 0 on its first instruction), and
     ``add.f32`` adds the retired temporary into the tile's accumulators (:func:`_promote_map`);
     with two temporaries the next part's WGMMA runs while the last one's sum is added.  Then
     the group's stages are released.  Block scales (``block_rows``, :func:`_block_scale_rows`;
     ``promote`` 1): each K block's two scales are loaded before its WGMMAs and its partial
-    sums are added scaled (``fma.rn.f32``)."""
+    sums are added scaled (``fma.rn.f32``).  ``halves`` (the ping-pong schedule): the
+    (accumulators, A descriptors) of each 64-row half of the warpgroup's tile; the N parts
+    run per half, in that order (else one half: ``acc``, ``a_desc0``)."""
     k, cfg = b.k, b.cfg
     assert p_first is not None
+    if halves is None:
+        halves = [(acc, a_desc0)]
     if cfg.pipelined:
         _mainloop_pipelined(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead, p_true)
         return
     group, parts, nt = cfg.promote, cfg.promote_parts, len(temps)
     k.comment(f"promoted main loop: {group} K block(s) x {parts} part(s) of "
               f"n{cfg.block_n // parts} per promotion into the f32 accumulators")
-    maps, p_zero = _promotion_start(k, cfg, acc)
+    maps, p_zero = _promotion_start(k, cfg, [r for h in halves for r in h[0]])
+    units = [(h, q) for h in range(len(halves)) for q in range(parts)]
     kt = _u32(k, "mov.u32", 0)
     kloop = k.fresh_label("c_k")
     k.label(kloop)
@@ -1188,13 +1390,15 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
         assert group == 1
         scales = _block_scales(k, block_rows, kt)
 
-    def add(q: int) -> None:
-        _add_part(k, seq, acc, temps[q % nt], maps[q], scales)
+    def add(u: int) -> None:
+        h, q = units[u]
+        _add_part(k, seq, halves[h][0], temps[u % nt], maps[q], scales)
 
-    for q in range(parts):
-        t = temps[q % nt]
+    for u, (h, q) in enumerate(units):
+        t = temps[u % nt]
+        ad = halves[h][1]
         if cnt is None:
-            _part_mmas(b, seq, t, a_desc0, b_desc0, stage, phase if q == 0 else None, q,
+            _part_mmas(b, seq, t, ad, b_desc0, stage, phase if u == 0 else None, q,
                        p_zero, p_true)
         else:
             st = _u32(k, "mov.u32", stage)
@@ -1203,7 +1407,7 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
             k.ins("setp.ne.u32", p_first, 0, 0)
             jl = k.fresh_label("c_kg")
             k.label(jl)
-            _part_mmas(b, seq, t, a_desc0, b_desc0, st, ph if q == 0 else None, q, p_first,
+            _part_mmas(b, seq, t, ad, b_desc0, st, ph if u == 0 else None, q, p_first,
                        p_true)
             k.ins("setp.ne.u32", p_first, 1, 0)
             _next_stage(k, st, ph, cfg.stages)
@@ -1212,14 +1416,14 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
             k.ins("setp.lt.u32", pj, j, cnt)
             k.bra(jl, pj)
         seq.commit()
-        pending.append(q)
+        pending.append(u)
         if len(pending) == nt:
             seq.wait(nt - 1)
             add(pending.pop(0))
     if pending:
         seq.wait(0)
-    for q in pending:
-        add(q)
+    for u in pending:
+        add(u)
     if cnt is None:
         _release(k, cfg, b.smem, b.off_empty, stage, is_lead, b.rank)
         _next_stage(k, stage, phase, cfg.stages)
@@ -1414,7 +1618,8 @@ def _row_scale(b: _Build, acc: Sequence[Reg], ptrs: tuple[Reg, Reg], row0: Reg,
 
 
 def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
-              scale: Reg | tuple[Reg, Reg] | None, mb: Reg, nb: Reg) -> None:
+              scale: Reg | tuple[Reg, Reg] | None, mb: Reg, nb: Reg,
+              half: int | None = None) -> None:
     """One tile's accumulators -> 16-bit pairs (``stmatrix.x4``) or f32 pairs
     (``st.shared.v2.f32``) into the SW128 staging buffers, one 128-byte-wide chunk at a time,
     alternating buffers -> ``fence.proxy.async`` -> one TMA store per chunk."""
@@ -1422,7 +1627,10 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
     bm, bn = cfg.block_m, cfg.block_n
     k.comment("epilogue: registers -> SW128 staging (stmatrix) -> TMA store, per chunk")
     row0 = _u32(k, "mul.lo.u32", mb, bm)
-    k.ins("mad.lo.u32", row0, ep.cw, 64, row0)
+    if half is None:  # cooperative: this warpgroup's 64 rows of the tile
+        k.ins("mad.lo.u32", row0, ep.cw, 64, row0)
+    elif half:  # ping-pong: the second 64-row half of this warpgroup's tile
+        k.ins("add.u32", row0, row0, 64 * half)
     col0 = _u32(k, "mul.lo.u32", nb, bn)
     if isinstance(scale, tuple):
         _row_scale(b, acc, scale, row0, col0)
@@ -1683,19 +1891,40 @@ FP8_PROMOTION = {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n"
 FP8_BLOCK_PROMOTION = {**FP8_PROMOTION, "block_n": SCALE_BLOCK}
 
 
+#: Each consumer schedule's tile and stage count (docs/perf.md, "Ping-pong consumers"):
+#: cooperative 128 x 256 (the two warpgroups 64 rows each), 4 stages; ping-pong 128 x 128
+#: per warpgroup (128 accumulator registers a thread), 6 stages.
+SCHEDULE_TILES: dict[str, dict[str, Any]] = {
+    "cooperative": {"schedule": "cooperative", "block_n": 256, "stages": 4},
+    "pingpong": {"schedule": "pingpong", "block_n": 128, "stages": 6},
+}
+#: The default schedule of bf16/f16 inputs (measured on an H100, docs/perf.md "Ping-pong
+#: consumers": level or faster on every bench shape but 4096^3, 1-2% slower there); FP8
+#: and the grouped kernel stay cooperative (ping-pong measured slower for both).
+DEFAULT_SCHEDULE_16BIT = "pingpong"
+
+
 def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
                    b_major: str = "MN", *, b_dtype: str = "", fast_accum: bool = False,
-                   scale_mode: str = "tensor") -> GemmSm90Config:
-    """The tuned configuration for a dtype pair (docs/perf.md): 128 x 256 x 128-byte tiles,
-    two consumer warpgroups, 4 stages, persistent with raster group 8, one wgmma group in
-    flight, no cluster (the 2-CTA multicast cluster measured equal within noise).  FP8
+                   scale_mode: str = "tensor", schedule: str = "") -> GemmSm90Config:
+    """The tuned configuration for a dtype pair (docs/perf.md): persistent with raster
+    group 8, one wgmma group in flight, no cluster (the 2-CTA multicast cluster measured
+    equal within noise).  bf16/f16: the ping-pong schedule (:data:`DEFAULT_SCHEDULE_16BIT`,
+    128 x 128 per consumer warpgroup, 6 stages; ``schedule="cooperative"`` gives the
+    128 x 256 cooperative kernel, 4 stages: :data:`SCHEDULE_TILES`).  FP8 (cooperative only)
     takes a K-major B, gives bf16 and promotes WGMMA's partial sums into f32 every K block
     (:data:`FP8_PROMOTION`: 128 x 192 tiles, two N parts of 96 through two temporaries)
     unless ``fast_accum`` (128 x 256, WGMMA accumulates the whole K)."""
+    if schedule and schedule not in SCHEDULE_TILES:
+        raise GemmSm90Error(f"schedule {schedule!r} is not one of {', '.join(SCHEDULES)}")
     if in_dtype not in FP8_DTYPES:
         if out_dtype is None:
             out_dtype = in_dtype
-        return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype, b_major=b_major)
+        return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype, b_major=b_major,
+                              **SCHEDULE_TILES[schedule or DEFAULT_SCHEDULE_16BIT])
+    if schedule == "pingpong":
+        raise GemmSm90Error("the FP8 defaults are cooperative (ping-pong measured slower, "
+                            "docs/perf.md): build a ping-pong FP8 GemmSm90Config directly")
     if scale_mode == "block" and fast_accum:
         raise GemmSm90Error("block scales are applied when the partial sums are promoted: "
                             "fast_accum (no promotion) cannot take them")
