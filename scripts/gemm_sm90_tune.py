@@ -4,6 +4,8 @@ against torch in float64, then timings against torch.matmul / torch._scaled_mm.
     PYTHONPATH=src python3 scripts/gemm_sm90_tune.py smoke [--tmap mov|cvta]
     PYTHONPATH=src python3 scripts/gemm_sm90_tune.py run --variants NAME,... [--json out.json]
     PYTHONPATH=src python3 scripts/gemm_sm90_tune.py pingpong [--json out.json]
+    PYTHONPATH=src python3 scripts/gemm_sm90_tune.py tail [--json out.json]
+    PYTHONPATH=src python3 scripts/gemm_sm90_tune.py profile   # under ncu: one 4096^3 FP8 launch
 
 ``smoke`` runs one small problem (a subprocess per tensor-map addressing mode keeps a faulting
 kernel from taking the whole run down).  ``run`` checks each variant on random shapes (ragged
@@ -13,6 +15,11 @@ and skinny included, output poisoned with NaN) and times it with CUDA events (me
 per-tensor and row-wise scales, fast accumulation, grouped) against float64 on ragged shapes
 with NaN-poisoned outputs, then times cooperative vs ping-pong vs torch in interleaved
 rounds (every round runs each variant once, in a rotating order) and prints a table.
+``tail`` checks the promoted FP8 tile variants of :data:`TAIL` (per-tensor and row-wise
+scales) against float64 on the ragged shapes, then times them interleaved with
+``torch._scaled_mm`` on :data:`TAIL_SHAPES` (docs/perf.md, "FP8 tile by wave count").
+``profile`` runs the default promoted FP8 kernel at 4096^3 twice (a warm-up, then the launch
+for ``ncu --launch-skip 1 --launch-count 1``).
 """
 
 from __future__ import annotations
@@ -424,9 +431,87 @@ def pingpong(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The promoted FP8 tiles compared by ``tail`` (on top of ``default_config("e4m3")``: the
+#: cooperative 128 x 192, two n96 parts through two temporaries, 4 stages).
+TAIL: dict[str, dict] = {
+    "d192": {},
+    "n256t1": dict(block_n=256, promote_parts=2, promote_temps=1),
+    "n256p4t2": dict(block_n=256, promote_parts=4, promote_temps=2),
+    "n128t1s6": dict(block_n=128, promote_parts=1, promote_temps=1, stages=6),
+    "n128p2t2s6": dict(block_n=128, promote_parts=2, promote_temps=2, stages=6),
+}
+TAIL_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (2048, 2048, 2048)]
+
+
+def tail(args: argparse.Namespace) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nvatom.gemm_providers import _cubin
+
+    out: dict = dict(device=torch.cuda.get_device_name(), checks={}, bench=[])
+    cfgs = {(mode, nm): dataclasses.replace(default_config("e4m3", scale_mode=mode), **kw)
+            for mode in ("tensor", "row") for nm, kw in TAIL.items()}
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(8) as ex:  # ptxas runs in subprocesses: assemble in parallel
+        list(ex.map(_cubin, cfgs.values()))
+    print(f"assembled {len(cfgs)} kernels in {time.perf_counter() - t0:.1f} s", flush=True)
+    for (mode, nm), cfg in cfgs.items():
+        cs = [c for i, (m, n, k) in enumerate(CHECK)
+              if (c := _pp_check(cfg, m, n, k, 700 + i)) is not None]
+        out["checks"][f"{nm}/{mode}"] = dict(ok=all(c["ok"] for c in cs), n=len(cs),
+                                             max_err=max(c["rel_err"] for c in cs),
+                                             fails=[c for c in cs if not c["ok"]])
+        print(f"CHECK {nm}/{mode}: {sum(c['ok'] for c in cs)}/{len(cs)} ok, max err "
+              f"{max(c['rel_err'] for c in cs):.2e}", flush=True)
+    for mode in ("tensor", "row"):
+        for (m, n, k) in TAIL_SHAPES:
+            gen = torch.Generator(device="cuda").manual_seed(1)
+            a, b, sa, sb = _pp_operands(cfgs[(mode, "d192")], m, n, k, gen)
+            fns, outs = {}, {}
+            for nm in TAIL:
+                outs[nm] = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+                fns[nm] = prepare_gemm_sm90(a, b, outs[nm], cfgs[(mode, nm)], sa, sb)
+            fns["torch"] = lambda a=a, b=b, sa=sa, sb=sb: torch._scaled_mm(
+                a, b, sa, sb, out_dtype=torch.bfloat16)
+            t = _interleaved(fns, args.reps, args.rounds)
+            ref = torch.matmul(a.float(), b.float()) * sa * sb
+            errs = {nm: float((o.float() - ref).norm() / ref.norm()) for nm, o in outs.items()}
+            row = dict(mode=mode, shape=(m, n, k), times=t, errs=errs,
+                       tflops={nm: 2 * m * n * k / v["ms"] / 1e9 for nm, v in t.items()})
+            out["bench"].append(row)
+            print(f"BENCH {mode} {m}x{n}x{k}: " + " ".join(
+                f"{nm} {row['tflops'][nm]:.0f}TF ({v['round_ratio']:.3f}x)"
+                for nm, v in t.items()), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    cols = (*TAIL, "torch")
+    print("\nTF/s and median per-round ratio to torch._scaled_mm (same process, interleaved)")
+    print("mode   shape            " + "  ".join(f"{nm:>15}" for nm in cols))
+    for row in out["bench"]:
+        m, n, k = row["shape"]
+        print(f"{row['mode']:<6} {m}x{n}x{k}".ljust(24) + "  ".join(
+            f"{row['tflops'][nm]:6.0f} {row['times'][nm]['round_ratio']:.3f}x".rjust(15)
+            for nm in cols))
+    return 0
+
+
+def profile() -> int:
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    cfg = default_config("e4m3")
+    a, b, sa, sb = _pp_operands(cfg, 4096, 4096, 4096, gen)
+    o = torch.empty(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    fn = prepare_gemm_sm90(a, b, o, cfg, sa, sb)
+    fn()
+    fn()
+    torch.cuda.synchronize()
+    print("PROFILED", cfg.name, flush=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("smoke", "run", "pingpong"))
+    ap.add_argument("mode", choices=("smoke", "run", "pingpong", "tail", "profile"))
     ap.add_argument("--tmap", default="cvta")
     ap.add_argument("--variants", default="p")
     ap.add_argument("--shapes", default="all")
@@ -442,6 +527,10 @@ def main() -> int:
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     if args.mode == "pingpong":
         return pingpong(args)
+    if args.mode == "tail":
+        return tail(args)
+    if args.mode == "profile":
+        return profile()
     if args.mode == "smoke":
         for v in args.variants.split(","):
             cfg = make_cfg(v, args.tmap)
