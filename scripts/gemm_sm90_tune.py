@@ -449,8 +449,10 @@ def tail(args: argparse.Namespace) -> int:
     from nvatom.gemm_providers import _cubin
 
     out: dict = dict(device=torch.cuda.get_device_name(), checks={}, bench=[])
-    cfgs = {(mode, nm): dataclasses.replace(default_config("e4m3", scale_mode=mode), **kw)
-            for mode in ("tensor", "row") for nm, kw in TAIL.items()}
+    names = [nm for nm in TAIL if args.tail == "all" or nm in args.tail.split(",")]
+    cfgs = {(mode, nm): dataclasses.replace(default_config("e4m3", scale_mode=mode),
+                                            **TAIL[nm])
+            for mode in ("tensor", "row") for nm in names}
     t0 = time.perf_counter()
     with ThreadPoolExecutor(8) as ex:  # ptxas runs in subprocesses: assemble in parallel
         list(ex.map(_cubin, cfgs.values()))
@@ -468,9 +470,16 @@ def tail(args: argparse.Namespace) -> int:
             gen = torch.Generator(device="cuda").manual_seed(1)
             a, b, sa, sb = _pp_operands(cfgs[(mode, "d192")], m, n, k, gen)
             fns, outs = {}, {}
-            for nm in TAIL:
+            for nm in names:
                 outs[nm] = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
                 fns[nm] = prepare_gemm_sm90(a, b, outs[nm], cfgs[(mode, nm)], sa, sb)
+            if args.tail_gemm:  # the shipped path: nvatom.gemm picks the tile by size
+                import nvatom
+
+                outs["gemm"] = og = torch.full((m, n), float("nan"), device="cuda",
+                                               dtype=torch.bfloat16)
+                fns["gemm"] = lambda a=a, b=b, sa=sa, sb=sb, og=og: nvatom.gemm(
+                    a, b, og, scale_a=sa, scale_b=sb)
             fns["torch"] = lambda a=a, b=b, sa=sa, sb=sb: torch._scaled_mm(
                 a, b, sa, sb, out_dtype=torch.bfloat16)
             t = _interleaved(fns, args.reps, args.rounds)
@@ -485,7 +494,7 @@ def tail(args: argparse.Namespace) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
-    cols = (*TAIL, "torch")
+    cols = (*names, *(("gemm",) if args.tail_gemm else ()), "torch")
     print("\nTF/s and median per-round ratio to torch._scaled_mm (same process, interleaved)")
     print("mode   shape            " + "  ".join(f"{nm:>15}" for nm in cols))
     for row in out["bench"]:
@@ -522,6 +531,9 @@ def main() -> int:
     ap.add_argument("--set", default="first", choices=("first", "confirm"),
                     help="pingpong mode: the first comparison or the confirming one")
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--tail", default="all", help="tail mode: the TAIL variants to run")
+    ap.add_argument("--tail-gemm", action="store_true",
+                    help="tail mode: also time nvatom.gemm (the tile chosen by size)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)

@@ -41,6 +41,9 @@ def _sm90() -> dict[str, str]:
         default_config("e4m3", scale_mode="row"),
         default_config("e4m3", b_dtype="e5m2"),
         default_config("e5m2", fast_accum=True, scale_mode="row"),
+        # the promoted 128 x 256 tile that default_config picks by wave count (4096^3)
+        default_config("e4m3", m=4096, n=4096),
+        default_config("e4m3", scale_mode="row", m=4096, n=4096),
     ]
     out = {}
     for c in cfgs:

@@ -120,7 +120,10 @@ class Sm90Provider:
     def __init__(self, config: sm90.GemmSm90Config | None = None) -> None:
         self.config = config
 
-    def _config(self, problem: Any) -> sm90.GemmSm90Config:
+    def _config(self, problem: Any, sms: int = 132) -> sm90.GemmSm90Config:
+        """The kernel for ``problem``: the provider's ``config`` made to the problem's types,
+        else ``default_config`` (promoted FP8: the tile chosen by wave count for M, N on
+        ``sms`` multiprocessors)."""
         major = "MN" if problem.b_major == "N" else "K"
         fp8 = problem.in_dtype in sm90.FP8_DTYPES
         b_dtype = getattr(problem, "b_dtype", "")
@@ -138,7 +141,18 @@ class Sm90Provider:
         if not fp8:
             return sm90.default_config(problem.in_dtype, problem.out_dtype, major)
         return sm90.default_config(problem.in_dtype, problem.out_dtype, major,
-                                   b_dtype=b_dtype, fast_accum=fast, scale_mode=scale_mode)
+                                   b_dtype=b_dtype, fast_accum=fast, scale_mode=scale_mode,
+                                   m=problem.m, n=problem.n, sms=sms)
+
+    def _tile_rule(self, problem: Any, cfg: sm90.GemmSm90Config) -> dict[str, Any] | None:
+        """The size rule that chose ``cfg``'s tile (a recipe then serves only the sizes
+        for which the rule picks that tile), or None."""
+        if self.config is not None or not cfg.fp8 or not cfg.promote \
+                or cfg.scale_mode == "block":
+            return None
+        options = sm90.fp8_tile_options(cfg.block_m)
+        picks = [i for i, o in enumerate(options) if o[1] == cfg.block_n]
+        return {"options": options, "pick": picks[0]} if picks else None
 
     def supports(self, problem: Any, capability: tuple[int, int]) -> bool:
         return self.reject(problem, capability) is None
@@ -177,7 +191,6 @@ class Sm90Provider:
         return "sm_90a"
 
     def plan(self, problem: Any, target: str) -> Any:
-        cfg = self._config(problem)
         sms = 132
         try:
             import torch
@@ -186,6 +199,8 @@ class Sm90Provider:
                 .multi_processor_count
         except Exception:  # no torch / no GPU: plan with the H100/H200 count
             pass
+        cfg = self._config(problem, sms)
+        tile_rule = self._tile_rule(problem, cfg)
         spec = sm90.gemm_sm90_launch_spec(cfg, problem.m, problem.n, problem.k, num_sms=sms)
         source = KernelSource(repr(cfg), cfg.name, sm90.kernel_params(cfg),
                               lambda t, c=cfg: sm90.build_gemm_sm90(c, t).emit())
@@ -216,7 +231,8 @@ class Sm90Provider:
                 """This launch as data (:mod:`nvatom.runtime.gemm_recipe`) for any sizes of
                 the problem class, or None when the symbolic maps do not reproduce the
                 spec at ``p``'s sizes and ``a``, ``b``, ``d``'s leading dimensions."""
-                return _sm90_recipe(cfg, sms, self, arg_names, provider, a, b, d, p)
+                return _sm90_recipe(cfg, sms, self, arg_names, provider, a, b, d, p,
+                                    tile_rule)
 
         cluster = spec.cluster if cfg.cluster_m > 1 else None
         return Sm90Launch(source, spec.grid, spec.block, spec.smem_bytes, cluster, self.name)
@@ -275,10 +291,12 @@ def symbolic_maps(cfg: Any, sms: int = 132) -> list[dict[str, Any]] | None:
 
 
 def _sm90_recipe(cfg: Any, sms: int, launch: GemmLaunch, arg_names: Sequence[str],
-                 provider: str, a: Any, b: Any, d: Any, p: Any) -> dict[str, Any] | None:
+                 provider: str, a: Any, b: Any, d: Any, p: Any,
+                 tile_rule: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The recipe of an SM90 launch: the tensor maps of the launch spec at probe sizes
     (:data:`_PROBE`), each dimension and stride replaced by the symbol it equals, checked
-    against the spec at the call's own sizes."""
+    against the spec at the call's own sizes.  ``tile_rule``: the size rule that chose the
+    tile (``accepts["tile_rule"]``: the recipe serves only sizes it picks this tile for)."""
     from nvatom.runtime.gemm_recipe import evaluate_maps
 
     maps = symbolic_maps(cfg, sms)
@@ -296,13 +314,16 @@ def _sm90_recipe(cfg: Any, sms: int, launch: GemmLaunch, arg_names: Sequence[str
         return None
     pitch = [["k", cfg.in_bytes]] + ([["n", cfg.in_bytes]] if cfg.b_major == "MN" else []) \
         + [["n", cfg.out_bytes]]
+    accepts: dict[str, Any] = {"pitch": pitch, "max_tiles": sm90._MAX_TILES}
+    if tile_rule is not None:
+        accepts["tile_rule"] = tile_rule
     return {
         "provider": provider, "args": list(arg_names), "maps": maps,
         "block": list(launch.block), "shmem": launch.shmem,
         "cluster": None if launch.cluster is None else list(launch.cluster),
         "tiles": {"block_m": cfg.block_m, "block_n": cfg.block_n, "cluster_m": cfg.cluster_m,
                   "persistent": cfg.persistent, "sms": sms},
-        "accepts": {"pitch": pitch, "max_tiles": sm90._MAX_TILES},
+        "accepts": accepts,
     }
 
 

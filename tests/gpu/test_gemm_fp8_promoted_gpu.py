@@ -177,3 +177,34 @@ def test_fp8_scale_shape_errors_on_the_gpu() -> None:
         nvatom.gemm(a, b, out, scale_a=wide, scale_b=sb)
     with pytest.raises(GemmError, match="fast_accum=True given but a and b are bf16"):
         nvatom.gemm(a.bfloat16(), b.bfloat16(), out, fast_accum=True)
+
+
+# several tiles per persistent CTA (more tiles than SMs), short and long K: the size rule's
+# two promoted tiles (docs/perf.md, "FP8 tile by wave count"); K = 64 makes the epilogues of
+# consecutive tiles follow each other closely (the staging-buffer race of the 128 x 192 tile's
+# odd chunk count showed there: relative error 0.59 before the fix)
+MULTI_TILE = [((3000, 3000, 64), "128x192"), ((4000, 4040, 64), "128x256"),
+              ((4096, 4096, 384), "128x256"), ((8192, 2056, 128), "128x192"),
+              ((2040, 2040, 136), "128x256")]
+
+
+@pytest.mark.parametrize("rowwise", [False, True], ids=["tensor", "row"])
+@pytest.mark.parametrize(("shape", "tile"), MULTI_TILE, ids=lambda s: "x".join(map(str, s))
+                         if isinstance(s, tuple) else s)
+def test_promoted_tiles_by_size_many_tiles_per_cta(shape, tile: str, rowwise: bool) -> None:
+    _require_sm90()
+    import nvatom
+    from nvatom.gemm import explain
+
+    if torch.cuda.get_device_properties(0).multi_processor_count != 132:
+        pytest.skip("the expected tiles are those of a 132-SM H100/H200")
+    m, n, k = shape
+    gen = _gen()
+    for _ in range(3):  # fresh inputs each time: a timing-dependent fault shows in some
+        a, b, sa, sb = _operands(m, n, k, E4M3, E4M3, rowwise, gen)
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        nvatom.gemm(a, b, out, scale_a=sa, scale_b=sb)
+        torch.cuda.synchronize()
+        _check(out, a, b, sa, sb)
+    name = explain(a, b, scale_a=sa, scale_b=sb).launch.source.name
+    assert f"_{tile}_" in name and "_pr1" in name, name

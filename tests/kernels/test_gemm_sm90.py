@@ -214,6 +214,7 @@ FP8 = {"in_dtype": "e4m3", "b_major": "K"}
 FP8_CONFIGS = [
     default_config("e4m3"),
     default_config("e4m3", scale_mode="row"),
+    default_config("e4m3", scale_mode="row", m=4096, n=4096),  # the wide tile by wave count
     default_config("e4m3", fast_accum=True, scale_mode="row"),
     default_config("e4m3", b_dtype="e5m2"),
     default_config("e5m2", b_dtype="e4m3", scale_mode="row"),

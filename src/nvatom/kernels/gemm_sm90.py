@@ -84,6 +84,7 @@ from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Module, Param, Reg
 from nvatom.ptx.copy_emit import emit_matrix_copy
 from nvatom.ptx.wgmma_emit import WgmmaSequence, emit_scale_d
+from nvatom.runtime.gemm_plan import wave_pick
 
 __all__ = [
     "FP8_DTYPES",
@@ -1643,7 +1644,11 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
         buf = _u32(k, "add.u32", ep.c_buf0, (ch % 2) * cfg.c_buffer_bytes)
         skip_w = k.fresh_label("no_wait")
         k.bra(skip_w, f"!{ep.is_lead}")
-        TE.bulk_wait_group(k, 1, read=True)  # the store that last read this buffer is done
+        # the store that last read this buffer is done: one store (the other buffer's) may
+        # stay in flight, except on a tile's first chunk when a tile has an odd number of
+        # chunks: then the previous tile's last store read this same buffer (buffer 0), so
+        # wait for all (docs/perf.md, "FP8 tile by wave count": a race seen at 128 x 192)
+        TE.bulk_wait_group(k, 0 if ch == 0 and nchunks % 2 else 1, read=True)
         k.label(skip_w)
         SE.named_barrier_sync(k, ep.bar_id, WARPGROUP)
         base = _u32(k, "add.u32", buf, ep.c_lane)
@@ -1887,6 +1892,15 @@ def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: in
 #: The FP8 main loop's promotion settings (docs/perf.md, "FP8 promotion"): ``promote`` K
 #: blocks per promotion, in ``promote_parts`` N parts through ``promote_temps`` temporaries.
 FP8_PROMOTION = {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192}
+#: The wide promoted tile, 128 x 256 with one n128 temporary (2 parts: 128 + 64 registers):
+#: 8% slower per tile than 128 x 192 but 25% fewer tiles (docs/perf.md, "FP8 tile by wave
+#: count", T1).
+FP8_PROMOTION_WIDE = {"promote": 1, "promote_parts": 2, "promote_temps": 1, "block_n": 256}
+#: The promoted tiles (per-tensor and row-wise scales) chosen per problem size by
+#: :func:`nvatom.runtime.gemm_plan.wave_pick`: (settings, speed of one tile relative to the
+#: first, measured at 8192^3 on an H100: 0.918 / 0.923 per-tensor / row-wise, run T1).
+FP8_TILE_CHOICES: tuple[tuple[dict[str, Any], float], ...] = (
+    (FP8_PROMOTION, 1.0), (FP8_PROMOTION_WIDE, 0.92))
 #: Block scales: the promotion above with 128-column tiles (one block of B's scales each).
 FP8_BLOCK_PROMOTION = {**FP8_PROMOTION, "block_n": SCALE_BLOCK}
 
@@ -1904,9 +1918,16 @@ SCHEDULE_TILES: dict[str, dict[str, Any]] = {
 DEFAULT_SCHEDULE_16BIT = "pingpong"
 
 
+def fp8_tile_options(block_m: int = 128) -> list[list[float]]:
+    """:data:`FP8_TILE_CHOICES` as ``wave_pick`` options ``[block_m, block_n, efficiency]``
+    (data a launch recipe can carry)."""
+    return [[block_m, c["block_n"], eff] for c, eff in FP8_TILE_CHOICES]
+
+
 def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
                    b_major: str = "MN", *, b_dtype: str = "", fast_accum: bool = False,
-                   scale_mode: str = "tensor", schedule: str = "") -> GemmSm90Config:
+                   scale_mode: str = "tensor", schedule: str = "", m: int | None = None,
+                   n: int | None = None, sms: int = 132) -> GemmSm90Config:
     """The tuned configuration for a dtype pair (docs/perf.md): persistent with raster
     group 8, one wgmma group in flight, no cluster (the 2-CTA multicast cluster measured
     equal within noise).  bf16/f16: the ping-pong schedule (:data:`DEFAULT_SCHEDULE_16BIT`,
@@ -1914,7 +1935,11 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
     128 x 256 cooperative kernel, 4 stages: :data:`SCHEDULE_TILES`).  FP8 (cooperative only)
     takes a K-major B, gives bf16 and promotes WGMMA's partial sums into f32 every K block
     (:data:`FP8_PROMOTION`: 128 x 192 tiles, two N parts of 96 through two temporaries)
-    unless ``fast_accum`` (128 x 256, WGMMA accumulates the whole K)."""
+    unless ``fast_accum`` (128 x 256, WGMMA accumulates the whole K).  With the output's
+    ``m`` and ``n`` (and the SM count ``sms``), promoted FP8 with per-tensor or row-wise
+    scales takes the tile of :data:`FP8_TILE_CHOICES` that fills the waves best
+    (:func:`~nvatom.runtime.gemm_plan.wave_pick`: 128 x 256 at 2048^3 and 4096^3, 128 x 192
+    at 8192^3); without them, 128 x 192."""
     if schedule and schedule not in SCHEDULE_TILES:
         raise GemmSm90Error(f"schedule {schedule!r} is not one of {', '.join(SCHEDULES)}")
     if in_dtype not in FP8_DTYPES:
@@ -1928,8 +1953,11 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
     if scale_mode == "block" and fast_accum:
         raise GemmSm90Error("block scales are applied when the partial sums are promoted: "
                             "fast_accum (no promotion) cannot take them")
+    promo = FP8_PROMOTION
+    if m is not None and n is not None and scale_mode != "block":
+        promo = FP8_TILE_CHOICES[wave_pick(fp8_tile_options(), m, n, sms)][0]
     extra: dict[str, Any] = {} if fast_accum else dict(
-        FP8_BLOCK_PROMOTION if scale_mode == "block" else FP8_PROMOTION)
+        FP8_BLOCK_PROMOTION if scale_mode == "block" else promo)
     return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype or "bf16", b_major="K",
                           b_dtype="" if b_dtype == in_dtype else b_dtype,
                           scale_mode=scale_mode, **extra)

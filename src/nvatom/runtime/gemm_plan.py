@@ -31,6 +31,7 @@ __all__ = [
     "OperandRule",
     "capability_text",
     "default_operand_rules",
+    "wave_pick",
 ]
 
 #: Operand types taken with scales (FP8; either type on either side).
@@ -191,3 +192,18 @@ class GemmProvider(Protocol):
         ...
 
 
+
+
+def wave_pick(options: Sequence[Sequence[float]], m: int, n: int, sms: int) -> int:
+    """The index of the tile that should finish an M x N output first on ``sms``
+    multiprocessors running one persistent CTA each: ``options`` are ``(block_m, block_n,
+    efficiency)``, the estimated time of one is ``ceil(tiles / sms) * block_m * block_n /
+    efficiency`` (whole waves of tiles, each tile's time its area over its measured relative
+    speed; docs/perf.md, "FP8 tile by wave count").  Ties go to the earlier option."""
+    best, best_t = 0, math.inf
+    for i, (bm, bn, eff) in enumerate(options):
+        tiles = -(-m // int(bm)) * -(-n // int(bn))
+        t = -(-tiles // sms) * bm * bn / eff
+        if t < best_t:
+            best, best_t = i, t
+    return best

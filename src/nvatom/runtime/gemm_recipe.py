@@ -22,7 +22,8 @@ states (shape-independent; the symbols are ``m``, ``n``, ``k``, ``lda``, ``ldb``
 * ``block``, ``shmem``, ``cluster``; ``tiles``: block_m, block_n, cluster_m, persistent and the
   SM count the grid is sized by;
 * ``accepts``: the sizes the provider takes: ``pitch`` rules (``symbol * bytes`` a multiple of
-  16) and the largest tile count;
+  16), the largest tile count and, where the provider chose the tile by wave count (promoted
+  FP8), that ``tile_rule``: the recipe serves only the sizes it picks the same tile for;
 * ``rules``: the provider's :class:`~nvatom.runtime.gemm_plan.OperandRule` per operand (an
   operand that breaks one takes the ordinary path, which stages it);
 * ``maps``: per tensor map, the driver's arguments with the address, dimensions and strides as
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from nvatom.runtime import ptxas
+from nvatom.runtime.gemm_plan import wave_pick
 from nvatom.runtime.launch import (
     ByValue,
     KernelSource,
@@ -171,12 +173,17 @@ def _tiles(recipe: dict[str, Any], m: int, n: int) -> int:
 def recipe_accepts(recipe: dict[str, Any], m: int, n: int, k: int) -> bool:
     """Whether the recipe's kernel takes an M x N x K problem: each size in 1..2^31 - 1,
     each ``pitch`` rule's row (``symbol * bytes``) a multiple of 16 bytes, at most
-    ``max_tiles`` output tiles."""
+    ``max_tiles`` output tiles, and, with a ``tile_rule`` (promoted FP8: the tile chosen by
+    wave count), only sizes for which the rule picks the recipe's tile."""
     env = {"m": m, "n": n, "k": k}
     if min(m, n, k) < 1 or max(m, n, k) >= 1 << 31:
         return False
     if any((env[s] * int(b)) % 16 for s, b in recipe["accepts"]["pitch"]):
         return False
+    rule = recipe["accepts"].get("tile_rule")
+    if rule is not None and wave_pick(rule["options"], m, n,
+                                      int(recipe["tiles"]["sms"])) != int(rule["pick"]):
+        return False  # the provider picks another tile for these sizes: plan them
     return _tiles(recipe, m, n) <= int(recipe["accepts"]["max_tiles"])
 
 

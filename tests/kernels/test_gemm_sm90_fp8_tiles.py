@@ -1,0 +1,93 @@
+"""The promoted FP8 tile chosen by wave count (docs/perf.md, "FP8 tile by wave count"), the
+recipe's size rule, and the epilogue's staging-buffer wait for an odd number of chunks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from nvatom.gemm_providers import Sm90Provider
+from nvatom.kernels.gemm_sm90 import build_gemm_sm90, default_config
+from nvatom.runtime import gemm_recipe as gr
+from nvatom.runtime.gemm_plan import GemmProblem, wave_pick
+
+OPTIONS = [[128, 192, 1.0], [128, 256, 0.92]]
+
+
+def _time(bm: int, bn: int, eff: float, m: int, n: int, sms: int) -> float:
+    # written here from the model, independently of wave_pick: whole waves x tile area / speed
+    return math.ceil(math.ceil(m / bm) * math.ceil(n / bn) / sms) * bm * bn / eff
+
+
+@pytest.mark.parametrize(("m", "n", "want"), [
+    (4096, 4096, 1),    # 704 tiles = 6 waves x 192 vs 512 = 4 waves x 256 / 0.92
+    (2048, 2048, 1),    # 176 = 2 waves vs 128 = 1 wave
+    (8192, 8192, 0),    # 2752 = 21 waves vs 2048 = 16 waves: 4032 < 4452
+    (16384, 1024, 1),   # 768 = 6 waves vs 512 = 4 waves
+    (1, 4096, 0),       # one wave either way: the smaller tile
+    (128, 192, 0),
+])
+def test_wave_pick(m: int, n: int, want: int) -> None:
+    assert wave_pick(OPTIONS, m, n, 132) == want
+    times = [_time(*o, m, n, 132) for o in OPTIONS]  # type: ignore[arg-type]
+    assert times[want] == min(times)
+
+
+def test_wave_pick_tie_goes_to_the_first() -> None:
+    assert wave_pick([[128, 128, 1.0], [128, 128, 1.0]], 4096, 4096, 132) == 0
+
+
+def test_default_config_picks_the_tile_by_size() -> None:
+    assert default_config("e4m3").block_n == 192  # no sizes: the 128 x 192 tile
+    wide = default_config("e4m3", m=4096, n=4096)
+    assert (wide.block_n, wide.promote, wide.promote_parts, wide.promote_temps) == \
+        (256, 1, 2, 1)
+    assert default_config("e4m3", scale_mode="row", m=2048, n=2048).block_n == 256
+    assert default_config("e4m3", m=8192, n=8192).block_n == 192
+    assert default_config("e4m3", m=8192, n=8192) == default_config("e4m3")
+    # block scales keep one 128-column block of B's scales per tile; fast accumulation its tile
+    assert default_config("e4m3", scale_mode="block", m=4096, n=4096).block_n == 128
+    fast = default_config("e4m3", fast_accum=True, m=4096, n=4096)
+    assert (fast.block_n, fast.promote) == (256, 0)
+    # 16-bit types are not affected by the sizes
+    assert default_config("bf16", m=4096, n=4096) == default_config("bf16")
+
+
+def _problem(m: int, n: int, mode: str = "tensor") -> GemmProblem:
+    return GemmProblem(m, n, 4096, "e4m3", "bf16", "K", "K", "f32", "", mode, False)
+
+
+def test_provider_plans_the_size_rule_and_the_recipe_keeps_to_it() -> None:
+    prov = Sm90Provider()
+    assert prov._config(_problem(4096, 4096), 132).block_n == 256
+    assert prov._config(_problem(8192, 8192), 132).block_n == 192
+    rule = prov._tile_rule(_problem(4096, 4096), prov._config(_problem(4096, 4096)))
+    assert rule == {"options": OPTIONS, "pick": 1}
+    rec = {"accepts": {"pitch": [["k", 1], ["n", 2]], "max_tiles": 2**31 - 1,
+                       "tile_rule": rule},
+           "tiles": {"block_m": 128, "block_n": 256, "cluster_m": 1, "persistent": True,
+                     "sms": 132}}
+    assert gr.recipe_accepts(rec, 4096, 4096, 4096)
+    assert gr.recipe_accepts(rec, 2048, 2048, 512)
+    assert not gr.recipe_accepts(rec, 8192, 8192, 4096)  # the rule picks 128 x 192 there
+    # a provider with its own config, block scales and fast accumulation carry no rule
+    blk = _problem(4096, 4096, "block")
+    assert prov._tile_rule(blk, prov._config(blk)) is None
+    own = Sm90Provider(default_config("e4m3"))
+    assert own._tile_rule(_problem(4096, 4096), own._config(_problem(4096, 4096))) is None
+
+
+@pytest.mark.parametrize(("cfg", "reads0"), [
+    (default_config("e4m3"), 1),                   # 192 columns: 3 chunks of 64
+    (default_config("e4m3", m=4096, n=4096), 0),   # 256 columns: 4 chunks
+])
+def test_odd_chunk_count_waits_for_the_previous_tiles_last_store(cfg, reads0: int) -> None:
+    # With two staging buffers used alternately per chunk, an odd chunk count puts a tile's
+    # first chunk in the buffer of the previous tile's last store, which may still be in
+    # flight after "wait_group.read 1" (PTX ISA, cp.async.bulk.wait_group: .read waits until
+    # at most N of the most recent groups are still reading their source): that chunk must
+    # wait for all ("read 0"); an even count never needs to.
+    text = build_gemm_sm90(cfg).emit()
+    assert text.count("cp.async.bulk.wait_group.read 0;") == reads0
+    assert text.count("cp.async.bulk.wait_group.read 1;") == cfg.block_n // 64 - reads0
