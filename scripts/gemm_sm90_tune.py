@@ -274,10 +274,14 @@ def _pp_grouped(rounds: int, sizes: list[int] | None = None, n: int = 4096,
     """A grouped case (default A: 8 groups of 2048 x 4096 -> 4096, bf16): cooperative vs
     ping-pong vs torch._grouped_mm, interleaved, with a float64 check of both schedules."""
     import functools
+    import importlib
 
     import nvatom
-    import nvatom.gemm as ng
     import nvatom.gemm_providers as gp
+
+    # the module: after the first use of nvatom.gemm the package attribute is the function,
+    # which "import nvatom.gemm as ng" would read
+    ng = importlib.import_module("nvatom.gemm")
 
     sizes = sizes or [2048] * 8
     ends = [sum(sizes[:i + 1]) for i in range(len(sizes))]

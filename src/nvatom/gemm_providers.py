@@ -312,6 +312,16 @@ def _sm90_recipe(cfg: Any, sms: int, launch: GemmLaunch, arg_names: Sequence[str
         return None
     if tuple(real.grid) != tuple(launch.grid):
         return None
+    rec = _recipe_body(cfg, sms, maps, arg_names, provider, launch.block, launch.shmem,
+                       launch.cluster, tile_rule)
+    if tile_rule is not None:
+        rec["alternatives"] = _tile_alternatives(cfg, sms, arg_names, provider, tile_rule)
+    return rec
+
+
+def _recipe_body(cfg: Any, sms: int, maps: list[dict[str, Any]], arg_names: Sequence[str],
+                 provider: str, block: Sequence[int], shmem: int, cluster: Any,
+                 tile_rule: dict[str, Any] | None) -> dict[str, Any]:
     pitch = [["k", cfg.in_bytes]] + ([["n", cfg.in_bytes]] if cfg.b_major == "MN" else []) \
         + [["n", cfg.out_bytes]]
     accepts: dict[str, Any] = {"pitch": pitch, "max_tiles": sm90._MAX_TILES}
@@ -319,12 +329,41 @@ def _sm90_recipe(cfg: Any, sms: int, launch: GemmLaunch, arg_names: Sequence[str
         accepts["tile_rule"] = tile_rule
     return {
         "provider": provider, "args": list(arg_names), "maps": maps,
-        "block": list(launch.block), "shmem": launch.shmem,
-        "cluster": None if launch.cluster is None else list(launch.cluster),
+        "block": list(block), "shmem": shmem,
+        "cluster": None if cluster is None else list(cluster),
         "tiles": {"block_m": cfg.block_m, "block_n": cfg.block_n, "cluster_m": cfg.cluster_m,
                   "persistent": cfg.persistent, "sms": sms},
         "accepts": accepts,
     }
+
+
+def _tile_alternatives(cfg: Any, sms: int, arg_names: Sequence[str], provider: str,
+                       tile_rule: dict[str, Any]) -> dict[str, Any]:
+    """The recipes of the size rule's other tiles (keyed by their index in the rule), each
+    with its kernel assembled into the disk cache now, so that a later process launches
+    every size of the class from the recipe (:class:`nvatom.runtime.gemm_recipe.
+    RecipeLaunch` picks by the rule)."""
+    from nvatom.runtime.launch import build_cubin, kernel_disk_key
+
+    out: dict[str, Any] = {}
+    for i, (choice, _) in enumerate(sm90.FP8_TILE_CHOICES):
+        if i == tile_rule["pick"]:
+            continue
+        alt = dataclasses.replace(cfg, **choice)
+        maps = symbolic_maps(alt, sms)
+        if maps is None:
+            continue
+        src = KernelSource(repr(alt), alt.name, sm90.kernel_params(alt),
+                           lambda t, c=alt: sm90.build_gemm_sm90(c, t).emit())
+        build_cubin(src, "sm_90a")  # the disk entry the recipe names
+        cluster = (alt.cluster_m, 1, 1) if alt.cluster_m > 1 else None
+        rec = _recipe_body(alt, sms, maps, arg_names, provider, (alt.threads, 1, 1),
+                           alt.smem_bytes, cluster, {**tile_rule, "pick": i})
+        rec["kernel"] = {"source_key": src.key, "name": src.name,
+                         "params": [list(p) for p in src.params], "target": "sm_90a",
+                         "disk_key": kernel_disk_key(src, "sm_90a")}
+        out[str(i)] = rec
+    return out
 
 
 #: Dispatch order: the SM90 kernel where it runs, else the SM80 one.

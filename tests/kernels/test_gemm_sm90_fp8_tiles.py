@@ -91,3 +91,49 @@ def test_odd_chunk_count_waits_for_the_previous_tiles_last_store(cfg, reads0: in
     text = build_gemm_sm90(cfg).emit()
     assert text.count("cp.async.bulk.wait_group.read 0;") == reads0
     assert text.count("cp.async.bulk.wait_group.read 1;") == cfg.block_n // 64 - reads0
+
+
+def test_recipe_alternatives_launch_the_other_tile(tmp_path, monkeypatch) -> None:
+    """A promoted FP8 recipe carries the other tile's recipe (its cubin put in the kernel
+    cache); the launch rebuilt from it runs each size on the tile the provider plans."""
+    import random
+    import types
+
+    from nvatom.kernels import gemm_sm90 as sm90
+    from nvatom.runtime import launch as rl
+    from tests.test_gemm_recipe import _norm, _operands
+
+    monkeypatch.setenv("NVATOM_CACHE_DIR", str(tmp_path))
+    prov = Sm90Provider()
+    p0 = _problem(512, 384)
+    a, b, d = _operands(p0, random.Random(3))
+    rec = prov.plan(p0, "sm_90a").recipe(a, b, d, p0)
+    assert rec is not None and rec["tiles"]["block_n"] == 192
+    sub = rec["alternatives"]["1"]
+    assert sub["tiles"]["block_n"] == 256 and sub["accepts"]["tile_rule"]["pick"] == 1
+    p = _problem(4096, 4096)
+    wide = prov._config(p, 132)
+    assert sub["kernel"]["name"] == wide.name
+    assert rl._entry_path(sub["kernel"]["disk_key"]).exists()  # assembled into the cache
+    a, b, d = _operands(p, random.Random(4))
+    spec = sm90.gemm_sm90_launch_spec(wide, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, 132,
+                                      lda=a.ld, ldb=b.ld, ldd=d.ld)
+    env = {"m": p.m, "n": p.n, "k": p.k, "lda": a.ld, "ldb": b.ld, "ldd": d.ld,
+           "a": a.ptr, "b": b.ptr, "out": d.ptr}
+    assert [_norm(x) for x in gr.evaluate_maps(sub["maps"], env)] == \
+        [_norm(tm.driver_args()) for tm in spec.tensor_maps]
+    assert gr.recipe_grid(sub, p.m, p.n) == spec.grid
+    assert (sub["block"], sub["shmem"]) == (list(spec.block), spec.smem_bytes)
+    # the rebuilt launch (kernels faked: no GPU here) dispatches by the rule
+    monkeypatch.setattr(gr, "load_cached_kernel", lambda src, t, key, dev: types.SimpleNamespace(
+        launcher=lambda grid, block, shmem=0, cluster=None: (src.name, grid, shmem)))
+    rec["kernel"] = {"source_key": "k", "name": prov._config(p0, 132).name,
+                     "params": [list(x) for x in sm90.kernel_params(wide)],
+                     "target": "sm_90a", "disk_key": "d"}
+    launch = gr.RecipeLaunch(rec, 0)
+    assert launch.accepts(4096, 4096, 512) and launch.accepts(8192, 8192, 512)
+    assert launch.launcher(4096, 4096) == (wide.name, spec.grid, spec.smem_bytes)
+    narrow = prov._config(_problem(8192, 8192), 132)
+    assert launch.launcher(8192, 8192)[0] == narrow.name == rec["kernel"]["name"]
+    del rec["alternatives"]  # a recipe without them: the ordinary path plans those sizes
+    assert not gr.RecipeLaunch(rec, 0).accepts(4096, 4096, 512)

@@ -23,7 +23,10 @@ states (shape-independent; the symbols are ``m``, ``n``, ``k``, ``lda``, ``ldb``
   SM count the grid is sized by;
 * ``accepts``: the sizes the provider takes: ``pitch`` rules (``symbol * bytes`` a multiple of
   16), the largest tile count and, where the provider chose the tile by wave count (promoted
-  FP8), that ``tile_rule``: the recipe serves only the sizes it picks the same tile for;
+  FP8), that ``tile_rule``: the recipe's kernel serves the sizes it picks the same tile for,
+  and ``alternatives`` holds the recipes of the rule's other tiles (their cubins assembled
+  into the kernel cache when the recipe is written), which :class:`RecipeLaunch` takes for
+  the sizes the rule gives them;
 * ``rules``: the provider's :class:`~nvatom.runtime.gemm_plan.OperandRule` per operand (an
   operand that breaks one takes the ordinary path, which stages it);
 * ``maps``: per tensor map, the driver's arguments with the address, dimensions and strides as
@@ -218,17 +221,40 @@ class RecipeLaunch:
         if loaded is None:
             raise LaunchError(f"the cubin of recipe kernel {kern['name']} is not cached")
         self.kernel = loaded
+        self.device = device
         self._maps = LruCache(512)
         self._params = LruCache(256)
+        self._alts: dict[int, RecipeLaunch | None] = {}
+
+    def _for(self, m: int, n: int) -> RecipeLaunch | None:
+        """The launch for an M x N output: this one, or where the recipe's ``tile_rule``
+        picks another tile, that tile's recipe (``alternatives``; None when absent)."""
+        rule = self.recipe["accepts"].get("tile_rule")
+        if rule is None:
+            return self
+        pick = wave_pick(rule["options"], m, n, int(self.recipe["tiles"]["sms"]))
+        if pick == int(rule["pick"]):
+            return self
+        if pick not in self._alts:
+            sub = self.recipe.get("alternatives", {}).get(str(pick))
+            try:
+                self._alts[pick] = None if sub is None else RecipeLaunch(sub, self.device)
+            except (LaunchError, KeyError, TypeError, ValueError):
+                self._alts[pick] = None  # its cubin is gone: plan those sizes instead
+        return self._alts[pick]
 
     def accepts(self, m: int, n: int, k: int) -> bool:
         """Whether the provider's kernel takes these sizes (else the ordinary path decides)."""
-        return recipe_accepts(self.recipe, m, n, k)
+        r = self._for(m, n)
+        return r is not None and recipe_accepts(r.recipe, m, n, k)
 
     def grid(self, m: int, n: int) -> tuple[int, int, int]:
         return recipe_grid(self.recipe, m, n)
 
     def launcher(self, m: int, n: int) -> Any:
+        alt = self._for(m, n)
+        if alt is not self and alt is not None:
+            return alt.launcher(m, n)
         r = self.recipe
         cluster = r["cluster"]
         return self.kernel.launcher(self.grid(m, n), tuple(r["block"]), shmem=int(r["shmem"]),
@@ -238,6 +264,9 @@ class RecipeLaunch:
                scales: tuple[int, int] | None = None) -> PackedParams:
         """The packed arguments for operands ``a``, ``b``, ``d`` (``TensorInfo``) and problem
         ``p``, cached by everything they depend on."""
+        alt = self._for(p.m, p.n)
+        if alt is not self and alt is not None:
+            return alt.packed(a, b, d, p, scales)
         key = (a.ptr, b.ptr, d.ptr, a.ld, b.ld, d.ld, p.m, p.n, p.k, scales)
         return self._params.get_or_make(key, lambda: self._pack(a, b, d, p, scales))
 
