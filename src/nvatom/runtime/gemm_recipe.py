@@ -63,7 +63,7 @@ __all__ = ["RECIPE_FORMAT", "RecipeLaunch", "evaluate_maps", "load_recipe", "rec
            "recipe_grid", "recipe_key", "save_recipe"]
 
 #: Bump when what a recipe holds or means changes.
-RECIPE_FORMAT = 1
+RECIPE_FORMAT = 2  # 2: promoted FP8 tile_rule and alternatives (docs/gemm-sm90.md)
 #: The modules besides the PTX rooms a recipe is derived from (relative to ``nvatom/``).
 _DISPATCH_FILES = ("gemm.py", "gemm_providers.py", "runtime/gemm_plan.py",
                    "runtime/gemm_recipe.py", "runtime/launch.py")
