@@ -279,8 +279,6 @@ def _pp_grouped(rounds: int, sizes: list[int] | None = None, n: int = 4096,
     import nvatom
     import nvatom.gemm_providers as gp
 
-    # the module: after the first use of nvatom.gemm the package attribute is the function,
-    # which "import nvatom.gemm as ng" would read
     ng = importlib.import_module("nvatom.gemm")
 
     sizes = sizes or [2048] * 8

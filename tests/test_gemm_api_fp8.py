@@ -26,7 +26,7 @@ from nvatom.runtime.torch_interop import TensorArgumentError
 
 from .runtime.test_launch import FakeDevice, FakeTensor, mat
 
-gm = importlib.import_module("nvatom.gemm")  # the module (nvatom.gemm is also the function)
+gm = importlib.import_module("nvatom.gemm")
 E4M3 = "torch.float8_e4m3fn"
 
 

@@ -30,15 +30,25 @@ def test_import_loads_no_gemm_runtime_ptx_or_numpy(statement: str) -> None:
     assert heavy == [], f"{statement} loaded {heavy}"
 
 
-def test_gemm_is_the_function_on_first_use() -> None:
+def test_gemm_is_one_callable_module_however_reached() -> None:
+    """``nvatom.gemm``, ``from nvatom import gemm`` and ``import nvatom.gemm as g`` are the same
+    object, the module, whatever came first (it was the function through the package and the
+    module through ``import ... as``, so tests patched a function's attributes by mistake);
+    calling it runs ``gemm``."""
     code = ("import nvatom, sys\n"
             "assert 'nvatom.gemm' not in sys.modules\n"
             "f = nvatom.gemm\n"
-            "assert 'nvatom.gemm' in sys.modules and f.__name__ == 'gemm', f\n"
+            "assert f is sys.modules['nvatom.gemm'] and callable(f), f\n"
             "from nvatom import gemm\n"
             "assert gemm is f\n"
             "import nvatom.gemm as g\n"
-            "assert g is f")
+            "assert g is f and g.gemm.__name__ == 'gemm'\n"
+            "try:\n"
+            "    f(1, 2)\n"
+            "except Exception as e:\n"
+            "    assert type(e).__name__ == 'TensorArgumentError', repr(e)\n"
+            "else:\n"
+            "    raise AssertionError('no error')")
     mods = _loaded(code)
     assert "nvatom.gemm" in mods
 

@@ -18,10 +18,11 @@ __all__ = ["__version__", "attention", "gemm", "grouped_gemm"]
 def __getattr__(name: str) -> Any:
     """``nvatom.gemm`` / ``nvatom.grouped_gemm`` / ``nvatom.attention``: imported on first use."""
     if name == "gemm":
-        from nvatom.gemm import gemm
+        # the module nvatom/gemm.py, which is callable (``nvatom.gemm(a, b)`` runs its
+        # ``gemm``): one object, however it is reached (``import nvatom.gemm as g`` too)
+        import importlib
 
-        globals()["gemm"] = gemm  # the function, as before (the import set the module here)
-        return gemm
+        return importlib.import_module("nvatom.gemm")
     if name == "attention":  # the same, for nvatom.attention (nvatom/attention.py)
         from nvatom.attention import attention
 

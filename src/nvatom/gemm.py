@@ -920,9 +920,8 @@ _launchers: dict[tuple[int, int], tuple[GemmLaunch, Any]] = {}
 
 
 class _GemmModule(types.ModuleType):
-    """This module, callable: ``nvatom.gemm`` is the function :func:`gemm` when reached
-    through the package (``nvatom.__getattr__``), and the package attribute is this module
-    when ``nvatom.gemm`` was imported as a module first; calling either runs :func:`gemm`."""
+    """This module, callable: ``nvatom.gemm`` is always this module (the package's
+    ``__getattr__`` imports it), and calling it runs :func:`gemm`."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return gemm(*args, **kwargs)

@@ -26,7 +26,7 @@ from nvatom.runtime.torch_interop import TensorArgumentError  # noqa: E402
 @pytest.fixture(autouse=True)
 def sm80_only(monkeypatch):
     """Every GEMM in this file runs the SM80 kernel, whatever the SM90 provider would pick."""
-    gemm_mod = importlib.import_module("nvatom.gemm")  # nvatom.gemm is also the function
+    gemm_mod = importlib.import_module("nvatom.gemm")
     monkeypatch.setattr(gemm_mod, "PROVIDERS", [gemm_mod.Sm80Provider()])
 
 

@@ -180,8 +180,6 @@ def test_grouped_pingpong_against_float64(b_col_major: bool) -> None:
     import nvatom
     import nvatom.gemm_providers as gp
 
-    # the module: after the first use of nvatom.gemm the package attribute is the function,
-    # which "import nvatom.gemm as ng" would read
     ng = importlib.import_module("nvatom.gemm")
 
     sizes = [0, 300, 1, 0, 2048, 777, 129, 0, 1500, 64]

@@ -92,10 +92,12 @@ def test_grouped_gemm_every_group_schedule(sched: str, monkeypatch: pytest.Monke
     groups, more tiles than SMs (so CTAs cross groups, and resume their walk), NaN-poisoned."""
     _require_sm90()
     import functools
+    import importlib
 
     import nvatom
-    import nvatom.gemm as ng
     import nvatom.gemm_providers as gp
+
+    ng = importlib.import_module("nvatom.gemm")
 
     monkeypatch.setattr(gp, "grouped_plan", functools.partial(gp.grouped_plan,
                                                               group_sched=sched))
@@ -119,9 +121,11 @@ def test_grouped_gemm_call_cache_follows_offsets() -> None:
     """The call cache (``out`` given: no checks on a hit) runs again on a poisoned output, and
     new offset values with the same tensors (a list, then a CPU tensor) are planned anew."""
     _require_sm90()
-    import nvatom
-    import nvatom.gemm as ng
+    import importlib
 
+    import nvatom
+
+    ng = importlib.import_module("nvatom.gemm")
     g, n, k = 6, 264, 136
     a = torch.randn(900, k, device="cuda").to(torch.bfloat16)
     b = torch.randn(g, k, n, device="cuda").to(torch.bfloat16)

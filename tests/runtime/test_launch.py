@@ -291,7 +291,7 @@ class _FakeSm90:
 
 
 def test_plugin_provider_takes_precedence(monkeypatch) -> None:
-    gemm_mod = importlib.import_module("nvatom.gemm")  # nvatom.gemm is also the function
+    gemm_mod = importlib.import_module("nvatom.gemm")
 
     monkeypatch.setattr(gemm_mod, "PROVIDERS", [Sm80Provider()])
     register_provider(_FakeSm90())
