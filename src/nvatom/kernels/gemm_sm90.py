@@ -1056,25 +1056,7 @@ def _consumer(b: _Build) -> None:
             k.ins("add.s64", db, b_desc0[s], db64)
             seq.mma(form, acc, da, db, p_acc if s == 0 else p_true, imm)
             da, db = k.reg("b64"), k.reg("b64")
-        seq.commit()
-        b.late_acquire(is_lead)
-        k.ins("setp.ne.u32", p_acc, 1, 0)
-        seq.wait(cfg.wgmma_inflight)
-        # release the stage whose wgmma group just retired
-        rel = prev if cfg.wgmma_inflight else stage
-        pr = k.reg("pred")
-        if cfg.wgmma_inflight:
-            k.ins("setp.ne.u32", pr, kt, 0)
-            k.ins("and.pred", pr, pr, is_lead)
-        else:
-            k.ins("mov.pred", pr, is_lead)
-        _release(k, cfg, b.smem, b.off_empty, rel, pr, b.rank)
-        k.ins("mov.u32", prev, stage)
-        _next_stage(k, stage, phase, cfg.stages)
-        k.ins("add.u32", kt, kt, 1)
-        pk_ = k.reg("pred")
-        k.ins("setp.lt.u32", pk_, kt, b.ktiles)
-        k.bra(kloop, pk_)
+        _retire_k_block(b, seq, is_lead, p_acc, kt, prev, stage, phase, kloop)
         seq.wait(0)
         if cfg.wgmma_inflight:
             _release(k, cfg, b.smem, b.off_empty, prev, is_lead, b.rank)
@@ -1187,24 +1169,7 @@ def _consumer_pingpong(b: _Build) -> None:
                 da = k.reg("b64")
                 k.ins("add.s64", da, a_descs[h][s], da64)
                 seq.mma(form, accs[h], da, db, p_acc if s == 0 else p_true, imm)
-        seq.commit()
-        b.late_acquire(is_lead)
-        k.ins("setp.ne.u32", p_acc, 1, 0)
-        seq.wait(cfg.wgmma_inflight)
-        rel = prev if cfg.wgmma_inflight else stage
-        pr = k.reg("pred")
-        if cfg.wgmma_inflight:
-            k.ins("setp.ne.u32", pr, kt, 0)
-            k.ins("and.pred", pr, pr, is_lead)
-        else:
-            k.ins("mov.pred", pr, is_lead)
-        _release(k, cfg, b.smem, b.off_empty, rel, pr, b.rank)
-        k.ins("mov.u32", prev, stage)
-        _next_stage(k, stage, phase, cfg.stages)
-        k.ins("add.u32", kt, kt, 1)
-        pk_ = k.reg("pred")
-        k.ins("setp.lt.u32", pk_, kt, b.ktiles)
-        k.bra(kloop, pk_)
+        _retire_k_block(b, seq, is_lead, p_acc, kt, prev, stage, phase, kloop)
         signal()  # every WGMMA of this tile is issued: the other warpgroup's turn
         seq.wait(0)
         if cfg.wgmma_inflight:
@@ -1760,6 +1725,34 @@ def _exit(b: _Build) -> None:
     if b.cfg.cluster_m > 1:
         SE.barrier_cluster_arrive(k, aligned=False, target=b.target)
         SE.barrier_cluster_wait(k, aligned=False, target=b.target)
+
+
+def _retire_k_block(b: _Build, seq: Any, is_lead: Reg, p_acc: Reg, kt: Reg, prev: Reg,
+                    stage: Reg, phase: Reg, kloop: str) -> None:
+    """The end of one K block of a consumer's main loop (cooperative and ping-pong alike):
+    commit the block's WGMMAs, clear the first-block accumulate flag, wait until at most
+    ``wgmma_inflight`` groups are pending, release the stage whose group retired (the previous
+    one with ``wgmma_inflight``, from the second block on), advance the stage ring and loop
+    while K blocks remain."""
+    k, cfg = b.k, b.cfg
+    seq.commit()
+    b.late_acquire(is_lead)
+    k.ins("setp.ne.u32", p_acc, 1, 0)
+    seq.wait(cfg.wgmma_inflight)
+    rel = prev if cfg.wgmma_inflight else stage
+    pr = k.reg("pred")
+    if cfg.wgmma_inflight:
+        k.ins("setp.ne.u32", pr, kt, 0)
+        k.ins("and.pred", pr, pr, is_lead)
+    else:
+        k.ins("mov.pred", pr, is_lead)
+    _release(k, cfg, b.smem, b.off_empty, rel, pr, b.rank)
+    k.ins("mov.u32", prev, stage)
+    _next_stage(k, stage, phase, cfg.stages)
+    k.ins("add.u32", kt, kt, 1)
+    pk_ = k.reg("pred")
+    k.ins("setp.lt.u32", pk_, kt, b.ktiles)
+    k.bra(kloop, pk_)
 
 
 def _next_stage(k: Kernel, stage: Reg, phase: Reg, stages: int) -> None:
