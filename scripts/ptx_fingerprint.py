@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""SHA-256 of the PTX nvatom emits for every GEMM configuration the tests build and for every
-IR example that lowers: the guard for behaviour-preserving refactors.
+"""SHA-256 of the PTX nvatom emits for every GEMM configuration the tests build (plain and
+grouped), for the attention kernel's shipped configurations (both epilogues) and for every IR
+example that lowers: the guard for behaviour-preserving refactors.
 
     python scripts/ptx_fingerprint.py --write   # record reports/ptx_fingerprint.json
     python scripts/ptx_fingerprint.py           # compare with it; exit 1 and name what moved
@@ -12,6 +13,7 @@ and says why.  tests/test_ptx_fingerprint.py runs the comparison in CI.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -45,9 +47,28 @@ def _sm90() -> dict[str, str]:
         default_config("e4m3", m=4096, n=4096),
         default_config("e4m3", scale_mode="row", m=4096, n=4096),
     ]
+    # the grouped (MoE) kernel: every group-finding schedule, both B layouts, f32 output
+    grouped = [dataclasses.replace(default_config(i, o, bm, schedule="cooperative"),
+                                   grouped=True, group_sched=g)
+               for (i, o, bm), g in itertools.product(
+                   (("bf16", "bf16", "MN"), ("f16", "f16", "K"), ("bf16", "f32", "K")),
+                   ("resume", "scan"))]
     out = {}
-    for c in cfgs:
+    for c in [*cfgs, *grouped]:
         out[f"sm90/{c.name}"] = _h(build_gemm_sm90(c).emit())
+    return out
+
+
+def _attention() -> dict[str, str]:
+    from nvatom.kernels.attention_sm90 import build_attention_sm90, default_config
+
+    out = {}
+    for dtype, d, causal in itertools.product(("bf16", "f16"), (64, 128, 256), (False, True)):
+        base = default_config(dtype, d, causal)
+        for epi in ("tma", "direct"):
+            cfg = dataclasses.replace(base, epilogue=epi)
+            tag = f"{dtype}/d{d}/{'causal' if causal else 'full'}/{epi}"
+            out[f"attention/{tag}"] = _h(build_attention_sm90(cfg).emit())
     return out
 
 
@@ -93,7 +114,7 @@ def _ir() -> dict[str, str]:
 
 def fingerprint() -> dict[str, str]:
     fp: dict[str, str] = {}
-    for part in (_sm90, _sm80, _sm100, _ir):
+    for part in (_sm90, _sm80, _sm100, _attention, _ir):
         fp.update(part())
     return fp
 
