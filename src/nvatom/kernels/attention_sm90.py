@@ -67,8 +67,11 @@ from nvatom.atoms.copy import MATRIX_COPIES
 from nvatom.atoms.sm90 import FORMS, WgmmaForm
 from nvatom.atoms.wgmma_fragments import WARPGROUP, a_layout, accumulator_coord, accumulator_layout
 from nvatom.descriptors.tma import TensorMap, tma_data_type
-from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor, make_gmma_desc
+from nvatom.descriptors.wgmma import GmmaDescriptor, make_gmma_desc
 from nvatom.errors import NvatomError
+from nvatom.kernels.sm90_emit import desc_base as _desc_base
+from nvatom.kernels.sm90_emit import next_stage as _next_stage
+from nvatom.kernels.sm90_emit import u32 as _u32
 from nvatom.layout import tile_to_shape
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
@@ -402,11 +405,6 @@ def _check_o_store(d: int) -> None:
 # ============================================================================ small emitters
 
 
-def _u32(k: Kernel, op: str, *args: Any) -> Reg:
-    r = k.reg("u32")
-    k.ins(op, r, *args)
-    return r
-
 
 def _f32(k: Kernel, op: str, *args: Any) -> Reg:
     r = k.reg("f32")
@@ -414,25 +412,6 @@ def _f32(k: Kernel, op: str, *args: Any) -> Reg:
     return r
 
 
-def _desc_base(k: Kernel, smem: Reg, desc: GmmaDescriptor, region: int) -> Reg:
-    """64-bit descriptor word for the tile at ``smem + region + desc.start_address``."""
-    start = FIELDS[0]
-    const = desc.encode() & ~start.mask
-    t = _u32(k, "add.u32", smem, region + desc.start_address)
-    k.ins("shr.u32", t, t, start.shift)
-    k.ins("and.b32", t, t, (1 << start.width) - 1)
-    w = k.reg("b64")
-    k.ins("cvt.u64.u32", w, t)
-    k.ins("or.b64", w, w, f"0x{const:016x}")
-    return w
-
-
-def _next_stage(k: Kernel, stage: Reg, phase: Reg, stages: int) -> None:
-    k.ins("add.u32", stage, stage, 1)
-    wrap = k.reg("pred")
-    k.ins("setp.eq.u32", wrap, stage, stages)
-    k.ins("selp.u32", stage, 0, stage, wrap)
-    k.ins("xor.b32", phase, phase, 1, pred=str(wrap))
 
 
 def _f32_tree(k: Kernel, op: str, vals: list[Reg]) -> Reg:

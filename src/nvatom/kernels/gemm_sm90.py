@@ -75,9 +75,12 @@ from nvatom.atoms.sm90 import FORMS, WgmmaForm
 from nvatom.atoms.smem import smem_layout, smem_swizzle
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
 from nvatom.descriptors.tma import MAX_GLOBAL_STRIDE, TensorMap, tma_data_type
-from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor, make_gmma_desc
+from nvatom.descriptors.wgmma import GmmaDescriptor, make_gmma_desc
 from nvatom.dtypes import dtype
 from nvatom.errors import DescriptorError, NvatomError
+from nvatom.kernels.sm90_emit import desc_base as _desc_base
+from nvatom.kernels.sm90_emit import next_stage as _next_stage
+from nvatom.kernels.sm90_emit import u32 as _u32
 from nvatom.layout import tile_to_shape
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
@@ -559,11 +562,6 @@ def gemm_sm90_plan(cfg: GemmSm90Config) -> GemmSm90Plan:
 # ============================================================================ small emitters
 
 
-def _u32(k: Kernel, op: str, *args: Any) -> Reg:
-    r = k.reg("u32")
-    k.ins(op, r, *args)
-    return r
-
 
 def _barrier(k: Kernel, smem: Reg, off: int, stage: Reg) -> Reg:
     """The shared-memory address of mbarrier ``stage`` of the 8-byte barriers at byte ``off``
@@ -575,19 +573,6 @@ def _barrier(k: Kernel, smem: Reg, off: int, stage: Reg) -> Reg:
 
 # ============================================================================ the kernel
 
-
-def _desc_base(k: Kernel, smem: Reg, desc: GmmaDescriptor, region: int) -> Reg:
-    """64-bit descriptor word for the tile at shared address ``smem + region +
-    desc.start_address``; later stages / K steps are added to the start-address field."""
-    start = FIELDS[0]
-    const = desc.encode() & ~start.mask
-    t = _u32(k, "add.u32", smem, region + desc.start_address)
-    k.ins("shr.u32", t, t, start.shift)
-    k.ins("and.b32", t, t, (1 << start.width) - 1)
-    w = k.reg("b64")
-    k.ins("cvt.u64.u32", w, t)
-    k.ins("or.b64", w, w, f"0x{const:016x}")
-    return w
 
 
 def _check_c_offsets(cfg: GemmSm90Config, plan: GemmSm90Plan) -> None:
@@ -1754,15 +1739,6 @@ def _retire_k_block(b: _Build, seq: Any, is_lead: Reg, p_acc: Reg, kt: Reg, prev
     k.ins("setp.lt.u32", pk_, kt, b.ktiles)
     k.bra(kloop, pk_)
 
-
-def _next_stage(k: Kernel, stage: Reg, phase: Reg, stages: int) -> None:
-    """Advance a ring position: ``stage + 1`` modulo ``stages``, flipping the mbarrier phase
-    bit each time the ring wraps."""
-    k.ins("add.u32", stage, stage, 1)
-    wrap = k.reg("pred")
-    k.ins("setp.eq.u32", wrap, stage, stages)
-    k.ins("selp.u32", stage, 0, stage, wrap)
-    k.ins("xor.b32", phase, phase, 1, pred=str(wrap))
 
 
 def _release(k: Kernel, cfg: GemmSm90Config, smem: Reg, off_empty: int, stage: Reg,

@@ -1,0 +1,45 @@
+"""Small PTX emitters shared by the SM90 kernels (``gemm_sm90``, ``attention_sm90``): a
+32-bit result of one instruction, a WGMMA shared-memory descriptor word for a tile at a run-
+time shared address (PTX ISA "Matrix Descriptor Format": the start address field holds
+``address >> 4`` in 14 bits, the rest of the word is the descriptor's constant part), and the
+advance of an mbarrier stage ring with its phase bit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor
+from nvatom.ptx.builder import Kernel, Reg
+
+__all__ = ["desc_base", "next_stage", "u32"]
+
+
+def u32(k: Kernel, op: str, *args: Any) -> Reg:
+    """A fresh ``u32`` register holding ``op``'s result on ``args``."""
+    r = k.reg("u32")
+    k.ins(op, r, *args)
+    return r
+
+
+def desc_base(k: Kernel, smem: Reg, desc: GmmaDescriptor, region: int) -> Reg:
+    """64-bit descriptor word for the tile at shared address ``smem + region +
+    desc.start_address``; later stages / K steps are added to the start-address field."""
+    start = FIELDS[0]
+    const = desc.encode() & ~start.mask
+    t = u32(k, "add.u32", smem, region + desc.start_address)
+    k.ins("shr.u32", t, t, start.shift)
+    k.ins("and.b32", t, t, (1 << start.width) - 1)
+    w = k.reg("b64")
+    k.ins("cvt.u64.u32", w, t)
+    k.ins("or.b64", w, w, f"0x{const:016x}")
+    return w
+
+
+def next_stage(k: Kernel, stage: Reg, phase: Reg, stages: int) -> None:
+    """Advance a ring position: ``stage + 1`` modulo ``stages``, flipping the mbarrier phase
+    bit each time the ring wraps."""
+    k.ins("add.u32", stage, stage, 1)
+    wrap = k.reg("pred")
+    k.ins("setp.eq.u32", wrap, stage, stages)
+    k.ins("selp.u32", stage, 0, stage, wrap)
+    k.ins("xor.b32", phase, phase, 1, pred=str(wrap))
