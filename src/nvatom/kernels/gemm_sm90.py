@@ -1000,18 +1000,7 @@ def _consumer(b: _Build) -> None:
     if cfg.scale_mode == "block":  # applied at promotion, not in the epilogue
         assert isinstance(scale, tuple)
         block_ptrs, scale = scale, None
-    p_true = emit_scale_d(k, 1)
-    p_acc = k.reg("pred")
-    imm = tuple(1 if w.startswith("scale") else int(w == "trans_b" and cfg.b_major == "MN")
-                for w in form.immediates)
-    ep = _epilogue_setup(b, cw, ltid, is_lead)
-    temps: list[list[Reg]] = []
-    p_first = None
-    if cfg.promote:
-        temps = [k.regs("f32", cfg.part_form.registers("D")) for _ in range(cfg.promote_temps)]
-        p_first = k.reg("pred")
-        for r in (r for t in temps for r in t):  # defined before WGMMA's first use (C7519)
-            k.ins("mov.f32", r, "0f00000000")
+    p_true, p_acc, imm, ep, temps, p_first = _consumer_state(b, cw, ltid, is_lead)
 
     stage, phase, tile, top, mb, nb = b.tile_loop("c_tile", 0, (2,))
     seq = WgmmaSequence(k)
@@ -1089,18 +1078,7 @@ def _consumer_pingpong(b: _Build) -> None:
     b_desc0 = [_desc_base(k, b.smem, d, b.off_b) for d in plan.b_descs]
     accs = [k.regs("f32", form.registers("D")) for _ in range(2)]
     scale = _fp8_scale(b)
-    p_true = emit_scale_d(k, 1)
-    p_acc = k.reg("pred")
-    imm = tuple(1 if w.startswith("scale") else int(w == "trans_b" and cfg.b_major == "MN")
-                for w in form.immediates)
-    ep = _epilogue_setup(b, cw, ltid, is_lead)
-    temps: list[list[Reg]] = []
-    p_first = None
-    if cfg.promote:
-        temps = [k.regs("f32", cfg.part_form.registers("D")) for _ in range(cfg.promote_temps)]
-        p_first = k.reg("pred")
-        for r in (r for t in temps for r in t):  # defined before WGMMA's first use (C7519)
-            k.ins("mov.f32", r, "0f00000000")
+    p_true, p_acc, imm, ep, temps, p_first = _consumer_state(b, cw, ltid, is_lead)
     wait_bar = _u32(k, "add.u32", cw, PINGPONG_BAR)  # mine
     sig_bar = _u32(k, "sub.u32", PINGPONG_BAR + 1, cw)  # the other's
     cta_first, cta_step = b.first_tile, b.step
@@ -1710,6 +1688,27 @@ def _exit(b: _Build) -> None:
     if b.cfg.cluster_m > 1:
         SE.barrier_cluster_arrive(k, aligned=False, target=b.target)
         SE.barrier_cluster_wait(k, aligned=False, target=b.target)
+
+
+def _consumer_state(b: _Build, cw: Reg, ltid: Reg, is_lead: Reg) -> tuple[Any, ...]:
+    """What a consumer warpgroup sets up before its tile loop (cooperative and ping-pong
+    alike): the always-true scale-d predicate, the first-K-block accumulate predicate, the
+    WGMMA immediates (scales 1; B transposed when MN-major), the epilogue's registers and,
+    when FP8 promotes, the zeroed partial-sum temporaries and their first-block predicate."""
+    k, cfg, form = b.k, b.cfg, b.cfg.form
+    p_true = emit_scale_d(k, 1)
+    p_acc = k.reg("pred")
+    imm = tuple(1 if w.startswith("scale") else int(w == "trans_b" and cfg.b_major == "MN")
+                for w in form.immediates)
+    ep = _epilogue_setup(b, cw, ltid, is_lead)
+    temps: list[list[Reg]] = []
+    p_first = None
+    if cfg.promote:
+        temps = [k.regs("f32", cfg.part_form.registers("D")) for _ in range(cfg.promote_temps)]
+        p_first = k.reg("pred")
+        for r in (r for t in temps for r in t):  # defined before WGMMA's first use (C7519)
+            k.ins("mov.f32", r, "0f00000000")
+    return p_true, p_acc, imm, ep, temps, p_first
 
 
 def _retire_k_block(b: _Build, seq: Any, is_lead: Reg, p_acc: Reg, kt: Reg, prev: Reg,
