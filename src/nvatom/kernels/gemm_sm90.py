@@ -879,20 +879,7 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     if cfg.cluster_m == 2:
         rank = _u32(k, "mov.u32", "%cluster_ctarank")
 
-    k.comment("barriers: full[s] (1 arrival + TMA bytes), empty[s] (consumer warpgroups)")
-    p0 = k.reg("pred")
-    k.ins("setp.eq.u32", p0, tid, 0)
-    skip = k.fresh_label("init_done")
-    k.bra(skip, f"!{p0}")
-    for s in range(cfg.stages):
-        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_full + 8 * s), 1)
-        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_empty + 8 * s),
-                        (1 if cfg.pingpong else cfg.consumers)
-                        * (cfg.cluster_m if cfg.mcast else 1))
-    TE.fence_mbarrier_init(k)
-    for t in (ta, tb, td):
-        TE.prefetch_tensormap(k, t)
-    k.label(skip)
+    _init_barriers(k, cfg, smem, tid, off_full, off_empty, (ta, tb, td))
     if cfg.cluster_m > 1:
         SE.barrier_cluster_arrive(k, target=target_)
         SE.barrier_cluster_wait(k, target=target_)
@@ -906,6 +893,29 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     return _Build(k, cfg, plan, target_, off_a, off_b, off_c, off_full, off_empty, smem, tid,
                   wg, (ta, tb, td), tiles_m, tiles_n, ntiles, ktiles, rank, first_tile, step,
                   prod, done, scale_params, (M, N, K))
+
+
+def _init_barriers(k: Kernel, cfg: GemmSm90Config, smem: Reg, tid: Reg, off_full: int,
+                   off_empty: int, tmaps: Sequence[Any]) -> None:
+    """Thread 0 initialises the stage ring's barriers -- ``full[s]`` (one arrival plus the TMA
+    bytes) and ``empty[s]`` (each consumer warpgroup that reads the stage: one with ping-pong,
+    every one otherwise, times the CTAs that multicast into it) -- fences the inits and
+    prefetches the kernel's tensor maps (``tmaps``; none for the grouped kernel, whose maps
+    change per tile)."""
+    k.comment("barriers: full[s] (1 arrival + TMA bytes), empty[s] (consumer warpgroups)")
+    p0 = k.reg("pred")
+    k.ins("setp.eq.u32", p0, tid, 0)
+    skip = k.fresh_label("init_done")
+    k.bra(skip, f"!{p0}")
+    for s in range(cfg.stages):
+        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_full + 8 * s), 1)
+        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_empty + 8 * s),
+                         (1 if cfg.pingpong else cfg.consumers)
+                         * (cfg.cluster_m if cfg.mcast else 1))
+    TE.fence_mbarrier_init(k)
+    for t in tmaps:
+        TE.prefetch_tensormap(k, t)
+    k.label(skip)
 
 
 def _smem_map(cfg: GemmSm90Config) -> tuple[int, int, int, int, int]:
@@ -947,17 +957,7 @@ def _prologue_grouped(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan,
     tiles_m = _u32(k, "mov.u32", 0)  # per group (tile_coords)
     ktiles = _u32(k, "add.u32", K, bk - 1)
     k.ins("div.u32", ktiles, ktiles, bk)
-    k.comment("barriers: full[s] (1 arrival + TMA bytes), empty[s] (consumer warpgroups)")
-    p0 = k.reg("pred")
-    k.ins("setp.eq.u32", p0, tid, 0)
-    skip = k.fresh_label("init_done")
-    k.bra(skip, f"!{p0}")
-    for s in range(cfg.stages):
-        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_full + 8 * s), 1)
-        TE.mbarrier_init(k, _u32(k, "add.u32", smem, off_empty + 8 * s),
-                         1 if cfg.pingpong else cfg.consumers)
-    TE.fence_mbarrier_init(k)
-    k.label(skip)
+    _init_barriers(k, cfg, smem, tid, off_full, off_empty, ())
     SE.named_barrier_sync(k, 0, cfg.threads, target=target_)
     first_tile = _u32(k, "mov.u32", "%ctaid.x")
     step = _u32(k, "mov.u32", "%nctaid.x")
