@@ -37,22 +37,11 @@ def _variant(nvatom: Any, torch: Any, a: Any, b: Any, ends: list[int], out: Any,
              sched: str) -> Any:
     """A direct launcher of the grouped kernel with ``group_sched`` = ``sched`` for these
     operands (planned once through ``nvatom.grouped_gemm``, then called without host work)."""
-    import functools
-
     import nvatom.gemm as ng
-    import nvatom.gemm_providers as gp
 
-    orig = gp.grouped_plan
-    gp.grouped_plan = functools.partial(orig, group_sched=sched)
-    ng._grouped_calls.clear()
-    ng._grouped_fast.clear()
-    try:
+    with ng.grouped_variant(group_sched=sched) as calls:
         nvatom.grouped_gemm(a, b, ends, out=out)
-        run, params, buf = next(iter(ng._grouped_calls.values()))
-    finally:
-        gp.grouped_plan = orig
-        ng._grouped_calls.clear()
-        ng._grouped_fast.clear()
+        run, params, buf = next(iter(calls.values()))
     stream = torch.cuda.current_stream().cuda_stream
 
     def call(run: Any = run, params: Any = params, buf: Any = buf) -> None:

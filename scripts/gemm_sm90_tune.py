@@ -277,7 +277,6 @@ def _pp_grouped(rounds: int, sizes: list[int] | None = None, n: int = 4096,
     import importlib
 
     import nvatom
-    import nvatom.gemm_providers as gp
 
     ng = importlib.import_module("nvatom.gemm")
 
@@ -290,17 +289,9 @@ def _pp_grouped(rounds: int, sizes: list[int] | None = None, n: int = 4096,
     fns, res, keep = {}, {}, []
     for label, cfg in (("coop", None), ("pp", GemmSm90Config(**PP))):
         out = torch.full((total + 8, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        orig = gp.grouped_plan
-        gp.grouped_plan = functools.partial(orig, config=cfg)
-        ng._grouped_calls.clear()
-        ng._grouped_fast.clear()
-        try:
+        with ng.grouped_variant(config=cfg) as calls:
             nvatom.grouped_gemm(a, b, ends, out=out)
-            run, params, buf = next(iter(ng._grouped_calls.values()))
-        finally:
-            gp.grouped_plan = orig
-            ng._grouped_calls.clear()
-            ng._grouped_fast.clear()
+            run, params, buf = next(iter(calls.values()))
         torch.cuda.synchronize()
         num = den = 0.0
         start = 0

@@ -188,3 +188,26 @@ def test_grouped_call_cache_key() -> None:
     kt = _grouped_fast_key(a, b, _T((2,), 0, cuda=False, vals=(300, 900)), out)
     assert kt is not None and kt != k1
     assert kt != _grouped_fast_key(a, b, _T((2,), 0, cuda=False, vals=(300, 899)), out)
+
+
+def test_grouped_variant_plans_with_its_arguments_and_restores() -> None:
+    """``grouped_variant(**kw)``: inside, ``grouped_plan`` is called with ``kw`` added and the
+    grouped call caches start empty; after (also after an error), the provider's function
+    is back and the caches are empty again."""
+    import nvatom.gemm as ng
+    import nvatom.gemm_providers as gp
+
+    orig = gp.grouped_plan
+    ng._grouped_calls[("stale",)] = (None, None, None)
+    ng._grouped_fast[("stale",)] = (None, None, None, None)
+    seen: dict[str, object] = {}
+    with pytest.raises(RuntimeError, match="inside"):
+        with ng.grouped_variant(group_sched="scan") as calls:
+            assert calls is ng._grouped_calls and not calls and not ng._grouped_fast
+            assert gp.grouped_plan is not orig
+            seen.update(gp.grouped_plan.keywords)  # the partial's fixed arguments
+            calls[("new",)] = (None, None, None)
+            raise RuntimeError("inside")
+    assert seen == {"group_sched": "scan"}
+    assert gp.grouped_plan is orig
+    assert not ng._grouped_calls and not ng._grouped_fast

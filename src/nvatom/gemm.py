@@ -39,11 +39,13 @@ for where it lies.  Sizes are bounded by the kernels' 32-bit index arithmetic
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import math
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from nvatom.errors import NvatomError
@@ -819,6 +821,27 @@ _grouped_calls: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
 #: arguments, the device buffer, the device).
 _grouped_fast: dict[tuple[Any, ...], tuple[Any, Any, Any, Any]] = {}
 _MAX_GROUPED_CALLS = 64
+
+
+@contextlib.contextmanager
+def grouped_variant(**plan_kwargs: Any) -> Iterator[dict[tuple[Any, ...], tuple[Any, Any, Any]]]:
+    """Plan the ``grouped_gemm`` calls made inside the block with
+    ``gemm_providers.grouped_plan(..., **plan_kwargs)`` (another ``group_sched`` or kernel
+    ``config``: tuning scripts, benches and tests). The grouped call caches are emptied on
+    entry and on exit, so the variant neither reuses nor leaves a plan; the block gets the
+    cache of (launcher, packed arguments, device buffer) to launch the variant directly."""
+    import nvatom.gemm_providers as gp
+
+    orig = gp.grouped_plan
+    gp.grouped_plan = functools.partial(orig, **plan_kwargs)
+    _grouped_calls.clear()
+    _grouped_fast.clear()
+    try:
+        yield _grouped_calls
+    finally:
+        gp.grouped_plan = orig
+        _grouped_calls.clear()
+        _grouped_fast.clear()
 
 
 def _staging_buffer(t: TensorInfo, like: Any, rule: OperandRule) -> Any:

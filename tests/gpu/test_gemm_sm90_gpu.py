@@ -174,11 +174,9 @@ def test_grouped_pingpong_against_float64(b_col_major: bool) -> None:
     ragged and empty groups, more tiles than SMs, NaN-poisoned output with rows past the
     last group that must stay untouched."""
     _require_sm90()
-    import functools
     import importlib
 
     import nvatom
-    import nvatom.gemm_providers as gp
 
     ng = importlib.import_module("nvatom.gemm")
 
@@ -192,17 +190,9 @@ def test_grouped_pingpong_against_float64(b_col_major: bool) -> None:
     out = torch.full((total + 8, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     cfg = GemmSm90Config(schedule="pingpong", block_n=128, stages=6,
                          b_major="K" if b_col_major else "MN")
-    orig = gp.grouped_plan
-    gp.grouped_plan = functools.partial(orig, config=cfg)
-    ng._grouped_calls.clear()
-    ng._grouped_fast.clear()
-    try:
+    with ng.grouped_variant(config=cfg) as calls:
         nvatom.grouped_gemm(a, b, ends, out=out)
-        assert next(iter(ng._grouped_calls.values()))  # planned (on the ping-pong kernel)
-    finally:
-        gp.grouped_plan = orig
-        ng._grouped_calls.clear()
-        ng._grouped_fast.clear()
+        assert next(iter(calls.values()))  # planned (on the ping-pong kernel)
     torch.cuda.synchronize()
     start = 0
     for i, end in enumerate(ends):

@@ -87,22 +87,13 @@ def test_grouped_gemm_many_experts_fresh_output() -> None:
 
 
 @pytest.mark.parametrize("sched", ["scan", "resume", "prefetch", "late"])
-def test_grouped_gemm_every_group_schedule(sched: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_grouped_gemm_every_group_schedule(sched: str) -> None:
     """Each way a tile finds its group (``GemmSm90Config.group_sched``) on ragged and empty
     groups, more tiles than SMs (so CTAs cross groups, and resume their walk), NaN-poisoned."""
     _require_sm90()
-    import functools
-    import importlib
-
     import nvatom
-    import nvatom.gemm_providers as gp
+    import nvatom.gemm as ng
 
-    ng = importlib.import_module("nvatom.gemm")
-
-    monkeypatch.setattr(gp, "grouped_plan", functools.partial(gp.grouped_plan,
-                                                              group_sched=sched))
-    monkeypatch.setattr(ng, "_grouped_calls", {})
-    monkeypatch.setattr(ng, "_grouped_fast", {})
     rng = random.Random(11)
     sizes = [rng.choice([0, 1, 127, 129, 300, 700]) for _ in range(40)] + [0, 0]
     n, k = 520, 264  # ragged N: 3 column tiles of 256
@@ -112,7 +103,8 @@ def test_grouped_gemm_every_group_schedule(sched: str, monkeypatch: pytest.Monke
     a = torch.randn(ends[-1] + tail, k, device="cuda").to(torch.bfloat16)
     b = torch.randn(g, k, n, device="cuda").to(torch.bfloat16)
     out = torch.full((ends[-1] + tail, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-    nvatom.grouped_gemm(a, b, ends, out=out)
+    with ng.grouped_variant(group_sched=sched):
+        nvatom.grouped_gemm(a, b, ends, out=out)
     torch.cuda.synchronize()
     _check_groups(a, b, ends, out)
 
