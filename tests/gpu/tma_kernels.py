@@ -62,6 +62,14 @@ def _is_zero(k: Kernel, r: Reg) -> Reg:
     return p
 
 
+def _thread_tile_barrier(k: Kernel) -> tuple[Reg, Reg, Reg, Reg]:
+    """``%tid.x``, the leader predicate (thread 0) and the shared addresses of the kernel's
+    ``tile`` and ``mbar`` variables."""
+    tid = _tid(k)
+    leader = _is_zero(k, tid)
+    return tid, leader, TE.shared_address(k, "tile"), TE.shared_address(k, "mbar")
+
+
 def _copy16(k: Kernel, tid: Reg, nbytes: int, *, src: Reg, dst: Reg, to_shared: bool) -> None:
     """All threads: copy ``nbytes`` (a multiple of 16) in 16-byte chunks, chunk i by thread
     i mod THREADS; ``src``/``dst`` are u64 global or u32 shared addresses."""
@@ -142,10 +150,7 @@ def load_store_module(
     if tmap_address not in ("param", "cvta"):
         raise ValueError(f"tmap_address must be 'param' or 'cvta', got {tmap_address!r}")
     tm_in, tm_out = addr(tin), addr(tout)
-    tid = _tid(k)
-    leader = _is_zero(k, tid)
-    tile = TE.shared_address(k, "tile")
-    bar = TE.shared_address(k, "mbar")
+    tid, leader, tile, bar = _thread_tile_barrier(k)
     _init_barrier(k, leader, bar, "init")
     k.ins("bar.sync", 0)
     issue = k.fresh_label("issue_done")
@@ -218,10 +223,7 @@ def multicast_module(n: int, rank: int, box_bytes: int) -> Module:
     c = _coord_params(k, "c", rank)
     k.shared("tile", max(box_bytes, 16), align=1024)
     k.shared("mbar", 8, align=8)
-    tid = _tid(k)
-    leader = _is_zero(k, tid)
-    tile = TE.shared_address(k, "tile")
-    bar = TE.shared_address(k, "mbar")
+    tid, leader, tile, bar = _thread_tile_barrier(k)
     skip = k.fresh_label("init")
     k.bra(skip, f"!{leader}")
     TE.mbarrier_init(k, bar, 1)
@@ -268,10 +270,7 @@ def im2col_module(rank: int, box_bytes: int) -> Module:
         offs.append(o16)
     k.shared("tile", max(box_bytes, 16), align=1024)
     k.shared("mbar", 8, align=8)
-    tid = _tid(k)
-    leader = _is_zero(k, tid)
-    tile = TE.shared_address(k, "tile")
-    bar = TE.shared_address(k, "mbar")
+    tid, leader, tile, bar = _thread_tile_barrier(k)
     _init_barrier(k, leader, bar, "init")
     k.ins("bar.sync", 0)
     issue = k.fresh_label("issued")
@@ -311,10 +310,7 @@ def mutate_module(rank: int, box_bytes: int, updates: Sequence[tuple[str, int | 
         k.shared("tile", max(box_bytes, 16), align=1024)
         k.shared("tmap_smem", TMAP_BYTES, align=128)
         k.shared("mbar", 8, align=8)
-        tid = _tid(k)
-        leader = _is_zero(k, tid)
-        tile = TE.shared_address(k, "tile")
-        bar = TE.shared_address(k, "mbar")
+        tid, leader, tile, bar = _thread_tile_barrier(k)
         if via == "global":
             skip = k.fresh_label("edit")
             k.bra(skip, f"!{leader}")
