@@ -166,6 +166,20 @@ def test_new_op_diagnostics(body: str, message: str) -> None:
     assert message in _errors(body)
 
 
+@pytest.mark.parametrize(("attrs", "message"), [
+    # PTX ISA "mbarrier.init": the expected arrival count is 1 .. 2^20 - 1
+    ("count = 0, size = 2", "an mbarrier's arrival count is 1..1048575, got 0"),
+    ("count = 1048576, size = 2", "an mbarrier's arrival count is 1..1048575, got 1048576"),
+    ("count = 1, size = 0", "an mbarrier array holds 1..1024 barriers, got 0"),
+    ("count = 1, size = 1025", "an mbarrier array holds 1..1024 barriers, got 1025"),
+])
+def test_mbarrier_init_array_diagnostics(attrs: str, message: str) -> None:
+    text = OPS.format(body="").replace("count = 3, size = 2", attrs)
+    mod = driver.parse(text, "ops.mlir")
+    with pytest.raises(IRError, match=re.escape(message)):
+        driver.verify(mod, "sm_90a")
+
+
 def test_setmaxnreg_needs_sm90a() -> None:
     assert "setmaxnreg is not available on sm_90" in _errors(
         'cute_nvgpu.arch.setmaxnreg {action = "dec", regs = 40}', "sm_90")

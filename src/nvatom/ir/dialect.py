@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 from nvatom import diagnostics as D
 from nvatom.arch import Target
 from nvatom.atoms import tma as T
+from nvatom.atoms.mbarrier import MAX_ARRIVAL_COUNT
 from nvatom.atoms.verify import MmaUse, OperandUse
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
@@ -1414,8 +1415,14 @@ class MbarrierInitOp(NvOp):
         return TY.make(TY.MbarrierT)
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        if not 1 <= self.attr("count") < 1 << 20:
-            _fail(f"an mbarrier's arrival count is 1..{(1 << 20) - 1}, got {self.attr('count')}")
+        check_arrival_count(self.attr("count"))
+
+
+def check_arrival_count(count: int) -> None:
+    """An mbarrier's expected arrival count is 1 .. 2^20 - 1 (PTX ISA "mbarrier.init";
+    :data:`nvatom.atoms.mbarrier.MAX_ARRIVAL_COUNT`)."""
+    if not 1 <= count <= MAX_ARRIVAL_COUNT:
+        _fail(f"an mbarrier's arrival count is 1..{MAX_ARRIVAL_COUNT}, got {count}")
 
 
 class MbarrierWaitOp(NvOp):

@@ -21,7 +21,15 @@ from typing import Any, ClassVar
 
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
-from nvatom.ir.dialect import FragmentOp, NvOp, VerifyCtx, _defining, _fail, _values_per_thread
+from nvatom.ir.dialect import (
+    FragmentOp,
+    NvOp,
+    VerifyCtx,
+    _defining,
+    _fail,
+    _values_per_thread,
+    check_arrival_count,
+)
 from nvatom.ir.syntax import IRSyntaxError
 from nvatom.layout import ComposedLayout, Layout, Swizzle
 
@@ -125,8 +133,7 @@ class MbarrierInitArrayOp(NvOp):
         return TY.make(TY.MbarrierT)
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        if not 1 <= self.attr("count") < 1 << 20:
-            _fail(f"an mbarrier's arrival count is 1..{(1 << 20) - 1}, got {self.attr('count')}")
+        check_arrival_count(self.attr("count"))
         if not 1 <= self.attr("size") <= 1024:
             _fail(f"an mbarrier array holds 1..1024 barriers, got {self.attr('size')}")
 
