@@ -82,6 +82,7 @@ def test_block_kernel_assembles_and_scales_at_promotion(b_dtype: str) -> None:
     # every promoted element is one fma (two N parts of 64 columns: 32 per part per thread),
     # no add.f32 promotion left, and no scale multiply in the epilogue
     assert ptx.count("fma.rn.f32") == cfg.block_n // 2
+    assert ptx.count("add.f32") == 0
     assert ptx.count("ld.global.nc.f32") == 3  # scale_a (two rows), scale_b per K block
     assert sm90.kernel_params(cfg)[-2:] == (("scale_a", "u64"), ("scale_b", "u64"))
 

@@ -10,6 +10,7 @@ import os
 import random
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,7 @@ def _norm(args: dict) -> dict:
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: "-".join(str(x) for x in c))
 def test_recipe_reproduces_the_launch_spec_at_every_size(cls: tuple) -> None:
-    rng = random.Random(hash(cls) & 0xFFFF)
+    rng = random.Random(zlib.crc32(repr(cls).encode()))  # the same sizes in every run
     prov = gp.Sm90Provider()
     p0 = _problem(cls, 512, 384, 256)
     launch = prov.plan(p0, "sm_90a")
@@ -99,7 +100,7 @@ def test_recipe_reproduces_the_launch_spec_at_every_size(cls: tuple) -> None:
         env = {"m": m, "n": n, "k": k, "lda": a.ld, "ldb": b.ld, "ldd": d.ld,
                "a": a.ptr, "b": b.ptr, "out": d.ptr}
         got = [_norm(x) for x in gr.evaluate_maps(rec["maps"], env)]
-        assert got == [_norm(tm.driver_args()) for tm in spec.tensor_maps]
+        assert got == [_norm(tm.driver_args()) for tm in spec.tensor_maps], (m, n, k)
         assert gr.recipe_grid(rec, m, n) == spec.grid
         assert rec["block"] == list(spec.block) and rec["shmem"] == spec.smem_bytes
 
@@ -125,7 +126,7 @@ def test_recipe_store_round_trip_and_bad_files(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("NVATOM_CACHE_DIR", str(tmp_path))
     cls = (("in_dtype", "bf16"), ("out_dtype", "bf16"))
     key = gr.recipe_key(cls, (9, 0), 132)
-    assert key != gr.recipe_key(cls, (9, 0), 114) != gr.recipe_key(cls[:1], (9, 0), 132)
+    assert len({key, gr.recipe_key(cls, (9, 0), 114), gr.recipe_key(cls[:1], (9, 0), 132)}) == 3
     assert gr.load_recipe(key) is None
     gr.save_recipe(key, {"provider": "sm90", "x": [1, 2]})
     got = gr.load_recipe(key)

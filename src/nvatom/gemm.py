@@ -65,6 +65,7 @@ from nvatom.runtime.torch_interop import (
     TensorArgumentError,
     TensorInfo,
     check_matrix,
+    dtype_name,
     from_dlpack,
 )
 
@@ -687,8 +688,8 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
     if groups < 1:
         raise GemmError("b has 0 groups: grouped_gemm takes b as (G, K, N) with G >= 1")
     if b.dtype != a.dtype:
-        raise TensorArgumentError(f"a is {ai.dtype} but b is {b.dtype}; the operands must have "
-                                  "one element type")
+        raise TensorArgumentError(f"a is {ai.dtype} but b is {dtype_name(b.dtype)}; the "
+                                  "operands must have one element type")
     if kb_ != k:
         raise GemmError(f"shapes do not chain: a is {total_m}x{k}, b is {groups}x{kb_}x{n} "
                         f"({k} != {kb_})")

@@ -17,6 +17,8 @@ from nvatom.ir.generate_forms import TMA_FORMS
 from nvatom.ir.lower import lower
 from nvatom.runtime.ptxas import assemble
 
+from .invariant import known
+
 HERE = Path(__file__).parent
 
 # file -> (target, instructions each must contain); spellings from the PTX ISA chapters
@@ -143,8 +145,9 @@ def test_every_tma_form_that_verifies_assembles(target: str) -> None:
         text = tma_use(fam, form, tgt(target))
         try:
             driver.verify(driver.parse(text, form.name), target)
-        except driver.IRError:
-            continue  # rejected with a known diagnostic: tests/ir/test_ir_invariant_forms.py
+        except driver.IRError as e:  # a rejection must carry a known diagnostic
+            assert known(str(e)), (form.name, str(e))
+            continue
         body = text.split("{\n", 1)[1].rsplit("}\n", 1)[0]  # the func.func
         bodies.append(body.replace("func.func @use(", f"func.func @form{i}(", 1))
     assert len(bodies) >= (18 if target == "sm_90a" else 33)

@@ -231,6 +231,8 @@ func.func @sp() {{
     # the metadata of the second K-block: one column on (K / 8 = 4 bytes per row)
     meta = [ln.split(",")[3].strip() for ln in _mma_lines(ptx)]
     assert meta[0] != meta[1]
+    m0, m1 = (re.escape(x.strip("[]")) for x in meta)
+    assert re.search(rf"add\.u32 {m1}, {m0}, 1;", ptx), (meta, ptx)
 
 
 def test_umma_commit_multicasts_to_a_mask_of_the_cluster() -> None:
