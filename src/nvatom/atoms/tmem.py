@@ -54,6 +54,7 @@ __all__ = [
     "S2tCopyAtom",
     "TmemCopyAtom",
     "TmemError",
+    "alloc_columns",
     "alloc_instruction",
     "check_alloc_columns",
     "dealloc_instruction",
@@ -81,6 +82,12 @@ def tmem_address(lane: int, column: int) -> int:
     if not 0 <= lane < LANES or not 0 <= column < COLUMNS:
         raise TmemError(f"TMEM has {LANES} lanes x {COLUMNS} columns; no cell ({lane}, {column})")
     return lane << 16 | column
+
+
+def alloc_columns(ncols: int) -> int:
+    """The columns ``tcgen05.alloc`` takes for ``ncols`` columns: the next power of two,
+    at least 32 (checked against :data:`COLUMNS` by :func:`check_alloc_columns`)."""
+    return max(32, 1 << (ncols - 1).bit_length())
 
 
 def check_alloc_columns(ncols: int) -> int:

@@ -28,6 +28,8 @@ from nvatom import diagnostics as D
 from nvatom.arch import Target
 from nvatom.atoms import tma as T
 from nvatom.atoms.mbarrier import MAX_ARRIVAL_COUNT
+from nvatom.atoms.tmem import COLUMNS as TMEM_COLUMNS
+from nvatom.atoms.tmem import alloc_columns
 from nvatom.atoms.verify import MmaUse, OperandUse
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
@@ -288,22 +290,22 @@ class AllocTmemOp(_AllocOp):
             _fail(f"a TMEM buffer is (lanes, columns):(columns, 1) of at most 128 lanes, got "
                   f"{m.layout}")
         cols = tmem_columns(m)
-        if cols > 512:
-            _fail(f"{m.layout} needs {cols} TMEM columns; a CTA has 512")
+        if cols > TMEM_COLUMNS:
+            _fail(f"{m.layout} needs {cols} TMEM columns; a CTA has {TMEM_COLUMNS}")
         fn = self.parent_op()
         if fn is None or fn.name != "func.func":
             _fail("cute.alloc_tmem is made at the kernel's top level (its buffers share one "
                   "tcgen05.alloc), not inside a loop or branch")
-        total = 0  # reported at the buffer that takes the kernel past 512 columns
+        total = 0  # reported at the buffer that takes the kernel past TMEM_COLUMNS
         for o in fn.walk():
             om = TY.memref_of(o.results[0].type) if o.name == self.name else None
             if om is not None and tmem_buffer(om.layout) is not None:
                 total += tmem_columns(om)
             if o is self:
                 break
-        if total > 512 >= total - cols:
+        if total > TMEM_COLUMNS >= total - cols:
             _fail(f"the kernel's TMEM buffers take {total} columns (each a power of two >= 32); "
-                  "a CTA has 512")
+                  f"a CTA has {TMEM_COLUMNS}")
 
 
 def tmem_columns(m: Any) -> int:
@@ -312,8 +314,7 @@ def tmem_columns(m: Any) -> int:
     nvatom.ir.tcgen05)."""
     from nvatom.layout import size
 
-    need = size(m.layout[1])
-    return max(32, 1 << (need - 1).bit_length())
+    return alloc_columns(size(m.layout[1]))
 
 
 class FragmentOp(NvOp):

@@ -78,7 +78,6 @@ def _mma_use(fam: R.AtomFamily, atom: Any, t: Target) -> str:
         lines.append('  cute_nvgpu.atom.copy_fragment %atom, %d, %gd {operand = "D"}')
     body = "\n".join(lines)
     head = f"func.func @use(%pd: !cute.ptr<{name('D')}, gmem>) {{"
-    head = f"func.func @use(%pd: !cute.ptr<{name('D')}, gmem>) {{"
     return (f'builtin.module attributes {{nvatom.target = "{t.name}"}} {{\n'
             f"{head}\n{body}\n  func.return\n}}\n}}\n")
 

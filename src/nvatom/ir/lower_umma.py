@@ -35,16 +35,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nvatom.arch import feature
+from nvatom.atoms.tmem import COLUMNS as TMEM_COLUMNS
+from nvatom.atoms.tmem import alloc_columns
 from nvatom.errors import NvatomError
 from nvatom.ir import tcgen05 as T5
 from nvatom.ir import types as TY
+from nvatom.ir.fragments import WARP
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Reg
 
 __all__ = ["Tcgen05LowerError", "Tcgen05Lowering", "Tmem"]
 
-WARP = 32
 
 
 class Tcgen05LowerError(NvatomError):
@@ -120,9 +121,10 @@ class Tcgen05Lowering:
         for op in sorted(allocs, key=lambda o: -sizes[o]):
             self._tmem_offsets[op] = off
             off += sizes[op]
-        total = max(32, 1 << (off - 1).bit_length())
-        if total > 512:
-            raise Tcgen05LowerError(f"the kernel's TMEM buffers take {off} columns; a CTA has 512")
+        total = alloc_columns(off)
+        if total > TMEM_COLUMNS:
+            raise Tcgen05LowerError(f"the kernel's TMEM buffers take {off} columns; a CTA has "
+                                    f"{TMEM_COLUMNS}")
         self._tmem_total = total
         slot = TE.shared_address(self.k, self.k.shared(self.fresh("tslot"), 8, 8))  # type: ignore[attr-defined]
         self.shared += 8
@@ -136,7 +138,7 @@ class Tcgen05Lowering:
         base = self.k.reg("u32")
         self.k.ins("ld.shared.u32", base, f"[{slot}]")
         self._tmem_base = base
-        self.need(feature("tcgen05").min_ptx, 128)  # type: ignore[attr-defined]
+        self.need_feature("tcgen05", 128)  # type: ignore[attr-defined]
 
     def _cute_alloc_tmem(self, op: Any) -> None:
         if self._tmem_base is None:
@@ -291,11 +293,11 @@ class Tcgen05Lowering:
         skip = self._issuer()
         self.t5.cp(atom, tm.taddr, word)
         self.k.label(skip)
-        self.need(feature("tcgen05").min_ptx, 128)  # type: ignore[attr-defined]
+        self.need_feature("tcgen05", 128)  # type: ignore[attr-defined]
 
     def _cute_nvgpu_arch_tmem_shift(self, op: Any) -> None:
         tm = self._tmem_of(op.operands[0], "shifted")
         skip = self._issuer()
         self.t5.shift(tm.taddr)
         self.k.label(skip)
-        self.need(feature("tcgen05.shift").min_ptx, 128)  # type: ignore[attr-defined]
+        self.need_feature("tcgen05.shift", 128)  # type: ignore[attr-defined]

@@ -11,7 +11,7 @@
   (``TiledCopy.partition_pair``: each thread's values vectorise to the atom's width, the
   specification's "cannot vectorize copy" diagnostics) and by the atom's ``verify_instance``
   on thread 0's values; lowered as the atom applied to the (thread, value) -> offset layout
-  ``tile o layout_tv`` (ir/lower_copy.py).  Universal copies and cp.async atoms tile.
+  ``tile o layout_tv`` (``lower_ext._tiled_copy_copy``).  Universal copies and cp.async atoms tile.
 * ``generic = true`` on ``cute_nvgpu.atom.copy`` of an ldmatrix/stmatrix atom: the shared
   tile is addressed through a generic address (``cvta.shared``), and the instruction has no
   ``.shared`` state space (``ldmatrix.sync.aligned.m8n8.x4.b16``; PTX ISA "ldmatrix": "If no
