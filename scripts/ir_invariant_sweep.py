@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "ir"))
 from invariant import check, verify_and_lower, xfail_reason
 
 from nvatom.atoms.registry import family
-from nvatom.ir.generate import NOT_GENERATED, atom_use, cases
+from nvatom.ir.generate import NOT_GENERATED, atom_named, atom_use, cases
 from nvatom.runtime.ptxas import PtxasError, assemble
 
 BATCH = 48
@@ -75,7 +75,7 @@ def _run(chunk: list[tuple[str, str, str]]) -> tuple[Any, Any, list[str]]:
 
     for fam_name, atom_name, t in chunk:
         fam = family(fam_name)
-        use = atom_use(fam, fam.atom(atom_name), t)
+        use = atom_use(fam, atom_named(fam, atom_name), t)
         status, why, out = verify_and_lower(use)
         if out is None:
             verdict(use, status, why)

@@ -311,6 +311,8 @@ FEATURES: tuple[Feature, ...] = (
             frozenset({10, 11, 12})),
     Feature("cluster", "thread-block clusters (barrier.cluster)", 90, (7, 8)),
     Feature("tma", "cp.async.bulk.tensor (TMA) and multicast", 90, (8, 0)),
+    Feature("tma.shared_cta", "cp.async.bulk.tensor loads into .shared::cta (no multicast)", 90,
+            (8, 6)),
     Feature("mbarrier.tx", "mbarrier expect_tx / complete_tx", 90, (8, 0)),
     Feature("elect.sync", "elect.sync", 90, (8, 0)),
     Feature("wgmma", "wgmma.mma_async (warpgroup MMA)", 90, (8, 0), frozenset({"a"}),

@@ -42,6 +42,7 @@ from nvatom.ir.fragments import (
 )
 from nvatom.ir.syntax import IRSyntaxError
 from nvatom.layout import ComposedLayout, Layout, cosize, layouts_equivalent, size
+from nvatom.ptx import tma_emit as TE
 
 __all__ = ["ALL_OPS", "DIALECTS", "IRVerifyError", "NvOp", "VerifyCtx", "is_nv_op"]
 
@@ -1304,24 +1305,13 @@ class TmaLoadOp(_TmaApplyOp):
         _check_load_destination(self, v.facts.get(_defining(self.operands[0])))
 
 
-#: ``cp.async.bulk.tensor`` load destinations: state space -> (lowest PTX ISA version that
-#: has it, can it multicast); ptxas 13.0: "Feature 'cp.async.bulk.tensor with destination
-#: state space as .shared::cta' requires PTX ISA .version 8.6 or later" (sm_90 included),
-#: "Illegal modifier '.multicast::cluster' for instruction 'cp.async.bulk.tensor' with
-#: '.shared::cta.global'"
-LOAD_DESTINATIONS: dict[str, tuple[tuple[int, int], bool]] = {
-    "shared::cluster": ((8, 0), True),
-    "shared::cta": ((8, 6), False),
-}
-
-
 def _check_load_destination(op: NvOp, ex: Any) -> None:
     """The ``dst_space`` of a ``tma_load`` (``shared::cluster`` by default): ``shared::cta``
     takes no CTA mask and no multicast slice."""
     space = op.attr("dst_space", "shared::cluster")
-    if space not in LOAD_DESTINATIONS:
-        _fail(f"dst_space must be one of {', '.join(LOAD_DESTINATIONS)}, got '{space}'")
-    if not LOAD_DESTINATIONS[space][1] and (
+    if space not in TE.LOAD_DESTINATIONS:
+        _fail(f"dst_space must be one of {', '.join(TE.LOAD_DESTINATIONS)}, got '{space}'")
+    if not TE.LOAD_DESTINATIONS[space][1] and (
             op.attr("multicast_slice") or (ex is not None and ex.multicast_mask is not None)):
         _fail(f"a TMA load into {space} cannot multicast (cp.async.bulk.tensor has no "
               f".multicast::cluster with a .{space} destination): bind no multicast_mask")

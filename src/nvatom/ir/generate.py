@@ -26,7 +26,7 @@ from nvatom.atoms import registry as R
 from nvatom.ir.syntax import layout_text
 from nvatom.layout import size
 
-__all__ = ["NOT_GENERATED", "AtomUse", "atom_use", "atom_uses", "cases"]
+__all__ = ["NOT_GENERATED", "AtomUse", "atom_named", "atom_use", "atom_uses", "cases"]
 
 #: Families with no generated use yet, and why (each is a gap of the invariant, not a pass).
 NOT_GENERATED: dict[str, str] = {
@@ -151,6 +151,16 @@ def cases() -> list[tuple[R.AtomFamily, Any, str]]:
             for t in TARGETS:
                 out.append((fam, atom, t))
     return out
+
+
+def atom_named(fam: R.AtomFamily, name: str) -> Any:
+    """The atom of ``fam`` called ``name`` (a TMA form of ``TMA_FORMS`` for the ``tma``
+    family, whose atoms have no table): the inverse of ``cases()``'s names."""
+    if fam.name == "tma":
+        from nvatom.ir.generate_forms import TMA_FORMS
+
+        return next(f for f in TMA_FORMS if f.name == name)
+    return fam.atom(name)
 
 
 def atom_uses() -> Iterator[AtomUse]:

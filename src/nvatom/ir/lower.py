@@ -30,7 +30,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from nvatom.arch import PtxVersion, Tier, feature
+from nvatom.arch import Tier
 from nvatom.atoms import tma as T
 from nvatom.errors import NvatomError
 from nvatom.ir import dialect as DL
@@ -100,7 +100,6 @@ class _KernelLowering(Tcgen05Lowering):
         self.t = vctx.target
         self.k: Kernel = ptx.kernel(fn.sym_name.data)
         self.vals: dict[Any, Any] = {}
-        self.version: PtxVersion = self.t.min_ptx
         self.threads = 1
         self.shared = 0
         self.params: list[str] = []
@@ -113,13 +112,11 @@ class _KernelLowering(Tcgen05Lowering):
         self._t5: Any = None  # the tcgen05 emitter, once the kernel uses TMEM
         self.ext: dict[str, Any] = {}  # state of the nvatom.ir.lower_sync lowerings
 
-    def need(self, version: PtxVersion, threads: int = 1) -> None:
-        self.version = max(self.version, version)
+    def need_threads(self, threads: int) -> None:
+        """The kernel needs at least ``threads`` threads (a warp-wide or warpgroup-wide
+        instruction); the PTX version each instruction needs is recorded by its emitter on
+        the kernel (nvatom.ptx.builder), which sets the module's ``.version``."""
         self.threads = max(self.threads, threads)
-
-    def need_feature(self, name: str, threads: int = 1) -> None:
-        """:meth:`need` the minimum PTX version of an :data:`nvatom.arch.FEATURES` row."""
-        self.need(feature(name).min_ptx, threads)
 
     def fresh(self, stem: str) -> str:
         self._n += 1
@@ -168,7 +165,6 @@ class _KernelLowering(Tcgen05Lowering):
             raise LowerError(f"a cluster of {shape} has more than 8 CTAs (the portable "
                              "cluster size)")
         self.k.reqnctapercluster = shape
-        self.need_feature("cluster")
         return shape  # type: ignore[return-value]
 
     def _param(self, i: int, arg: Any) -> None:
@@ -358,15 +354,12 @@ class _KernelLowering(Tcgen05Lowering):
         text = TY.type_text(gmem.t) if isinstance(gmem, DL._TypeRepr) else layout_text(gmem)
         info = TmaParam(name, tensor, text, op.element_bits, None, None)
         self.tma.append(info)
-        self.need_feature("tma")  # the hoisted map's cvta.param needs PTX 7.7
         self.vals[op.results[0]] = _Desc(addr, info)
 
     # -- cute_nvgpu: atoms
     def _cute_nvgpu_make_atom(self, op: Any) -> None:
         atom = TY.atom_of(op.results[0].type)
         self.vals[op.results[0]] = atom
-        if hasattr(atom, "ptx_version_for"):
-            self.need(atom.ptx_version_for(self.t))
 
     def _cute_nvgpu_make_smem_desc(self, op: Any) -> None:
         self.vals[op.results[0]] = (self._reg_of(op.operands[0]),
@@ -448,7 +441,7 @@ class _KernelLowering(Tcgen05Lowering):
             from nvatom.ptx.mma_emit import emit_mma
 
             emit_mma(self.k, atom, d.regs, a.regs, b.regs, c.regs, e=meta, selector=sel)
-        self.need(atom.ptx_version_for(self.t), WARP)
+        self.need_threads(WARP)
 
     def _wgmma(self, op: Any, form: Any) -> None:
         from nvatom.ptx.wgmma_emit import _desc_regs, emit_scale_d, k_step_descriptors
@@ -468,7 +461,7 @@ class _KernelLowering(Tcgen05Lowering):
                  for i in range(min(k_blocks, 2))]
         for i in range(k_blocks):
             self.wg.mma(form, acc, a_ops[i], descs["B"][i], scale[min(i, 1)])
-        self.need(form.ptx_version_for(self.t), 128)
+        self.need_threads(128)
 
     def _cute_nvgpu_warpgroup_fence(self, op: Any) -> None:
         self.wg.fence()
@@ -486,13 +479,11 @@ class _KernelLowering(Tcgen05Lowering):
         from nvatom.ptx.copy_emit import emit_commit_group
 
         emit_commit_group(self.k)
-        self.need_feature("cp.async")
 
     def _cute_nvgpu_arch_cp_async_wait_group(self, op: Any) -> None:
         from nvatom.ptx.copy_emit import emit_wait_group
 
         emit_wait_group(self.k, op.attr("pending"))
-        self.need_feature("cp.async")
 
     def _cute_nvgpu_atom_copy(self, op: Any) -> None:
         """One copy atom application.  A memory operand's layout is (thread, value) ->
@@ -531,7 +522,7 @@ class _KernelLowering(Tcgen05Lowering):
                 raise LowerError(f"the copy's operands spread over {sides[0].threads} and "
                                  f"{sides[1].threads} threads")
         src, dst = sides
-        self.need(atom.ptx_version_for(self.t), threads)
+        self.need_threads(threads)
         if isinstance(atom, MatrixCopy):
             mem, frag = (src, dst) if atom.op == "ldmatrix" else (dst, src)
             regs = frag.frag_regs
@@ -618,7 +609,6 @@ class _KernelLowering(Tcgen05Lowering):
         self.k.label(skip)
         self.k.ins("bar.sync", 0)
         self.vals[op.results[0]] = bar
-        self.need_feature("mbarrier.tx")  # fence.mbarrier_init (atoms.mbarrier)
 
     def _cute_nvgpu_arch_mbarrier_wait(self, op: Any) -> None:
         TE.mbarrier_wait_parity(self.k, self._reg_of(op.operands[0]),
@@ -639,13 +629,11 @@ class _KernelLowering(Tcgen05Lowering):
     def _cluster_rank(self) -> Reg:
         r = self.k.reg("u32")
         self.k.ins("mov.u32", r, "%cluster_ctarank")
-        self.need_feature("cluster")
         return r
 
     def _cute_nvgpu_arch_cluster_sync(self, op: Any) -> None:
         SE.barrier_cluster_arrive(self.k, target=self.t)
         SE.barrier_cluster_wait(self.k, target=self.t)
-        self.need_feature("cluster")
 
     def _cute_nvgpu_atom_non_exec_tiled_tma_load(self, op: Any) -> None:
         self._non_exec(op)
@@ -667,7 +655,6 @@ class _KernelLowering(Tcgen05Lowering):
         self.tma[self.tma.index(desc.info)] = info
         desc.info = info
         self.vals[op.results[0]] = (desc, r)
-        self.need_feature("tma")
 
     def _cute_nvgpu_atom_make_exec_tma(self, op: Any) -> None:
         bar = self._reg_of(op.operands[1]) if len(op.operands) == 2 else None
@@ -691,7 +678,7 @@ class _KernelLowering(Tcgen05Lowering):
                  for x, name in zip(op.operands[1:], "DABC", strict=True)]
         d, a, b, c = frags
         tm.emit_tiled_mma(self.k, tiled, d, a, b, c)
-        self.need(tiled.atom.ptx_version_for(self.t), tiled.threads)
+        self.need_threads(tiled.threads)
 
     def _cute_nvgpu_update_tma_desc(self, op: Any) -> None:
         """Thread 0 copies the 128-byte map into the workspace, edits it there with
@@ -718,11 +705,9 @@ class _KernelLowering(Tcgen05Lowering):
         self.k.ins("bar.sync", 0)
         TE.fence_tensormap_acquire(self.k, ws)
         self.vals[op.results[0]] = _Desc(ws, desc.info)
-        self.need_feature("tensormap.replace")
 
     def _cute_nvgpu_prefetch_tma_desc(self, op: Any) -> None:
         TE.prefetch_tensormap(self.k, self._reg_of(op.operands[0]).reg)
-        self.need_feature("tma")
 
     def _tma_apply(self, op: Any) -> tuple[_Desc, T.ExecTmaAtom, Reg | None, Reg,
                                            Sequence[Reg]]:
@@ -760,7 +745,6 @@ class _KernelLowering(Tcgen05Lowering):
             self.k.ins("mov.b16", mask, ex.multicast_mask)
         two_cta = ex.atom.mode is T.TmaLoadMode.TMA_LOAD_TWO_CTA
         dst_space = op.attr("dst_space", "shared::cluster")
-        self.need(DL.LOAD_DESTINATIONS[dst_space][0])
         TE.tma_load(self.k, dst, desc.reg, coord, bar, multicast_mask=mask,
                     cache_policy=self._policy(ex), im2col_offsets=offsets or None,
                     mode=ex.atom.ptx_mode, cta_group=2 if two_cta else None, target=self.t,
@@ -1012,7 +996,6 @@ def lower(mod: Module, vctx: DL.VerifyCtx) -> Lowered:
     """PTX for every ``func.func`` of a verified module (raise IRError with a diagnostic)."""
     ptx = PtxModule(vctx.target)
     kernels = []
-    version = vctx.target.min_ptx
     fns = [op for op in mod.walk() if isinstance(op, X.FuncOp)]
     if not fns:
         raise IRError([Diagnostic(mod.filename, 1, 1, "the module has no func.func to lower")])
@@ -1026,6 +1009,4 @@ def lower(mod: Module, vctx: DL.VerifyCtx) -> Lowered:
             raise IRError([mod.diag(fn, str(e))]) from None
         except Exception as e:  # a bug: reported without a traceback
             raise IRError([mod.diag(fn, internal_error(e))]) from None
-        version = max(version, low.version)
-    ptx.at_least(version)
     return Lowered(ptx.emit(), vctx.target.name, kernels)

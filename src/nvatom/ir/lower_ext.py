@@ -78,7 +78,6 @@ def _prefetch_tma_tensor(low: Any, op: Any) -> None:
     TE.tma_prefetch(low.k, desc.reg, coords, mode=mode, im2col_offsets=offsets or None,
                     cache_policy=policy, target=low.t)
     low.k.label(skip)
-    low.need_feature("tma")
 
 
 def _make_tiled_copy(low: Any, op: Any) -> None:

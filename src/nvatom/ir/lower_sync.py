@@ -179,7 +179,6 @@ def _warpgroup_idx(low: Low, op: Any) -> None:
 
 def _setmaxnreg(low: Low, op: Any) -> None:
     SE.setmaxnreg(low.k, op.attr("action"), op.attr("regs"), target=low.t)
-    low.need_feature("setmaxnreg")
 
 
 # =========================================================================== mbarriers
@@ -195,7 +194,6 @@ def _mbarrier_init_array(low: Low, op: Any) -> None:
     low.k.label(skip)
     low.k.ins("bar.sync", 0)
     low.vals[op.results[0]] = base
-    low.need_feature("mbarrier.tx")
 
 
 def _mbarrier_at(low: Low, op: Any) -> None:
@@ -211,10 +209,8 @@ def _mbarrier_arrive(low: Low, op: Any) -> None:
     if cta:
         TE.mbarrier_arrive_remote(low.k, SE.mapa_shared_cluster(low.k, bar, cta[0],
                                                                 target=low.t))
-        low.need_feature("cluster")
     elif tx is not None:
         TE.mbarrier_arrive_expect_tx(low.k, bar, tx)
-        low.need_feature("mbarrier.tx")
     else:
         TE.mbarrier_arrive(low.k, bar, count=op.attr("count"))
 

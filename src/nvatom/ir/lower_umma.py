@@ -138,7 +138,7 @@ class Tcgen05Lowering:
         base = self.k.reg("u32")
         self.k.ins("ld.shared.u32", base, f"[{slot}]")
         self._tmem_base = base
-        self.need_feature("tcgen05", 128)  # type: ignore[attr-defined]
+        self.need_threads(128)  # type: ignore[attr-defined]
 
     def _cute_alloc_tmem(self, op: Any) -> None:
         if self._tmem_base is None:
@@ -229,7 +229,7 @@ class Tcgen05Lowering:
                         enable_input_d=off if first else on,
                         **{s: regs[j] for s, regs in tmem_ops.items()})
         self.k.label(skip)
-        self.need(form.ptx_version_for(self.t), 128)  # type: ignore[attr-defined]
+        self.need_threads(128)  # type: ignore[attr-defined]
 
     def _cute_nvgpu_arch_umma_commit(self, op: Any) -> None:
         bar = self._reg_of(op.operands[0])  # type: ignore[attr-defined]
@@ -273,7 +273,7 @@ class Tcgen05Lowering:
         else:
             self.t5.st(atom, lane, regs)
             self.t5.wait_st()
-        self.need(atom.min_ptx, 128)  # type: ignore[attr-defined]
+        self.need_threads(128)  # type: ignore[attr-defined]
 
     def _s2t_copy(self, op: Any, atom: Any) -> None:
         """``tcgen05.cp``: the shared tile's descriptor (its address >> 4 added at run time)
@@ -293,11 +293,11 @@ class Tcgen05Lowering:
         skip = self._issuer()
         self.t5.cp(atom, tm.taddr, word)
         self.k.label(skip)
-        self.need_feature("tcgen05", 128)  # type: ignore[attr-defined]
+        self.need_threads(128)  # type: ignore[attr-defined]
 
     def _cute_nvgpu_arch_tmem_shift(self, op: Any) -> None:
         tm = self._tmem_of(op.operands[0], "shifted")
         skip = self._issuer()
         self.t5.shift(tm.taddr)
         self.k.label(skip)
-        self.need_feature("tcgen05.shift", 128)  # type: ignore[attr-defined]
+        self.need_threads(128)  # type: ignore[attr-defined]

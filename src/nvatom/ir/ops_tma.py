@@ -18,7 +18,7 @@
 * the ``dst_space`` attribute of ``cute_nvgpu.atom.tma_load``: ``"shared::cluster"`` (the
   default) or ``"shared::cta"``, the load into the issuing CTA's own shared memory without a
   cluster (checked by ``dialect.TmaLoadOp``, whose attribute it is; the table is
-  ``dialect.LOAD_DESTINATIONS``).
+  ``ptx.tma_emit.LOAD_DESTINATIONS``).
 
 Facts from ptxas 13.0 (tests/ir/test_ir_tma_forms.py assembles them): a ``.shared::cta``
 destination needs PTX ISA 8.6 on every target (sm_90 included: "Feature 'cp.async.bulk.tensor

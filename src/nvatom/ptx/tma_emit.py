@@ -315,6 +315,17 @@ def _vec(xs: Sequence[Operand]) -> str:
     return "{" + ", ".join(str(c) for c in xs) + "}"
 
 
+#: ``cp.async.bulk.tensor`` load destinations: state space -> (the arch.FEATURES row it
+#: needs, can it multicast); ptxas 13.0: "Feature 'cp.async.bulk.tensor with destination
+#: state space as .shared::cta' requires PTX ISA .version 8.6 or later" (sm_90 included),
+#: "Illegal modifier '.multicast::cluster' for instruction 'cp.async.bulk.tensor' with
+#: '.shared::cta.global'"
+LOAD_DESTINATIONS: dict[str, tuple[str, bool]] = {
+    "shared::cluster": ("tma", True),
+    "shared::cta": ("tma.shared_cta", False),
+}
+
+
 def tma_load(
     k: Kernel,
     dst: Operand,
@@ -344,10 +355,12 @@ def tma_load(
     it)."""
     if mode is None:
         mode = ".im2col" if im2col_offsets is not None else ".tile"
-    if dst_space not in ("shared::cluster", "shared::cta"):
-        raise TmaEmitError(f"a TMA load writes shared::cluster or shared::cta, not '{dst_space}'")
-    if dst_space == "shared::cta" and multicast_mask is not None:
-        raise TmaEmitError("a TMA load into shared::cta cannot multicast")
+    if dst_space not in LOAD_DESTINATIONS:
+        raise TmaEmitError(f"a TMA load writes {' or '.join(LOAD_DESTINATIONS)}, not "
+                           f"'{dst_space}'")
+    dst_feature, can_multicast = LOAD_DESTINATIONS[dst_space]
+    if not can_multicast and multicast_mask is not None:
+        raise TmaEmitError(f"a TMA load into {dst_space} cannot multicast")
     instr = _instr("load", mode)
     if instr.offsets_of and len(coords) < min(instr.ranks):
         raise TmaEmitError(
@@ -355,6 +368,7 @@ def tma_load(
         )
     rank = _rank(instr, coords)
     _gate(k, f"TMA load {instr.mode}", instr.feature, target)
+    k.need_feature(dst_feature, f"TMA load into .{dst_space}", TmaEmitError)
     n_off = instr.offsets(rank)
     offs = list(im2col_offsets or ())
     if len(offs) != n_off:
