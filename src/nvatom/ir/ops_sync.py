@@ -32,6 +32,7 @@ from nvatom.ir.dialect import (
 )
 from nvatom.ir.syntax import IRSyntaxError
 from nvatom.layout import ComposedLayout, Layout, Swizzle
+from nvatom.ptx import sync_emit as SE
 
 __all__ = ["SYNC_CUTE_OPS", "SYNC_NVGPU_OPS"]  # registered by nvatom.ir.ops
 
@@ -112,8 +113,9 @@ class SetMaxNRegOp(NvOp):
         if self.attr("action") not in ("inc", "dec"):
             _fail(f"setmaxnreg action must be 'inc' or 'dec', got '{self.attr('action')}'")
         n = self.attr("regs")
-        if not 24 <= n <= 256 or n % 8:
-            _fail(f"setmaxnreg takes 24..256 registers in steps of 8, got {n}")
+        lo, hi, step = SE.SETMAXNREG_RANGE
+        if not lo <= n <= hi or n % step:
+            _fail(f"setmaxnreg takes {lo}..{hi} registers in steps of {step}, got {n}")
 
 
 # =========================================================================== mbarriers
@@ -213,13 +215,14 @@ class BarrierSyncOp(NvOp):
 
     def verify_ir(self, v: VerifyCtx) -> None:
         n = self.attr("threads")
-        if not 32 <= n <= 1024 or n % 32:
-            _fail(f"bar.sync counts 32..1024 threads in whole warps, got {n}")
+        lo, hi, step = SE.BARRIER_THREADS
+        if not lo <= n <= hi or n % step:
+            _fail(f"bar.sync counts {lo}..{hi} threads in whole warps, got {n}")
         has_id = self.attr("id") is not None
         if has_id == bool(self.operands):
             _fail("give the barrier id as the attribute 'id' or as one i32 operand")
-        if has_id and not 0 <= self.attr("id") <= 15:
-            _fail(f"a named barrier id is 0..15, got {self.attr('id')}")
+        if has_id and not 0 <= self.attr("id") < SE.NAMED_BARRIERS:
+            _fail(f"a named barrier id is 0..{SE.NAMED_BARRIERS - 1}, got {self.attr('id')}")
         if self.operands and not X.is_integer_like(self.operands[0].type):
             _fail(f"expects an integer barrier id, but got "
                   f"{TY.type_text(self.operands[0].type)}")

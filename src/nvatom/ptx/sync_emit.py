@@ -161,11 +161,18 @@ def _operand(what: str, v: object) -> Operand:
     return v
 
 
+#: ``setmaxnreg``'s register count: (least, most, step) (PTX ISA "setmaxnreg")
+SETMAXNREG_RANGE = (24, 256, 8)
+#: named barriers (``bar.sync``/``bar.arrive``): ids 0..15; thread counts (least, most, step)
+NAMED_BARRIERS = 16
+BARRIER_THREADS = (32, 1024, 32)
+
+
 def setmaxnreg(k: Kernel, op: str, nregs: int, *, target: Target | str | None = None) -> None:
     """``setmaxnreg.{op}.sync.aligned.u32 nregs``: all threads of the warpgroup, same value."""
     opcode = spell("setmaxnreg", op=op)
     check_target("setmaxnreg", target, k)
-    _int_in("setmaxnreg register count", nregs, 24, 256, 8)
+    _int_in("setmaxnreg register count", nregs, *SETMAXNREG_RANGE)
     k.ins(opcode, nregs)
 
 
@@ -191,8 +198,8 @@ def _named_barrier(k: Kernel, op: str, bar_id: int | Reg | str, count: int,
     if isinstance(bar_id, (Reg, str)):
         _operand(f"{op} barrier id", bar_id)
     else:
-        _int_in(f"{op} barrier id", bar_id, 0, 15)
-    _int_in(f"{op} thread count", count, 32, 1024, 32)
+        _int_in(f"{op} barrier id", bar_id, 0, NAMED_BARRIERS - 1)
+    _int_in(f"{op} thread count", count, *BARRIER_THREADS)
     k.ins(spell(op), bar_id, count)
 
 
