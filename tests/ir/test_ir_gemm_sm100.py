@@ -55,6 +55,25 @@ def test_the_ptx_issues_the_atoms_words(compiled: tuple) -> None:
         lay = smem_layout(rows, BK, 16, "K", smem_swizzle("SW128"))
         for w in k_block_descriptors(lay, 16, "K", BK // 16):
             assert re.search(rf"add\.s64 %rd\d+, %rd\d+, {w.encode()};", ptx), (rows, w)
+    # each instruction's A and B descriptors: the tile that tmap0 (A) and tmap1 (B) load into
+    # (cvt of its shared address, >> 4) plus the K-block's word, in K-block order
+    lay = {rows: smem_layout(rows, BK, 16, "K", smem_swizzle("SW128")) for rows in (BM, BN)}
+    words = {rows: [w.encode() for w in k_block_descriptors(lay[rows], 16, "K", BK // 16)]
+             for rows in (BM, BN)}
+    param_of = dict(re.findall(r"mov\.u64 (%rd\d+), (tmap\d);", ptx))
+    generic = {dst: param_of[src] for dst, src in
+               re.findall(r"cvta\.param\.u64 (%rd\d+), (%rd\d+);", ptx)}
+    tile_of = {generic[m]: t for t, m in re.findall(
+        r"cp\.async\.bulk\.tensor\.2d\S* \[(%r\d+)\], \[(%rd\d+),", ptx)}
+    source = dict(re.findall(r"cvt\.u64\.u32 (%rd\d+), (%r\d+);", ptx))
+    added = {d: (b, int(c)) for d, b, c in re.findall(r"add\.s64 (%rd\d+), (%rd\d+), (\d+);", ptx)}
+    mmas = re.findall(r"tcgen05\.mma\.cta_group::1\.kind::f16 \[%r\d+\], (%rd\d+), (%rd\d+),", ptx)
+    assert len(mmas) == 2 * BK // 16
+    for i, (da, db) in enumerate(mmas):
+        j = i % (BK // 16)
+        for reg, tmap, rows in ((da, "tmap0", BM), (db, "tmap1", BN)):
+            base, word = added[reg]
+            assert source[base] == tile_of[tmap] and word == words[rows][j], (i, reg)
     assert "tcgen05.ld.sync.aligned.32x32b.x64.b32" in ptx
     # the host encodes the tensor maps the partition gives: 64 x 128 and 64 x 64 boxes, SW128
     assert [(t.box, t.swizzle_bytes) for t in low.kernels[0].tma] == [((64, 128), 128),
