@@ -49,8 +49,8 @@ PROBES = {
     "cluster": "barrier.cluster.arrive;",
     "tma": "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
            "[r0], [rd0, {r1, r2}], [r3];",
-    "tma.shared_cta": "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes "
-                      "[r0], [rd0, {r1, r2}], [r3];",
+    "tma.shared_cta": "cp.async.bulk.tensor.2d.shared::cta.global.tile"
+                      ".mbarrier::complete_tx::bytes [r0], [rd0, {r1, r2}], [r3];",
     "mbarrier.tx": "mbarrier.arrive.expect_tx.shared.b64 rd1, [r0], 16;",
     "elect.sync": "elect.sync r1|p1, 0xffffffff;",
     "wgmma": "wgmma.fence.sync.aligned;",

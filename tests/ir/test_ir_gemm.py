@@ -190,3 +190,20 @@ def test_bad_kernel_attributes_are_diagnostics() -> None:
     mod = driver.parse(text, "ops.mlir")
     with pytest.raises(IRError, match="threads = 2000 : i32 is not an integer in 1..1024"):
         lower(mod, driver.verify(mod, "sm_90a"))
+
+
+def test_threads_attribute_must_be_whole_warps() -> None:
+    text = OPS.format(body="").replace("cluster = [2, 1, 1]", "threads = 100 : i32")
+    mod = driver.parse(text, "ops.mlir")
+    with pytest.raises(IRError, match="threads = 100 is not a whole number of warps"):
+        lower(mod, driver.verify(mod, "sm_90a"))
+
+
+@pytest.mark.parametrize("op", ["addi", "muli", "andi", "subi", "divui", "shli", "ori"])
+def test_narrow_integer_arith_is_refused_not_miscomputed(op: str) -> None:
+    """The lowering computes in 32- or 64-bit registers: an i16 op would need a wrap after
+    every instruction, so it is refused (addi/muli/andi used to emit add.s32 and friends
+    with no wrap: i16 30000 + 30000 gave 60000)."""
+    body = (f"%c = arith.constant 7 : i16\n  %d = arith.constant 9 : i16\n"
+            f"  %e = arith.{op} %c, %d : i16")
+    assert f"'arith.{op}' on i16 is not supported (i32, i64)" in _errors(body)

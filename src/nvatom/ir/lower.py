@@ -39,7 +39,7 @@ from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.driver import Diagnostic, IRError, Module, internal_error
 from nvatom.ir.fragments import WARP, FragmentAccess, fragment_access
 from nvatom.ir.lower_umma import Tcgen05Lowering
-from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits
+from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits, arith_bits
 from nvatom.ir.syntax import layout_text
 from nvatom.layout import ComposedLayout, Layout, Swizzle, size
 from nvatom.ptx import sync_emit as SE
@@ -241,7 +241,7 @@ class _KernelLowering(Tcgen05Lowering):
 
     def _binary(self, op: Any, opcode32: str, opcode64: str) -> None:
         a, b = (self._reg_of(x) for x in op.operands)
-        wide = _int_bits(op.results[0].type) == 64
+        wide = arith_bits(op) == 64
         r = self.k.reg("u64" if wide else "u32")
         self.k.ins(opcode64 if wide else opcode32, r, a, b)
         self.vals[op.results[0]] = r

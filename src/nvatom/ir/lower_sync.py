@@ -22,7 +22,7 @@ from typing import Any
 
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
-from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits
+from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits, arith_bits
 from nvatom.ir.ops_sync import CONVERTS
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
@@ -153,9 +153,7 @@ def _binary(opcode: str, signed: bool = False) -> Callable[[Low, Any], None]:
 
     def lower(low: Low, op: Any) -> None:
         a, b = (low._reg_of(x) for x in op.operands)
-        bits = _int_bits(op.results[0].type)
-        if bits not in (32, 64):
-            raise LowerError(f"'{op.name}' on i{bits} is not supported (i32, i64)")
+        bits = arith_bits(op)
         kind = "s" if signed else "u"
         r = low.k.reg(f"{kind}{bits}")
         low.k.ins(opcode.format(t=f"{kind}{bits}", b=f"b{bits}"), r, a, b)

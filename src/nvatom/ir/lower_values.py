@@ -44,3 +44,12 @@ def _footprint(layout: Layout | ComposedLayout) -> int:
 def _int_bits(t: Any) -> int:
     w = getattr(t, "width", None)
     return 32 if w is None else int(w.data)
+
+
+def arith_bits(op: Any) -> int:
+    """The width of an integer arith op's result: 32 or 64 (the PTX registers the lowering
+    computes in; a narrower type would need a wrap after every instruction)."""
+    bits = _int_bits(op.results[0].type)
+    if bits not in (32, 64):
+        raise LowerError(f"'{op.name}' on i{bits} is not supported (i32, i64)")
+    return bits
