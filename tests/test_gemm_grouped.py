@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 from nvatom import gemm_providers as gp
@@ -208,3 +209,28 @@ def test_grouped_variant_plans_with_its_arguments_and_restores() -> None:
     assert seen == {"group_sched": "scan"}
     assert gp.grouped_plan is orig
     assert not ng._grouped_calls and not ng._grouped_fast
+
+
+_B2 = Fake3((2, 128, 64), (128 * 64, 64, 1))
+
+
+@pytest.mark.parametrize(("offsets", "match"), [
+    (np.array([32.0, 64.0]), "offsets has dtype float64: group offsets are integers"),
+    (np.array([[32, 64]]), r"offsets has shape \(1, 2\): one cumulative row end per group"),
+    ({32, 64}, "offsets is a set: pass the groups' cumulative row ends"),
+])
+def test_grouped_offsets_errors(offsets, match) -> None:
+    out = FakeTensor((64, 64), (64, 1), ptr=0x7F8000000000)
+    with pytest.raises(GemmError, match=match):
+        grouped_gemm(_a(64, 128), _B2, offsets, out=out)
+
+
+@pytest.mark.parametrize(("out", "err", "match"), [
+    (FakeTensor((64, 32), (32, 1), ptr=0x7F8000000000), GemmError,
+     r"out has shape \(64, 32\), the product is 64x64"),
+    (FakeTensor((64, 64), (32, 1), ptr=0x7F8000000000), TensorArgumentError,
+     r"out's rows overlap \(row stride 32 < N = 64\)"),
+])
+def test_grouped_out_errors(out, err, match) -> None:
+    with pytest.raises(err, match=match):
+        grouped_gemm(_a(64, 128), _B2, [32, 64], out=out)

@@ -717,9 +717,9 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
                             f"from 0 to total_M = {total_m} (offsets[{g - 1 if g else 0}] = "
                             f"{prev if g else 0})")
         prev = e
-    import torch
-
     if out is None:
+        import torch
+
         out = torch.empty((total_m, n), dtype=a.dtype, device=a.device)
         if ends and ends[-1] < total_m:
             out[ends[-1]:].zero_()
@@ -734,6 +734,8 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
     check_sizes(total_m, n, k)
     if not ends or ends[-1] == 0 or n == 0:
         return out
+    import torch
+
     if k == 0:
         out[: ends[-1]].zero_()
         return out
