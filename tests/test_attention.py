@@ -197,10 +197,11 @@ class _Fake:
     dev: str = "cuda"
     strides: tuple[int, ...] | None = None
     ptr: int = 1 << 20
+    index: int = 0
 
     @property
     def device(self) -> Any:
-        return _Dev(self.dev)
+        return _Dev(self.dev, self.index)
 
     def stride(self) -> tuple[int, ...]:
         if self.strides is not None:
@@ -252,6 +253,17 @@ def test_good_input_is_accepted() -> None:
     ({}, dict(scale=-1.0), "scale = -1.0"),
     ({}, dict(scale=float("nan")), "scale = nan"),
     ({}, dict(causal=1), "causal = 1"),
+    ({}, dict(scale=True), "scale = True"),
+    (dict(v=_Fake((2, 2, 120, 128), index=1)), {}, "cuda:0, cuda:0, cuda:1; they must share"),
+    (dict(k=_Fake((2, 2, 0, 128)), v=_Fake((2, 2, 0, 128))), {},
+     "k and v have sequence length 0: at least one key"),
+    (dict(k=_Fake((2, 0, 120, 128)), v=_Fake((2, 0, 120, 128))), {}, "8 heads and k, v have 0"),
+    (dict(q=_Fake((4096, 64, 64, 128)), k=_Fake((4096, 64, 64, 128)),
+          v=_Fake((4096, 64, 64, 128))), {}, "more than 2^31 - 1 elements"),
+    (dict(q=_Fake((2, 8, 100, 128), strides=(102400, 12800, 0, 1))), {},
+     "the sequence stride must be positive"),
+    (dict(q=_Fake((2, 8, 100, 128), strides=(51200, 6400, 64, 1))), {},
+     "rows overlap (sequence stride 64 < head_dim 128)"),
 ])
 def test_bad_input_is_named(over: dict[str, Any], kw: dict[str, Any], needle: str) -> None:
     with pytest.raises(A.AttentionError) as ei:
