@@ -35,6 +35,7 @@ CLASSES = [
     ("e4m3", "bf16", "K", "", "tensor", False),
     ("e4m3", "bf16", "K", "e5m2", "row", False),
     ("e5m2", "bf16", "K", "", "tensor", True),
+    ("e4m3", "bf16", "K", "", "block", False),
 ]
 
 
