@@ -352,12 +352,40 @@ def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, m: int 
     row, then block; where two fit, they mean the same product).  Both are required for FP8
     operands and none is allowed otherwise; tensors are float32 on the operands' CUDA
     device with unit stride (duck-typed: ``.dtype``, ``.shape``, ``.device``, ``.stride()``)."""
+    shapes = _scale_shapes(scale_a, scale_b, in_dtype, device)
+    if shapes is None:
+        return ""
+    sa, sb = shapes
+    if math.prod(sa) == 1 and math.prod(sb) == 1 and len(sa) <= 2 and len(sb) <= 2:
+        return "tensor"
+    if sa in ((m, 1), (m,)) and sb in ((1, n), (n,)):
+        _check_unit_stride(scale_a, scale_b)
+        return "row"
+    kb = None if k is None else -(-k // SCALE_BLOCK)
+    nb = -(-n // SCALE_BLOCK)
+    if kb is not None and sa == (m, kb) and sb == (kb, nb):
+        # scale_a row-major (M x Kb, stride (Kb, 1)); scale_b K-major (Kb x Nb, stride (1, Kb))
+        _check_block_strides(scale_a, scale_b, kb)
+        return "block"
+    block = "" if kb is None else f"({m}, {kb}) and ({kb}, {nb}) "
+    raise GemmError(f"scale_a has shape {sa} and scale_b {sb}: the scales are per-tensor "
+                    f"(one element each) or row-wise (scale_a ({m}, 1), one per row of a; "
+                    f"scale_b (1, {n}), one per column of b), as torch._scaled_mm, or block "
+                    f"scales {block}(scale_a (M, ceil(K/128)): one per row of a and 128 K "
+                    "elements; scale_b (ceil(K/128), ceil(N/128)): one per 128 x 128 block "
+                    "of b)")
+
+
+def _scale_shapes(scale_a: Any, scale_b: Any, in_dtype: str,
+                  device: int) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """Both scales' shapes (a number's is ()), each checked to be a float or a float32 CUDA
+    tensor on ``device``; None for non-FP8 operands (which take no scales)."""
     given = [nm for nm, v in (("scale_a", scale_a), ("scale_b", scale_b)) if v is not None]
     if in_dtype not in SCALED_DTYPES:
         if given:
             raise GemmError(f"{' and '.join(given)} given but a and b are {in_dtype}: scales "
                             f"apply to FP8 ({', '.join(SCALED_DTYPES)}) operands only")
-        return ""
+        return None
     if len(given) < 2:
         missing = " and ".join(nm for nm in ("scale_a", "scale_b") if nm not in given)
         raise GemmError(f"a and b are {in_dtype} (FP8) but {missing} is missing: FP8 GEMMs compute "
@@ -387,38 +415,79 @@ def check_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, m: int 
         idx = 0 if dev.index is None else int(dev.index)  # type: ignore[union-attr]
         if idx != device:
             raise GemmError(f"{name} is on cuda:{idx}, the operands on cuda:{device}")
-    sa, sb = shapes["scale_a"], shapes["scale_b"]
-    if math.prod(sa) == 1 and math.prod(sb) == 1 and len(sa) <= 2 and len(sb) <= 2:
-        return "tensor"
-    if sa in ((m, 1), (m,)) and sb in ((1, n), (n,)):
-        for name, v in (("scale_a", scale_a), ("scale_b", scale_b)):
-            st = tuple(int(x) for x in v.stride())
-            if max(v.shape) > 1 and st[v.shape.index(max(v.shape))] != 1:
-                raise GemmError(f"{name} has strides {st}: row-wise scales are read as one "
-                                f"contiguous vector; pass {name}.contiguous()")
-        return "row"
-    kb = None if k is None else -(-k // SCALE_BLOCK)
-    nb = -(-n // SCALE_BLOCK)
-    if kb is not None and sa == (m, kb) and sb == (kb, nb):
-        # scale_a row-major (M x Kb, stride (Kb, 1)); scale_b K-major (Kb x Nb, stride (1, Kb))
-        for name, v, want, shape in (("scale_a", scale_a, (kb, 1), sa),
-                                     ("scale_b", scale_b, (1, kb), sb)):
-            st = tuple(int(x) for x in v.stride())
-            if any(s != w and d > 1 for s, w, d in zip(st, want, shape, strict=True)):
-                how = ("row-major like a: pass scale_a.contiguous()" if name == "scale_a" else
-                       "K-major (column-major) like b: for a weight w (N x K) with row-major "
-                       "scales w_scale (ceil(N/128) x ceil(K/128)) pass scale_b = w_scale.t(); "
-                       "else scale_b.t().contiguous().t()")
-                raise GemmError(f"{name} ({shape[0]} x {shape[1]} block scales) has strides "
-                                f"{st}, not {want}: block scales are read {how}")
-        return "block"
-    block = "" if kb is None else f"({m}, {kb}) and ({kb}, {nb}) "
-    raise GemmError(f"scale_a has shape {sa} and scale_b {sb}: the scales are per-tensor "
-                    f"(one element each) or row-wise (scale_a ({m}, 1), one per row of a; "
-                    f"scale_b (1, {n}), one per column of b), as torch._scaled_mm, or block "
-                    f"scales {block}(scale_a (M, ceil(K/128)): one per row of a and 128 K "
-                    "elements; scale_b (ceil(K/128), ceil(N/128)): one per 128 x 128 block "
-                    "of b)")
+    return shapes["scale_a"], shapes["scale_b"]
+
+
+def _check_unit_stride(*scales: Any) -> None:
+    """Row-wise scales are read as contiguous vectors (the last dimension of a grouped
+    ``scale_b``)."""
+    for name, v in zip(("scale_a", "scale_b"), scales, strict=False):
+        st = tuple(int(x) for x in v.stride())
+        shape = tuple(int(x) for x in v.shape)
+        if len(shape) == 3 or (len(shape) == 2 and shape[0] > 1 and shape[1] > 1):
+            shape, st = shape[-1:], st[-1:]  # (G, N): each group's row
+        if max(shape) > 1 and st[shape.index(max(shape))] != 1:
+            raise GemmError(f"{name} has strides {tuple(int(x) for x in v.stride())}: "
+                            "row-wise scales are read as one contiguous vector; pass "
+                            f"{name}.contiguous()")
+
+
+def _check_block_strides(scale_a: Any, scale_b: Any, kb: int) -> None:
+    """Block scales: ``scale_a`` row-major (M x Kb, strides (Kb, 1)), ``scale_b`` K-major
+    (Kb x Nb, strides (1, Kb); grouped: each group's)."""
+    for name, v, want in (("scale_a", scale_a, (kb, 1)), ("scale_b", scale_b, (1, kb))):
+        shape = tuple(int(x) for x in v.shape)[-2:]
+        st = tuple(int(x) for x in v.stride())[-2:]
+        if any(s != w and d > 1 for s, w, d in zip(st, want, shape, strict=True)):
+            how = ("row-major like a: pass scale_a.contiguous()" if name == "scale_a" else
+                   "K-major (column-major) like b: for a weight w (N x K) with row-major "
+                   "scales w_scale (ceil(N/128) x ceil(K/128)) pass scale_b = w_scale.t(); "
+                   "else scale_b.t().contiguous().t()")
+            raise GemmError(f"{name} ({shape[0]} x {shape[1]} block scales) has strides "
+                            f"{st}, not {want}: block scales are read {how}")
+
+
+def check_group_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, groups: int,
+                       m: int, n: int, k: int) -> tuple[str, int]:
+    """:func:`check_scales` for :func:`grouped_gemm` (``m`` = total_M, A's stacked rows):
+    returns the mode and ``scale_b``'s stride between groups in bytes (0: one ``scale_b``
+    for every group).  Per-tensor: ``scale_a`` one element, ``scale_b`` one element or one
+    per group, shape (G,); row-wise: ``scale_a`` (total_M,) or (total_M, 1), ``scale_b``
+    (G, N) (or (1, N): every group's), as ``torch._scaled_grouped_mm``; block: ``scale_a``
+    (total_M, ceil(K/128)) row-major, ``scale_b`` (G, ceil(K/128), ceil(N/128)), each
+    group's K-major (or (ceil(K/128), ceil(N/128)): every group's)."""
+    shapes = _scale_shapes(scale_a, scale_b, in_dtype, device)
+    if shapes is None:
+        return "", 0
+    sa, sb = shapes
+
+    def gstep(v: Any, shape: tuple[int, ...], per_group: int) -> int:
+        if len(shape) < per_group or shape[0] == 1 or groups == 1:
+            return 0
+        step = int(v.stride()[0]) * 4
+        if not 0 <= step < 2**32:
+            raise GemmError(f"scale_b's group stride {v.stride()[0]} elements is outside "
+                            "0..2^30 (the kernel steps by a 32-bit byte offset)")
+        return step
+
+    if math.prod(sa) == 1 and len(sa) <= 2:
+        if math.prod(sb) == 1 and len(sb) <= 2:
+            return "tensor", 0
+        if sb == (groups,):
+            return "tensor", gstep(scale_b, sb, 1)
+    if sa in ((m, 1), (m,)) and sb in ((groups, n), (1, n)):
+        _check_unit_stride(scale_a, scale_b)
+        return "row", gstep(scale_b, sb, 2)
+    kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
+    if sa == (m, kb) and sb in ((groups, kb, nb), (kb, nb)):
+        _check_block_strides(scale_a, scale_b, kb)
+        return "block", gstep(scale_b, sb, 3)
+    raise GemmError(f"scale_a has shape {sa} and scale_b {sb}: grouped scales are per-tensor "
+                    f"(scale_a one element; scale_b one element or ({groups},), one per "
+                    f"group), row-wise (scale_a ({m},), one per row of a; scale_b ({groups}, "
+                    f"{n}), one per group and column, as torch._scaled_grouped_mm) or block "
+                    f"scales (scale_a ({m}, {kb}); scale_b ({groups}, {kb}, {nb}), each "
+                    "group's K-major)")
 
 
 def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None,
@@ -646,13 +715,23 @@ def _host_offsets(offsets: Any) -> list[int]:
     return vals
 
 
-def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
+def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any = None,
+                 scale_b: Any = None, fast_accum: bool = False) -> Any:
     """A grouped GEMM for mixture-of-experts layers: ``out[rows of g] = a[rows of g] @ b[g]``
     for every group ``g``, in one persistent launch of the SM90 kernel.
 
     ``a``: (total_M, K) row-major bf16 or f16, the groups' rows stacked.  ``b``: (G, K, N) of
     ``a``'s dtype, each ``b[g]`` row-major (strides (., N', 1)) or K-major (strides
-    (., 1, K')), group stride a multiple of 16 bytes.  ``offsets``: the groups' cumulative
+    (., 1, K')), group stride a multiple of 16 bytes.
+
+    FP8 (e4m3 / e5m2, mixed freely): ``b[g]`` K-major (``w.transpose(1, 2)`` of weights
+    ``w`` (G, N, K), as ``torch._scaled_grouped_mm``), bf16 output, both scales required:
+    per-tensor (``scale_a`` one element, ``scale_b`` one element or (G,): one per expert),
+    row-wise (``scale_a`` (total_M,), ``scale_b`` (G, N): ``torch._scaled_grouped_mm``'s) or
+    DeepSeek-V3 block scales (``scale_a`` (total_M, ceil(K/128)), ``scale_b``
+    (G, ceil(K/128), ceil(N/128)), each group's K-major); :func:`check_group_scales` names
+    every wrong one.  ``fast_accum`` as :func:`gemm`'s (default: promoted, f32-exact
+    accumulation every 128 K elements).  ``offsets``: the groups' cumulative
     row ends, ``offsets[g]`` = the end of group g's rows (int32, as ``torch._grouped_mm``'s
     ``offs``): group g is rows ``offsets[g-1]..offsets[g]`` (group 0 from row 0); groups may be
     empty; non-decreasing, at most total_M.  A CPU tensor or a list costs nothing; a CUDA
@@ -673,13 +752,17 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
     ``out`` given it skips the checks too (the call cache: a key of the tensors' pointers,
     shapes, strides, dtypes and devices and the offsets' values)."""
     fkey = _grouped_fast_key(a, b, offsets, out)
+    if fkey is not None and (scale_a is not None or scale_b is not None or fast_accum):
+        fkey += (_scale_key(scale_a), _scale_key(scale_b), fast_accum)
     hit = _grouped_fast.get(fkey) if fkey is not None else None
     if hit is not None:
         import torch
 
         hit[0](hit[1], torch.cuda.current_stream(hit[3]).cuda_stream)
         return out
-    ai = check_matrix(a, "a", dtypes=PLAIN_DTYPES, majors=("row",), align_bytes=16)
+    ai = check_matrix(a, "a", dtypes=(*PLAIN_DTYPES, *SCALED_DTYPES), majors=("row",),
+                      align_bytes=16)
+    fp8 = ai.dtype in SCALED_DTYPES
     if not (hasattr(b, "dim") and hasattr(b, "stride")) or b.dim() != 3:
         raise GemmError(f"b has shape {tuple(getattr(b, 'shape', ()))}: grouped_gemm takes "
                         "b as (G, K, N), one K x N matrix per group")
@@ -687,14 +770,25 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
     total_m, k = ai.shape
     if groups < 1:
         raise GemmError("b has 0 groups: grouped_gemm takes b as (G, K, N) with G >= 1")
-    if b.dtype != a.dtype:
+    if b.dtype != a.dtype and not (fp8 and dtype_name(b.dtype) in SCALED_DTYPES):
         raise TensorArgumentError(f"a is {ai.dtype} but b is {dtype_name(b.dtype)}; the "
-                                  "operands must have one element type")
+                                  "operands must have one element type (FP8: e4m3 and e5m2 "
+                                  "mix)")
     if kb_ != k:
         raise GemmError(f"shapes do not chain: a is {total_m}x{k}, b is {groups}x{kb_}x{n} "
                         f"({k} != {kb_})")
-    b0 = check_matrix(b[0], "b[g]", dtypes=(ai.dtype,),
-                      majors=("row", "col"), align_bytes=16, device=ai.device)
+    if not isinstance(fast_accum, bool):
+        raise GemmError(f"fast_accum = {fast_accum!r}: True or False")
+    if fast_accum and not fp8:
+        raise GemmError(f"fast_accum applies to FP8 operands; a and b are {ai.dtype}")
+    if fp8 and int(b.stride(1)) != 1 and k > 1:
+        raise TensorArgumentError(
+            f"b has strides {tuple(int(x) for x in b.stride())}: FP8 WGMMA reads K-major "
+            "operands only, so each b[g] must be column-major (strides (., 1, K')): pass "
+            "b = w.transpose(1, 2) of the weights w (G, N, K), as torch._scaled_grouped_mm")
+    b0 = check_matrix(b[0], "b[g]", dtypes=SCALED_DTYPES if fp8 else (ai.dtype,),
+                      majors=("col",) if fp8 else ("row", "col"), align_bytes=16,
+                      device=ai.device)
     for t in (ai, b0):
         if t.lines > 1 and t.ld < t.inner:
             raise TensorArgumentError(
@@ -717,16 +811,19 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
                             f"from 0 to total_M = {total_m} (offsets[{g - 1 if g else 0}] = "
                             f"{prev if g else 0})")
         prev = e
+    mode, sb_step = check_group_scales(scale_a, scale_b, ai.dtype, ai.device, groups,
+                                       total_m, n, k)
     if out is None:
         import torch
 
-        out = torch.empty((total_m, n), dtype=a.dtype, device=a.device)
+        out = torch.empty((total_m, n), dtype=torch.bfloat16 if fp8 else a.dtype,
+                          device=a.device)
         if ends and ends[-1] < total_m:
             out[ends[-1]:].zero_()
         elif not ends:
             out.zero_()
-    oi = check_matrix(out, "out", dtypes=OUT_DTYPES, majors=("row",), align_bytes=16,
-                      device=ai.device)
+    oi = check_matrix(out, "out", dtypes=(SCALED_OUT_DTYPE,) if fp8 else OUT_DTYPES,
+                      majors=("row",), align_bytes=16, device=ai.device)
     if oi.shape != (total_m, n):
         raise GemmError(f"out has shape {oi.shape}, the product is {total_m}x{n}")
     if oi.lines > 1 and oi.ld < n:
@@ -747,6 +844,8 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
         raise GemmError(f"grouped_gemm runs on the SM90 kernel (compute capability 9.0, "
                         f"WGMMA and TMA); this GPU is {_cc(cap)}")
     key = (ai, b0, oi, tuple(int(x) for x in b.stride()), groups, tuple(ends))
+    if fp8:
+        key += (_scale_key(scale_a), _scale_key(scale_b), fast_accum)
     hit = _grouped_calls.get(key)
     if hit is not None:  # the same operands and offsets: maps and tile counts already there
         hit[0](hit[1], torch.cuda.current_stream(dev).cuda_stream)
@@ -758,7 +857,9 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
     b_major = "N" if b0.major == "row" else "K"
     try:
         gp = grouped_plan(ai.dtype, oi.dtype, b_major, ends, n, k, ai.ptr, ai.ld, int(b.data_ptr()),
-                          gstride, b0.ld, oi.ptr, oi.ld, _sm_count(dev))
+                          gstride, b0.ld, oi.ptr, oi.ld, _sm_count(dev),
+                          **(dict(b_dtype=b0.dtype, scale_mode=mode, fast_accum=fast_accum)
+                             if fp8 else {}))
     except NvatomError as e:  # a size TMA cannot describe (check_problem)
         raise GemmError(f"grouped_gemm: {e}") from None
     if gp.grid == 0:
@@ -770,15 +871,20 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None) -> Any:
                        lambda t, c=cfg: sm90.build_gemm_sm90(c, t).emit())
     kernel = get_kernel(src, "sm_90a", device=dev, backend="driver")
     run = kernel.launcher((gp.grid, 1, 1), (cfg.threads, 1, 1), shmem=cfg.smem_bytes)
-    host = bytearray(gp.maps)
-    host += b"".join(int(e).to_bytes(4, "little") for e in gp.tile_ends)
+    host = bytearray(gp.buffer())
     buf = torch.frombuffer(host, dtype=torch.uint8).to(a.device, non_blocking=True)
     base = int(buf.data_ptr())
-    params = PackedParams.of(src.params, [base, base + len(gp.maps), groups, n, k])
+    args = [base, base + len(gp.maps), groups, n, k]
+    keep: tuple[Any, ...] = (buf,)
+    if fp8:  # number scales become cached device tensors, kept alive with the call
+        sa, sb = _scale_tensor(scale_a, dev), _scale_tensor(scale_b, dev)
+        args += [int(sa.data_ptr()), int(sb.data_ptr()), sb_step]
+        keep += (sa, sb)
+    params = PackedParams.of(src.params, args)
     run(params, torch.cuda.current_stream(dev).cuda_stream)
     if len(_grouped_calls) >= _MAX_GROUPED_CALLS:
         del _grouped_calls[next(iter(_grouped_calls))]  # the oldest entry
-    _grouped_calls[key] = (run, params, buf)  # buf: the maps stay on the device
+    _grouped_calls[key] = (run, params, keep)  # the maps (and scales) stay on the device
     _remember_fast(fkey, _grouped_calls[key], dev)
     return out
 

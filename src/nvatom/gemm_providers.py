@@ -478,16 +478,29 @@ class GroupedPlan:
     maps: bytes
     tile_ends: tuple[int, ...]
     grid: int
+    # FP8: the groups' cumulative row ends, after tile_ends in the kernel's buffer (the
+    # kernel indexes the stacked rows' scales with them); () otherwise
+    row_ends: tuple[int, ...] = ()
+
+    def buffer(self) -> bytes:
+        """The kernel's device buffer: the maps, then ``tile_ends`` (and ``row_ends``), u32."""
+        return self.maps + b"".join(int(e).to_bytes(4, "little")
+                                    for e in (*self.tile_ends, *self.row_ends))
 
 
 _GROUPED_MAPS: dict[tuple[Any, ...], Any] = {}
+#: Grouped FP8 tiles that differ from the plain default, by (scale mode, fast_accum): the
+#: fast row-wise kernel's 128 x 256 tile spills (ptxas: 16 stores, 28 loads) once the group
+#: walk's registers live beside its 128 accumulators, so it takes 128 x 192 (no spills).
+_GROUPED_FP8_TILES: dict[tuple[str, bool], dict[str, Any]] = {("row", True): {"block_n": 192}}
 
 
 def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int], n: int,
                  k: int, a_ptr: int, lda: int, b_ptr: int, b_group_stride: int, ldb: int,
                  d_ptr: int, ldd: int, sms: int,
                  encode: Any = None, group_sched: str | None = None,
-                 config: Any = None) -> GroupedPlan:
+                 config: Any = None, *, b_dtype: str = "", scale_mode: str = "tensor",
+                 fast_accum: bool = False) -> GroupedPlan:
     """Plan ``nvatom.grouped_gemm``: group g is rows ``ends[g-1]..ends[g]`` of A and D
     (``ends`` cumulative, as ``torch._grouped_mm``'s ``offs``) and B's matrix g (``b_ptr +
     g * b_group_stride`` bytes).  Each group's maps are the SM90 kernel's own (its launch
@@ -496,9 +509,16 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
     128 bytes (default ``cuTensorMapEncodeTiled``).  ``group_sched``: the kernel's
     ``GemmSm90Config.group_sched`` (default: the config's).  ``config``: the plain
     kernel's configuration to group (default: ``default_config`` of the types; tuning, e.g.
-    the ping-pong schedule)."""
+    the ping-pong schedule).  FP8 (``in_dtype`` e4m3/e5m2, ``b_dtype`` B's where it
+    differs, K-major B): the plain FP8 default of ``scale_mode`` and ``fast_accum`` (its
+    128 x 192 promoted tile: no per-size choice, the groups' sizes differ)."""
     from nvatom.runtime.gemm_recipe import _encode_tiled, evaluate_maps
 
+    if config is None and in_dtype in sm90.FP8_DTYPES:
+        config = sm90.default_config(in_dtype, out_dtype, "K", b_dtype=b_dtype,
+                                     fast_accum=fast_accum, scale_mode=scale_mode)
+        config = dataclasses.replace(config, **_GROUPED_FP8_TILES.get(
+            (scale_mode, fast_accum), {}))
     base = config or sm90.default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K",
                                          schedule="cooperative")  # ping-pong: slower here
     cfg = dataclasses.replace(base, grouped=True)
@@ -529,4 +549,5 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
             blob += bytes(3 * 128)
         tile_ends.append(total)
         start = end
-    return GroupedPlan(cfg, bytes(blob), tuple(tile_ends), min(total, sms))
+    return GroupedPlan(cfg, bytes(blob), tuple(tile_ends), min(total, sms),
+                       tuple(ends) if cfg.fp8 else ())

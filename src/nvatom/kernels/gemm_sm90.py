@@ -231,10 +231,13 @@ class GemmSm90Config:
             raise GemmSm90Error("multicast and persistent must be bools")
         if not isinstance(self.grouped, bool):
             raise GemmSm90Error(f"grouped must be a bool, got {self.grouped!r}")
-        if self.grouped and (self.cluster_m != 1 or self.fp8 or not self.persistent):
-            raise GemmSm90Error("grouped GEMM runs persistent, without a cluster, on bf16/f16 "
-                                f"operands (got cluster_m {self.cluster_m}, in_dtype "
-                                f"{self.in_dtype!r}, persistent {self.persistent})")
+        if self.grouped and (self.cluster_m != 1 or not self.persistent):
+            raise GemmSm90Error("grouped GEMM runs persistent, without a cluster (got "
+                                f"cluster_m {self.cluster_m}, persistent {self.persistent})")
+        if self.grouped and self.fp8 and self.schedule != "cooperative":
+            raise GemmSm90Error("the grouped FP8 kernel is cooperative (got schedule "
+                                f"{self.schedule!r}): the per-group scales are applied by "
+                                "the cooperative consumer")
         if self.group_sched not in GROUP_SCHEDS:
             raise GemmSm90Error(f"group_sched {self.group_sched!r} is not one of "
                                 f"{', '.join(GROUP_SCHEDS)}")
@@ -647,6 +650,10 @@ class _Build:
     gstate: tuple[Reg, Reg, Reg, Reg] | None = None
     maps_used: tuple[int, ...] = (0, 1, 2)
     gpend: Reg | None = None  # "late": D's map changed and is not yet acquired
+    group: Reg | None = None  # grouped: the current tile's group (set by tile_coords)
+    # grouped FP8: the parameter of scale_b's stride between groups in bytes (0: one
+    # scale_b for every group); the groups' row ends follow tile_ends in its buffer
+    scale_step: Param | None = None
 
     def tile_loop(self, name: str, phase0: int | Reg,
                   maps_used: tuple[int, ...] = (0, 1, 2),
@@ -720,6 +727,7 @@ class _Build:
         k.ins("add.u32", g, g, 1)
         k.bra(scan)
         k.label(found)
+        self.group = g
         local = _u32(k, "sub.u32", tile, start)
         tiles_m = _u32(k, "sub.u32", end, start)
         k.ins("div.u32", tiles_m, tiles_m, self.tiles_n)
@@ -739,6 +747,7 @@ class _Build:
         assert self.groups is not None and self.gstate is not None
         maps, ends, G = self.groups
         g, start, end, tiles_m = self.gstate
+        self.group = g
         same = k.fresh_label("g_same")
         inside = k.reg("pred")
         k.ins("setp.lt.u32", inside, tile, end)
@@ -937,6 +946,10 @@ def _prologue_grouped(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan,
     k.maxnreg = _ENTRY_REGS
     pt, pe = k.param("tmaps", "u64"), k.param("tile_ends", "u64")
     pg, pn, pk = (k.param(n, "u32") for n in ("G", "N", "K"))
+    scale_params = step_param = None
+    if cfg.fp8:
+        scale_params = (k.param("scale_a", "u64"), k.param("scale_b", "u64"))
+        step_param = k.param("scale_b_step", "u32")
     dsm = k.dynamic_shared("smem", align=1024)
     off_a, off_b, off_c, off_full, off_empty = _smem_map(cfg)
     smem = _u32(k, "mov.u32", dsm)
@@ -957,15 +970,20 @@ def _prologue_grouped(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan,
     tiles_m = _u32(k, "mov.u32", 0)  # per group (tile_coords)
     ktiles = _u32(k, "add.u32", K, bk - 1)
     k.ins("div.u32", ktiles, ktiles, bk)
+    dims = None
+    if step_param is not None:
+        dims = (_u32(k, "mov.u32", 0), N, K)  # the current group's M: set per tile
     _init_barriers(k, cfg, smem, tid, off_full, off_empty, ())
     SE.named_barrier_sync(k, 0, cfg.threads, target=target_)
     first_tile = _u32(k, "mov.u32", "%ctaid.x")
     step = _u32(k, "mov.u32", "%nctaid.x")
     prod = k.fresh_label("producer")
     done = k.fresh_label("exit")
-    return _Build(k, cfg, plan, target_, off_a, off_b, off_c, off_full, off_empty, smem, tid,
-                  wg, tmaps, tiles_m, tiles_n, ntiles, ktiles, None, first_tile, step,
-                  prod, done, None, None, (maps, ends, G))
+    b = _Build(k, cfg, plan, target_, off_a, off_b, off_c, off_full, off_empty, smem, tid,
+               wg, tmaps, tiles_m, tiles_n, ntiles, ktiles, None, first_tile, step,
+               prod, done, scale_params, dims, (maps, ends, G))
+    b.scale_step = step_param
+    return b
 
 
 @dataclasses.dataclass
@@ -996,13 +1014,15 @@ def _consumer(b: _Build) -> None:
     b_desc0 = [_desc_base(k, b.smem, d, b.off_b) for d in plan.b_descs]
     acc = k.regs("f32", form.registers("D"))
     scale = _fp8_scale(b)
-    block_ptrs = None
-    if cfg.scale_mode == "block":  # applied at promotion, not in the epilogue
-        assert isinstance(scale, tuple)
-        block_ptrs, scale = scale, None
     p_true, p_acc, imm, ep, temps, p_first = _consumer_state(b, cw, ltid, is_lead)
 
     stage, phase, tile, top, mb, nb = b.tile_loop("c_tile", 0, (2,))
+    block_ptrs = None
+    if cfg.scale_mode == "block":  # applied at promotion, not in the epilogue
+        if b.scale_step is not None:
+            scale = _group_scales(b)
+        assert isinstance(scale, tuple)
+        block_ptrs, scale = scale, None
     seq = WgmmaSequence(k)
     if cfg.promote:
         rows = None if block_ptrs is None else _block_scale_rows(b, block_ptrs, cw, mb, nb)
@@ -1036,6 +1056,8 @@ def _consumer(b: _Build) -> None:
             _release(k, cfg, b.smem, b.off_empty, prev, is_lead, b.rank)
     seq.read(acc)
     seq.finish()
+    if b.scale_step is not None and block_ptrs is None:
+        scale = _group_scales(b)  # after the main loop: nothing of it lives across the loop
     _epilogue(b, ep, acc, scale, mb, nb)
     k.ins("add.u32", tile, tile, b.step)
     k.bra(top)
@@ -1429,8 +1451,8 @@ def _mainloop_pipelined(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
 def _fp8_scale(b: _Build) -> Reg | tuple[Reg, Reg] | None:
     """FP8: ``scale_a * scale_b`` loaded from the two f32 device scalars; row-wise scales:
     the two vectors' global addresses (else None)."""
-    if b.scale_params is None:
-        return None
+    if b.scale_params is None or b.scale_step is not None:
+        return None  # grouped: per tile (_group_scales)
     k = b.k
     ga, gb = (k.ld_param(p) for p in b.scale_params)
     k.ins("cvta.to.global.u64", ga, ga)
@@ -1443,6 +1465,56 @@ def _fp8_scale(b: _Build) -> Reg | tuple[Reg, Reg] | None:
     scale = k.reg("f32")
     k.ins("mul.f32", scale, sa, sb)
     return scale
+
+
+def _group_scales(b: _Build) -> Reg | tuple[Reg, Reg]:
+    """Grouped FP8, per tile: the current group's rows ``start..end`` (the row ends follow
+    ``tile_ends`` in the kernel's buffer; its M, ``end - start``, into ``b.dims[0]``) and its
+    scales: ``scale_a`` indexed by A's stacked rows (row-wise: from row ``start``; block:
+    from row ``start`` of its ``ktiles`` columns) and ``scale_b`` at ``g * scale_b_step``
+    bytes; per-tensor: ``scale_a[0] * scale_b[g]`` (a register), else the two addresses for
+    :func:`_row_scale` / :func:`_block_scale_rows`.  The parameters are read here, per tile,
+    so no register of this lives across the main loop."""
+    k, cfg = b.k, b.cfg
+    assert b.scale_params is not None and b.scale_step is not None
+    assert b.groups is not None and b.group is not None and b.dims is not None
+    _, ends, G = b.groups
+    g = b.group
+    k.comment("grouped FP8: this group's rows and scales")
+    ga, gb = (k.ld_param(p) for p in b.scale_params)
+    k.ins("cvta.to.global.u64", ga, ga)
+    k.ins("cvta.to.global.u64", gb, gb)
+    sstep = k.ld_param(b.scale_step)
+    rows = k.reg("u64")
+    k.ins("mad.wide.u32", rows, G, 4, ends)
+    ea = k.reg("u64")
+    k.ins("mad.wide.u32", ea, g, 4, rows)
+    end = k.reg("u32")
+    k.ins("ld.global.nc.u32", end, f"[{ea}]")
+    start = _u32(k, "mov.u32", 0)
+    first = k.reg("pred")
+    k.ins("setp.eq.u32", first, g, 0)
+    k.ins("ld.global.nc.u32", start, f"[{ea}+-4]", pred=f"!{first}")
+    k.ins("sub.u32", b.dims[0], end, start)
+    gbg = k.reg("u64")
+    k.ins("mad.wide.u32", gbg, g, sstep, gb)
+    if cfg.scale_mode == "tensor":
+        sa, sb = k.reg("f32"), k.reg("f32")
+        k.ins("ld.global.nc.f32", sa, f"[{ga}]")
+        k.ins("ld.global.nc.f32", sb, f"[{gbg}]")
+        scale = k.reg("f32")
+        k.ins("mul.f32", scale, sa, sb)
+        return scale
+    per_row = 4 if cfg.scale_mode == "row" else None
+    off = k.reg("u64")
+    if per_row is None:  # block: ktiles f32 per row of A
+        k.ins("mul.wide.u32", off, start, b.ktiles)
+        k.ins("shl.b64", off, off, 2)
+    else:
+        k.ins("mul.wide.u32", off, start, per_row)
+    gag = k.reg("u64")
+    k.ins("add.s64", gag, ga, off)
+    return gag, gbg
 
 
 def _epilogue_setup(b: _Build, cw: Reg, ltid: Reg, is_lead: Reg) -> _Epilogue:
@@ -1934,8 +2006,11 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
 def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
     """The kernel's parameters as ``(name, PTX type)`` (``nvatom.runtime.launch`` form)."""
     if cfg.grouped:
-        return (("tmaps", "u64"), ("tile_ends", "u64"), ("G", "u32"), ("N", "u32"),
-                ("K", "u32"))
+        grouped = (("tmaps", "u64"), ("tile_ends", "u64"), ("G", "u32"), ("N", "u32"),
+                   ("K", "u32"))
+        if cfg.fp8:  # the row ends follow tile_ends in the same buffer
+            grouped += (("scale_a", "u64"), ("scale_b", "u64"), ("scale_b_step", "u32"))
+        return grouped
     tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
     out = [("tmap_a", tmap), ("tmap_b", tmap), ("tmap_d", tmap),
            ("M", "u32"), ("N", "u32"), ("K", "u32")]
