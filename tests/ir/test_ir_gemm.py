@@ -185,6 +185,20 @@ def test_setmaxnreg_needs_sm90a() -> None:
         'cute_nvgpu.arch.setmaxnreg {action = "dec", regs = 40}', "sm_90")
 
 
+def test_setmaxnreg_needs_a_whole_warpgroup() -> None:
+    """PTX ISA "setmaxnreg": ``.sync.aligned``, executed by all threads of a warpgroup, so
+    the kernel needs at least 128 threads: without a ``threads`` attribute the CTA gets 128,
+    and a 64-thread attribute is refused."""
+    body = 'cute_nvgpu.arch.setmaxnreg {action = "dec", regs = 40}'
+    mod = driver.parse(OPS.format(body=body), "ops.mlir")
+    assert lower(mod, driver.verify(mod, "sm_90a")).kernels[0].threads == 128
+    text = OPS.format(body=body).replace("cluster = [2, 1, 1]", "threads = 64 : i32")
+    mod = driver.parse(text, "ops.mlir")
+    with pytest.raises(IRError, match="threads = 64 is not a whole number of warps covering "
+                                      "the 128 threads"):
+        lower(mod, driver.verify(mod, "sm_90a"))
+
+
 def test_bad_kernel_attributes_are_diagnostics() -> None:
     text = OPS.format(body="").replace("cluster = [2, 1, 1]", "threads = 2000 : i32")
     mod = driver.parse(text, "ops.mlir")

@@ -32,6 +32,7 @@ from typing import Any
 
 from nvatom.arch import Tier
 from nvatom.atoms import tma as T
+from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.errors import NvatomError
 from nvatom.ir import dialect as DL
 from nvatom.ir import types as TY
@@ -461,7 +462,7 @@ class _KernelLowering(Tcgen05Lowering):
                  for i in range(min(k_blocks, 2))]
         for i in range(k_blocks):
             self.wg.mma(form, acc, a_ops[i], descs["B"][i], scale[min(i, 1)])
-        self.need_threads(128)
+        self.need_threads(WARPGROUP)
 
     def _cute_nvgpu_warpgroup_fence(self, op: Any) -> None:
         self.wg.fence()

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits, arith_bits
@@ -177,6 +178,7 @@ def _warpgroup_idx(low: Low, op: Any) -> None:
 
 def _setmaxnreg(low: Low, op: Any) -> None:
     SE.setmaxnreg(low.k, op.attr("action"), op.attr("regs"), target=low.t)
+    low.need_threads(WARPGROUP)  # .sync.aligned over a whole warpgroup
 
 
 # =========================================================================== mbarriers

@@ -37,6 +37,7 @@ from typing import Any
 
 from nvatom.atoms.tmem import COLUMNS as TMEM_COLUMNS
 from nvatom.atoms.tmem import alloc_columns
+from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.errors import NvatomError
 from nvatom.ir import tcgen05 as T5
 from nvatom.ir import types as TY
@@ -138,7 +139,7 @@ class Tcgen05Lowering:
         base = self.k.reg("u32")
         self.k.ins("ld.shared.u32", base, f"[{slot}]")
         self._tmem_base = base
-        self.need_threads(128)  # type: ignore[attr-defined]
+        self.need_threads(WARPGROUP)  # type: ignore[attr-defined]
 
     def _cute_alloc_tmem(self, op: Any) -> None:
         if self._tmem_base is None:
@@ -229,7 +230,7 @@ class Tcgen05Lowering:
                         enable_input_d=off if first else on,
                         **{s: regs[j] for s, regs in tmem_ops.items()})
         self.k.label(skip)
-        self.need_threads(128)  # type: ignore[attr-defined]
+        self.need_threads(WARPGROUP)  # type: ignore[attr-defined]
 
     def _cute_nvgpu_arch_umma_commit(self, op: Any) -> None:
         bar = self._reg_of(op.operands[0])  # type: ignore[attr-defined]
@@ -273,7 +274,7 @@ class Tcgen05Lowering:
         else:
             self.t5.st(atom, lane, regs)
             self.t5.wait_st()
-        self.need_threads(128)  # type: ignore[attr-defined]
+        self.need_threads(WARPGROUP)  # type: ignore[attr-defined]
 
     def _s2t_copy(self, op: Any, atom: Any) -> None:
         """``tcgen05.cp``: the shared tile's descriptor (its address >> 4 added at run time)
@@ -293,11 +294,11 @@ class Tcgen05Lowering:
         skip = self._issuer()
         self.t5.cp(atom, tm.taddr, word)
         self.k.label(skip)
-        self.need_threads(128)  # type: ignore[attr-defined]
+        self.need_threads(WARPGROUP)  # type: ignore[attr-defined]
 
     def _cute_nvgpu_arch_tmem_shift(self, op: Any) -> None:
         tm = self._tmem_of(op.operands[0], "shifted")
         skip = self._issuer()
         self.t5.shift(tm.taddr)
         self.k.label(skip)
-        self.need_threads(128)  # type: ignore[attr-defined]
+        self.need_threads(WARPGROUP)  # type: ignore[attr-defined]
