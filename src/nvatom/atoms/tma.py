@@ -104,6 +104,8 @@ __all__ = [
     "non_exec_tiled_tma_load",
     "non_exec_tiled_tma_reduce",
     "non_exec_tiled_tma_store",
+    "partition_instr",
+    "partition_ptx_mode",
     "ptx_qualifiers",
     "reduce_op",
     "tma_instr",
@@ -368,6 +370,21 @@ class TmaPartitionResult:
     swizzle_mode: int  # +0x0E, uint8: 0 none, 2 128B, 3 32B/64B
     rank: int  # +0x0F, uint8: descriptor rank 1..5
     non_exec_atom_body: TmaAtomBody  # +0x10
+
+
+def partition_ptx_mode(r: TmaPartitionResult) -> str:
+    """The PTX mode qualifier of a partitioned tile's transfers (``.tile``, ``.im2col::w``,
+    ...; reductions are ``.tile``): a fact of the mode alone, not of the element width."""
+    mode = r.tma_tensor_type.mode
+    q = ptx_qualifiers(mode)
+    if q is None or isinstance(mode, TmaReduceKind):
+        return ".tile"
+    return q[0]
+
+
+def partition_instr(r: TmaPartitionResult) -> TmaInstr:
+    """The tensor-copy form (:data:`TMA_INSTRS`) a partitioned tile's transfers issue."""
+    return tma_instr(_DIRECTION[r.tma_tensor_type.kind], partition_ptx_mode(r))
 
 
 def _fail(msg: str) -> AtomVerificationError:
@@ -726,15 +743,12 @@ class NonExecTmaAtom(TmaAtom):
     @property
     def ptx_mode(self) -> str:
         """The PTX mode qualifier (``.tile``, ``.im2col::w``, ...)."""
-        q = ptx_qualifiers(self.mode)
-        if q is None or isinstance(self.mode, TmaReduceKind):
-            return ".tile"
-        return q[0]
+        return partition_ptx_mode(self.partition)
 
     @property
     def instr(self) -> TmaInstr:
         """The tensor-copy form this atom issues (:data:`TMA_INSTRS`)."""
-        return tma_instr(_DIRECTION[self.kind], self.ptx_mode)
+        return partition_instr(self.partition)
 
     @property
     def features(self) -> tuple[str, ...]:

@@ -1226,14 +1226,14 @@ class _TmaApplyOp(NvOp):
         elif str(m.layout) != str(body.smem):
             _fail(f"the tile's layout {m.layout} is not the partitioned SMEM layout {body.smem}")
         # the mode's coordinate count (gather4/scatter4: a column and four rows)
-        n_coords = T.NonExecTmaAtom(result, 16).instr.coords(result.rank)
+        n_coords = T.partition_instr(result).coords(result.rank)
         if not isinstance(coord.type, TY.CoordTypeT) or int(coord.type.text) != n_coords:
             how = "the descriptor's rank" if n_coords == result.rank else \
                 f"a column and four rows of the rank-{result.rank} map"
             _fail(f"expects a !cute.coord<{n_coords}> ({how}), but got "
                   f"{TY.type_text(coord.type)}")
         if self.KIND is T.TmaKind.LOAD:
-            mode = T.NonExecTmaAtom(result, 16).ptx_mode
+            mode = T.partition_ptx_mode(result)
             want = T.tma_instr("load", mode).offsets(result.rank)
             if len(offsets) != want:
                 _fail(f"a TMA load {mode.lstrip('.')} of rank {result.rank} takes {want} "

@@ -65,7 +65,7 @@ def _prefetch_tma_tensor(low: Any, op: Any) -> None:
     r: T.TmaPartitionResult = low.v.facts[op]
     atom_val = low._reg_of(op.operands[0])
     desc = atom_val[0]  # lower._Desc
-    mode = T.NonExecTmaAtom(r, 16).ptx_mode
+    mode = T.partition_ptx_mode(r)
     coords = low._reg_of(op.operands[1])
     offsets = []
     for x in op.operands[2:]:

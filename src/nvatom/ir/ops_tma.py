@@ -121,8 +121,7 @@ class PrefetchTmaTensorOp(DL.NvOp):
 
     def verify_ir(self, v: DL.VerifyCtx) -> None:
         _, r = _load_atom(self, v)
-        atom = T.NonExecTmaAtom(r, 16)
-        instr = atom.instr
+        instr = T.partition_instr(r)
         if not v.target.supports(instr.feature):
             f = feature(instr.feature)
             DL._fail(f"atom 'cp.async.bulk.prefetch.tensor{instr.mode}' is not available on "
