@@ -53,6 +53,14 @@ def _sm90() -> dict[str, str]:
                for (i, o, bm), g in itertools.product(
                    (("bf16", "bf16", "MN"), ("f16", "f16", "K"), ("bf16", "f32", "K")),
                    ("resume", "scan"))]
+    # the grouped FP8 kernels grouped_plan builds (every scaling mode, promoted and fast)
+    from nvatom.gemm_providers import grouped_plan
+
+    grouped += [grouped_plan("e4m3", "bf16", "K", [64, 128], 256, 256, 0, 256, 0, 65536, 256, 0,
+                             256, 132, scale_mode=mode, fast_accum=fast,
+                             encode=lambda args: bytes(128)).cfg
+                for mode, fast in (("tensor", False), ("tensor", True), ("row", False),
+                                   ("row", True), ("block", False))]
     out = {}
     for c in [*cfgs, *grouped]:
         out[f"sm90/{c.name}"] = _h(build_gemm_sm90(c).emit())

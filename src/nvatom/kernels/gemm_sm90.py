@@ -1453,12 +1453,23 @@ def _fp8_scale(b: _Build) -> Reg | tuple[Reg, Reg] | None:
     the two vectors' global addresses (else None)."""
     if b.scale_params is None or b.scale_step is not None:
         return None  # grouped: per tile (_group_scales)
-    k = b.k
-    ga, gb = (k.ld_param(p) for p in b.scale_params)
-    k.ins("cvta.to.global.u64", ga, ga)
-    k.ins("cvta.to.global.u64", gb, gb)
+    ga, gb = _scale_addresses(b)
     if b.cfg.scale_mode in ("row", "block"):
         return ga, gb
+    return _scale_product(b.k, ga, gb)
+
+
+def _scale_addresses(b: _Build) -> tuple[Reg, Reg]:
+    """``scale_a`` and ``scale_b``'s global addresses from the kernel's parameters."""
+    assert b.scale_params is not None
+    ga, gb = (b.k.ld_param(p) for p in b.scale_params)
+    b.k.ins("cvta.to.global.u64", ga, ga)
+    b.k.ins("cvta.to.global.u64", gb, gb)
+    return ga, gb
+
+
+def _scale_product(k: Kernel, ga: Reg, gb: Reg) -> Reg:
+    """Per-tensor scales: ``scale_a[0] * scale_b[0]`` at the two addresses."""
     sa, sb = k.reg("f32"), k.reg("f32")
     k.ins("ld.global.nc.f32", sa, f"[{ga}]")
     k.ins("ld.global.nc.f32", sb, f"[{gb}]")
@@ -1481,9 +1492,7 @@ def _group_scales(b: _Build) -> Reg | tuple[Reg, Reg]:
     _, ends, G = b.groups
     g = b.group
     k.comment("grouped FP8: this group's rows and scales")
-    ga, gb = (k.ld_param(p) for p in b.scale_params)
-    k.ins("cvta.to.global.u64", ga, ga)
-    k.ins("cvta.to.global.u64", gb, gb)
+    ga, gb = _scale_addresses(b)
     sstep = k.ld_param(b.scale_step)
     rows = k.reg("u64")
     k.ins("mad.wide.u32", rows, G, 4, ends)
@@ -1499,12 +1508,7 @@ def _group_scales(b: _Build) -> Reg | tuple[Reg, Reg]:
     gbg = k.reg("u64")
     k.ins("mad.wide.u32", gbg, g, sstep, gb)
     if cfg.scale_mode == "tensor":
-        sa, sb = k.reg("f32"), k.reg("f32")
-        k.ins("ld.global.nc.f32", sa, f"[{ga}]")
-        k.ins("ld.global.nc.f32", sb, f"[{gbg}]")
-        scale = k.reg("f32")
-        k.ins("mul.f32", scale, sa, sb)
-        return scale
+        return _scale_product(k, ga, gbg)
     per_row = 4 if cfg.scale_mode == "row" else None
     off = k.reg("u64")
     if per_row is None:  # block: ktiles f32 per row of A
