@@ -123,6 +123,12 @@ def test_ldst_errors() -> None:
         a.verify_instance("sm_90a", ("tmem", "rmem", 32))
     assert interfaces_of(a) == ("CopyAtom",)
     assert interfaces_of(S2tCopyAtom("128x256b")) == ("CopyAtom", "AsyncCopyAtom")
+    # both TMEM atoms name the rule they miss (tcgen05: the sm_100a/sm_101a/... targets)
+    for atom, use in ((a, ("tmem", "rmem", 32)), (S2tCopyAtom("128x256b"), ("smem", "tmem"))):
+        with pytest.raises(AtomVerificationError, match=r"not available on sm_90a: it needs "
+                                                        r"tcgen05 \("):
+            atom.verify_instance("sm_90a", use)
+        assert not atom.available_on("sm_120a") and atom.available_on("sm_100a")
 
 
 def test_spec_only_copy_atoms() -> None:

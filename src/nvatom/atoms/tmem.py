@@ -132,6 +132,27 @@ def shift_instruction(taddr: str, cta_group: int = 1) -> str:
 # ============================================================================ tcgen05.ld / st
 
 
+class _Tcgen05:
+    """What the TMEM atoms share: they exist where the ``tcgen05`` feature does."""
+
+    name: str  # the atom's (a field of each subclass)
+
+    def available_on(self, t: Target | str) -> bool:
+        return feature("tcgen05").available_on(target(t))
+
+    @property
+    def min_ptx(self) -> PtxVersion:
+        return feature("tcgen05").min_ptx
+
+    def require(self, target_: Any) -> Target:
+        """The target, or the error that the atom is not available there (and why)."""
+        t = target(target_)
+        if not feature("tcgen05").available_on(t):
+            raise AtomVerificationError(f"atom '{self.name}' is not available on {t.name}: it "
+                                        f"needs tcgen05 ({feature('tcgen05').rule})")
+        return t
+
+
 @dataclasses.dataclass(frozen=True)
 class LdStShape:
     """One tcgen05.ld/st shape: ``lanes`` x ``bits`` per repetition; registers per thread per
@@ -166,7 +187,7 @@ LDST_SHAPES: dict[str, LdStShape] = {s.name: s for s in (
 
 
 @dataclasses.dataclass(frozen=True)
-class TmemCopyAtom(CopyAtom):
+class TmemCopyAtom(_Tcgen05, CopyAtom):
     """``atom.tmem_load`` / ``atom.tmem_store``: one tcgen05.ld / tcgen05.st form."""
 
     direction: str  # "load" (tmem -> rmem) or "store" (rmem -> tmem)
@@ -274,19 +295,9 @@ class TmemCopyAtom(CopyAtom):
     def feature(self) -> str:
         return "tcgen05"
 
-    def available_on(self, t: Target | str) -> bool:
-        return feature("tcgen05").available_on(target(t))
-
-    @property
-    def min_ptx(self) -> PtxVersion:
-        return feature("tcgen05").min_ptx
-
     def verify_instance(self, target_: Any, use: Any) -> None:
         """A use is (src residency, dst residency, element bits)."""
-        t = target(target_)
-        if not self.available_on(t):
-            raise AtomVerificationError(f"atom '{self.name}' is not available on {t.name}: it "
-                                        f"needs tcgen05 ({feature('tcgen05').rule})")
+        self.require(target_)
         src, dst, bits = use
         want = ("tmem", "rmem") if self.direction == "load" else ("rmem", "tmem")
         if (src, dst) != want:
@@ -318,7 +329,7 @@ CP_DECOMPRESS: dict[str, int] = {"b8x16.b6x16_p32": 6, "b8x16.b4x16_p64": 4}
 
 
 @dataclasses.dataclass(frozen=True)
-class S2tCopyAtom(CopyAtom, AsyncCopyAtom):
+class S2tCopyAtom(_Tcgen05, CopyAtom, AsyncCopyAtom):
     """``atom.s2t_copy``: ``tcgen05.cp`` shared memory (by descriptor) -> TMEM, asynchronous
     (completion through ``tcgen05.commit``)."""
 
@@ -367,17 +378,8 @@ class S2tCopyAtom(CopyAtom, AsyncCopyAtom):
         rows, bits = CP_SHAPES[self.shape]
         return rows * bits // 8
 
-    def available_on(self, t: Target | str) -> bool:
-        return feature("tcgen05").available_on(target(t))
-
-    @property
-    def min_ptx(self) -> PtxVersion:
-        return feature("tcgen05").min_ptx
-
     def verify_instance(self, target_: Any, use: Any) -> None:
-        t = target(target_)
-        if not self.available_on(t):
-            raise AtomVerificationError(f"atom '{self.name}' is not available on {t.name}")
+        self.require(target_)
         src, dst = use[:2]
         if (src, dst) != ("smem", "tmem"):
             raise AtomVerificationError(f"'{self.name}' copies smem -> tmem, but got src: {src},"
