@@ -90,6 +90,21 @@ def cuda_seconds(torch: Any, fn: Callable[[], Any], iters: int) -> float:
     return s.elapsed_time(e) / iters / 1e3
 
 
+def rotating_rounds(torch: Any, fns: dict[str, Callable[[], Any]], rounds: int,
+                    batch: int) -> dict[str, list[float]]:
+    """Seconds per call of each contender in each of ``rounds`` rounds (``batch`` calls
+    between two CUDA events, :func:`cuda_seconds`); round r starts at contender ``r % n`` and
+    odd rounds run backwards, so no contender always follows the same one (the card's clock
+    drifts with power and heat)."""
+    order = list(fns)
+    times: dict[str, list[float]] = {name: [] for name in order}
+    for rnd in range(rounds):
+        rot = order[rnd % len(order):] + order[: rnd % len(order)]
+        for name in (rot if rnd % 2 == 0 else rot[::-1]):
+            times[name].append(cuda_seconds(torch, fns[name], batch))
+    return times
+
+
 def write_json(path: str | Path, report: Any, indent: int = 1) -> Path:
     """Write ``report`` as JSON (and a final newline) to ``path``, making its folder."""
     out = Path(path)
