@@ -55,6 +55,16 @@ VARIANTS_RS: dict[str, dict[str, Any]] = {
     "rsp192t2": {**RS, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
                  "promote_rs_prefetch": True},
 }
+#: Session 5, run 2: several K blocks per promoted-loop iteration (``promote_unroll``).
+VARIANTS_UNROLL: dict[str, dict[str, Any]] = {
+    "pr192u2": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+                "promote_unroll": 2},
+    "pr192u4": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+                "promote_unroll": 4},
+    "pr1n4t2u2": {"promote": 1, "promote_parts": 4, "promote_temps": 2, "promote_unroll": 2},
+    "pr1n4t2u4": {"promote": 1, "promote_parts": 4, "promote_temps": 2, "promote_unroll": 4},
+}
+ALL = {}  # filled below: every named variant
 #: Measured on an H100 before (docs/perf.md, FP8 promotion log): pipelined across K blocks
 #: (ptxas C7514 serialises it), promote 2 (less exact), 128-wide tiles (slower).
 EARLIER = {
@@ -75,7 +85,10 @@ def _cfg(variant: str, a: str = "e4m3", b: str = "e4m3", scale: str = "tensor") 
     from nvatom.kernels.gemm_sm90 import GemmSm90Config
 
     return GemmSm90Config(in_dtype=a, b_dtype="" if b == a else b, b_major="K",
-                          scale_mode=scale, **{**EARLIER, **VARIANTS, **VARIANTS_RS}[variant])
+                          scale_mode=scale, **ALL[variant])
+
+
+ALL.update({**EARLIER, **VARIANTS, **VARIANTS_RS, **VARIANTS_UNROLL})
 
 
 def _operands(m: int, n: int, k: int, a_t: Any, b_t: Any, scale: str, gen: Any) -> tuple:
@@ -119,7 +132,11 @@ def main() -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--session5", action="store_true")
+    ap.add_argument("--profile", default="", help="launch these variants once each at "
+                    "4096^3 (per-tensor), for ncu")
     args = ap.parse_args()
+    if args.profile:
+        return profile(args.profile.split(","))
     if args.session5:
         return session5(args)
     variants = args.variants.split(",")
@@ -208,12 +225,27 @@ def main() -> int:
     return 1 if bad else 0
 
 
+def profile(variants: list[str]) -> int:
+    """One launch of each variant at 4096^3, per-tensor scales (run under ncu)."""
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    a, b, sa, sb = _operands(4096, 4096, 4096, torch.float8_e4m3fn, torch.float8_e4m3fn,
+                             "tensor", gen)
+    out = torch.empty(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    for v in variants:
+        _run(_cfg(v), a, b, sa, sb, out)()
+        torch.cuda.synchronize()
+        print("profiled", v, _cfg(v).name, flush=True)
+    return 0
+
+
 S5_BASE = ["pr1n2t1", "pr192n2t2"]  # the two shipped promoted tiles (4096^3 / 8192^3 picks)
 
 
 def session5(args: Any) -> int:
     """Correctness (ragged and multi-tile shapes, four type/scale combinations, NaN poison,
-    float64), accuracy at 2048 x 2048 x {4096, 8192, 16384}, and interleaved speed at 4096^3
+    float64), accuracy at 8192 x 8192 x {4096, 8192, 16384}, and interleaved speed at 4096^3
     and 8192^3 (per-round ratios to ``_scaled_mm``) of the promote_rs variants, the shipped
     tiles, fast accumulation and ``nvatom.gemm``."""
     import torch
@@ -223,16 +255,15 @@ def session5(args: Any) -> int:
     variants = [v for v in args.variants.split(",") if v] if args.variants != ",".join(
         VARIANTS) else [*S5_BASE, *VARIANTS_RS]
     dev = torch.cuda.get_device_name()
-    res: dict[str, Any] = {"device": dev, "variants": {v: {**EARLIER, **VARIANTS,
-                                                            **VARIANTS_RS}[v]
-                                                        for v in variants},
+    res: dict[str, Any] = {"device": dev, "variants": {v: ALL[v] for v in variants},
                            "correct": [], "accuracy": [], "speed": []}
     gen = torch.Generator(device="cuda").manual_seed(5)
     e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
     tnames = {e4: "e4m3", e5: "e5m2"}
     combos = [(e4, e4, "tensor"), (e4, e4, "row"), (e4, e5, "tensor"), (e5, e4, "row")]
     shapes = [(129, 264, 80), (333, 784, 528), (1, 16, 16), (640, 1536, 2064),
-              (7, 1008, 16), (3000, 3000, 64), (4000, 4040, 64), (2040, 2040, 144)]
+              (7, 1008, 16), (3000, 3000, 64), (4000, 4040, 64), (2040, 2040, 144),
+              (384, 520, 384), (300, 1000, 640), (2100, 3000, 1152)]
     for m, n, k in shapes:
         for at, bt, sc in combos:
             a, b, sa, sb = _operands(m, n, k, at, bt, sc, gen)
@@ -249,7 +280,7 @@ def session5(args: Any) -> int:
     worst = max(r[-1] for r in res["correct"])
     print(f"correctness: {len(res['correct'])} runs, {len(bad)} wrong, max err {worst:.3e}",
           flush=True)
-    mn = 2048  # float64 references at 8192 x 8192 x 16384 take minutes
+    mn = 8192  # the bench shapes' M and N
     for k in (4096, 8192, 16384):
         for sc in ("tensor", "row"):
             a, b, sa, sb = _operands(mn, mn, k, e4, e4, sc, gen)

@@ -132,3 +132,57 @@ def test_rs_config_errors(kw: dict, msg: str) -> None:
     args = {**FP8, "promote_parts": 2, "promote_temps": 1, **kw}
     with pytest.raises(GemmSm90Error, match=msg):
         GemmSm90Config(**args)
+
+
+# --------------------------------------------------------------------------- promote_unroll
+
+UNROLLED = [
+    GemmSm90Config(**FP8, promote_parts=2, promote_temps=2, block_n=192, promote_unroll=2),
+    GemmSm90Config(**FP8, promote_parts=2, promote_temps=2, block_n=192, promote_unroll=4,
+                   scale_mode="row"),
+    GemmSm90Config(**FP8, promote_parts=4, promote_temps=2, promote_unroll=2),
+    GemmSm90Config(**FP8, promote_parts=2, promote_temps=1, promote_unroll=2),
+]
+
+
+@pytest.mark.parametrize("cfg", UNROLLED, ids=lambda c: c.name)
+def test_unrolled_assembles_without_spills(cfg: GemmSm90Config) -> None:
+    res = assemble(build_gemm_sm90(cfg).emit(), "sm_90a")
+    k = res.kernels[cfg.name]
+    assert k.spill_stores == 0 and k.spill_loads == 0 and k.stack_frame == 0
+    # no serialised wgmma (C7514, which promote_pipelined gets) and no injected fence
+    assert not res.diagnostics, res.diagnostics
+
+
+@pytest.mark.parametrize("cfg", UNROLLED[:3], ids=lambda c: c.name)
+def test_unrolled_ptx_structure(cfg: GemmSm90Config) -> None:
+    """The loop body runs ``promote_unroll`` K blocks, the leftover body one: WGMMAs, adds,
+    stage releases and barrier waits per block; ``wait_group 0`` once per body; every
+    WGMMA group but a body's last is retired with ``wait_group nt - 1`` after the next one
+    is issued."""
+    text = build_gemm_sm90(cfg).emit()
+    loop = text[text.index("promoted main loop,"):text.index("epilogue:")]
+    blocks = cfg.promote_unroll + 1
+    pn = cfg.block_n // cfg.promote_parts
+    assert loop.count(f".m64n{pn}k32.f32.e4m3.e4m3") == blocks * cfg.promote_parts * 4
+    assert loop.count("add.f32") == blocks * cfg.block_n // 2
+    assert loop.count("mbarrier.try_wait.parity") == blocks  # one full[] wait per block
+    assert loop.count("mbarrier.arrive") == blocks  # one release per block
+    assert loop.count("wgmma.wait_group.sync.aligned 0;") == 2  # once per body
+    units = blocks * cfg.promote_parts
+    assert loop.count("wgmma.wait_group.sync.aligned 1;") == units - 2
+    assert loop.count("wgmma.commit_group") == units
+
+
+@pytest.mark.parametrize(("kw", "msg"), [
+    ({"promote_unroll": 3}, "promote_unroll 3 is not 1, 2 or 4"),
+    ({"promote_unroll": True}, "promote_unroll True is not 1, 2 or 4"),
+    ({"promote_unroll": 2, "promote": 2}, "promote_unroll 2 runs several K blocks"),
+    ({"promote_unroll": 2, "promote_rs": True}, "promote_unroll 2 runs several K blocks"),
+    ({"promote_unroll": 4, "scale_mode": "block", "block_n": 128},
+     "promote_unroll 4 runs several K blocks"),
+])
+def test_unroll_config_errors(kw: dict, msg: str) -> None:
+    args = {**FP8, "promote_parts": 2, "promote_temps": 1, **kw}
+    with pytest.raises(GemmSm90Error, match=msg):
+        GemmSm90Config(**args)

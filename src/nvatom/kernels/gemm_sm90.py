@@ -202,6 +202,11 @@ class GemmSm90Config:
     # WGMMAs retire (its barrier waited there), before that part's sum is added, so the
     # barrier wait and ldmatrix latency overlap the add.f32s.
     promote_rs_prefetch: bool = False
+    # K blocks per iteration of the promoted loop (1, 2 or 4; promote 1, A by descriptor):
+    # the parts of that many K blocks go through the temporaries in one stream, so a
+    # warpgroup's WGMMA pipe drains (wait_group 0) once per iteration; nothing is in flight
+    # across the loop's back edge (unlike promote_pipelined, which ptxas serialises: C7514).
+    promote_unroll: int = 1
     scale_mode: str = "tensor"
     # Grouped GEMM (MoE): one persistent launch over G groups that share N and K; each group's
     # three tensor maps come from a device array (kernel_params), so TMA clips every load and
@@ -362,6 +367,17 @@ class GemmSm90Config:
         if self.promote_rs_prefetch and not self.promote_rs:
             raise GemmSm90Error("promote_rs_prefetch loads A's next fragment early: it needs "
                                 "promote_rs")
+        if isinstance(self.promote_unroll, bool) or self.promote_unroll not in (1, 2, 4):
+            raise GemmSm90Error(f"promote_unroll {self.promote_unroll!r} is not 1, 2 or 4")
+        if self.promote_unroll > 1 and (self.promote != 1 or self.promote_pipelined
+                                         or self.promote_rs or self.scale_mode == "block"
+                                         or self.schedule != "cooperative"):
+            raise GemmSm90Error(
+                f"promote_unroll {self.promote_unroll} runs several K blocks per iteration of "
+                f"the cooperative promoted loop with promote 1, A by descriptor and per-tensor or row scales (got "
+                f"promote {self.promote}, promote_pipelined {self.promote_pipelined}, "
+                f"promote_rs {self.promote_rs}, scale_mode {self.scale_mode!r}, schedule "
+                f"{self.schedule!r})")
         if self.promote_rs and (self.promote != 1 or self.promote_pipelined
                                 or self.schedule != "cooperative"):
             raise GemmSm90Error(
@@ -495,6 +511,7 @@ class GemmSm90Config:
             extra += "pl" if self.promote_pipelined else ""
             extra += "rs" if self.promote_rs else ""
             extra += "p" if self.promote_rs_prefetch else ""
+            extra += f"u{self.promote_unroll}" if self.promote_unroll != 1 else ""
         if self.scale_mode != "tensor":
             extra += f"_{self.scale_mode}scale"
         if self.grouped:
@@ -1429,6 +1446,9 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     if cfg.pipelined:
         _mainloop_pipelined(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead, p_true)
         return
+    if cfg.promote_unroll > 1:
+        _mainloop_unrolled(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead, p_true)
+        return
     group, parts, nt = cfg.promote, cfg.promote_parts, len(temps)
     k.comment(f"promoted main loop: {group} K block(s) x {parts} part(s) of "
               f"n{cfg.block_n // parts} per promotion into the f32 accumulators")
@@ -1529,6 +1549,86 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     pk_ = k.reg("pred")
     k.ins("setp.lt.u32", pk_, kt, b.ktiles)
     k.bra(kloop, pk_)
+
+
+def _promoted_blocks(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
+                     temps: Sequence[Sequence[Reg]], a_desc0: Sequence[Reg],
+                     b_desc0: Sequence[Reg], stage: Reg, phase: Reg, is_lead: Reg,
+                     p_true: Reg, maps: Sequence[tuple[int, ...]], p_zero: Reg,
+                     blocks: int) -> None:
+    """``blocks`` consecutive K blocks (stages ``stage``, ``stage + 1``, ...) of the promoted
+    loop as one stream of (block, part) units through the temporaries in turn: a unit's
+    group is retired (``wait_group nt - 1``) and added when the next ``nt - 1`` units are
+    issued, a block's stage is released once its last unit is added, and everything is
+    retired at the end (nothing in flight across the caller's loop edge).  Advances
+    ``stage`` / ``phase`` by ``blocks``."""
+    k, cfg = b.k, b.cfg
+    parts, nt = cfg.promote_parts, len(temps)
+    pos = [(stage, phase)]
+    for _ in range(blocks - 1):
+        st, ph = _u32(k, "mov.u32", pos[-1][0]), _u32(k, "mov.u32", pos[-1][1])
+        _next_stage(k, st, ph, cfg.stages)
+        pos.append((st, ph))
+    units = [(blk, q) for blk in range(blocks) for q in range(parts)]
+    pending: list[int] = []
+
+    def add(u: int) -> None:
+        blk, q = units[u]
+        _add_part(k, seq, acc, temps[u % nt], maps[q])
+        if q == parts - 1:  # the block's last part: its stage is free
+            _release(k, cfg, b.smem, b.off_empty, pos[blk][0], is_lead, b.rank)
+
+    for u, (blk, q) in enumerate(units):
+        st, ph = pos[blk]
+        _part_mmas(b, seq, temps[u % nt], a_desc0, b_desc0, st, ph if q == 0 else None, q,
+                   p_zero, p_true)
+        seq.commit()
+        pending.append(u)
+        if len(pending) == nt:
+            seq.wait(nt - 1)
+            add(pending.pop(0))
+    if pending:
+        seq.wait(0)
+    for u in pending:
+        add(u)
+    k.ins("mov.u32", stage, pos[-1][0])
+    k.ins("mov.u32", phase, pos[-1][1])
+    _next_stage(k, stage, phase, cfg.stages)
+
+
+def _mainloop_unrolled(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
+                       temps: Sequence[Sequence[Reg]], a_desc0: Sequence[Reg],
+                       b_desc0: Sequence[Reg], stage: Reg, phase: Reg, is_lead: Reg,
+                       p_true: Reg) -> None:
+    """The promoted loop (promote 1) with ``promote_unroll`` K blocks per iteration
+    (:func:`_promoted_blocks`), then the K blocks left over one at a time."""
+    k, cfg = b.k, b.cfg
+    un = cfg.promote_unroll
+    k.comment(f"promoted main loop, {un} K blocks per iteration: {cfg.promote_parts} part(s) "
+              f"of n{cfg.block_n // cfg.promote_parts} each through {len(temps)} temporaries")
+    maps, p_zero = _promotion_start(k, cfg, acc)
+    args = (b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead, p_true, maps, p_zero)
+    kt = _u32(k, "mov.u32", 0)
+    rest = k.fresh_label("c_k_rest")
+    kloop = k.fresh_label("c_k")
+    pr = k.reg("pred")
+    k.label(kloop)
+    left = _u32(k, "sub.u32", b.ktiles, kt)
+    k.ins("setp.lt.u32", pr, left, un)
+    k.bra(rest, pr)
+    _promoted_blocks(*args, un)
+    k.ins("add.u32", kt, kt, un)
+    k.bra(kloop)
+    k.label(rest)
+    one = k.fresh_label("c_k_one")
+    done = k.fresh_label("c_k_done")
+    k.label(one)
+    k.ins("setp.ge.u32", pr, kt, b.ktiles)
+    k.bra(done, pr)
+    _promoted_blocks(*args, 1)
+    k.ins("add.u32", kt, kt, 1)
+    k.bra(one)
+    k.label(done)
 
 
 def _mainloop_pipelined(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
