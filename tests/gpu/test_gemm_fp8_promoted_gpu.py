@@ -197,7 +197,9 @@ def test_fp8_scale_shape_errors_on_the_gpu() -> None:
 # odd chunk count showed there: relative error 0.59 before the fix)
 MULTI_TILE = [((3000, 3000, 64), "128x192"), ((4000, 4040, 64), "128x256"),
               ((4096, 4096, 384), "128x256"), ((8192, 2056, 128), "128x192"),
-              ((2040, 2040, 144), "128x256")]
+              ((2040, 2040, 144), "128x256"),
+              # the wide tile's loop runs 4 K blocks per iteration: 9 = 2 x 4 + 1 leftover
+              ((4096, 4096, 1152), "128x256")]
 
 
 @pytest.mark.parametrize("rowwise", [False, True], ids=["tensor", "row"])
@@ -235,6 +237,7 @@ S5_VARIANTS = [
     {"promote_parts": 2, "promote_temps": 2, "block_n": 192, "promote_unroll": 2},
     {"promote_parts": 2, "promote_temps": 2, "block_n": 192, "promote_unroll": 4},
     {"promote_parts": 4, "promote_temps": 2, "promote_unroll": 2},
+    {"promote_parts": 4, "promote_temps": 2, "promote_unroll": 4},  # the wide default
 ]
 
 

@@ -374,7 +374,8 @@ class GemmSm90Config:
                                          or self.schedule != "cooperative"):
             raise GemmSm90Error(
                 f"promote_unroll {self.promote_unroll} runs several K blocks per iteration of "
-                f"the cooperative promoted loop with promote 1, A by descriptor and per-tensor or row scales (got "
+                f"the cooperative promoted loop with promote 1, A by descriptor and per-tensor "
+                f"or row scales (got "
                 f"promote {self.promote}, promote_pipelined {self.promote_pipelined}, "
                 f"promote_rs {self.promote_rs}, scale_mode {self.scale_mode!r}, schedule "
                 f"{self.schedule!r})")
@@ -2118,15 +2119,19 @@ def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: in
 #: The FP8 main loop's promotion settings (docs/perf.md, "FP8 promotion"): ``promote`` K
 #: blocks per promotion, in ``promote_parts`` N parts through ``promote_temps`` temporaries.
 FP8_PROMOTION = {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192}
-#: The wide promoted tile, 128 x 256 with one n128 temporary (2 parts: 128 + 64 registers):
-#: 8% slower per tile than 128 x 192 but 25% fewer tiles (docs/perf.md, "FP8 tile by wave
-#: count", T1).
-FP8_PROMOTION_WIDE = {"promote": 1, "promote_parts": 2, "promote_temps": 1, "block_n": 256}
+#: The wide promoted tile, 128 x 256: 4 parts of n64 through two temporaries (128 + 64
+#: registers), 4 K blocks per loop iteration (one WGMMA drain per 4 K blocks): 4-6% faster
+#: than the earlier one n128 temporary (``promote_parts`` 2, ``promote_temps`` 1) at 4096^3
+#: and 8192^3 (docs/perf.md, "FP8 promoted, session 5", U2).
+FP8_PROMOTION_WIDE = {"promote": 1, "promote_parts": 4, "promote_temps": 2, "block_n": 256,
+                      "promote_unroll": 4}
 #: The promoted tiles (per-tensor and row-wise scales) chosen per problem size by
 #: :func:`nvatom.runtime.gemm_plan.wave_pick`: (settings, speed of one tile relative to the
-#: first, measured at 8192^3 on an H100: 0.918 / 0.923 per-tensor / row-wise, run T1).
+#: first: at 8192^3 on an H100 the wide tile ran at 0.970 of the 128 x 192 one (median of
+#: per-round ratios, two sweeps, both scale modes), i.e. 0.985 per tile once its 16 waves
+#: against 21 x 3/4 are taken out; 0.98 here; session 5, U2).
 FP8_TILE_CHOICES: tuple[tuple[dict[str, Any], float], ...] = (
-    (FP8_PROMOTION, 1.0), (FP8_PROMOTION_WIDE, 0.92))
+    (FP8_PROMOTION, 1.0), (FP8_PROMOTION_WIDE, 0.98))
 #: Block scales: the promotion above with 128-column tiles (one block of B's scales each).
 FP8_BLOCK_PROMOTION = {**FP8_PROMOTION, "block_n": SCALE_BLOCK}
 
