@@ -168,8 +168,11 @@ class GemmSm90Config:
     f32); the partial is computed in ``promote_parts`` N parts of ``block_n / promote_parts``
     columns through ``promote_temps`` temporaries (2: one part's WGMMA runs while the other's
     sum is added), so the registers stay within ``consumer_regs``.  ``promote`` 0 is fast
-    accumulation (WGMMA accumulates the whole K).  ``scale_mode`` "tensor": one f32 scale per
-    operand; "row": one per row of A (M) and per column of B (N), applied in the epilogue.
+    accumulation (WGMMA accumulates the whole K).  ``promote_unroll`` K blocks (1, 2, 4) make
+    one iteration of the promoted loop (the WGMMA pipe drains once per iteration);
+    ``promote_rs`` reads A from registers (``ldmatrix`` once per K block, WGMMA ``.rs``;
+    measured slower, docs/perf.md).  ``scale_mode`` "tensor": one f32 scale per operand;
+    "row": one per row of A (M) and per column of B (N), applied in the epilogue.
     """
 
     in_dtype: str = "bf16"
