@@ -63,6 +63,10 @@ VARIANTS_UNROLL: dict[str, dict[str, Any]] = {
                 "promote_unroll": 4},
     "pr1n4t2u2": {"promote": 1, "promote_parts": 4, "promote_temps": 2, "promote_unroll": 2},
     "pr1n4t2u4": {"promote": 1, "promote_parts": 4, "promote_temps": 2, "promote_unroll": 4},
+    # not measured yet (session 5's next candidate for 8192^3): 128 x 192 in 3 parts of n64
+    "pr192n3t2": {"promote": 1, "promote_parts": 3, "promote_temps": 2, "block_n": 192},
+    "pr192n3t2u4": {"promote": 1, "promote_parts": 3, "promote_temps": 2, "block_n": 192,
+                    "promote_unroll": 4},
 }
 ALL = {}  # filled below: every named variant
 #: Measured on an H100 before (docs/perf.md, FP8 promotion log): pipelined across K blocks
