@@ -11,6 +11,11 @@ One process, one GPU (docs/perf.md, "FP8 promotion"):
 3. speed at 8192^3: the variants and ``_scaled_mm`` interleaved in rounds over rotating input
    sets (median ms per launch, events around a batch), per-tensor and row-wise scales.
 
+``--session5`` (docs/perf.md, "FP8 promoted, session 5"): the A-from-registers variants
+(``promote_rs``) next to the shipped tiles and ``nvatom.gemm`` itself; correctness adds
+multi-tile shapes; speed at 4096^3 and 8192^3 with the median and spread of the per-round
+ratios to ``_scaled_mm`` (each round times every contender once, in a rotating order).
+
 Writes ``tune.json`` under ``--out`` and prints a table.  No assertions about speed.
 """
 
@@ -39,6 +44,31 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "pr192g16": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
                  "raster_group": 16},
 }
+#: Session 5: A from registers (``promote_rs``; ``p``: the next K block's A prefetched).
+RS = {"promote": 1, "promote_rs": True}
+VARIANTS_RS: dict[str, dict[str, Any]] = {
+    "rs256t1": {**RS, "promote_parts": 2, "promote_temps": 1},
+    "rsp256t1": {**RS, "promote_parts": 2, "promote_temps": 1, "promote_rs_prefetch": True},
+    "rs256p4t2": {**RS, "promote_parts": 4, "promote_temps": 2},
+    "rsp256p4t2": {**RS, "promote_parts": 4, "promote_temps": 2, "promote_rs_prefetch": True},
+    "rs192t2": {**RS, "promote_parts": 2, "promote_temps": 2, "block_n": 192},
+    "rsp192t2": {**RS, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+                 "promote_rs_prefetch": True},
+}
+#: Session 5, run 2: several K blocks per promoted-loop iteration (``promote_unroll``).
+VARIANTS_UNROLL: dict[str, dict[str, Any]] = {
+    "pr192u2": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+                "promote_unroll": 2},
+    "pr192u4": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+                "promote_unroll": 4},
+    "pr1n4t2u2": {"promote": 1, "promote_parts": 4, "promote_temps": 2, "promote_unroll": 2},
+    "pr1n4t2u4": {"promote": 1, "promote_parts": 4, "promote_temps": 2, "promote_unroll": 4},
+    # not measured yet (session 5's next candidate for 8192^3): 128 x 192 in 3 parts of n64
+    "pr192n3t2": {"promote": 1, "promote_parts": 3, "promote_temps": 2, "block_n": 192},
+    "pr192n3t2u4": {"promote": 1, "promote_parts": 3, "promote_temps": 2, "block_n": 192,
+                    "promote_unroll": 4},
+}
+ALL = {}  # filled below: every named variant
 #: Measured on an H100 before (docs/perf.md, FP8 promotion log): pipelined across K blocks
 #: (ptxas C7514 serialises it), promote 2 (less exact), 128-wide tiles (slower).
 EARLIER = {
@@ -59,7 +89,10 @@ def _cfg(variant: str, a: str = "e4m3", b: str = "e4m3", scale: str = "tensor") 
     from nvatom.kernels.gemm_sm90 import GemmSm90Config
 
     return GemmSm90Config(in_dtype=a, b_dtype="" if b == a else b, b_major="K",
-                          scale_mode=scale, **{**EARLIER, **VARIANTS}[variant])
+                          scale_mode=scale, **ALL[variant])
+
+
+ALL.update({**EARLIER, **VARIANTS, **VARIANTS_RS, **VARIANTS_UNROLL})
 
 
 def _operands(m: int, n: int, k: int, a_t: Any, b_t: Any, scale: str, gen: Any) -> tuple:
@@ -102,7 +135,16 @@ def main() -> int:
     ap.add_argument("--out", default=".")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--session5", action="store_true")
+    ap.add_argument("--speed-only", action="store_true", help="--session5 without the "
+                    "correctness and accuracy parts")
+    ap.add_argument("--profile", default="", help="launch these variants once each at "
+                    "4096^3 (per-tensor), for ncu")
     args = ap.parse_args()
+    if args.profile:
+        return profile(args.profile.split(","))
+    if args.session5:
+        return session5(args)
     variants = args.variants.split(",")
     dev = torch.cuda.get_device_name()
     res: dict[str, Any] = {"device": dev, "correct": [], "accuracy": [], "speed": []}
@@ -189,6 +231,122 @@ def main() -> int:
     return 1 if bad else 0
 
 
+def profile(variants: list[str]) -> int:
+    """One launch of each variant at 4096^3, per-tensor scales (run under ncu)."""
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    a, b, sa, sb = _operands(4096, 4096, 4096, torch.float8_e4m3fn, torch.float8_e4m3fn,
+                             "tensor", gen)
+    out = torch.empty(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    for v in variants:
+        _run(_cfg(v), a, b, sa, sb, out)()
+        torch.cuda.synchronize()
+        print("profiled", v, _cfg(v).name, flush=True)
+    return 0
+
+
+S5_BASE = ["pr1n2t1", "pr192n2t2"]  # the two shipped promoted tiles (4096^3 / 8192^3 picks)
+
+
+def session5(args: Any) -> int:
+    """Correctness (ragged and multi-tile shapes, four type/scale combinations, NaN poison,
+    float64), accuracy at 8192 x 8192 x {4096, 8192, 16384}, and interleaved speed at 4096^3
+    and 8192^3 (per-round ratios to ``_scaled_mm``) of the promote_rs variants, the shipped
+    tiles, fast accumulation and ``nvatom.gemm``."""
+    import torch
+
+    import nvatom
+
+    variants = [v for v in args.variants.split(",") if v] if args.variants != ",".join(
+        VARIANTS) else [*S5_BASE, *VARIANTS_RS]
+    dev = torch.cuda.get_device_name()
+    res: dict[str, Any] = {"device": dev, "variants": {v: ALL[v] for v in variants},
+                           "correct": [], "accuracy": [], "speed": []}
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
+    tnames = {e4: "e4m3", e5: "e5m2"}
+    combos = [(e4, e4, "tensor"), (e4, e4, "row"), (e4, e5, "tensor"), (e5, e4, "row")]
+    shapes = [(129, 264, 80), (333, 784, 528), (1, 16, 16), (640, 1536, 2064),
+              (7, 1008, 16), (3000, 3000, 64), (4000, 4040, 64), (2040, 2040, 144),
+              (384, 520, 384), (300, 1000, 640), (2100, 3000, 1152)]
+    if args.speed_only:
+        shapes = []
+    for m, n, k in shapes:
+        for at, bt, sc in combos:
+            a, b, sa, sb = _operands(m, n, k, at, bt, sc, gen)
+            ref = _ref(a, b, sa, sb)
+            for v in variants:
+                out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+                _run(_cfg(v, tnames[at], tnames[bt], sc), a, b, sa, sb, out)()
+                torch.cuda.synchronize()
+                err = _rel(out, ref)
+                res["correct"].append([m, n, k, tnames[at], tnames[bt], sc, v, err])
+                if not err < 4e-3:  # bf16 output rounding is ~1.7e-3
+                    print("WRONG", m, n, k, tnames[at], tnames[bt], sc, v, err, flush=True)
+    bad = [r for r in res["correct"] if not r[-1] < 4e-3]
+    worst = max((r[-1] for r in res["correct"]), default=0.0)
+    print(f"correctness: {len(res['correct'])} runs, {len(bad)} wrong, max err {worst:.3e}",
+          flush=True)
+    mn = 8192  # the bench shapes' M and N
+    for k in () if args.speed_only else (4096, 8192, 16384):
+        for sc in ("tensor", "row"):
+            a, b, sa, sb = _operands(mn, mn, k, e4, e4, sc, gen)
+            ref = _ref(a, b, sa, sb)
+            row = {"m": mn, "n": mn, "k": k, "scale": sc,
+                   "scaled_mm": _rel(torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16),
+                                     ref),
+                   "gemm": _rel(nvatom.gemm(a, b, scale_a=sa, scale_b=sb), ref)}
+            for v in variants:
+                out = torch.full((mn, mn), float("nan"), device="cuda", dtype=torch.bfloat16)
+                _run(_cfg(v, scale=sc), a, b, sa, sb, out)()
+                row[v] = _rel(out, ref)
+            res["accuracy"].append(row)
+            print("accuracy", " ".join(f"{x}={y:.5g}" if isinstance(y, float) else f"{x}={y}"
+                                       for x, y in row.items()), flush=True)
+            del ref
+    for m in (4096, 8192):
+        for sc in ("tensor", "row"):
+            sets = 3 if m >= 8192 else 8
+            ops = [_operands(m, m, m, e4, e4, sc, gen) for _ in range(sets)]
+            out = torch.empty(m, m, device="cuda", dtype=torch.bfloat16)
+            cont: dict[str, Any] = {}
+            for fast in (False, True):
+                cont["scaled_mm" + ("_fast" if fast else "")] = (
+                    lambda i, f=fast, ops=ops: torch._scaled_mm(
+                        ops[i][0], ops[i][1], ops[i][2], ops[i][3], out_dtype=torch.bfloat16,
+                        use_fast_accum=f))
+            cont["gemm"] = lambda i, ops=ops, out=out: nvatom.gemm(
+                ops[i][0], ops[i][1], out, scale_a=ops[i][2], scale_b=ops[i][3])
+            for v in ["fast", *variants]:
+                fns = [_run(_cfg(v, scale=sc), *ops[i], out) for i in range(sets)]
+                cont[v] = lambda i, fns=fns: fns[i]()
+            times = _interleave_rotating(cont, sets, 20 if m < 8192 else 10, args.rounds)
+            flop = 2 * m ** 3
+            row = {"m": m, "n": m, "k": m, "scale": sc, "rounds": times}
+            for name, ts in times.items():
+                theirs = times["scaled_mm_fast" if name == "fast" else "scaled_mm"]
+                ratios = sorted(t0 / t for t0, t in zip(theirs, ts, strict=True))
+                med = statistics.median(ts)
+                row[name] = {"ms": med, "tflops": flop / med / 1e9, "spread": max(ts) / min(ts),
+                             "ratio": statistics.median(ratios), "ratio_lo": ratios[0],
+                             "ratio_hi": ratios[-1]}
+            res["speed"].append(row)
+    print(f"\n{'variant':<12}" + "".join(f"{m}^3 {sc:<7}" for m in (4096, 8192)
+                                         for sc in ("tensor", "row")))
+    for name in ["gemm", "fast", *variants, "scaled_mm", "scaled_mm_fast"]:
+        cells = []
+        for row in res["speed"]:
+            r = row[name]
+            cells.append(f"{r['ratio']:.3f} {r['tflops']:4.0f}".ljust(16))
+        print(f"{name:<12}" + "".join(cells))
+    print("(median per-round ratio to _scaled_mm default; fast: to use_fast_accum=True; TF/s)")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    name = "tune_s5_speed.json" if args.speed_only else "tune_s5.json"
+    (Path(args.out) / name).write_text(json.dumps(res, indent=1))
+    return 1 if bad else 0
+
+
 def _interleave(cont: dict[str, Any], sets: int, batch: int, rounds: int) -> dict[str, list]:
     import torch
 
@@ -207,6 +365,30 @@ def _interleave(cont: dict[str, Any], sets: int, batch: int, rounds: int) -> dic
     times: dict[str, list] = {nm: [] for nm in names}
     for r in range(rounds):
         for nm in (names if r % 2 == 0 else names[::-1]):
+            times[nm].append(once(cont[nm]))
+    return times
+
+
+def _interleave_rotating(cont: dict[str, Any], sets: int, batch: int,
+                         rounds: int) -> dict[str, list]:
+    """As :func:`_interleave`, the order rotated by one contender each round."""
+    import torch
+
+    def once(fn: Any) -> float:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for i in range(batch):
+            fn(i % sets)
+        e.record()
+        e.synchronize()
+        return s.elapsed_time(e) / batch
+
+    names = list(cont)
+    for nm in names:
+        once(cont[nm])
+    times: dict[str, list] = {nm: [] for nm in names}
+    for r in range(rounds):
+        for nm in names[r % len(names):] + names[:r % len(names)]:
             times[nm].append(once(cont[nm]))
     return times
 

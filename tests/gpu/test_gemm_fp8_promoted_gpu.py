@@ -140,6 +140,18 @@ def test_promoted_accuracy_matches_scaled_mm(k: int) -> None:
      "schedule": "pingpong"},
     {"promote": 2, "promote_parts": 4, "promote_temps": 1, "block_n": 128, "stages": 6,
      "schedule": "pingpong"},
+    # A from registers (WGMMA .rs, docs/perf.md "FP8 promoted, session 5"), with and
+    # without the next K block's fragment prefetched
+    {"promote": 1, "promote_parts": 2, "promote_temps": 1, "promote_rs": True},
+    {"promote": 1, "promote_parts": 4, "promote_temps": 2, "promote_rs": True,
+     "promote_rs_prefetch": True},
+    {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192, "promote_rs": True},
+    {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192, "promote_rs": True,
+     "promote_rs_prefetch": True},
+    # two or four K blocks per iteration (the K blocks left over one at a time)
+    {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+     "promote_unroll": 2},
+    {"promote": 1, "promote_parts": 4, "promote_temps": 2, "promote_unroll": 4},
 ], ids=lambda v: "_".join(f"{k}{x if isinstance(x, str) else int(x)}"
                           for k, x in v.items()))
 def test_promoted_kernel_variants(variant: dict) -> None:
@@ -185,7 +197,9 @@ def test_fp8_scale_shape_errors_on_the_gpu() -> None:
 # odd chunk count showed there: relative error 0.59 before the fix)
 MULTI_TILE = [((3000, 3000, 64), "128x192"), ((4000, 4040, 64), "128x256"),
               ((4096, 4096, 384), "128x256"), ((8192, 2056, 128), "128x192"),
-              ((2040, 2040, 144), "128x256")]
+              ((2040, 2040, 144), "128x256"),
+              # the wide tile's loop runs 4 K blocks per iteration: 9 = 2 x 4 + 1 leftover
+              ((4096, 4096, 1152), "128x256")]
 
 
 @pytest.mark.parametrize("rowwise", [False, True], ids=["tensor", "row"])
@@ -208,3 +222,40 @@ def test_promoted_tiles_by_size_many_tiles_per_cta(shape, tile: str, rowwise: bo
         _check(out, a, b, sa, sb)
     name = explain(a, b, scale_a=sa, scale_b=sb).launch.source.name
     assert f"_{tile}_" in name and "_pr1" in name, name
+
+
+# A from registers and the unrolled loop with several tiles per persistent CTA: the
+# fragment of a tile's first K block is loaded after the previous tile's epilogue, the
+# prefetch stops at a tile's last K block, the unrolled loop's leftover blocks run one at a
+# time (K = 64 and 128: one block; 144: two, the second ragged; 1024: eight; 1152: nine)
+S5_VARIANTS = [
+    {"promote_parts": 2, "promote_temps": 1, "promote_rs": True},
+    {"promote_parts": 2, "promote_temps": 1, "promote_rs": True, "promote_rs_prefetch": True},
+    {"promote_parts": 4, "promote_temps": 2, "promote_rs": True, "promote_rs_prefetch": True},
+    {"promote_parts": 2, "promote_temps": 2, "block_n": 192, "promote_rs": True,
+     "promote_rs_prefetch": True},
+    {"promote_parts": 2, "promote_temps": 2, "block_n": 192, "promote_unroll": 2},
+    {"promote_parts": 2, "promote_temps": 2, "block_n": 192, "promote_unroll": 4},
+    {"promote_parts": 4, "promote_temps": 2, "promote_unroll": 2},
+    {"promote_parts": 4, "promote_temps": 2, "promote_unroll": 4},  # the wide default
+]
+
+
+@pytest.mark.parametrize("variant", S5_VARIANTS, ids=lambda v: "_".join(
+    f"{k}{int(x)}" for k, x in v.items()))
+def test_promoted_s5_many_tiles_per_cta(variant: dict) -> None:
+    _require_sm90()
+    from nvatom.gemm_providers import prepare_gemm_sm90
+    from nvatom.kernels.gemm_sm90 import GemmSm90Config
+
+    gen = _gen()
+    for (m, n, k), rowwise in [((3000, 3000, 64), False), ((4000, 4040, 144), True),
+                               ((2040, 4096, 1024), False), ((4096, 2056, 128), True),
+                               ((2100, 3000, 1152), True)]:
+        cfg = GemmSm90Config(in_dtype="e4m3", b_major="K", promote=1,
+                             scale_mode="row" if rowwise else "tensor", **variant)
+        a, b, sa, sb = _operands(m, n, k, E4M3, E4M3, rowwise, gen)
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        prepare_gemm_sm90(a, b, out, cfg, sa.reshape(-1), sb.reshape(-1))()
+        torch.cuda.synchronize()
+        _check(out, a, b, sa, sb)

@@ -140,6 +140,8 @@ _ROW = _SW128.row_bytes  # one SW128 row: the K extent of every smem tile and TM
 _MAX_SMEM = 232448  # sm_90: 227 KB of dynamic shared memory per block
 _REGS = 65536  # registers per SM
 _ENTRY_REGS = 168  # .maxnreg at entry (65536 / 384, rounded down to 8): setmaxnreg needs a cap
+# promote_rs: 4 k-steps x 4 .b32 A registers live, 4 A descriptors (.b64) no longer: +8
+_RS_EXTRA_REGS = 8
 
 
 class GemmSm90Error(NvatomError, ValueError):
@@ -166,8 +168,11 @@ class GemmSm90Config:
     f32); the partial is computed in ``promote_parts`` N parts of ``block_n / promote_parts``
     columns through ``promote_temps`` temporaries (2: one part's WGMMA runs while the other's
     sum is added), so the registers stay within ``consumer_regs``.  ``promote`` 0 is fast
-    accumulation (WGMMA accumulates the whole K).  ``scale_mode`` "tensor": one f32 scale per
-    operand; "row": one per row of A (M) and per column of B (N), applied in the epilogue.
+    accumulation (WGMMA accumulates the whole K).  ``promote_unroll`` K blocks (1, 2, 4) make
+    one iteration of the promoted loop (the WGMMA pipe drains once per iteration);
+    ``promote_rs`` reads A from registers (``ldmatrix`` once per K block, WGMMA ``.rs``;
+    measured slower, docs/perf.md).  ``scale_mode`` "tensor": one f32 scale per operand;
+    "row": one per row of A (M) and per column of B (N), applied in the epilogue.
     """
 
     in_dtype: str = "bf16"
@@ -191,6 +196,20 @@ class GemmSm90Config:
     promote_parts: int = 2
     promote_temps: int = 1
     promote_pipelined: bool = False
+    # The promoted loop's A from registers (WGMMA ``.rs``): per K block each consumer thread
+    # loads its A fragment (16 registers: 4 ldmatrix.x4) once and every N part's WGMMAs read
+    # it there, so A leaves shared memory once per K block instead of once per part
+    # (docs/perf.md, "FP8 promoted, session 5").  False: A by descriptor (``.ss``).
+    promote_rs: bool = False
+    # With promote_rs: the next K block's A fragment is loaded as soon as the last part's
+    # WGMMAs retire (its barrier waited there), before that part's sum is added, so the
+    # barrier wait and ldmatrix latency overlap the add.f32s.
+    promote_rs_prefetch: bool = False
+    # K blocks per iteration of the promoted loop (1, 2 or 4; promote 1, A by descriptor):
+    # the parts of that many K blocks go through the temporaries in one stream, so a
+    # warpgroup's WGMMA pipe drains (wait_group 0) once per iteration; nothing is in flight
+    # across the loop's back edge (unlike promote_pipelined, which ptxas serialises: C7514).
+    promote_unroll: int = 1
     scale_mode: str = "tensor"
     # Grouped GEMM (MoE): one persistent launch over G groups that share N and K; each group's
     # three tensor maps come from a device array (kernel_params), so TMA clips every load and
@@ -347,6 +366,31 @@ class GemmSm90Config:
         if not isinstance(self.promote_pipelined, bool):
             raise GemmSm90Error(f"promote_pipelined must be a bool, got "
                                 f"{self.promote_pipelined!r}")
+        if not isinstance(self.promote_rs, bool) or not isinstance(self.promote_rs_prefetch,
+                                                                    bool):
+            raise GemmSm90Error(f"promote_rs and promote_rs_prefetch must be bools, got "
+                                f"{self.promote_rs!r}, {self.promote_rs_prefetch!r}")
+        if self.promote_rs_prefetch and not self.promote_rs:
+            raise GemmSm90Error("promote_rs_prefetch loads A's next fragment early: it needs "
+                                "promote_rs")
+        if isinstance(self.promote_unroll, bool) or self.promote_unroll not in (1, 2, 4):
+            raise GemmSm90Error(f"promote_unroll {self.promote_unroll!r} is not 1, 2 or 4")
+        if self.promote_unroll > 1 and (self.promote != 1 or self.promote_pipelined
+                                         or self.promote_rs or self.scale_mode == "block"
+                                         or self.schedule != "cooperative"):
+            raise GemmSm90Error(
+                f"promote_unroll {self.promote_unroll} runs several K blocks per iteration of "
+                f"the cooperative promoted loop with promote 1, A by descriptor and per-tensor "
+                f"or row scales (got "
+                f"promote {self.promote}, promote_pipelined {self.promote_pipelined}, "
+                f"promote_rs {self.promote_rs}, scale_mode {self.scale_mode!r}, schedule "
+                f"{self.schedule!r})")
+        if self.promote_rs and (self.promote != 1 or self.promote_pipelined
+                                or self.schedule != "cooperative"):
+            raise GemmSm90Error(
+                f"promote_rs loads A's fragment once per K block: it needs the cooperative "
+                f"promoted loop with promote 1, not pipelined (got promote {self.promote}, "
+                f"promote_pipelined {self.promote_pipelined}, schedule {self.schedule!r})")
         if self.promote == 0:
             if self.promote_pipelined:
                 raise GemmSm90Error("promote_pipelined needs the promoted main loop (promote 1)")
@@ -371,10 +415,14 @@ class GemmSm90Config:
                                 f"{self.promote_temps}, {parts}): it alternates the "
                                 "temporaries across K blocks")
         regs = self.block_n // 2 * (1 + self.promote_temps / parts)
+        # promote_rs: A's 16 fragment registers replace its 4 descriptors (8 registers)
+        regs += _RS_EXTRA_REGS if self.promote_rs else 0
         if regs + 32 > self.consumer_regs:
             raise GemmSm90Error(f"promoted accumulators need {regs:.0f} f32 registers a "
                                 f"thread, more than consumer_regs {self.consumer_regs} - 32 "
-                                "allow: more promote_parts or fewer promote_temps")
+                                "allow: more promote_parts or fewer promote_temps"
+                                + (" (promote_rs: with A's fragment)" if self.promote_rs
+                                   else ""))
 
     # ------------------------------------------------------------------ derived
     @property
@@ -393,8 +441,12 @@ class GemmSm90Config:
 
     @property
     def part_form(self) -> WgmmaForm:
-        """The promoted main loop's WGMMA: ``block_n / promote_parts`` columns."""
-        return _ss_form(self.block_n // self.promote_parts, self.in_dtype, self.b_type)
+        """The promoted main loop's WGMMA: ``block_n / promote_parts`` columns (``.rs``
+        with ``promote_rs``)."""
+        n = self.block_n // self.promote_parts
+        if self.promote_rs:
+            return _wgmma_form(n, self.in_dtype, self.b_type, "rs")
+        return _ss_form(n, self.in_dtype, self.b_type)
 
     @property
     def mcast(self) -> bool:
@@ -464,6 +516,9 @@ class GemmSm90Config:
         if self.promote:
             extra += f"_pr{self.promote}n{self.promote_parts}t{self.promote_temps}"
             extra += "pl" if self.promote_pipelined else ""
+            extra += "rs" if self.promote_rs else ""
+            extra += "p" if self.promote_rs_prefetch else ""
+            extra += f"u{self.promote_unroll}" if self.promote_unroll != 1 else ""
         if self.scale_mode != "tensor":
             extra += f"_{self.scale_mode}scale"
         if self.grouped:
@@ -486,6 +541,13 @@ def _ss_form(n: int, in_dtype: str, b_dtype: str) -> WgmmaForm:
     """The ``wgmma`` form ``m64n<n>k<K>.ss.f32.<a>.<b>`` of the atom table."""
     return next(f for f in FORMS if (f.n, f.a.name, f.b.name, f.d.name, f.a_source,
                                      f.satfinite) == (n, in_dtype, b_dtype, "f32", "ss", False))
+
+
+@functools.cache
+def _wgmma_form(n: int, in_dtype: str, b_dtype: str, source: str) -> WgmmaForm:
+    """The ``wgmma`` form ``m64n<n>k<K>.<source>.f32.<a>.<b>`` of the atom table."""
+    return next(f for f in FORMS if (f.n, f.a.name, f.b.name, f.d.name, f.a_source,
+                                     f.satfinite) == (n, in_dtype, b_dtype, "f32", source, False))
 
 
 def b_major_of(b_shape: Sequence[int], b_strides: Sequence[int]) -> str | None:
@@ -814,6 +876,9 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
     plan = gemm_sm90_plan(cfg)
     _check_c_offsets(cfg, plan)
     feats = ["wgmma", "tma", "mbarrier.tx", "setmaxnreg", "stmatrix"]
+    if cfg.promote_rs:
+        _check_rs_offsets(cfg, plan)
+        feats.append("ldmatrix")
     if cfg.cluster_m > 1:
         feats.append("cluster")
     if cfg.grouped:  # fence.proxy.tensormap::generic (PTX 8.3, the tensormap-edit family)
@@ -1192,28 +1257,112 @@ def _promote_map(bn: int, pn: int, part: int) -> tuple[int, ...]:
 
 def _part_mmas(b: _Build, seq: WgmmaSequence, t: Sequence[Reg], a_desc0: Sequence[Reg],
                b_desc0: Sequence[Reg], stage: Reg, phase: Reg | None, part: int, first: Reg,
-               p_true: Reg) -> None:
+               p_true: Reg, a_frag: Sequence[Sequence[Reg]] | None = None) -> None:
     """One K block of one N part: wait ``full[stage]`` (when ``phase`` is given), then the
-    K block's WGMMAs into temporary ``t`` (the first with scale-d ``first``)."""
+    K block's WGMMAs into temporary ``t`` (the first with scale-d ``first``); A by
+    descriptor, or (``promote_rs``) from ``a_frag``, each k-step's 4 registers
+    (:func:`_load_a_frag`)."""
     k, cfg, plan = b.k, b.cfg, b.plan
     form = cfg.part_form
     if phase is not None:
         full = _barrier(k, b.smem, b.off_full, stage)
         TE.mbarrier_wait_parity(k, full, phase)
-    sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
+    if a_frag is None:
+        sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
     sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
     if plan.b_part_offsets[part]:
         k.ins("add.u32", sb_off, sb_off, plan.b_part_offsets[part] >> 4)
-    da64, db64 = k.reg("b64"), k.reg("b64")
-    k.ins("cvt.u64.u32", da64, sa_off)
+    if a_frag is None:
+        da64, db64 = k.reg("b64"), k.reg("b64")
+        k.ins("cvt.u64.u32", da64, sa_off)
+    else:
+        db64 = k.reg("b64")
     k.ins("cvt.u64.u32", db64, sb_off)
     imm = tuple(1 if w.startswith("scale") else 0 for w in form.immediates)  # K-major B
     seq.fence()  # the temporary was read by add.f32 (fenced after the barrier wait: C7519)
     for s in range(cfg.k_steps):
-        da, db = k.reg("b64"), k.reg("b64")
-        k.ins("add.s64", da, a_desc0[s], da64)
+        a: Reg | Sequence[Reg]
+        if a_frag is None:
+            a, db = k.reg("b64"), k.reg("b64")
+            k.ins("add.s64", a, a_desc0[s], da64)
+        else:
+            a, db = a_frag[s], k.reg("b64")
         k.ins("add.s64", db, b_desc0[s], db64)
-        seq.mma(form, t, da, db, first if s == 0 else p_true, imm)
+        seq.mma(form, t, a, db, first if s == 0 else p_true, imm)
+
+
+#: ``promote_rs``: the ldmatrix that loads a k-step's 8-bit A fragment (16-bit view: each
+#: register is 4 K-consecutive bytes of one row, the WGMMA ``.rs`` A register's content).
+_LDSM_A = "atom.ldsm<m8n8.x4>"
+
+
+def _rs_lane_offset(lane: int, warp: int, step: int) -> int:
+    """``promote_rs``: the byte offset, in a consumer's 64 x 128-byte SW128 A block, of the
+    16-byte row that ``lane`` of ``warp`` hands to ``ldmatrix.x4`` for k-step ``step``
+    (32 bytes of K): matrix ``j = lane // 8`` is rows ``16 warp + 8 (j % 2) ..`` and bytes
+    ``32 step + 16 (j // 2) ..``, lane ``lane`` points at its row ``lane % 8``; SW128 moves
+    16-byte chunk ``c`` of row ``r`` to ``c ^ (r % 8)``.  The PTX below computes exactly this
+    (checked against the stage's layout by :func:`_check_rs_offsets`)."""
+    row = 16 * warp + (lane & 15)
+    return (row * _ROW + ((((lane >> 4) ^ lane) & 7) << 4)) ^ (32 * step)
+
+
+def _check_rs_offsets(cfg: GemmSm90Config, plan: GemmSm90Plan) -> None:
+    """:func:`_rs_lane_offset` (plus the consumer's rows) equals the A stage layout's offset
+    of each ldmatrix row (the layout algebra, evaluated here once)."""
+    bits = 8 * cfg.in_bytes
+    for cw in range(cfg.consumers):
+        for warp in range(4):
+            for lane in range(32):
+                for s in range(cfg.k_steps):
+                    row = 64 * cw + 16 * warp + 8 * ((lane // 8) % 2) + lane % 8
+                    col = (32 * s + 16 * (lane // 16)) * 8 // bits
+                    want = plan.a_layout((row, col)) * bits // 8
+                    got = cw * plan.a_consumer_offset + _rs_lane_offset(lane, warp, s)
+                    if got != want:  # pragma: no cover - algebra guard
+                        raise GemmSm90Error(f"promote_rs: ldmatrix row of lane {lane}, warp "
+                                            f"{warp}, k-step {s}: {got} != layout {want}")
+
+
+def _rs_lane_base(b: _Build) -> Reg:
+    """``promote_rs``: this thread's ldmatrix row address in stage 0 (k-step 0):
+    shared base + A's offset + the consumer's rows + :func:`_rs_lane_offset` (lane, warp, 0)."""
+    k = b.k
+    lt = _u32(k, "and.b32", b.tid, WARPGROUP - 1)
+    cw = _u32(k, "sub.u32", b.wg, 1)
+    row = _u32(k, "and.b32", lt, 15)
+    warp = _u32(k, "shr.u32", lt, 5)
+    k.ins("mad.lo.u32", row, warp, 16, row)  # 16 warp + (lane & 15)
+    ch = _u32(k, "shr.u32", lt, 4)
+    k.ins("and.b32", ch, ch, 1)  # lane >> 4 (bit 4 of lt is lane's)
+    k.ins("xor.b32", ch, ch, lt)
+    k.ins("and.b32", ch, ch, 7)  # ((lane >> 4) ^ lane) & 7
+    off = _u32(k, "shl.b32", ch, 4)
+    k.ins("mad.lo.u32", off, row, _ROW, off)
+    k.ins("mad.lo.u32", off, cw, b.plan.a_consumer_offset, off)
+    k.ins("add.u32", off, off, b.smem)
+    k.ins("add.u32", off, off, b.off_a)
+    return off
+
+
+def _load_a_frag(b: _Build, seq: WgmmaSequence, lane_base: Reg, stage: Reg,
+                 into: Sequence[Sequence[Reg]] | None = None) -> list[list[Reg]]:
+    """``promote_rs``: this K block's A fragment, 4 k-steps x 4 registers, by 4
+    ``ldmatrix.x4`` from stage ``stage`` (row address: :func:`_rs_lane_offset`, the k-step's
+    32 bytes by an xor: the stage and consumer bases are 1024-byte aligned).  Every WGMMA of
+    the previous K block has retired (``wait_group 0``) before these registers are
+    written.  ``into``: the registers to load (else fresh ones)."""
+    k, cfg = b.k, b.cfg
+    atom = next(a for a in MATRIX_COPIES if a.name == _LDSM_A)
+    base = _u32(k, "mad.lo.u32", stage, cfg.a_stage_bytes, lane_base)
+    frag = []
+    for s in range(cfg.k_steps):
+        regs = k.regs("b32", 4) if into is None else list(into[s])
+        addr = base if s == 0 else _u32(k, "xor.b32", base, 32 * s)
+        emit_matrix_copy(k, atom, regs, addr)
+        frag.append(regs)
+    seq.write([r for f in frag for r in f])
+    return frag
 
 
 def _promotion_start(k: Kernel, cfg: GemmSm90Config,
@@ -1323,14 +1472,44 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     if cfg.pipelined:
         _mainloop_pipelined(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead, p_true)
         return
+    if cfg.promote_unroll > 1:
+        _mainloop_unrolled(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead, p_true)
+        return
     group, parts, nt = cfg.promote, cfg.promote_parts, len(temps)
     k.comment(f"promoted main loop: {group} K block(s) x {parts} part(s) of "
               f"n{cfg.block_n // parts} per promotion into the f32 accumulators")
     maps, p_zero = _promotion_start(k, cfg, [r for h in halves for r in h[0]])
     units = [(h, q) for h in range(len(halves)) for q in range(parts)]
+    lane_base = _rs_lane_base(b) if cfg.promote_rs else None
     kt = _u32(k, "mov.u32", 0)
+    a_frag = None
+
+    def load_a(st: Reg, ph: Reg, into: list[list[Reg]] | None = None) -> list[list[Reg]]:
+        assert lane_base is not None
+        TE.mbarrier_wait_parity(k, _barrier(k, b.smem, b.off_full, st), ph)
+        return _load_a_frag(b, seq, lane_base, st, into)
+
+    if cfg.promote_rs_prefetch:  # the tile's first K block; the others are prefetched
+        a_frag = load_a(stage, phase)
     kloop = k.fresh_label("c_k")
     k.label(kloop)
+    if lane_base is not None and not cfg.promote_rs_prefetch:
+        a_frag = load_a(stage, phase)  # A's fragment of this K block, once for every part
+
+    def prefetch() -> None:
+        """promote_rs_prefetch: the last part has retired; load the next K block's A."""
+        if not cfg.promote_rs_prefetch:
+            return
+        assert a_frag is not None
+        skip = k.fresh_label("no_prefetch")
+        more = k.reg("pred")
+        kn = _u32(k, "add.u32", kt, 1)
+        k.ins("setp.lt.u32", more, kn, b.ktiles)
+        k.bra(skip, f"!{more}")
+        st, ph = _u32(k, "mov.u32", stage), _u32(k, "mov.u32", phase)
+        _next_stage(k, st, ph, cfg.stages)
+        load_a(st, ph, a_frag)
+        k.label(skip)
     cnt = None
     if group > 1:  # the last group of a tile may be short (ragged K)
         cnt = _u32(k, "sub.u32", b.ktiles, kt)
@@ -1349,8 +1528,8 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
         t = temps[u % nt]
         ad = halves[h][1]
         if cnt is None:
-            _part_mmas(b, seq, t, ad, b_desc0, stage, phase if u == 0 else None, q,
-                       p_zero, p_true)
+            _part_mmas(b, seq, t, ad, b_desc0, stage,
+                       phase if u == 0 and a_frag is None else None, q, p_zero, p_true, a_frag)
         else:
             st = _u32(k, "mov.u32", stage)
             ph = _u32(k, "mov.u32", phase)
@@ -1370,9 +1549,12 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
         pending.append(u)
         if len(pending) == nt:
             seq.wait(nt - 1)
+            if nt == 1 and u == len(units) - 1:
+                prefetch()
             add(pending.pop(0))
     if pending:
         seq.wait(0)
+        prefetch()
     for u in pending:
         add(u)
     if cnt is None:
@@ -1393,6 +1575,86 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     pk_ = k.reg("pred")
     k.ins("setp.lt.u32", pk_, kt, b.ktiles)
     k.bra(kloop, pk_)
+
+
+def _promoted_blocks(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
+                     temps: Sequence[Sequence[Reg]], a_desc0: Sequence[Reg],
+                     b_desc0: Sequence[Reg], stage: Reg, phase: Reg, is_lead: Reg,
+                     p_true: Reg, maps: Sequence[tuple[int, ...]], p_zero: Reg,
+                     blocks: int) -> None:
+    """``blocks`` consecutive K blocks (stages ``stage``, ``stage + 1``, ...) of the promoted
+    loop as one stream of (block, part) units through the temporaries in turn: a unit's
+    group is retired (``wait_group nt - 1``) and added when the next ``nt - 1`` units are
+    issued, a block's stage is released once its last unit is added, and everything is
+    retired at the end (nothing in flight across the caller's loop edge).  Advances
+    ``stage`` / ``phase`` by ``blocks``."""
+    k, cfg = b.k, b.cfg
+    parts, nt = cfg.promote_parts, len(temps)
+    pos = [(stage, phase)]
+    for _ in range(blocks - 1):
+        st, ph = _u32(k, "mov.u32", pos[-1][0]), _u32(k, "mov.u32", pos[-1][1])
+        _next_stage(k, st, ph, cfg.stages)
+        pos.append((st, ph))
+    units = [(blk, q) for blk in range(blocks) for q in range(parts)]
+    pending: list[int] = []
+
+    def add(u: int) -> None:
+        blk, q = units[u]
+        _add_part(k, seq, acc, temps[u % nt], maps[q])
+        if q == parts - 1:  # the block's last part: its stage is free
+            _release(k, cfg, b.smem, b.off_empty, pos[blk][0], is_lead, b.rank)
+
+    for u, (blk, q) in enumerate(units):
+        st, ph = pos[blk]
+        _part_mmas(b, seq, temps[u % nt], a_desc0, b_desc0, st, ph if q == 0 else None, q,
+                   p_zero, p_true)
+        seq.commit()
+        pending.append(u)
+        if len(pending) == nt:
+            seq.wait(nt - 1)
+            add(pending.pop(0))
+    if pending:
+        seq.wait(0)
+    for u in pending:
+        add(u)
+    k.ins("mov.u32", stage, pos[-1][0])
+    k.ins("mov.u32", phase, pos[-1][1])
+    _next_stage(k, stage, phase, cfg.stages)
+
+
+def _mainloop_unrolled(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
+                       temps: Sequence[Sequence[Reg]], a_desc0: Sequence[Reg],
+                       b_desc0: Sequence[Reg], stage: Reg, phase: Reg, is_lead: Reg,
+                       p_true: Reg) -> None:
+    """The promoted loop (promote 1) with ``promote_unroll`` K blocks per iteration
+    (:func:`_promoted_blocks`), then the K blocks left over one at a time."""
+    k, cfg = b.k, b.cfg
+    un = cfg.promote_unroll
+    k.comment(f"promoted main loop, {un} K blocks per iteration: {cfg.promote_parts} part(s) "
+              f"of n{cfg.block_n // cfg.promote_parts} each through {len(temps)} temporaries")
+    maps, p_zero = _promotion_start(k, cfg, acc)
+    args = (b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead, p_true, maps, p_zero)
+    kt = _u32(k, "mov.u32", 0)
+    rest = k.fresh_label("c_k_rest")
+    kloop = k.fresh_label("c_k")
+    pr = k.reg("pred")
+    k.label(kloop)
+    left = _u32(k, "sub.u32", b.ktiles, kt)
+    k.ins("setp.lt.u32", pr, left, un)
+    k.bra(rest, pr)
+    _promoted_blocks(*args, un)
+    k.ins("add.u32", kt, kt, un)
+    k.bra(kloop)
+    k.label(rest)
+    one = k.fresh_label("c_k_one")
+    done = k.fresh_label("c_k_done")
+    k.label(one)
+    k.ins("setp.ge.u32", pr, kt, b.ktiles)
+    k.bra(done, pr)
+    _promoted_blocks(*args, 1)
+    k.ins("add.u32", kt, kt, 1)
+    k.bra(one)
+    k.label(done)
 
 
 def _mainloop_pipelined(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
@@ -1936,15 +2198,19 @@ def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: in
 #: The FP8 main loop's promotion settings (docs/perf.md, "FP8 promotion"): ``promote`` K
 #: blocks per promotion, in ``promote_parts`` N parts through ``promote_temps`` temporaries.
 FP8_PROMOTION = {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192}
-#: The wide promoted tile, 128 x 256 with one n128 temporary (2 parts: 128 + 64 registers):
-#: 8% slower per tile than 128 x 192 but 25% fewer tiles (docs/perf.md, "FP8 tile by wave
-#: count", T1).
-FP8_PROMOTION_WIDE = {"promote": 1, "promote_parts": 2, "promote_temps": 1, "block_n": 256}
+#: The wide promoted tile, 128 x 256: 4 parts of n64 through two temporaries (128 + 64
+#: registers), 4 K blocks per loop iteration (one WGMMA drain per 4 K blocks): 4-6% faster
+#: than the earlier one n128 temporary (``promote_parts`` 2, ``promote_temps`` 1) at 4096^3
+#: and 8192^3 (docs/perf.md, "FP8 promoted, session 5", U2).
+FP8_PROMOTION_WIDE = {"promote": 1, "promote_parts": 4, "promote_temps": 2, "block_n": 256,
+                      "promote_unroll": 4}
 #: The promoted tiles (per-tensor and row-wise scales) chosen per problem size by
 #: :func:`nvatom.runtime.gemm_plan.wave_pick`: (settings, speed of one tile relative to the
-#: first, measured at 8192^3 on an H100: 0.918 / 0.923 per-tensor / row-wise, run T1).
+#: first: at 8192^3 on an H100 the wide tile ran at 0.970 of the 128 x 192 one (median of
+#: per-round ratios, two sweeps, both scale modes), i.e. 0.985 per tile once its 16 waves
+#: against 21 x 3/4 are taken out; 0.98 here; session 5, U2).
 FP8_TILE_CHOICES: tuple[tuple[dict[str, Any], float], ...] = (
-    (FP8_PROMOTION, 1.0), (FP8_PROMOTION_WIDE, 0.92))
+    (FP8_PROMOTION, 1.0), (FP8_PROMOTION_WIDE, 0.98))
 #: Block scales: the promotion above with 128-column tiles (one block of B's scales each).
 FP8_BLOCK_PROMOTION = {**FP8_PROMOTION, "block_n": SCALE_BLOCK}
 
