@@ -22,15 +22,21 @@ from nvatom.runtime.torch_interop import ELEMENT_BYTES, TensorInfo
 __all__ = [
     "MAX_GRID_X",
     "OUT_DTYPES",
+    "PINGPONG_TILE",
     "PLAIN_DTYPES",
     "SCALED_DTYPES",
     "SCALE_MODES",
+    "SCHEDULE_OPTIONS",
+    "SCHEDULE_RULES",
     "GemmLaunch",
     "GemmProblem",
     "GemmProvider",
     "OperandRule",
     "capability_text",
     "default_operand_rules",
+    "grouped_schedule",
+    "rule_pick",
+    "schedule_pick",
     "wave_pick",
 ]
 
@@ -207,3 +213,59 @@ def wave_pick(options: Sequence[Sequence[float]], m: int, n: int, sms: int) -> i
         if t < best_t:
             best, best_t = i, t
     return best
+
+
+#: The 16-bit SM90 kernel's two consumer schedules, in the order a recipe's schedule rule
+#: indexes them (``"pick"``): ping-pong (128 x 128 per warpgroup) and cooperative (128 x 256).
+SCHEDULE_OPTIONS = ("pingpong", "cooperative")
+#: When the 16-bit kernel runs ping-pong rather than cooperative (docs/perf.md, "Grouped
+#: ping-pong and schedule choice"; measured on an H100).  The ping-pong tile (128 x 128) asks
+#: 4/3 of the cooperative tile's bytes per FLOP; on long-K problems with many tiles it
+#: turned DRAM-bound (case B of bench/gemm_grouped.py: 2.25x the DRAM bytes, 78% of DRAM
+#: peak, 0.71x the cooperative kernel; one 114521 x 2048 x 7168 GEMM 0.74x), while it wins
+#: 1-4% where K <= 4096.  Ping-pong is picked when the non-empty groups average at least
+#: ``min_mean_rows`` rows and either K <= ``max_k`` or the problem has at most
+#: ``long_k_max_tiles`` 128 x 128 output tiles.  "plain": ``nvatom.gemm`` (one group of M
+#: rows); "grouped": ``nvatom.grouped_gemm`` (ragged long-K MoE cases lost at 2688-4752
+#: tiles, so no long-K allowance; groups of 256 rows lost 1-2%, of 512 won 1-2%).
+SCHEDULE_RULES: dict[str, dict[str, int]] = {
+    "plain": {"max_k": 4096, "long_k_max_tiles": 8192, "min_mean_rows": 0},
+    "grouped": {"max_k": 4096, "long_k_max_tiles": 0, "min_mean_rows": 512},
+}
+#: The ping-pong output tile the rules count in (rows, columns).
+PINGPONG_TILE = (128, 128)
+
+
+def schedule_pick(rows: Sequence[int], n: int, k: int, rule: dict[str, int]) -> str:
+    """``"pingpong"`` or ``"cooperative"`` for groups of ``rows`` rows (one entry for a plain
+    GEMM; empty groups are ignored) sharing N and K, by one entry of
+    :data:`SCHEDULE_RULES`."""
+    sizes = [int(r) for r in rows if r > 0]
+    if not sizes or sum(sizes) < rule["min_mean_rows"] * len(sizes):
+        return "cooperative"
+    if k <= rule["max_k"]:
+        return "pingpong"
+    bm, bn = PINGPONG_TILE
+    tiles = sum(-(-r // bm) for r in sizes) * -(-n // bn)
+    return "pingpong" if tiles <= rule["long_k_max_tiles"] else "cooperative"
+
+
+def grouped_schedule(in_dtype: str, ends: Sequence[int], n: int, k: int) -> str:
+    """The schedule of ``nvatom.grouped_gemm`` for ``in_dtype`` operands and groups ending
+    at the cumulative row offsets ``ends`` (:data:`SCHEDULE_RULES` ``"grouped"``; the
+    kernel runs FP8 cooperative only)."""
+    if in_dtype not in PLAIN_DTYPES:
+        return "cooperative"
+    starts = [0, *ends[:-1]]
+    return schedule_pick([e - s for s, e in zip(starts, ends, strict=True)], n, k,
+                         SCHEDULE_RULES["grouped"])
+
+
+def rule_pick(rule: dict[str, Any], m: int, n: int, k: int, sms: int) -> int:
+    """The option a recipe's size rule (``accepts["tile_rule"]``) picks for M x N x K: a
+    schedule rule (``"kind": "schedule"``: :func:`schedule_pick` of its ``table`` over its
+    ``options``, names of :data:`SCHEDULE_OPTIONS`) or a tile chosen by wave count
+    (:func:`wave_pick` of its ``options``)."""
+    if rule.get("kind") == "schedule":
+        return list(rule["options"]).index(schedule_pick([m], n, k, rule["table"]))
+    return wave_pick(rule["options"], m, n, sms)
