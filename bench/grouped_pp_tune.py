@@ -303,7 +303,79 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def final(args: argparse.Namespace, torch: Any) -> dict[str, Any]:
-    raise SystemExit("final: written after the diagnosis")
+    """The shipped rule through the public paths against both fixed schedules (and the
+    ping-pong 128 x 192 tile, 4 stages, as an exploration) on the bench cases and on cases
+    that test the rule's thresholds; the plain kernel likewise."""
+    from nvatom.runtime.gemm_plan import grouped_schedule
+
+    variants = {"coop": (_coop(), False), "pp": (_pp(), False),
+                "pp192": (_pp(block_n=192, stages=4), False)}
+    rng = random.Random(7)
+    cases = [
+        *moe_cases(),
+        ("V1 64 experts 0-4096, 4096->2048", [rng.randint(0, 4096) for _ in range(64)],
+         2048, 4096),
+        ("V2 8 experts 0-4096, 4096->4096", [rng.randint(0, 4096) for _ in range(8)],
+         4096, 4096),
+        ("V3 64 experts 0-1024, 4096->4096", [rng.randint(0, 1024) for _ in range(64)],
+         4096, 4096),
+        ("V4 64x2048, 4096->4096", [2048] * 64, 4096, 4096),
+        ("V5 8 experts 0-4096, 4096->14336", [rng.randint(0, 4096) for _ in range(8)],
+         14336, 4096),
+        ("V6 8 experts 0-4096, 14336->4096", [rng.randint(0, 4096) for _ in range(8)],
+         4096, 14336)]
+    rows = []
+    for i, (label, sizes, n, k) in enumerate(cases):
+        ends = [sum(sizes[: j + 1]) for j in range(len(sizes))]
+        row = run_case(torch, label, sizes, n, k, variants,
+                       args.rounds + 2 if i < 4 else args.rounds, dense=False, public=True)
+        row["rule"] = grouped_schedule("bf16", ends, n, k)
+        print(f"  rule: {row['rule']}", flush=True)
+        rows.append(row)
+    return {"rows": rows, "plain": plain_final(args, torch)}
+
+
+def plain_final(args: argparse.Namespace, torch: Any) -> list[dict[str, Any]]:
+    """``nvatom.gemm`` (the rule) vs the fixed schedules vs torch.mm, per shape."""
+    import nvatom
+    from nvatom.runtime.gemm_plan import SCHEDULE_RULES, schedule_pick
+
+    rows = []
+    for m, n, k in ((114521, 2048, 7168), (65536, 2048, 7168), (32768, 4096, 7168),
+                    (16384, 16384, 8192), (16384, 8192, 8192), (16384, 16384, 4096),
+                    (8192, 8192, 8192), (6144, 6144, 6144), (4096, 4096, 4096)):
+        a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
+        fns: dict[str, Any] = {"torch": lambda a=a, b=b: torch.mm(a, b)}
+        checks = {}
+        ref = a[:256].double() @ b.double()
+        outs = {}
+        for name, cfg in (("coop", _coop()), ("pp", _pp()), ("pp192", _pp(block_n=192,
+                                                                            stages=4))):
+            fns[name], outs[name] = _plain(torch, cfg, a, b)
+        o = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        fns["nvatom.gemm"], outs["nvatom.gemm"] = (
+            lambda a=a, b=b, o=o: nvatom.gemm(a, b, out=o)), o
+        for name, fn in fns.items():
+            if name == "torch":
+                continue
+            outs[name].fill_(float("nan"))
+            fn()
+            torch.cuda.synchronize()
+            checks[name] = {"rel_err": float((outs[name][:256].double() - ref).norm()
+                                             / ref.norm()),
+                            "nan": bool(torch.isnan(outs[name]).any())}
+        t = interleave(torch, fns, "torch", args.rounds, 2.0 * m * n * k)
+        rule = schedule_pick([m], n, k, SCHEDULE_RULES["plain"])
+        rows.append({"shape": [m, n, k], "rule": rule, "checks": checks, "times": t})
+        bad = [nm for nm, c in checks.items() if c["nan"] or c["rel_err"] > 5e-3]
+        print(f"plain {m}x{n}x{k} (rule {rule}): " + "  ".join(
+            f"{nm} x{t[nm]['ratio_round']:.3f}" for nm in fns if nm != "torch")
+            + f"  (torch {t['torch']['tflops']:.0f} TF/s)"
+            + (f"  WRONG {bad}" if bad else ""), flush=True)
+        del a, b, o, outs, fns
+        torch.cuda.empty_cache()
+    return rows
 
 
 if __name__ == "__main__":
