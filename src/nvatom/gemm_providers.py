@@ -28,7 +28,6 @@ from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
 from nvatom.runtime.gemm_plan import (
     MAX_GRID_X,
     SCALED_DTYPES,
-    SCHEDULE_OPTIONS,
     SCHEDULE_RULES,
     GemmLaunch,
     GemmProblem,
@@ -155,9 +154,12 @@ class Sm90Provider:
         if self.config is not None:
             return None
         if not cfg.fp8:
-            return {"kind": "schedule", "table": dict(SCHEDULE_RULES["plain"]),
-                    "options": list(SCHEDULE_OPTIONS),
-                    "pick": SCHEDULE_OPTIONS.index(cfg.schedule)}
+            table = SCHEDULE_RULES["plain"]
+            options = [table["pick"], table["otherwise"]]
+            picks = [i for i, o in enumerate(options) if all(
+                getattr(cfg, f) == v for f, v in sm90.SCHEDULE_TILES[o].items())]
+            return ({"kind": "schedule", "table": dict(table), "options": options,
+                     "pick": picks[0]} if picks else None)
         if not cfg.promote or cfg.scale_mode == "block":
             return None
         options = sm90.fp8_tile_options(cfg.block_m)
@@ -513,7 +515,8 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
     from nvatom.runtime.gemm_recipe import _encode_tiled, evaluate_maps
 
     base = config or sm90.default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K",
-                                         schedule=grouped_schedule(in_dtype, ends, n, k))
+                                         schedule=grouped_schedule(
+                                             (in_dtype, out_dtype, b_major), ends, n, k))
     cfg = dataclasses.replace(base, grouped=True)
     if group_sched is not None:
         cfg = dataclasses.replace(cfg, group_sched=group_sched)

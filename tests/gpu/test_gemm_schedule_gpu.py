@@ -27,11 +27,14 @@ def _require_sm90() -> None:
 
 
 GROUPED = [
-    # (sizes, N, K, dtype, b K-major); the rule's pick in the comment
-    ([0, 700, 1, 1500, 0, 129, 2048, 300], 520, 776, torch.bfloat16, False),  # ping-pong
-    ([600, 0, 1030, 257], 264, 4104, torch.bfloat16, True),                  # cooperative (K)
-    ([0, 100, 3, 511, 0, 64], 136, 264, torch.float16, False),                # cooperative (rows)
-    ([900] * 3 + [0] + [1100] * 3, 1024, 1024, torch.float16, True),         # ping-pong
+    # (sizes, N, K, dtype, b K-major, out dtype); the rule's pick in the comment
+    ([0, 700, 1, 1500, 0, 129, 2048, 300], 520, 776, torch.bfloat16, False, None),  # pp192
+    ([600, 0, 1030, 257], 264, 4104, torch.bfloat16, False, None),                 # pp192
+    ([0, 100, 3, 511, 0, 64], 136, 264, torch.float16, False, None),  # cooperative (rows)
+    ([900] * 3 + [0] + [1100] * 3, 1000, 1024, torch.float16, False, None),        # pp192
+    ([700] * 9 + [0, 5], 392, 520, torch.bfloat16, False, None),   # cooperative (10 groups)
+    ([900] * 3 + [0] + [1100] * 3, 1000, 1024, torch.float16, True, None),  # coop (K-major)
+    ([600, 0, 1030, 257], 264, 4104, torch.bfloat16, False, torch.float32),  # coop (f32)
 ]
 
 
@@ -40,17 +43,21 @@ def test_grouped_gemm_on_the_rules_schedule(case: int) -> None:
     _require_sm90()
     import nvatom
 
-    sizes, n, k, dt, kmajor = GROUPED[case]
+    sizes, n, k, dt, kmajor, odt = GROUPED[case]
     g = len(sizes)
     ends = [sum(sizes[: i + 1]) for i in range(g)]
     live = [s for s in sizes if s]
-    want = "pingpong" if sum(live) / len(live) >= 512 and k <= 4096 else "cooperative"
-    assert grouped_schedule("bf16", ends, n, k) == want
+    # the stated thresholds: at most 8 groups, K <= 8192, 512 rows a group on average, a
+    # 16-bit output and a row-major B
+    ok = (len(live) <= 8 and k <= 8192 and sum(live) / len(live) >= 512 and odt is None
+          and not kmajor)
+    types = ("bf16", "f32" if odt is torch.float32 else "bf16", "K" if kmajor else "N")
+    assert grouped_schedule(types, ends, n, k) == ("pingpong192" if ok else "cooperative")
     tail = 9
     a = torch.randn(ends[-1] + tail, k, device="cuda").to(dt)
     b = (torch.randn(g, n, k, device="cuda").to(dt).transpose(1, 2) if kmajor else
          torch.randn(g, k, n, device="cuda").to(dt))
-    out = torch.full((ends[-1] + tail, n), float("nan"), device="cuda", dtype=dt)
+    out = torch.full((ends[-1] + tail, n), float("nan"), device="cuda", dtype=odt or dt)
     nvatom.grouped_gemm(a, b, ends, out=out)
     torch.cuda.synchronize()
     start = 0
@@ -59,22 +66,24 @@ def test_grouped_gemm_on_the_rules_schedule(case: int) -> None:
             ref = a[start:end].double() @ b[i].double()
             got = out[start:end].double()
             assert not torch.isnan(got).any(), (case, i)
-            assert float((got - ref).norm() / ref.norm()) < 5e-3, (case, i)
+            tol = 1e-5 if odt is torch.float32 else 5e-3
+            assert float((got - ref).norm() / ref.norm()) < tol, (case, i)
         start = end
     assert torch.isnan(out[ends[-1]:]).all(), "rows past the last group were written"
 
 
 def test_both_picks_are_covered() -> None:
     picks = set()
-    for sizes, n, k, _, _ in GROUPED:
+    for sizes, n, k, _, kmajor, odt in GROUPED:
         ends = [sum(sizes[: i + 1]) for i in range(len(sizes))]
-        picks.add(grouped_schedule("bf16", ends, n, k))
-    assert picks == {"pingpong", "cooperative"}
+        types = ("bf16", "f32" if odt is torch.float32 else "bf16", "K" if kmajor else "N")
+        picks.add(grouped_schedule(types, ends, n, k))
+    assert picks == {"pingpong192", "cooperative"}
 
 
 @pytest.mark.parametrize(("m", "n", "k", "want"), [
-    (65600, 2048, 4160, "cooperative"),  # K > 4096 and 513 x 16 = 8208 tiles > 8192
-    (2000, 1000, 4160, "pingpong"),      # K > 4096, 16 x 8 = 128 tiles
+    (9000, 8200, 264, "cooperative"),    # 71 x 65 = 4615 tiles of 128 x 128 > 4608
+    (2000, 1000, 4160, "pingpong"),      # 16 x 8 = 128 tiles
     (3000, 2056, 1000, "pingpong"),
 ])
 def test_nvatom_gemm_on_the_rules_schedule(m: int, n: int, k: int, want: str) -> None:
