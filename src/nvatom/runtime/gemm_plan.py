@@ -1,5 +1,6 @@
 """What a GEMM provider and ``nvatom.gemm`` share: the problem, the launch plan, the operand
-rules and the provider protocol.
+rules, the provider protocol and the size rules that pick a kernel (:func:`wave_pick`: the
+FP8 tile by wave count; :data:`SCHEDULE_RULES`: the 16-bit consumer schedule by shape).
 
 This module sits below both :mod:`nvatom.gemm` (dispatch) and :mod:`nvatom.gemm_providers`
 (the providers over :mod:`nvatom.kernels`), so the GEMM imports its providers directly and no
@@ -222,18 +223,18 @@ SCHEDULE_OPTIONS = ("pingpong", "cooperative", "pingpong192")
 SCHEDULE_OPTION_TILES = {"pingpong": (128, 128), "cooperative": (128, 256),
                          "pingpong192": (128, 192)}
 _NO_LIMIT = 2**31 - 1
-#: Which schedule the 16-bit kernel runs by problem shape (docs/perf.md, "Grouped ping-pong
-#: and schedule choice"; measured on an H100): ``pick`` where every condition holds, else
-#: ``otherwise``.  Conditions: at most ``max_groups`` non-empty groups (a plain GEMM is
-#: one), K <= ``max_k``, at least ``min_mean_rows`` rows a non-empty group on average, and
-#: at most ``max_tiles`` output tiles of ``pick``'s tile (and, where listed, an output
-#: type of ``out_dtypes`` and a B layout of ``b_majors``: "N" row-major, "K" column-major,
-#: the measured ones).  The 128 x 128 ping-pong tile
-#: turns DRAM-bound on large problems (case B of bench/gemm_grouped.py: 2.25x the DRAM
-#: bytes of the 128 x 256 tile; plain GEMMs of 8192-16384 such tiles 0.75-0.95x the
-#: cooperative kernel, of <= 4224 tiles 1.01-1.09x): "plain" keeps it up to 4608 tiles.
-#: The grouped kernel: the 128 x 192 ping-pong tile won on 8-expert cases with K <= 7168
-#: (+0.4% to +6.4%) and lost on 64-expert ones and at K = 14336 (-1.9% to -8.6%).
+#: Which schedule the 16-bit kernel runs by problem shape (docs/perf.md, "Grouped ping-pong and
+#: schedule choice"; measured on an H100): ``pick`` where every condition holds, else
+#: ``otherwise``. Conditions: at most ``max_groups`` non-empty groups (a plain GEMM is one), K
+#: <= ``max_k``, at least ``min_mean_rows`` rows a non-empty group on average, and at most
+#: ``max_tiles`` output tiles of ``pick``'s tile (and, where listed, an output type of
+#: ``out_dtypes`` and a B layout of ``b_majors``: "N" row-major, "K" column-major, the measured
+#: ones). The 128 x 128 ping-pong tile turns DRAM-bound on large problems (case B of
+#: bench/gemm_grouped.py: 2.25x the DRAM bytes of the 128 x 256 tile; plain GEMMs of 8192-16384
+#: such tiles 0.75-0.95x the cooperative kernel in 5 of 6 shapes, of <= 4224 tiles 0.97-1.09x):
+#: "plain" keeps it up to 4608 tiles. The grouped kernel: the 128 x 192 ping-pong tile won on
+#: 8-expert cases with K <= 7168 (+0.4% to +6.4%) and lost on 64-expert ones (-1.6% to -8.0%)
+#: and at K = 14336 (-5.8%).
 SCHEDULE_RULES: dict[str, dict[str, Any]] = {
     "plain": {"pick": "pingpong", "otherwise": "cooperative", "max_groups": 1,
               "max_k": _NO_LIMIT, "min_mean_rows": 0, "max_tiles": 4608},
