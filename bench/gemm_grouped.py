@@ -10,13 +10,13 @@ The kernel of each case is the one ``nvatom.runtime.gemm_plan.SCHEDULE_RULES["gr
 picks (recorded as ``schedule`` per row; docs/perf.md, "Grouped ping-pong and schedule
 choice").  ``--variants`` adds every ``group_sched`` of the kernel (launched directly, no host
 checks) and, on the anchor, the plain GEMM of the same work (one 16384 x 4096 x 4096
-``nvatom.gemm`` and ``torch.mm``).  ``--quick`` keeps the first two cases.  Rounds interleaved with a
-rotating order; ``--batch`` calls between two CUDA events (host time per call counts where
-it exceeds the GPU's); the median over rounds and the spread.  Each output is checked first
-against float64 (relative error, Frobenius), NaN-poisoned (every group's rows written, the
-rows past the last group untouched).  ``torch._grouped_mm(a, b, offs=)`` takes B as
-(G, K, N); its layout requirement is probed (row-major, else K-major).  Writes JSON with the
-device and commit; asserts nothing (a wrong output is marked WRONG in the table).
+``nvatom.gemm`` and ``torch.mm``).  ``--quick`` keeps the first two cases.  Rounds interleaved
+with a rotating order; ``--batch`` calls between two CUDA events (host time per call counts
+where it exceeds the GPU's); the median over rounds and the spread.  Each output is checked
+first against float64 (relative error, Frobenius), NaN-poisoned (every group's rows written,
+the rows past the last group untouched).  ``torch._grouped_mm(a, b, offs=)`` takes B as (G, K,
+N); its layout requirement is probed (row-major, else K-major).  Writes JSON with the device
+and commit; asserts nothing (a wrong output is marked WRONG in the table).
 """
 
 from __future__ import annotations
