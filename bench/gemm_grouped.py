@@ -6,15 +6,17 @@
 Cases (bf16): 8 experts of 2048 tokens x 4096 x 4096 (the issue's anchor), 64 experts with
 random tokens per expert (0-1024, DeepSeek-V3-like: hidden 7168 -> 2048), 8 experts with
 0-4096 tokens (7168 -> 4096) and 64 experts with 0-4096 tokens (7168 -> 2048).
-``--variants`` adds every ``group_sched`` of the kernel (launched directly, no host checks)
-and, on the anchor, the plain GEMM of the same work (one 16384 x 4096 x 4096 ``nvatom.gemm``
-and ``torch.mm``).  ``--quick`` keeps the first two cases.  Rounds interleaved with a
-rotating order; ``--batch`` calls between two CUDA events (host time per call counts where
-it exceeds the GPU's); the median over rounds and the spread.  Each output is checked first
-against float64 (relative error, Frobenius), NaN-poisoned (every group's rows written, the
-rows past the last group untouched).  ``torch._grouped_mm(a, b, offs=)`` takes B as
-(G, K, N); its layout requirement is probed (row-major, else K-major).  Writes JSON with the
-device and commit; asserts nothing (a wrong output is marked WRONG in the table).
+The kernel of each case is the one ``nvatom.runtime.gemm_plan.SCHEDULE_RULES["grouped"]``
+picks (recorded as ``schedule`` per row; docs/perf.md, "Grouped ping-pong and schedule
+choice").  ``--variants`` adds every ``group_sched`` of the kernel (launched directly, no host
+checks) and, on the anchor, the plain GEMM of the same work (one 16384 x 4096 x 4096
+``nvatom.gemm`` and ``torch.mm``).  ``--quick`` keeps the first two cases.  Rounds interleaved
+with a rotating order; ``--batch`` calls between two CUDA events (host time per call counts
+where it exceeds the GPU's); the median over rounds and the spread.  Each output is checked
+first against float64 (relative error, Frobenius), NaN-poisoned (every group's rows written,
+the rows past the last group untouched).  ``torch._grouped_mm(a, b, offs=)`` takes B as (G, K,
+N); its layout requirement is probed (row-major, else K-major).  Writes JSON with the device
+and commit; asserts nothing (a wrong output is marked WRONG in the table).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ def _check(torch: Any, got: Any, a: Any, b: Any, ends: list[int]) -> dict[str, A
 
 def main(argv: list[str] | None = None) -> int:
     from nvatom.kernels.gemm_sm90 import GROUP_SCHEDS, GemmSm90Config
+    from nvatom.runtime.gemm_plan import grouped_schedule
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -166,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         flops = 2 * total * n * k
         row: dict[str, Any] = {"case": label, "groups": g, "tokens": sizes, "n": n, "k": k,
                                "checks": checks, "default_group_sched": default_sched,
+                               "schedule": grouped_schedule(("bf16", "bf16", "N"), ends, n, k),
                                "grouped_mm_b_layout": "row-major" if tb is b else "K-major"}
         ref_t = statistics.median(times["torch._grouped_mm"])
         for name, ts in times.items():
@@ -182,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         row["ratio"] = row["nvatom"]["ratio_vs_grouped_mm"]
         row["ratio_round_median"] = row["nvatom"]["ratio_round_median"]
         rows.append(row)
-        print(f"{label}:")
+        print(f"{label} ({row['schedule']}):")
         for name in times:
             c = checks[name]
             bad = c.get("nan") or not c.get("tail_untouched", True) or c["rel_err"] > 5e-3

@@ -287,7 +287,8 @@ def _pp_grouped(rounds: int, sizes: list[int] | None = None, n: int = 4096,
     b = torch.randn(len(sizes), k, n, device="cuda").to(torch.bfloat16)
     offs = torch.tensor(ends, dtype=torch.int32, device="cuda")
     fns, res, keep = {}, {}, []
-    for label, cfg in (("coop", None), ("pp", GemmSm90Config(**PP))):
+    for label, cfg in (("coop", default_config("bf16", schedule="cooperative")),
+                       ("pp", GemmSm90Config(**PP))):
         out = torch.full((total + 8, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         with ng.grouped_variant(config=cfg) as calls:
             nvatom.grouped_gemm(a, b, ends, out=out)

@@ -76,8 +76,11 @@ def test_grouped_plan_maps_are_the_kernels_at_each_group(b_major: str) -> None:
     plan = gp.grouped_plan("bf16", "bf16", b_major, ends, n, k, a_ptr, lda, b_ptr, gstride, ldb,
                            d_ptr, ldd, 132, encode=lambda args: seen.append(_norm(args))
                            or bytes(128))
+    # the schedule rule (SCHEDULE_RULES["grouped"]): 5 non-empty groups <= 8, K 136 <= 8192,
+    # 906 rows a group >= 512, bf16 output: ping-pong with 128 x 192 tiles for a row-major
+    # B, cooperative for a K-major one (not measured on that tile)
     cfg = sm90.default_config("bf16", "bf16", "MN" if b_major == "N" else "K",
-                              schedule="cooperative")  # the grouped kernel's schedule
+                              schedule="pingpong192" if b_major == "N" else "cooperative")
     assert plan.cfg == dataclasses.replace(cfg, grouped=True)
     assert len(plan.maps) == 3 * 128 * len(sizes)
     want, tiles, start = [], [], 0

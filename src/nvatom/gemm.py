@@ -591,7 +591,7 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     fast = _from_recipe(problem, cap, dev, (ai, bi, oi)) if provider is None else None
     if fast is not None:
         packer: Any = fast
-        run = fast.launcher(problem.m, problem.n)
+        run = fast.launcher(problem.m, problem.n, problem.k)
     else:
         r = route(ai, bi, oi, problem, cap, provider)  # type: ignore[arg-type]
         launch = r.launch

@@ -28,11 +28,13 @@ from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
 from nvatom.runtime.gemm_plan import (
     MAX_GRID_X,
     SCALED_DTYPES,
+    SCHEDULE_RULES,
     GemmLaunch,
     GemmProblem,
     OperandRule,
     capability_text,
     default_operand_rules,
+    grouped_schedule,
 )
 from nvatom.runtime.launch import ByValue, KernelSource, TensorMapCache
 from nvatom.runtime.ptxas import assemble
@@ -138,17 +140,27 @@ class Sm90Provider:
                     extra.update(promote=0, promote_pipelined=False)
             return dataclasses.replace(self.config, in_dtype=problem.in_dtype,
                                        out_dtype=problem.out_dtype, b_major=major, **extra)
-        if not fp8:
-            return sm90.default_config(problem.in_dtype, problem.out_dtype, major)
+        if not fp8:  # the schedule by shape (SCHEDULE_RULES["plain"])
+            return sm90.default_config(problem.in_dtype, problem.out_dtype, major,
+                                       m=problem.m, n=problem.n, k=problem.k)
         return sm90.default_config(problem.in_dtype, problem.out_dtype, major,
                                    b_dtype=b_dtype, fast_accum=fast, scale_mode=scale_mode,
                                    m=problem.m, n=problem.n, sms=sms)
 
     def _tile_rule(self, problem: Any, cfg: sm90.GemmSm90Config) -> dict[str, Any] | None:
         """The size rule that chose ``cfg``'s tile (a recipe then serves only the sizes
-        for which the rule picks that tile), or None."""
-        if self.config is not None or not cfg.fp8 or not cfg.promote \
-                or cfg.scale_mode == "block":
+        for which the rule picks that tile), or None: 16-bit, the schedule by shape; promoted
+        FP8 (per-tensor or row-wise scales), the tile by wave count."""
+        if self.config is not None:
+            return None
+        if not cfg.fp8:
+            table = SCHEDULE_RULES["plain"]
+            options = [table["pick"], table["otherwise"]]
+            picks = [i for i, o in enumerate(options) if all(
+                getattr(cfg, f) == v for f, v in sm90.SCHEDULE_TILES[o].items())]
+            return ({"kind": "schedule", "table": dict(table), "options": options,
+                     "pick": picks[0]} if picks else None)
+        if not cfg.promote or cfg.scale_mode == "block":
             return None
         options = sm90.fp8_tile_options(cfg.block_m)
         picks = [i for i, o in enumerate(options) if o[1] == cfg.block_n]
@@ -346,7 +358,10 @@ def _tile_alternatives(cfg: Any, sms: int, arg_names: Sequence[str], provider: s
     from nvatom.runtime.launch import build_cubin, kernel_disk_key
 
     out: dict[str, Any] = {}
-    for i, (choice, _) in enumerate(sm90.FP8_TILE_CHOICES):
+    choices = ([sm90.SCHEDULE_TILES[s] for s in tile_rule["options"]]
+               if tile_rule.get("kind") == "schedule" else
+               [c for c, _ in sm90.FP8_TILE_CHOICES])
+    for i, choice in enumerate(choices):
         if i == tile_rule["pick"]:
             continue
         alt = dataclasses.replace(cfg, **choice)
@@ -520,7 +535,8 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
         config = dataclasses.replace(config, **_GROUPED_FP8_TILES.get(
             (scale_mode, fast_accum), {}))
     base = config or sm90.default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K",
-                                         schedule="cooperative")  # ping-pong: slower here
+                                         schedule=grouped_schedule(
+                                             (in_dtype, out_dtype, b_major), ends, n, k))
     cfg = dataclasses.replace(base, grouped=True)
     if group_sched is not None:
         cfg = dataclasses.replace(cfg, group_sched=group_sched)

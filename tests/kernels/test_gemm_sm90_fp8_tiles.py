@@ -133,8 +133,8 @@ def test_recipe_alternatives_launch_the_other_tile(tmp_path, monkeypatch) -> Non
                      "target": "sm_90a", "disk_key": "d"}
     launch = gr.RecipeLaunch(rec, 0)
     assert launch.accepts(4096, 4096, 512) and launch.accepts(8192, 8192, 512)
-    assert launch.launcher(4096, 4096) == (wide.name, spec.grid, spec.smem_bytes)
+    assert launch.launcher(4096, 4096, 512) == (wide.name, spec.grid, spec.smem_bytes)
     narrow = prov._config(_problem(8192, 8192), 132)
-    assert launch.launcher(8192, 8192)[0] == narrow.name == rec["kernel"]["name"]
+    assert launch.launcher(8192, 8192, 512)[0] == narrow.name == rec["kernel"]["name"]
     del rec["alternatives"]  # a recipe without them: the ordinary path plans those sizes
     assert not gr.RecipeLaunch(rec, 0).accepts(4096, 4096, 512)

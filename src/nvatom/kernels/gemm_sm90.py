@@ -87,7 +87,7 @@ from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Module, Param, Reg
 from nvatom.ptx.copy_emit import emit_matrix_copy
 from nvatom.ptx.wgmma_emit import WgmmaSequence, emit_scale_d
-from nvatom.runtime.gemm_plan import wave_pick
+from nvatom.runtime.gemm_plan import SCHEDULE_RULES, schedule_pick, wave_pick
 
 __all__ = [
     "FP8_DTYPES",
@@ -2217,14 +2217,19 @@ FP8_BLOCK_PROMOTION = {**FP8_PROMOTION, "block_n": SCALE_BLOCK}
 
 #: Each consumer schedule's tile and stage count (docs/perf.md, "Ping-pong consumers"):
 #: cooperative 128 x 256 (the two warpgroups 64 rows each), 4 stages; ping-pong 128 x 128
-#: per warpgroup (128 accumulator registers a thread), 6 stages.
+#: per warpgroup (128 accumulator registers a thread), 6 stages; "pingpong192": ping-pong
+#: 128 x 192 per warpgroup (192 registers), 4 stages (docs/perf.md, "Grouped ping-pong and
+#: schedule choice").  The names are nvatom.runtime.gemm_plan.SCHEDULE_OPTIONS.
 SCHEDULE_TILES: dict[str, dict[str, Any]] = {
     "cooperative": {"schedule": "cooperative", "block_n": 256, "stages": 4},
     "pingpong": {"schedule": "pingpong", "block_n": 128, "stages": 6},
+    "pingpong192": {"schedule": "pingpong", "block_n": 192, "stages": 4},
 }
 #: The default schedule of bf16/f16 inputs (measured on an H100, docs/perf.md "Ping-pong
 #: consumers": level or faster on every bench shape but 4096^3, 1-2% slower there); FP8
-#: and the grouped kernel stay cooperative (ping-pong measured slower for both).
+#: stays cooperative (ping-pong measured slower).  With the problem's sizes the schedule
+#: comes from nvatom.runtime.gemm_plan.SCHEDULE_RULES ("plain"; the grouped kernel's
+#: "grouped").
 DEFAULT_SCHEDULE_16BIT = "pingpong"
 
 
@@ -2237,7 +2242,8 @@ def fp8_tile_options(block_m: int = 128) -> list[list[float]]:
 def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
                    b_major: str = "MN", *, b_dtype: str = "", fast_accum: bool = False,
                    scale_mode: str = "tensor", schedule: str = "", m: int | None = None,
-                   n: int | None = None, sms: int = 132) -> GemmSm90Config:
+                   n: int | None = None, sms: int = 132,
+                   k: int | None = None) -> GemmSm90Config:
     """The tuned configuration for a dtype pair (docs/perf.md): persistent with raster
     group 8, one wgmma group in flight, no cluster (the 2-CTA multicast cluster measured
     equal within noise).  bf16/f16: the ping-pong schedule (:data:`DEFAULT_SCHEDULE_16BIT`,
@@ -2249,15 +2255,20 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
     ``m`` and ``n`` (and the SM count ``sms``), promoted FP8 with per-tensor or row-wise
     scales takes the tile of :data:`FP8_TILE_CHOICES` that fills the waves best
     (:func:`~nvatom.runtime.gemm_plan.wave_pick`: 128 x 256 at 2048^3 and 4096^3, 128 x 192
-    at 8192^3); without them, 128 x 192."""
+    at 8192^3); without them, 128 x 192.  16-bit with ``m``, ``n`` and ``k`` and no
+    ``schedule``: the schedule :func:`~nvatom.runtime.gemm_plan.schedule_pick` gives for the
+    shape (``SCHEDULE_RULES["plain"]``: cooperative above 4608 tiles of 128 x 128)."""
     if schedule and schedule not in SCHEDULE_TILES:
-        raise GemmSm90Error(f"schedule {schedule!r} is not one of {', '.join(SCHEDULES)}")
+        raise GemmSm90Error(f"schedule {schedule!r} is not one of "
+                            f"{', '.join(SCHEDULE_TILES)}")
     if in_dtype not in FP8_DTYPES:
         if out_dtype is None:
             out_dtype = in_dtype
+        if not schedule and m is not None and n is not None and k is not None:
+            schedule = schedule_pick([m], n, k, SCHEDULE_RULES["plain"])
         return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype, b_major=b_major,
                               **SCHEDULE_TILES[schedule or DEFAULT_SCHEDULE_16BIT])
-    if schedule == "pingpong":
+    if schedule and SCHEDULE_TILES[schedule]["schedule"] == "pingpong":
         raise GemmSm90Error("the FP8 defaults are cooperative (ping-pong measured slower, "
                             "docs/perf.md): build a ping-pong FP8 GemmSm90Config directly")
     if scale_mode == "block" and fast_accum:

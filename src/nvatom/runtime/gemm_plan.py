@@ -1,5 +1,6 @@
 """What a GEMM provider and ``nvatom.gemm`` share: the problem, the launch plan, the operand
-rules and the provider protocol.
+rules, the provider protocol and the size rules that pick a kernel (:func:`wave_pick`: the
+FP8 tile by wave count; :data:`SCHEDULE_RULES`: the 16-bit consumer schedule by shape).
 
 This module sits below both :mod:`nvatom.gemm` (dispatch) and :mod:`nvatom.gemm_providers`
 (the providers over :mod:`nvatom.kernels`), so the GEMM imports its providers directly and no
@@ -25,12 +26,18 @@ __all__ = [
     "PLAIN_DTYPES",
     "SCALED_DTYPES",
     "SCALE_MODES",
+    "SCHEDULE_OPTIONS",
+    "SCHEDULE_OPTION_TILES",
+    "SCHEDULE_RULES",
     "GemmLaunch",
     "GemmProblem",
     "GemmProvider",
     "OperandRule",
     "capability_text",
     "default_operand_rules",
+    "grouped_schedule",
+    "rule_pick",
+    "schedule_pick",
     "wave_pick",
 ]
 
@@ -207,3 +214,70 @@ def wave_pick(options: Sequence[Sequence[float]], m: int, n: int, sms: int) -> i
         if t < best_t:
             best, best_t = i, t
     return best
+
+
+#: The 16-bit SM90 kernel's schedule options (``nvatom.kernels.gemm_sm90.SCHEDULE_TILES``
+#: holds each one's settings) and the output tile each counts in: ping-pong 128 x 128 per
+#: warpgroup (6 stages), cooperative 128 x 256 (4 stages), ping-pong 128 x 192 (4 stages).
+SCHEDULE_OPTIONS = ("pingpong", "cooperative", "pingpong192")
+SCHEDULE_OPTION_TILES = {"pingpong": (128, 128), "cooperative": (128, 256),
+                         "pingpong192": (128, 192)}
+_NO_LIMIT = 2**31 - 1
+#: Which schedule the 16-bit kernel runs by problem shape (docs/perf.md, "Grouped ping-pong and
+#: schedule choice"; measured on an H100): ``pick`` where every condition holds, else
+#: ``otherwise``. Conditions: at most ``max_groups`` non-empty groups (a plain GEMM is one), K
+#: <= ``max_k``, at least ``min_mean_rows`` rows a non-empty group on average, and at most
+#: ``max_tiles`` output tiles of ``pick``'s tile (and, where listed, an output type of
+#: ``out_dtypes`` and a B layout of ``b_majors``: "N" row-major, "K" column-major, the measured
+#: ones). The 128 x 128 ping-pong tile turns DRAM-bound on large problems (case B of
+#: bench/gemm_grouped.py: 2.25x the DRAM bytes of the 128 x 256 tile; plain GEMMs of 8192-16384
+#: such tiles 0.75-0.95x the cooperative kernel in 5 of 6 shapes, of <= 4224 tiles 0.97-1.09x):
+#: "plain" keeps it up to 4608 tiles. The grouped kernel: the 128 x 192 ping-pong tile won on
+#: 8-expert cases with K <= 7168 (+0.4% to +6.4%) and lost on 64-expert ones (-1.6% to -8.0%)
+#: and at K = 14336 (-5.8%).
+SCHEDULE_RULES: dict[str, dict[str, Any]] = {
+    "plain": {"pick": "pingpong", "otherwise": "cooperative", "max_groups": 1,
+              "max_k": _NO_LIMIT, "min_mean_rows": 0, "max_tiles": 4608},
+    "grouped": {"pick": "pingpong192", "otherwise": "cooperative", "max_groups": 8,
+                "max_k": 8192, "min_mean_rows": 512, "max_tiles": _NO_LIMIT,
+                "out_dtypes": ["bf16", "f16"], "b_majors": ["N"]},
+}
+
+
+def schedule_pick(rows: Sequence[int], n: int, k: int, rule: dict[str, Any],
+                  out_dtype: str = "", b_major: str = "") -> str:
+    """The schedule (a name of :data:`SCHEDULE_OPTIONS`) one entry of
+    :data:`SCHEDULE_RULES` gives groups of ``rows`` rows (one entry for a plain GEMM;
+    empty groups are ignored) sharing N and K, with output type ``out_dtype`` and B layout
+    ``b_major`` (checked where the rule lists them)."""
+    sizes = [int(r) for r in rows if r > 0]
+    if not sizes or out_dtype not in rule.get("out_dtypes", [out_dtype]) \
+            or b_major not in rule.get("b_majors", [b_major]):
+        return str(rule["otherwise"])
+    bm, bn = SCHEDULE_OPTION_TILES[rule["pick"]]
+    tiles = sum(-(-r // bm) for r in sizes) * -(-n // bn)
+    ok = (len(sizes) <= rule["max_groups"] and k <= rule["max_k"]
+          and sum(sizes) >= rule["min_mean_rows"] * len(sizes) and tiles <= rule["max_tiles"])
+    return str(rule["pick"] if ok else rule["otherwise"])
+
+
+def grouped_schedule(types: tuple[str, str, str], ends: Sequence[int], n: int, k: int) -> str:
+    """The schedule of ``nvatom.grouped_gemm`` for ``types`` = (A's and B's type, the output
+    type, B's layout "N" or "K") and groups ending at the cumulative row offsets ``ends``
+    (:data:`SCHEDULE_RULES` ``"grouped"``; the kernel runs FP8 cooperative only)."""
+    in_dtype, out_dtype, b_major = types
+    if in_dtype not in PLAIN_DTYPES:
+        return "cooperative"
+    starts = [0, *ends[:-1]]
+    return schedule_pick([e - s for s, e in zip(starts, ends, strict=True)], n, k,
+                         SCHEDULE_RULES["grouped"], out_dtype, b_major)
+
+
+def rule_pick(rule: dict[str, Any], m: int, n: int, k: int, sms: int) -> int:
+    """The option a recipe's size rule (``accepts["tile_rule"]``) picks for M x N x K: a
+    schedule rule (``"kind": "schedule"``: :func:`schedule_pick` of its ``table``, the
+    index of the name in its ``options``) or a tile chosen by wave count (:func:`wave_pick`
+    of its ``options``)."""
+    if rule.get("kind") == "schedule":
+        return list(rule["options"]).index(schedule_pick([m], n, k, rule["table"]))
+    return wave_pick(rule["options"], m, n, sms)

@@ -22,8 +22,10 @@ states (shape-independent; the symbols are ``m``, ``n``, ``k``, ``lda``, ``ldb``
 * ``block``, ``shmem``, ``cluster``; ``tiles``: block_m, block_n, cluster_m, persistent and the
   SM count the grid is sized by;
 * ``accepts``: the sizes the provider takes: ``pitch`` rules (``symbol * bytes`` a multiple of
-  16), the largest tile count and, where the provider chose the tile by wave count (promoted
-  FP8), that ``tile_rule``: the recipe's kernel serves the sizes it picks the same tile for,
+  16), the largest tile count and, where the provider chose the tile by a size rule (promoted
+  FP8: the tile by wave count; 16-bit: the consumer schedule by shape, ``"kind":
+  "schedule"``), that ``tile_rule``: the recipe's kernel serves the sizes it picks the same
+  tile for,
   and ``alternatives`` holds the recipes of the rule's other tiles (their cubins assembled
   into the kernel cache when the recipe is written), which :class:`RecipeLaunch` takes for
   the sizes the rule gives them;
@@ -47,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from nvatom.runtime import ptxas
-from nvatom.runtime.gemm_plan import wave_pick
+from nvatom.runtime.gemm_plan import rule_pick
 from nvatom.runtime.launch import (
     ByValue,
     KernelSource,
@@ -63,7 +65,7 @@ __all__ = ["RECIPE_FORMAT", "RecipeLaunch", "evaluate_maps", "load_recipe", "rec
            "recipe_grid", "recipe_key", "save_recipe"]
 
 #: Bump when what a recipe holds or means changes.
-RECIPE_FORMAT = 2  # 2: promoted FP8 tile_rule and alternatives (docs/gemm-sm90.md)
+RECIPE_FORMAT = 3  # 2: promoted FP8 tile_rule and alternatives; 3: 16-bit schedule rule
 #: The modules besides the PTX rooms a recipe is derived from (relative to ``nvatom/``).
 _DISPATCH_FILES = ("gemm.py", "gemm_providers.py", "runtime/gemm_plan.py",
                    "runtime/gemm_recipe.py", "runtime/launch.py")
@@ -177,14 +179,15 @@ def recipe_accepts(recipe: dict[str, Any], m: int, n: int, k: int) -> bool:
     """Whether the recipe's kernel takes an M x N x K problem: each size in 1..2^31 - 1,
     each ``pitch`` rule's row (``symbol * bytes``) a multiple of 16 bytes, at most
     ``max_tiles`` output tiles, and, with a ``tile_rule`` (promoted FP8: the tile chosen by
-    wave count), only sizes for which the rule picks the recipe's tile."""
+    wave count; 16-bit: the schedule by shape), only sizes for which the rule picks the
+    recipe's tile."""
     env = {"m": m, "n": n, "k": k}
     if min(m, n, k) < 1 or max(m, n, k) >= 1 << 31:
         return False
     if any((env[s] * int(b)) % 16 for s, b in recipe["accepts"]["pitch"]):
         return False
     rule = recipe["accepts"].get("tile_rule")
-    if rule is not None and wave_pick(rule["options"], m, n,
+    if rule is not None and rule_pick(rule, m, n, k,
                                       int(recipe["tiles"]["sms"])) != int(rule["pick"]):
         return False  # the provider picks another tile for these sizes: plan them
     return _tiles(recipe, m, n) <= int(recipe["accepts"]["max_tiles"])
@@ -226,13 +229,13 @@ class RecipeLaunch:
         self._params = LruCache(256)
         self._alts: dict[int, RecipeLaunch | None] = {}
 
-    def _for(self, m: int, n: int) -> RecipeLaunch | None:
-        """The launch for an M x N output: this one, or where the recipe's ``tile_rule``
+    def _for(self, m: int, n: int, k: int) -> RecipeLaunch | None:
+        """The launch for an M x N x K problem: this one, or where the recipe's ``tile_rule``
         picks another tile, that tile's recipe (``alternatives``; None when absent)."""
         rule = self.recipe["accepts"].get("tile_rule")
         if rule is None:
             return self
-        pick = wave_pick(rule["options"], m, n, int(self.recipe["tiles"]["sms"]))
+        pick = rule_pick(rule, m, n, k, int(self.recipe["tiles"]["sms"]))
         if pick == int(rule["pick"]):
             return self
         if pick not in self._alts:
@@ -245,16 +248,18 @@ class RecipeLaunch:
 
     def accepts(self, m: int, n: int, k: int) -> bool:
         """Whether the provider's kernel takes these sizes (else the ordinary path decides)."""
-        r = self._for(m, n)
+        r = self._for(m, n, k)
         return r is not None and recipe_accepts(r.recipe, m, n, k)
 
     def grid(self, m: int, n: int) -> tuple[int, int, int]:
         return recipe_grid(self.recipe, m, n)
 
-    def launcher(self, m: int, n: int) -> Any:
-        alt = self._for(m, n)
+    def launcher(self, m: int, n: int, k: int) -> Any:
+        """The launcher of the kernel the recipe's rule picks for M x N x K (the grid for
+        M x N)."""
+        alt = self._for(m, n, k)
         if alt is not self and alt is not None:
-            return alt.launcher(m, n)
+            return alt.launcher(m, n, k)
         r = self.recipe
         cluster = r["cluster"]
         return self.kernel.launcher(self.grid(m, n), tuple(r["block"]), shmem=int(r["shmem"]),
@@ -264,7 +269,7 @@ class RecipeLaunch:
                scales: tuple[int, int] | None = None) -> PackedParams:
         """The packed arguments for operands ``a``, ``b``, ``d`` (``TensorInfo``) and problem
         ``p``, cached by everything they depend on."""
-        alt = self._for(p.m, p.n)
+        alt = self._for(p.m, p.n, p.k)
         if alt is not self and alt is not None:
             return alt.packed(a, b, d, p, scales)
         key = (a.ptr, b.ptr, d.ptr, a.ld, b.ld, d.ld, p.m, p.n, p.k, scales)
