@@ -29,6 +29,15 @@ sys.path.insert(0, str(ROOT))  # bench._report
 
 from bench import _report as R  # noqa: E402
 
+#: FP8 candidates timed beside the shipped tiles (``GemmSm90Config`` settings)
+FP8_EXTRA: dict[str, dict[str, int]] = {
+    "192u2": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+              "promote_unroll": 2},
+    "192p3u4": {"promote": 1, "promote_parts": 3, "promote_temps": 2, "block_n": 192,
+                "promote_unroll": 4},
+    "192p3": {"promote": 1, "promote_parts": 3, "promote_temps": 2, "block_n": 192},
+}
+
 
 def _rel_err(torch: Any, out: Any, a: Any, b: Any, scale: Any = None) -> float:
     """Relative Frobenius error of 64 sampled rows against float64 (NaN counts as wrong)."""
@@ -82,9 +91,9 @@ def _contenders_fp8(torch: Any, nvatom: Any, mode: str, m: int, n: int, k: int
     fns: dict[str, Any] = {}
     outs: dict[str, Any] = {}
     base = default_config("e4m3", scale_mode=mode)
-    for tile, _eff in FP8_TILE_CHOICES:
+    for name, tile in [*((f"{t.get('block_n', 256)}", t) for t, _eff in FP8_TILE_CHOICES),
+                       *FP8_EXTRA.items()]:
         cfg = dataclasses.replace(base, **tile)
-        name = f"{cfg.block_m}x{cfg.block_n}"
         o = outs[name] = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         fns[name] = prepare_gemm_sm90(a, b, o, cfg, sa, sb)
     o = outs["nvatom.gemm"] = torch.full((m, n), float("nan"), device="cuda",
