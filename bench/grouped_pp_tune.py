@@ -338,7 +338,7 @@ def final(args: argparse.Namespace, torch: Any) -> dict[str, Any]:
 def plain_final(args: argparse.Namespace, torch: Any) -> list[dict[str, Any]]:
     """``nvatom.gemm`` (the rule) vs the fixed schedules vs torch.mm, per shape."""
     import nvatom
-    from nvatom.runtime.gemm_plan import SCHEDULE_RULES, schedule_pick
+    from nvatom.runtime.gemm_plan import plain_schedule
 
     rows = []
     for m, n, k in ((114521, 2048, 7168), (65536, 2048, 7168), (32768, 4096, 7168),
@@ -366,7 +366,7 @@ def plain_final(args: argparse.Namespace, torch: Any) -> list[dict[str, Any]]:
                                              / ref.norm()),
                             "nan": bool(torch.isnan(outs[name]).any())}
         t = interleave(torch, fns, "torch", args.rounds, 2.0 * m * n * k)
-        rule = schedule_pick([m], n, k, SCHEDULE_RULES["plain"])
+        rule = plain_schedule(m, n)
         rows.append({"shape": [m, n, k], "rule": rule, "checks": checks, "times": t})
         bad = [nm for nm, c in checks.items() if c["nan"] or c["rel_err"] > 5e-3]
         print(f"plain {m}x{n}x{k} (rule {rule}): " + "  ".join(

@@ -27,14 +27,15 @@ from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
 from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
 from nvatom.runtime.gemm_plan import (
     MAX_GRID_X,
+    PLAIN_SCHEDULE_WAVES,
     SCALED_DTYPES,
-    SCHEDULE_RULES,
     GemmLaunch,
     GemmProblem,
     OperandRule,
     capability_text,
     default_operand_rules,
     grouped_schedule,
+    plain_schedule_options,
 )
 from nvatom.runtime.launch import ByValue, KernelSource, TensorMapCache
 from nvatom.runtime.ptxas import assemble
@@ -140,9 +141,9 @@ class Sm90Provider:
                     extra.update(promote=0, promote_pipelined=False)
             return dataclasses.replace(self.config, in_dtype=problem.in_dtype,
                                        out_dtype=problem.out_dtype, b_major=major, **extra)
-        if not fp8:  # the schedule by shape (SCHEDULE_RULES["plain"])
+        if not fp8:  # the schedule by wave count (gemm_plan.plain_schedule)
             return sm90.default_config(problem.in_dtype, problem.out_dtype, major,
-                                       m=problem.m, n=problem.n, k=problem.k)
+                                       m=problem.m, n=problem.n, sms=sms)
         return sm90.default_config(problem.in_dtype, problem.out_dtype, major,
                                    b_dtype=b_dtype, fast_accum=fast, scale_mode=scale_mode,
                                    m=problem.m, n=problem.n, sms=sms)
@@ -154,11 +155,10 @@ class Sm90Provider:
         if self.config is not None:
             return None
         if not cfg.fp8:
-            table = SCHEDULE_RULES["plain"]
-            options = [table["pick"], table["otherwise"]]
-            picks = [i for i, o in enumerate(options) if all(
+            names = [name for name, _, _ in PLAIN_SCHEDULE_WAVES]
+            picks = [i for i, o in enumerate(names) if all(
                 getattr(cfg, f) == v for f, v in sm90.SCHEDULE_TILES[o].items())]
-            return ({"kind": "schedule", "table": dict(table), "options": options,
+            return ({"kind": "schedule", "names": names, "options": plain_schedule_options(),
                      "pick": picks[0]} if picks else None)
         if not cfg.promote or cfg.scale_mode == "block":
             return None
@@ -358,7 +358,7 @@ def _tile_alternatives(cfg: Any, sms: int, arg_names: Sequence[str], provider: s
     from nvatom.runtime.launch import build_cubin, kernel_disk_key
 
     out: dict[str, Any] = {}
-    choices = ([sm90.SCHEDULE_TILES[s] for s in tile_rule["options"]]
+    choices = ([sm90.SCHEDULE_TILES[s] for s in tile_rule["names"]]
                if tile_rule.get("kind") == "schedule" else
                [c for c, _ in sm90.FP8_TILE_CHOICES])
     for i, choice in enumerate(choices):

@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from nvatom.runtime.gemm_plan import SCHEDULE_RULES, grouped_schedule, schedule_pick
+from nvatom.runtime.gemm_plan import grouped_schedule, plain_schedule
 
 pytestmark = pytest.mark.gpu
 
@@ -82,17 +82,23 @@ def test_both_picks_are_covered() -> None:
 
 
 @pytest.mark.parametrize(("m", "n", "k", "want"), [
-    (9000, 8200, 264, "cooperative"),    # 71 x 65 = 4615 tiles of 128 x 128 > 4608
-    (2000, 1000, 4160, "pingpong"),      # 16 x 8 = 128 tiles
-    (3000, 2056, 1000, "pingpong"),
+    (9000, 8200, 264, "pingpong192"),    # 71 x 43 tiles: 24 waves (128 x 128: > 4608 tiles)
+    (2000, 1000, 4160, "pingpong"),      # 16 x 8 = 128 tiles: one wave
+    (3000, 2056, 1000, "pingpong192"),   # 24 x 11 tiles: 2 waves (128 x 128: 4)
+    (33792, 4096, 256, "cooperative"),   # 264 x 16 = 4224 tiles: 32 whole waves
 ])
 def test_nvatom_gemm_on_the_rules_schedule(m: int, n: int, k: int, want: str) -> None:
     _require_sm90()
     import nvatom
+    from nvatom.gemm import explain
+    from nvatom.kernels.gemm_sm90 import default_config
 
-    assert schedule_pick([m], n, k, SCHEDULE_RULES["plain"]) == want
+    assert plain_schedule(m, n, 132) == want  # an H100's 132 SMs (the comments' waves)
     a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
     b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    kernel = default_config("bf16", schedule=plain_schedule(m, n, sms)).name
+    assert explain(a, b).launch.source.name == kernel
     out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     for _ in range(2):  # the planned call, then the call-cached one
         out.fill_(float("nan"))

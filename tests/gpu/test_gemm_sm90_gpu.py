@@ -50,6 +50,10 @@ CONFIGS = {
                                        schedule="pingpong", block_n=128),
     "e4m3-pingpong-fast": GemmSm90Config(in_dtype="e4m3", b_major="K", schedule="pingpong",
                                          block_n=128, stages=6),
+    # ping-pong 128 x 192 per warpgroup (the plain 16-bit choice at 8192^3; odd chunk count)
+    "bf16-pingpong192": GemmSm90Config(schedule="pingpong", block_n=192, stages=4),
+    "f16-f32-pingpong192-K": GemmSm90Config(in_dtype="f16", out_dtype="f32", b_major="K",
+                                            schedule="pingpong", block_n=192, stages=4),
 }
 
 # (M, N, K): tile-aligned, ragged in every dimension, skinny, K below one K block.

@@ -182,9 +182,11 @@ def test_gemm_provider_dispatch() -> None:
     launch, target = plan(GemmProblem(8192, 8192, 8192, "bf16", "bf16", "K", "N"), (9, 0))
     assert (launch.provider, target) == ("sm90", "sm_90a")
     assert launch.grid == (132, 1, 1) and launch.block == (384, 1, 1)
-    assert launch.shmem == default_config().smem_bytes and launch.cluster is None
-    assert launch.source.params == kernel_params(default_config())
-    assert ".entry " + default_config().name in launch.source.build(target)
+    cfg = default_config(m=8192, n=8192)  # the schedule by wave count: ping-pong 128 x 192
+    assert (cfg.schedule, cfg.block_n) == ("pingpong", 192)
+    assert launch.shmem == cfg.smem_bytes and launch.cluster is None
+    assert launch.source.params == kernel_params(cfg)
+    assert ".entry " + cfg.name in launch.source.build(target)
     col = plan(GemmProblem(64, 64, 64, "f16", "f32", "K", "K"), (9, 0))[0]
     assert col.provider == "sm90" and "bK" in col.source.name
     for p in (GemmProblem(100, 104, 100, "bf16", "bf16", "K", "N"),  # K pitch 200 bytes

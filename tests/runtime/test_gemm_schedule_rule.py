@@ -1,7 +1,8 @@
 """The 16-bit SM90 kernel's consumer schedule chosen by shape (docs/perf.md, "Grouped ping-pong
-and schedule choice"): the rule's table, its picks for given shapes (derived here from the
-thresholds the table states, not from the rule's output), the grouped plan's hook, the plain
-provider's config and the launch recipe that carries the other schedule."""
+and schedule choice", "Schedule by wave count"): the rules' tables, their picks for given
+shapes (derived here from the rules as the docs state them, not from the rules' output), the
+grouped plan's hook, the plain provider's config and the launch recipe that carries the other
+schedules."""
 
 from __future__ import annotations
 
@@ -16,23 +17,41 @@ from nvatom import gemm_providers as gp
 from nvatom.kernels import gemm_sm90 as sm90
 from nvatom.runtime import gemm_recipe as gr
 from nvatom.runtime.gemm_plan import (
+    PLAIN_SCHEDULE_WAVES,
     SCHEDULE_OPTIONS,
     SCHEDULE_RULES,
     GemmProblem,
     grouped_schedule,
+    plain_schedule,
     rule_pick,
-    schedule_pick,
 )
 
 #: The thresholds docs/perf.md states (measured on an H100): a change of the table must be
 #: a deliberate one, made here too.
 NO_LIMIT = 2**31 - 1
-STATED = {"plain": {"pick": "pingpong", "otherwise": "cooperative", "max_groups": 1,
-                    "max_k": NO_LIMIT, "min_mean_rows": 0, "max_tiles": 4608},
-          "grouped": {"pick": "pingpong192", "otherwise": "cooperative", "max_groups": 8,
+STATED = {"grouped": {"pick": "pingpong192", "otherwise": "cooperative", "max_groups": 8,
                       "max_k": 8192, "min_mean_rows": 512, "max_tiles": NO_LIMIT,
                       "out_dtypes": ["bf16", "f16"], "b_majors": ["N"]}}
-TILE = {"pingpong": (128, 128), "pingpong192": (128, 192)}
+TILE = {"pingpong": (128, 128), "pingpong192": (128, 192), "cooperative": (128, 256)}
+#: The plain GEMM's wave rule as docs/perf.md states it: (schedule, efficiency, most tiles)
+STATED_WAVES = (("pingpong", 0.99, 4608), ("pingpong192", 1.0, NO_LIMIT),
+                ("cooperative", 0.985, NO_LIMIT))
+
+
+def _expected_plain(m: int, n: int, sms: int = 132) -> str:
+    """Written independently: each schedule's time is its whole waves of tiles times the
+    tile's area over its efficiency, a schedule with more tiles than its limit is out, the
+    smallest time wins (the earlier on a tie)."""
+    best, best_t = "", math.inf
+    for name, eff, cap in STATED_WAVES:
+        bm, bn = TILE[name]
+        tiles = math.ceil(m / bm) * math.ceil(n / bn)
+        if tiles > cap:
+            continue
+        t = math.ceil(tiles / sms) * bm * bn / eff
+        if t < best_t:
+            best, best_t = name, t
+    return best
 
 
 def _expected(rows: list[int], n: int, k: int, t: dict, out: str = "bf16",
@@ -62,36 +81,49 @@ def _moe_cases() -> dict[str, tuple[list[int], int, int]]:
 
 def test_the_table_is_the_stated_one() -> None:
     assert SCHEDULE_RULES == STATED
+    assert PLAIN_SCHEDULE_WAVES == STATED_WAVES
     assert SCHEDULE_OPTIONS == ("pingpong", "cooperative", "pingpong192")
     assert set(SCHEDULE_OPTIONS) == set(sm90.SCHEDULE_TILES)
     assert sm90.SCHEDULE_TILES["pingpong192"] == {"schedule": "pingpong", "block_n": 192,
                                                   "stages": 4}
 
 
-@pytest.mark.parametrize(("m", "n", "k", "want"), [
-    (8192, 8192, 8192, "pingpong"),       # 64 x 64 = 4096 tiles
-    (33789, 2048, 7168, "pingpong"),      # 264 x 16 = 4224 (measured +1.4% over cooperative)
-    (114521, 2048, 7168, "cooperative"),  # 895 x 16 = 14320 tiles (measured 0.75x)
-    (9216, 8192, 1024, "pingpong"),       # 72 x 64 = 4608: the bound itself
-    (9217, 8192, 1024, "cooperative"),    # 73 x 64 = 4672
-    (16384, 16384, 4096, "cooperative"),  # 16384 tiles (measured 0.82x)
-    (32768, 4096, 7168, "cooperative"),   # 8192 tiles (measured 0.82x)
-    (4096, 4096, 4096, "pingpong"),
-    (1, 8, 16, "pingpong"),
+@pytest.mark.parametrize(("m", "n", "want"), [
+    # measured on an H100 (bench/schedule_ab.py, reports/bench/schedule_ab.json): the pick
+    # was the fastest of the three schedules at each of these
+    (8192, 8192, "pingpong192"),     # 21 waves of 128 x 192 (31.03 -> 32 of 128 x 128)
+    (4096, 4096, "pingpong"),        # 7.76 -> 8 waves; 128 x 192: 5.33 -> 6
+    (2048, 2048, "pingpong"),
+    (16384, 1024, "pingpong"),       # 1024 columns: 192 would pad to 1152
+    (16384, 8192, "pingpong192"),    # 128 x 128: 8192 tiles, over its limit
+    (12288, 12288, "pingpong192"),
+    (114521, 2048, "cooperative"),   # 895 x 11 tiles of 192 (the last 128 wide) waste
+    (33792, 4096, "cooperative"),    # 4224 tiles of 128 x 256: 32 whole waves
+    (9216, 8192, "pingpong"),        # 4608 tiles of 128 x 128, its limit: 35 waves
+    (9217, 8192, "pingpong192"),     # 4672 tiles: over it; 24 waves of 128 x 192
+    (1, 8, "pingpong"),
 ])
-def test_plain_rule(m: int, n: int, k: int, want: str) -> None:
-    assert _expected([m], n, k, STATED["plain"]) == want
-    assert schedule_pick([m], n, k, SCHEDULE_RULES["plain"]) == want
-    cfg = sm90.default_config("bf16", m=m, n=n, k=k)
+def test_plain_rule(m: int, n: int, want: str) -> None:
+    assert _expected_plain(m, n) == want
+    assert plain_schedule(m, n) == want
+    cfg = sm90.default_config("bf16", m=m, n=n)
     assert cfg == sm90.default_config("bf16", schedule=want)
-    assert sm90.default_config("f16", "f32", "K", m=m, n=n, k=k).schedule == want
+    assert sm90.default_config("f16", "f32", "K", m=m, n=n).schedule == \
+        sm90.SCHEDULE_TILES[want]["schedule"]
+
+
+def test_plain_rule_sweep_matches_the_stated_rule() -> None:
+    rng = random.Random(11)
+    for _ in range(400):
+        m, n, sms = rng.randint(1, 70000), 8 * rng.randint(1, 3000), rng.choice((132, 114, 78))
+        assert plain_schedule(m, n, sms) == _expected_plain(m, n, sms), (m, n, sms)
 
 
 def test_plain_rule_needs_all_three_sizes_and_yields_to_a_given_schedule() -> None:
     default = sm90.default_config("bf16")
     assert default.schedule == sm90.DEFAULT_SCHEDULE_16BIT
-    assert sm90.default_config("bf16", m=114521, n=2048) == default  # no K: the default
-    assert sm90.default_config("bf16", m=114521, n=2048, k=7168,
+    assert sm90.default_config("bf16", m=114521) == default  # no N: the default
+    assert sm90.default_config("bf16", m=114521, n=2048,
                                schedule="pingpong").schedule == "pingpong"
     wide = sm90.default_config("f16", schedule="pingpong192")
     assert (wide.schedule, wide.block_n, wide.stages) == ("pingpong", 192, 4)
@@ -100,7 +132,7 @@ def test_plain_rule_needs_all_three_sizes_and_yields_to_a_given_schedule() -> No
     with pytest.raises(sm90.GemmSm90Error, match="schedule 'bogus' is not one of"):
         sm90.default_config("bf16", schedule="bogus")
     # FP8 keeps its tile rule (wave count), cooperative
-    assert sm90.default_config("e4m3", m=114521, n=2048, k=7168).schedule == "cooperative"
+    assert sm90.default_config("e4m3", m=114521, n=2048).schedule == "cooperative"
 
 
 @pytest.mark.parametrize("case", ["A", "B", "C", "D"])
@@ -182,20 +214,22 @@ def _problem(m: int, n: int, k: int) -> GemmProblem:
 
 def test_provider_rule_and_recipe_acceptance() -> None:
     prov = gp.Sm90Provider()
-    big, small = _problem(114521, 2048, 7168), _problem(8192, 8192, 8192)
+    big, small = _problem(114521, 2048, 7168), _problem(4096, 4096, 4096)
     assert prov._config(big, 132) == sm90.default_config("bf16", schedule="cooperative")
     assert prov._config(small, 132) == sm90.default_config("bf16", schedule="pingpong")
     rule = prov._tile_rule(small, prov._config(small, 132))
-    assert rule == {"kind": "schedule", "table": STATED["plain"],
-                    "options": ["pingpong", "cooperative"], "pick": 0}
-    assert prov._tile_rule(big, prov._config(big, 132))["pick"] == 1
-    assert rule_pick(rule, 114521, 2048, 7168, 132) == 1
-    assert rule_pick(rule, 8192, 8192, 8192, 132) == 0
+    assert rule == {"kind": "schedule", "names": [n for n, _, _ in STATED_WAVES],
+                    "options": [[*TILE[n], e, c] for n, e, c in STATED_WAVES], "pick": 0}
+    assert prov._tile_rule(big, prov._config(big, 132))["pick"] == 2
+    assert rule_pick(rule, 114521, 2048, 7168, 132) == 2
+    assert rule_pick(rule, 8192, 8192, 8192, 132) == 1
+    assert rule_pick(rule, 4096, 4096, 4096, 132) == 0
     rec = {"accepts": {"pitch": [["k", 2], ["n", 2]], "max_tiles": 2**31 - 1,
                        "tile_rule": rule},
            "tiles": {"block_m": 128, "block_n": 128, "cluster_m": 1, "persistent": True,
                      "sms": 132}}
-    assert gr.recipe_accepts(rec, 8192, 8192, 8192)
+    assert gr.recipe_accepts(rec, 4096, 4096, 4096)
+    assert not gr.recipe_accepts(rec, 8192, 8192, 8192)  # the rule picks 128 x 192
     assert not gr.recipe_accepts(rec, 114521, 2048, 7168)  # the rule picks cooperative
     # a provider with its own config carries no rule
     own = gp.Sm90Provider(sm90.default_config("bf16"))
@@ -215,11 +249,14 @@ def test_recipe_carries_the_other_schedule(tmp_path, monkeypatch) -> None:
     a, b, d = _operands(p0, random.Random(5))
     rec = prov.plan(p0, "sm_90a").recipe(a, b, d, p0)
     assert rec is not None and rec["tiles"]["block_n"] == 128  # ping-pong at this shape
-    sub = rec["alternatives"]["1"]
+    assert set(rec["alternatives"]) == {"1", "2"}  # 128 x 192 ping-pong, cooperative
+    wide = rec["alternatives"]["1"]
+    assert wide["tiles"]["block_n"] == 192 and wide["accepts"]["tile_rule"]["pick"] == 1
+    sub = rec["alternatives"]["2"]
     p = _problem(114521, 2048, 7168)
     coop = prov._config(p, 132)
     assert coop.schedule == "cooperative" and sub["kernel"]["name"] == coop.name
-    assert sub["tiles"]["block_n"] == 256 and sub["accepts"]["tile_rule"]["pick"] == 1
+    assert sub["tiles"]["block_n"] == 256 and sub["accepts"]["tile_rule"]["pick"] == 2
     assert rl._entry_path(sub["kernel"]["disk_key"]).exists()
     a, b, d = _operands(p, random.Random(6))
     spec = sm90.gemm_sm90_launch_spec(coop, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, 132,
@@ -238,6 +275,7 @@ def test_recipe_carries_the_other_schedule(tmp_path, monkeypatch) -> None:
     launch = gr.RecipeLaunch(rec, 0)
     assert launch.accepts(p.m, p.n, p.k) and launch.accepts(8192, 8192, 8192)
     assert launch.launcher(p.m, p.n, p.k) == (coop.name, spec.grid, spec.smem_bytes)
-    assert launch.launcher(8192, 8192, 8192)[0] == pp.name
+    assert launch.launcher(4096, 4096, 4096)[0] == pp.name
+    assert launch.launcher(8192, 8192, 8192)[0] == prov._config(_problem(8192, 8192, 64)).name
     del rec["alternatives"]
     assert not gr.RecipeLaunch(rec, 0).accepts(p.m, p.n, p.k)

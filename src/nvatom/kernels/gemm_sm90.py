@@ -87,7 +87,7 @@ from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Module, Param, Reg
 from nvatom.ptx.copy_emit import emit_matrix_copy
 from nvatom.ptx.wgmma_emit import WgmmaSequence, emit_scale_d
-from nvatom.runtime.gemm_plan import SCHEDULE_RULES, schedule_pick, wave_pick
+from nvatom.runtime.gemm_plan import plain_schedule, wave_pick
 
 __all__ = [
     "FP8_DTYPES",
@@ -2228,8 +2228,8 @@ SCHEDULE_TILES: dict[str, dict[str, Any]] = {
 #: The default schedule of bf16/f16 inputs (measured on an H100, docs/perf.md "Ping-pong
 #: consumers": level or faster on every bench shape but 4096^3, 1-2% slower there); FP8
 #: stays cooperative (ping-pong measured slower).  With the problem's sizes the schedule
-#: comes from nvatom.runtime.gemm_plan.SCHEDULE_RULES ("plain"; the grouped kernel's
-#: "grouped").
+#: comes from nvatom.runtime.gemm_plan.plain_schedule (by wave count; the grouped kernel's
+#: from SCHEDULE_RULES["grouped"]).
 DEFAULT_SCHEDULE_16BIT = "pingpong"
 
 
@@ -2242,8 +2242,7 @@ def fp8_tile_options(block_m: int = 128) -> list[list[float]]:
 def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
                    b_major: str = "MN", *, b_dtype: str = "", fast_accum: bool = False,
                    scale_mode: str = "tensor", schedule: str = "", m: int | None = None,
-                   n: int | None = None, sms: int = 132,
-                   k: int | None = None) -> GemmSm90Config:
+                   n: int | None = None, sms: int = 132) -> GemmSm90Config:
     """The tuned configuration for a dtype pair (docs/perf.md): persistent with raster
     group 8, one wgmma group in flight, no cluster (the 2-CTA multicast cluster measured
     equal within noise).  bf16/f16: the ping-pong schedule (:data:`DEFAULT_SCHEDULE_16BIT`,
@@ -2255,17 +2254,17 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
     ``m`` and ``n`` (and the SM count ``sms``), promoted FP8 with per-tensor or row-wise
     scales takes the tile of :data:`FP8_TILE_CHOICES` that fills the waves best
     (:func:`~nvatom.runtime.gemm_plan.wave_pick`: 128 x 256 at 2048^3 and 4096^3, 128 x 192
-    at 8192^3); without them, 128 x 192.  16-bit with ``m``, ``n`` and ``k`` and no
-    ``schedule``: the schedule :func:`~nvatom.runtime.gemm_plan.schedule_pick` gives for the
-    shape (``SCHEDULE_RULES["plain"]``: cooperative above 4608 tiles of 128 x 128)."""
+    at 8192^3); without them, 128 x 192.  16-bit with ``m`` and ``n`` and no ``schedule``: the
+    schedule whose tiles fill the waves best (:func:`~nvatom.runtime.gemm_plan.plain_schedule`:
+    ping-pong 128 x 128 at 2048^3 and 4096^3, ping-pong 128 x 192 at 8192^3)."""
     if schedule and schedule not in SCHEDULE_TILES:
         raise GemmSm90Error(f"schedule {schedule!r} is not one of "
                             f"{', '.join(SCHEDULE_TILES)}")
     if in_dtype not in FP8_DTYPES:
         if out_dtype is None:
             out_dtype = in_dtype
-        if not schedule and m is not None and n is not None and k is not None:
-            schedule = schedule_pick([m], n, k, SCHEDULE_RULES["plain"])
+        if not schedule and m is not None and n is not None:
+            schedule = plain_schedule(m, n, sms)
         return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype, b_major=b_major,
                               **SCHEDULE_TILES[schedule or DEFAULT_SCHEDULE_16BIT])
     if schedule and SCHEDULE_TILES[schedule]["schedule"] == "pingpong":

@@ -24,6 +24,7 @@ __all__ = [
     "MAX_GRID_X",
     "OUT_DTYPES",
     "PLAIN_DTYPES",
+    "PLAIN_SCHEDULE_WAVES",
     "SCALED_DTYPES",
     "SCALE_MODES",
     "SCHEDULE_OPTIONS",
@@ -36,6 +37,8 @@ __all__ = [
     "capability_text",
     "default_operand_rules",
     "grouped_schedule",
+    "plain_schedule",
+    "plain_schedule_options",
     "rule_pick",
     "schedule_pick",
     "wave_pick",
@@ -204,12 +207,16 @@ class GemmProvider(Protocol):
 def wave_pick(options: Sequence[Sequence[float]], m: int, n: int, sms: int) -> int:
     """The index of the tile that should finish an M x N output first on ``sms``
     multiprocessors running one persistent CTA each: ``options`` are ``(block_m, block_n,
-    efficiency)``, the estimated time of one is ``ceil(tiles / sms) * block_m * block_n /
-    efficiency`` (whole waves of tiles, each tile's time its area over its measured relative
-    speed; docs/perf.md, "FP8 tile by wave count").  Ties go to the earlier option."""
+    efficiency[, max_tiles])``, the estimated time of one is ``ceil(tiles / sms) * block_m *
+    block_n / efficiency`` (whole waves of tiles, each tile's time its area over its measured
+    relative speed; docs/perf.md, "FP8 tile by wave count"); an option with ``max_tiles`` is
+    left out above that many tiles (where it was measured to turn memory-bound).  Ties go to
+    the earlier option; the first is taken when every option is left out."""
     best, best_t = 0, math.inf
-    for i, (bm, bn, eff) in enumerate(options):
+    for i, (bm, bn, eff, *cap) in enumerate(options):
         tiles = -(-m // int(bm)) * -(-n // int(bn))
+        if cap and tiles > cap[0]:
+            continue
         t = -(-tiles // sms) * bm * bn / eff
         if t < best_t:
             best, best_t = i, t
@@ -223,21 +230,42 @@ SCHEDULE_OPTIONS = ("pingpong", "cooperative", "pingpong192")
 SCHEDULE_OPTION_TILES = {"pingpong": (128, 128), "cooperative": (128, 256),
                          "pingpong192": (128, 192)}
 _NO_LIMIT = 2**31 - 1
-#: Which schedule the 16-bit kernel runs by problem shape (docs/perf.md, "Grouped ping-pong and
-#: schedule choice"; measured on an H100): ``pick`` where every condition holds, else
-#: ``otherwise``. Conditions: at most ``max_groups`` non-empty groups (a plain GEMM is one), K
+#: The plain 16-bit GEMM's schedule by wave count (:func:`plain_schedule`; docs/perf.md,
+#: "Schedule by wave count"): (schedule, efficiency of one of its tiles relative to the
+#: 128 x 192 ping-pong tile, the most output tiles it is taken for).  Efficiencies measured on
+#: an H100 at 8192^3, 4096^3 and 16384 x 8192 x 8192 (bf16, tile area x TF/s over whole waves:
+#: 128 x 128 ping-pong 0.97-1.0, cooperative 0.977-1.012); the 128 x 128 ping-pong tile turns
+#: DRAM-bound above 4608 tiles (:data:`SCHEDULE_RULES`' measurements).  Its picks were the
+#: fastest of the three on 12 of 14 shapes measured, within 1.8% on the others.
+PLAIN_SCHEDULE_WAVES: tuple[tuple[str, float, int], ...] = (
+    ("pingpong", 0.99, 4608), ("pingpong192", 1.0, _NO_LIMIT), ("cooperative", 0.985, _NO_LIMIT))
+
+
+def plain_schedule_options() -> list[list[float]]:
+    """:data:`PLAIN_SCHEDULE_WAVES` as :func:`wave_pick` options ``[block_m, block_n,
+    efficiency, max_tiles]`` (data a launch recipe carries)."""
+    return [[*SCHEDULE_OPTION_TILES[name], eff, cap] for name, eff, cap in PLAIN_SCHEDULE_WAVES]
+
+
+def plain_schedule(m: int, n: int, sms: int = 132) -> str:
+    """The schedule of a plain 16-bit M x N GEMM on ``sms`` multiprocessors: the option of
+    :data:`PLAIN_SCHEDULE_WAVES` whose tiles finish first (:func:`wave_pick`)."""
+    return PLAIN_SCHEDULE_WAVES[wave_pick(plain_schedule_options(), m, n, sms)][0]
+
+
+#: Which schedule the grouped 16-bit kernel runs by problem shape (docs/perf.md, "Grouped
+#: ping-pong and schedule choice"; measured on an H100): ``pick`` where every condition holds, else
+#: ``otherwise``. Conditions: at most ``max_groups`` non-empty groups, K
 #: <= ``max_k``, at least ``min_mean_rows`` rows a non-empty group on average, and at most
 #: ``max_tiles`` output tiles of ``pick``'s tile (and, where listed, an output type of
 #: ``out_dtypes`` and a B layout of ``b_majors``: "N" row-major, "K" column-major, the measured
 #: ones). The 128 x 128 ping-pong tile turns DRAM-bound on large problems (case B of
 #: bench/gemm_grouped.py: 2.25x the DRAM bytes of the 128 x 256 tile; plain GEMMs of 8192-16384
 #: such tiles 0.75-0.95x the cooperative kernel in 5 of 6 shapes, of <= 4224 tiles 0.97-1.09x):
-#: "plain" keeps it up to 4608 tiles. The grouped kernel: the 128 x 192 ping-pong tile won on
-#: 8-expert cases with K <= 7168 (+0.4% to +6.4%) and lost on 64-expert ones (-1.6% to -8.0%)
-#: and at K = 14336 (-5.8%).
+#: the plain GEMM's wave rule takes it up to 4608 tiles. The grouped kernel: the 128 x 192
+#: ping-pong tile won on 8-expert cases with K <= 7168 (+0.4% to +6.4%) and lost on 64-expert
+#: ones (-1.6% to -8.0%) and at K = 14336 (-5.8%).
 SCHEDULE_RULES: dict[str, dict[str, Any]] = {
-    "plain": {"pick": "pingpong", "otherwise": "cooperative", "max_groups": 1,
-              "max_k": _NO_LIMIT, "min_mean_rows": 0, "max_tiles": 4608},
     "grouped": {"pick": "pingpong192", "otherwise": "cooperative", "max_groups": 8,
                 "max_k": 8192, "min_mean_rows": 512, "max_tiles": _NO_LIMIT,
                 "out_dtypes": ["bf16", "f16"], "b_majors": ["N"]},
@@ -274,10 +302,7 @@ def grouped_schedule(types: tuple[str, str, str], ends: Sequence[int], n: int, k
 
 
 def rule_pick(rule: dict[str, Any], m: int, n: int, k: int, sms: int) -> int:
-    """The option a recipe's size rule (``accepts["tile_rule"]``) picks for M x N x K: a
-    schedule rule (``"kind": "schedule"``: :func:`schedule_pick` of its ``table``, the
-    index of the name in its ``options``) or a tile chosen by wave count (:func:`wave_pick`
-    of its ``options``)."""
-    if rule.get("kind") == "schedule":
-        return list(rule["options"]).index(schedule_pick([m], n, k, rule["table"]))
+    """The option a recipe's size rule (``accepts["tile_rule"]``) picks for M x N x K: the
+    tile (promoted FP8) or schedule (16-bit, ``"kind": "schedule"`` with the schedules'
+    ``names``) that finishes first by wave count (:func:`wave_pick` of its ``options``)."""
     return wave_pick(rule["options"], m, n, sms)

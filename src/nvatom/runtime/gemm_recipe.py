@@ -23,7 +23,7 @@ states (shape-independent; the symbols are ``m``, ``n``, ``k``, ``lda``, ``ldb``
   SM count the grid is sized by;
 * ``accepts``: the sizes the provider takes: ``pitch`` rules (``symbol * bytes`` a multiple of
   16), the largest tile count and, where the provider chose the tile by a size rule (promoted
-  FP8: the tile by wave count; 16-bit: the consumer schedule by shape, ``"kind":
+  FP8: the tile by wave count; 16-bit: the consumer schedule by wave count, ``"kind":
   "schedule"``), that ``tile_rule``: the recipe's kernel serves the sizes it picks the same
   tile for,
   and ``alternatives`` holds the recipes of the rule's other tiles (their cubins assembled
@@ -65,7 +65,8 @@ __all__ = ["RECIPE_FORMAT", "RecipeLaunch", "evaluate_maps", "load_recipe", "rec
            "recipe_grid", "recipe_key", "save_recipe"]
 
 #: Bump when what a recipe holds or means changes.
-RECIPE_FORMAT = 3  # 2: promoted FP8 tile_rule and alternatives; 3: 16-bit schedule rule
+RECIPE_FORMAT = 4  # 2: promoted FP8 tile_rule and alternatives; 3: 16-bit schedule rule;
+# 4: the 16-bit schedule by wave count (three schedules)
 #: The modules besides the PTX rooms a recipe is derived from (relative to ``nvatom/``).
 _DISPATCH_FILES = ("gemm.py", "gemm_providers.py", "runtime/gemm_plan.py",
                    "runtime/gemm_recipe.py", "runtime/launch.py")
