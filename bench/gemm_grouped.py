@@ -154,18 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         for fn in fns.values():
             fn()
         torch.cuda.synchronize()
-        times: dict[str, list[float]] = {name: [] for name in fns}
-        order = list(fns)
-        for rnd in range(args.rounds):
-            rot = order[rnd % len(order):] + order[: rnd % len(order)]
-            for name in (rot if rnd % 2 == 0 else rot[::-1]):
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record()
-                for _ in range(args.batch):
-                    fns[name]()
-                e1.record()
-                e1.synchronize()
-                times[name].append(e0.elapsed_time(e1) / args.batch * 1e-3)
+        times = R.rotating_rounds(torch, fns, args.rounds, args.batch)
         flops = 2 * total * n * k
         row: dict[str, Any] = {"case": label, "groups": g, "tokens": sizes, "n": n, "k": k,
                                "checks": checks, "default_group_sched": default_sched,

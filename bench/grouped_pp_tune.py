@@ -127,16 +127,6 @@ class Case:
         return lambda: self.torch._grouped_mm(a, tb, offs=offs)
 
 
-def timed(torch: Any, fn: Any, batch: int) -> float:
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    for _ in range(batch):
-        fn()
-    e1.record()
-    e1.synchronize()
-    return e0.elapsed_time(e1) / batch * 1e-3
-
-
 def interleave(torch: Any, fns: dict[str, Any], ref: str, rounds: int, flop: float,
                target_s: float = 4e-3) -> dict[str, Any]:
     """Rounds of every callable once (rotating order, reversed on odd rounds); per callable
@@ -144,14 +134,9 @@ def interleave(torch: Any, fns: dict[str, Any], ref: str, rounds: int, flop: flo
     for fn in fns.values():
         fn()
     torch.cuda.synchronize()
-    t0 = timed(torch, fns[ref], 2)
+    t0 = R.cuda_seconds(torch, fns[ref], 2)
     batch = max(2, min(20, round(target_s / max(t0, 1e-6))))
-    names = list(fns)
-    times: dict[str, list[float]] = {nm: [] for nm in names}
-    for r in range(rounds):
-        rot = names[r % len(names):] + names[: r % len(names)]
-        for nm in (rot if r % 2 == 0 else rot[::-1]):
-            times[nm].append(timed(torch, fns[nm], batch))
+    times = R.rotating_rounds(torch, fns, rounds, batch)
     res: dict[str, Any] = {"batch": batch}
     for nm, ts in times.items():
         pr = [x / t for x, t in zip(times[ref], ts, strict=True)]
