@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import random
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -88,6 +89,21 @@ def cuda_seconds(torch: Any, fn: Callable[[], Any], iters: int) -> float:
     e.record()
     e.synchronize()
     return s.elapsed_time(e) / iters / 1e3
+
+
+def moe_cases() -> list[tuple[str, list[int], int, int]]:
+    """The grouped benches' mixture-of-experts cases (seed 0): (label, tokens per expert, N,
+    K): 8 experts x 2048 tokens 4096 -> 4096 (issue 18's anchor); 64 experts with 0-1024
+    tokens, 7168 -> 2048 (DeepSeek-V3-like); 8 experts with 0-4096 tokens, 7168 -> 4096; 64
+    experts with 0-4096 tokens, 7168 -> 2048."""
+    rng = random.Random(0)
+    return [("8x2048 tok, 4096->4096", [2048] * 8, 4096, 4096),
+            ("64 experts 0-1024 tok, 7168->2048", [rng.randint(0, 1024) for _ in range(64)],
+             2048, 7168),
+            ("8 experts 0-4096 tok, 7168->4096", [rng.randint(0, 4096) for _ in range(8)],
+             4096, 7168),
+            ("64 experts 0-4096 tok, 7168->2048", [rng.randint(0, 4096) for _ in range(64)],
+             2048, 7168)]
 
 
 def rotating_rounds(torch: Any, fns: dict[str, Callable[[], Any]], rounds: int,

@@ -19,7 +19,6 @@ drifts between rounds).  Writes JSON with the device and commit; asserts nothing
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import sys
 from pathlib import Path
@@ -138,14 +137,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import nvatom
 
-    rng = random.Random(0)
-    cases = [("8x2048 tok, 4096->4096", [2048] * 8, 4096, 4096),
-             ("64 experts 0-1024 tok, 7168->2048", [rng.randint(0, 1024) for _ in range(64)],
-              2048, 7168),
-             ("8 experts 0-4096 tok, 7168->4096", [rng.randint(0, 4096) for _ in range(8)],
-              4096, 7168),
-             ("64 experts 0-4096 tok, 7168->2048", [rng.randint(0, 4096) for _ in range(64)],
-              2048, 7168)]
+    cases = R.moe_cases()
     if args.quick:
         cases = cases[:2]
     rows = [_case(torch, nvatom, args, label, sizes, n, k)

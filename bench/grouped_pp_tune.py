@@ -37,12 +37,9 @@ from bench import _report as R  # noqa: E402
 
 
 def moe_cases() -> list[tuple[str, list[int], int, int]]:
-    """bench/gemm_grouped.py's cases (seed 0): (label, tokens per expert, N, K)."""
-    rng = random.Random(0)
-    return [("A", [2048] * 8, 4096, 4096),
-            ("B", [rng.randint(0, 1024) for _ in range(64)], 2048, 7168),
-            ("C", [rng.randint(0, 4096) for _ in range(8)], 4096, 7168),
-            ("D", [rng.randint(0, 4096) for _ in range(64)], 2048, 7168)]
+    """bench/gemm_grouped.py's cases (:func:`bench._report.moe_cases`) labelled A-D."""
+    return [(label, sizes, n, k) for label, (_, sizes, n, k) in zip("ABCD", R.moe_cases(),
+                                                                     strict=True)]
 
 
 def _pp(**kw: Any) -> Any:
