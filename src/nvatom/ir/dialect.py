@@ -1440,11 +1440,7 @@ def _need_cta_pair(op: NvOp, what: str) -> None:
     """A ``cta_group::2`` operation runs on a CTA pair: the peer CTA is the one whose
     ``%cluster_ctarank`` differs in bit 0 (PTX ISA, "tcgen05: CTA pair"), so the kernel must
     declare a cluster (``cluster = [2, 1, 1]``) of an even number of CTAs."""
-    fn = op.parent_op()
-    while fn is not None and fn.name != "func.func":
-        fn = fn.parent_op()
-    attr = None if fn is None else fn.attributes.get("cluster")
-    dims = None if attr is None else X.int_list(attr)
+    attr, dims = X.kernel_cluster(op)
     if not dims or any(d < 1 for d in dims) or math.prod(dims) % 2:
         got = ("no cluster attribute" if attr is None else
                f"cluster = {list(dims) if dims else X.print_attr(attr)}")

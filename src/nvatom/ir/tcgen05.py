@@ -300,9 +300,9 @@ def verify_tmem_copy(atom: Any, src_t: Any, dst_t: Any) -> Any:
 
 def check_one_cta_group(op: Any) -> None:
     """A tcgen05 operation's kernel must issue every tcgen05 instruction with one CTA group."""
-    fn = op.parent_op()
-    while fn is not None and fn.name != "func.func":
-        fn = fn.parent_op()
+    from nvatom.ir import xdsl_adapter as X
+
+    fn = X.enclosing_func(op)
     if fn is not None:
         kernel_cta_group(func_cta_groups(fn), fn.sym_name.data)
 
@@ -311,9 +311,5 @@ def cluster_size(op: Any) -> int:
     """CTAs in the cluster the operation's kernel declares (1 without one)."""
     from nvatom.ir import xdsl_adapter as X
 
-    fn = op.parent_op()
-    while fn is not None and fn.name != "func.func":
-        fn = fn.parent_op()
-    attr = None if fn is None else fn.attributes.get("cluster")
-    dims = None if attr is None else X.int_list(attr)
+    _, dims = X.kernel_cluster(op)
     return math.prod(dims) if dims and all(d >= 1 for d in dims) else 1

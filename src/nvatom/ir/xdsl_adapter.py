@@ -555,6 +555,22 @@ def print_ops(ops: Iterable[Operation]) -> str:
     return out.getvalue()
 
 
+def enclosing_func(op: Operation) -> Operation | None:
+    """The ``func.func`` (kernel) an operation sits in, however deeply nested; None outside."""
+    fn = op.parent_op()
+    while fn is not None and fn.name != "func.func":
+        fn = fn.parent_op()
+    return fn
+
+
+def kernel_cluster(op: Operation) -> tuple[Attribute | None, list[int] | None]:
+    """The ``cluster`` attribute of the operation's kernel and its integers (None, None
+    without one; the attribute and None when it is no integer list)."""
+    fn = enclosing_func(op)
+    attr = None if fn is None else fn.attributes.get("cluster")
+    return attr, (None if attr is None else int_list(attr))
+
+
 def module_attr(module: ModuleOp, key: str) -> Any:
     a = module.attributes.get(key)
     return None if a is None else attr_value(a)
