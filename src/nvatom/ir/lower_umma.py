@@ -185,8 +185,14 @@ class Tcgen05Lowering:
         bits = atom.element_bits(operand)
         words = k_block_descriptors(desc.layout, bits, desc.major, k_blocks,
                                     block_k=atom.stored_k(operand))
+        return self._based_words(base.reg, words)
+
+    def _based_words(self, base: Reg, words: Any) -> list[Reg]:
+        """Shared-memory descriptor words with the tile's base address added at run time:
+        ``(base >> 4) + word`` (the start-address field is the address in 16-byte units; the
+        words encode the offset from the base)."""
         b64 = self.k.reg("u64")
-        self.k.ins("cvt.u64.u32", b64, base.reg)
+        self.k.ins("cvt.u64.u32", b64, base)
         self.k.ins("shr.u64", b64, b64, 4)
         out = []
         for w in words:
@@ -195,13 +201,17 @@ class Tcgen05Lowering:
             out.append(r)
         return out
 
+    def _check_cta_group(self, atom: Any) -> None:
+        """Every tcgen05 instruction of a kernel uses the kernel's one CTA group."""
+        if self.t5.cta_group != atom.cta_group:
+            raise Tcgen05LowerError(f"'{atom.name}' is cta_group::{atom.cta_group} in a kernel "
+                                    f"of cta_group::{self.t5.cta_group}")
+
     def _umma(self, op: Any, atom: Any) -> None:
         _, d, a, b, _c, *extra = op.operands
         k_blocks = self.v.facts[op]
         form = atom.issued_form(self.t)
-        if self.t5.cta_group != atom.cta_group:
-            raise Tcgen05LowerError(f"'{atom.name}' is cta_group::{atom.cta_group} in a kernel "
-                                    f"of cta_group::{self.t5.cta_group}")
+        self._check_cta_group(atom)
         acc = self._tmem_of(d, "D")
         a_val = self._reg_of(a)  # type: ignore[attr-defined]
         if atom.a_source == "ss":
@@ -283,14 +293,8 @@ class Tcgen05Lowering:
         desc = self.v.facts[op]
         base = self._reg_of(src).reg  # type: ignore[attr-defined]
         tm = self._tmem_of(dst, "destination")
-        if self.t5.cta_group != atom.cta_group:
-            raise Tcgen05LowerError(f"'{atom.name}' is cta_group::{atom.cta_group} in a kernel "
-                                    f"of cta_group::{self.t5.cta_group}")
-        b64 = self.k.reg("u64")
-        self.k.ins("cvt.u64.u32", b64, base)
-        self.k.ins("shr.u64", b64, b64, 4)
-        word = self.k.reg("b64")
-        self.k.ins("add.s64", word, b64, str(desc.encode()))
+        self._check_cta_group(atom)
+        [word] = self._based_words(base, [desc])
         skip = self._issuer()
         self.t5.cp(atom, tm.taddr, word)
         self.k.label(skip)
