@@ -50,6 +50,7 @@ __all__ = [
     "CP_DECOMPRESS",
     "CP_SHAPES",
     "LANES",
+    "LANE_STRIDE",
     "LDST_SHAPES",
     "S2tCopyAtom",
     "TmemCopyAtom",
@@ -81,7 +82,7 @@ MAX_REGS = 128
 def tmem_address(lane: int, column: int) -> int:
     if not 0 <= lane < LANES or not 0 <= column < COLUMNS:
         raise TmemError(f"TMEM has {LANES} lanes x {COLUMNS} columns; no cell ({lane}, {column})")
-    return lane << 16 | column
+    return lane * LANE_STRIDE | column
 
 
 def alloc_columns(ncols: int) -> int:

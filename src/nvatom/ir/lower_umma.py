@@ -36,7 +36,7 @@ import dataclasses
 from typing import Any
 
 from nvatom.atoms.tmem import COLUMNS as TMEM_COLUMNS
-from nvatom.atoms.tmem import alloc_columns
+from nvatom.atoms.tmem import LANE_STRIDE, alloc_columns
 from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.errors import NvatomError
 from nvatom.ir import tcgen05 as T5
@@ -275,7 +275,8 @@ class Tcgen05Lowering:
         quarter = self.k.reg("u32")
         self.k.ins("shr.u32", quarter, self.tid(), 5)  # type: ignore[attr-defined]
         self.k.ins("and.b32", quarter, quarter, 3)
-        self.k.ins("shl.b32", quarter, quarter, 21)  # (32 * warp) << 16: the lane field
+        # a warp reaches lanes 32 (warp % 4)..: the lane field of the address
+        self.k.ins("shl.b32", quarter, quarter, (32 * LANE_STRIDE).bit_length() - 1)
         lane = self.k.reg("u32")
         self.k.ins("add.u32", lane, tm.taddr, quarter)
         if atom.direction == "load":

@@ -27,7 +27,7 @@ import functools
 import math
 from typing import Any
 
-from nvatom.atoms.tmem import LANES
+from nvatom.atoms.tmem import LANE_STRIDE, LANES
 from nvatom.errors import NvatomError
 from nvatom.layout import Layout, size
 
@@ -85,11 +85,12 @@ def _cells(layout: Layout, rows: int, cols: int) -> tuple[int, int]:
 
     if (size(layout[0]), size(layout[1])) != (rows, cols):
         offs = [int(layout((r, c))) for r in range(rows) for c in range(cols)]
-        return max(o >> 16 for o in offs) + 1, max(o & 0xFFFF for o in offs) + 1
+        return (max(o // LANE_STRIDE for o in offs) + 1,
+                max(o % LANE_STRIDE for o in offs) + 1)
     lanes = columns = 0
     for s, d in flat_modes(layout):
-        lanes += (s - 1) * (d >> 16)
-        columns += (s - 1) * (d & 0xFFFF)
+        lanes += (s - 1) * (d // LANE_STRIDE)
+        columns += (s - 1) * (d % LANE_STRIDE)
     return lanes + 1, columns + 1
 
 
