@@ -430,6 +430,10 @@ def _check_unit_stride(*scales: Any) -> None:
             raise GemmError(f"{name} has strides {tuple(int(x) for x in v.stride())}: "
                             "row-wise scales are read as one contiguous vector; pass "
                             f"{name}.contiguous()")
+        if name == "scale_b" and int(v.data_ptr()) % 8:
+            raise GemmError(f"scale_b's data pointer 0x{int(v.data_ptr()):x} is not 8-byte "
+                            "aligned: row-wise scale_b is read in pairs of columns (a view "
+                            "with an odd offset?); pass scale_b.clone()")
 
 
 def _check_block_strides(scale_a: Any, scale_b: Any, kb: int) -> None:
@@ -477,7 +481,12 @@ def check_group_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, g
             return "tensor", gstep(scale_b, sb, 1)
     if sa in ((m, 1), (m,)) and sb in ((groups, n), (1, n)):
         _check_unit_stride(scale_a, scale_b)
-        return "row", gstep(scale_b, sb, 2)
+        step = gstep(scale_b, sb, 2)
+        if step % 8:
+            raise GemmError(f"scale_b's group stride {step // 4} elements is odd: each "
+                            "group's row is read in pairs of columns; pass "
+                            "scale_b.contiguous()")
+        return "row", step
     kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
     if sa == (m, kb) and sb in ((groups, kb, nb), (kb, nb)):
         _check_block_strides(scale_a, scale_b, kb)

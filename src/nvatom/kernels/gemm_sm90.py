@@ -70,7 +70,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from nvatom.atoms.copy import MATRIX_COPIES
+from nvatom.atoms.copy import ASYNC_COPIES, MATRIX_COPIES
 from nvatom.atoms.sm90 import FORMS, WgmmaForm
 from nvatom.atoms.smem import smem_layout, smem_swizzle
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
@@ -82,6 +82,7 @@ from nvatom.kernels.sm90_emit import desc_base as _desc_base
 from nvatom.kernels.sm90_emit import next_stage as _next_stage
 from nvatom.kernels.sm90_emit import u32 as _u32
 from nvatom.layout import tile_to_shape
+from nvatom.ptx import copy_emit as CE
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Module, Param, Reg
@@ -211,6 +212,11 @@ class GemmSm90Config:
     # across the loop's back edge (unlike promote_pipelined, which ptxas serialises: C7514).
     promote_unroll: int = 1
     scale_mode: str = "tensor"
+    # Row-wise scales staged in shared memory: at a tile's start each consumer warpgroup
+    # copies its 64 rows of scale_a and the tile's block_n columns of scale_b there with
+    # cp.async (the copies run under the main loop), so the epilogue reads them from shared
+    # memory instead of waiting on global loads (cooperative, not grouped).
+    row_scale_stage: bool = False
     # Grouped GEMM (MoE): one persistent launch over G groups that share N and K; each group's
     # three tensor maps come from a device array (kernel_params), so TMA clips every load and
     # store at the group's own rows.
@@ -302,6 +308,11 @@ class GemmSm90Config:
             raise GemmSm90Error(
                 f"setmaxnreg budget: 128 x ({self.producer_regs} + {self.consumers} x "
                 f"{self.consumer_regs}) registers exceed the SM's {_REGS}")
+        if self.row_scale_stage and (self.scale_mode != "row" or self.grouped
+                                     or self.schedule != "cooperative"):
+            raise GemmSm90Error("row_scale_stage stages row-wise scales of the cooperative "
+                                f"plain kernel (got scale_mode {self.scale_mode!r}, grouped "
+                                f"{self.grouped}, schedule {self.schedule!r})")
         smem = self.smem_bytes
         if smem > _MAX_SMEM:
             raise GemmSm90Error(f"{self.stages} stages need {smem} bytes of shared memory, "
@@ -504,7 +515,14 @@ class GemmSm90Config:
     def smem_bytes(self) -> int:
         stage = self.a_stage_bytes + self.b_stage_bytes
         c = 2 * self.consumers * self.c_buffer_bytes
-        return self.stages * stage + c + 16 * self.stages + 16
+        return (self.stages * stage + c + self.consumers * self.scale_stage_bytes
+                + 16 * self.stages + 16)
+
+    @property
+    def scale_stage_bytes(self) -> int:
+        """Shared memory for one consumer warpgroup's staged row-wise scales (its 64 rows of
+        scale_a, the tile's block_n columns of scale_b; 0 without ``row_scale_stage``)."""
+        return 4 * (64 + self.block_n) if self.row_scale_stage else 0
 
     @property
     def name(self) -> str:
@@ -521,6 +539,8 @@ class GemmSm90Config:
             extra += f"u{self.promote_unroll}" if self.promote_unroll != 1 else ""
         if self.scale_mode != "tensor":
             extra += f"_{self.scale_mode}scale"
+        if self.row_scale_stage:
+            extra += "_staged"
         if self.grouped:
             extra += "_grouped" + ("" if self.group_sched == "scan" else
                                    f"_{self.group_sched}")
@@ -919,7 +939,8 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     off_a = 0
     off_b = cfg.stages * cfg.a_stage_bytes
     off_c = off_b + cfg.stages * cfg.b_stage_bytes
-    off_full = off_c + 2 * cfg.consumers * cfg.c_buffer_bytes
+    off_full = off_c + 2 * cfg.consumers * cfg.c_buffer_bytes  # scale staging, then barriers
+    off_full += cfg.consumers * cfg.scale_stage_bytes
     off_empty = off_full + 8 * cfg.stages
 
     smem = _u32(k, "mov.u32", dsm)
@@ -1088,6 +1109,10 @@ def _consumer(b: _Build) -> None:
             scale = _group_scales(b)
         assert isinstance(scale, tuple)
         block_ptrs, scale = scale, None
+    staged = None
+    if cfg.row_scale_stage:
+        assert isinstance(scale, tuple)
+        staged = _stage_row_scales(b, scale, cw, ltid, mb, nb)
     seq = WgmmaSequence(k)
     if cfg.promote:
         rows = None if block_ptrs is None else _block_scale_rows(b, block_ptrs, cw, mb, nb)
@@ -1123,7 +1148,7 @@ def _consumer(b: _Build) -> None:
     seq.finish()
     if b.scale_step is not None and block_ptrs is None:
         scale = _group_scales(b)  # after the main loop: nothing of it lives across the loop
-    _epilogue(b, ep, acc, scale, mb, nb)
+    _epilogue(b, ep, acc, scale, mb, nb, staged=staged)
     k.ins("add.u32", tile, tile, b.step)
     k.bra(top)
 
@@ -1837,11 +1862,69 @@ def _check_row_cols(bn: int) -> None:
                 raise GemmSm90Error(f"row-scale offsets of thread {t} element {i}")
 
 
+def _stage_row_scales(b: _Build, ptrs: tuple[Reg, Reg], cw: Reg, ltid: Reg, mb: Reg,
+                      nb: Reg) -> Reg:
+    """``row_scale_stage``, at a tile's start: this warpgroup's 64 rows of ``scale_a``
+    (threads 0..63, one f32 each; rows past M read ``scale_a[M - 1]``) and the tile's
+    ``block_n`` columns of ``scale_b`` (column pairs, 8 bytes a thread; pairs past N read
+    ``scale_b[0..1]``) copied with cp.async into its staging area (``scale_a`` at +0,
+    ``scale_b`` at +256 bytes) and committed as one group; returns the area's address.  The
+    epilogue waits for the group and syncs the warpgroup before reading
+    (:func:`_row_scale` with ``staged``); the previous tile's readers are past the epilogue's
+    first named barrier before any thread issues these copies."""
+    k, cfg = b.k, b.cfg
+    assert b.dims is not None
+    m, n = b.dims[0], b.dims[1]
+    ga, gb = ptrs
+    bn, ssb = cfg.block_n, cfg.scale_stage_bytes
+    k.comment("row_scale_stage: this tile's row-wise scales -> shared memory (cp.async)")
+    base = _u32(k, "mad.lo.u32", cw, ssb, b.off_full - cfg.consumers * ssb)
+    k.ins("add.u32", base, base, b.smem)
+    cp4 = next(a for a in ASYNC_COPIES if a.name == "atom.simt_async_copy<4>")
+    cp8 = next(a for a in ASYNC_COPIES if a.name == "atom.simt_async_copy<8>")
+    skip = k.fresh_label("sa_staged")
+    out = k.reg("pred")
+    k.ins("setp.ge.u32", out, ltid, 64)
+    k.bra(skip, out)
+    row = _u32(k, "mad.lo.u32", mb, cfg.block_m, ltid)
+    k.ins("mad.lo.u32", row, cw, 64, row)
+    mlast = _u32(k, "sub.u32", m, 1)
+    k.ins("min.u32", row, row, mlast)
+    src = k.reg("u64")
+    k.ins("mad.wide.u32", src, row, 4, ga)
+    CE.emit_cp_async(k, cp4, _u32(k, "mad.lo.u32", ltid, 4, base), src)
+    k.label(skip)
+    pairs = bn // 2
+    for i in range(-(-pairs // WARPGROUP)):
+        q = _u32(k, "add.u32", ltid, WARPGROUP * i)
+        done = None
+        if pairs - WARPGROUP * i < WARPGROUP:
+            done = k.fresh_label("sb_staged")
+            past = k.reg("pred")
+            k.ins("setp.ge.u32", past, q, pairs)
+            k.bra(done, past)
+        col = _u32(k, "mad.lo.u32", nb, bn, _u32(k, "shl.b32", q, 1))
+        inside = k.reg("pred")
+        k.ins("setp.lt.u32", inside, col, n)
+        k.ins("selp.u32", col, col, 0, inside)
+        src = k.reg("u64")
+        k.ins("mad.wide.u32", src, col, 4, gb)
+        dst = _u32(k, "mad.lo.u32", q, 8, base)
+        k.ins("add.u32", dst, dst, 256)
+        CE.emit_cp_async(k, cp8, dst, src)
+        if done is not None:
+            k.label(done)
+    CE.emit_commit_group(k)
+    return base
+
+
 def _row_scale(b: _Build, acc: Sequence[Reg], ptrs: tuple[Reg, Reg], row0: Reg,
-               col0: Reg) -> None:
+               col0: Reg, staged: Reg | None = None) -> None:
     """Row-wise scales: ``acc[m, n] *= scale_a[m] * scale_b[n]`` for this warpgroup's rows
     (``row0``..) and the tile's columns (``col0``..); rows past M read ``scale_a[M - 1]`` and
-    columns past N ``scale_b[0]`` (their outputs are dropped by the TMA store)."""
+    columns past N ``scale_b[0]`` (their outputs are dropped by the TMA store).  ``staged``:
+    read them from the warpgroup's staging area instead (:func:`_stage_row_scales`: row r of
+    the warpgroup at +4 r, column c of the tile at +256 + 4 c)."""
     k, bn = b.k, b.cfg.block_n
     _check_row_cols(bn)
     assert b.dims is not None
@@ -1853,29 +1936,47 @@ def _row_scale(b: _Build, acc: Sequence[Reg], ptrs: tuple[Reg, Reg], row0: Reg,
     warp = _u32(k, "shr.u32", lt, 5)
     g = _u32(k, "shr.u32", lane, 2)
     r = _u32(k, "mad.lo.u32", warp, 16, g)
-    k.ins("add.u32", r, r, row0)
-    mlast = _u32(k, "sub.u32", m, 1)
     sa = []
-    for h in (0, 1):
-        rh = _u32(k, "add.u32", r, 8 * h)
-        k.ins("min.u32", rh, rh, mlast)
-        addr = k.reg("u64")
-        k.ins("mad.wide.u32", addr, rh, 4, ga)
-        v = k.reg("f32")
-        k.ins("ld.global.nc.f32", v, f"[{addr}]")
-        sa.append(v)
-    c = _u32(k, "and.b32", lane, 3)
-    k.ins("shl.b32", c, c, 1)
-    k.ins("add.u32", c, c, col0)
+    if staged is not None:  # warpgroup-local row r, tile-local column c
+        ra = _u32(k, "mad.lo.u32", r, 4, staged)
+        for h in (0, 1):
+            v = k.reg("f32")
+            k.ins("ld.shared.f32", v, f"[{ra}+{32 * h}]")
+            sa.append(v)
+        c = _u32(k, "and.b32", lane, 3)
+        cb = _u32(k, "mad.lo.u32", c, 8, staged)
+
+        def load_sb(j: int) -> list[Reg]:
+            sb = [k.reg("f32"), k.reg("f32")]
+            k.ins("ld.shared.v2.f32", sb, f"[{cb}+{256 + 32 * j}]")
+            return sb
+    else:
+        k.ins("add.u32", r, r, row0)
+        mlast = _u32(k, "sub.u32", m, 1)
+        for h in (0, 1):
+            rh = _u32(k, "add.u32", r, 8 * h)
+            k.ins("min.u32", rh, rh, mlast)
+            addr = k.reg("u64")
+            k.ins("mad.wide.u32", addr, rh, 4, ga)
+            v = k.reg("f32")
+            k.ins("ld.global.nc.f32", v, f"[{addr}]")
+            sa.append(v)
+        c = _u32(k, "and.b32", lane, 3)
+        k.ins("shl.b32", c, c, 1)
+        k.ins("add.u32", c, c, col0)
+
+        def load_sb(j: int) -> list[Reg]:
+            cj = _u32(k, "add.u32", c, 8 * j)
+            inside = k.reg("pred")
+            k.ins("setp.lt.u32", inside, cj, n)
+            k.ins("selp.u32", cj, cj, 0, inside)
+            addr = k.reg("u64")
+            k.ins("mad.wide.u32", addr, cj, 4, gb)
+            sb = [k.reg("f32"), k.reg("f32")]
+            k.ins("ld.global.nc.v2.f32", sb, f"[{addr}]")
+            return sb
     for j in range(bn // 8):
-        cj = _u32(k, "add.u32", c, 8 * j)
-        inside = k.reg("pred")
-        k.ins("setp.lt.u32", inside, cj, n)
-        k.ins("selp.u32", cj, cj, 0, inside)
-        addr = k.reg("u64")
-        k.ins("mad.wide.u32", addr, cj, 4, gb)
-        sb = [k.reg("f32"), k.reg("f32")]
-        k.ins("ld.global.nc.v2.f32", sb, f"[{addr}]")
+        sb = load_sb(j)
         for h in (0, 1):
             for e in (0, 1):
                 f = k.reg("f32")
@@ -1886,7 +1987,7 @@ def _row_scale(b: _Build, acc: Sequence[Reg], ptrs: tuple[Reg, Reg], row0: Reg,
 
 def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
               scale: Reg | tuple[Reg, Reg] | None, mb: Reg, nb: Reg,
-              half: int | None = None) -> None:
+              half: int | None = None, staged: Reg | None = None) -> None:
     """One tile's accumulators -> 16-bit pairs (``stmatrix.x4``) or f32 pairs
     (``st.shared.v2.f32``) into the SW128 staging buffers, one 128-byte-wide chunk at a time,
     alternating buffers -> ``fence.proxy.async`` -> one TMA store per chunk."""
@@ -1899,7 +2000,11 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
     elif half:  # ping-pong: the second 64-row half of this warpgroup's tile
         k.ins("add.u32", row0, row0, 64 * half)
     col0 = _u32(k, "mul.lo.u32", nb, bn)
-    if isinstance(scale, tuple):
+    if staged is not None:  # the tile's scales in shared memory (_stage_row_scales)
+        CE.emit_wait_all(k)
+        SE.named_barrier_sync(k, ep.bar_id, WARPGROUP)
+        _row_scale(b, acc, scale, row0, col0, staged)  # type: ignore[arg-type]
+    elif isinstance(scale, tuple):
         _row_scale(b, acc, scale, row0, col0)
     elif scale is not None:
         for r in acc:
