@@ -30,12 +30,17 @@ sys.path.insert(0, str(ROOT))  # bench._report
 from bench import _report as R  # noqa: E402
 
 #: FP8 candidates timed beside the shipped tiles (``GemmSm90Config`` settings)
-FP8_EXTRA: dict[str, dict[str, int]] = {
+FP8_EXTRA: dict[str, dict[str, int | bool]] = {
     "192u2": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
               "promote_unroll": 2},
     "192p3u4": {"promote": 1, "promote_parts": 3, "promote_temps": 2, "block_n": 192,
                 "promote_unroll": 4},
     "192p3": {"promote": 1, "promote_parts": 3, "promote_temps": 2, "block_n": 192},
+    # row-wise only: the scales staged in shared memory by cp.async (row_scale_stage)
+    "192st": {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192,
+              "row_scale_stage": True},
+    "256st": {"promote": 1, "promote_parts": 4, "promote_temps": 2, "block_n": 256,
+              "promote_unroll": 4, "row_scale_stage": True},
 }
 
 
@@ -93,6 +98,8 @@ def _contenders_fp8(torch: Any, nvatom: Any, mode: str, m: int, n: int, k: int
     base = default_config("e4m3", scale_mode=mode)
     for name, tile in [*((f"{t.get('block_n', 256)}", t) for t, _eff in FP8_TILE_CHOICES),
                        *FP8_EXTRA.items()]:
+        if tile.get("row_scale_stage") and mode != "row":
+            continue
         cfg = dataclasses.replace(base, **tile)
         o = outs[name] = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
         fns[name] = prepare_gemm_sm90(a, b, o, cfg, sa, sb)

@@ -259,3 +259,33 @@ def test_promoted_s5_many_tiles_per_cta(variant: dict) -> None:
         prepare_gemm_sm90(a, b, out, cfg, sa.reshape(-1), sb.reshape(-1))()
         torch.cuda.synchronize()
         _check(out, a, b, sa, sb)
+
+
+# row_scale_stage: the tile's row-wise scales copied to shared memory with cp.async at its
+# start and read there by the epilogue; many tiles per CTA (the next tile's copies overwrite
+# the area the last epilogue read), rows and columns past M and N (clamped copies), both
+# promoted tiles and fast accumulation
+STAGED = [
+    {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192},
+    {"promote": 1, "promote_parts": 4, "promote_temps": 2, "promote_unroll": 4},
+    {"promote": 0},
+]
+
+
+@pytest.mark.parametrize("variant", STAGED, ids=lambda v: "_".join(
+    f"{k}{int(x)}" for k, x in v.items()))
+def test_row_scales_staged_in_shared_memory(variant: dict) -> None:
+    _require_sm90()
+    from nvatom.gemm_providers import prepare_gemm_sm90
+    from nvatom.kernels.gemm_sm90 import GemmSm90Config
+
+    gen = _gen()
+    for m, n, k in [(3000, 3000, 64), (4000, 4040, 144), (129, 264, 1024), (1, 8, 32),
+                    (2100, 3000, 1152), (8192, 2056, 128)]:
+        cfg = GemmSm90Config(in_dtype="e4m3", b_major="K", scale_mode="row",
+                             row_scale_stage=True, **variant)
+        a, b, sa, sb = _operands(m, n, k, E4M3, E4M3, True, gen)
+        out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        prepare_gemm_sm90(a, b, out, cfg, sa.reshape(-1), sb.reshape(-1))()
+        torch.cuda.synchronize()
+        _check(out, a, b, sa, sb)
