@@ -407,7 +407,7 @@ def test_fp8_plans_per_mode() -> None:
                 launch, _ = plan(p, (9, 0), PROVIDERS)
                 name = launch.source.name
                 assert ("_pr1n2t2" in name) != bool(kw), name
-                assert name.endswith("_rowscale") == (p.scale_mode == "row")
+                assert name.endswith("_rowscale_staged") == (p.scale_mode == "row")
                 assert ("e4m3xe5m2" in name) == (bt == E5M2)
                 assert launch.source.params[-2:] == (("scale_a", "u64"), ("scale_b", "u64"))
                 names.add(name)

@@ -532,8 +532,8 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
     if config is None and in_dtype in sm90.FP8_DTYPES:
         config = sm90.default_config(in_dtype, out_dtype, "K", b_dtype=b_dtype,
                                      fast_accum=fast_accum, scale_mode=scale_mode)
-        config = dataclasses.replace(config, **_GROUPED_FP8_TILES.get(
-            (scale_mode, fast_accum), {}))
+        config = dataclasses.replace(config, row_scale_stage=False,  # plain kernel only
+                                     **_GROUPED_FP8_TILES.get((scale_mode, fast_accum), {}))
     base = config or sm90.default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K",
                                          schedule=grouped_schedule(
                                              (in_dtype, out_dtype, b_major), ends, n, k))

@@ -5,6 +5,9 @@ launch specs and tensor maps; every configuration and problem error."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import pytest
 
 from nvatom.descriptors.wgmma import check_desc_matches
@@ -283,13 +286,27 @@ def test_promoted_ptx_structure() -> None:
 
 
 def test_row_scale_epilogue_ptx() -> None:
-    cfg = default_config("e4m3", scale_mode="row")
+    staged = default_config("e4m3", scale_mode="row")
+    assert staged.row_scale_stage  # the default: scales staged in shared memory
+    cfg = dataclasses.replace(staged, row_scale_stage=False)
     text = build_gemm_sm90(cfg).emit()
     assert text.count("ld.global.nc.v2.f32") == cfg.block_n // 8  # scale_b pairs
     assert text.count("mad.wide.u32") == 2 + cfg.block_n // 8  # 2 rows + column pairs
     assert text.count("min.u32") >= 2  # rows past M read scale_a[M - 1]
     tensor = build_gemm_sm90(default_config("e4m3")).emit()
     assert "ld.global.nc.v2.f32" not in tensor and tensor.count("ld.global.nc.f32") == 2
+    # staged: one 4-byte copy of scale_a a thread (threads 0..63), block_n / 256 rounds of
+    # 8-byte scale_b pairs, one commit; the epilogue waits, syncs and reads shared memory
+    st = build_gemm_sm90(staged).emit()
+    assert "ld.global.nc" not in st.split("row-wise scales: acc")[1].split("epilogue")[0]
+    assert st.count("cp.async.ca.shared.global [") == 1 + -(-staged.block_n // 256)
+    assert re.search(r"cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 4;", st)
+    assert len(re.findall(r"cp\.async\.ca\.shared\.global \[%r\d+\], \[%rd\d+\], 8;",
+                          st)) == -(-staged.block_n // 256)
+    assert st.count("cp.async.commit_group") == 1 and st.count("cp.async.wait_all") == 1
+    assert st.count("ld.shared.v2.f32") == staged.block_n // 8
+    assert st.count("ld.shared.f32") == 2
+    assert staged.smem_bytes == cfg.smem_bytes + 2 * 4 * (64 + staged.block_n)
     g._check_row_cols(256)  # the epilogue's row/column offsets against the fragment formula
     for t in range(128):
         assert g._row_col_base(t) == _acc_formula(256, t, 0)
@@ -298,7 +315,7 @@ def test_row_scale_epilogue_ptx() -> None:
 def test_fp8_names_params_and_defaults() -> None:
     assert default_config("e4m3", b_dtype="e5m2").name.startswith("gemm_sm90_e4m3xe5m2_bf16")
     assert default_config("e5m2", b_dtype="e5m2").b_dtype == ""
-    assert default_config("e4m3", scale_mode="row").name.endswith("_pr1n2t2_rowscale")
+    assert default_config("e4m3", scale_mode="row").name.endswith("_pr1n2t2_rowscale_staged")
     fast = default_config("e4m3", fast_accum=True)
     assert (fast.promote, fast.block_n) == (0, 256)
     for c in FP8_CONFIGS:

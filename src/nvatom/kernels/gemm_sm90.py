@@ -2359,7 +2359,9 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
     ``m`` and ``n`` (and the SM count ``sms``), promoted FP8 with per-tensor or row-wise
     scales takes the tile of :data:`FP8_TILE_CHOICES` that fills the waves best
     (:func:`~nvatom.runtime.gemm_plan.wave_pick`: 128 x 256 at 2048^3 and 4096^3, 128 x 192
-    at 8192^3); without them, 128 x 192.  16-bit with ``m`` and ``n`` and no ``schedule``: the
+    at 8192^3); without them, 128 x 192.  Row-wise scales are staged in shared memory
+    (``row_scale_stage``: +1-2% on the H100, docs/perf.md "Row-wise scales staged in shared
+    memory").  16-bit with ``m`` and ``n`` and no ``schedule``: the
     schedule whose tiles fill the waves best (:func:`~nvatom.runtime.gemm_plan.plain_schedule`:
     ping-pong 128 x 128 at 2048^3 and 4096^3, ping-pong 128 x 192 at 8192^3)."""
     if schedule and schedule not in SCHEDULE_TILES:
@@ -2385,7 +2387,7 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
         FP8_BLOCK_PROMOTION if scale_mode == "block" else promo)
     return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype or "bf16", b_major="K",
                           b_dtype="" if b_dtype == in_dtype else b_dtype,
-                          scale_mode=scale_mode, **extra)
+                          scale_mode=scale_mode, row_scale_stage=scale_mode == "row", **extra)
 
 
 def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
