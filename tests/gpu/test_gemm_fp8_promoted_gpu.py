@@ -92,7 +92,7 @@ def test_fp8_row_scales_1d_and_default_out() -> None:
     assert d.dtype == torch.bfloat16
     _check(d, a, b, sa, sb)
     r = explain(a, b, scale_a=sa, scale_b=sb)
-    assert r.launch.source.name.endswith("_rowscale")
+    assert r.launch.source.name.endswith("_rowscale_staged")  # staged in shared memory
     assert "_pr1" in r.launch.source.name  # promoted by default
     r = explain(a, b, scale_a=sa, scale_b=sb, fast_accum=True)
     assert "_pr" not in r.launch.source.name
