@@ -106,6 +106,29 @@ def moe_cases() -> list[tuple[str, list[int], int, int]]:
              2048, 7168)]
 
 
+def grouped_error(torch: Any, got: Any, a: Any, b: Any, ends: list[int],
+                  scale: Callable[[Any, int, int, int], Any] | None = None) -> dict[str, Any]:
+    """A grouped GEMM's output ``got`` against float64: the relative Frobenius error over the
+    groups' rows (group i is rows ``ends[i-1]..ends[i]`` of ``a``, times ``b[i]``; ``scale(ref,
+    start, end, i)`` applies its scales), whether any of them is NaN, and whether the rows
+    past the last group kept their NaN poison."""
+    num = den = 0.0
+    nan = False
+    start = 0
+    for i, end in enumerate(ends):
+        if end > start:
+            ref = a[start:end].double() @ b[i].double()
+            if scale is not None:
+                ref = scale(ref, start, end, i)
+            g = got[start:end].double()
+            nan = nan or bool(torch.isnan(g).any())
+            num += float((g - ref).norm()) ** 2
+            den += float(ref.norm()) ** 2
+        start = end
+    tail_ok = bool(torch.isnan(got[ends[-1]:]).all()) if got.shape[0] > ends[-1] else True
+    return {"rel_err": (num / den) ** 0.5 if den else 0.0, "nan": nan, "tail_untouched": tail_ok}
+
+
 def rotating_rounds(torch: Any, fns: dict[str, Callable[[], Any]], rounds: int,
                     batch: int) -> dict[str, list[float]]:
     """Seconds per call of each contender in each of ``rounds`` rounds (``batch`` calls

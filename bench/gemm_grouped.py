@@ -50,24 +50,6 @@ def _variant(nvatom: Any, torch: Any, a: Any, b: Any, ends: list[int], out: Any,
     return call
 
 
-def _check(torch: Any, got: Any, a: Any, b: Any, ends: list[int]) -> dict[str, Any]:
-    """Relative Frobenius error against float64 over the groups' rows, NaN rows, rows past
-    the last group written (``got`` was NaN-poisoned before the call, when given)."""
-    num = den = 0.0
-    nan = False
-    start = 0
-    for i, end in enumerate(ends):
-        if end > start:
-            ref = a[start:end].double() @ b[i].double()
-            g = got[start:end].double()
-            nan = nan or bool(torch.isnan(g).any())
-            num += float((g - ref).norm()) ** 2
-            den += float(ref.norm()) ** 2
-        start = end
-    tail_ok = bool(torch.isnan(got[ends[-1]:]).all()) if got.shape[0] > ends[-1] else True
-    return {"rel_err": (num / den) ** 0.5 if den else 0.0, "nan": nan, "tail_untouched": tail_ok}
-
-
 def main(argv: list[str] | None = None) -> int:
     from nvatom.kernels.gemm_sm90 import GROUP_SCHEDS, GemmSm90Config
     from nvatom.runtime.gemm_plan import grouped_schedule
@@ -138,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                                                  .norm() / (a[:total].double() @ b[0].double())
                                                  .norm())}
             else:
-                checks[name] = _check(torch, r if r.shape[0] == total + tail else
+                checks[name] = R.grouped_error(torch, r if r.shape[0] == total + tail else
                                       torch.cat([r, torch.full((tail, n), float("nan"),
                                                                device="cuda", dtype=r.dtype)]),
                                       a, b, ends)

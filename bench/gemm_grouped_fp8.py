@@ -34,26 +34,13 @@ TAIL = 8  # rows past the last group: must stay NaN
 
 
 def _error(torch: Any, got: Any, a: Any, b: Any, sa: Any, sb: Any, ends: list[int]) -> dict:
-    """Relative Frobenius error against float64 over the groups' rows (row-wise ``sa``
-    (total,), ``sb`` (G, N); or per-tensor ``sa`` one element, ``sb`` (G,)), NaN rows, the
-    tail rows untouched."""
-    num = den = 0.0
-    nan = False
-    start = 0
-    for i, end in enumerate(ends):
-        if end > start:
-            ref = a[start:end].double() @ b[i].double()
-            if sb.dim() == 2:
-                ref = ref * sa[start:end, None].double() * sb[i][None, :].double()
-            else:
-                ref = ref * float(sa) * float(sb[i])
-            g = got[start:end].double()
-            nan = nan or bool(torch.isnan(g).any())
-            num += float((g - ref).norm()) ** 2
-            den += float(ref.norm()) ** 2
-        start = end
-    tail_ok = bool(torch.isnan(got[ends[-1]:]).all()) if got.shape[0] > ends[-1] else True
-    return {"rel_err": (num / den) ** 0.5 if den else 0.0, "nan": nan, "tail_untouched": tail_ok}
+    """:func:`bench._report.grouped_error` with the scales: row-wise ``sa`` (total,), ``sb``
+    (G, N), or per-tensor ``sa`` one element, ``sb`` (G,)."""
+    def scale(ref: Any, start: int, end: int, i: int) -> Any:
+        if sb.dim() == 2:
+            return ref * sa[start:end, None].double() * sb[i][None, :].double()
+        return ref * float(sa) * float(sb[i])
+    return R.grouped_error(torch, got, a, b, ends, scale)
 
 
 def _case(torch: Any, nvatom: Any, args: Any, label: str, sizes: list[int], n: int,

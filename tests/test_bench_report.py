@@ -61,3 +61,73 @@ def test_bench_script_loads_from_its_file(name: str) -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert callable(mod.main) and mod.R is R
+
+
+class _T:
+    """A numpy-backed stand-in for the few torch tensor operations the report helpers use."""
+
+    def __init__(self, x) -> None:
+        import numpy as np
+
+        self.x = np.asarray(x, dtype=np.float64)
+
+    def double(self) -> _T:
+        return self
+
+    def norm(self) -> float:
+        import numpy as np
+
+        return float(np.linalg.norm(self.x))
+
+    def __getitem__(self, i) -> _T:
+        return _T(self.x[i])
+
+    def __matmul__(self, o: _T) -> _T:
+        return _T(self.x @ o.x)
+
+    def __sub__(self, o: _T) -> _T:
+        return _T(self.x - o.x)
+
+    def __mul__(self, o) -> _T:
+        return _T(self.x * (o.x if isinstance(o, _T) else o))
+
+    def any(self) -> bool:
+        return bool(self.x.any())
+
+    def all(self) -> bool:
+        return bool(self.x.all())
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.x.shape
+
+
+def test_grouped_error() -> None:
+    """The grouped benches' check: zero error for the exact product (scaled or not), the
+    error of a perturbed group, NaN rows, and a written tail row are all seen."""
+    import numpy as np
+
+    fake_torch = SimpleNamespace(isnan=lambda t: _T(np.isnan(t.x)))
+    rng = np.random.default_rng(1)
+    ends = [3, 3, 7]  # an empty group in the middle; rows 7.. are the tail
+    a, b = rng.standard_normal((9, 4)), rng.standard_normal((3, 4, 5))
+    got = np.full((9, 5), np.nan)
+    got[0:3], got[3:7] = a[0:3] @ b[0], a[3:7] @ b[2]
+    r = R.grouped_error(fake_torch, _T(got), _T(a), _T(b), ends)
+    assert r == {"rel_err": 0.0, "nan": False, "tail_untouched": True}
+    scaled = got.copy()
+    scaled[0:3] *= 2.0
+    scaled[3:7] *= 3.0
+    r = R.grouped_error(fake_torch, _T(scaled), _T(a), _T(b), ends,
+                        lambda ref, s, e, i: ref * (2.0 if i == 0 else 3.0))
+    assert r["rel_err"] < 1e-15
+    off = got.copy()
+    off[4, 1] += 1.0  # one element of group 2 off by 1: the error is 1 / |ref| over all groups
+    want = 1.0 / np.sqrt(np.linalg.norm(a[0:3] @ b[0]) ** 2 + np.linalg.norm(a[3:7] @ b[2]) ** 2)
+    r = R.grouped_error(fake_torch, _T(off), _T(a), _T(b), ends)
+    assert abs(r["rel_err"] - want) < 1e-12 and not r["nan"]
+    bad = got.copy()
+    bad[2, 2] = np.nan
+    bad[8, 0] = 0.0
+    r = R.grouped_error(fake_torch, _T(bad), _T(a), _T(b), ends)
+    assert r["nan"] and not r["tail_untouched"]
