@@ -321,7 +321,7 @@ def session5(args: Any) -> int:
             for v in ["fast", *variants]:
                 fns = [_run(_cfg(v, scale=sc), *ops[i], out) for i in range(sets)]
                 cont[v] = lambda i, fns=fns: fns[i]()
-            times = _interleave_rotating(cont, sets, 20 if m < 8192 else 10, args.rounds)
+            times = _interleave(cont, sets, 20 if m < 8192 else 10, args.rounds, rotate=True)
             flop = 2 * m ** 3
             row = {"m": m, "n": m, "k": m, "scale": sc, "rounds": times}
             for name, ts in times.items():
@@ -347,7 +347,10 @@ def session5(args: Any) -> int:
     return 1 if bad else 0
 
 
-def _interleave(cont: dict[str, Any], sets: int, batch: int, rounds: int) -> dict[str, list]:
+def _interleave(cont: dict[str, Any], sets: int, batch: int, rounds: int,
+                rotate: bool = False) -> dict[str, list]:
+    """Milliseconds per call of each contender (called with the input set index) per round:
+    the order alternates direction each round, or with ``rotate`` turns by one contender."""
     import torch
 
     def once(fn: Any) -> float:
@@ -364,31 +367,9 @@ def _interleave(cont: dict[str, Any], sets: int, batch: int, rounds: int) -> dic
         once(cont[nm])
     times: dict[str, list] = {nm: [] for nm in names}
     for r in range(rounds):
-        for nm in (names if r % 2 == 0 else names[::-1]):
-            times[nm].append(once(cont[nm]))
-    return times
-
-
-def _interleave_rotating(cont: dict[str, Any], sets: int, batch: int,
-                         rounds: int) -> dict[str, list]:
-    """As :func:`_interleave`, the order rotated by one contender each round."""
-    import torch
-
-    def once(fn: Any) -> float:
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for i in range(batch):
-            fn(i % sets)
-        e.record()
-        e.synchronize()
-        return s.elapsed_time(e) / batch
-
-    names = list(cont)
-    for nm in names:
-        once(cont[nm])
-    times: dict[str, list] = {nm: [] for nm in names}
-    for r in range(rounds):
-        for nm in names[r % len(names):] + names[:r % len(names)]:
+        order = (names[r % len(names):] + names[:r % len(names)] if rotate else
+                 names if r % 2 == 0 else names[::-1])
+        for nm in order:
             times[nm].append(once(cont[nm]))
     return times
 
