@@ -71,6 +71,7 @@ from nvatom.descriptors.wgmma import GmmaDescriptor, make_gmma_desc
 from nvatom.errors import NvatomError
 from nvatom.kernels.sm90_emit import desc_base as _desc_base
 from nvatom.kernels.sm90_emit import next_stage as _next_stage
+from nvatom.kernels.sm90_emit import stmatrix_lane_offset as _stsm_lane
 from nvatom.kernels.sm90_emit import u32 as _u32
 from nvatom.layout import tile_to_shape
 from nvatom.ptx import sync_emit as SE
@@ -944,16 +945,7 @@ def _store_tma(b: _Build, o: list[Reg], inv: list[Reg], cw: Reg, q_sm: Reg, ltid
     k, cfg, plan = b.k, b.cfg, b.plan
     d = cfg.head_dim
     k.comment("O -> stmatrix.x4 into this consumer's half of the Q tile (SW128) -> TMA store")
-    j = _u32(k, "shr.u32", lane, 3)  # matrix j, row t of it (the lanes' row addresses)
-    t = _u32(k, "and.b32", lane, 7)
-    row = _u32(k, "and.b32", j, 1)
-    k.ins("shl.b32", row, row, 3)
-    k.ins("add.u32", row, row, t)
-    k.ins("mad.lo.u32", row, warp, 16, row)
-    col = _u32(k, "shr.u32", j, 1)
-    k.ins("xor.b32", col, col, t)
-    k.ins("shl.b32", col, col, 4)
-    base = _u32(k, "mad.lo.u32", row, 128, col)
+    base = _stsm_lane(k, lane, warp, 128)  # the lanes' row addresses
     k.ins("add.u32", base, base, q_sm)
     if b.off_q:
         k.ins("add.u32", base, base, b.off_q)

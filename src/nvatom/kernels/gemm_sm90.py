@@ -80,6 +80,7 @@ from nvatom.dtypes import dtype
 from nvatom.errors import DescriptorError, NvatomError
 from nvatom.kernels.sm90_emit import desc_base as _desc_base
 from nvatom.kernels.sm90_emit import next_stage as _next_stage
+from nvatom.kernels.sm90_emit import stmatrix_lane_offset as _stsm_lane
 from nvatom.kernels.sm90_emit import u32 as _u32
 from nvatom.layout import tile_to_shape
 from nvatom.ptx import copy_emit as CE
@@ -1815,16 +1816,7 @@ def _epilogue_setup(b: _Build, cw: Reg, ltid: Reg, is_lead: Reg) -> _Epilogue:
     lane = _u32(k, "and.b32", b.tid, 31)
     warp = _u32(k, "shr.u32", ltid, 5)
     if cfg.out_bytes == 2:
-        j = _u32(k, "shr.u32", lane, 3)
-        t7 = _u32(k, "and.b32", lane, 7)
-        row = _u32(k, "and.b32", j, 1)
-        k.ins("shl.b32", row, row, 3)
-        k.ins("add.u32", row, row, t7)
-        k.ins("mad.lo.u32", row, warp, 16, row)
-        col = _u32(k, "shr.u32", j, 1)
-        k.ins("xor.b32", col, col, t7)
-        k.ins("shl.b32", col, col, 4)
-        c_lane = _u32(k, "mad.lo.u32", row, _ROW, col)
+        c_lane = _stsm_lane(k, lane, warp, _ROW)
     else:
         g8 = _u32(k, "shr.u32", lane, 2)
         tig = _u32(k, "and.b32", lane, 3)

@@ -2,7 +2,8 @@
 32-bit result of one instruction, a WGMMA shared-memory descriptor word for a tile at a run-
 time shared address (PTX ISA "Matrix Descriptor Format": the start address field holds
 ``address >> 4`` in 14 bits, the rest of the word is the descriptor's constant part), and the
-advance of an mbarrier stage ring with its phase bit."""
+advance of an mbarrier stage ring with its phase bit, and the row address each lane gives
+``stmatrix.x4`` in a 128-byte-swizzled staging tile."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor
 from nvatom.ptx.builder import Kernel, Reg
 
-__all__ = ["desc_base", "next_stage", "u32"]
+__all__ = ["desc_base", "next_stage", "stmatrix_lane_offset", "u32"]
 
 
 def u32(k: Kernel, op: str, *args: Any) -> Reg:
@@ -43,3 +44,22 @@ def next_stage(k: Kernel, stage: Reg, phase: Reg, stages: int) -> None:
     k.ins("setp.eq.u32", wrap, stage, stages)
     k.ins("selp.u32", stage, 0, stage, wrap)
     k.ins("xor.b32", phase, phase, 1, pred=str(wrap))
+
+
+def stmatrix_lane_offset(k: Kernel, lane: Reg, warp: Reg, row_bytes: int) -> Reg:
+    """Byte offset of the row lane ``lane`` of warp ``warp`` addresses for ``stmatrix.x4``
+    into a 16-bit staging tile of ``row_bytes``-byte rows, 128-byte swizzled: lanes 8j..8j+7
+    give rows t = lane % 8 of matrix j = lane / 8 (PTX ISA "stmatrix"), matrix j covering
+    rows 8 (j % 2).. and columns 8 (j / 2).. of the warp's 16 x 16 block at rows 16 warp..;
+    the 16-byte chunk index (j / 2) is xor-ed with the row within the 8-row pattern.  The
+    callers check the offsets against their staging layouts."""
+    j = u32(k, "shr.u32", lane, 3)  # matrix j, row t of it
+    t = u32(k, "and.b32", lane, 7)
+    row = u32(k, "and.b32", j, 1)
+    k.ins("shl.b32", row, row, 3)
+    k.ins("add.u32", row, row, t)
+    k.ins("mad.lo.u32", row, warp, 16, row)
+    col = u32(k, "shr.u32", j, 1)
+    k.ins("xor.b32", col, col, t)
+    k.ins("shl.b32", col, col, 4)
+    return u32(k, "mad.lo.u32", row, row_bytes, col)
