@@ -140,6 +140,9 @@ OUT_DTYPES = ("bf16", "f16", "f32")
 _SW128 = smem_swizzle("SW128")
 _ROW = _SW128.row_bytes  # one SW128 row: the K extent of every smem tile and TMA box row
 _MAX_SMEM = 232448  # sm_90: 227 KB of dynamic shared memory per block
+#: row_scale_stage: a consumer warpgroup's staged scale_a (its 64 rows of f32); its scale_b
+#: follows at this offset in the warpgroup's staging area
+_STAGED_SA_BYTES = 4 * 64
 _REGS = 65536  # registers per SM
 _ENTRY_REGS = 168  # .maxnreg at entry (65536 / 384, rounded down to 8): setmaxnreg needs a cap
 # promote_rs: 4 k-steps x 4 .b32 A registers live, 4 A descriptors (.b64) no longer: +8
@@ -523,7 +526,7 @@ class GemmSm90Config:
     def scale_stage_bytes(self) -> int:
         """Shared memory for one consumer warpgroup's staged row-wise scales (its 64 rows of
         scale_a, the tile's block_n columns of scale_b; 0 without ``row_scale_stage``)."""
-        return 4 * (64 + self.block_n) if self.row_scale_stage else 0
+        return _STAGED_SA_BYTES + 4 * self.block_n if self.row_scale_stage else 0
 
     @property
     def name(self) -> str:
@@ -1120,13 +1123,7 @@ def _consumer(b: _Build) -> None:
         _mainloop_promoted(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead,
                            p_true, p_first, rows)
     else:
-        k.ins("setp.ne.u32", p_acc, 0, 0)  # first K block: D = A*B
-        kt = _u32(k, "mov.u32", 0)
-        prev = _u32(k, "mov.u32", 0)
-        kloop = k.fresh_label("c_k")
-        k.label(kloop)
-        full = _barrier(k, b.smem, b.off_full, stage)
-        TE.mbarrier_wait_parity(k, full, phase)
+        kt, prev, kloop = _open_k_loop(b, p_acc, stage, phase)
         # descriptors of this stage
         da = k.reg("b64")
         db = k.reg("b64")
@@ -1152,6 +1149,21 @@ def _consumer(b: _Build) -> None:
     _epilogue(b, ep, acc, scale, mb, nb, staged=staged)
     k.ins("add.u32", tile, tile, b.step)
     k.bra(top)
+
+
+def _open_k_loop(b: _Build, p_acc: Reg, stage: Reg, phase: Reg) -> tuple[Reg, Reg, str]:
+    """The fast-accumulation main loop's head: the first K block overwrites (``p_acc``
+    false), K block and previous-stage counters at 0, the loop label, and the wait for the
+    stage's ``full`` barrier.  Returns (K block, previous stage, loop label)."""
+    k = b.k
+    k.ins("setp.ne.u32", p_acc, 0, 0)  # first K block: D = A*B
+    kt = _u32(k, "mov.u32", 0)
+    prev = _u32(k, "mov.u32", 0)
+    kloop = k.fresh_label("c_k")
+    k.label(kloop)
+    full = _barrier(k, b.smem, b.off_full, stage)
+    TE.mbarrier_wait_parity(k, full, phase)
+    return kt, prev, kloop
 
 
 def _skip_blocks(k: Kernel, stage: Reg, phase: Reg, blocks: Reg, stages: int) -> None:
@@ -1225,13 +1237,7 @@ def _consumer_pingpong(b: _Build) -> None:
                            p_true, p_first, None, list(zip(accs, a_descs, strict=True)))
         signal()
     else:
-        k.ins("setp.ne.u32", p_acc, 0, 0)  # first K block: D = A*B
-        kt = _u32(k, "mov.u32", 0)
-        prev = _u32(k, "mov.u32", 0)
-        kloop = k.fresh_label("c_k")
-        k.label(kloop)
-        full = _barrier(k, b.smem, b.off_full, stage)
-        TE.mbarrier_wait_parity(k, full, phase)
+        kt, prev, kloop = _open_k_loop(b, p_acc, stage, phase)
         sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
         sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
         da64, db64 = k.reg("b64"), k.reg("b64")
@@ -1902,7 +1908,7 @@ def _stage_row_scales(b: _Build, ptrs: tuple[Reg, Reg], cw: Reg, ltid: Reg, mb: 
         src = k.reg("u64")
         k.ins("mad.wide.u32", src, col, 4, gb)
         dst = _u32(k, "mad.lo.u32", q, 8, base)
-        k.ins("add.u32", dst, dst, 256)
+        k.ins("add.u32", dst, dst, _STAGED_SA_BYTES)
         CE.emit_cp_async(k, cp8, dst, src)
         if done is not None:
             k.label(done)
@@ -1940,7 +1946,7 @@ def _row_scale(b: _Build, acc: Sequence[Reg], ptrs: tuple[Reg, Reg], row0: Reg,
 
         def load_sb(j: int) -> list[Reg]:
             sb = [k.reg("f32"), k.reg("f32")]
-            k.ins("ld.shared.v2.f32", sb, f"[{cb}+{256 + 32 * j}]")
+            k.ins("ld.shared.v2.f32", sb, f"[{cb}+{_STAGED_SA_BYTES + 32 * j}]")
             return sb
     else:
         k.ins("add.u32", r, r, row0)
