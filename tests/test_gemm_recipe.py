@@ -12,6 +12,7 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,6 +64,22 @@ def _problem(cls: tuple, m: int, n: int, k: int) -> GemmProblem:
 
 def _norm(args: dict) -> dict:
     return {k: tuple(v) if isinstance(v, list) else v for k, v in args.items()}
+
+
+def check_alternative_is_the_kernels(sub: dict, cfg: Any, p: GemmProblem, seed: int) -> Any:
+    """Assert that a recipe's alternative ``sub`` evaluated at problem ``p`` (random pitches)
+    gives the tensor maps, grid, block and shared memory of ``cfg``'s own launch spec there
+    (132 SMs); returns that spec."""
+    a, b, d = _operands(p, random.Random(seed))
+    spec = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, 132,
+                                      lda=a.ld, ldb=b.ld, ldd=d.ld)
+    env = {"m": p.m, "n": p.n, "k": p.k, "lda": a.ld, "ldb": b.ld, "ldd": d.ld,
+           "a": a.ptr, "b": b.ptr, "out": d.ptr}
+    assert [_norm(x) for x in gr.evaluate_maps(sub["maps"], env)] == \
+        [_norm(tm.driver_args()) for tm in spec.tensor_maps]
+    assert gr.recipe_grid(sub, p.m, p.n) == spec.grid
+    assert (sub["block"], sub["shmem"]) == (list(spec.block), spec.smem_bytes)
+    return spec
 
 
 @pytest.mark.parametrize("cls", CLASSES, ids=lambda c: "-".join(str(x) for x in c))

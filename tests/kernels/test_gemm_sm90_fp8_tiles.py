@@ -101,7 +101,7 @@ def test_recipe_alternatives_launch_the_other_tile(tmp_path, monkeypatch) -> Non
 
     from nvatom.kernels import gemm_sm90 as sm90
     from nvatom.runtime import launch as rl
-    from tests.test_gemm_recipe import _norm, _operands
+    from tests.test_gemm_recipe import _operands, check_alternative_is_the_kernels
 
     monkeypatch.setenv("NVATOM_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(rl, "_cubins", {})  # a cubin built by an earlier test: disk again
@@ -116,15 +116,7 @@ def test_recipe_alternatives_launch_the_other_tile(tmp_path, monkeypatch) -> Non
     wide = prov._config(p, 132)
     assert sub["kernel"]["name"] == wide.name
     assert rl._entry_path(sub["kernel"]["disk_key"]).exists()  # assembled into the cache
-    a, b, d = _operands(p, random.Random(4))
-    spec = sm90.gemm_sm90_launch_spec(wide, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, 132,
-                                      lda=a.ld, ldb=b.ld, ldd=d.ld)
-    env = {"m": p.m, "n": p.n, "k": p.k, "lda": a.ld, "ldb": b.ld, "ldd": d.ld,
-           "a": a.ptr, "b": b.ptr, "out": d.ptr}
-    assert [_norm(x) for x in gr.evaluate_maps(sub["maps"], env)] == \
-        [_norm(tm.driver_args()) for tm in spec.tensor_maps]
-    assert gr.recipe_grid(sub, p.m, p.n) == spec.grid
-    assert (sub["block"], sub["shmem"]) == (list(spec.block), spec.smem_bytes)
+    spec = check_alternative_is_the_kernels(sub, wide, p, 4)
     # the rebuilt launch (kernels faked: no GPU here) dispatches by the rule
     monkeypatch.setattr(gr, "load_cached_kernel", lambda src, t, key, dev: types.SimpleNamespace(
         launcher=lambda grid, block, shmem=0, cluster=None: (src.name, grid, shmem)))

@@ -240,7 +240,7 @@ def test_recipe_carries_the_other_schedule(tmp_path, monkeypatch) -> None:
     """A 16-bit recipe carries the other schedule's recipe (its cubin put in the kernel
     cache); the launch rebuilt from it runs each shape on the schedule the provider plans."""
     from nvatom.runtime import launch as rl
-    from tests.test_gemm_recipe import _norm, _operands
+    from tests.test_gemm_recipe import _operands, check_alternative_is_the_kernels
 
     monkeypatch.setenv("NVATOM_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(rl, "_cubins", {})
@@ -258,14 +258,7 @@ def test_recipe_carries_the_other_schedule(tmp_path, monkeypatch) -> None:
     assert coop.schedule == "cooperative" and sub["kernel"]["name"] == coop.name
     assert sub["tiles"]["block_n"] == 256 and sub["accepts"]["tile_rule"]["pick"] == 2
     assert rl._entry_path(sub["kernel"]["disk_key"]).exists()
-    a, b, d = _operands(p, random.Random(6))
-    spec = sm90.gemm_sm90_launch_spec(coop, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, 132,
-                                      lda=a.ld, ldb=b.ld, ldd=d.ld)
-    env = {"m": p.m, "n": p.n, "k": p.k, "lda": a.ld, "ldb": b.ld, "ldd": d.ld,
-           "a": a.ptr, "b": b.ptr, "out": d.ptr}
-    assert [_norm(x) for x in gr.evaluate_maps(sub["maps"], env)] == \
-        [_norm(tm.driver_args()) for tm in spec.tensor_maps]
-    assert gr.recipe_grid(sub, p.m, p.n) == spec.grid
+    spec = check_alternative_is_the_kernels(sub, coop, p, 6)
     monkeypatch.setattr(gr, "load_cached_kernel", lambda src, t, key, dev: types.SimpleNamespace(
         launcher=lambda grid, block, shmem=0, cluster=None: (src.name, grid, shmem)))
     pp = prov._config(p0, 132)
