@@ -198,12 +198,6 @@ def test_grouped_pingpong_against_float64(b_col_major: bool) -> None:
         nvatom.grouped_gemm(a, b, ends, out=out)
         assert next(iter(calls.values()))  # planned (on the ping-pong kernel)
     torch.cuda.synchronize()
-    start = 0
-    for i, end in enumerate(ends):
-        if end > start:
-            ref = a[start:end].double() @ b[i].double()
-            got = out[start:end].double()
-            assert not torch.isnan(got).any(), i
-            assert float((got - ref).norm() / ref.norm()) < 8e-3, i
-        start = end
-    assert torch.isnan(out[total:]).all()
+    from tests.gpu.test_grouped_gemm_gpu import _check_groups
+
+    _check_groups(a, b, ends, out, 8e-3)  # every group's rows right, the tail untouched
