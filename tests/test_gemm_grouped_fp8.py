@@ -138,6 +138,9 @@ def test_group_scale_modes(sa, sb, want) -> None:
     (_s((M, KB)), _s((G, KB, NB)), r"scale_b \(3 x 5 block scales\) has strides \(5, 1\)"),
     (_s((M, KB), (1, M)), _s((G, KB, NB), (KB * NB, 1, KB)), r"scale_a \(1000 x 3 block"),
     (None, _s((G,)), "scale_a is missing"),
+    # the kernel steps scale_b by a 32-bit byte offset per group
+    (_s((1,)), _s((G,), (2**30,)), r"group stride 1073741824 elements is outside 0..2\^30"),
+    (_s((1,)), _s((G,), (-1,)), r"group stride -1 elements is outside"),
     # row-wise scale_b is read in column pairs: an odd group stride or base would fault
     (_s((M,)), _s((G, N), (N + 1, 1)), r"scale_b's group stride 521 elements is odd"),
     (_s((M,)), dataclasses.replace(_s((G, N)), ptr=0x7F0000100004),

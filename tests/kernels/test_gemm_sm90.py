@@ -307,6 +307,8 @@ def test_row_scale_epilogue_ptx() -> None:
     assert st.count("ld.shared.v2.f32") == staged.block_n // 8
     assert st.count("ld.shared.f32") == 2
     assert staged.smem_bytes == cfg.smem_bytes + 2 * 4 * (64 + staged.block_n)
+    res = assemble(st, "sm_90a")  # the cp.async forms and the wait, through ptxas
+    assert res.kernel().spills == 0 and not res.diagnostics
     g._check_row_cols(256)  # the epilogue's row/column offsets against the fragment formula
     for t in range(128):
         assert g._row_col_base(t) == _acc_formula(256, t, 0)
@@ -343,6 +345,14 @@ def test_fp8_names_params_and_defaults() -> None:
     ({"scale_mode": "row"}, "scale_mode 'row' applies to FP8 operands only"),
     ({"in_dtype": "e5m2", "b_major": "MN"}, "e5m2 WGMMA reads K-major operands only"),
     ({"in_dtype": "e5m2", "b_major": "K", "out_dtype": "f32"}, "e5m2 inputs give bf16"),
+    # staged row-wise scales: row-wise, plain, cooperative only
+    ({**FP8, "row_scale_stage": True}, "row_scale_stage stages row-wise scales of the "
+     r"cooperative plain kernel \(got scale_mode 'tensor', grouped False, schedule "
+     "'cooperative'\\)"),
+    ({**FP8, "scale_mode": "row", "row_scale_stage": True, "grouped": True},
+     "grouped True"),
+    ({**FP8, "scale_mode": "row", "row_scale_stage": True, "schedule": "pingpong",
+      "block_n": 128, "stages": 6}, "schedule 'pingpong'"),
 ])
 def test_fp8_config_errors(kw: dict, msg: str) -> None:
     with pytest.raises(GemmSm90Error, match=msg):
