@@ -254,6 +254,12 @@ def test_good_input_is_accepted() -> None:
     ({}, dict(scale=float("nan")), "scale = nan"),
     ({}, dict(causal=1), "causal = 1"),
     ({}, dict(scale=True), "scale = True"),
+    # fuzz finding (issue 28): 10**400 raised OverflowError from math.isfinite
+    ({}, dict(scale=10**400), "scale = an integer of 1329 bits must be a positive finite"),
+    ({}, dict(scale=-(10**400)), "scale = an integer of 1329 bits"),
+    ({}, dict(scale=3e38), "scale = 3e+38 must be a positive finite number below 2.359e+38"),
+    ({}, dict(scale=float("inf")), "scale = inf"),
+    ({}, dict(scale="0.1"), "scale = '0.1'"),
     (dict(v=_Fake((2, 2, 120, 128), index=1)), {}, "cuda:0, cuda:0, cuda:1; they must share"),
     (dict(k=_Fake((2, 2, 0, 128)), v=_Fake((2, 2, 0, 128))), {},
      "k and v have sequence length 0: at least one key"),

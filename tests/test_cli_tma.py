@@ -102,7 +102,7 @@ BAD = [
     (["--box", "64,64"], "desc tma needs --shape D0,D1,.. (globalDim, innermost first)"),
     (["--shape", "64,64"], "desc tma needs --box B0,B1,.. (or --im2col C,P)"),
     (["--shape", "64,6a", "--box", "64,64"],
-     "--shape takes comma-separated integers, got '64,6a'"),
+     "--shape takes comma-separated integers from 0 to 2^64-1, got '64,6a'"),
     (["--shape", "64,64", "--box", "64,64", "--dtype", "e4m3"],
      "tensorDataType = 'e4m3' has no TMA data type (known: uint8, uint16, uint32, int32, "
      "uint64, int64, float16, float32, float64, bfloat16, float32_ftz, tfloat32, tfloat32_ftz)"),
@@ -115,7 +115,8 @@ BAD = [
     (["--shape", "64,64", "--box", "64,64", "--address", "0x1008"],
      "globalAddress = 0x1008 is not 16-byte aligned"),
     (["--shape", "64,64", "--box", "64,64", "--address", "1<<57"],
-     "--address takes an integer, got '1<<57'"),
+     "--address takes an integer from 0 to 18446744073709551615 (e.g. 0x7f0000000000), got "
+     "'1<<57'"),
     (["--shape", "64,64", "--box", "64,64", "--l2", "512B"],
      "--l2 = '512B' is not one of 128b, 256b, 64b, none"),
     (["--shape", "64,32,32,4", "--im2col", "64"],
@@ -127,6 +128,20 @@ BAD = [
     (["--shape", "64,64", "--box", "64,64", "--lower", "1"],
      "--lower/--upper are for im2col maps (--im2col C,P)"),
     (["decode", "00ff"], "a tensor map is 128 bytes, got 2"),
+    # fuzz finding (issue 28): 5000 hex digits reached Python's int-to-text limit (exit 70);
+    # every number option is bounded before it is converted
+    *[(["--shape", "64,64", "--box", "64,64", opt, val],
+       f"{opt} takes {what}, got '{val[:40]}...' ({len(val)} characters)")
+      for opt, what, val in (
+          ("--address", "an integer from 0 to 18446744073709551615 (e.g. 0x7f0000000000)",
+           "0x" + "f" * 5000),
+          ("--strides", "comma-separated integers from 0 to 2^64-1", "0x" + "f" * 5000),
+          ("--elem-strides", "comma-separated integers from 0 to 2^64-1", "1,0X" + "9" * 5000),
+          ("--box", "comma-separated integers from 0 to 2^64-1", "64," + "9" * 5000))],
+    *[([*pre, opt, val], f"{opt} takes comma-separated integers from 0 to 2^64-1, got "
+       f"'{val[:40]}...' ({len(val)} characters)")
+      for pre, opt, val in ((["--box", "64,64"], "--shape", "64,0x" + "f" * 5000),
+                            (["--shape", "64,32,32,4"], "--im2col", "64,0x" + "f" * 5000))],
     (["decode"], "desc tma decode needs the map's 128 bytes as 256 hex digits"),
 ]
 

@@ -383,6 +383,8 @@ def test_mixed_fp8_types() -> None:
     ({"scale_a": scale(shape=(64, 1)), "scale_b": scale(0x7F0000100004, shape=(1, 96))},
      r"scale_b's data pointer 0x7f0000100004 is not 8-byte aligned"),
     ({"scale_a": 1.0, "scale_b": 1.0, "fast_accum": 1}, "fast_accum = 1 is not a bool"),
+    ({"scale_a": 2**200 * 10**300, "scale_b": 1.0}, "scale_a = an integer of 1197 bits"),
+    ({"scale_a": 1.0, "scale_b": -1e39}, r"scale_b = -1e\+39: a number scale must be finite"),
 ])
 def test_scale_and_option_errors(kw, match) -> None:
     with pytest.raises(GemmError, match=match):

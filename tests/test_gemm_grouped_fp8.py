@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 
+import numpy as np
 import pytest
 
 from nvatom import gemm_providers as gp
@@ -184,6 +185,16 @@ _OUT = FakeTensor((64, 64), (64, 1), ptr=0x7F8000000000)
      dict(fast_accum=True), GemmError, "fast_accum applies to FP8 operands; a and b are bf16"),
     ((_a8(64, 128), _b8(2, 128, 64), [32, 64]), dict(scale_a=1.0, scale_b=1.0, fast_accum=1),
      GemmError, "fast_accum = 1: True or False"),
+    # fuzz findings (issue 28): a numpy scalar reached the call-cache key (AttributeError), a
+    # huge int float() (OverflowError); both are named errors now
+    ((_a8(64, 128), _b8(2, 128, 64), [32, 64]), dict(scale_a=np.float32(1.0), scale_b=1.0),
+     GemmError, r"scale_a = np.float32\(1.0\) \(float32\) is neither a float nor a float32 "
+                "CUDA tensor"),
+    ((_a8(64, 128), _b8(2, 128, 64), [32, 64]), dict(scale_a=1.0, scale_b=10**400),
+     GemmError, "scale_b = an integer of 1329 bits: a number scale must be finite and within "
+                "float32's range"),
+    ((_a8(64, 128), _b8(2, 128, 64), [32, 64]), dict(scale_a=float("nan"), scale_b=1.0),
+     GemmError, "scale_a = nan: a number scale must be finite"),
 ])
 def test_grouped_fp8_errors(args, kw, err, match) -> None:
     with pytest.raises(err, match=match):

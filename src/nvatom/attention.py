@@ -30,7 +30,7 @@ import sys
 import types
 from typing import Any
 
-from nvatom.errors import NvatomError
+from nvatom.errors import F32_MAX, NvatomError, f32_number, shown
 from nvatom.kernels import attention_sm90 as sm90
 from nvatom.runtime.launch import TensorMapCache
 from nvatom.runtime.torch_interop import TORCH_DTYPES
@@ -144,10 +144,13 @@ def check_inputs(q: Any, k: Any, v: Any, *, causal: bool = False,
         _check_strides(t, name, shape, st)
     if scale is None:
         scale = 1.0 / math.sqrt(d)
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) \
-            or not math.isfinite(scale) or scale <= 0:
-        raise AttentionError(f"scale = {scale!r} must be a positive finite number")
-    return AttentionProblem(b, h, hk, s_q, s_k, d, dq, devq, causal, float(scale))
+    # the kernel takes scale * log2(e) as an .f32: both must be finite positive float32s
+    f = f32_number(scale)
+    if f is None or f <= 0 or f32_number(sm90.scale_log2(f)) is None:
+        raise AttentionError(f"scale = {shown(scale)} must be a positive finite number below "
+                             f"{F32_MAX / sm90.scale_log2(1.0):.4g} (the kernel multiplies it by "
+                             "log2(e) in float32)")
+    return AttentionProblem(b, h, hk, s_q, s_k, d, dq, devq, causal, f)
 
 
 def _capability(device: int) -> tuple[int, int]:

@@ -61,3 +61,31 @@ def lookup(table: Mapping[_K, _V], key: _K, error: Callable[[], Exception]) -> _
         return table[key]
     except KeyError:
         raise error() from None
+
+
+#: The largest finite float32 (a scale or factor the kernels take as ``.f32``).
+F32_MAX = 3.4028234663852886e38
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` for an error message, short whatever the value: an integer too long to
+    print (Python refuses ``str`` of one over 4,300 digits) is named by its bit length, and a
+    long text is cut, saying how long it was."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 20]}... ({len(text)} characters)"
+
+
+def f32_number(value: object) -> float | None:
+    """``value`` (an int or float, not a bool) as a float when it is finite and within
+    float32's range, else None (huge ints included: no OverflowError escapes)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        f = float(value)
+    except OverflowError:
+        return None
+    return f if abs(f) <= F32_MAX else None  # NaN fails the comparison too

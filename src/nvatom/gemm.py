@@ -48,7 +48,7 @@ import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from nvatom.errors import NvatomError
+from nvatom.errors import F32_MAX, NvatomError, f32_number, shown
 from nvatom.runtime.gemm_plan import (
     OUT_DTYPES,
     PLAIN_DTYPES,
@@ -398,11 +398,14 @@ def _scale_shapes(scale_a: Any, scale_b: Any, in_dtype: str,
         if isinstance(v, bool):
             raise GemmError(f"{name} = {v!r}: a scale is a float or a float32 tensor, not a bool")
         if isinstance(v, (int, float)):
+            if f32_number(v) is None:  # 10**400 would raise OverflowError in float()
+                raise GemmError(f"{name} = {shown(v)}: a number scale must be finite and "
+                                f"within float32's range (|scale| <= {F32_MAX:.4g})")
             shapes[name] = ()
             continue
-        if not hasattr(v, "dtype") or not hasattr(v, "shape"):
-            raise GemmError(f"{name} = {v!r} ({type(v).__name__}) is neither a float nor a "
-                            "float32 CUDA tensor")
+        if not hasattr(v, "dtype") or not hasattr(v, "shape") or not hasattr(v, "data_ptr"):
+            raise GemmError(f"{name} = {shown(v)} ({type(v).__name__}) is neither a float nor "
+                            "a float32 CUDA tensor")
         dt = str(v.dtype).removeprefix("torch.")
         if dt != "float32":
             raise GemmError(f"{name} has dtype {dt}; scales are float32 (as "
@@ -1005,6 +1008,8 @@ def _scale_key(v: Any) -> Any:
     :func:`check_scales` reads and its address."""
     if v is None or isinstance(v, (int, float)):
         return (type(v), v)
+    if not callable(getattr(v, "data_ptr", None)) or not callable(getattr(v, "stride", None)):
+        return (type(v), id(v))  # not a tensor: the checks refuse it, naming it
     return (v.data_ptr(), v.dtype, v.shape, v.stride(), v.device)
 
 

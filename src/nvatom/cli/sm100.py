@@ -21,7 +21,7 @@ import json
 from collections import defaultdict
 
 from nvatom import layout as L
-from nvatom.cli.common import atom_on_target, print_kernel, ver
+from nvatom.cli.common import atom_on_target, parse_int, print_kernel, ver
 from nvatom.errors import NvatomError
 
 __all__ = ["DESC_KINDS", "add_atoms_options", "add_desc_arguments", "cmd_atoms", "cmd_desc",
@@ -273,7 +273,4 @@ def cmd_desc(args: argparse.Namespace) -> int:
 def _int(text: str | None, example: str) -> int:
     if text is None:
         raise NvatomError(f"a value is needed (e.g. {example})")
-    try:
-        return int(text.replace("_", ""), 0)
-    except ValueError:
-        raise NvatomError(f"'{text}' is not an integer (e.g. {example})") from None
+    return parse_int("", text, 0, 2**64 - 1, example)

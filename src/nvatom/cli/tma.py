@@ -10,9 +10,11 @@ explains a map's bytes.  Dimensions are innermost first, as the driver takes the
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from nvatom.atoms.smem import SMEM_SWIZZLES
+from nvatom.cli.common import clip, parse_int
 from nvatom.errors import NvatomError
 
 __all__ = ["add_arguments", "cmd_tma"]
@@ -48,14 +50,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      help="pure-Python encoder only")
 
 
-def _int_list(option: str, text: str | None) -> tuple[int, ...] | None:
+#: The widest integer any option here takes (a 64-bit address or stride).
+_U64 = 2**64 - 1
+#: im2col corners are signed (the codec checks their real range); this only bounds the text.
+_S16 = -(2**15)
+
+
+def _int_list(option: str, text: str | None, lo: int = 0) -> tuple[int, ...] | None:
     if text is None:
         return None
-    parts = [t for t in text.replace("x", ",").split(",") if t.strip()]
+    # 'x' separates too (64x64), except in a 0x prefix (0x40)
+    parts = [t for c in text.split(",") for t in re.findall(r"0[xX][^xX]*|[^xX]+", c)
+             if t.strip()]
     try:
-        return tuple(int(t, 0) for t in parts)
-    except ValueError:
-        raise NvatomError(f"{option} takes comma-separated integers, got '{text}'") from None
+        return tuple(parse_int(option, t, lo, _U64) for t in parts)
+    except NvatomError:
+        low = "0" if lo == 0 else f"{lo}"
+        raise NvatomError(f"{option} takes comma-separated integers from {low} to 2^64-1, "
+                          f"got {clip(text)}") from None
 
 
 def _named(option: str, text: str, table: dict[str, str]) -> str:
@@ -90,10 +102,7 @@ def build_map(args: argparse.Namespace) -> Any:
             acc *= d
             strides.append(acc)
         strides = tuple(strides)
-    try:
-        address = int(args.address, 0)
-    except ValueError:
-        raise NvatomError(f"--address takes an integer, got '{args.address}'") from None
+    address = parse_int("--address", args.address, 0, _U64, "0x7f0000000000")
     kw: dict[str, Any] = dict(
         data_type=dt,
         global_address=address,
@@ -115,8 +124,8 @@ def build_map(args: argparse.Namespace) -> Any:
         n = max(0, len(dims) - 2)
         kw.update(
             kind="im2col", channels_per_pixel=cp[0], pixels_per_column=cp[1],
-            pixel_box_lower_corner=_int_list("--lower", args.lower) or (0,) * n,
-            pixel_box_upper_corner=_int_list("--upper", args.upper) or (0,) * n,
+            pixel_box_lower_corner=_int_list("--lower", args.lower, _S16) or (0,) * n,
+            pixel_box_upper_corner=_int_list("--upper", args.upper, _S16) or (0,) * n,
         )
     else:
         if args.box is None:
