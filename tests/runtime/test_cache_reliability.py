@@ -84,6 +84,47 @@ def test_entry_round_trip_and_every_damage_is_refused(tmp_path) -> None:
     assert ptxas.read_entry(path, "k1", elf=True) is None
 
 
+def test_oversized_or_special_entries_are_not_read(tmp_path, monkeypatch) -> None:
+    """Fuzz finding (issue 28): an entry grown to 12 GB, or a link to /dev/zero, was read whole
+    into memory.  Size and file type are checked first; such a file is removed, never read."""
+    path = tmp_path / "x.entry"
+    ptxas.write_entry(path, {"key": "k1"}, b"\x7fELF" + bytes(100))
+    good = path.read_bytes()
+    reads: list[int] = []
+    real_open = open
+
+    class Spy:
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def fileno(self):
+            return self.f.fileno()
+
+        def read(self, n=-1):
+            reads.append(n)
+            return self.f.read(n)
+
+    monkeypatch.setattr("builtins.open", lambda p, m="r", *a, **k: Spy(real_open(p, m, *a, **k)))
+    monkeypatch.setattr(ptxas, "MAX_ENTRY_BYTES", len(good) + 10)
+    # a file far over the limit: refused by its size, and no read() is made at all
+    with real_open(path, "r+b") as f:
+        f.truncate(1 << 20)  # (the limit is patched down: a regression must not eat RAM)
+    assert ptxas.read_entry(path, "k1") is None and not path.exists() and reads == []
+    # a symbolic link to /dev/zero: not a regular file; the link is removed, /dev/zero is not
+    path.symlink_to("/dev/zero")
+    assert ptxas.read_entry(path, "k1") is None and reads == []
+    assert not path.is_symlink() and os.path.exists("/dev/zero")
+    # within the limit: read with a bound
+    path.write_bytes(good)
+    assert ptxas.read_entry(path, "k1") is not None and reads == [len(good) + 11]
+
+
 def test_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch) -> None:
     def refuse(src, dst):
         raise OSError("disk full")

@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import struct
 import subprocess
 import sys
@@ -381,6 +382,9 @@ _ENTRY_MAGIC = b"nvatomE1"
 _ENTRY_HEADER = struct.Struct("<8sQQ32s")
 _ELF_MAGIC = b"\x7fELF"
 _TMP_PREFIX = ".tmp-"
+#: The largest cache entry read back (a cubin of our largest kernel is under 1 MiB); a larger
+#: file, or one that is not a regular file, is a bad entry: removed, never read.
+MAX_ENTRY_BYTES = 64 << 20
 #: A temporary file older than this (seconds) is a dead writer's: removed by the next writer.
 STALE_TMP_SECONDS = 3600.0
 
@@ -400,11 +404,15 @@ def read_entry(path: Path, key: str, *, elf: bool = False) -> tuple[dict, bytes]
     non-empty ELF file (a cubin)."""
     try:
         with open(path, "rb") as f:
-            ino = os.fstat(f.fileno()).st_ino
-            data = f.read()
+            st = os.fstat(f.fileno())
+            ino = st.st_ino
+            # size and file type first: an entry grown to gigabytes, or a link to /dev/zero,
+            # must not be read whole into memory (fuzz finding, issue 28)
+            big = not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES
+            data = b"" if big else f.read(MAX_ENTRY_BYTES + 1)
     except OSError:
         return None
-    entry = _decode_entry(data, key, elf)
+    entry = None if len(data) > MAX_ENTRY_BYTES else _decode_entry(data, key, elf)
     if entry is None:
         try:  # remove the bad file, unless a writer has just replaced it with a new one
             if os.stat(path).st_ino == ino:
