@@ -177,7 +177,80 @@ def test_other_writers_fall_into_the_oserror_net(capsys: pytest.CaptureFixture[s
     assert err == f"nvatom: error: cannot write '{tmp_path}': it is a directory\n"
     err = one_line_error(capsys, "gemm", "--m", "128", "--n", "128", "--k", "64", "--emit",
                          str(tmp_path))
-    assert err == f"nvatom: error: '{tmp_path}': Is a directory\n"
+    assert err == f"nvatom: error: cannot write '{tmp_path}': it is a directory\n"
+
+
+def _writers(path: str) -> list[list[str]]:
+    """Every sub-command that writes a file the user names."""
+    return [_kernel_argv(path),
+            ["frag", MMA, "--no-table", "--svg", path],
+            ["layout", "(8,8):(8,1)", "--svg", path],
+            ["banks", "ldsm.x4", "--smem", "(16,64):(64,1)", "--detail", "0", "--svg", path],
+            ["compile", str(HERE / "ir" / "mma_sm80.mlir"), "--no-ptxas", "-o", path],
+            ["gemm", "--m", "128", "--n", "128", "--k", "64", "--emit", path]]
+
+
+def test_a_failed_write_keeps_the_old_file(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fuzz finding (issue 28): out of disk space mid-write lost the old file and left a
+    truncated one.  Outputs go to a temporary file beside the target and are renamed."""
+    import errno
+    import os
+
+    import nvatom.cli.common as C
+
+    out = tmp_path / "out"
+    for argv in _writers(str(out)):
+        out.write_text("the old contents")
+        out.chmod(0o640)
+
+        def full(src: str, dst: object) -> None:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(C.os, "replace", full)
+        err = one_line_error(capsys, *argv)
+        assert f"cannot write '{out}': No space left on device" in err, argv
+        assert out.read_text() == "the old contents", argv
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], argv  # no temporary left
+        monkeypatch.undo()
+        code, _, _ = run(capsys, *argv)  # and with room on the disk, it is replaced whole
+        assert code == 0 and out.read_bytes() != b"the old contents", argv
+        assert (out.stat().st_mode & 0o777) == 0o640, argv  # the old file's mode is kept
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], argv
+
+
+def test_empty_output_names_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """Fuzz finding (issue 28): ``-o ''`` (and --svg '', --emit '') was silently ignored."""
+    for argv in _writers(""):
+        err = one_line_error(capsys, *argv)
+        assert err == "nvatom: error: an empty output file name\n", argv
+
+
+@pytest.mark.parametrize("argv", [
+    ["compile", str(HERE / "ir" / "mma_sm80.mlir"), "--target", "bogus"],
+    ["verify", str(HERE / "ir" / "mma_sm80.mlir"), "-t", "bogus"],
+    ["gemm", "--m", "128", "--n", "128", "--k", "64", "-t", "bogus"],
+    ["emit", MMA, "-t", "bogus"],
+    ["atoms", "-t", "bogus"],
+])
+def test_an_unknown_target_is_a_usage_error(capsys: pytest.CaptureFixture[str],
+                                            argv: list[str]) -> None:
+    """Fuzz finding (issue 28): ``compile --target bogus`` reported ``FILE:1:1``; every
+    ``-t/--target`` is checked by argparse, naming the known targets."""
+    err = one_line_error(capsys, *argv)
+    assert err.startswith("nvatom: error: argument -t/--target: unknown target 'bogus'; "
+                          "known targets: sm_70, "), err
+    assert f"(see 'nvatom {argv[0]} --help')" in err
+
+
+def test_llvm_emission_failure_is_one_line(capsys: pytest.CaptureFixture[str],
+                                           tmp_path: Path) -> None:
+    """Fuzz finding (issue 28): ``compile --emit llvm`` printed its informational line to
+    stderr before failing; the note comes last, on success only."""
+    pytest.importorskip("xdsl")
+    err = one_line_error(capsys, "compile", str(HERE / "ir" / "mma_sm80.mlir"), "--emit",
+                         "llvm", "--no-ptxas", "-o", str(tmp_path / "no" / "x.ll"))
+    assert err.startswith(f"nvatom: error: cannot write '{tmp_path / 'no' / 'x.ll'}'")
 
 
 def test_ptxas_output_and_non_utf8_input(capsys: pytest.CaptureFixture[str],

@@ -69,7 +69,10 @@ def test_errors_are_one_line_with_status_2(capsys, argv, message) -> None:
         assert err.count("\n") == 1
         assert err.startswith("nvatom: error: unrecognized arguments: --bogus")
         return
-    code, _, err = run(capsys, *argv)
+    try:  # an unknown target is a usage error now (argparse's SystemExit, the same one line)
+        code, _, err = run(capsys, *argv)
+    except SystemExit as e:
+        code, err = int(e.code or 0), capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and err.startswith("nvatom: error: ") and message in err
 

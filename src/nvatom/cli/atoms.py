@@ -25,6 +25,7 @@ from typing import Any, NamedTuple
 
 from nvatom.cli import sm100, sm120
 from nvatom.cli.common import (
+    add_target,
     atom_on_target,
     bounded_int,
     emit_warp_mma,
@@ -427,7 +428,7 @@ def add_atoms(sub: argparse._SubParsersAction) -> None:
     at.add_argument("--family", choices=[f.name for f in FAMILIES] + ["all"],
                     help="list this atom family's atoms; 'all': every family with its atom "
                     "kinds and counts (the default; with --a/--b/--acc: register_mma)")
-    at.add_argument("--target", "-t", help="only atoms available on this target")
+    add_target(at, "only atoms available on this target")
     at.add_argument("--a", help="element type of A")
     at.add_argument("--b", help="element type of B")
     at.add_argument("--acc", help="element type of the accumulator C")
@@ -459,7 +460,7 @@ def add_emit(sub: argparse._SubParsersAction) -> None:
     em = sub.add_parser("emit", help="emit an atom's PTX: instruction, inline asm, test kernel")
     em.add_argument("atom", help="atom name, e.g. sm89.mma.m16n8k32.f32.e4m3.e5m2.f32 or "
                     "'atom.simt_async_copy<16>'")
-    em.add_argument("--target", "-t", required=True, help="e.g. sm_90a")
+    add_target(em, "e.g. sm_90a", required=True)
     mode = em.add_mutually_exclusive_group()
     mode.add_argument("--asm-template", action="store_true",
                       help="inline-asm template and constraint string")

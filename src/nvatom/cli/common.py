@@ -5,6 +5,10 @@ templates and kernels that every atom family's ``frag`` / ``emit`` uses."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import stat
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,6 +68,23 @@ def bounded_int(lo: int, hi: int):  # type: ignore[no-untyped-def]
     return convert
 
 
+def target_name(text: str) -> str:
+    """An argparse ``type=`` for ``-t/--target``: the text when it names a target of
+    :data:`nvatom.arch.TARGETS`, else a usage error listing them (never a ``FILE:1:1``
+    diagnostic or a traceback later on)."""
+    from nvatom.arch import target
+
+    try:
+        return target(text.strip()).name
+    except NvatomError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_target(p: argparse.ArgumentParser, help: str, **kw: Any) -> None:
+    """The one spelling of the target option: ``-t/--target`` (:func:`target_name`)."""
+    p.add_argument("-t", "--target", type=target_name, help=help, **kw)
+
+
 def write_output(path: str, data: str | bytes) -> None:
     """Write an output file (``-o``, ``--svg``); any failure is one line naming the path."""
     if not path:
@@ -71,14 +92,37 @@ def write_output(path: str, data: str | bytes) -> None:
     p = Path(path)
     if p.is_dir():
         raise NvatomError(f"cannot write '{path}': it is a directory")
+    raw = data if isinstance(data, bytes) else data.encode("utf-8")
     try:
-        if isinstance(data, bytes):
-            p.write_bytes(data)
+        if p.exists() and not p.is_file():  # /dev/stdout, a pipe: written in place
+            p.write_bytes(raw)
         else:
-            p.write_text(data, encoding="utf-8")
+            _replace_file(p, raw)
     except (OSError, ValueError) as e:
         raise NvatomError(f"cannot write '{path}': {getattr(e, 'strerror', None) or e}") \
             from None
+
+
+def _replace_file(p: Path, raw: bytes) -> None:
+    """Write a regular file through a temporary file beside it and ``os.replace``: a full
+    disk or a kill mid-write leaves the old file whole and no truncated one (fuzz finding,
+    issue 28).  The new file gets the old one's mode, or the umask's default."""
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        try:
+            mode = stat.S_IMODE(p.stat().st_mode)
+        except FileNotFoundError:
+            mask = os.umask(0)
+            os.umask(mask)
+            mode = 0o666 & ~mask
+        os.chmod(tmp, mode)
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def read_text_file(path: str, what: str = "") -> str:
@@ -137,7 +181,7 @@ def show_fragment(grid: list, args: argparse.Namespace, title: str) -> int:
 
     if not args.no_table:
         print(fragment_table(grid))
-    if args.svg:
+    if args.svg is not None:
         write_output(args.svg, fragment_svg(grid, title))
         print(f"wrote {args.svg}")
     return 0
@@ -190,7 +234,7 @@ def emit_warp_mma(args: argparse.Namespace, form: Any, t: Any, *,
 
 def print_kernel(text: str, args: argparse.Namespace, t: Any) -> None:
     """--kernel output: the PTX to stdout or -o FILE, and with --assemble ptxas's resources."""
-    if args.output:
+    if args.output is not None:
         write_output(args.output, text)
         print(f"wrote {args.output}")
     else:

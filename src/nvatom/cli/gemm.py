@@ -19,9 +19,9 @@ import argparse
 import re
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
+from nvatom.cli.common import add_target, write_output
 from nvatom.errors import NvatomError
 
 __all__ = ["add_parser"]
@@ -76,8 +76,8 @@ def _cmd_gemm(args: argparse.Namespace) -> int:
     launch, target = plan(problem, cap)
     ptx = launch.source.build(target)
     emit_ms = 1e3 * (time.perf_counter() - t0)
-    if args.emit:
-        Path(args.emit).write_text(ptx)
+    if args.emit is not None:
+        write_output(args.emit, ptx)
     res = assemble(ptx, target)
     print(f"kernel   {launch.source.name} ({launch.provider}, PTX for {target}, runs on "
           f"{args.target})")
@@ -197,7 +197,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--b-major", choices=["N", "K"], default=None,
                    help="N: B row-major K x N as torch's a @ b (default for bf16/f16); K: "
                    "column-major (default and required for e4m3)")
-    g.add_argument("--target", default="sm_90a", help="the GPU to build for (default sm_90a)")
+    add_target(g, "the GPU to build for (default sm_90a)", default="sm_90a")
     g.add_argument("--emit", metavar="FILE", help="write the PTX here")
     g.add_argument("--run", action="store_true", help="run once and check against float64")
     g.add_argument("--bench", action="store_true",

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nvatom.cli.common import read_text_file, write_output
+from nvatom.cli.common import add_target, read_text_file, write_output
 
 __all__ = ["add_parser"]
 
@@ -72,6 +72,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     if args.print_ir:
         print(driver.print_module(mod), end="", file=sys.stderr)
     text, ptx = out.ptx, out.ptx
+    notes: list[str] = []
     if args.path and args.emit != "llvm":
         print("nvatom: error: --path selects emission paths for --emit llvm", file=sys.stderr)
         return 2
@@ -80,15 +81,16 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
         llmod = llvm_emit.ptx_to_llvm(out.ptx, llvm_emit.parse_paths(args.path or []))
         text = llmod.text
+        notes.append(f"// MMA instructions on the {llmod.path.value} path "
+                     f"({llmod.target.tier.name}); NVVM intrinsics: "
+                     f"{', '.join(llmod.intrinsics) or 'none'}")
         if not args.no_ptxas:
             if not llvm_emit.llvm_available():
-                print("llvmlite is not installed (pip install 'nvatom[llvm]'): the LLVM IR "
-                      "is not checked", file=sys.stderr)
+                notes.append("llvmlite is not installed (pip install 'nvatom[llvm]'): the LLVM "
+                             "IR is not checked")
                 args.no_ptxas = True
             else:
                 ptx = llvm_emit.compile_llvm([llmod])[0]
-        print(f"// MMA instructions on the {llmod.path.value} path ({llmod.target.tier.name}); "
-              f"NVVM intrinsics: {', '.join(llmod.intrinsics) or 'none'}", file=sys.stderr)
     if args.output == "-":
         sys.stdout.write(text)
     else:
@@ -103,6 +105,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
             print(f"{name}: {r.registers} registers, {r.shared_bytes} B shared{extra}, "
                   f"{r.spill_stores} spill stores ({out.target}, ptxas {res.ptxas_version})",
                   file=sys.stderr)
+    for note in notes:  # informational, so printed last: a failure's stderr stays one line
+        print(note, file=sys.stderr)
     return 0
 
 
@@ -121,8 +125,7 @@ def _path_names() -> str:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     v = sub.add_parser("verify", help="parse and verify a cute_nvgpu .mlir file")
     v.add_argument("file", help="the .mlir file")
-    v.add_argument("--target", default=None,
-                   help="SM target (default: the module's nvatom.target, else sm_90a)")
+    add_target(v, "SM target (default: the module's nvatom.target, else sm_90a)", default=None)
     v.add_argument("--split-input-file", action="store_true",
                    help="verify each '// -----' section on its own")
     v.add_argument("--verify-diagnostics", action="store_true",
@@ -131,8 +134,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     c = sub.add_parser("compile", help="lower a cute_nvgpu .mlir file to PTX")
     c.add_argument("file", help="the .mlir file")
-    c.add_argument("--target", default=None,
-                   help="SM target (default: the module's nvatom.target, else sm_90a)")
+    add_target(c, "SM target (default: the module's nvatom.target, else sm_90a)", default=None)
     c.add_argument("-o", "--output", default="-", help="output file, PTX or LLVM IR ('-': stdout)")
     c.add_argument("--no-ptxas", action="store_true", help="do not assemble the PTX")
     c.add_argument("--print-ir", action="store_true", help="print the parsed IR to stderr")

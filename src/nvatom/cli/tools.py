@@ -13,6 +13,7 @@ from nvatom.atoms.smem import SMEM_BYTES_LIMIT
 from nvatom.cli import sm100, tma
 from nvatom.cli.common import (
     INT64_MAX,
+    add_target,
     bounded_int,
     clip,
     parse_int,
@@ -155,7 +156,7 @@ def _cmd_ptxas(args: argparse.Namespace) -> int:
         print(f"  {d}")
     for kr in result.kernels.values():
         print(f"  {kr.name}: {kr.summary()}")
-    if args.output:
+    if args.output is not None:
         write_output(args.output, result.cubin)
         print(f"wrote {args.output}")
     return 0
@@ -279,7 +280,7 @@ def add_ptxas(sub: argparse._SubParsersAction) -> None:
     """nvatom ptxas"""
     px = sub.add_parser("ptxas", help="assemble a PTX file with ptxas and report resources")
     px.add_argument("file", help="PTX file")
-    px.add_argument("--target", "-t", required=True, help="e.g. sm_90a")
+    add_target(px, "e.g. sm_90a", required=True)
     px.add_argument("-o", "--output", help="write the cubin here")
     px.add_argument("--ptxas-arg", dest="ptxas_args", action="append", metavar="ARG",
                     help="extra ptxas option (repeatable)")
