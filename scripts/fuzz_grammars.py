@@ -56,7 +56,9 @@ def _p(r: Rng, prob: float) -> bool:
 NUMBERS = ["0", "1", "-1", "2", "3", "4", "8", "16", "32", "64", "128", "256", "-8",
            "100000000000", "10" * 16, "9" * 25, "1e3", "0x10", "0b101", "_8", "8_0",
            "4294967296", "4294967295", "9223372036854775807", "9223372036854775808",
-           "-9223372036854775808", "", "x", " 8", "+4", "007", "\u0663", "1.5", "nan"]
+           "-9223372036854775808", "", "x", " 8", "+4", "007", "\u0663", "1.5", "nan",
+           # past Python's 4,300-digit int/str limit (hex is not limited: issue 28's finding)
+           "0x" + "f" * 5000, "0X" + "9" * 5000, "9" * 5000]
 
 
 def number_text(r: Rng) -> str:
@@ -486,6 +488,8 @@ def argv_case(r: Rng) -> list[str]:
         argv = r.choice([[], ["--version"], ["x"], ["layout"], ["emit"], ["desc"],
                          ["verify", "/nonexistent.mlir"], ["compile", ""],
                          ["verify", str(IR_DIR)], ["ptxas", "/nonexistent.ptx", "-t", "sm_80"],
+                         ["compile", str(IR_DIR / "mma_sm80.mlir"), "-t", "bogus"],
+                         ["verify", str(IR_DIR / "mma_sm80.mlir"), "--target", "sm_91"],
                          ["frag"], ["-h"], ["layout", "--help"], ["--x"]])
     if _p(r, 0.15) and argv:  # damage the vector
         i = r.randint(0, len(argv) - 1)
