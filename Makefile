@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 # pytest workers: CI machines have 2 cores.
 JOBS   ?= 2
 
-.PHONY: all demo test lint wheel-check hw bench-layout bench-banks bench-build fuzz clean
+.PHONY: all demo test lint wheel-check hw sanitize bench-layout bench-banks bench-build fuzz clean
 
 all: test
 
@@ -50,6 +50,11 @@ wheel-check: $(STAMP)
 # numpy/cupy/pytest (no network needed): runs the `gpu` tests, writes reports/hw/latest.json.
 hw:
 	PYTHONPATH=src $(PYTHON) scripts/hw_report.py --out reports/hw/latest.json
+
+# On a GPU machine: every shipped kernel configuration under compute-sanitizer's memcheck,
+# racecheck, synccheck and initcheck (scripts/sanitize.py); writes reports/sanitize.json.
+sanitize:
+	PYTHONPATH=src $(PYTHON) scripts/sanitize.py --out reports/sanitize.json
 
 bench-layout: $(STAMP)
 	$(VPY) bench/layout_bench.py

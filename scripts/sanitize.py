@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Every shipped kernel configuration under compute-sanitizer (issue 28, "Sanitizer-clean
+kernels"): memcheck, racecheck, synccheck and initcheck, on shapes that give several tiles
+per CTA, ragged edges and empty groups.  Writes reports/sanitize.json.
+
+    python scripts/sanitize.py --out reports/sanitize.json      # on a GPU machine (make sanitize)
+    python scripts/sanitize.py --list                            # the configurations
+
+How it runs: for each tool, one process (``compute-sanitizer --tool T python sanitize.py
+--worker``) runs every configuration once, printing ``@@config NAME`` before each; only
+nvatom's kernels are instrumented (``--kernel-name regex:...``), so torch's own kernels (the
+random inputs, the NaN poison) cost nothing.  The sanitizer's report is split into records
+and each is attributed to the configuration that was running, and classified:
+
+* **kernel** errors: a hazard or invalid access inside one of our kernels (memcheck's
+  ``Invalid __global__ read``, racecheck's hazards, synccheck's barrier errors, initcheck's
+  uninitialized reads);
+* **api** errors: memcheck's ``Program hit ... on CUDA API call to ...`` records (a failed
+  ``cuGetProcAddress`` probe of a driver entry point the toolkit does not have is one),
+  counted apart, as the issue asks.
+
+racecheck sees ordinary shared-memory accesses only: TMA and WGMMA reads/writes go through
+the async proxy, which it does not track; the kernel layer's pipeline checks cover those
+(docs/pipelines.md).  Exit status 1 when any kernel error was found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+#: nvatom's kernel names (gemm_sm80_*, gemm_sm90_*, nvatom_attn_sm90_*, grouped kernels...)
+KERNELS = r"regex:(gemm_sm|nvatom_)"
+MARK = "@@config "
+
+
+# --------------------------------------------------------------------------- configurations
+
+
+def _configs() -> list[tuple[str, Callable[[], None]]]:
+    """(name, run) for every shipped configuration; ``run`` launches once and synchronizes."""
+    import torch
+
+    import nvatom
+    from nvatom.gemm_providers import prepare_gemm_sm90
+    from nvatom.kernels.gemm_sm90 import SCHEDULE_TILES, default_config
+
+    gen = torch.Generator(device="cuda").manual_seed(1234)
+    e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
+
+    def rnd(*shape: int, dtype: Any = torch.bfloat16) -> Any:
+        x = torch.randn(*shape, device="cuda", generator=gen)
+        return (x * 0.5).to(dtype)
+
+    def nan(m: int, n: int, dtype: Any = torch.bfloat16) -> Any:
+        return torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
+
+    out: list[tuple[str, Callable[[], None]]] = []
+    # several tiles per CTA: 3000 x 3000 is 24 x 24 tiles of 128 x 128 on 132 SMs; short K
+    # (the FP8 race of issue 24 showed only there); ragged M and N everywhere
+    m, n, k = 3000, 2900, 136
+    for dt in (torch.bfloat16, torch.float16):
+        t = str(dt).removeprefix("torch.")
+        for a_t in (False, True):
+            for b_t in (False, True):
+                name = f"sm80_{t}_a{'M' if a_t else 'K'}_b{'K' if b_t else 'N'}"
+
+                def run80(dt=dt, a_t=a_t, b_t=b_t) -> None:
+                    a = rnd(k, m, dtype=dt).t() if a_t else rnd(m, k, dtype=dt)
+                    b = rnd(n, k, dtype=dt).t() if b_t else rnd(k, n, dtype=dt)
+                    nvatom.gemm(a, b, nan(m, n, dt), provider="sm80")
+                out.append((name, run80))
+        for sched in SCHEDULE_TILES:
+            for b_major in ("MN", "K"):
+                def run90(dt=dt, sched=sched, b_major=b_major) -> None:
+                    cfg = default_config(t_name(dt), b_major=b_major, schedule=sched)
+                    a = rnd(m, k, dtype=dt)
+                    b = rnd(n, k, dtype=dt).t() if b_major == "K" else rnd(k, n, dtype=dt)
+                    prepare_gemm_sm90(a, b, nan(m, n, dt), cfg)()
+                out.append((f"sm90_{t}_{sched}_b{b_major}", run90))
+        out.append((f"sm90_{t}_out_f32", lambda dt=dt: nvatom.gemm(
+            rnd(m, k, dtype=dt), rnd(k, n, dtype=dt), nan(m, n, torch.float32))))
+    # FP8: per-tensor, row-wise, block scales; promoted and fast accumulation; e5m2 mixed
+    m8, n8, k8 = 3000, 2944, 384
+    for mode in ("tensor", "row", "block"):
+        for fast in (False, True):
+            for bt in (e4m3, e5m2):
+                def run8(mode=mode, fast=fast, bt=bt) -> None:
+                    a = rnd(m8, k8, dtype=e4m3)
+                    b = rnd(n8, k8, dtype=bt).t()
+                    if mode == "tensor":
+                        sa = torch.tensor([0.7], device="cuda")
+                        sb = torch.tensor([1.3], device="cuda")
+                    elif mode == "row":
+                        sa = torch.rand(m8, 1, device="cuda", generator=gen) + 0.5
+                        sb = torch.rand(1, n8, device="cuda", generator=gen) + 0.5
+                    else:
+                        kb, nb = -(-k8 // 128), -(-n8 // 128)
+                        sa = torch.rand(m8, kb, device="cuda", generator=gen) + 0.5
+                        sb = (torch.rand(nb, kb, device="cuda", generator=gen) + 0.5).t()
+                    nvatom.gemm(a, b, nan(m8, n8), scale_a=sa, scale_b=sb, fast_accum=fast)
+                tag = "e4m3" if bt is e4m3 else "e5m2"
+                out.append((f"sm90_fp8_{mode}_{'fast' if fast else 'promoted'}_e4m3x{tag}",
+                            run8))
+
+    # grouped (MoE): ragged groups with empty ones, bf16 and FP8
+    def groups() -> list[int]:
+        sizes = [0, 700, 0, 1333, 5, 0, 2100, 900]
+        ends, acc = [], 0
+        for s in sizes:
+            acc += s
+            ends.append(acc)
+        return ends
+
+    def run_grouped(fp8: bool = False) -> None:
+        ends = groups()
+        g, kk, nn = len(ends), 256, 1000
+        if fp8:
+            a = rnd(ends[-1], kk, dtype=e4m3)
+            b = rnd(g, nn, kk, dtype=e4m3).transpose(1, 2)
+            sa = torch.rand(ends[-1], device="cuda", generator=gen) + 0.5
+            sb = torch.rand(g, nn, device="cuda", generator=gen) + 0.5
+            nvatom.grouped_gemm(a, b, ends, nan(ends[-1], nn), scale_a=sa, scale_b=sb)
+        else:
+            a = rnd(ends[-1], kk)
+            b = rnd(g, kk, nn)
+            nvatom.grouped_gemm(a, b, ends, nan(ends[-1], nn))
+    out.append(("grouped_bf16_empty_groups", run_grouped))
+    out.append(("grouped_e4m3_rowwise_empty_groups", lambda: run_grouped(True)))
+
+    # attention forward: head dims, causal or not, GQA, ragged lengths
+    for d in (64, 128, 256):
+        for causal in (False, True):
+            def run_attn(d=d, causal=causal) -> None:
+                q = rnd(2, 8, 777, d)
+                kv = rnd(2, 2, 1029, d), rnd(2, 2, 1029, d)
+                nvatom.attention(q, *kv, causal=causal)
+            out.append((f"attention_d{d}{'_causal' if causal else ''}_gqa_ragged", run_attn))
+    return out
+
+
+def t_name(dt: Any) -> str:
+    return {"torch.bfloat16": "bf16", "torch.float16": "f16"}[str(dt)]
+
+
+def worker(only: str | None) -> int:
+    import torch
+
+    for name, run in _configs():
+        if only and not re.search(only, name):
+            continue
+        print(f"{MARK}{name}", flush=True)
+        run()
+        torch.cuda.synchronize()
+    print(f"{MARK}<done>", flush=True)
+    return 0
+
+
+# --------------------------------------------------------------------------- the report
+
+_RECORD = re.compile(r"^========= (?!\s)(?!ERROR SUMMARY|RACECHECK SUMMARY|COMPUTE-SANITIZER"
+                     r"|Target application returned|LEAK SUMMARY)(.+)$")
+_API = re.compile(r"^Program hit .* on CUDA API call to (\w+)")
+
+
+def parse(tool: str, text: str) -> dict[str, Any]:
+    """Records of one tool's output, attributed to configurations and classified."""
+    current = "<startup>"
+    kernel: dict[str, list[str]] = {}
+    api: dict[str, int] = {}
+    done = False
+    for line in text.splitlines():
+        if line.startswith(MARK):
+            current = line[len(MARK):].strip()
+            done = done or current == "<done>"
+            continue
+        m = _RECORD.match(line)
+        if not m:
+            continue
+        rec = m.group(1).strip()
+        a = _API.match(rec)
+        if a:
+            api[a.group(1)] = api.get(a.group(1), 0) + 1
+        else:
+            kernel.setdefault(current, []).append(rec)
+    summary = re.findall(r"(?:ERROR|RACECHECK) SUMMARY: (\d+)", text)
+    return {"tool": tool, "completed": done, "kernel_errors": kernel,
+            "kernel_error_count": sum(len(v) for v in kernel.values()),
+            "api_errors": api, "api_error_count": sum(api.values()),
+            "summary_counts": [int(s) for s in summary]}
+
+
+def sanitizer() -> str:
+    for c in (shutil.which("compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer"):
+        if c and os.path.exists(c):
+            return c
+    raise SystemExit("compute-sanitizer not found (a CUDA toolkit's bin/)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default=str(ROOT / "reports" / "sanitize.json"))
+    p.add_argument("--tools", default=",".join(TOOLS), help="comma-separated subset")
+    p.add_argument("--only", help="a regex over configuration names")
+    p.add_argument("--list", action="store_true", help="list the configurations and exit")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--log-dir", help="keep each tool's full output here")
+    args = p.parse_args(argv)
+    if args.worker:
+        return worker(args.only)
+    if args.list:
+        for name, _ in _configs():
+            print(name)
+        return 0
+    cs = sanitizer()
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}:{os.environ.get('PYTHONPATH', '')}",
+               PYTHONUNBUFFERED="1")
+    results = []
+    for tool in args.tools.split(","):
+        cmd = [cs, "--tool", tool, "--kernel-name", KERNELS, "--print-limit", "200"]
+        if tool == "memcheck":
+            cmd += ["--leak-check", "no"]
+        if tool == "racecheck":
+            cmd += ["--racecheck-report", "all"]
+        cmd += [sys.executable, str(Path(__file__).resolve()), "--worker"]
+        if args.only:
+            cmd += ["--only", args.only]
+        t0 = time.time()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        text = proc.stdout + proc.stderr
+        if args.log_dir:
+            Path(args.log_dir).mkdir(parents=True, exist_ok=True)
+            (Path(args.log_dir) / f"sanitize_{tool}.log").write_text(text)
+        r = parse(tool, text)
+        r.update(exit_status=proc.returncode, seconds=round(time.time() - t0, 1))
+        if not r["completed"]:
+            r["tail"] = text[-3000:]
+        results.append(r)
+        print(f"{tool:10s} kernel errors {r['kernel_error_count']:4d}   api errors "
+              f"{r['api_error_count']:4d}   completed {r['completed']}   {r['seconds']:.0f} s",
+              flush=True)
+    import torch
+
+    configs = [name for name, _ in _configs() if not args.only or re.search(args.only, name)]
+    report = {
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(0),
+        "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
+                                 capture_output=True, text=True).stdout.strip(),
+        "sanitizer": subprocess.run([cs, "--version"], capture_output=True,
+                                    text=True).stdout.strip().splitlines()[-1:],
+        "configs": configs,
+        "tools": results,
+        "kernel_errors": sum(r["kernel_error_count"] for r in results),
+        "api_errors": sum(r["api_error_count"] for r in results),
+        "all_completed": all(r["completed"] for r in results),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    print(f"{len(configs)} configurations x {len(results)} tools: {report['kernel_errors']} "
+          f"kernel errors, {report['api_errors']} API errors -> {args.out}")
+    return 1 if report["kernel_errors"] or not report["all_completed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
