@@ -24,6 +24,7 @@ from nvatom.arch import target as arch_target
 from nvatom.kernels import gemm_sm80 as sm80
 from nvatom.kernels import gemm_sm90 as sm90
 from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
+from nvatom.kernels.sm90.launch import MAX_TILES
 from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
 from nvatom.runtime.gemm_plan import (
     MAX_GRID_X,
@@ -336,7 +337,7 @@ def _recipe_body(cfg: Any, sms: int, maps: list[dict[str, Any]], arg_names: Sequ
                  tile_rule: dict[str, Any] | None) -> dict[str, Any]:
     pitch = [["k", cfg.in_bytes]] + ([["n", cfg.in_bytes]] if cfg.b_major == "MN" else []) \
         + [["n", cfg.out_bytes]]
-    accepts: dict[str, Any] = {"pitch": pitch, "max_tiles": sm90._MAX_TILES}
+    accepts: dict[str, Any] = {"pitch": pitch, "max_tiles": MAX_TILES}
     if tile_rule is not None:
         accepts["tile_rule"] = tile_rule
     return {

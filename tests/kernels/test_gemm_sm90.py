@@ -210,6 +210,8 @@ def test_leading_dimensions() -> None:
 # --------------------------------------------------------------------------- FP8 (issue 18)
 
 from nvatom.kernels import gemm_sm90 as g  # noqa: E402
+from nvatom.kernels.sm90.promotion import _promote_map  # noqa: E402
+from nvatom.kernels.sm90.row_scales import _check_row_cols, _row_col_base  # noqa: E402
 
 FP8 = {"in_dtype": "e4m3", "b_major": "K"}
 # every FP8 main loop and epilogue the kernel offers: the default (promoted, 128 x 192, two
@@ -261,7 +263,7 @@ def _acc_formula(n: int, t: int, i: int) -> tuple[int, int]:
 def test_promote_map_is_the_fragment_formula(bn: int, parts: int) -> None:
     pn = bn // parts
     for q in range(parts):
-        got = g._promote_map(bn, pn, q)
+        got = _promote_map(bn, pn, q)
         for t in (0, 5, 37, 127):
             where = {_acc_formula(bn, t, j): j for j in range(bn // 2)}
             for i in range(pn // 2):
@@ -309,9 +311,9 @@ def test_row_scale_epilogue_ptx() -> None:
     assert staged.smem_bytes == cfg.smem_bytes + 2 * 4 * (64 + staged.block_n)
     res = assemble(st, "sm_90a")  # the cp.async forms and the wait, through ptxas
     assert res.kernel().spills == 0 and not res.diagnostics
-    g._check_row_cols(256)  # the epilogue's row/column offsets against the fragment formula
+    _check_row_cols(256)  # the epilogue's row/column offsets against the fragment formula
     for t in range(128):
-        assert g._row_col_base(t) == _acc_formula(256, t, 0)
+        assert _row_col_base(t) == _acc_formula(256, t, 0)
 
 
 def test_fp8_names_params_and_defaults() -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from nvatom.kernels import gemm_sm90 as g
 from nvatom.kernels.gemm_sm90 import GemmSm90Config, GemmSm90Error, build_gemm_sm90
+from nvatom.kernels.sm90.mainloop_rs import _rs_lane_offset
 from nvatom.runtime.ptxas import assemble
 
 FP8 = {"in_dtype": "e4m3", "b_major": "K", "promote": 1}
@@ -67,7 +68,7 @@ def test_ldmatrix_rows_give_the_rs_fragment(consumer: int) -> None:
     for warp in range(4):
         for step in range(cfg.k_steps):
             rows = [stage_base + (consumer * plan.a_consumer_offset
-                                   + g._rs_lane_offset(lane, warp, step))
+                                   + _rs_lane_offset(lane, warp, step))
                     for lane in range(32)]
             for lane in range(32):
                 for j in range(4):

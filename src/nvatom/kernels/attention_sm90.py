@@ -69,10 +69,10 @@ from nvatom.atoms.wgmma_fragments import WARPGROUP, a_layout, accumulator_coord,
 from nvatom.descriptors.tma import TensorMap, tma_data_type
 from nvatom.descriptors.wgmma import GmmaDescriptor, make_gmma_desc
 from nvatom.errors import NvatomError
-from nvatom.kernels.sm90_emit import desc_base as _desc_base
-from nvatom.kernels.sm90_emit import next_stage as _next_stage
-from nvatom.kernels.sm90_emit import stmatrix_lane_offset as _stsm_lane
-from nvatom.kernels.sm90_emit import u32 as _u32
+from nvatom.kernels.sm90.emit import desc_base as _desc_base
+from nvatom.kernels.sm90.emit import next_stage as _next_stage
+from nvatom.kernels.sm90.emit import stmatrix_lane_offset as _stsm_lane
+from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.layout import tile_to_shape
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
