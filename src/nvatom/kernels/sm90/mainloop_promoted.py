@@ -103,20 +103,8 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
             _part_mmas(b, seq, t, ad, b_desc0, stage,
                        phase if u == 0 and a_frag is None else None, q, p_zero, p_true, a_frag)
         else:
-            st = _u32(k, "mov.u32", stage)
-            ph = _u32(k, "mov.u32", phase)
-            j = _u32(k, "mov.u32", 0)
-            k.ins("setp.ne.u32", p_first, 0, 0)
-            jl = k.fresh_label("c_kg")
-            k.label(jl)
-            _part_mmas(b, seq, t, ad, b_desc0, st, ph if u == 0 else None, q, p_first,
-                       p_true)
-            k.ins("setp.ne.u32", p_first, 1, 0)
-            _next_stage(k, st, ph, cfg.stages)
-            k.ins("add.u32", j, j, 1)
-            pj = k.reg("pred")
-            k.ins("setp.lt.u32", pj, j, cnt)
-            k.bra(jl, pj)
+            _group_part_mmas(b, seq, t, ad, b_desc0, stage, phase, q, u == 0, p_first,
+                             p_true, cnt)
         seq.commit()
         pending.append(u)
         if len(pending) == nt:
@@ -129,21 +117,53 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
         prefetch()
     for u in pending:
         add(u)
+    _release_group(b, stage, phase, is_lead, kt, cnt)
+    pk_ = k.reg("pred")
+    k.ins("setp.lt.u32", pk_, kt, b.ktiles)
+    k.bra(kloop, pk_)
+
+
+def _group_part_mmas(b: _Build, seq: WgmmaSequence, t: Sequence[Reg], a_desc0: Sequence[Reg],
+                     b_desc0: Sequence[Reg], stage: Reg, phase: Reg, part: int, wait: bool,
+                     p_first: Reg, p_true: Reg, cnt: Reg) -> None:
+    """``promote`` > 1: one N part's WGMMAs over the ``cnt`` K blocks of a group (stages
+    ``stage``, ``stage + 1``, ...) into temporary ``t``, the group's first WGMMA overwriting
+    it (``p_first`` false); each K block waits for its ``full`` barrier when ``wait`` (the
+    tile's first unit)."""
+    k, cfg = b.k, b.cfg
+    st = _u32(k, "mov.u32", stage)
+    ph = _u32(k, "mov.u32", phase)
+    j = _u32(k, "mov.u32", 0)
+    k.ins("setp.ne.u32", p_first, 0, 0)
+    jl = k.fresh_label("c_kg")
+    k.label(jl)
+    _part_mmas(b, seq, t, a_desc0, b_desc0, st, ph if wait else None, part, p_first, p_true)
+    k.ins("setp.ne.u32", p_first, 1, 0)
+    _next_stage(k, st, ph, cfg.stages)
+    k.ins("add.u32", j, j, 1)
+    pj = k.reg("pred")
+    k.ins("setp.lt.u32", pj, j, cnt)
+    k.bra(jl, pj)
+
+
+def _release_group(b: _Build, stage: Reg, phase: Reg, is_lead: Reg, kt: Reg,
+                   cnt: Reg | None) -> None:
+    """The end of a group of the promoted loop: its stages (one, or ``cnt`` when ``promote``
+    > 1) released to the producer, the ring position and the K block ``kt`` advanced past
+    them."""
+    k, cfg = b.k, b.cfg
     if cnt is None:
         _release(k, cfg, b.smem, b.off_empty, stage, is_lead, b.rank)
         _next_stage(k, stage, phase, cfg.stages)
         k.ins("add.u32", kt, kt, 1)
-    else:
-        j = _u32(k, "mov.u32", 0)
-        rl = k.fresh_label("c_rel")
-        k.label(rl)
-        _release(k, cfg, b.smem, b.off_empty, stage, is_lead, b.rank)
-        _next_stage(k, stage, phase, cfg.stages)
-        k.ins("add.u32", j, j, 1)
-        pj = k.reg("pred")
-        k.ins("setp.lt.u32", pj, j, cnt)
-        k.bra(rl, pj)
-        k.ins("add.u32", kt, kt, cnt)
-    pk_ = k.reg("pred")
-    k.ins("setp.lt.u32", pk_, kt, b.ktiles)
-    k.bra(kloop, pk_)
+        return
+    j = _u32(k, "mov.u32", 0)
+    rl = k.fresh_label("c_rel")
+    k.label(rl)
+    _release(k, cfg, b.smem, b.off_empty, stage, is_lead, b.rank)
+    _next_stage(k, stage, phase, cfg.stages)
+    k.ins("add.u32", j, j, 1)
+    pj = k.reg("pred")
+    k.ins("setp.lt.u32", pj, j, cnt)
+    k.bra(rl, pj)
+    k.ins("add.u32", kt, kt, cnt)
