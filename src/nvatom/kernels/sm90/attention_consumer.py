@@ -5,6 +5,8 @@ ping-pong order between the two warpgroups, then the epilogue (PTX ISA "wgmma.mm
 
 from __future__ import annotations
 
+import dataclasses
+
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
 from nvatom.kernels.sm90.attention_epilogue import _store
 from nvatom.kernels.sm90.attention_skeleton import _Build
@@ -17,9 +19,104 @@ from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Reg
 from nvatom.ptx.wgmma_emit import WgmmaSequence
 
+#: The WGMMA immediates: S = Q K^T scale-a, scale-b, no transposes; O += P V scale-a,
+#: scale-b, transpose B (V is MN-major)
+_S_IMM = (1, 1, 0, 0)
+_O_IMM = (1, 1, 1)
 
-def _consumer(b: _Build) -> None:
-    """Warpgroups 1 and 2: 64 Q rows each; S = Q K^T, online softmax, O += P V per KV tile."""
+
+@dataclasses.dataclass
+class _Consumer:
+    """A consumer warpgroup's registers (S, O and P fragments, the descriptors of its Q rows
+    and of stage 0's K and V, its predicates and ping-pong barriers) and the steps of its KV
+    loop: issue S or O's WGMMAs, release a stage, take and hand over the ping-pong turn,
+    rescale O."""
+
+    b: _Build
+    seq: WgmmaSequence
+    cw: Reg  # consumer index
+    is_lead: Reg
+    q_desc: list[Reg]
+    k_desc0: list[Reg]
+    v_desc0: list[Reg]
+    s: list[Reg]  # S = Q K^T: the m64n<BN> f32 fragment (P after the softmax, in place)
+    o: list[Reg]  # O: the m64n<D> f32 fragment
+    p: list[Reg]  # P in 16 bits: the rs A fragment
+    p_true: Reg
+    p_false: Reg
+    my_bar: Reg | None = None  # ping-pong: named barrier "this consumer may issue"
+    other_bar: Reg | None = None
+
+    def descs(self, base: list[Reg], stage: Reg) -> list[Reg]:
+        k = self.b.k
+        off = _u32(k, "mul.lo.u32", stage, self.b.cfg.kv_bytes >> 4)
+        w = k.reg("b64")
+        k.ins("cvt.u64.u32", w, off)
+        out = []
+        for dsc in base:
+            r = k.reg("b64")
+            k.ins("add.s64", r, dsc, w)
+            out.append(r)
+        return out
+
+    def issue_s(self, stage: Reg, phase: Reg) -> None:
+        b, seq = self.b, self.seq
+        TE.mbarrier_wait_parity(b.k, b.bar("k", stage), phase)
+        kd = self.descs(self.k_desc0, stage)
+        seq.fence()
+        for i in range(b.cfg.head_dim // 16):
+            seq.mma(b.cfg.s_form, self.s, self.q_desc[i], kd[i],
+                    self.p_false if i == 0 else self.p_true, _S_IMM)
+        seq.commit()
+
+    def issue_o(self, stage: Reg, phase: Reg) -> None:
+        b, seq, p = self.b, self.seq, self.p
+        TE.mbarrier_wait_parity(b.k, b.bar("v", stage), phase)
+        vd = self.descs(self.v_desc0, stage)
+        seq.fence()  # P and O were written by ordinary instructions (and a branch since)
+        for i in range(b.cfg.block_n // 16):
+            seq.mma(b.cfg.o_form, self.o, p[4 * i:4 * i + 4], vd[i], self.p_true, _O_IMM)
+        seq.commit()
+
+    def release(self, stage: Reg, which: str = "e") -> None:
+        k = self.b.k
+        if which == "ek" and not self.b.cfg.split_release:
+            return
+        skip = k.fresh_label("no_release")
+        k.bra(skip, f"!{self.is_lead}")
+        TE.mbarrier_arrive(k, self.b.bar(which, stage))
+        k.label(skip)
+
+    def turn_begin(self) -> None:
+        if self.b.cfg.pingpong:
+            SE.named_barrier_sync(self.b.k, self.my_bar, 2 * WARPGROUP, target=self.b.target)
+
+    def turn_end(self, last: bool = False) -> None:
+        k = self.b.k
+        if not self.b.cfg.pingpong:
+            return
+        skip = None
+        if last:  # consumer 1's final hand-off has no taker (it handed off first)
+            skip = k.fresh_label("pp_last")
+            pz = k.reg("pred")
+            k.ins("setp.eq.u32", pz, self.cw, 1)
+            k.bra(skip, pz)
+        SE.named_barrier_arrive(k, self.other_bar, 2 * WARPGROUP, target=self.b.target)
+        if skip:
+            k.label(skip)
+
+    def rescale(self, alphas: list[Reg]) -> None:
+        d = self.b.cfg.head_dim
+        for i in range(d // 2):
+            row_half = accumulator_coord(d, 0, i)[0] // 8
+            self.b.k.ins("mul.f32", self.o[i], self.o[i], alphas[row_half])
+
+
+def _consumer_setup(b: _Build) -> tuple[_Consumer, _Softmax, Reg, Reg, Reg, Reg]:
+    """A consumer warpgroup's registers: its rows, the descriptors, the zeroed fragments, the
+    softmax state, and with ping-pong its barriers (consumer 1 lets consumer 0 go first).
+    Returns (consumer, softmax state, lane, Q rows' shared address, thread in warpgroup,
+    warp)."""
     k, cfg, plan = b.k, b.cfg, b.plan
     bn, d = cfg.block_n, cfg.head_dim
     k.comment("consumer warpgroups: S = Q K^T (ss), softmax, O += P V (rs)")
@@ -55,49 +152,12 @@ def _consumer(b: _Build) -> None:
     k.ins("setp.eq.u32", p_true, 0, 0)
     p_false = k.reg("pred")
     k.ins("setp.ne.u32", p_false, 0, 0)
-    s_imm = (1, 1, 0, 0)
-    o_imm = (1, 1, 1)  # scale-a, scale-b, transpose B (V is MN-major)
-    seq = WgmmaSequence(k)
-
-    def descs(base: list[Reg], stage: Reg) -> list[Reg]:
-        off = _u32(k, "mul.lo.u32", stage, cfg.kv_bytes >> 4)
-        w = k.reg("b64")
-        k.ins("cvt.u64.u32", w, off)
-        out = []
-        for dsc in base:
-            r = k.reg("b64")
-            k.ins("add.s64", r, dsc, w)
-            out.append(r)
-        return out
-
-    def issue_s(stage: Reg, phase: Reg) -> None:
-        TE.mbarrier_wait_parity(k, b.bar("k", stage), phase)
-        kd = descs(k_desc0, stage)
-        seq.fence()
-        for i in range(d // 16):
-            seq.mma(cfg.s_form, s, q_desc[i], kd[i], p_false if i == 0 else p_true, s_imm)
-        seq.commit()
-
-    def issue_o(stage: Reg, phase: Reg) -> None:
-        TE.mbarrier_wait_parity(k, b.bar("v", stage), phase)
-        vd = descs(v_desc0, stage)
-        seq.fence()  # P and O were written by ordinary instructions (and a branch since)
-        for i in range(bn // 16):
-            seq.mma(cfg.o_form, o, p[4 * i:4 * i + 4], vd[i], p_true, o_imm)
-        seq.commit()
-
-    def release(stage: Reg, which: str = "e") -> None:
-        if which == "ek" and not cfg.split_release:
-            return
-        skip = k.fresh_label("no_release")
-        k.bra(skip, f"!{is_lead}")
-        TE.mbarrier_arrive(k, b.bar(which, stage))
-        k.label(skip)
-
+    c = _Consumer(b, WgmmaSequence(k), cw, is_lead, q_desc, k_desc0, v_desc0, s, o, p, p_true,
+                  p_false)
     # ping-pong: a consumer issues its WGMMAs only after the other one has issued its own
     # (named barriers 1 and 2: "consumer c may issue"); consumer 1 lets consumer 0 go first.
-    my_bar = _u32(k, "add.u32", cw, 1)
-    other_bar = _u32(k, "sub.u32", 2, cw)
+    c.my_bar = _u32(k, "add.u32", cw, 1)
+    c.other_bar = _u32(k, "sub.u32", 2, cw)
     if cfg.pingpong:
         p1 = k.reg("pred")
         k.ins("setp.eq.u32", p1, cw, 1)
@@ -105,43 +165,68 @@ def _consumer(b: _Build) -> None:
         k.bra(sk_, f"!{p1}")
         SE.named_barrier_arrive(k, 1, 2 * WARPGROUP, target=b.target)
         k.label(sk_)
+    return c, st, lane, q_sm, ltid, warp
 
-    def turn_begin() -> None:
-        if cfg.pingpong:
-            SE.named_barrier_sync(k, my_bar, 2 * WARPGROUP, target=b.target)
 
-    def turn_end(last: bool = False) -> None:
-        if not cfg.pingpong:
-            return
-        skip = None
-        if last:  # consumer 1's final hand-off has no taker (it handed off first)
-            skip = k.fresh_label("pp_last")
-            pz = k.reg("pred")
-            k.ins("setp.eq.u32", pz, cw, 1)
-            k.bra(skip, pz)
-        SE.named_barrier_arrive(k, other_bar, 2 * WARPGROUP, target=b.target)
-        if skip:
-            k.label(skip)
+def _kv_tile(c: _Consumer, st: _Softmax, stage: Reg, phase: Reg, j: Reg) -> None:
+    """One KV tile ``j`` > 0 of the loop: S_j on the next stage and O += P_{j-1} V_{j-1} on
+    this one (with ``overlap``: both issued, the softmax of S_j under P V's WGMMAs), O
+    rescaled, P_j packed; the ring advanced to S_j's stage."""
+    b, seq, s = c.b, c.seq, c.s
+    k, cfg = b.k, b.cfg
+    nstage = _u32(k, "mov.u32", stage)
+    nphase = _u32(k, "mov.u32", phase)
+    _next_stage(k, nstage, nphase, cfg.stages)
+    n0 = _u32(k, "mul.lo.u32", j, cfg.block_n)
+    if cfg.overlap:
+        c.turn_begin()
+        c.issue_s(nstage, nphase)  # S_{j} while P_{j-1} V_{j-1} runs
+        c.issue_o(stage, phase)
+        c.turn_end()
+        seq.wait(1)
+        c.release(nstage, "ek")
+        seq.read(s)
+        _mask(b, s, st, n0)
+        alphas = _softmax(b, s, st, first=False)
+        seq.wait(0)
+        c.release(stage)
+    else:
+        c.issue_o(stage, phase)
+        seq.wait(0)
+        c.release(stage)
+        c.issue_s(nstage, nphase)
+        seq.wait(0)
+        c.release(nstage, "ek")
+        seq.read(s)
+        _mask(b, s, st, n0)
+        alphas = _softmax(b, s, st, first=False)
+    assert alphas is not None
+    seq.write(c.o)
+    c.rescale(alphas)
+    _pack_p(b, s, c.p)
+    k.ins("mov.u32", stage, nstage)
+    k.ins("mov.u32", phase, nphase)
 
-    def rescale(alphas: list[Reg]) -> None:
-        for i in range(d // 2):
-            row_half = accumulator_coord(d, 0, i)[0] // 8
-            k.ins("mul.f32", o[i], o[i], alphas[row_half])
 
+def _consumer(b: _Build) -> None:
+    """Warpgroups 1 and 2: 64 Q rows each; S = Q K^T, online softmax, O += P V per KV tile."""
+    k = b.k
+    c, st, lane, q_sm, ltid, warp = _consumer_setup(b)
+    seq, s = c.seq, c.s
     TE.mbarrier_wait_parity(k, b.bar("q"), 0)
     stage = _u32(k, "mov.u32", 0)
     phase = _u32(k, "mov.u32", 0)
     # first tile: S_0, softmax, P_0
-    turn_begin()
-    issue_s(stage, phase)
-    turn_end()
+    c.turn_begin()
+    c.issue_s(stage, phase)
+    c.turn_end()
     seq.wait(0)
-    release(stage, "ek")
+    c.release(stage, "ek")
     seq.read(s)
     zero = _u32(k, "mov.u32", 0)
     _mask(b, s, st, zero)
     _softmax(b, s, st, first=True)
-    _pack_p(b, s, p)
+    _pack_p(b, s, c.p)
     j = _u32(k, "mov.u32", 1)
     tail = k.fresh_label("c_tail")
     done_loop = k.reg("pred")
@@ -149,49 +234,18 @@ def _consumer(b: _Build) -> None:
     k.bra(tail, done_loop)
     top = k.fresh_label("c_kv")
     k.label(top)
-    nstage = _u32(k, "mov.u32", stage)
-    nphase = _u32(k, "mov.u32", phase)
-    _next_stage(k, nstage, nphase, cfg.stages)
-    n0 = _u32(k, "mul.lo.u32", j, bn)
-    if cfg.overlap:
-        turn_begin()
-        issue_s(nstage, nphase)  # S_{j} while P_{j-1} V_{j-1} runs
-        issue_o(stage, phase)
-        turn_end()
-        seq.wait(1)
-        release(nstage, "ek")
-        seq.read(s)
-        _mask(b, s, st, n0)
-        alphas = _softmax(b, s, st, first=False)
-        seq.wait(0)
-        release(stage)
-    else:
-        issue_o(stage, phase)
-        seq.wait(0)
-        release(stage)
-        issue_s(nstage, nphase)
-        seq.wait(0)
-        release(nstage, "ek")
-        seq.read(s)
-        _mask(b, s, st, n0)
-        alphas = _softmax(b, s, st, first=False)
-    assert alphas is not None
-    seq.write(o)
-    rescale(alphas)
-    _pack_p(b, s, p)
-    k.ins("mov.u32", stage, nstage)
-    k.ins("mov.u32", phase, nphase)
+    _kv_tile(c, st, stage, phase, j)
     k.ins("add.u32", j, j, 1)
     more = k.reg("pred")
     k.ins("setp.lt.u32", more, j, b.n_tiles)
     k.bra(top, more)
     k.label(tail)
-    turn_begin()
-    issue_o(stage, phase)
-    turn_end(last=True)
+    c.turn_begin()
+    c.issue_o(stage, phase)
+    c.turn_end(last=True)
     seq.wait(0)
-    release(stage)
-    seq.read(o)
+    c.release(stage)
+    seq.read(c.o)
     seq.finish()
-    _store(b, o, st, lane, cw, q_sm, ltid, warp)
+    _store(b, c.o, st, lane, cw=c.cw, q_sm=q_sm, ltid=ltid, warp=warp)
     k.bra(b.done)
