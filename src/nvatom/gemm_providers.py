@@ -25,18 +25,16 @@ from nvatom.kernels import gemm_sm80 as sm80
 from nvatom.kernels import gemm_sm90 as sm90
 from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
 from nvatom.kernels.sm90.launch import MAX_TILES
+from nvatom.kernels.sm90.tuning import grouped_schedule, rule_settings, size_rule
 from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
 from nvatom.runtime.gemm_plan import (
     MAX_GRID_X,
-    PLAIN_SCHEDULE_WAVES,
     SCALED_DTYPES,
     GemmLaunch,
     GemmProblem,
     OperandRule,
     capability_text,
     default_operand_rules,
-    grouped_schedule,
-    plain_schedule_options,
 )
 from nvatom.runtime.launch import ByValue, KernelSource, TensorMapCache
 from nvatom.runtime.ptxas import assemble
@@ -142,7 +140,7 @@ class Sm90Provider:
                     extra.update(promote=0, promote_pipelined=False)
             return dataclasses.replace(self.config, in_dtype=problem.in_dtype,
                                        out_dtype=problem.out_dtype, b_major=major, **extra)
-        if not fp8:  # the schedule by wave count (gemm_plan.plain_schedule)
+        if not fp8:  # the schedule by wave count (tuning.plain_schedule)
             return sm90.default_config(problem.in_dtype, problem.out_dtype, major,
                                        m=problem.m, n=problem.n, sms=sms)
         return sm90.default_config(problem.in_dtype, problem.out_dtype, major,
@@ -153,19 +151,7 @@ class Sm90Provider:
         """The size rule that chose ``cfg``'s tile (a recipe then serves only the sizes
         for which the rule picks that tile), or None: 16-bit, the schedule by shape; promoted
         FP8 (per-tensor or row-wise scales), the tile by wave count."""
-        if self.config is not None:
-            return None
-        if not cfg.fp8:
-            names = [name for name, _, _ in PLAIN_SCHEDULE_WAVES]
-            picks = [i for i, o in enumerate(names) if all(
-                getattr(cfg, f) == v for f, v in sm90.SCHEDULE_TILES[o].items())]
-            return ({"kind": "schedule", "names": names, "options": plain_schedule_options(),
-                     "pick": picks[0]} if picks else None)
-        if not cfg.promote or cfg.scale_mode == "block":
-            return None
-        options = sm90.fp8_tile_options(cfg.block_m)
-        picks = [i for i, o in enumerate(options) if o[1] == cfg.block_n]
-        return {"options": options, "pick": picks[0]} if picks else None
+        return None if self.config is not None else size_rule(cfg)
 
     def supports(self, problem: Any, capability: tuple[int, int]) -> bool:
         return self.reject(problem, capability) is None
@@ -359,10 +345,7 @@ def _tile_alternatives(cfg: Any, sms: int, arg_names: Sequence[str], provider: s
     from nvatom.runtime.launch import build_cubin, kernel_disk_key
 
     out: dict[str, Any] = {}
-    choices = ([sm90.SCHEDULE_TILES[s] for s in tile_rule["names"]]
-               if tile_rule.get("kind") == "schedule" else
-               [c for c, _ in sm90.FP8_TILE_CHOICES])
-    for i, choice in enumerate(choices):
+    for i, choice in enumerate(rule_settings(tile_rule)):
         if i == tile_rule["pick"]:
             continue
         alt = dataclasses.replace(cfg, **choice)

@@ -1,4 +1,4 @@
-"""The 16-bit consumer schedule chosen by shape (``nvatom.runtime.gemm_plan.SCHEDULE_RULES``)
+"""The 16-bit consumer schedule chosen by shape (``nvatom.kernels.sm90.tuning.SCHEDULE_RULES``)
 on an sm_90 GPU: ``nvatom.grouped_gemm`` and ``nvatom.gemm`` on shapes where the rule picks
 ping-pong and where it picks cooperative, against float64.
 
@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from nvatom.runtime.gemm_plan import grouped_schedule, plain_schedule
+from nvatom.kernels.sm90.tuning import grouped_schedule, plain_schedule
 
 pytestmark = pytest.mark.gpu
 

@@ -15,16 +15,16 @@ import pytest
 
 from nvatom import gemm_providers as gp
 from nvatom.kernels import gemm_sm90 as sm90
-from nvatom.runtime import gemm_recipe as gr
-from nvatom.runtime.gemm_plan import (
+from nvatom.kernels.sm90.tuning import (
     PLAIN_SCHEDULE_WAVES,
+    SCHEDULE_OPTION_TILES,
     SCHEDULE_OPTIONS,
     SCHEDULE_RULES,
-    GemmProblem,
     grouped_schedule,
     plain_schedule,
-    rule_pick,
 )
+from nvatom.runtime import gemm_recipe as gr
+from nvatom.runtime.gemm_plan import GemmProblem, rule_pick
 
 #: The thresholds docs/perf.md states (measured on an H100): a change of the table must be
 #: a deliberate one, made here too.
@@ -86,6 +86,8 @@ def test_the_table_is_the_stated_one() -> None:
     assert set(SCHEDULE_OPTIONS) == set(sm90.SCHEDULE_TILES)
     assert sm90.SCHEDULE_TILES["pingpong192"] == {"schedule": "pingpong", "block_n": 192,
                                                   "stages": 4}
+    # the tiles the rules count in are read from the kernel's table (one place)
+    assert SCHEDULE_OPTION_TILES == TILE
 
 
 @pytest.mark.parametrize(("m", "n", "want"), [

@@ -21,9 +21,10 @@ from nvatom.kernels.sm90.tuning import (
     FP8_TILE_CHOICES,
     SCHEDULE_TILES,
     fp8_tile_options,
+    plain_schedule,
 )
 from nvatom.ptx import tma_emit as TE
-from nvatom.runtime.gemm_plan import plain_schedule, wave_pick
+from nvatom.runtime.gemm_plan import wave_pick
 
 __all__ = [
     "MAX_TILES",
@@ -151,7 +152,7 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
     at 8192^3); without them, 128 x 192.  Row-wise scales are staged in shared memory
     (``row_scale_stage``: +1-2% on the H100, docs/perf.md "Row-wise scales staged in shared
     memory").  16-bit with ``m`` and ``n`` and no ``schedule``: the
-    schedule whose tiles fill the waves best (:func:`~nvatom.runtime.gemm_plan.plain_schedule`:
+    schedule whose tiles fill the waves best (:func:`~nvatom.kernels.sm90.tuning.plain_schedule`:
     ping-pong 128 x 128 at 2048^3 and 4096^3, ping-pong 128 x 192 at 8192^3)."""
     if schedule and schedule not in SCHEDULE_TILES:
         raise GemmSm90Error(f"schedule {schedule!r} is not one of "
