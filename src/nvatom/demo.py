@@ -52,7 +52,8 @@ def _mma_demo(targets: Sequence[str], out: Path) -> None:
 
 def _sm90_gemm(out: Path) -> dict[str, Any]:
     """Build, emit and assemble the default SM90 GEMM; print and return what was measured."""
-    from nvatom.kernels.gemm_sm90 import build_gemm_sm90, default_config
+    from nvatom.kernels.sm90.gemm import build_gemm_sm90
+    from nvatom.kernels.sm90.launch import default_config
     from nvatom.runtime.ptxas import assemble
 
     cfg = default_config("bf16")

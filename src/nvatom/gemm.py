@@ -873,11 +873,12 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
         raise GemmError(f"grouped_gemm: {e}") from None
     if gp.grid == 0:
         return out
-    from nvatom.kernels import gemm_sm90 as sm90
+    from nvatom.kernels.sm90.gemm import build_gemm_sm90
+    from nvatom.kernels.sm90.launch import kernel_params
 
     cfg = gp.cfg
-    src = KernelSource(repr(cfg), cfg.name, sm90.kernel_params(cfg),
-                       lambda t, c=cfg: sm90.build_gemm_sm90(c, t).emit())
+    src = KernelSource(repr(cfg), cfg.name, kernel_params(cfg),
+                       lambda t, c=cfg: build_gemm_sm90(c, t).emit())
     kernel = get_kernel(src, "sm_90a", device=dev, backend="driver")
     run = kernel.launcher((gp.grid, 1, 1), (cfg.threads, 1, 1), shmem=cfg.smem_bytes)
     host = bytearray(gp.buffer())
