@@ -17,6 +17,7 @@ from nvatom.kernels.sm90.mainloop_promoted import _mainloop_promoted
 from nvatom.kernels.sm90.pipeline import _release, _skip_blocks
 from nvatom.kernels.sm90.row_scales import _stage_row_scales
 from nvatom.kernels.sm90.scales import _block_scale_rows, _fp8_scale, _group_scales
+from nvatom.kernels.sm90.scheduler import TileScheduler
 from nvatom.kernels.sm90.skeleton import _Build
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx.builder import Reg
@@ -62,11 +63,12 @@ def _consumer(b: _Build) -> None:
     scale = _fp8_scale(b)
     p_true, p_acc, imm, ep, temps, p_first = _consumer_state(b, cw, ltid, is_lead)
 
-    stage, phase, tile, top, mb, nb = b.tile_loop("c_tile", 0, (2,))
+    sched = TileScheduler(b, b.first_tile, b.step)
+    stage, phase, tile, top, mb, nb = sched.tile_loop("c_tile", 0, (2,))
     block_ptrs = None
     if cfg.scale_mode == "block":  # applied at promotion, not in the epilogue
         if b.scale_step is not None:
-            scale = _group_scales(b)
+            scale = _group_scales(b, sched.group)
         assert isinstance(scale, tuple)
         block_ptrs, scale = scale, None
     staged = None
@@ -94,16 +96,17 @@ def _consumer(b: _Build) -> None:
             k.ins("add.s64", db, b_desc0[s], db64)
             seq.mma(form, acc, da, db, p_acc if s == 0 else p_true, imm)
             da, db = k.reg("b64"), k.reg("b64")
-        _retire_k_block(b, seq, is_lead, p_acc, kt, prev, stage, phase, kloop)
+        _retire_k_block(b, sched, seq, is_lead, p_acc, kt, prev, stage, phase, kloop)
         seq.wait(0)
         if cfg.wgmma_inflight:
             _release(k, cfg, b.smem, b.off_empty, prev, is_lead, b.rank)
     seq.read(acc)
     seq.finish()
     if b.scale_step is not None and block_ptrs is None:
-        scale = _group_scales(b)  # after the main loop: nothing of it lives across the loop
+        # after the main loop: nothing of it lives across the loop
+        scale = _group_scales(b, sched.group)
     _epilogue(b, ep, acc, scale, mb, nb, staged=staged)
-    k.ins("add.u32", tile, tile, b.step)
+    k.ins("add.u32", tile, tile, sched.step)
     k.bra(top)
 
 
@@ -138,15 +141,14 @@ def _consumer_pingpong(b: _Build) -> None:
     wait_bar = _u32(k, "add.u32", cw, PINGPONG_BAR)  # mine
     sig_bar = _u32(k, "sub.u32", PINGPONG_BAR + 1, cw)  # the other's
     cta_first, cta_step = b.first_tile, b.step
-    b.first_tile = _u32(k, "mad.lo.u32", cw, cta_step, cta_first)
-    b.step = _u32(k, "shl.b32", cta_step, 1)
+    sched = TileScheduler(b, _u32(k, "mad.lo.u32", cw, cta_step, cta_first),
+                          _u32(k, "shl.b32", cta_step, 1))
     # ring position: consumer 1 starts past consumer 0's first tile (K block ktiles * cw)
     pos = _u32(k, "mul.lo.u32", cw, b.ktiles)
     stage0 = _u32(k, "rem.u32", pos, cfg.stages)
     phase0 = _u32(k, "div.u32", pos, cfg.stages)
     k.ins("and.b32", phase0, phase0, 1)
-    stage, phase, tile, top, mb, nb = b.tile_loop("c_tile", phase0, (2,), stage0)
-    b.first_tile, b.step = cta_first, cta_step
+    stage, phase, tile, top, mb, nb = sched.tile_loop("c_tile", phase0, (2,), stage0)
     k.ins("setp.eq.u32", p_acc, tile, cta_first)  # the CTA's first tile: nobody to wait for
     skip_wait = k.fresh_label("pp_first")
     k.bra(skip_wait, p_acc)
@@ -182,7 +184,7 @@ def _consumer_pingpong(b: _Build) -> None:
                 da = k.reg("b64")
                 k.ins("add.s64", da, a_descs[h][s], da64)
                 seq.mma(form, accs[h], da, db, p_acc if s == 0 else p_true, imm)
-        _retire_k_block(b, seq, is_lead, p_acc, kt, prev, stage, phase, kloop)
+        _retire_k_block(b, sched, seq, is_lead, p_acc, kt, prev, stage, phase, kloop)
         signal()  # every WGMMA of this tile is issued: the other warpgroup's turn
         seq.wait(0)
         if cfg.wgmma_inflight:
@@ -193,6 +195,8 @@ def _consumer_pingpong(b: _Build) -> None:
     for h in (0, 1):
         _epilogue(b, ep, accs[h], scale, mb, nb, half=h)
     _skip_blocks(k, stage, phase, b.ktiles, cfg.stages)  # the other warpgroup's next tile
-    k.ins("add.u32", tile, tile, b.step)
-    k.ins("add.u32", tile, tile, b.step)
+    # the other warpgroup's next tile, then mine: the CTA's step twice (sched.step, written
+    # once, as the PTX was recorded)
+    k.ins("add.u32", tile, tile, cta_step)
+    k.ins("add.u32", tile, tile, cta_step)
     k.bra(top)

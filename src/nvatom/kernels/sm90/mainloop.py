@@ -10,6 +10,7 @@ from typing import Any
 from nvatom.kernels.sm90.emit import next_stage as _next_stage
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.kernels.sm90.pipeline import _barrier, _release
+from nvatom.kernels.sm90.scheduler import TileScheduler
 from nvatom.kernels.sm90.skeleton import _Build
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Reg
@@ -30,16 +31,16 @@ def _open_k_loop(b: _Build, p_acc: Reg, stage: Reg, phase: Reg) -> tuple[Reg, Re
     return kt, prev, kloop
 
 
-def _retire_k_block(b: _Build, seq: Any, is_lead: Reg, p_acc: Reg, kt: Reg, prev: Reg,
-                    stage: Reg, phase: Reg, kloop: str) -> None:
+def _retire_k_block(b: _Build, sched: TileScheduler, seq: Any, is_lead: Reg, p_acc: Reg,
+                    kt: Reg, prev: Reg, stage: Reg, phase: Reg, kloop: str) -> None:
     """The end of one K block of a consumer's main loop (cooperative and ping-pong alike):
     commit the block's WGMMAs, clear the first-block accumulate flag, wait until at most
     ``wgmma_inflight`` groups are pending, release the stage whose group retired (the previous
     one with ``wgmma_inflight``, from the second block on), advance the stage ring and loop
-    while K blocks remain."""
+    while K blocks remain (``sched``: the consumer's tiles, for the "late" acquire)."""
     k, cfg = b.k, b.cfg
     seq.commit()
-    b.late_acquire(is_lead)
+    sched.late_acquire(is_lead)
     k.ins("setp.ne.u32", p_acc, 1, 0)
     seq.wait(cfg.wgmma_inflight)
     rel = prev if cfg.wgmma_inflight else stage

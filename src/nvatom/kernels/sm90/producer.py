@@ -7,6 +7,7 @@ from __future__ import annotations
 from nvatom.kernels.sm90.emit import next_stage as _next_stage
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.kernels.sm90.pipeline import _barrier
+from nvatom.kernels.sm90.scheduler import TileScheduler
 from nvatom.kernels.sm90.skeleton import _Build
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
@@ -31,7 +32,8 @@ def _producer(b: _Build) -> None:
         mask = k.reg("b16")
         k.ins("mov.b16", mask, 3)
     # phase 1: a fresh barrier's "previous phase" counts as complete
-    pstage, pphase, ptile, ptop, pmb, pnb = b.tile_loop("p_tile", 1, (0, 1))
+    sched = TileScheduler(b, b.first_tile, b.step)
+    pstage, pphase, ptile, ptop, pmb, pnb = sched.tile_loop("p_tile", 1, (0, 1))
     am = _u32(k, "mul.lo.u32", pmb, bm)
     bnn = _u32(k, "mul.lo.u32", pnb, bn)
     pkt = _u32(k, "mov.u32", 0)
@@ -79,5 +81,5 @@ def _producer(b: _Build) -> None:
     pk2 = k.reg("pred")
     k.ins("setp.lt.u32", pk2, pkt, b.ktiles)
     k.bra(pk_top, pk2)
-    k.ins("add.u32", ptile, ptile, b.step)
+    k.ins("add.u32", ptile, ptile, sched.step)
     k.bra(ptop)

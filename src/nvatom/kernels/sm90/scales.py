@@ -42,8 +42,8 @@ def _scale_product(k: Kernel, ga: Reg, gb: Reg) -> Reg:
     return scale
 
 
-def _group_scales(b: _Build) -> Reg | tuple[Reg, Reg]:
-    """Grouped FP8, per tile: the current group's rows ``start..end`` (the row ends follow
+def _group_scales(b: _Build, g: Reg | None) -> Reg | tuple[Reg, Reg]:
+    """Grouped FP8, per tile: the current group's (``g``) rows ``start..end`` (the row ends follow
     ``tile_ends`` in the kernel's buffer; its M, ``end - start``, into ``b.dims[0]``) and its
     scales: ``scale_a`` indexed by A's stacked rows (row-wise: from row ``start``; block:
     from row ``start`` of its ``ktiles`` columns) and ``scale_b`` at ``g * scale_b_step``
@@ -52,9 +52,8 @@ def _group_scales(b: _Build) -> Reg | tuple[Reg, Reg]:
     so no register of this lives across the main loop."""
     k, cfg = b.k, b.cfg
     assert b.scale_params is not None and b.scale_step is not None
-    assert b.groups is not None and b.group is not None and b.dims is not None
+    assert b.groups is not None and g is not None and b.dims is not None
     _, ends, G = b.groups
-    g = b.group
     k.comment("grouped FP8: this group's rows and scales")
     ga, gb = _scale_addresses(b)
     sstep = k.ld_param(b.scale_step)

@@ -5,7 +5,10 @@ kernel the tile -> group lookup that points the warpgroup's tensor maps at its g
 
 from __future__ import annotations
 
+import dataclasses
+
 from nvatom.kernels.sm90.emit import u32 as _u32
+from nvatom.kernels.sm90.skeleton import _Build
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Reg
 
@@ -14,11 +17,23 @@ __all__ = [
 ]
 
 
+@dataclasses.dataclass
 class TileScheduler:
-    """The tile scheduler of the SM90 GEMM, a base of the kernel's build state
-    (:class:`nvatom.kernels.sm90.skeleton._Build`, whose fields it reads): a warpgroup's
-    persistent tile loop, a tile's (M block, N block) in the grouped raster order and, for
-    the grouped GEMM, the tile -> group lookup with its tensor maps."""
+    """One warpgroup's walk over the CTA's tiles (the producer's, a consumer's): its first
+    tile and stride, and what it keeps across tiles: the tile's group and, for the grouped
+    kernel's "resume" schedules, where the walk over the groups stands, the tensor maps the
+    warpgroup issues TMA with and (``"late"``) whether D's map still needs its acquire."""
+
+    b: _Build
+    first_tile: Reg  # this warpgroup's first tile
+    step: Reg  # between its tiles
+    # the maps it issues TMA with (0 A, 1 B, 2 D)
+    maps_used: tuple[int, ...] = (0, 1, 2)
+    # grouped, "resume" family: (group, its first tile, its end tile, its M blocks) across
+    # tiles
+    gstate: tuple[Reg, Reg, Reg, Reg] | None = None
+    gpend: Reg | None = None  # "late": D's map changed and is not yet acquired
+    group: Reg | None = None  # grouped: the current tile's group (set by tile_coords)
 
     def tile_loop(self, name: str, phase0: int | Reg,
                   maps_used: tuple[int, ...] = (0, 1, 2),
@@ -28,34 +43,34 @@ class TileScheduler:
         the loop label ``name`` and the exit
         to ``done`` past the last tile.  Returns (stage, phase, tile, label, m block, n block);
         the loop ends with ``tile += step`` and a branch to the label."""
-        k = self.k
+        k = self.b.k
         stage = _u32(k, "mov.u32", stage0)
         phase = _u32(k, "mov.u32", phase0)
         tile = _u32(k, "mov.u32", self.first_tile)
         self.maps_used = maps_used
         self.gpend = None  # per warpgroup path: the consumer's is not the producer's
-        if self.groups is not None and self.cfg.group_sched != "scan":
+        if self.b.groups is not None and self.b.cfg.group_sched != "scan":
             # group -1 ending at tile 0: the first tile's lookup starts the walk at group 0
             self.gstate = (_u32(k, "mov.u32", 0xFFFFFFFF), _u32(k, "mov.u32", 0),
                            _u32(k, "mov.u32", 0), _u32(k, "mov.u32", 0))
-            if self.cfg.group_sched == "late" and maps_used == (2,):
+            if self.b.cfg.group_sched == "late" and maps_used == (2,):
                 self.gpend = k.reg("pred")
                 k.ins("setp.ne.u32", self.gpend, 0, 0)
         top = k.fresh_label(name)
         k.label(top)
         past = k.reg("pred")
-        k.ins("setp.ge.u32", past, tile, self.ntiles)
-        k.bra(self.done, past)
+        k.ins("setp.ge.u32", past, tile, self.b.ntiles)
+        k.bra(self.b.done, past)
         return stage, phase, tile, top, *self.tile_coords(tile)
 
     def tile_coords(self, tile: Reg) -> tuple[Reg, Reg]:
         """(m block, n block) of a linear tile index: grouped raster (``raster_group`` M
         blocks per N sweep); non-persistent launches use the same order."""
-        k, g = self.k, self.cfg.raster_group
-        tiles_m = self.tiles_m
-        if self.groups is not None:
+        k, g = self.b.k, self.b.cfg.raster_group
+        tiles_m = self.b.tiles_m
+        if self.b.groups is not None:
             tile, tiles_m = self._group_of(tile)
-        per_group = _u32(k, "mul.lo.u32", self.tiles_n, g)
+        per_group = _u32(k, "mul.lo.u32", self.b.tiles_n, g)
         gid = _u32(k, "div.u32", tile, per_group)
         first = _u32(k, "mul.lo.u32", gid, g)
         gsize = _u32(k, "sub.u32", tiles_m, first)
@@ -71,11 +86,11 @@ class TileScheduler:
         ``tile < tile_ends[g]``: empty groups own no tiles and are stepped over), its tensor
         maps made this thread's ``tmaps`` (``tmaps + 384 g`` + 0 / 128 / 256, acquired for
         the tensormap proxy), and (the tile's index within the group, the group's M blocks)."""
-        k = self.k
-        assert self.groups is not None
+        k = self.b.k
+        assert self.b.groups is not None
         if self.gstate is not None:
             return self._group_resume(tile)
-        maps, ends, _ = self.groups
+        maps, ends, _ = self.b.groups
         g = _u32(k, "mov.u32", 0)
         start = _u32(k, "mov.u32", 0)
         end = k.reg("u32")
@@ -95,10 +110,10 @@ class TileScheduler:
         self.group = g
         local = _u32(k, "sub.u32", tile, start)
         tiles_m = _u32(k, "sub.u32", end, start)
-        k.ins("div.u32", tiles_m, tiles_m, self.tiles_n)
+        k.ins("div.u32", tiles_m, tiles_m, self.b.tiles_n)
         base = k.reg("u64")
         k.ins("mad.wide.u32", base, g, 3 * TE.TENSORMAP_BYTES, maps)
-        for i, t in enumerate(self.tmaps):
+        for i, t in enumerate(self.b.tmaps):
             k.ins("add.s64", t, base, i * TE.TENSORMAP_BYTES)
             TE.fence_tensormap_acquire(k, t)
         return local, tiles_m
@@ -108,9 +123,9 @@ class TileScheduler:
         of the previous tile is kept and the walk over ``tile_ends`` resumes from it; only
         when the group changes are the maps this warpgroup uses pointed at and acquired
         (and with "prefetch" the next group's acquired and prefetched)."""
-        k, sched = self.k, self.cfg.group_sched
-        assert self.groups is not None and self.gstate is not None
-        maps, ends, G = self.groups
+        k, sched = self.b.k, self.b.cfg.group_sched
+        assert self.b.groups is not None and self.gstate is not None
+        maps, ends, G = self.b.groups
         g, start, end, tiles_m = self.gstate
         self.group = g
         same = k.fresh_label("g_same")
@@ -127,15 +142,15 @@ class TileScheduler:
         k.ins("setp.lt.u32", inside, tile, end)
         k.bra(walk, f"!{inside}")
         k.ins("sub.u32", tiles_m, end, start)
-        k.ins("div.u32", tiles_m, tiles_m, self.tiles_n)
+        k.ins("div.u32", tiles_m, tiles_m, self.b.tiles_n)
         base = k.reg("u64")
         k.ins("mad.wide.u32", base, g, 3 * TE.TENSORMAP_BYTES, maps)
         for i in self.maps_used:
-            k.ins("add.s64", self.tmaps[i], base, i * TE.TENSORMAP_BYTES)
+            k.ins("add.s64", self.b.tmaps[i], base, i * TE.TENSORMAP_BYTES)
             if self.gpend is not None:  # acquired in the main loop (late_acquire)
                 k.ins("setp.eq.u32", self.gpend, 0, 0)
             elif sched != "nofence":
-                TE.fence_tensormap_acquire(k, self.tmaps[i])
+                TE.fence_tensormap_acquire(k, self.b.tmaps[i])
         if sched == "prefetch":
             nxt = _u32(k, "add.u32", g, 1)
             last = k.reg("pred")
@@ -161,11 +176,11 @@ class TileScheduler:
         stores) acquires D's map if the group changed; nothing for other schedules."""
         if self.gpend is None:
             return
-        k = self.k
+        k = self.b.k
         skip = k.fresh_label("g_acq_done")
         p = k.reg("pred")
         k.ins("and.pred", p, self.gpend, is_lead)
         k.bra(skip, f"!{p}")
-        TE.fence_tensormap_acquire(k, self.tmaps[2])
+        TE.fence_tensormap_acquire(k, self.b.tmaps[2])
         k.label(skip)
         k.ins("setp.ne.u32", self.gpend, 0, 0)

@@ -11,16 +11,17 @@ from typing import Any
 from nvatom.kernels.sm90.config import _ENTRY_REGS, GemmSm90Config
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.kernels.sm90.plan import GemmSm90Plan
-from nvatom.kernels.sm90.scheduler import TileScheduler
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Param, Reg
 
 
-@dataclasses.dataclass
-class _Build(TileScheduler):
-    """What the pieces of the kernel share: the kernel being built, its configuration and plan,
-    the shared-memory map (byte offsets) and the registers every warpgroup reads."""
+@dataclasses.dataclass(frozen=True)
+class _Build:
+    """What the pieces of the kernel share, fixed once the prologue has run: the kernel being
+    built, its configuration and plan, the shared-memory map (byte offsets) and the registers
+    every warpgroup reads.  A warpgroup's own state across its tiles is its
+    :class:`~nvatom.kernels.sm90.scheduler.TileScheduler`."""
 
     k: Kernel
     cfg: GemmSm90Config
@@ -40,20 +41,14 @@ class _Build(TileScheduler):
     ntiles: Reg
     ktiles: Reg
     rank: Reg | None  # %cluster_ctarank (cluster_m 2)
-    first_tile: Reg
-    step: Reg
+    first_tile: Reg  # the CTA's first tile (%ctaid.x)
+    step: Reg  # between the CTA's tiles (%nctaid.x)
     producer_label: str  # where warpgroup 0 starts
     done: str  # the exit label
     scale_params: tuple[Param, Param] | None  # FP8: scale_a, scale_b addresses
     dims: tuple[Reg, Reg, Reg] | None = None  # M, N, K
     # grouped: (tensor-map array, generic address; tile_ends, global address; G)
     groups: tuple[Reg, Reg, Reg] | None = None
-    # grouped, "resume" family: this warpgroup's (group, its first tile, its end tile, its M
-    # blocks) across tiles, and the maps it issues TMA with (0 A, 1 B, 2 D)
-    gstate: tuple[Reg, Reg, Reg, Reg] | None = None
-    maps_used: tuple[int, ...] = (0, 1, 2)
-    gpend: Reg | None = None  # "late": D's map changed and is not yet acquired
-    group: Reg | None = None  # grouped: the current tile's group (set by tile_coords)
     # grouped FP8: the parameter of scale_b's stride between groups in bytes (0: one
     # scale_b for every group); the groups' row ends follow tile_ends in its buffer
     scale_step: Param | None = None
@@ -76,13 +71,7 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
         scale_params = (k.param("scale_a", "u64"), k.param("scale_b", "u64"))
     dsm = k.dynamic_shared("smem", align=1024)
 
-    # shared-memory map: A stages, B stages, epilogue staging, full[s], empty[s]
-    off_a = 0
-    off_b = cfg.stages * cfg.a_stage_bytes
-    off_c = off_b + cfg.stages * cfg.b_stage_bytes
-    off_full = off_c + 2 * cfg.consumers * cfg.c_buffer_bytes  # scale staging, then barriers
-    off_full += cfg.consumers * cfg.scale_stage_bytes
-    off_empty = off_full + 8 * cfg.stages
+    off_a, off_b, off_c, off_full, off_empty = _smem_map(cfg)
 
     smem = _u32(k, "mov.u32", dsm)
     tid = _u32(k, "mov.u32", "%tid.x")
@@ -155,10 +144,13 @@ def _init_barriers(k: Kernel, cfg: GemmSm90Config, smem: Reg, tid: Reg, off_full
 
 
 def _smem_map(cfg: GemmSm90Config) -> tuple[int, int, int, int, int]:
-    """Byte offsets of the A stages, B stages, epilogue staging, full[s] and empty[s]."""
+    """Byte offsets of the A stages, B stages, epilogue staging, full[s] and empty[s]: the
+    stages, the consumers' two staging buffers each, their staged row scales
+    (``row_scale_stage``), then the barriers."""
     off_b = cfg.stages * cfg.a_stage_bytes
     off_c = off_b + cfg.stages * cfg.b_stage_bytes
-    off_full = off_c + 2 * cfg.consumers * cfg.c_buffer_bytes
+    off_full = off_c + 2 * cfg.consumers * cfg.c_buffer_bytes  # scale staging, then barriers
+    off_full += cfg.consumers * cfg.scale_stage_bytes
     return 0, off_b, off_c, off_full, off_full + 8 * cfg.stages
 
 
@@ -167,7 +159,7 @@ def _prologue_grouped(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan,
     """The grouped kernel's prologue: parameters ``tmaps`` (G x 3 tensor maps in global
     memory: A, B, D of each group, 128 bytes each), ``tile_ends`` (G u32: cumulative output
     tiles), ``G``, ``N``, ``K``; the tile count is ``tile_ends[G - 1]``; the per-tile maps are
-    chosen by :meth:`_Build.tile_coords`."""
+    chosen by :meth:`~nvatom.kernels.sm90.scheduler.TileScheduler.tile_coords`."""
     k.reqntid = (cfg.threads, 1, 1)
     k.minnctapersm = 1
     k.maxnreg = _ENTRY_REGS
@@ -206,11 +198,9 @@ def _prologue_grouped(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan,
     step = _u32(k, "mov.u32", "%nctaid.x")
     prod = k.fresh_label("producer")
     done = k.fresh_label("exit")
-    b = _Build(k, cfg, plan, target_, off_a, off_b, off_c, off_full, off_empty, smem, tid,
-               wg, tmaps, tiles_m, tiles_n, ntiles, ktiles, None, first_tile, step,
-               prod, done, scale_params, dims, (maps, ends, G))
-    b.scale_step = step_param
-    return b
+    return _Build(k, cfg, plan, target_, off_a, off_b, off_c, off_full, off_empty, smem, tid,
+                  wg, tmaps, tiles_m, tiles_n, ntiles, ktiles, None, first_tile, step,
+                  prod, done, scale_params, dims, (maps, ends, G), step_param)
 
 
 def _exit(b: _Build) -> None:
