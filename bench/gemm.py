@@ -205,7 +205,7 @@ def _host_gpu(n: int = 4096, calls: int = 20) -> dict[str, float]:
     import nvatom
     from nvatom.gemm import check_operands, plan
     from nvatom.gemm_providers import TENSOR_MAPS, prepare_gemm_sm90
-    from nvatom.kernels.gemm_sm90 import default_config
+    from nvatom.kernels.sm90.launch import default_config
     from nvatom.runtime.launch import get_kernel
 
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import nvatom
     from nvatom.gemm_providers import prepare_gemm_sm90
-    from nvatom.kernels.gemm_sm90 import default_config
+    from nvatom.kernels.sm90.launch import default_config
     from nvatom.runtime.torch_interop import ELEMENT_BYTES, torch_dtype
 
     kernels = [k for k in args.kernels.split(",") if k]

@@ -51,7 +51,7 @@ def _variant(nvatom: Any, torch: Any, a: Any, b: Any, ends: list[int], out: Any,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from nvatom.kernels.gemm_sm90 import GROUP_SCHEDS, GemmSm90Config
+    from nvatom.kernels.sm90.config import GROUP_SCHEDS, GemmSm90Config
     from nvatom.kernels.sm90.tuning import grouped_schedule
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

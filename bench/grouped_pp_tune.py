@@ -43,12 +43,14 @@ def moe_cases() -> list[tuple[str, list[int], int, int]]:
 
 
 def _pp(**kw: Any) -> Any:
-    from nvatom.kernels.gemm_sm90 import SCHEDULE_TILES, GemmSm90Config
+    from nvatom.kernels.sm90.config import GemmSm90Config
+    from nvatom.kernels.sm90.tuning import SCHEDULE_TILES
     return GemmSm90Config(**{**SCHEDULE_TILES["pingpong"], **kw})
 
 
 def _coop(**kw: Any) -> Any:
-    from nvatom.kernels.gemm_sm90 import SCHEDULE_TILES, GemmSm90Config
+    from nvatom.kernels.sm90.config import GemmSm90Config
+    from nvatom.kernels.sm90.tuning import SCHEDULE_TILES
     return GemmSm90Config(**{**SCHEDULE_TILES["cooperative"], **kw})
 
 

@@ -8,7 +8,7 @@
 * ``q`` is (B, H, Sq, D); ``k`` and ``v`` are (B, Hkv, Sk, D) with ``H`` a multiple of
   ``Hkv`` (grouped-query attention: query head ``h`` reads KV head ``h // (H / Hkv)``), all
   bf16 or all f16 on one CUDA device of compute capability 9.0 (the kernel is
-  :mod:`nvatom.kernels.attention_sm90`: TMA + WGMMA).  D is 64, 128 or 256.
+  :mod:`nvatom.kernels.sm90.attention`: TMA + WGMMA).  D is 64, 128 or 256.
 * Any strides torch gives with a contiguous head dimension (stride 1) whose other strides are
   multiples of 16 bytes and a 16-byte aligned base (TMA's rules): e.g. ``x.transpose(1, 2)``
   of a (B, S, H, D) tensor.  Anything else is refused with :class:`AttentionError` naming
@@ -194,7 +194,7 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
     if tuple(lse.shape) != want[:3] or not lse.is_contiguous() or lse.dtype != torch.float32:
         raise AttentionError(f"lse must be a contiguous {want[:3]} float32 tensor")
     maps = tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
-                                   for t in (q, k, v, out)))
+                              for t in (q, k, v, out)))
     raw = [_TMAPS.get(tm) for tm in maps]
     f = load_function(cfg, lambda: assemble(build_attention_sm90(cfg).emit(),
                                             "sm_90a").cubin,

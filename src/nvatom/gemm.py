@@ -333,7 +333,7 @@ def check_sizes(m: int, n: int, k: int) -> None:
 
 
 #: The block of the block-scaling mode (DeepSeek-V3): 128 K elements by one row of A, and
-#: 128 x 128 elements of B (``nvatom.kernels.gemm_sm90.SCALE_BLOCK``, checked equal in
+#: 128 x 128 elements of B (``nvatom.kernels.sm90.config.SCALE_BLOCK``, checked equal in
 #: tests/test_gemm_block_scales.py).
 SCALE_BLOCK = 128
 

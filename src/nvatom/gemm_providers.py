@@ -1,13 +1,13 @@
 """The GEMM providers of :func:`nvatom.gemm`: one per kernel family of :mod:`nvatom.kernels`.
 
-:class:`Sm90Provider` runs :mod:`nvatom.kernels.gemm_sm90` (TMA + WGMMA, compute capability
+:class:`Sm90Provider` runs :mod:`nvatom.kernels.sm90` (TMA + WGMMA, compute capability
 9.0) and :class:`Sm80Provider` runs :mod:`nvatom.kernels.gemm_sm80` (cp.async + ldmatrix +
 mma.sync, compute capability 8.0 and newer).  :data:`PROVIDERS` lists them in dispatch order;
 :mod:`nvatom.gemm` imports this module directly (no plug-in loading), and the types both share
 come from :mod:`nvatom.runtime.gemm_plan`, below both.
 
 :func:`prepare_gemm_sm90` / :func:`run_gemm_sm90` run the SM90 kernel directly on torch
-tensors for one :class:`~nvatom.kernels.gemm_sm90.GemmSm90Config` (benchmarks, tuning, FP8
+tensors for one :class:`~nvatom.kernels.sm90.config.GemmSm90Config` (benchmarks, tuning, FP8
 checks) through the driver launcher of :mod:`nvatom.runtime.driver_launch`.
 """
 
@@ -121,7 +121,7 @@ class Sm80Provider:
 
 
 class Sm90Provider:
-    """The ``nvatom.gemm`` provider for sm_90 GPUs: TMA + WGMMA (:mod:`nvatom.kernels.gemm_sm90`).
+    """The ``nvatom.gemm`` provider for sm_90 GPUs: TMA + WGMMA (:mod:`nvatom.kernels.sm90`).
 
     Takes row-major A (``a_major`` "K"), B either way, bf16/f16 in, bf16/f16/f32 out, or
     FP8 in (e4m3 or e5m2 on either side) with a column-major B and bf16 out (per-tensor or
@@ -158,10 +158,10 @@ class Sm90Provider:
                                        out_dtype=problem.out_dtype, b_major=major, **extra)
         if not fp8:  # the schedule by wave count (tuning.plain_schedule)
             return default_config(problem.in_dtype, problem.out_dtype, major,
-                                       m=problem.m, n=problem.n, sms=sms)
+                                  m=problem.m, n=problem.n, sms=sms)
         return default_config(problem.in_dtype, problem.out_dtype, major,
-                                   b_dtype=b_dtype, fast_accum=fast, scale_mode=scale_mode,
-                                   m=problem.m, n=problem.n, sms=sms)
+                              b_dtype=b_dtype, fast_accum=fast, scale_mode=scale_mode,
+                              m=problem.m, n=problem.n, sms=sms)
 
     def _tile_rule(self, problem: Any, cfg: GemmSm90Config) -> dict[str, Any] | None:
         """The size rule that chose ``cfg``'s tile (a recipe then serves only the sizes
@@ -286,8 +286,8 @@ def symbolic_maps(cfg: Any, sms: int = 132) -> list[dict[str, Any]] | None:
     env["ldb"] = env["k" if cfg.b_major == "K" else "n"] + _PROBE_PAD["ldb"]
     env["ldd"] = env["n"] + _PROBE_PAD["ldd"]
     spec = gemm_sm90_launch_spec(cfg, env["m"], env["n"], env["k"], env["a"], env["b"],
-                                      env["out"], sms, lda=env["lda"], ldb=env["ldb"],
-                                      ldd=env["ldd"])
+                                 env["out"], sms, lda=env["lda"], ldb=env["ldb"],
+                                 ldd=env["ldd"])
     maps = []
     for tm in spec.tensor_maps:
         args = tm.driver_args()
@@ -318,7 +318,7 @@ def _sm90_recipe(cfg: Any, sms: int, launch: GemmLaunch, arg_names: Sequence[str
     if maps is None:
         return None
     real = gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
-                                      lda=a.ld, ldb=b.ld, ldd=d.ld)
+                                 lda=a.ld, ldb=b.ld, ldd=d.ld)
     got = evaluate_maps(maps, {"m": p.m, "n": p.n, "k": p.k, "lda": a.ld, "ldb": b.ld,
                                "ldd": d.ld, "a": a.ptr, "b": b.ptr, "out": d.ptr})
     want = [tm.driver_args() for tm in real.tensor_maps]
@@ -412,19 +412,19 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config,
     k2, n = b.shape
     if k2 != k or tuple(out.shape) != (m, n):
         raise GemmSm90Error(f"shapes a {tuple(a.shape)} @ b {tuple(b.shape)} -> out "
-                                 f"{tuple(out.shape)} do not match")
+                            f"{tuple(out.shape)} do not match")
     if a.stride() != (k, 1) or out.stride() != (n, 1):
         raise GemmSm90Error("a and out must be row-major and contiguous")
     if b_major_of(b.shape, b.stride()) != cfg.b_major:
         raise GemmSm90Error(f"b has strides {b.stride()}, the config wants a "
-                                 f"{cfg.b_major}-major b")
+                            f"{cfg.b_major}-major b")
     for name, t in (("a", a), ("b", b), ("out", out)):
         if t.data_ptr() % 16:
             raise GemmSm90Error(f"{name} is not 16-byte aligned (TMA)")
     dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
     props = torch.cuda.get_device_properties(dev)
     spec = gemm_sm90_launch_spec(cfg, m, n, k, a.data_ptr(), b.data_ptr(),
-                                      out.data_ptr(), props.multi_processor_count)
+                                 out.data_ptr(), props.multi_processor_count)
     maps = [tm.encode_with_driver() for tm in spec.tensor_maps]
     f = load_function(cfg, lambda: _cubin(cfg), cfg.name, dev, cfg.smem_bytes,
                       cfg.cluster_m > 1)
@@ -443,8 +443,8 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config,
                         or any(s != w and d > 1 for s, w, d in
                                zip(t.stride(), strides, shape, strict=True))):
                     raise GemmSm90Error(f"{name} must be float32 {shape} with strides "
-                                             f"{strides} (block scales), got {t.dtype} "
-                                             f"{tuple(t.shape)} {t.stride()}")
+                                        f"{strides} (block scales), got {t.dtype} "
+                                        f"{tuple(t.shape)} {t.stride()}")
         if cfg.scale_mode == "row":  # one f32 per row of a / column of b, unit stride
             for name, t, count in (("scale_a", scale_a, m), ("scale_b", scale_b, n)):
                 shape = tuple(int(x) for x in t.shape)
@@ -452,7 +452,7 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config,
                         or (max(shape, default=1) > 1 and
                         t.stride()[shape.index(max(shape))] != 1)):
                     raise GemmSm90Error(f"{name} must be {count} contiguous float32 "
-                                             f"(row-wise scales), got {t.dtype} {shape}")
+                                        f"(row-wise scales), got {t.dtype} {shape}")
         blobs += [ctypes.c_uint64(scale_a.data_ptr()), ctypes.c_uint64(scale_b.data_ptr())]
     return prepare_driver_launch(
         f, spec.grid, spec.block, spec.smem_bytes, spec.cluster, blobs,
@@ -531,11 +531,11 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
 
     if config is None and in_dtype in FP8_DTYPES:
         config = default_config(in_dtype, out_dtype, "K", b_dtype=b_dtype,
-                                     fast_accum=fast_accum, scale_mode=scale_mode)
+                                fast_accum=fast_accum, scale_mode=scale_mode)
         config = dataclasses.replace(config, row_scale_stage=False,  # plain kernel only
                                      **_GROUPED_FP8_TILES.get((scale_mode, fast_accum), {}))
     base = config or default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K",
-                                         schedule=grouped_schedule(
+                                    schedule=grouped_schedule(
                                              (in_dtype, out_dtype, b_major), ends, n, k))
     cfg = dataclasses.replace(base, grouped=True)
     if group_sched is not None:

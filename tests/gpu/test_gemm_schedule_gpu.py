@@ -84,7 +84,7 @@ def test_nvatom_gemm_on_the_rules_schedule(m: int, n: int, k: int, want: str) ->
     _require_sm90()
     import nvatom
     from nvatom.gemm import explain
-    from nvatom.kernels.gemm_sm90 import default_config
+    from nvatom.kernels.sm90.launch import default_config
 
     assert plain_schedule(m, n, 132) == want  # an H100's 132 SMs (the comments' waves)
     a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
