@@ -6,6 +6,7 @@ producer (:mod:`.producer`), main loops (:mod:`.mainloop`, :mod:`.mainloop_promo
 :mod:`.promotion`) and an epilogue (:mod:`.epilogue`, :mod:`.row_scales`), composed by
 :func:`.gemm.build_gemm_sm90`.  The host side: :mod:`.config`, :mod:`.plan` (what the layout
 algebra derives), :mod:`.tuning` (the one table of measured tiles and schedules) and
-:mod:`.launch`.  :mod:`.emit` holds the small PTX emitters both the GEMM and the attention
-kernel use.
+:mod:`.launch`.  Both the GEMM and the attention kernel (``attention*``) use :mod:`.emit`
+(small PTX emitters) and :mod:`.limits` (sm_90's shared-memory and register limits, the
+128-byte swizzle).
 """

@@ -12,7 +12,8 @@ import math
 from nvatom.atoms.sm90 import FORMS, WgmmaForm
 from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.errors import NvatomError
-from nvatom.tables.swizzles import smem_swizzle
+from nvatom.kernels.sm90.limits import MAX_SMEM as _MAX_SMEM
+from nvatom.kernels.sm90.limits import REGS as _REGS
 
 __all__ = [
     "DTYPES",
@@ -23,40 +24,14 @@ __all__ = [
     "default_config",
 ]
 
-
 DTYPES = ("bf16", "f16")
-
-
 EPILOGUES = ("tma", "direct")  # O via stmatrix + TMA store / per-thread st.global
-
-
 HEAD_DIMS = (64, 128, 256)
-
-
 BLOCK_NS = (64, 80, 96, 128, 144, 160, 176, 192)  # KV tile rows: multiples of 16 (the rs K)
-
-
 BLOCK_M = 128  # Q rows per CTA: two consumer warpgroups of 64 (WGMMA's M)
-
-
-_SW128 = smem_swizzle("SW128")
-
-
 _CHUNK = 64  # 16-bit elements in one 128-byte SW128 row: one TMA box's inner extent
-
-
-_MAX_SMEM = 232448  # sm_90: 227 KB of dynamic shared memory per block
-
-
-_ENTRY_REGS = 168  # .maxnreg at entry (65536 / 384): setmaxnreg needs a cap
-
-
 _LOG2E = 1.4426950408889634
-
-
 _LN2 = 0.6931471805599453
-
-
 _NEG_INF = "0fFF800000"
 
 
@@ -102,7 +77,7 @@ class AttentionSm90Config:
                                      f"more than sm_90's {_MAX_SMEM}")
         if self.pingpong and not self.overlap:
             raise AttentionSm90Error("pingpong needs overlap (one WGMMA issue per KV tile)")
-        if self.producer_regs * WARPGROUP + 2 * self.consumer_regs * WARPGROUP > 65536:
+        if self.producer_regs * WARPGROUP + 2 * self.consumer_regs * WARPGROUP > _REGS:
             raise AttentionSm90Error("producer_regs + 2 consumer_regs exceed the 64K registers")
 
     @property

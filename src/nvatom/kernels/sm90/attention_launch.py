@@ -5,13 +5,8 @@ from __future__ import annotations
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.descriptors.tma import TensorMap, tma_data_type
-from nvatom.kernels.sm90.attention_config import (
-    _CHUNK,
-    _LOG2E,
-    _SW128,
-    BLOCK_M,
-    AttentionSm90Config,
-)
+from nvatom.kernels.sm90.attention_config import _CHUNK, _LOG2E, BLOCK_M, AttentionSm90Config
+from nvatom.kernels.sm90.limits import SW128 as _SW128
 from nvatom.ptx import tma_emit as TE
 
 __all__ = [

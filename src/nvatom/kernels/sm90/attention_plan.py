@@ -16,11 +16,11 @@ from nvatom.atoms.wgmma_fragments import WARPGROUP, a_layout, accumulator_layout
 from nvatom.descriptors.wgmma import GmmaDescriptor, make_gmma_desc
 from nvatom.kernels.sm90.attention_config import (
     _CHUNK,
-    _SW128,
     BLOCK_M,
     AttentionSm90Config,
     AttentionSm90Error,
 )
+from nvatom.kernels.sm90.limits import SW128 as _SW128
 from nvatom.layout import tile_to_shape
 from nvatom.tables.swizzles import smem_layout
 
@@ -32,7 +32,6 @@ __all__ = [
     "stsm_lane_offset",
     "stsm_matrix_origin",
 ]
-
 
 #: A retile: ``[block][register]`` = the accumulator values packed into the register.
 Retile = tuple[tuple[tuple[int, ...], ...], ...]

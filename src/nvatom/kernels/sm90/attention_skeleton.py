@@ -8,9 +8,10 @@ from __future__ import annotations
 import dataclasses
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP
-from nvatom.kernels.sm90.attention_config import _ENTRY_REGS, BLOCK_M, AttentionSm90Config
+from nvatom.kernels.sm90.attention_config import BLOCK_M, AttentionSm90Config
 from nvatom.kernels.sm90.attention_plan import AttentionPlan
 from nvatom.kernels.sm90.emit import u32 as _u32
+from nvatom.kernels.sm90.limits import ENTRY_REGS as _ENTRY_REGS
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg

@@ -10,10 +10,13 @@ import functools
 from collections.abc import Sequence
 
 from nvatom.atoms.sm90 import FORMS, WgmmaForm
-from nvatom.atoms.smem import smem_swizzle
 from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.dtypes import dtype
 from nvatom.errors import NvatomError
+from nvatom.kernels.sm90.limits import ENTRY_REGS as _ENTRY_REGS
+from nvatom.kernels.sm90.limits import MAX_SMEM as _MAX_SMEM
+from nvatom.kernels.sm90.limits import REGS as _REGS
+from nvatom.kernels.sm90.limits import SW128 as _SW128
 
 __all__ = [
     "FP8_DTYPES",
@@ -29,68 +32,35 @@ __all__ = [
     "b_major_of",
 ]
 
-
 #: The element types the kernel reads (A and B: one ``wgmma`` ``.ss`` form per type, f32
 #: accumulation) and writes.  Widths come from :mod:`nvatom.dtypes`, the K of each
 #: instruction from the form (:data:`nvatom.atoms.sm90.FORMS`).
 IN_DTYPES = ("bf16", "f16", "e4m3", "e5m2")
-
-
 #: grouped GEMM: how a tile finds its group (GemmSm90Config.group_sched)
 GROUP_SCHEDS = ("scan", "resume", "prefetch", "nofence", "late")
-
-
 #: How the two consumer warpgroups share the work (GemmSm90Config.schedule): "cooperative"
 #: both on one 128-row tile (64 rows each); "pingpong" each on its own 128-row tile (two m64
 #: WGMMAs per K step), alternating: one's epilogue runs under the other's main loop.
 SCHEDULES = ("cooperative", "pingpong")
-
-
 #: Named barriers of the ping-pong order: warpgroup w (0, 1) waits on ``PINGPONG_BAR + w``
 #: before its main loop; the other arrives there after issuing its own.  (0: the prologue's
 #: CTA barrier; 1, 2: the consumers' epilogue barriers.)
 PINGPONG_BAR = 3
-
-
 #: The 8-bit operand types (WGMMA ``.e4m3`` / ``.e5m2``, either on either side): K-major
 #: operands, f32 scales, bf16 output.
 FP8_DTYPES = ("e4m3", "e5m2")
-
-
 #: FP8 scaling modes: one f32 per tensor, one per row of A and per column of B, or block
 #: scales (DeepSeek-V3): one per row of A and 128 K elements, one per 128 x 128 block of B,
 #: applied at promotion (:data:`SCALE_BLOCK`).
 SCALE_MODES = ("tensor", "row", "block")
-
-
 #: The block of the block-scaling mode: 128 K elements (one FP8 K block) by 128 rows of A
 #: (one scale per row) or 128 columns of B.
 SCALE_BLOCK = 128
-
-
 OUT_DTYPES = ("bf16", "f16", "f32")
-
-
-_SW128 = smem_swizzle("SW128")
-
-
 _ROW = _SW128.row_bytes  # one SW128 row: the K extent of every smem tile and TMA box row
-
-
-_MAX_SMEM = 232448  # sm_90: 227 KB of dynamic shared memory per block
-
-
 #: row_scale_stage: a consumer warpgroup's staged scale_a (its 64 rows of f32); its scale_b
 #: follows at this offset in the warpgroup's staging area
 _STAGED_SA_BYTES = 4 * 64
-
-
-_REGS = 65536  # registers per SM
-
-
-_ENTRY_REGS = 168  # .maxnreg at entry (65536 / 384, rounded down to 8): setmaxnreg needs a cap
-
-
 # promote_rs: 4 k-steps x 4 .b32 A registers live, 4 A descriptors (.b64) no longer: +8
 _RS_EXTRA_REGS = 8
 

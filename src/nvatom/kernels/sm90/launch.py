@@ -12,7 +12,8 @@ from typing import Any
 from nvatom.descriptors.tma import TensorMap, tma_data_type
 from nvatom.dtypes import dtype
 from nvatom.errors import DescriptorError
-from nvatom.kernels.sm90.config import _SW128, FP8_DTYPES, GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.config import FP8_DTYPES, GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.limits import SW128 as _SW128
 from nvatom.kernels.sm90.plan import gemm_sm90_plan
 from nvatom.kernels.sm90.tuning import (
     DEFAULT_SCHEDULE_16BIT,

@@ -11,7 +11,8 @@ from typing import Any
 
 from nvatom.atoms.smem import smem_layout
 from nvatom.descriptors.wgmma import GmmaDescriptor, make_gmma_desc
-from nvatom.kernels.sm90.config import _ROW, _SW128, GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.config import _ROW, GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.limits import SW128 as _SW128
 from nvatom.layout import tile_to_shape
 
 __all__ = [

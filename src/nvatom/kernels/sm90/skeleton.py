@@ -8,8 +8,9 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from nvatom.kernels.sm90.config import _ENTRY_REGS, GemmSm90Config
+from nvatom.kernels.sm90.config import GemmSm90Config
 from nvatom.kernels.sm90.emit import u32 as _u32
+from nvatom.kernels.sm90.limits import ENTRY_REGS as _ENTRY_REGS
 from nvatom.kernels.sm90.plan import GemmSm90Plan
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE

@@ -32,20 +32,15 @@ __all__ = [
     "size_rule",
 ]
 
-
 #: The FP8 main loop's promotion settings (docs/perf.md, "FP8 promotion"): ``promote`` K
 #: blocks per promotion, in ``promote_parts`` N parts through ``promote_temps`` temporaries.
 FP8_PROMOTION = {"promote": 1, "promote_parts": 2, "promote_temps": 2, "block_n": 192}
-
-
 #: The wide promoted tile, 128 x 256: 4 parts of n64 through two temporaries (128 + 64
 #: registers), 4 K blocks per loop iteration (one WGMMA drain per 4 K blocks): 4-6% faster
 #: than the earlier one n128 temporary (``promote_parts`` 2, ``promote_temps`` 1) at 4096^3
 #: and 8192^3 (docs/perf.md, "FP8 promoted, session 5", U2).
 FP8_PROMOTION_WIDE = {"promote": 1, "promote_parts": 4, "promote_temps": 2, "block_n": 256,
                       "promote_unroll": 4}
-
-
 #: The promoted tiles (per-tensor and row-wise scales) chosen per problem size by
 #: :func:`nvatom.runtime.gemm_plan.wave_pick`: (settings, speed of one tile relative to the
 #: first: at 8192^3 on an H100 the wide tile ran at 0.970 of the 128 x 192 one (median of
@@ -53,12 +48,8 @@ FP8_PROMOTION_WIDE = {"promote": 1, "promote_parts": 4, "promote_temps": 2, "blo
 #: against 21 x 3/4 are taken out; 0.98 here; session 5, U2).
 FP8_TILE_CHOICES: tuple[tuple[dict[str, Any], float], ...] = (
     (FP8_PROMOTION, 1.0), (FP8_PROMOTION_WIDE, 0.98))
-
-
 #: Block scales: the promotion above with 128-column tiles (one block of B's scales each).
 FP8_BLOCK_PROMOTION = {**FP8_PROMOTION, "block_n": SCALE_BLOCK}
-
-
 #: Each consumer schedule's tile and stage count (docs/perf.md, "Ping-pong consumers"):
 #: cooperative 128 x 256 (the two warpgroups 64 rows each), 4 stages; ping-pong 128 x 128
 #: per warpgroup (128 accumulator registers a thread), 6 stages; "pingpong192": ping-pong
@@ -69,8 +60,6 @@ SCHEDULE_TILES: dict[str, dict[str, Any]] = {
     "pingpong": {"schedule": "pingpong", "block_n": 128, "stages": 6},
     "pingpong192": {"schedule": "pingpong", "block_n": 192, "stages": 4},
 }
-
-
 #: The default schedule of bf16/f16 inputs (measured on an H100, docs/perf.md "Ping-pong
 #: consumers": level or faster on every bench shape but 4096^3, 1-2% slower there); FP8
 #: stays cooperative (ping-pong measured slower).  With the problem's sizes the schedule
