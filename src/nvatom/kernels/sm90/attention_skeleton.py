@@ -17,8 +17,12 @@ from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class _Build:
+    """What the attention kernel's pieces share, fixed once the prologue has run: the kernel
+    being built, its configuration and plan, the shared-memory map (byte offsets) and the
+    registers every warpgroup reads."""
+
     k: Kernel
     cfg: AttentionSm90Config
     plan: AttentionPlan
