@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     import nvatom
 
     A = importlib.import_module("nvatom.attention")
-    K = importlib.import_module("nvatom.kernels.attention_sm90")
+    K = importlib.import_module("nvatom.kernels.sm90.attention_config")
     dt = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
     props = torch.cuda.get_device_properties(0)
 

@@ -43,13 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "reports/bench/build_time.json"))
     args = ap.parse_args(argv)
 
-    from nvatom.kernels import gemm_sm80, gemm_sm90
+    from nvatom.kernels import gemm_sm80
+    from nvatom.kernels.sm90.gemm import build_gemm_sm90
+    from nvatom.kernels.sm90.launch import default_config
 
     rows: list[dict] = []
     for dt in ("bf16", "f16", "e4m3"):
-        cfg = gemm_sm90.default_config(dt)
+        cfg = default_config(dt)
         rows.append({"what": f"SM90 GEMM {dt} build+emit", "target_ms": 100,
-                     "ms": _median_ms(lambda c=cfg: gemm_sm90.build_gemm_sm90(c).emit(),
+                     "ms": _median_ms(lambda c=cfg: build_gemm_sm90(c).emit(),
                                       args.repeat)})
     spec = gemm_sm80.GemmSm80Spec()
     rows.append({"what": "SM80 GEMM bf16 build+emit", "target_ms": 100,

@@ -172,7 +172,9 @@ def _interleaved(contenders: dict[str, Any], sets: int, batch: int, rounds: int
 def _build_times(kernels: list[str]) -> dict[str, dict[str, Any]]:
     """Python build+emit of each kernel's PTX (cold: first build in this process; warm:
     median of 3 more), ptxas excluded."""
-    from nvatom.kernels import gemm_sm80, gemm_sm90
+    from nvatom.kernels import gemm_sm80
+    from nvatom.kernels.sm90.gemm import build_gemm_sm90
+    from nvatom.kernels.sm90.launch import default_config
 
     out: dict[str, dict[str, Any]] = {}
     builds: dict[str, Any] = {}
@@ -182,8 +184,8 @@ def _build_times(kernels: list[str]) -> dict[str, dict[str, Any]]:
             builds[f"sm80 {dt}"] = lambda s=spec: gemm_sm80.emit_ptx(s, "sm_90a")
     if "sm90" in kernels:
         for dt in ("bf16", "e4m3"):
-            cfg = gemm_sm90.default_config(dt)
-            builds[f"sm90 {dt}"] = lambda c=cfg: gemm_sm90.build_gemm_sm90(c).emit()
+            cfg = default_config(dt)
+            builds[f"sm90 {dt}"] = lambda c=cfg: build_gemm_sm90(c).emit()
     for name, fn in builds.items():
         t0 = time.perf_counter()
         text = fn()
@@ -205,7 +207,7 @@ def _host_gpu(n: int = 4096, calls: int = 20) -> dict[str, float]:
     import nvatom
     from nvatom.gemm import check_operands, plan
     from nvatom.gemm_providers import TENSOR_MAPS, prepare_gemm_sm90
-    from nvatom.kernels.gemm_sm90 import default_config
+    from nvatom.kernels.sm90.launch import default_config
     from nvatom.runtime.launch import get_kernel
 
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
@@ -287,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import nvatom
     from nvatom.gemm_providers import prepare_gemm_sm90
-    from nvatom.kernels.gemm_sm90 import default_config
+    from nvatom.kernels.sm90.launch import default_config
     from nvatom.runtime.torch_interop import ELEMENT_BYTES, torch_dtype
 
     kernels = [k for k in args.kernels.split(",") if k]

@@ -86,7 +86,7 @@ EARLIER = {
 
 
 def _cfg(variant: str, a: str = "e4m3", b: str = "e4m3", scale: str = "tensor") -> Any:
-    from nvatom.kernels.gemm_sm90 import GemmSm90Config
+    from nvatom.kernels.sm90.config import GemmSm90Config
 
     return GemmSm90Config(in_dtype=a, b_dtype="" if b == a else b, b_major="K",
                           scale_mode=scale, **ALL[variant])

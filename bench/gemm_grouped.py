@@ -6,7 +6,7 @@
 Cases (bf16): 8 experts of 2048 tokens x 4096 x 4096 (the issue's anchor), 64 experts with
 random tokens per expert (0-1024, DeepSeek-V3-like: hidden 7168 -> 2048), 8 experts with
 0-4096 tokens (7168 -> 4096) and 64 experts with 0-4096 tokens (7168 -> 2048).
-The kernel of each case is the one ``nvatom.runtime.gemm_plan.SCHEDULE_RULES["grouped"]``
+The kernel of each case is the one ``nvatom.kernels.sm90.tuning.SCHEDULE_RULES["grouped"]``
 picks (recorded as ``schedule`` per row; docs/perf.md, "Grouped ping-pong and schedule
 choice").  ``--variants`` adds every ``group_sched`` of the kernel (launched directly, no host
 checks) and, on the anchor, the plain GEMM of the same work (one 16384 x 4096 x 4096
@@ -51,8 +51,8 @@ def _variant(nvatom: Any, torch: Any, a: Any, b: Any, ends: list[int], out: Any,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from nvatom.kernels.gemm_sm90 import GROUP_SCHEDS, GemmSm90Config
-    from nvatom.runtime.gemm_plan import grouped_schedule
+    from nvatom.kernels.sm90.config import GROUP_SCHEDS, GemmSm90Config
+    from nvatom.kernels.sm90.tuning import grouped_schedule
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)

@@ -43,12 +43,14 @@ def moe_cases() -> list[tuple[str, list[int], int, int]]:
 
 
 def _pp(**kw: Any) -> Any:
-    from nvatom.kernels.gemm_sm90 import SCHEDULE_TILES, GemmSm90Config
+    from nvatom.kernels.sm90.config import GemmSm90Config
+    from nvatom.kernels.sm90.tuning import SCHEDULE_TILES
     return GemmSm90Config(**{**SCHEDULE_TILES["pingpong"], **kw})
 
 
 def _coop(**kw: Any) -> Any:
-    from nvatom.kernels.gemm_sm90 import SCHEDULE_TILES, GemmSm90Config
+    from nvatom.kernels.sm90.config import GemmSm90Config
+    from nvatom.kernels.sm90.tuning import SCHEDULE_TILES
     return GemmSm90Config(**{**SCHEDULE_TILES["cooperative"], **kw})
 
 
@@ -288,7 +290,7 @@ def final(args: argparse.Namespace, torch: Any) -> dict[str, Any]:
     """The shipped rule through the public paths against both fixed schedules (and the
     ping-pong 128 x 192 tile, 4 stages, as an exploration) on the bench cases and on cases
     that test the rule's thresholds; the plain kernel likewise."""
-    from nvatom.runtime.gemm_plan import grouped_schedule
+    from nvatom.kernels.sm90.tuning import grouped_schedule
 
     variants = {"coop": (_coop(), False), "pp": (_pp(), False),
                 "pp192": (_pp(block_n=192, stages=4), False)}
@@ -320,7 +322,7 @@ def final(args: argparse.Namespace, torch: Any) -> dict[str, Any]:
 def plain_final(args: argparse.Namespace, torch: Any) -> list[dict[str, Any]]:
     """``nvatom.gemm`` (the rule) vs the fixed schedules vs torch.mm, per shape."""
     import nvatom
-    from nvatom.runtime.gemm_plan import plain_schedule
+    from nvatom.kernels.sm90.tuning import plain_schedule
 
     rows = []
     for m, n, k in ((114521, 2048, 7168), (65536, 2048, 7168), (32768, 4096, 7168),

@@ -1,5 +1,5 @@
 """The SM90 GEMM written in the IR (tests/ir/gemm_sm90.mlir) against the Python-built SM90 GEMM
-(src/nvatom/kernels/gemm_sm90.py) in the same run.
+(src/nvatom/kernels/sm90/) in the same run.
 
     PYTHONPATH=src:. python3 bench/ir_gemm.py [--shapes MxNxK ...] [--rounds 7] [--batch 20]
         [--out reports/bench/ir_gemm.json] [--ptx-dir DIR]
@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     from tests.gpu import ir_gemm_host as H
 
     from nvatom.gemm_providers import prepare_gemm_sm90
-    from nvatom.kernels.gemm_sm90 import build_gemm_sm90, default_config
+    from nvatom.kernels.sm90.gemm import build_gemm_sm90
+    from nvatom.kernels.sm90.launch import default_config
 
     ir_ptx, info = H.lowered()
     cli = _cli_ptx()

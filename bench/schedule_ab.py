@@ -59,7 +59,7 @@ def _rel_err(torch: Any, out: Any, a: Any, b: Any, scale: Any = None) -> float:
 def _contenders_16(torch: Any, nvatom: Any, dt: str, m: int, n: int, k: int
                    ) -> tuple[dict[str, Any], dict[str, float]]:
     from nvatom.gemm_providers import prepare_gemm_sm90
-    from nvatom.kernels.gemm_sm90 import default_config
+    from nvatom.kernels.sm90.launch import default_config
 
     tdt = {"bf16": torch.bfloat16, "f16": torch.float16}[dt]
     a = torch.randn(m, k, device="cuda").to(tdt)
@@ -84,7 +84,8 @@ def _contenders_fp8(torch: Any, nvatom: Any, mode: str, m: int, n: int, k: int
     import dataclasses
 
     from nvatom.gemm_providers import prepare_gemm_sm90
-    from nvatom.kernels.gemm_sm90 import FP8_TILE_CHOICES, default_config
+    from nvatom.kernels.sm90.launch import default_config
+    from nvatom.kernels.sm90.tuning import FP8_TILE_CHOICES
 
     f8 = torch.float8_e4m3fn
     a = (torch.randn(m, k, device="cuda")).to(f8)

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from nvatom.kernels import attention_sm90 as K
+from nvatom.kernels.sm90.attention_config import AttentionSm90Config, default_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the root: bench/, tests/
 from bench import _report as R
@@ -203,7 +203,7 @@ def bench(shapes: list[tuple], variants: dict[str, Any], rounds: int, out: list[
         torch.cuda.empty_cache()
 
 
-C = K.AttentionSm90Config
+C = AttentionSm90Config
 
 
 def _v(d_only: int | None, **kw: Any) -> Any:
@@ -212,13 +212,13 @@ def _v(d_only: int | None, **kw: Any) -> Any:
     def mk(dt: str, d: int, c: bool) -> Any:
         if d_only is not None and d != d_only:
             return None
-        return dataclasses.replace(K.default_config(dt, d, c), **kw)
+        return dataclasses.replace(default_config(dt, d, c), **kw)
     return mk
 
 
 VARIANTS = {
     "ours": _v(None),
-    "ours_other_pp": lambda dt, d, c: dataclasses.replace(K.default_config(dt, d, c),
+    "ours_other_pp": lambda dt, d, c: dataclasses.replace(default_config(dt, d, c),
                                                           pingpong=not c),
     "ours_d64_n192": _v(64, block_n=192),
     "ours_d64_s2": _v(64, stages=2),

@@ -34,13 +34,9 @@ import time
 import torch
 
 from nvatom.gemm_providers import prepare_gemm_sm90
-from nvatom.kernels.gemm_sm90 import (
-    GemmSm90Config,
-    GemmSm90Error,
-    build_gemm_sm90,
-    check_problem,
-    default_config,
-)
+from nvatom.kernels.sm90.config import GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.kernels.sm90.launch import check_problem, default_config
 
 BENCH = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024),
          (16384, 1024, 8192)]

@@ -29,7 +29,9 @@ def _h(text: str) -> str:
 
 
 def _sm90() -> dict[str, str]:
-    from nvatom.kernels.gemm_sm90 import GemmSm90Config, build_gemm_sm90, default_config
+    from nvatom.kernels.sm90.config import GemmSm90Config
+    from nvatom.kernels.sm90.gemm import build_gemm_sm90
+    from nvatom.kernels.sm90.launch import default_config
 
     sys.path.insert(0, str(ROOT))  # the configurations the tests build, read from the tests
     from tests.kernels.test_gemm_sm90 import CONFIGS
@@ -68,7 +70,8 @@ def _sm90() -> dict[str, str]:
 
 
 def _attention() -> dict[str, str]:
-    from nvatom.kernels.attention_sm90 import build_attention_sm90, default_config
+    from nvatom.kernels.sm90.attention import build_attention_sm90
+    from nvatom.kernels.sm90.attention_config import default_config
 
     out = {}
     for dtype, d, causal in itertools.product(("bf16", "f16"), (64, 128, 256), (False, True)):

@@ -14,7 +14,16 @@ from typing import Any
 import pytest
 
 from nvatom.errors import NvatomError
-from nvatom.kernels import attention_sm90 as K
+from nvatom.kernels.sm90.attention import build_attention_sm90
+from nvatom.kernels.sm90.attention_config import (
+    EPILOGUES,
+    HEAD_DIMS,
+    AttentionSm90Config,
+    AttentionSm90Error,
+    default_config,
+)
+from nvatom.kernels.sm90.attention_launch import kernel_params, tensor_maps
+from nvatom.kernels.sm90.attention_plan import attention_plan, o_retile, p_retile, stsm_lane_offset
 from nvatom.runtime.ptxas import assemble
 
 A = importlib.import_module("nvatom.attention")  # the module (nvatom.attention: the function)
@@ -38,7 +47,7 @@ def _isa_a16(thread: int, reg: int, half: int) -> tuple[int, int]:
 
 @pytest.mark.parametrize("bn", [64, 128, 176])
 def test_p_retile_is_the_isa_packing(bn: int) -> None:
-    retile = K.p_retile(bn)
+    retile = p_retile(bn)
     assert len(retile) == bn // 16
     for t in (0, 1, 5, 31, 32, 77, 127):
         where = {_isa_d(t, i): i for i in range(bn // 2)}
@@ -61,8 +70,8 @@ def _sw128(row: int, col: int, rows: int) -> int:
 
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_plan_matches_the_sw128_formula(d: int) -> None:
-    cfg = K.default_config("bf16", d)
-    plan = K.attention_plan(cfg)
+    cfg = default_config("bf16", d)
+    plan = attention_plan(cfg)
     bn = cfg.block_n
     for r, c in ((0, 0), (5, 17), (64, 0), (127, d - 1), (9, 70 % d)):
         assert plan.q_layout((r, c)) * 2 == _sw128(r, c, 128)
@@ -94,8 +103,8 @@ def test_tma_epilogue_places_every_o_value(d: int) -> None:
     into (o_retile) and the row address of the lane that names its matrix row (the kernel's
     stsm_lane_offset, one XOR per 16-column block, plus the consumer's half and the chunk),
     lands at the SW128 address of its (row, column) -- in both consumers' halves."""
-    plan = K.attention_plan(K.default_config("bf16", d))
-    retile = K.o_retile(d)
+    plan = attention_plan(default_config("bf16", d))
+    retile = o_retile(d)
     assert len(retile) == d // 16
     for cw in (0, 1):
         for t in (0, 1, 6, 31, 32, 45, 99, 127):
@@ -108,7 +117,7 @@ def test_tma_epilogue_places_every_o_value(d: int) -> None:
                         j, r, c = _isa_stsm(lane, reg, half)
                         row_lane = 8 * j + r  # the lane whose address is matrix j's row r
                         addr = (cw * plan.q_consumer_offset + plan.q_boxes[chunk]
-                                + (K.stsm_lane_offset(warp, row_lane) ^ (32 * q)) + 2 * c)
+                                + (stsm_lane_offset(warp, row_lane) ^ (32 * q)) + 2 * c)
                         i = retile[blk][reg][half]  # the O value packed there
                         orow, ocol = _isa_d(t, i)
                         assert where[(orow, ocol)] == i
@@ -123,42 +132,42 @@ def test_tma_epilogue_places_every_o_value(d: int) -> None:
 
 
 def test_o_retile_is_the_identity_packing() -> None:
-    assert K.o_retile(128) == tuple(tuple((8 * b + 2 * r, 8 * b + 2 * r + 1) for r in range(4))
-                                    for b in range(8))
+    assert o_retile(128) == tuple(tuple((8 * b + 2 * r, 8 * b + 2 * r + 1) for r in range(4))
+                                  for b in range(8))
 
 
 def test_tensor_map_of_o() -> None:
-    cfg = K.default_config("bf16", 128)
+    cfg = default_config("bf16", 128)
     shape = (2, 8, 100, 128)
     strides = (8 * 100 * 128, 100 * 128, 128, 1)
     kv = (1 << 21, (2, 2, 120, 128), (2 * 120 * 128, 120 * 128, 128, 1))
-    maps = K.tensor_maps(cfg, (1 << 20, shape, strides), kv, kv, (1 << 22, shape, strides))
+    maps = tensor_maps(cfg, (1 << 20, shape, strides), kv, kv, (1 << 22, shape, strides))
     assert len(maps) == 4
     o = maps[3]
     assert o.global_address == 1 << 22
     assert tuple(o.global_dims) == (128, 100, 8, 2)
     assert tuple(o.box_dims) == (64, 64, 1, 1)
-    assert len(K.tensor_maps(cfg, (1 << 20, shape, strides), kv, kv)) == 3
-    assert [n for n, _ in K.kernel_params()][:4] == ["tmap_q", "tmap_k", "tmap_v", "tmap_o"]
+    assert len(tensor_maps(cfg, (1 << 20, shape, strides), kv, kv)) == 3
+    assert [n for n, _ in kernel_params()][:4] == ["tmap_q", "tmap_k", "tmap_v", "tmap_o"]
 
 
-_SHIPPED = [K.default_config(t, d, c) for t in ("bf16", "f16") for d in K.HEAD_DIMS
+_SHIPPED = [default_config(t, d, c) for t in ("bf16", "f16") for d in HEAD_DIMS
             for c in (False, True)]
 
 
 _VARIANTS = [
-    dataclasses.replace(K.default_config("bf16", 128), pingpong=True),
-    dataclasses.replace(K.default_config("bf16", 128), overlap=False),
-    dataclasses.replace(K.default_config("bf16", 128), split_release=False, block_n=176),
-    *(dataclasses.replace(K.default_config("bf16", d, d == 256), epilogue=e)
-      for d in K.HEAD_DIMS for e in K.EPILOGUES
-      if e != K.default_config("bf16", d, d == 256).epilogue),
+    dataclasses.replace(default_config("bf16", 128), pingpong=True),
+    dataclasses.replace(default_config("bf16", 128), overlap=False),
+    dataclasses.replace(default_config("bf16", 128), split_release=False, block_n=176),
+    *(dataclasses.replace(default_config("bf16", d, d == 256), epilogue=e)
+      for d in HEAD_DIMS for e in EPILOGUES
+      if e != default_config("bf16", d, d == 256).epilogue),
 ]
 
 
 @pytest.mark.parametrize("cfg", [*_SHIPPED, *_VARIANTS], ids=lambda c: c.name)
-def test_every_config_assembles_without_spills(cfg: K.AttentionSm90Config) -> None:
-    res = assemble(K.build_attention_sm90(cfg).emit(), "sm_90a").kernel(cfg.name)
+def test_every_config_assembles_without_spills(cfg: AttentionSm90Config) -> None:
+    res = assemble(build_attention_sm90(cfg).emit(), "sm_90a").kernel(cfg.name)
     assert res.spills == 0 and res.stack_frame == 0, res
 
 
@@ -173,8 +182,8 @@ def test_every_config_assembles_without_spills(cfg: K.AttentionSm90Config) -> No
     (dict(epilogue="smem"), "epilogue 'smem'"),
 ])
 def test_config_errors(kw: dict[str, Any], needle: str) -> None:
-    with pytest.raises(K.AttentionSm90Error) as ei:
-        K.AttentionSm90Config(**kw)
+    with pytest.raises(AttentionSm90Error) as ei:
+        AttentionSm90Config(**kw)
     assert needle in str(ei.value)
 
 

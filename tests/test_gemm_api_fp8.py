@@ -21,7 +21,7 @@ import pytest
 
 from nvatom import gemm_providers as gp
 from nvatom.gemm import GemmError, GemmProblem, Sm80Provider, check_operands, check_scales, plan
-from nvatom.kernels import gemm_sm90 as sm90
+from nvatom.kernels.sm90.config import GemmSm90Error
 from nvatom.runtime.torch_interop import TensorArgumentError
 
 from .runtime.test_launch import FakeDevice, FakeTensor, mat
@@ -184,7 +184,7 @@ def test_fp8_packed_arguments_carry_the_scale_addresses(py_encoder) -> None:
     assert launch.packed(ai, bi, oi, p, (0x1000, 0x2000)) is first
     other = launch.packed(ai, bi, oi, p, (0x1000, 0x3000))
     assert other is not first and struct.unpack("<Q", other.data(7)) == (0x3000,)
-    with pytest.raises(sm90.GemmSm90Error, match="needs the scale_a, scale_b addresses"):
+    with pytest.raises(GemmSm90Error, match="needs the scale_a, scale_b addresses"):
         launch.args(ai, bi, oi, p)
 
 

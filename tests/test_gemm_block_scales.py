@@ -9,7 +9,10 @@ import pytest
 
 from nvatom import gemm_providers as gp
 from nvatom.gemm import SCALE_BLOCK, GemmError, GemmProblem, check_operands, plan
-from nvatom.kernels import gemm_sm90 as sm90
+from nvatom.kernels.sm90.config import SCALE_BLOCK as KERNEL_SCALE_BLOCK
+from nvatom.kernels.sm90.config import GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.kernels.sm90.launch import default_config, kernel_params
 from nvatom.runtime.ptxas import assemble
 
 from .runtime.test_launch import FakeTensor
@@ -40,7 +43,7 @@ def test_block_mode_from_the_shapes() -> None:
     *_, p = check_operands(a8(64, 128), b8(128, 512), scale_a=blk_a(64, 1),
                            scale_b=blk_b(1, 4))
     assert p.scale_mode == "block"
-    assert SCALE_BLOCK == sm90.SCALE_BLOCK
+    assert SCALE_BLOCK == KERNEL_SCALE_BLOCK
 
 
 @pytest.mark.parametrize(("sa", "sb", "kw", "match"), [
@@ -63,20 +66,20 @@ def test_block_scale_errors(sa, sb, kw, match) -> None:
 
 
 def test_block_config_rules() -> None:
-    cfg = sm90.default_config("e4m3", scale_mode="block")
+    cfg = default_config("e4m3", scale_mode="block")
     assert (cfg.block_n, cfg.promote, cfg.promote_pipelined, cfg.block_k) == (128, 1, False, 128)
     for bad in (dict(block_n=192), dict(promote=0, promote_pipelined=False),
                 dict(promote_pipelined=True)):
-        with pytest.raises(sm90.GemmSm90Error, match="scale_mode 'block'"):
-            sm90.GemmSm90Config(**{**cfg.__dict__, **bad})
-    with pytest.raises(sm90.GemmSm90Error, match="fast_accum"):
-        sm90.default_config("e4m3", scale_mode="block", fast_accum=True)
+        with pytest.raises(GemmSm90Error, match="scale_mode 'block'"):
+            GemmSm90Config(**{**cfg.__dict__, **bad})
+    with pytest.raises(GemmSm90Error, match="fast_accum"):
+        default_config("e4m3", scale_mode="block", fast_accum=True)
 
 
 @pytest.mark.parametrize("b_dtype", ["", "e5m2"])
 def test_block_kernel_assembles_and_scales_at_promotion(b_dtype: str) -> None:
-    cfg = sm90.default_config("e4m3", b_dtype=b_dtype, scale_mode="block")
-    ptx = sm90.build_gemm_sm90(cfg).emit()
+    cfg = default_config("e4m3", b_dtype=b_dtype, scale_mode="block")
+    ptx = build_gemm_sm90(cfg).emit()
     res = assemble(ptx, "sm_90a").kernel()
     assert res.spills == 0
     # every promoted element is one fma (two N parts of 64 columns: 32 per part per thread),
@@ -84,7 +87,7 @@ def test_block_kernel_assembles_and_scales_at_promotion(b_dtype: str) -> None:
     assert ptx.count("fma.rn.f32") == cfg.block_n // 2
     assert ptx.count("add.f32") == 0
     assert ptx.count("ld.global.nc.f32") == 3  # scale_a (two rows), scale_b per K block
-    assert sm90.kernel_params(cfg)[-2:] == (("scale_a", "u64"), ("scale_b", "u64"))
+    assert kernel_params(cfg)[-2:] == (("scale_a", "u64"), ("scale_b", "u64"))
 
 
 def test_block_recipe_matches_spec() -> None:

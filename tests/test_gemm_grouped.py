@@ -12,7 +12,9 @@ import pytest
 
 from nvatom import gemm_providers as gp
 from nvatom.gemm import GemmError, grouped_gemm
-from nvatom.kernels import gemm_sm90 as sm90
+from nvatom.kernels.sm90.config import GROUP_SCHEDS, GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.kernels.sm90.launch import default_config, gemm_sm90_launch_spec, kernel_params
 from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import TensorArgumentError
 
@@ -22,24 +24,24 @@ from .runtime.test_launch import FakeTensor
 @pytest.mark.parametrize(("ind", "outd", "bmaj"), [("bf16", "bf16", "MN"), ("f16", "f16", "K"),
                                                    ("bf16", "f32", "K")])
 def test_grouped_kernel_assembles(ind: str, outd: str, bmaj: str) -> None:
-    cfg = dataclasses.replace(sm90.default_config(ind, outd, bmaj, schedule="cooperative"),
+    cfg = dataclasses.replace(default_config(ind, outd, bmaj, schedule="cooperative"),
                               grouped=True)
-    ptx = sm90.build_gemm_sm90(cfg).emit()
+    ptx = build_gemm_sm90(cfg).emit()
     res = assemble(ptx, "sm_90a").kernel()
     assert res.spills == 0
     assert "fence.proxy.tensormap::generic.acquire.gpu" in ptx
-    assert sm90.kernel_params(cfg) == (("tmaps", "u64"), ("tile_ends", "u64"), ("G", "u32"),
+    assert kernel_params(cfg) == (("tmaps", "u64"), ("tile_ends", "u64"), ("G", "u32"),
                                        ("N", "u32"), ("K", "u32"))
 
 
-@pytest.mark.parametrize("sched", sm90.GROUP_SCHEDS)
+@pytest.mark.parametrize("sched", GROUP_SCHEDS)
 def test_grouped_schedules_assemble(sched: str) -> None:
     """Every ``group_sched`` assembles without spills; the acquire fences are where the
     schedule says: "scan" 3 per warpgroup path (every tile), the "resume" family one per map
     the warpgroup uses (producer A and B, consumer D), "prefetch" those again for the next
     group plus a prefetch of each, "nofence" none."""
-    cfg = sm90.GemmSm90Config(grouped=True, group_sched=sched)
-    ptx = sm90.build_gemm_sm90(cfg).emit()
+    cfg = GemmSm90Config(grouped=True, group_sched=sched)
+    ptx = build_gemm_sm90(cfg).emit()
     assert assemble(ptx, "sm_90a").kernel().spills == 0
     fences = ptx.count("fence.proxy.tensormap::generic.acquire.gpu")
     want = {"scan": 6, "resume": 3, "prefetch": 6, "nofence": 0, "late": 3}[sched]
@@ -49,11 +51,11 @@ def test_grouped_schedules_assemble(sched: str) -> None:
 
 
 def test_grouped_config_rules() -> None:
-    with pytest.raises(sm90.GemmSm90Error, match="group_sched 'bogus' is not one of"):
-        sm90.GemmSm90Config(grouped=True, group_sched="bogus")
+    with pytest.raises(GemmSm90Error, match="group_sched 'bogus' is not one of"):
+        GemmSm90Config(grouped=True, group_sched="bogus")
     for bad in (dict(cluster_m=2), dict(persistent=False)):
-        with pytest.raises(sm90.GemmSm90Error, match="grouped GEMM runs persistent"):
-            sm90.GemmSm90Config(grouped=True, **bad)
+        with pytest.raises(GemmSm90Error, match="grouped GEMM runs persistent"):
+            GemmSm90Config(grouped=True, **bad)
 
 
 def _norm(args: dict) -> dict:
@@ -79,8 +81,8 @@ def test_grouped_plan_maps_are_the_kernels_at_each_group(b_major: str) -> None:
     # the schedule rule (SCHEDULE_RULES["grouped"]): 5 non-empty groups <= 8, K 136 <= 8192,
     # 906 rows a group >= 512, bf16 output: ping-pong with 128 x 192 tiles for a row-major
     # B, cooperative for a K-major one (not measured on that tile)
-    cfg = sm90.default_config("bf16", "bf16", "MN" if b_major == "N" else "K",
-                              schedule="pingpong192" if b_major == "N" else "cooperative")
+    cfg = default_config("bf16", "bf16", "MN" if b_major == "N" else "K",
+                         schedule="pingpong192" if b_major == "N" else "cooperative")
     assert plan.cfg == dataclasses.replace(cfg, grouped=True)
     assert len(plan.maps) == 3 * 128 * len(sizes)
     want, tiles, start = [], [], 0
@@ -89,9 +91,9 @@ def test_grouped_plan_maps_are_the_kernels_at_each_group(b_major: str) -> None:
     for g, end in enumerate(ends):
         m = end - start
         if m:
-            spec = sm90.gemm_sm90_launch_spec(cfg, m, n, k, a_ptr + start * lda * 2,
-                                              b_ptr + g * gstride, d_ptr + start * ldd * 2,
-                                              132, lda=lda, ldb=ldb, ldd=ldd)
+            spec = gemm_sm90_launch_spec(cfg, m, n, k, a_ptr + start * lda * 2,
+                                         b_ptr + g * gstride, d_ptr + start * ldd * 2,
+                                         132, lda=lda, ldb=ldb, ldd=ldd)
             want += [_norm(tm.driver_args()) for tm in spec.tensor_maps]
             total += -(-m // cfg.block_m) * tiles_n
         tiles.append(total)

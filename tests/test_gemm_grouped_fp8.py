@@ -15,7 +15,9 @@ import pytest
 
 from nvatom import gemm_providers as gp
 from nvatom.gemm import GemmError, check_group_scales, grouped_gemm
-from nvatom.kernels import gemm_sm90 as sm90
+from nvatom.kernels.sm90.config import GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.kernels.sm90.launch import default_config, kernel_params
 from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import TensorArgumentError
 
@@ -26,7 +28,7 @@ E4M3 = "torch.float8_e4m3fn"
 F32 = "torch.float32"
 
 
-def _cfg(mode: str, fast: bool, sched: str, b_dtype: str = "") -> sm90.GemmSm90Config:
+def _cfg(mode: str, fast: bool, sched: str, b_dtype: str = "") -> GemmSm90Config:
     """The grouped kernel grouped_plan builds: the plain FP8 default, grouped."""
     ends = [100, 300]
     return dataclasses.replace(
@@ -39,15 +41,15 @@ def test_grouped_fp8_config_is_the_plain_default() -> None:
     """Grouped FP8 takes the plain default's tile (no per-size choice: the groups differ),
     except the fast row-wise kernel, whose 128 x 256 tile spills when grouped: 128 x 192."""
     for mode, fast in (("tensor", False), ("tensor", True), ("row", False), ("block", False)):
-        plain = sm90.default_config("e4m3", "bf16", "K", fast_accum=fast, scale_mode=mode)
+        plain = default_config("e4m3", "bf16", "K", fast_accum=fast, scale_mode=mode)
         assert _cfg(mode, fast, "resume") == dataclasses.replace(plain, grouped=True,
                                                                  row_scale_stage=False)
-    plain = sm90.default_config("e4m3", "bf16", "K", fast_accum=True, scale_mode="row")
+    plain = default_config("e4m3", "bf16", "K", fast_accum=True, scale_mode="row")
     cfg = _cfg("row", True, "resume")
     assert plain.block_n == 256 and cfg == dataclasses.replace(plain, grouped=True, block_n=192,
                                                                row_scale_stage=False)
     spilling = dataclasses.replace(cfg, block_n=256)
-    assert assemble(sm90.build_gemm_sm90(spilling).emit(), "sm_90a").kernel().spills > 0
+    assert assemble(build_gemm_sm90(spilling).emit(), "sm_90a").kernel().spills > 0
 
 
 @pytest.mark.parametrize(("mode", "fast"), [("tensor", False), ("tensor", True), ("row", False),
@@ -55,9 +57,9 @@ def test_grouped_fp8_config_is_the_plain_default() -> None:
 @pytest.mark.parametrize("sched", ["resume", "scan"])
 def test_grouped_fp8_kernels_assemble(mode: str, fast: bool, sched: str) -> None:
     cfg = _cfg(mode, fast, sched, b_dtype="e5m2" if fast else "")
-    ptx = sm90.build_gemm_sm90(cfg).emit()
+    ptx = build_gemm_sm90(cfg).emit()
     assert assemble(ptx, "sm_90a").kernel().spills == 0
-    assert sm90.kernel_params(cfg) == (
+    assert kernel_params(cfg) == (
         ("tmaps", "u64"), ("tile_ends", "u64"), ("G", "u32"), ("N", "u32"), ("K", "u32"),
         ("scale_a", "u64"), ("scale_b", "u64"), ("scale_b_step", "u32"))
     # the per-tile group lookup reads the row ends (G u32 after tile_ends) at the group
@@ -68,11 +70,11 @@ def test_grouped_fp8_kernels_assemble(mode: str, fast: bool, sched: str) -> None
 
 
 def test_grouped_fp8_config_rules() -> None:
-    with pytest.raises(sm90.GemmSm90Error, match="grouped FP8 kernel is cooperative"):
-        dataclasses.replace(sm90.default_config("e4m3"), grouped=True, schedule="pingpong",
+    with pytest.raises(GemmSm90Error, match="grouped FP8 kernel is cooperative"):
+        dataclasses.replace(default_config("e4m3"), grouped=True, schedule="pingpong",
                             block_n=128)
-    with pytest.raises(sm90.GemmSm90Error, match="grouped GEMM runs persistent"):
-        dataclasses.replace(sm90.default_config("e4m3"), grouped=True, cluster_m=2)
+    with pytest.raises(GemmSm90Error, match="grouped GEMM runs persistent"):
+        dataclasses.replace(default_config("e4m3"), grouped=True, cluster_m=2)
 
 
 def test_grouped_fp8_plan_buffer() -> None:

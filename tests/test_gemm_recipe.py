@@ -18,7 +18,8 @@ import pytest
 
 from nvatom import gemm_providers as gp
 from nvatom.kernels import gemm_sm80 as sm80
-from nvatom.kernels import gemm_sm90 as sm90
+from nvatom.kernels.sm90.config import GemmSm90Error
+from nvatom.kernels.sm90.launch import check_problem, gemm_sm90_launch_spec
 from nvatom.runtime import gemm_plan, ptxas
 from nvatom.runtime import gemm_recipe as gr
 from nvatom.runtime.gemm_plan import GemmProblem
@@ -71,8 +72,8 @@ def check_alternative_is_the_kernels(sub: dict, cfg: Any, p: GemmProblem, seed: 
     gives the tensor maps, grid, block and shared memory of ``cfg``'s own launch spec there
     (132 SMs); returns that spec."""
     a, b, d = _operands(p, random.Random(seed))
-    spec = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, 132,
-                                      lda=a.ld, ldb=b.ld, ldd=d.ld)
+    spec = gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, 132,
+                                 lda=a.ld, ldb=b.ld, ldd=d.ld)
     env = {"m": p.m, "n": p.n, "k": p.k, "lda": a.ld, "ldb": b.ld, "ldd": d.ld,
            "a": a.ptr, "b": b.ptr, "out": d.ptr}
     assert [_norm(x) for x in gr.evaluate_maps(sub["maps"], env)] == \
@@ -102,9 +103,9 @@ def test_recipe_reproduces_the_launch_spec_at_every_size(cls: tuple) -> None:
             n, k = n + 1, k + 1
         p = _problem(cls, m, n, k)
         try:
-            sm90.check_problem(cfg, m, n, k)
+            check_problem(cfg, m, n, k)
             ok = True
-        except sm90.GemmSm90Error:
+        except GemmSm90Error:
             ok = False
         # the recipe serves a size only where the provider would plan this same kernel
         # (promoted FP8 chooses its tile by M and N: 128 x 256 where it fills the waves)
@@ -113,8 +114,8 @@ def test_recipe_reproduces_the_launch_spec_at_every_size(cls: tuple) -> None:
         if not ok:
             continue
         a, b, d = _operands(p, rng)
-        spec = sm90.gemm_sm90_launch_spec(cfg, m, n, k, a.ptr, b.ptr, d.ptr, sms,
-                                          lda=a.ld, ldb=b.ld, ldd=d.ld)
+        spec = gemm_sm90_launch_spec(cfg, m, n, k, a.ptr, b.ptr, d.ptr, sms,
+                                     lda=a.ld, ldb=b.ld, ldd=d.ld)
         env = {"m": m, "n": n, "k": k, "lda": a.ld, "ldb": b.ld, "ldd": d.ld,
                "a": a.ptr, "b": b.ptr, "out": d.ptr}
         got = [_norm(x) for x in gr.evaluate_maps(rec["maps"], env)]

@@ -8,7 +8,7 @@
 * ``q`` is (B, H, Sq, D); ``k`` and ``v`` are (B, Hkv, Sk, D) with ``H`` a multiple of
   ``Hkv`` (grouped-query attention: query head ``h`` reads KV head ``h // (H / Hkv)``), all
   bf16 or all f16 on one CUDA device of compute capability 9.0 (the kernel is
-  :mod:`nvatom.kernels.attention_sm90`: TMA + WGMMA).  D is 64, 128 or 256.
+  :mod:`nvatom.kernels.sm90.attention`: TMA + WGMMA).  D is 64, 128 or 256.
 * Any strides torch gives with a contiguous head dimension (stride 1) whose other strides are
   multiples of 16 bytes and a 16-byte aligned base (TMA's rules): e.g. ``x.transpose(1, 2)``
   of a (B, S, H, D) tensor.  Anything else is refused with :class:`AttentionError` naming
@@ -31,7 +31,14 @@ import types
 from typing import Any
 
 from nvatom.errors import F32_MAX, NvatomError, f32_number, shown
-from nvatom.kernels import attention_sm90 as sm90
+from nvatom.kernels.sm90.attention import build_attention_sm90
+from nvatom.kernels.sm90.attention_config import (
+    DTYPES,
+    HEAD_DIMS,
+    AttentionSm90Config,
+    default_config,
+)
+from nvatom.kernels.sm90.attention_launch import launch_geometry, scale_log2, tensor_maps
 from nvatom.runtime.launch import TensorMapCache
 from nvatom.runtime.torch_interop import TORCH_DTYPES
 
@@ -76,7 +83,7 @@ def _tensor(t: Any, name: str) -> tuple[str, tuple[int, ...], tuple[int, ...], i
         raise AttentionError(f"{name} is on device '{dev}', not a CUDA device; move it with "
                              f"{name}.cuda()")
     dt = TORCH_DTYPES.get(str(t.dtype).removeprefix("torch."))
-    if dt not in sm90.DTYPES:
+    if dt not in DTYPES:
         raise AttentionError(f"{name} has dtype {str(t.dtype).removeprefix('torch.')}; "
                              "nvatom.attention takes bfloat16 or float16")
     shape = tuple(int(x) for x in t.shape)
@@ -129,9 +136,9 @@ def check_inputs(q: Any, k: Any, v: Any, *, causal: bool = False,
         raise AttentionError(f"q has batch {b} but k and v have {bk}")
     if dk_ != d:
         raise AttentionError(f"q has head_dim {d} but k and v have {dk_}")
-    if d not in sm90.HEAD_DIMS:
+    if d not in HEAD_DIMS:
         raise AttentionError(f"head_dim {d} is not supported (nvatom.attention takes "
-                             f"{', '.join(map(str, sm90.HEAD_DIMS))})")
+                             f"{', '.join(map(str, HEAD_DIMS))})")
     if hk < 1 or h % hk:
         raise AttentionError(f"q has {h} heads and k, v have {hk}: the query heads must be a "
                              "multiple of the KV heads (grouped-query attention)")
@@ -146,9 +153,9 @@ def check_inputs(q: Any, k: Any, v: Any, *, causal: bool = False,
         scale = 1.0 / math.sqrt(d)
     # the kernel takes scale * log2(e) as an .f32: both must be finite positive float32s
     f = f32_number(scale)
-    if f is None or f <= 0 or f32_number(sm90.scale_log2(f)) is None:
+    if f is None or f <= 0 or f32_number(scale_log2(f)) is None:
         raise AttentionError(f"scale = {shown(scale)} must be a positive finite number below "
-                             f"{F32_MAX / sm90.scale_log2(1.0):.4g} (the kernel multiplies it by "
+                             f"{F32_MAX / scale_log2(1.0):.4g} (the kernel multiplies it by "
                              "log2(e) in float32)")
     return AttentionProblem(b, h, hk, s_q, s_k, d, dq, devq, causal, f)
 
@@ -166,7 +173,7 @@ _caps: dict[int, tuple[int, int]] = {}
 
 
 def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
-            config: sm90.AttentionSm90Config | None = None, *,
+            config: AttentionSm90Config | None = None, *,
             keep_tensors: bool = True) -> Any:
     """A zero-argument callable that runs the kernel for checked tensors into ``out``
     (contiguous (B, H, Sq, D), q's dtype) and ``lse`` (contiguous (B, H, Sq) float32) on
@@ -181,7 +188,7 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
     if cap != (9, 0):
         raise AttentionError(f"nvatom.attention needs compute capability 9.0 (sm_90a: WGMMA, "
                              f"TMA), the tensors are on a {cap[0]}.{cap[1]} device")
-    cfg = config or sm90.default_config(p.dtype, p.head_dim, p.causal)
+    cfg = config or default_config(p.dtype, p.head_dim, p.causal)
     if (cfg.dtype, cfg.head_dim, cfg.causal) != (p.dtype, p.head_dim, p.causal):
         raise AttentionError(f"config {cfg.name} does not fit {p!r}")
     want = (p.batch, p.heads, p.seqlen_q, p.head_dim)
@@ -189,18 +196,18 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
         raise AttentionError(f"out must be a contiguous {want} tensor of {q.dtype}")
     if tuple(lse.shape) != want[:3] or not lse.is_contiguous() or lse.dtype != torch.float32:
         raise AttentionError(f"lse must be a contiguous {want[:3]} float32 tensor")
-    maps = sm90.tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
-                                   for t in (q, k, v, out)))
+    maps = tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
+                              for t in (q, k, v, out)))
     raw = [_TMAPS.get(tm) for tm in maps]
-    f = load_function(cfg, lambda: assemble(sm90.build_attention_sm90(cfg).emit(),
+    f = load_function(cfg, lambda: assemble(build_attention_sm90(cfg).emit(),
                                             "sm_90a").cubin,
                       cfg.name, p.device, cfg.smem_bytes, False)
-    grid, block, smem = sm90.launch_geometry(cfg, p.batch, p.heads, p.seqlen_q)
+    grid, block, smem = launch_geometry(cfg, p.batch, p.heads, p.seqlen_q)
     params: list[Any] = [(ctypes.c_uint64 * 16).from_buffer_copy(r) for r in raw]
     params += [ctypes.c_uint64(int(out.data_ptr())), ctypes.c_uint64(int(lse.data_ptr())),
                ctypes.c_uint32(p.seqlen_q), ctypes.c_uint32(p.seqlen_k),
                ctypes.c_uint32(p.heads), ctypes.c_uint32(p.group),
-               ctypes.c_float(sm90.scale_log2(p.scale))]
+               ctypes.c_float(scale_log2(p.scale))]
     dev = p.device
     return prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params,
                                  lambda: torch.cuda.current_stream(dev).cuda_stream,

@@ -3,7 +3,7 @@
 1. the SM target tiers (one line per tier);
 2. the mma.sync demo kernel (one m16n8k16 atom) assembled for each requested target;
 3. the SM90 GEMM built only from nvatom atoms (TMA, mbarrier, WGMMA, stmatrix; see
-   :mod:`nvatom.kernels.gemm_sm90`): Python build+emit time, then ptxas for ``sm_90a`` and
+   :mod:`nvatom.kernels.sm90`): Python build+emit time, then ptxas for ``sm_90a`` and
    its resource use (registers, shared memory, spills);
 4. where a GPU is present: ``nvatom.gemm`` at 4096^3 bf16, checked against torch
    (``torch.matmul``) and timed next to cuBLAS (interleaved rounds, 20 launches per
@@ -52,7 +52,8 @@ def _mma_demo(targets: Sequence[str], out: Path) -> None:
 
 def _sm90_gemm(out: Path) -> dict[str, Any]:
     """Build, emit and assemble the default SM90 GEMM; print and return what was measured."""
-    from nvatom.kernels.gemm_sm90 import build_gemm_sm90, default_config
+    from nvatom.kernels.sm90.gemm import build_gemm_sm90
+    from nvatom.kernels.sm90.launch import default_config
     from nvatom.runtime.ptxas import assemble
 
     cfg = default_config("bf16")

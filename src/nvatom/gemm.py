@@ -333,7 +333,7 @@ def check_sizes(m: int, n: int, k: int) -> None:
 
 
 #: The block of the block-scaling mode (DeepSeek-V3): 128 K elements by one row of A, and
-#: 128 x 128 elements of B (``nvatom.kernels.gemm_sm90.SCALE_BLOCK``, checked equal in
+#: 128 x 128 elements of B (``nvatom.kernels.sm90.config.SCALE_BLOCK``, checked equal in
 #: tests/test_gemm_block_scales.py).
 SCALE_BLOCK = 128
 
@@ -876,11 +876,12 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
         raise GemmError(f"grouped_gemm: {e}") from None
     if gp.grid == 0:
         return out
-    from nvatom.kernels import gemm_sm90 as sm90
+    from nvatom.kernels.sm90.gemm import build_gemm_sm90
+    from nvatom.kernels.sm90.launch import kernel_params
 
     cfg = gp.cfg
-    src = KernelSource(repr(cfg), cfg.name, sm90.kernel_params(cfg),
-                       lambda t, c=cfg: sm90.build_gemm_sm90(c, t).emit())
+    src = KernelSource(repr(cfg), cfg.name, kernel_params(cfg),
+                       lambda t, c=cfg: build_gemm_sm90(c, t).emit())
     kernel = get_kernel(src, "sm_90a", device=dev, backend="driver")
     run = kernel.launcher((gp.grid, 1, 1), (cfg.threads, 1, 1), shmem=cfg.smem_bytes)
     host = bytearray(gp.buffer())

@@ -1,13 +1,13 @@
 """The GEMM providers of :func:`nvatom.gemm`: one per kernel family of :mod:`nvatom.kernels`.
 
-:class:`Sm90Provider` runs :mod:`nvatom.kernels.gemm_sm90` (TMA + WGMMA, compute capability
+:class:`Sm90Provider` runs :mod:`nvatom.kernels.sm90` (TMA + WGMMA, compute capability
 9.0) and :class:`Sm80Provider` runs :mod:`nvatom.kernels.gemm_sm80` (cp.async + ldmatrix +
 mma.sync, compute capability 8.0 and newer).  :data:`PROVIDERS` lists them in dispatch order;
 :mod:`nvatom.gemm` imports this module directly (no plug-in loading), and the types both share
 come from :mod:`nvatom.runtime.gemm_plan`, below both.
 
 :func:`prepare_gemm_sm90` / :func:`run_gemm_sm90` run the SM90 kernel directly on torch
-tensors for one :class:`~nvatom.kernels.gemm_sm90.GemmSm90Config` (benchmarks, tuning, FP8
+tensors for one :class:`~nvatom.kernels.sm90.config.GemmSm90Config` (benchmarks, tuning, FP8
 checks) through the driver launcher of :mod:`nvatom.runtime.driver_launch`.
 """
 
@@ -21,21 +21,35 @@ from collections.abc import Sequence
 from typing import Any
 
 from nvatom.arch import target as arch_target
+from nvatom.descriptors.tma import MAX_GLOBAL_STRIDE
 from nvatom.kernels import gemm_sm80 as sm80
-from nvatom.kernels import gemm_sm90 as sm90
-from nvatom.kernels.gemm_sm80 import IN_DTYPES, OUT_DTYPES
+from nvatom.kernels.sm90.config import (
+    FP8_DTYPES,
+    IN_DTYPES,
+    OUT_DTYPES,
+    SCALE_BLOCK,
+    GemmSm90Config,
+    GemmSm90Error,
+    b_major_of,
+)
+from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.kernels.sm90.launch import (
+    MAX_TILES,
+    check_problem,
+    default_config,
+    gemm_sm90_launch_spec,
+    kernel_params,
+)
+from nvatom.kernels.sm90.tuning import grouped_schedule, rule_settings, size_rule
 from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
 from nvatom.runtime.gemm_plan import (
     MAX_GRID_X,
-    PLAIN_SCHEDULE_WAVES,
     SCALED_DTYPES,
     GemmLaunch,
     GemmProblem,
     OperandRule,
     capability_text,
     default_operand_rules,
-    grouped_schedule,
-    plain_schedule_options,
 )
 from nvatom.runtime.launch import ByValue, KernelSource, TensorMapCache
 from nvatom.runtime.ptxas import assemble
@@ -70,8 +84,9 @@ class Sm80Provider:
                     "run on the SM90 kernel only (compute capability 9.0)")
         if tuple(capability) < (8, 0):
             return f"needs compute capability 8.0 or newer, got {capability_text(capability)}"
-        if problem.in_dtype not in IN_DTYPES or problem.out_dtype not in OUT_DTYPES:
-            return (f"takes {'/'.join(IN_DTYPES)} operands and {'/'.join(OUT_DTYPES)} output, "
+        if problem.in_dtype not in sm80.IN_DTYPES or problem.out_dtype not in sm80.OUT_DTYPES:
+            return (f"takes {'/'.join(sm80.IN_DTYPES)} operands and "
+                    f"{'/'.join(sm80.OUT_DTYPES)} output, "
                     f"not {problem.in_dtype} -> {problem.out_dtype}")
         if problem.acc != "f32":
             return f"accumulates in f32, not {problem.acc}"
@@ -106,7 +121,7 @@ class Sm80Provider:
 
 
 class Sm90Provider:
-    """The ``nvatom.gemm`` provider for sm_90 GPUs: TMA + WGMMA (:mod:`nvatom.kernels.gemm_sm90`).
+    """The ``nvatom.gemm`` provider for sm_90 GPUs: TMA + WGMMA (:mod:`nvatom.kernels.sm90`).
 
     Takes row-major A (``a_major`` "K"), B either way, bf16/f16 in, bf16/f16/f32 out, or
     FP8 in (e4m3 or e5m2 on either side) with a column-major B and bf16 out (per-tensor or
@@ -120,15 +135,15 @@ class Sm90Provider:
 
     name = "sm90"
 
-    def __init__(self, config: sm90.GemmSm90Config | None = None) -> None:
+    def __init__(self, config: GemmSm90Config | None = None) -> None:
         self.config = config
 
-    def _config(self, problem: Any, sms: int = 132) -> sm90.GemmSm90Config:
+    def _config(self, problem: Any, sms: int = 132) -> GemmSm90Config:
         """The kernel for ``problem``: the provider's ``config`` made to the problem's types,
         else ``default_config`` (promoted FP8: the tile chosen by wave count for M, N on
         ``sms`` multiprocessors)."""
         major = "MN" if problem.b_major == "N" else "K"
-        fp8 = problem.in_dtype in sm90.FP8_DTYPES
+        fp8 = problem.in_dtype in FP8_DTYPES
         b_dtype = getattr(problem, "b_dtype", "")
         b_dtype = "" if b_dtype == problem.in_dtype else b_dtype
         scale_mode = getattr(problem, "scale_mode", "") or "tensor"
@@ -141,30 +156,18 @@ class Sm90Provider:
                     extra.update(promote=0, promote_pipelined=False)
             return dataclasses.replace(self.config, in_dtype=problem.in_dtype,
                                        out_dtype=problem.out_dtype, b_major=major, **extra)
-        if not fp8:  # the schedule by wave count (gemm_plan.plain_schedule)
-            return sm90.default_config(problem.in_dtype, problem.out_dtype, major,
-                                       m=problem.m, n=problem.n, sms=sms)
-        return sm90.default_config(problem.in_dtype, problem.out_dtype, major,
-                                   b_dtype=b_dtype, fast_accum=fast, scale_mode=scale_mode,
-                                   m=problem.m, n=problem.n, sms=sms)
+        if not fp8:  # the schedule by wave count (tuning.plain_schedule)
+            return default_config(problem.in_dtype, problem.out_dtype, major,
+                                  m=problem.m, n=problem.n, sms=sms)
+        return default_config(problem.in_dtype, problem.out_dtype, major,
+                              b_dtype=b_dtype, fast_accum=fast, scale_mode=scale_mode,
+                              m=problem.m, n=problem.n, sms=sms)
 
-    def _tile_rule(self, problem: Any, cfg: sm90.GemmSm90Config) -> dict[str, Any] | None:
+    def _tile_rule(self, problem: Any, cfg: GemmSm90Config) -> dict[str, Any] | None:
         """The size rule that chose ``cfg``'s tile (a recipe then serves only the sizes
         for which the rule picks that tile), or None: 16-bit, the schedule by shape; promoted
         FP8 (per-tensor or row-wise scales), the tile by wave count."""
-        if self.config is not None:
-            return None
-        if not cfg.fp8:
-            names = [name for name, _, _ in PLAIN_SCHEDULE_WAVES]
-            picks = [i for i, o in enumerate(names) if all(
-                getattr(cfg, f) == v for f, v in sm90.SCHEDULE_TILES[o].items())]
-            return ({"kind": "schedule", "names": names, "options": plain_schedule_options(),
-                     "pick": picks[0]} if picks else None)
-        if not cfg.promote or cfg.scale_mode == "block":
-            return None
-        options = sm90.fp8_tile_options(cfg.block_m)
-        picks = [i for i, o in enumerate(options) if o[1] == cfg.block_n]
-        return {"options": options, "pick": picks[0]} if picks else None
+        return None if self.config is not None else size_rule(cfg)
 
     def supports(self, problem: Any, capability: tuple[int, int]) -> bool:
         return self.reject(problem, capability) is None
@@ -178,15 +181,15 @@ class Sm90Provider:
             return f"accumulates in f32, not {problem.acc}"
         if problem.a_major != "K":
             return "needs a row-major (K-major) a"
-        if problem.in_dtype not in sm90.IN_DTYPES or problem.out_dtype not in sm90.OUT_DTYPES:
+        if problem.in_dtype not in IN_DTYPES or problem.out_dtype not in OUT_DTYPES:
             return f"no kernel for {problem.in_dtype} -> {problem.out_dtype}"
         b_dtype = getattr(problem, "b_dtype", "") or problem.in_dtype
-        if b_dtype != problem.in_dtype and not (problem.in_dtype in sm90.FP8_DTYPES
-                                                and b_dtype in sm90.FP8_DTYPES):
+        if b_dtype != problem.in_dtype and not (problem.in_dtype in FP8_DTYPES
+                                                and b_dtype in FP8_DTYPES):
             return f"no kernel for {problem.in_dtype} x {b_dtype}"
         try:
-            sm90.check_problem(self._config(problem), problem.m, problem.n, problem.k)
-        except sm90.GemmSm90Error as e:
+            check_problem(self._config(problem), problem.m, problem.n, problem.k)
+        except GemmSm90Error as e:
             return str(e)
         return None
 
@@ -196,7 +199,7 @@ class Sm90Provider:
         rows that do not overlap (the pitch covers the row).  ``nvatom.gemm`` stages an
         operand that breaks one through an aligned copy."""
         tma = OperandRule(16, 16, "TMA: 16-byte aligned global address and row pitch",
-                          max_pitch=sm90.MAX_GLOBAL_STRIDE, no_overlap=True)
+                          max_pitch=MAX_GLOBAL_STRIDE, no_overlap=True)
         return {"a": tma, "b": tma, "out": tma}
 
     def target(self, capability: tuple[int, int]) -> str:
@@ -213,9 +216,9 @@ class Sm90Provider:
             pass
         cfg = self._config(problem, sms)
         tile_rule = self._tile_rule(problem, cfg)
-        spec = sm90.gemm_sm90_launch_spec(cfg, problem.m, problem.n, problem.k, num_sms=sms)
-        source = KernelSource(repr(cfg), cfg.name, sm90.kernel_params(cfg),
-                              lambda t, c=cfg: sm90.build_gemm_sm90(c, t).emit())
+        spec = gemm_sm90_launch_spec(cfg, problem.m, problem.n, problem.k, num_sms=sms)
+        source = KernelSource(repr(cfg), cfg.name, kernel_params(cfg),
+                              lambda t, c=cfg: build_gemm_sm90(c, t).emit())
 
         arg_names = _ARGS + (_SCALE_ARGS if cfg.fp8 else ())
         provider = self.name
@@ -224,10 +227,10 @@ class Sm90Provider:
         class Sm90Launch(GemmLaunch):
             def args(self, a: Any, b: Any, d: Any, p: Any,
                      scales: tuple[int, int] | None = None) -> list[Any]:
-                s = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
+                s = gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
                                           lda=a.ld, ldb=b.ld, ldd=d.ld)
                 if cfg.fp8 and scales is None:
-                    raise sm90.GemmSm90Error("an FP8 launch needs the scale_a, scale_b addresses")
+                    raise GemmSm90Error("an FP8 launch needs the scale_a, scale_b addresses")
                 sizes = {"m": p.m, "n": p.n, "k": p.k}
                 out: list[Any] = []
                 for item in arg_names:
@@ -282,9 +285,9 @@ def symbolic_maps(cfg: Any, sms: int = 132) -> list[dict[str, Any]] | None:
     env["lda"] = env["k"] + _PROBE_PAD["lda"]
     env["ldb"] = env["k" if cfg.b_major == "K" else "n"] + _PROBE_PAD["ldb"]
     env["ldd"] = env["n"] + _PROBE_PAD["ldd"]
-    spec = sm90.gemm_sm90_launch_spec(cfg, env["m"], env["n"], env["k"], env["a"], env["b"],
-                                      env["out"], sms, lda=env["lda"], ldb=env["ldb"],
-                                      ldd=env["ldd"])
+    spec = gemm_sm90_launch_spec(cfg, env["m"], env["n"], env["k"], env["a"], env["b"],
+                                 env["out"], sms, lda=env["lda"], ldb=env["ldb"],
+                                 ldd=env["ldd"])
     maps = []
     for tm in spec.tensor_maps:
         args = tm.driver_args()
@@ -314,8 +317,8 @@ def _sm90_recipe(cfg: Any, sms: int, launch: GemmLaunch, arg_names: Sequence[str
     maps = symbolic_maps(cfg, sms)
     if maps is None:
         return None
-    real = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
-                                      lda=a.ld, ldb=b.ld, ldd=d.ld)
+    real = gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
+                                 lda=a.ld, ldb=b.ld, ldd=d.ld)
     got = evaluate_maps(maps, {"m": p.m, "n": p.n, "k": p.k, "lda": a.ld, "ldb": b.ld,
                                "ldd": d.ld, "a": a.ptr, "b": b.ptr, "out": d.ptr})
     want = [tm.driver_args() for tm in real.tensor_maps]
@@ -336,7 +339,7 @@ def _recipe_body(cfg: Any, sms: int, maps: list[dict[str, Any]], arg_names: Sequ
                  tile_rule: dict[str, Any] | None) -> dict[str, Any]:
     pitch = [["k", cfg.in_bytes]] + ([["n", cfg.in_bytes]] if cfg.b_major == "MN" else []) \
         + [["n", cfg.out_bytes]]
-    accepts: dict[str, Any] = {"pitch": pitch, "max_tiles": sm90._MAX_TILES}
+    accepts: dict[str, Any] = {"pitch": pitch, "max_tiles": MAX_TILES}
     if tile_rule is not None:
         accepts["tile_rule"] = tile_rule
     return {
@@ -358,18 +361,15 @@ def _tile_alternatives(cfg: Any, sms: int, arg_names: Sequence[str], provider: s
     from nvatom.runtime.launch import build_cubin, kernel_disk_key
 
     out: dict[str, Any] = {}
-    choices = ([sm90.SCHEDULE_TILES[s] for s in tile_rule["names"]]
-               if tile_rule.get("kind") == "schedule" else
-               [c for c, _ in sm90.FP8_TILE_CHOICES])
-    for i, choice in enumerate(choices):
+    for i, choice in enumerate(rule_settings(tile_rule)):
         if i == tile_rule["pick"]:
             continue
         alt = dataclasses.replace(cfg, **choice)
         maps = symbolic_maps(alt, sms)
         if maps is None:
             continue
-        src = KernelSource(repr(alt), alt.name, sm90.kernel_params(alt),
-                           lambda t, c=alt: sm90.build_gemm_sm90(c, t).emit())
+        src = KernelSource(repr(alt), alt.name, kernel_params(alt),
+                           lambda t, c=alt: build_gemm_sm90(c, t).emit())
         build_cubin(src, "sm_90a")  # the disk entry the recipe names
         cluster = (alt.cluster_m, 1, 1) if alt.cluster_m > 1 else None
         rec = _recipe_body(alt, sms, maps, arg_names, provider, (alt.threads, 1, 1),
@@ -389,11 +389,11 @@ PROVIDERS: tuple[Any, ...] = (Sm90Provider(), Sm80Provider())
 
 
 @functools.lru_cache(maxsize=64)
-def _cubin(cfg: sm90.GemmSm90Config) -> bytes:
-    return assemble(sm90.build_gemm_sm90(cfg).emit(), "sm_90a").cubin
+def _cubin(cfg: GemmSm90Config) -> bytes:
+    return assemble(build_gemm_sm90(cfg).emit(), "sm_90a").cubin
 
 
-def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
+def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config,
                       scale_a: Any = None, scale_b: Any = None, *,
                       grid: int | None = None) -> Any:
     """Check torch tensors against ``cfg`` and return a zero-argument callable that launches
@@ -405,26 +405,26 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
     want_out = torch_dtype(cfg.out_dtype)
     for name, t, want in (("a", a, want_a), ("b", b, want_b), ("out", out, want_out)):
         if t.dtype != want:
-            raise sm90.GemmSm90Error(f"{name} is {t.dtype}, the config wants {want}")
+            raise GemmSm90Error(f"{name} is {t.dtype}, the config wants {want}")
         if not t.is_cuda or t.dim() != 2:
-            raise sm90.GemmSm90Error(f"{name} must be a 2-D CUDA tensor")
+            raise GemmSm90Error(f"{name} must be a 2-D CUDA tensor")
     m, k = a.shape
     k2, n = b.shape
     if k2 != k or tuple(out.shape) != (m, n):
-        raise sm90.GemmSm90Error(f"shapes a {tuple(a.shape)} @ b {tuple(b.shape)} -> out "
-                                 f"{tuple(out.shape)} do not match")
+        raise GemmSm90Error(f"shapes a {tuple(a.shape)} @ b {tuple(b.shape)} -> out "
+                            f"{tuple(out.shape)} do not match")
     if a.stride() != (k, 1) or out.stride() != (n, 1):
-        raise sm90.GemmSm90Error("a and out must be row-major and contiguous")
-    if sm90.b_major_of(b.shape, b.stride()) != cfg.b_major:
-        raise sm90.GemmSm90Error(f"b has strides {b.stride()}, the config wants a "
-                                 f"{cfg.b_major}-major b")
+        raise GemmSm90Error("a and out must be row-major and contiguous")
+    if b_major_of(b.shape, b.stride()) != cfg.b_major:
+        raise GemmSm90Error(f"b has strides {b.stride()}, the config wants a "
+                            f"{cfg.b_major}-major b")
     for name, t in (("a", a), ("b", b), ("out", out)):
         if t.data_ptr() % 16:
-            raise sm90.GemmSm90Error(f"{name} is not 16-byte aligned (TMA)")
+            raise GemmSm90Error(f"{name} is not 16-byte aligned (TMA)")
     dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
     props = torch.cuda.get_device_properties(dev)
-    spec = sm90.gemm_sm90_launch_spec(cfg, m, n, k, a.data_ptr(), b.data_ptr(),
-                                      out.data_ptr(), props.multi_processor_count)
+    spec = gemm_sm90_launch_spec(cfg, m, n, k, a.data_ptr(), b.data_ptr(),
+                                 out.data_ptr(), props.multi_processor_count)
     maps = [tm.encode_with_driver() for tm in spec.tensor_maps]
     f = load_function(cfg, lambda: _cubin(cfg), cfg.name, dev, cfg.smem_bytes,
                       cfg.cluster_m > 1)
@@ -434,25 +434,25 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
         blobs.append(ctypes.c_uint32(v))
     if cfg.fp8:
         if scale_a is None or scale_b is None:
-            raise sm90.GemmSm90Error("FP8 GEMM needs scale_a and scale_b (f32 device tensors)")
+            raise GemmSm90Error("FP8 GEMM needs scale_a and scale_b (f32 device tensors)")
         if cfg.scale_mode == "block":  # (M, Kb) row-major and (Kb, Nb) K-major, f32
-            kb, nb = -(-k // sm90.SCALE_BLOCK), -(-n // sm90.SCALE_BLOCK)
+            kb, nb = -(-k // SCALE_BLOCK), -(-n // SCALE_BLOCK)
             for name, t, shape, strides in (("scale_a", scale_a, (m, kb), (kb, 1)),
                                             ("scale_b", scale_b, (kb, nb), (1, kb))):
                 if (t.dtype != torch.float32 or tuple(t.shape) != shape
                         or any(s != w and d > 1 for s, w, d in
                                zip(t.stride(), strides, shape, strict=True))):
-                    raise sm90.GemmSm90Error(f"{name} must be float32 {shape} with strides "
-                                             f"{strides} (block scales), got {t.dtype} "
-                                             f"{tuple(t.shape)} {t.stride()}")
+                    raise GemmSm90Error(f"{name} must be float32 {shape} with strides "
+                                        f"{strides} (block scales), got {t.dtype} "
+                                        f"{tuple(t.shape)} {t.stride()}")
         if cfg.scale_mode == "row":  # one f32 per row of a / column of b, unit stride
             for name, t, count in (("scale_a", scale_a, m), ("scale_b", scale_b, n)):
                 shape = tuple(int(x) for x in t.shape)
                 if (t.dtype != torch.float32 or math.prod(shape) != count
                         or (max(shape, default=1) > 1 and
                         t.stride()[shape.index(max(shape))] != 1)):
-                    raise sm90.GemmSm90Error(f"{name} must be {count} contiguous float32 "
-                                             f"(row-wise scales), got {t.dtype} {shape}")
+                    raise GemmSm90Error(f"{name} must be {count} contiguous float32 "
+                                        f"(row-wise scales), got {t.dtype} {shape}")
         blobs += [ctypes.c_uint64(scale_a.data_ptr()), ctypes.c_uint64(scale_b.data_ptr())]
     return prepare_driver_launch(
         f, spec.grid, spec.block, spec.smem_bytes, spec.cluster, blobs,
@@ -461,7 +461,7 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
         keep=(maps, a, b, out, scale_a, scale_b))
 
 
-def run_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config | None = None, *,
+def run_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config | None = None, *,
                   scale_a: Any = None, scale_b: Any = None) -> Any:
     """``out = a @ b`` (FP8: ``out = (a @ b) * scale_a * scale_b``) with torch tensors on
     an sm_90 device; ``cfg`` defaults to the tuned configuration for the dtypes."""
@@ -469,13 +469,13 @@ def run_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config | None = No
         ind = TORCH_DTYPES.get(str(a.dtype).removeprefix("torch."))
         outd = TORCH_DTYPES.get(str(out.dtype).removeprefix("torch."))
         bd = TORCH_DTYPES.get(str(b.dtype).removeprefix("torch."))
-        if ind not in sm90.IN_DTYPES or outd not in sm90.OUT_DTYPES:
-            raise sm90.GemmSm90Error(f"no SM90 GEMM for {a.dtype} -> {out.dtype}")
-        if ind in sm90.FP8_DTYPES:
+        if ind not in IN_DTYPES or outd not in OUT_DTYPES:
+            raise GemmSm90Error(f"no SM90 GEMM for {a.dtype} -> {out.dtype}")
+        if ind in FP8_DTYPES:
             mode = "row" if scale_a is not None and scale_a.numel() > 1 else "tensor"
-            cfg = sm90.default_config(ind, outd, "K", b_dtype=bd or "", scale_mode=mode)
+            cfg = default_config(ind, outd, "K", b_dtype=bd or "", scale_mode=mode)
         else:
-            cfg = sm90.default_config(ind, outd, sm90.b_major_of(b.shape, b.stride()) or "MN")
+            cfg = default_config(ind, outd, b_major_of(b.shape, b.stride()) or "MN")
     prepare_gemm_sm90(a, b, out, cfg, scale_a, scale_b)()
     return out
 
@@ -529,13 +529,13 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
     128 x 192 promoted tile: no per-size choice, the groups' sizes differ)."""
     from nvatom.runtime.gemm_recipe import _encode_tiled, evaluate_maps
 
-    if config is None and in_dtype in sm90.FP8_DTYPES:
-        config = sm90.default_config(in_dtype, out_dtype, "K", b_dtype=b_dtype,
-                                     fast_accum=fast_accum, scale_mode=scale_mode)
+    if config is None and in_dtype in FP8_DTYPES:
+        config = default_config(in_dtype, out_dtype, "K", b_dtype=b_dtype,
+                                fast_accum=fast_accum, scale_mode=scale_mode)
         config = dataclasses.replace(config, row_scale_stage=False,  # plain kernel only
                                      **_GROUPED_FP8_TILES.get((scale_mode, fast_accum), {}))
-    base = config or sm90.default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K",
-                                         schedule=grouped_schedule(
+    base = config or default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K",
+                                    schedule=grouped_schedule(
                                              (in_dtype, out_dtype, b_major), ends, n, k))
     cfg = dataclasses.replace(base, grouped=True)
     if group_sched is not None:
@@ -554,7 +554,7 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
     for g, end in enumerate(ends):
         m = end - start
         if m > 0:
-            sm90.check_problem(base, m, n, k)
+            check_problem(base, m, n, k)
             env = {"m": m, "n": n, "k": k, "lda": lda, "ldb": ldb, "ldd": ldd,
                    "a": a_ptr + start * lda * ib, "b": b_ptr + g * b_group_stride,
                    "out": d_ptr + start * ldd * ob}

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
 A = importlib.import_module("nvatom.attention")
-K = importlib.import_module("nvatom.kernels.attention_sm90")
+K = importlib.import_module("nvatom.kernels.sm90.attention_config")
 
 from tests.gpu.attention_ref import reference as _reference  # noqa: E402
 

@@ -158,7 +158,7 @@ def test_promoted_kernel_variants(variant: dict) -> None:
     """Every promoted main-loop shape the config offers, through the direct launcher."""
     _require_sm90()
     from nvatom.gemm_providers import prepare_gemm_sm90
-    from nvatom.kernels.gemm_sm90 import GemmSm90Config
+    from nvatom.kernels.sm90.config import GemmSm90Config
 
     gen = _gen()
     for rowwise in (False, True):
@@ -246,7 +246,7 @@ S5_VARIANTS = [
 def test_promoted_s5_many_tiles_per_cta(variant: dict) -> None:
     _require_sm90()
     from nvatom.gemm_providers import prepare_gemm_sm90
-    from nvatom.kernels.gemm_sm90 import GemmSm90Config
+    from nvatom.kernels.sm90.config import GemmSm90Config
 
     gen = _gen()
     for (m, n, k), rowwise in [((3000, 3000, 64), False), ((4000, 4040, 144), True),
@@ -277,7 +277,7 @@ STAGED = [
 def test_row_scales_staged_in_shared_memory(variant: dict) -> None:
     _require_sm90()
     from nvatom.gemm_providers import prepare_gemm_sm90
-    from nvatom.kernels.gemm_sm90 import GemmSm90Config
+    from nvatom.kernels.sm90.config import GemmSm90Config
 
     gen = _gen()
     for m, n, k in [(3000, 3000, 64), (4000, 4040, 144), (129, 264, 1024), (1, 8, 32),

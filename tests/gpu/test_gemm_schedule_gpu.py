@@ -1,4 +1,4 @@
-"""The 16-bit consumer schedule chosen by shape (``nvatom.runtime.gemm_plan.SCHEDULE_RULES``)
+"""The 16-bit consumer schedule chosen by shape (``nvatom.kernels.sm90.tuning.SCHEDULE_RULES``)
 on an sm_90 GPU: ``nvatom.grouped_gemm`` and ``nvatom.gemm`` on shapes where the rule picks
 ping-pong and where it picks cooperative, against float64.
 
@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from nvatom.runtime.gemm_plan import grouped_schedule, plain_schedule
+from nvatom.kernels.sm90.tuning import grouped_schedule, plain_schedule
 
 pytestmark = pytest.mark.gpu
 
@@ -84,7 +84,7 @@ def test_nvatom_gemm_on_the_rules_schedule(m: int, n: int, k: int, want: str) ->
     _require_sm90()
     import nvatom
     from nvatom.gemm import explain
-    from nvatom.kernels.gemm_sm90 import default_config
+    from nvatom.kernels.sm90.launch import default_config
 
     assert plain_schedule(m, n, 132) == want  # an H100's 132 SMs (the comments' waves)
     a = torch.randn(m, k, device="cuda").to(torch.bfloat16)

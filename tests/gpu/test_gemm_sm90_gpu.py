@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from nvatom.gemm_providers import prepare_gemm_sm90, run_gemm_sm90
-from nvatom.kernels.gemm_sm90 import GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.config import GemmSm90Config, GemmSm90Error
 
 pytestmark = pytest.mark.gpu
 

@@ -181,8 +181,10 @@ def test_the_python_built_gemms_go_through_llvm() -> None:
     """The SM80, SM90 (bf16 and FP8) and SM100 GEMM kernels: LLVM's PTX assembles without
     spills and keeps every tensor-core, TMA and matrix-copy instruction."""
     from nvatom.kernels.gemm_sm80 import GemmSm80Config, GemmSm80Spec, emit_ptx
-    from nvatom.kernels.gemm_sm90 import GemmSm90Config, build_gemm_sm90, default_config
     from nvatom.kernels.gemm_sm100 import build_gemm_sm100_module, gemm_sm100_plan
+    from nvatom.kernels.sm90.config import GemmSm90Config
+    from nvatom.kernels.sm90.gemm import build_gemm_sm90
+    from nvatom.kernels.sm90.launch import default_config
 
     ours = [build_gemm_sm90(GemmSm90Config()).emit(),
             build_gemm_sm90(default_config("e4m3")).emit(),

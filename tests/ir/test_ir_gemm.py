@@ -1,6 +1,6 @@
 """The SM90 GEMM written in the IR (tests/ir/gemm_sm90.mlir): it verifies, lowers and assembles
 for sm_90a without spills, and its PTX has the structure of the Python-built kernel
-(src/nvatom/kernels/gemm_sm90.py): warp specialisation with setmaxnreg 40 / 232, per K block
+(src/nvatom/kernels/sm90/): warp specialisation with setmaxnreg 40 / 232, per K block
 four m64n256k16 WGMMAs (the first of each tile with scale-d 0), mbarrier pipeline waits and
 arrivals, one expect_tx of both loads' bytes, stmatrix into swizzled staging + TMA stores.
 Also the new operations' verifier diagnostics and the pieces of their lowering (nvatom.ir.

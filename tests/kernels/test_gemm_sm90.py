@@ -11,16 +11,10 @@ import re
 import pytest
 
 from nvatom.descriptors.wgmma import check_desc_matches
-from nvatom.kernels.gemm_sm90 import (
-    GemmSm90Config,
-    GemmSm90Error,
-    b_major_of,
-    build_gemm_sm90,
-    default_config,
-    gemm_sm90_launch_spec,
-    gemm_sm90_plan,
-    kernel_params,
-)
+from nvatom.kernels.sm90.config import GemmSm90Config, GemmSm90Error, b_major_of
+from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.kernels.sm90.launch import default_config, gemm_sm90_launch_spec, kernel_params
+from nvatom.kernels.sm90.plan import gemm_sm90_plan
 from nvatom.runtime.ptxas import assemble
 
 # The configurations the GPU tests and the bench use (dtype combinations, B majors, cluster,
@@ -209,7 +203,8 @@ def test_leading_dimensions() -> None:
 
 # --------------------------------------------------------------------------- FP8 (issue 18)
 
-from nvatom.kernels import gemm_sm90 as g  # noqa: E402
+from nvatom.kernels.sm90.promotion import _promote_map  # noqa: E402
+from nvatom.kernels.sm90.row_scales import _check_row_cols, _row_col_base  # noqa: E402
 
 FP8 = {"in_dtype": "e4m3", "b_major": "K"}
 # every FP8 main loop and epilogue the kernel offers: the default (promoted, 128 x 192, two
@@ -261,7 +256,7 @@ def _acc_formula(n: int, t: int, i: int) -> tuple[int, int]:
 def test_promote_map_is_the_fragment_formula(bn: int, parts: int) -> None:
     pn = bn // parts
     for q in range(parts):
-        got = g._promote_map(bn, pn, q)
+        got = _promote_map(bn, pn, q)
         for t in (0, 5, 37, 127):
             where = {_acc_formula(bn, t, j): j for j in range(bn // 2)}
             for i in range(pn // 2):
@@ -280,7 +275,7 @@ def test_promoted_ptx_structure() -> None:
     assert text.count("add.f32") == cfg.block_n // 2  # every accumulator once per K block
     assert "wgmma.wait_group.sync.aligned 1;" in text  # part 1 runs while part 0 is added
     # the B part offsets come from the smem layout: part q starts at row q * 96 (K-major)
-    assert g.gemm_sm90_plan(cfg).b_part_offsets == (0, 96 * 128)
+    assert gemm_sm90_plan(cfg).b_part_offsets == (0, 96 * 128)
     fast = build_gemm_sm90(default_config("e4m3", fast_accum=True)).emit()
     assert "add.f32" not in fast
 
@@ -309,9 +304,9 @@ def test_row_scale_epilogue_ptx() -> None:
     assert staged.smem_bytes == cfg.smem_bytes + 2 * 4 * (64 + staged.block_n)
     res = assemble(st, "sm_90a")  # the cp.async forms and the wait, through ptxas
     assert res.kernel().spills == 0 and not res.diagnostics
-    g._check_row_cols(256)  # the epilogue's row/column offsets against the fragment formula
+    _check_row_cols(256)  # the epilogue's row/column offsets against the fragment formula
     for t in range(128):
-        assert g._row_col_base(t) == _acc_formula(256, t, 0)
+        assert _row_col_base(t) == _acc_formula(256, t, 0)
 
 
 def test_fp8_names_params_and_defaults() -> None:

@@ -10,8 +10,10 @@ import re
 
 import pytest
 
-from nvatom.kernels import gemm_sm90 as g
-from nvatom.kernels.gemm_sm90 import GemmSm90Config, GemmSm90Error, build_gemm_sm90
+from nvatom.kernels.sm90.config import GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.kernels.sm90.mainloop_rs import _rs_lane_offset
+from nvatom.kernels.sm90.plan import gemm_sm90_plan
 from nvatom.runtime.ptxas import assemble
 
 FP8 = {"in_dtype": "e4m3", "b_major": "K", "promote": 1}
@@ -58,7 +60,7 @@ def test_ldmatrix_rows_give_the_rs_fragment(consumer: int) -> None:
     j) on a SW128 K-major A stage whose every byte is tagged with its (row, column), at the
     kernel's row addresses, and compare with the fragment formula."""
     cfg = RS[0]
-    plan = g.gemm_sm90_plan(cfg)
+    plan = gemm_sm90_plan(cfg)
     stage_base = 3 * cfg.a_stage_bytes  # any stage: 1024-byte aligned
     smem = {}
     for r in range(cfg.block_m):
@@ -67,7 +69,7 @@ def test_ldmatrix_rows_give_the_rs_fragment(consumer: int) -> None:
     for warp in range(4):
         for step in range(cfg.k_steps):
             rows = [stage_base + (consumer * plan.a_consumer_offset
-                                   + g._rs_lane_offset(lane, warp, step))
+                                  + _rs_lane_offset(lane, warp, step))
                     for lane in range(32)]
             for lane in range(32):
                 for j in range(4):

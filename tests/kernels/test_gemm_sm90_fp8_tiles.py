@@ -8,7 +8,8 @@ import math
 import pytest
 
 from nvatom.gemm_providers import Sm90Provider
-from nvatom.kernels.gemm_sm90 import build_gemm_sm90, default_config
+from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.kernels.sm90.launch import default_config
 from nvatom.runtime import gemm_recipe as gr
 from nvatom.runtime.gemm_plan import GemmProblem, wave_pick
 
@@ -99,7 +100,7 @@ def test_recipe_alternatives_launch_the_other_tile(tmp_path, monkeypatch) -> Non
     import random
     import types
 
-    from nvatom.kernels import gemm_sm90 as sm90
+    from nvatom.kernels.sm90.launch import kernel_params
     from nvatom.runtime import launch as rl
     from tests.test_gemm_recipe import _operands, check_alternative_is_the_kernels
 
@@ -121,7 +122,7 @@ def test_recipe_alternatives_launch_the_other_tile(tmp_path, monkeypatch) -> Non
     monkeypatch.setattr(gr, "load_cached_kernel", lambda src, t, key, dev: types.SimpleNamespace(
         launcher=lambda grid, block, shmem=0, cluster=None: (src.name, grid, shmem)))
     rec["kernel"] = {"source_key": "k", "name": prov._config(p0, 132).name,
-                     "params": [list(x) for x in sm90.kernel_params(wide)],
+                     "params": [list(x) for x in kernel_params(wide)],
                      "target": "sm_90a", "disk_key": "d"}
     launch = gr.RecipeLaunch(rec, 0)
     assert launch.accepts(4096, 4096, 512) and launch.accepts(8192, 8192, 512)

@@ -23,13 +23,9 @@ import random
 
 import pytest
 
-from nvatom.kernels.gemm_sm90 import (
-    PINGPONG_BAR,
-    GemmSm90Config,
-    GemmSm90Error,
-    build_gemm_sm90,
-    default_config,
-)
+from nvatom.kernels.sm90.config import PINGPONG_BAR, GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.kernels.sm90.launch import default_config
 from nvatom.runtime.ptxas import assemble
 
 PP = dict(schedule="pingpong", block_n=128, stages=6)

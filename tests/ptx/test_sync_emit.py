@@ -131,7 +131,8 @@ def test_near_misses_refused_by_us_and_by_ptxas() -> None:
 
 def test_gemm_uses_the_shared_emitters() -> None:
     """The SM90 GEMM's synchronisation lines are exactly the table's spellings."""
-    from nvatom.kernels.gemm_sm90 import GemmSm90Config, build_gemm_sm90
+    from nvatom.kernels.sm90.config import GemmSm90Config
+    from nvatom.kernels.sm90.gemm import build_gemm_sm90
 
     text = build_gemm_sm90(GemmSm90Config(cluster_m=2)).emit()
     for sp in ("setmaxnreg.inc.sync.aligned.u32 232;", "setmaxnreg.dec.sync.aligned.u32 40;",

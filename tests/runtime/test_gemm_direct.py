@@ -15,7 +15,8 @@ import pytest
 
 from nvatom import gemm_providers as gp
 from nvatom.descriptors.tma import TensorMap
-from nvatom.kernels.gemm_sm90 import GemmSm90Config, GemmSm90Error, gemm_sm90_launch_spec
+from nvatom.kernels.sm90.config import GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.launch import gemm_sm90_launch_spec
 
 
 @dataclasses.dataclass

@@ -10,7 +10,7 @@ import pytest
 
 from nvatom import gemm_providers as gp
 from nvatom.gemm import GemmProblem, check_operands, plan
-from nvatom.kernels import gemm_sm90 as sm90
+from nvatom.kernels.sm90.launch import default_config, gemm_sm90_launch_spec
 from nvatom.runtime.launch import LaunchError, LruCache, PackedParams, TensorMapCache, pack_args
 
 from .test_launch import mat
@@ -82,10 +82,10 @@ def test_args_and_tensor_maps_made_once_per_key(counted_encoder) -> None:
 
 
 def test_tensor_map_cache_key_is_the_whole_map(counted_encoder) -> None:
-    s = sm90.gemm_sm90_launch_spec(sm90.default_config(), 128, 256, 64, 1 << 30, 2 << 30, 3 << 30)
-    t = sm90.gemm_sm90_launch_spec(sm90.default_config(), 128, 256, 64, 1 << 30, 2 << 30, 3 << 30,
+    s = gemm_sm90_launch_spec(default_config(), 128, 256, 64, 1 << 30, 2 << 30, 3 << 30)
+    t = gemm_sm90_launch_spec(default_config(), 128, 256, 64, 1 << 30, 2 << 30, 3 << 30,
                                 lda=128)  # same pointer and shape, other stride
-    u = sm90.gemm_sm90_launch_spec(sm90.default_config("f16"), 128, 256, 64, 1 << 30, 2 << 30,
+    u = gemm_sm90_launch_spec(default_config("f16"), 128, 256, 64, 1 << 30, 2 << 30,
                                 3 << 30)  # other type
     for tm in (*s.tensor_maps, *t.tensor_maps, *u.tensor_maps):
         gp.TENSOR_MAPS.get(tm)

@@ -14,17 +14,21 @@ import types
 import pytest
 
 from nvatom import gemm_providers as gp
-from nvatom.kernels import gemm_sm90 as sm90
-from nvatom.runtime import gemm_recipe as gr
-from nvatom.runtime.gemm_plan import (
+from nvatom.kernels.sm90.config import GemmSm90Config, GemmSm90Error
+from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.kernels.sm90.launch import default_config, kernel_params
+from nvatom.kernels.sm90.tuning import (
+    DEFAULT_SCHEDULE_16BIT,
     PLAIN_SCHEDULE_WAVES,
+    SCHEDULE_OPTION_TILES,
     SCHEDULE_OPTIONS,
     SCHEDULE_RULES,
-    GemmProblem,
+    SCHEDULE_TILES,
     grouped_schedule,
     plain_schedule,
-    rule_pick,
 )
+from nvatom.runtime import gemm_recipe as gr
+from nvatom.runtime.gemm_plan import GemmProblem, rule_pick
 
 #: The thresholds docs/perf.md states (measured on an H100): a change of the table must be
 #: a deliberate one, made here too.
@@ -83,9 +87,11 @@ def test_the_table_is_the_stated_one() -> None:
     assert SCHEDULE_RULES == STATED
     assert PLAIN_SCHEDULE_WAVES == STATED_WAVES
     assert SCHEDULE_OPTIONS == ("pingpong", "cooperative", "pingpong192")
-    assert set(SCHEDULE_OPTIONS) == set(sm90.SCHEDULE_TILES)
-    assert sm90.SCHEDULE_TILES["pingpong192"] == {"schedule": "pingpong", "block_n": 192,
-                                                  "stages": 4}
+    assert set(SCHEDULE_OPTIONS) == set(SCHEDULE_TILES)
+    assert SCHEDULE_TILES["pingpong192"] == {"schedule": "pingpong", "block_n": 192,
+                                             "stages": 4}
+    # the tiles the rules count in are read from the kernel's table (one place)
+    assert SCHEDULE_OPTION_TILES == TILE
 
 
 @pytest.mark.parametrize(("m", "n", "want"), [
@@ -106,10 +112,10 @@ def test_the_table_is_the_stated_one() -> None:
 def test_plain_rule(m: int, n: int, want: str) -> None:
     assert _expected_plain(m, n) == want
     assert plain_schedule(m, n) == want
-    cfg = sm90.default_config("bf16", m=m, n=n)
-    assert cfg == sm90.default_config("bf16", schedule=want)
-    assert sm90.default_config("f16", "f32", "K", m=m, n=n).schedule == \
-        sm90.SCHEDULE_TILES[want]["schedule"]
+    cfg = default_config("bf16", m=m, n=n)
+    assert cfg == default_config("bf16", schedule=want)
+    assert default_config("f16", "f32", "K", m=m, n=n).schedule == \
+        SCHEDULE_TILES[want]["schedule"]
 
 
 def test_plain_rule_sweep_matches_the_stated_rule() -> None:
@@ -120,19 +126,19 @@ def test_plain_rule_sweep_matches_the_stated_rule() -> None:
 
 
 def test_plain_rule_needs_all_three_sizes_and_yields_to_a_given_schedule() -> None:
-    default = sm90.default_config("bf16")
-    assert default.schedule == sm90.DEFAULT_SCHEDULE_16BIT
-    assert sm90.default_config("bf16", m=114521) == default  # no N: the default
-    assert sm90.default_config("bf16", m=114521, n=2048,
-                               schedule="pingpong").schedule == "pingpong"
-    wide = sm90.default_config("f16", schedule="pingpong192")
+    default = default_config("bf16")
+    assert default.schedule == DEFAULT_SCHEDULE_16BIT
+    assert default_config("bf16", m=114521) == default  # no N: the default
+    assert default_config("bf16", m=114521, n=2048,
+                          schedule="pingpong").schedule == "pingpong"
+    wide = default_config("f16", schedule="pingpong192")
     assert (wide.schedule, wide.block_n, wide.stages) == ("pingpong", 192, 4)
-    with pytest.raises(sm90.GemmSm90Error, match="the FP8 defaults are cooperative"):
-        sm90.default_config("e4m3", schedule="pingpong192")
-    with pytest.raises(sm90.GemmSm90Error, match="schedule 'bogus' is not one of"):
-        sm90.default_config("bf16", schedule="bogus")
+    with pytest.raises(GemmSm90Error, match="the FP8 defaults are cooperative"):
+        default_config("e4m3", schedule="pingpong192")
+    with pytest.raises(GemmSm90Error, match="schedule 'bogus' is not one of"):
+        default_config("bf16", schedule="bogus")
     # FP8 keeps its tile rule (wave count), cooperative
-    assert sm90.default_config("e4m3", m=114521, n=2048).schedule == "cooperative"
+    assert default_config("e4m3", m=114521, n=2048).schedule == "cooperative"
 
 
 @pytest.mark.parametrize("case", ["A", "B", "C", "D"])
@@ -177,12 +183,12 @@ def test_grouped_plan_takes_the_rules_schedule() -> None:
                                0x7F4000000000, k * 2048 * 2, 2048, 0x7F8000000000, 2048, 132,
                                encode=lambda args: bytes(128))
     pp, coop = plan([2048] * 4, 7168), plan([2048] * 16, 7168)
-    assert pp.cfg == sm90.GemmSm90Config(grouped=True, **sm90.SCHEDULE_TILES["pingpong192"])
-    assert coop.cfg == sm90.GemmSm90Config(grouped=True, **sm90.SCHEDULE_TILES["cooperative"])
+    assert pp.cfg == GemmSm90Config(grouped=True, **SCHEDULE_TILES["pingpong192"])
+    assert coop.cfg == GemmSm90Config(grouped=True, **SCHEDULE_TILES["cooperative"])
     # 2048 columns: 11 tiles of 192 (the last 128 wide), 8 of 256
     assert pp.tile_ends[-1] == 4 * 16 * 11 and coop.tile_ends[-1] == 16 * 16 * 8
     # a given config wins over the rule
-    cfg = sm90.GemmSm90Config(**sm90.SCHEDULE_TILES["pingpong"])
+    cfg = GemmSm90Config(**SCHEDULE_TILES["pingpong"])
     ends = [2048] * 1
     got = gp.grouped_plan("bf16", "bf16", "N", ends, 2048, 7168, 0x7F0000000000, 7168,
                           0x7F4000000000, 7168 * 2048 * 2, 2048, 0x7F8000000000, 2048, 132,
@@ -197,9 +203,9 @@ def test_pingpong192_assembles_without_spills(grouped: bool, ind: str, outd: str
                                               major: str) -> None:
     from nvatom.runtime.ptxas import assemble
 
-    cfg = dataclasses.replace(sm90.default_config(ind, outd, major, schedule="pingpong192"),
+    cfg = dataclasses.replace(default_config(ind, outd, major, schedule="pingpong192"),
                               grouped=grouped)
-    ptx = sm90.build_gemm_sm90(cfg).emit()
+    ptx = build_gemm_sm90(cfg).emit()
     assert assemble(ptx, "sm_90a").kernel().spills == 0
     # 192 columns: three 64-column chunks of 16-bit output per 64-row half (an odd count:
     # each half's first chunk waits for every earlier store to finish reading its buffer)
@@ -215,8 +221,8 @@ def _problem(m: int, n: int, k: int) -> GemmProblem:
 def test_provider_rule_and_recipe_acceptance() -> None:
     prov = gp.Sm90Provider()
     big, small = _problem(114521, 2048, 7168), _problem(4096, 4096, 4096)
-    assert prov._config(big, 132) == sm90.default_config("bf16", schedule="cooperative")
-    assert prov._config(small, 132) == sm90.default_config("bf16", schedule="pingpong")
+    assert prov._config(big, 132) == default_config("bf16", schedule="cooperative")
+    assert prov._config(small, 132) == default_config("bf16", schedule="pingpong")
     rule = prov._tile_rule(small, prov._config(small, 132))
     assert rule == {"kind": "schedule", "names": [n for n, _, _ in STATED_WAVES],
                     "options": [[*TILE[n], e, c] for n, e, c in STATED_WAVES], "pick": 0}
@@ -232,7 +238,7 @@ def test_provider_rule_and_recipe_acceptance() -> None:
     assert not gr.recipe_accepts(rec, 8192, 8192, 8192)  # the rule picks 128 x 192
     assert not gr.recipe_accepts(rec, 114521, 2048, 7168)  # the rule picks cooperative
     # a provider with its own config carries no rule
-    own = gp.Sm90Provider(sm90.default_config("bf16"))
+    own = gp.Sm90Provider(default_config("bf16"))
     assert own._tile_rule(small, own._config(small)) is None
 
 
@@ -263,7 +269,7 @@ def test_recipe_carries_the_other_schedule(tmp_path, monkeypatch) -> None:
         launcher=lambda grid, block, shmem=0, cluster=None: (src.name, grid, shmem)))
     pp = prov._config(p0, 132)
     rec["kernel"] = {"source_key": "k", "name": pp.name,
-                     "params": [list(x) for x in sm90.kernel_params(pp)],
+                     "params": [list(x) for x in kernel_params(pp)],
                      "target": "sm_90a", "disk_key": "d"}
     launch = gr.RecipeLaunch(rec, 0)
     assert launch.accepts(p.m, p.n, p.k) and launch.accepts(8192, 8192, 8192)

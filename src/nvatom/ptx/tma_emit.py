@@ -131,7 +131,7 @@ def param_generic_address(k: Kernel, p: Param) -> Reg:
 #: a CUtensorMap is 128 bytes, 128-byte aligned (CUDA 13 ``cuda.h``: ``alignas(128)``)
 TENSORMAP_BYTES = 128
 TENSORMAP_ALIGN = 128
-#: The ``.align`` the GEMM kernels (``nvatom.kernels.gemm_sm90``, ``gemm_sm100``) declare for
+#: The ``.align`` the GEMM kernels (``nvatom.kernels.sm90``, ``gemm_sm100``) declare for
 #: their by-value tensor-map parameters: 64 (CUDA 12 ``cuda.h``: ``alignas(64)``), which an
 #: H100 runs through ``cvta.param`` like 128 (tests/gpu/test_tma_gpu.py, PARAM_FORMS).  Kept
 #: apart from :data:`TENSORMAP_ALIGN` so the GEMMs' PTX stays byte for byte what it was.

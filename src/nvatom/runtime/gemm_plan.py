@@ -1,6 +1,8 @@
 """What a GEMM provider and ``nvatom.gemm`` share: the problem, the launch plan, the operand
-rules, the provider protocol and the size rules that pick a kernel (:func:`wave_pick`: the
-FP8 tile by wave count; :data:`SCHEDULE_RULES`: the 16-bit consumer schedule by shape).
+rules, the provider protocol and the wave-count rule that picks a kernel's tile
+(:func:`wave_pick`, :func:`rule_pick`: what a launch recipe needs to choose among its
+alternatives; the SM90 kernel's tiles and schedules it chooses among are its tuning table,
+:mod:`nvatom.kernels.sm90.tuning`).
 
 This module sits below both :mod:`nvatom.gemm` (dispatch) and :mod:`nvatom.gemm_providers`
 (the providers over :mod:`nvatom.kernels`), so the GEMM imports its providers directly and no
@@ -24,23 +26,15 @@ __all__ = [
     "MAX_GRID_X",
     "OUT_DTYPES",
     "PLAIN_DTYPES",
-    "PLAIN_SCHEDULE_WAVES",
     "SCALED_DTYPES",
     "SCALE_MODES",
-    "SCHEDULE_OPTIONS",
-    "SCHEDULE_OPTION_TILES",
-    "SCHEDULE_RULES",
     "GemmLaunch",
     "GemmProblem",
     "GemmProvider",
     "OperandRule",
     "capability_text",
     "default_operand_rules",
-    "grouped_schedule",
-    "plain_schedule",
-    "plain_schedule_options",
     "rule_pick",
-    "schedule_pick",
     "wave_pick",
 ]
 
@@ -221,84 +215,6 @@ def wave_pick(options: Sequence[Sequence[float]], m: int, n: int, sms: int) -> i
         if t < best_t:
             best, best_t = i, t
     return best
-
-
-#: The 16-bit SM90 kernel's schedule options (``nvatom.kernels.gemm_sm90.SCHEDULE_TILES``
-#: holds each one's settings) and the output tile each counts in: ping-pong 128 x 128 per
-#: warpgroup (6 stages), cooperative 128 x 256 (4 stages), ping-pong 128 x 192 (4 stages).
-SCHEDULE_OPTIONS = ("pingpong", "cooperative", "pingpong192")
-SCHEDULE_OPTION_TILES = {"pingpong": (128, 128), "cooperative": (128, 256),
-                         "pingpong192": (128, 192)}
-_NO_LIMIT = 2**31 - 1
-#: The plain 16-bit GEMM's schedule by wave count (:func:`plain_schedule`; docs/perf.md,
-#: "Schedule by wave count"): (schedule, efficiency of one of its tiles relative to the
-#: 128 x 192 ping-pong tile, the most output tiles it is taken for).  Efficiencies measured on
-#: an H100 at 8192^3, 4096^3 and 16384 x 8192 x 8192 (bf16, tile area x TF/s over whole waves:
-#: 128 x 128 ping-pong 0.97-1.0, cooperative 0.977-1.012); the 128 x 128 ping-pong tile turns
-#: DRAM-bound above 4608 tiles (:data:`SCHEDULE_RULES`' measurements).  Its picks were the
-#: fastest of the three on 12 of 14 shapes measured, within 1.8% on the others.
-PLAIN_SCHEDULE_WAVES: tuple[tuple[str, float, int], ...] = (
-    ("pingpong", 0.99, 4608), ("pingpong192", 1.0, _NO_LIMIT), ("cooperative", 0.985, _NO_LIMIT))
-
-
-def plain_schedule_options() -> list[list[float]]:
-    """:data:`PLAIN_SCHEDULE_WAVES` as :func:`wave_pick` options ``[block_m, block_n,
-    efficiency, max_tiles]`` (data a launch recipe carries)."""
-    return [[*SCHEDULE_OPTION_TILES[name], eff, cap] for name, eff, cap in PLAIN_SCHEDULE_WAVES]
-
-
-def plain_schedule(m: int, n: int, sms: int = 132) -> str:
-    """The schedule of a plain 16-bit M x N GEMM on ``sms`` multiprocessors: the option of
-    :data:`PLAIN_SCHEDULE_WAVES` whose tiles finish first (:func:`wave_pick`)."""
-    return PLAIN_SCHEDULE_WAVES[wave_pick(plain_schedule_options(), m, n, sms)][0]
-
-
-#: Which schedule the grouped 16-bit kernel runs by problem shape (docs/perf.md, "Grouped
-#: ping-pong and schedule choice"; measured on an H100): ``pick`` where every condition holds, else
-#: ``otherwise``. Conditions: at most ``max_groups`` non-empty groups, K
-#: <= ``max_k``, at least ``min_mean_rows`` rows a non-empty group on average, and at most
-#: ``max_tiles`` output tiles of ``pick``'s tile (and, where listed, an output type of
-#: ``out_dtypes`` and a B layout of ``b_majors``: "N" row-major, "K" column-major, the measured
-#: ones). The 128 x 128 ping-pong tile turns DRAM-bound on large problems (case B of
-#: bench/gemm_grouped.py: 2.25x the DRAM bytes of the 128 x 256 tile; plain GEMMs of 8192-16384
-#: such tiles 0.75-0.95x the cooperative kernel in 5 of 6 shapes, of <= 4224 tiles 0.97-1.09x):
-#: the plain GEMM's wave rule takes it up to 4608 tiles. The grouped kernel: the 128 x 192
-#: ping-pong tile won on 8-expert cases with K <= 7168 (+0.4% to +6.4%) and lost on 64-expert
-#: ones (-1.6% to -8.0%) and at K = 14336 (-5.8%).
-SCHEDULE_RULES: dict[str, dict[str, Any]] = {
-    "grouped": {"pick": "pingpong192", "otherwise": "cooperative", "max_groups": 8,
-                "max_k": 8192, "min_mean_rows": 512, "max_tiles": _NO_LIMIT,
-                "out_dtypes": ["bf16", "f16"], "b_majors": ["N"]},
-}
-
-
-def schedule_pick(rows: Sequence[int], n: int, k: int, rule: dict[str, Any],
-                  out_dtype: str = "", b_major: str = "") -> str:
-    """The schedule (a name of :data:`SCHEDULE_OPTIONS`) one entry of
-    :data:`SCHEDULE_RULES` gives groups of ``rows`` rows (one entry for a plain GEMM;
-    empty groups are ignored) sharing N and K, with output type ``out_dtype`` and B layout
-    ``b_major`` (checked where the rule lists them)."""
-    sizes = [int(r) for r in rows if r > 0]
-    if not sizes or out_dtype not in rule.get("out_dtypes", [out_dtype]) \
-            or b_major not in rule.get("b_majors", [b_major]):
-        return str(rule["otherwise"])
-    bm, bn = SCHEDULE_OPTION_TILES[rule["pick"]]
-    tiles = sum(-(-r // bm) for r in sizes) * -(-n // bn)
-    ok = (len(sizes) <= rule["max_groups"] and k <= rule["max_k"]
-          and sum(sizes) >= rule["min_mean_rows"] * len(sizes) and tiles <= rule["max_tiles"])
-    return str(rule["pick"] if ok else rule["otherwise"])
-
-
-def grouped_schedule(types: tuple[str, str, str], ends: Sequence[int], n: int, k: int) -> str:
-    """The schedule of ``nvatom.grouped_gemm`` for ``types`` = (A's and B's type, the output
-    type, B's layout "N" or "K") and groups ending at the cumulative row offsets ``ends``
-    (:data:`SCHEDULE_RULES` ``"grouped"``; the kernel runs FP8 cooperative only)."""
-    in_dtype, out_dtype, b_major = types
-    if in_dtype not in PLAIN_DTYPES:
-        return "cooperative"
-    starts = [0, *ends[:-1]]
-    return schedule_pick([e - s for s, e in zip(starts, ends, strict=True)], n, k,
-                         SCHEDULE_RULES["grouped"], out_dtype, b_major)
 
 
 def rule_pick(rule: dict[str, Any], m: int, n: int, k: int, sms: int) -> int:

@@ -1,4 +1,4 @@
-"""Small PTX emitters shared by the SM90 kernels (``gemm_sm90``, ``attention_sm90``): a
+"""Small PTX emitters shared by the SM90 kernels (the GEMM and attention): a
 32-bit result of one instruction, a WGMMA shared-memory descriptor word for a tile at a run-
 time shared address (PTX ISA "Matrix Descriptor Format": the start address field holds
 ``address >> 4`` in 14 bits, the rest of the word is the descriptor's constant part), and the

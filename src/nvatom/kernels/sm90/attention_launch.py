@@ -1,0 +1,59 @@
+"""Launching the SM90 attention kernel: its parameters, grid and block, the 4-D tensor maps of
+Q, K, V and O, and the folded softmax scale (CUDA Driver API "cuTensorMapEncodeTiled")."""
+
+from __future__ import annotations
+
+from nvatom.atoms.wgmma_fragments import WARPGROUP
+from nvatom.descriptors.tma import TensorMap, tma_data_type
+from nvatom.kernels.sm90.attention_config import _CHUNK, _LOG2E, BLOCK_M, AttentionSm90Config
+from nvatom.kernels.sm90.limits import SW128 as _SW128
+from nvatom.ptx import tma_emit as TE
+
+__all__ = [
+    "kernel_params",
+    "launch_geometry",
+    "scale_log2",
+    "tensor_maps",
+]
+
+
+def kernel_params() -> tuple[tuple[str, str], ...]:
+    """The kernel's parameters as ``(name, PTX type)``."""
+    tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
+    return (("tmap_q", tmap), ("tmap_k", tmap), ("tmap_v", tmap), ("tmap_o", tmap),
+            ("o_ptr", "u64"),
+            ("lse_ptr", "u64"), ("seqlen_q", "u32"), ("seqlen_k", "u32"), ("heads", "u32"),
+            ("group", "u32"), ("scale_log2", "f32"))
+
+
+def launch_geometry(cfg: AttentionSm90Config, batch: int, heads: int, seqlen_q: int
+                    ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """(grid, block, dynamic shared-memory bytes)."""
+    return ((-(-seqlen_q // BLOCK_M), heads, batch), (3 * WARPGROUP, 1, 1), cfg.smem_bytes)
+
+
+_Tensor = tuple[int, tuple[int, ...], tuple[int, ...]]
+
+
+def tensor_maps(cfg: AttentionSm90Config, q: _Tensor, k: _Tensor, v: _Tensor,
+                o: _Tensor | None = None) -> tuple[TensorMap, ...]:
+    """The 4-D tensor maps of Q, K, V (and, given, O): each ``(address, shape (B, H, S, D),
+    strides in elements)`` with unit stride along D; boxes of 64 x rows (128 for Q,
+    ``block_n`` for K, V, 64 for O: one consumer's half of a Q block), 128-byte swizzle."""
+    dt = tma_data_type(cfg.dtype)
+    out = []
+    todo = [(q, BLOCK_M), (k, cfg.block_n), (v, cfg.block_n)]
+    if o is not None:
+        todo.append((o, 64))
+    for (ptr, shape, strides), rows in todo:
+        bb, hh, ss, dd = shape
+        sb, sh, ssq, _ = strides
+        out.append(TensorMap("tiled", dt, ptr, (dd, ss, hh, bb), (ssq * 2, sh * 2, sb * 2),
+                             box_dims=(_CHUNK, rows, 1, 1), swizzle=_SW128,
+                             l2_promotion="256B"))
+    return tuple(out)
+
+
+def scale_log2(scale: float) -> float:
+    """The folded softmax scale ``scale * log2(e)`` the kernel takes."""
+    return scale * _LOG2E

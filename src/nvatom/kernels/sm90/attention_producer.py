@@ -1,0 +1,53 @@
+"""The SM90 attention kernel's producer warpgroup: one thread loads Q once, then K and V of
+every KV tile into the stage ring, K and V on their own barriers (PTX ISA
+"cp.async.bulk.tensor", "mbarrier.arrive.expect_tx")."""
+
+from __future__ import annotations
+
+from nvatom.kernels.sm90.attention_config import _CHUNK
+from nvatom.kernels.sm90.attention_skeleton import _Build
+from nvatom.kernels.sm90.emit import next_stage as _next_stage
+from nvatom.kernels.sm90.emit import u32 as _u32
+from nvatom.ptx import sync_emit as SE
+from nvatom.ptx import tma_emit as TE
+
+
+def _producer(b: _Build) -> None:
+    """Warpgroup 0: one thread loads Q, then K and V of every KV tile into the ring."""
+    k, cfg, plan = b.k, b.cfg, b.plan
+    k.comment("producer warpgroup: one thread issues every TMA load")
+    SE.setmaxnreg(k, "dec", cfg.producer_regs, target=b.target)
+    pl = k.reg("pred")
+    k.ins("setp.ne.u32", pl, b.tid, 0)
+    k.bra(b.done, pl)
+    tq, tk, tv, _ = b.tmaps
+    qbar = b.bar("q")
+    TE.mbarrier_arrive_expect_tx(k, qbar, cfg.q_bytes)
+    for c, off in enumerate(plan.q_boxes):
+        dst = _u32(k, "add.u32", b.smem, b.off_q + off)
+        TE.tma_load(k, dst, tq, [c * _CHUNK, b.m0, b.head, b.batch], qbar)
+    stage = _u32(k, "mov.u32", 0)
+    phase = _u32(k, "mov.u32", 1)  # a fresh barrier's previous phase counts as complete
+    j = _u32(k, "mov.u32", 0)
+    top = k.fresh_label("p_kv")
+    k.label(top)
+    n0 = _u32(k, "mul.lo.u32", j, cfg.block_n)
+    if not cfg.split_release:
+        TE.mbarrier_wait_parity(k, b.bar("e", stage), phase)
+    for which, tmap, region, boxes in (("k", tk, b.off_k, plan.k_boxes),
+                                       ("v", tv, b.off_v, plan.v_boxes)):
+        if cfg.split_release:  # K's slot frees when S retires, V's when P V does
+            TE.mbarrier_wait_parity(k, b.bar("ek" if which == "k" else "e", stage), phase)
+        full = b.bar(which, stage)
+        TE.mbarrier_arrive_expect_tx(k, full, cfg.kv_bytes)
+        base = _u32(k, "mad.lo.u32", stage, cfg.kv_bytes, region)
+        k.ins("add.u32", base, base, b.smem)
+        for c, off in enumerate(boxes):
+            dst = _u32(k, "add.u32", base, off)
+            TE.tma_load(k, dst, tmap, [c * _CHUNK, n0, b.kv_head, b.batch], full)
+    _next_stage(k, stage, phase, cfg.stages)
+    k.ins("add.u32", j, j, 1)
+    more = k.reg("pred")
+    k.ins("setp.lt.u32", more, j, b.n_tiles)
+    k.bra(top, more)
+    k.bra(b.done)
