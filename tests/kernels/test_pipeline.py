@@ -274,3 +274,18 @@ def test_ring_store_before_write_is_refused() -> None:
     ring = EpilogueRing(k, "r", [k.reg("u32"), k.reg("u32")], k.reg("pred"))
     with pytest.raises(PipelineError, match="buffer 1: stored before it was written"):
         ring.store(1, k.reg("u64"), [0, 0])
+
+
+def test_pingpong_demo_assembles() -> None:
+    """Two consumer warpgroups on alternate tiles, one release per stage, ordered by named
+    barriers 3 and 4 (bar.sync / bar.arrive over both warpgroups' 256 threads)."""
+    ptx = build_pipeline_demo(consumers=2, schedule="pingpong", chunks=2).emit()
+    assert "bar.sync %r" in ptx and "bar.arrive %r" in ptx and ", 256;" in ptx
+    assert ptx.count("mbarrier.init.shared::cta.b64") == 6
+    res = assemble(ptx, "sm_90a")
+    assert res.kernel("pipeline_demo").spills == 0 and not res.warnings
+
+
+def test_pingpong_with_two_arrivals_is_refused() -> None:
+    with pytest.raises(PipelineError, match="stage reused before its consumer release"):
+        build_pipeline_demo(consumers=2, schedule="pingpong", empty_arrivals=2)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Literal
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP
-from nvatom.kernels.pipeline import EpilogueRing, Pipeline, PipelineSpec
+from nvatom.kernels.pipeline import EpilogueRing, PingPongOrder, Pipeline, PipelineSpec
 from nvatom.kernels.scheduler import StaticPersistent, emit_first_and_step
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
@@ -39,14 +39,20 @@ BOX_ROWS, BOX_COLS = 4, 32
 BOX_BYTES = BOX_ROWS * BOX_COLS * 4
 #: the consumers' named barrier (0 is the CTA barrier)
 CONSUMER_BAR = 1
+#: the ping-pong order's named barriers (PINGPONG_BAR + w, w = 0, 1), after the consumers' 1, 2
+PINGPONG_BAR = 3
 
 
 def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
+                        schedule: Literal["ordered", "pingpong"] = "ordered",
                         epilogue_wait: Literal["safe", "one_in_flight"] = "safe",
                         empty_arrivals: int | None = None,
                         target: str = "sm_90a") -> Module:
     """The demo kernel ``pipeline_demo(tmap_x, tmap_y, tiles_m, ktiles)``; raises
-    :class:`~nvatom.kernels.pipeline.PipelineError` for the racy options."""
+    :class:`~nvatom.kernels.pipeline.PipelineError` for the racy options.  ``schedule =
+    "pingpong"`` (two consumer warpgroups): warpgroup ``w`` takes the CTA's tiles ``w, w + 2,
+    ...``, its ring position skipping the other's K blocks, each stage released by one
+    warpgroup, the main loops ordered by :class:`~nvatom.kernels.pipeline.PingPongOrder`."""
     mod = Module(target)
     k = mod.kernel("pipeline_demo")
     threads = WARPGROUP * (1 + consumers)
@@ -55,7 +61,8 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
     ty = TE.tensormap_param(k, "tmap_y")
     tiles_m = k.ld_param(k.param("tiles_m", "u32"))
     ktiles = k.ld_param(k.param("ktiles", "u32"))
-    spec = PipelineSpec("demo", stages, BOX_BYTES, consumers=consumers,
+    pingpong = schedule == "pingpong"
+    spec = PipelineSpec("demo", stages, BOX_BYTES, consumers=consumers, kind=schedule,
                         empty_arrivals=empty_arrivals)
     off_stage = 0
     off_c = stages * BOX_BYTES
@@ -131,7 +138,8 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
     k.ins("setp.eq.u32", lead, ltid, 0)
     bar_id = k.reg("u32")
     k.ins("add.u32", bar_id, cw, CONSUMER_BAR)
-    cons = pipe.consumer("readers", arrivals=consumers)
+    order = PingPongOrder(k, PINGPONG_BAR, target) if pingpong else None
+    cons = pipe.consumer("readers", arrivals=None if pingpong else consumers, order=order)
     pipe.check_arrivals()
     c_buf = k.reg("u32")  # this warpgroup's two staging buffers
     k.ins("mad.lo.u32", c_buf, cw, 2 * BOX_BYTES, base)
@@ -145,11 +153,21 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
     k.ins("mov.u32", cit, 0)
     ct = k.reg("u32")
     k.ins("mov.u32", ct, first)
+    cstep = step
+    if pingpong:  # warpgroup cw: tiles first + (2i + cw) step, ring past the other's blocks
+        k.ins("mad.lo.u32", ct, cw, step, first)
+        k.ins("mul.lo.u32", cit, cw, ktiles)
+        cstep = k.reg("u32")
+        k.ins("shl.b32", cstep, step, 1)
     ctop = k.fresh_label("c_tile")
     k.label(ctop)
     cp = k.reg("pred")
     k.ins("setp.ge.u32", cp, ct, tiles_m)
     k.bra(done, cp)
+    if order is not None:  # my turn: not waited for on the CTA's very first tile
+        first_tile = k.reg("pred")
+        k.ins("setp.eq.u32", first_tile, ct, first)
+        order.wait(cons, cw, skip=first_tile)
     cmb, _ = sched.emit_tile(k, ct, tiles_m, 1)
     crow = k.reg("u32")
     k.ins("mul.lo.u32", crow, cmb, BOX_ROWS)
@@ -179,6 +197,13 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
     ck = k.reg("pred")
     k.ins("setp.lt.u32", ck, ckb, ktiles)
     k.bra(cktop, ck)
+    if order is not None:  # the other warpgroup's main loop may start, if it has a tile
+        nxt = k.reg("u32")
+        k.ins("add.u32", nxt, ct, step)
+        more = k.reg("pred")
+        k.ins("setp.lt.u32", more, nxt, tiles_m)
+        order.signal(cons, cw, pred=more)
+        k.ins("add.u32", cit, cit, ktiles)  # skip the other's K blocks
     with ring.tile():
         for ch in range(chunks):
             buf = ch % 2
@@ -196,7 +221,7 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
             k.ins("mov.u32", cx, ch * BOX_COLS)
             ring.store(buf, ty, [cx, crow])
     cons.finish()
-    k.ins("add.u32", ct, ct, step)
+    k.ins("add.u32", ct, ct, cstep)
     k.bra(ctop)
 
     k.label(done)
