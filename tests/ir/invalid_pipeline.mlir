@@ -161,3 +161,68 @@ func.func @scheduler_type() {
   %c = cute.static : !cutlass.tile_scheduler<dynamic>
   func.return
 }
+
+// -----
+
+// The stage-state rules (nvatom.ptx.pipeline_state, as in the Python layer): releasing the
+// stage whose WGMMA group is still in flight (wait {pending = 1}) lets the producer refill it.
+func.func @release_in_flight(%n: i32) {
+  %r = cutlass.pipeline.create {stages = 4}
+  %p = cutlass.pipeline.init %r {producer = "tma", producer_arrivals = 1, consumer = "wgmma", consumer_arrivals = 1, tx_bytes = 1024}
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  scf.for %it = %c0 to %n step %c1 : i32 {
+    %b = cutlass.pipeline.producer_acquire %p, %it
+    cutlass.pipeline.producer_commit %p, %it
+  }
+  scf.for %it = %c0 to %n step %c1 : i32 {
+    cutlass.pipeline.consumer_wait %p, %it
+    cute_nvgpu.warpgroup.fence
+    cute_nvgpu.warpgroup.commit_group
+    cute_nvgpu.warpgroup.wait {pending = 1}
+    // expected-error @+1 {{pipeline 'p', consumer 'consumer', stage s: released while a WGMMA group still reads it (1 group pending after wgmma.wait_group): stage reused before its consumer release is done}}
+    cutlass.pipeline.consumer_release %p, %it
+  }
+  cute_nvgpu.warpgroup.wait {pending = 0}
+  func.return
+}
+
+// -----
+
+// A producer iteration that acquires a stage and never commits it.
+func.func @acquire_without_commit(%n: i32) {
+  %r = cutlass.pipeline.create {stages = 4}
+  %p = cutlass.pipeline.init %r {producer = "tma", producer_arrivals = 1, consumer = "wgmma", consumer_arrivals = 1, tx_bytes = 1024}
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  scf.for %it = %c0 to %n step %c1 : i32 {
+    // expected-error @+1 {{pipeline 'p', producer 'producer', stage s (next iteration, at the loop's back edge): acquired but never committed before the next iteration}}
+    %b = cutlass.pipeline.producer_acquire %p, %it
+  }
+  scf.for %it = %c0 to %n step %c1 : i32 {
+    cutlass.pipeline.consumer_wait %p, %it
+    cutlass.pipeline.consumer_release %p, %it
+  }
+  func.return
+}
+
+// -----
+
+// Two releases of one stage: empty[s] completes early, the producer refills it.
+func.func @double_release(%n: i32) {
+  %r = cutlass.pipeline.create {stages = 4}
+  %p = cutlass.pipeline.init %r {producer = "tma", producer_arrivals = 1, consumer = "wgmma", consumer_arrivals = 1, tx_bytes = 1024}
+  %c0 = arith.constant 0 : i32
+  %c1 = arith.constant 1 : i32
+  scf.for %it = %c0 to %n step %c1 : i32 {
+    %b = cutlass.pipeline.producer_acquire %p, %it
+    cutlass.pipeline.producer_commit %p, %it
+  }
+  scf.for %it = %c0 to %n step %c1 : i32 {
+    cutlass.pipeline.consumer_wait %p, %it
+    cutlass.pipeline.consumer_release %p, %it
+    // expected-error @+1 {{stage s: released twice: the producer may refill it while another consumer still reads it (stage reused before its consumer release)}}
+    cutlass.pipeline.consumer_release %p, %it
+  }
+  func.return
+}

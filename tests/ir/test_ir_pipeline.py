@@ -69,3 +69,20 @@ def test_one_implementation_two_front_ends(monkeypatch: pytest.MonkeyPatch) -> N
     _ptx()
     assert sorted(calls) == ["consumer_release", "consumer_wait", "grouped_m_raster",
                              "init_barriers", "producer_acquire"]
+
+
+def test_gemm_releasing_the_stage_in_flight_is_refused() -> None:
+    """tests/ir/gemm_sm90.mlir with its K loop releasing the current stage (whose WGMMA
+    group wait {pending = 1} leaves in flight) instead of the previous one: refused at the
+    release, by the same state machine as the Python layer's."""
+    from nvatom.ir.driver import IRError
+
+    text = (Path(__file__).parent / "gemm_sm90.mlir").read_text()
+    bad = text.replace("cutlass.pipeline.consumer_release %pipe, %prev",
+                       "cutlass.pipeline.consumer_release %pipe, %cit")
+    assert bad != text
+    with pytest.raises(IRError) as e:
+        driver.verify(driver.parse(bad, "g.mlir"), "sm_90a")
+    msg = str(e.value)
+    assert "'cutlass.pipeline.consumer_release' op pipeline 'pipe', consumer 'consumer', " \
+           "stage s: released while a WGMMA group still reads it" in msg

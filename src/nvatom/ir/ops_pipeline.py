@@ -34,6 +34,7 @@ from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.dialect import NvOp, VerifyCtx, _defining, _fail
 from nvatom.ir.syntax import IRSyntaxError
+from nvatom.ptx import pipeline_state as PS
 
 __all__ = ["OPS", "TYPES"]
 
@@ -165,6 +166,9 @@ class PipelineInitOp(NvOp):
             if op not in users:
                 _fail(f"the pipeline has no {op.name}: its {role} never takes part, and the "
                       "other role waits forever")
+        err = stage_state_errors(v, self).get(self)
+        if err is not None:
+            _fail(err)
 
 
 class _PipelineUse(NvOp):
@@ -173,9 +177,110 @@ class _PipelineUse(NvOp):
     OPERANDS = 2
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        if not isinstance(_defining(self.operands[0]), PipelineInitOp):
+        init = _defining(self.operands[0])
+        if not isinstance(init, PipelineInitOp):
             _fail("expects a pipeline of cutlass.pipeline.init as operand #0")
         _int_operand(self, 1, "iteration")
+        err = stage_state_errors(v, init).get(self)
+        if err is not None:
+            _fail(err)
+
+
+# =========================================================================== stage states
+class _Stop(Exception):
+    pass
+
+
+def _lag(x: Any, it: Any) -> int | None:
+    """``x`` as ``it - c`` (``c`` a constant: ``x`` is ``it`` or ``arith.subi it, c``)."""
+    if x is it:
+        return 0
+    d = _defining(x)
+    if d is not None and d.name == "arith.subi" and d.operands[0] is it:
+        c = _defining(d.operands[1])
+        if c is not None and c.name == "arith.constant":
+            v = X.attr_value(c.value)
+            return int(v) if isinstance(v, int) and v >= 0 else None
+    return None
+
+
+def stage_state_errors(v: VerifyCtx, init: PipelineInitOp) -> dict[Any, str]:
+    """The stage-state rules of :mod:`nvatom.ptx.pipeline_state` on the kernel that holds
+    ``init``: its operations in program order (both branches of an ``scf.if``; an
+    ``scf.for`` body recorded and replayed once at its back edge, as the Python layer's
+    ``loop()``).  The producer's iteration is each ``producer_acquire`` (its loads taken to
+    deliver ``tx_bytes``), closed by ``producer_commit``; the consumer's each
+    ``consumer_wait``; a ``warpgroup.commit_group`` after it reads the stage,
+    ``warpgroup.wait {pending = n}`` retires all but ``n`` groups; ``consumer_release`` of
+    ``it`` or ``it - c`` (``c`` constant) releases that stage, of any other iteration the
+    oldest held.  Returns the failing operation -> its diagnostic (at most one)."""
+    key = ("cutlass.pipeline.stage_state", init)
+    if key in v.facts:
+        return v.facts[key]  # type: ignore[no-any-return]
+    v.facts[key] = errors = {}
+    pipe = init.results[0]
+    name = pipe.name_hint or "pipeline"
+    stages, tx = pipeline_stages(pipe.type), init.attr("tx_bytes")
+    prod = PS.ProducerState(name, "producer", stages, tx)
+    cons = PS.ConsumerState(name, "consumer", stages)
+    last_it: list[Any] = [None]
+    seen_consumer = [False]
+
+    def visit(op: Any) -> None:
+        prod.at = cons.at = op
+        mine = bool(op.operands) and op.operands[0] is pipe
+        if mine and isinstance(op, PipelineProducerAcquireOp):
+            prod.begin()
+            prod.acquire()
+            prod.load(tx)
+        elif mine and isinstance(op, PipelineProducerCommitOp):
+            prod.commit()
+        elif mine and isinstance(op, PipelineConsumerWaitOp):
+            cons.begin()
+            cons.wait()
+            last_it[0] = op.operands[1]
+            seen_consumer[0] = True
+        elif op.name == "cute_nvgpu.warpgroup.commit_group":
+            if cons.state.get(0) in (PS.FULL, PS.READ):
+                cons.read()
+        elif op.name == "cute_nvgpu.warpgroup.wait":
+            cons.wgmma_wait(op.attr("pending"))
+        elif mine and isinstance(op, PipelineConsumerReleaseOp):
+            lag = _lag(op.operands[1], last_it[0])
+            if lag is None:
+                cons.release_oldest()
+            else:
+                if lag == 0 and cons.state.get(0) == PS.FULL:
+                    cons.read(synchronous=True)  # no WGMMA read it: the threads did
+                cons.release(lag)
+        if op.name == "scf.for":
+            with prod.loop(), cons.loop():
+                for region in op.regions:
+                    for block in region.blocks:
+                        for inner in block.ops:
+                            visit(inner)
+            return
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.ops:
+                    visit(inner)
+
+    fn = init
+    while fn is not None and fn.name != "func.func":
+        fn = fn.parent_op()
+    try:
+        if fn is not None:
+            for region in fn.regions:
+                for block in region.blocks:
+                    for op in block.ops:
+                        visit(op)
+            if seen_consumer[0]:
+                cons.at = init
+                cons.finish()
+    except PS.PipelineError as e:
+        at = getattr(e, "at", None)
+        errors[at if isinstance(at, NvOp) else init] = str(e)
+    return errors
 
 
 class PipelineProducerAcquireOp(_PipelineUse):

@@ -27,7 +27,8 @@ warpgroups that release each stage (fewer: the producer refills a stage some con
 reads; more: never completes).
 
 Violations raise :class:`PipelineError` naming the pipeline, the stage or buffer and the
-rule.  Ping-pong (two consumer warpgroups on alternate tiles, each stage released by one):
+rule.  The state machines are :mod:`nvatom.ptx.pipeline_state` (no PTX), which the IR
+verifier runs too over a kernel's ``cutlass.pipeline.*`` operations.  Ping-pong (two consumer warpgroups on alternate tiles, each stage released by one):
 :class:`PingPongOrder` emits the named-barrier hand-off that orders their main loops, and a
 ping-pong consumer may only wait on a stage inside its turn.
 """
@@ -36,25 +37,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from nvatom.atoms import mbarrier as M
 from nvatom.atoms.wgmma_fragments import WARPGROUP
-from nvatom.errors import NvatomError
 from nvatom.ptx import pipeline_emit as PE
+from nvatom.ptx import pipeline_state as PS
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
+from nvatom.ptx.pipeline_state import PipelineError
 from nvatom.ptx.tma_emit import Operand
 
 __all__ = ["ConsumerRole", "EpilogueRing", "PingPongOrder", "Pipeline", "PipelineError",
            "PipelineSpec", "ProducerRole"]
-
-
-class PipelineError(NvatomError, ValueError):
-    """A pipeline or staging ring used against its rules (names it, the stage or buffer,
-    and the rule)."""
 
 
 Kind = Literal["ordered", "pingpong"]
@@ -105,152 +102,62 @@ class PipelineSpec:
         return 1 if self.kind == "pingpong" else self.consumers
 
 
-# ============================================================================ the ring
-FREE, ACQUIRED, COMMITTED = "free", "acquired", "committed"
-EMPTY, FULL, READ, RELEASED = "empty", "full", "read", "released"
-
-
-@dataclasses.dataclass
-class _Ev:
-    """One recorded operation of a role (replayed at a loop's back edge)."""
-
-    op: str
-    arg: int = 0
-
-
-def _stage_name(off: int) -> str:
-    return "stage s" if off == 0 else f"stage s{off:+d}"
-
-
+# ============================================================================ the roles
 class _Role:
-    """What both roles share: the symbolic-stage state, the recorded loop body."""
-
-    role = "role"
+    """A role's registers (iteration, stage, phase) over its state machine
+    (:mod:`nvatom.ptx.pipeline_state`, shared with the IR verifier)."""
 
     def __init__(self, pipe: Pipeline, name: str) -> None:
         self.pipe, self.name = pipe, name
-        self.state: dict[int, str] = {}
         self.it: Reg | None = None
         self.stage: Reg | None = None
         self.phase: Reg | None = None
-        self._rec: list[_Ev] | None = None
-        self._replaying = False
-        self.begun = False
+        self.st: PS.ProducerState | PS.ConsumerState
 
-    def _fail(self, off: int, rule: str) -> None:
-        where = " (next iteration, at the loop's back edge)" if self._replaying else ""
-        raise PipelineError(f"pipeline '{self.pipe.spec.name}', {self.role} '{self.name}', "
-                            f"{_stage_name(off)}{where}: {rule}")
-
-    def _record(self, op: str, arg: int = 0) -> None:
-        if self._rec is not None and not self._replaying:
-            self._rec.append(_Ev(op, arg))
-
-    @contextlib.contextmanager
-    def loop(self) -> Iterator[None]:
+    def loop(self) -> contextlib.AbstractContextManager[None]:
         """Record the body of a loop over this role's iterations; at its end, replay it from
         the state it left (the back edge) so the checks see two consecutive iterations."""
-        if self._rec is not None:
-            raise PipelineError(f"pipeline '{self.pipe.spec.name}', {self.role} "
-                                f"'{self.name}': loops over one role do not nest")
-        self._rec = []
-        try:
-            yield
-            body, self._replaying = self._rec, True
-            try:
-                for ev in body:
-                    self._apply(ev)
-            finally:
-                self._replaying = False
-        finally:
-            self._rec = None
+        return self.st.loop()
 
-    def _apply(self, ev: _Ev) -> None:
-        raise NotImplementedError
-
-    def _advance(self) -> None:
-        """The next iteration: every stage offset moves one back (offset 0 becomes -1)."""
-        self.state = {off - 1: st for off, st in self.state.items()}
-        self.begun = True
+    def _begin(self, it: Operand) -> None:
+        self.stage, self.phase = PE.stage_phase(self.pipe.k, it, self.pipe.spec.stages)
+        self.it = it if isinstance(it, Reg) else None
 
 
 class ProducerRole(_Role):
     """The producer (one thread of the producer warpgroup): per iteration ``begin(it)``,
     ``acquire()``, one or more ``load(...)``, ``commit()``."""
 
-    role = "producer"
-
     def __init__(self, pipe: Pipeline, name: str) -> None:
         super().__init__(pipe, name)
-        self.bytes = 0
+        self.st = self.state = PS.ProducerState(pipe.spec.name, name, pipe.spec.stages,
+                                                pipe.spec.tx_bytes)
         self.full: Reg | None = None
 
     def begin(self, it: Operand) -> None:
         """Iteration ``it`` of the role (an iteration register): its stage and phase."""
-        self._record("begin")
-        if not self._replaying:
-            self.stage, self.phase = PE.stage_phase(self.pipe.k, it, self.pipe.spec.stages)
-        self._begin()
+        self.state.begin()
+        self._begin(it)
 
-    def _begin(self) -> None:
-        if self.state.get(0) in (ACQUIRED,):
-            self._fail(0, "acquired but never committed before the next iteration "
-                          "(its full barrier's phase never completes)")
-        self._advance()
-
-    def acquire(self) -> Reg | None:
+    def acquire(self) -> Reg:
         """Wait until the consumers released stage ``s`` (``empty[s]``), announce its bytes
         on ``full[s]``; returns ``full[s]``, the barrier the stage's loads complete on."""
-        self._record("acquire")
-        self._acquire()
-        if self._replaying:
-            return self.full
+        self.state.acquire()
         p = self.pipe
         assert self.stage is not None and self.phase is not None
         self.full = PE.producer_acquire(p.k, p.empty, p.full, self.stage, self.phase,
                                         p.spec.tx_bytes)
         return self.full
 
-    def _acquire(self) -> None:
-        if not self.begun:
-            self._fail(0, "acquire before begin(it): the stage is not known")
-        if self.state.get(0) is not None:
-            self._fail(0, f"acquired twice in one iteration (it is {self.state[0]}): the "
-                          "producer may only acquire a stage the consumers released")
-        self.state[0] = ACQUIRED
-        self.bytes = 0
-
     def load(self, dst: Operand, tmap: Operand, coords: Sequence[Operand], nbytes: int,
              **kwargs: Any) -> None:
         """A TMA load of ``nbytes`` into stage ``s`` (``dst``), completing on ``full[s]``."""
-        self._record("load", nbytes)
-        self._load(nbytes)
-        if not self._replaying:
-            TE.tma_load(self.pipe.k, dst, tmap, coords, self.full, **kwargs)
-
-    def _load(self, nbytes: int) -> None:
-        if self.state.get(0) != ACQUIRED:
-            self._fail(0, "filled by TMA before the producer acquired it (acquire before "
-                          "fill: the consumers may still read it)")
-        self.bytes += nbytes
+        self.state.load(nbytes)
+        TE.tma_load(self.pipe.k, dst, tmap, coords, self.full, **kwargs)
 
     def commit(self) -> None:
         """The stage's loads are issued (their ``complete_tx`` commits it: no instruction)."""
-        self._record("commit")
-        self._commit()
-
-    def _commit(self) -> None:
-        if self.state.get(0) != ACQUIRED:
-            self._fail(0, "committed without being acquired")
-        if self.bytes != self.pipe.spec.tx_bytes:
-            self._fail(0, f"its loads deliver {self.bytes} bytes but expect_tx announced "
-                          f"{self.pipe.spec.tx_bytes} (the full barrier's phase would "
-                          "complete early or never)")
-        self.state[0] = COMMITTED
-
-    def _apply(self, ev: _Ev) -> None:
-        {"begin": lambda: self._begin(), "acquire": lambda: self._acquire(),
-         "load": lambda: self._load(ev.arg), "commit": lambda: self._commit()}[ev.op]()
+        self.state.commit()
 
 
 class ConsumerRole(_Role):
@@ -259,87 +166,42 @@ class ConsumerRole(_Role):
     ``read()`` (after committing a WGMMA group that reads the stage), ``wgmma_wait(n)``
     (where ``wgmma.wait_group n`` is emitted), ``release(lag)``."""
 
-    role = "consumer"
-
     def __init__(self, pipe: Pipeline, name: str, arrivals: int,
                  order: PingPongOrder | None) -> None:
         super().__init__(pipe, name)
         self.arrivals = arrivals
         self.order = order
-        self.groups: list[int] = []  # stage offsets read by WGMMA groups not yet retired
+        in_turn = None if order is None else (lambda: order.holding(self))
+        self.st = self.state = PS.ConsumerState(pipe.spec.name, name, pipe.spec.stages,
+                                                in_turn)
 
     def begin(self, it: Operand) -> None:
         """Iteration ``it``: its stage and phase; the previous stages move one back."""
-        self._record("begin")
-        if not self._replaying:
-            self.stage, self.phase = PE.stage_phase(self.pipe.k, it, self.pipe.spec.stages)
-            self.it = it if isinstance(it, Reg) else None
-        self._begin()
-
-    def _begin(self) -> None:
-        if self.begun and self.state.get(0) is None:
-            self._fail(0, "the iteration ended without waiting on its stage (the ring "
-                          "position and the producer's would drift apart)")
-        self._advance()
-        self.groups = [g - 1 for g in self.groups]
-        stages = self.pipe.spec.stages
-        for off, st in self.state.items():
-            if off <= -stages and st != RELEASED:
-                self._fail(off, f"still held ({st}) a whole ring of {stages} stages later: "
-                                "the producer's acquire of it waits forever")
-        self.state = {o: s for o, s in self.state.items() if o > -stages}
+        self.state.begin()
+        self._begin(it)
 
     def wait(self) -> None:
         """Wait until stage ``s`` is full (``full[s]``, parity of this round)."""
-        self._record("wait")
-        self._wait()
-        if not self._replaying:
-            p = self.pipe
-            assert self.stage is not None and self.phase is not None
-            PE.consumer_wait(p.k, p.full, self.stage, self.phase)
+        self.state.wait()
+        p = self.pipe
+        assert self.stage is not None and self.phase is not None
+        PE.consumer_wait(p.k, p.full, self.stage, self.phase)
 
-    def _wait(self) -> None:
-        if not self.begun:
-            self._fail(0, "wait before begin(it): the stage is not known")
-        if self.order is not None and not self.order.holding(self):
-            self._fail(0, "a ping-pong consumer waits on a stage outside its turn (wait on "
-                          "its order barrier first)")
-        if self.state.get(0) is not None:
-            self._fail(0, f"waited on twice in one iteration (it is {self.state[0]})")
-        self.state[0] = FULL
-
-    def read(self) -> None:
-        """A WGMMA group (committed just before) reads stage ``s``."""
-        self._record("read")
-        self._read()
-
-    def _read(self) -> None:
-        st = self.state.get(0)
-        if st is None:
-            self._fail(0, "read before its full barrier was waited on (wait-full before "
-                          "read: TMA may still be writing it)")
-        if st == RELEASED:
-            self._fail(0, "read after its release (the producer may already refill it)")
-        self.state[0] = READ
-        self.groups.append(0)
+    def read(self, synchronous: bool = False) -> None:
+        """A WGMMA group (committed just before) reads stage ``s``; ``synchronous``: the
+        threads read it with ``ld.shared``/``ldmatrix`` (done when they return)."""
+        self.state.read(synchronous)
 
     def wgmma_wait(self, pending: int) -> None:
         """``wgmma.wait_group pending`` was emitted: all but the newest ``pending`` groups
         retired (their shared-memory reads are done)."""
-        self._record("wgmma_wait", pending)
-        self._wgmma_wait(pending)
-
-    def _wgmma_wait(self, pending: int) -> None:
-        self.groups = self.groups[len(self.groups) - pending:] if pending else []
+        self.state.wgmma_wait(pending)
 
     def release(self, lag: int = 0, *, pred: Reg | None = None) -> None:
         """Arrive on ``empty`` of stage ``s - lag`` (``pred``: the elected thread of each
         warpgroup).  ``lag`` 1 releases the previous stage, whose WGMMA group retired while
         the current one is in flight."""
-        self._record("release", lag)
-        self._release(-lag)
-        if self._replaying:
-            return
+        self.state.release(lag)
         p = self.pipe
         stage = self.stage
         if lag:
@@ -350,32 +212,10 @@ class ConsumerRole(_Role):
         assert stage is not None
         PE.consumer_release(p.k, p.empty, stage, pred=pred)
 
-    def _release(self, off: int) -> None:
-        st = self.state.get(off)
-        if st is None or st == FULL:
-            self._fail(off, "released but never read by this consumer (release after read)")
-        if st == RELEASED:
-            self._fail(off, "released twice: the producer may refill it while another "
-                            "consumer still reads it (stage reused before its consumer release)")
-        if off in self.groups:
-            n = len(self.groups)
-            self._fail(off, f"released while a WGMMA group still reads it ({n} group"
-                            f"{'s' if n > 1 else ''} pending after wgmma.wait_group): stage "
-                            "reused before its consumer release is done")
-        self.state[off] = RELEASED
-
-    def _apply(self, ev: _Ev) -> None:
-        {"begin": lambda: self._begin(), "wait": lambda: self._wait(),
-         "read": lambda: self._read(), "wgmma_wait": lambda: self._wgmma_wait(ev.arg),
-         "release": lambda: self._release(-ev.arg)}[ev.op]()
-
     def finish(self) -> None:
         """The role is done: every stage it read was released (else the producer's next
         acquire of it, in this CTA's next tile or a peer's, waits forever)."""
-        for off, st in sorted(self.state.items()):
-            if st in (FULL, READ):
-                self._fail(off, f"never released (it is {st}): the producer's acquire of it "
-                                "waits forever")
+        self.state.finish()
 
 
 class PingPongOrder:
@@ -515,96 +355,39 @@ class EpilogueRing:
     -> **read by store (group g)** -> a wait retiring g -> **free**."""
 
     def __init__(self, k: Kernel, name: str, buffers: Sequence[Operand], lead: Reg) -> None:
-        if not buffers:
-            raise PipelineError(f"staging ring '{name}' has no buffers")
+        self.state = PS.StagingState(name, len(buffers))
         self.k, self.name, self.buffers, self.lead = k, name, list(buffers), lead
-        self.groups: list[int] = []  # buffer read by each pending store group, oldest first
-        self.written: set[int] = set()
-        self.last_wait: int | None = None
-        self._rec: list[_Ev] | None = None
-        self._replaying = False
 
-    def _fail(self, buf: int, rule: str) -> None:
-        where = " (next tile, at the loop's back edge)" if self._replaying else ""
-        raise PipelineError(f"staging ring '{self.name}', buffer {buf}{where}: {rule}")
-
-    def _record(self, op: str, arg: int) -> None:
-        if self._rec is not None and not self._replaying:
-            self._rec.append(_Ev(op, arg))
-
-    def _check(self, buf: int) -> None:
-        if not 0 <= buf < len(self.buffers):
-            raise PipelineError(f"staging ring '{self.name}' has buffers "
-                                f"0..{len(self.buffers) - 1}, not {buf}")
-
-    @contextlib.contextmanager
-    def tile(self) -> Iterator[None]:
+    def tile(self) -> contextlib.AbstractContextManager[None]:
         """Record one tile's epilogue (the body of the tile loop); replay it once more from
         the state it left, so the next tile's first writes are checked against this tile's
         last stores."""
-        self._rec = []
-        try:
-            yield
-            body, self._replaying = self._rec, True
-            try:
-                for ev in body:
-                    {"wait": self._wait, "write": self._write,
-                     "store": self._store}[ev.op](ev.arg)
-            finally:
-                self._replaying = False
-        finally:
-            self._rec = None
+        return self.state.loop()
 
     def wait(self, pending: int) -> None:
         """The lead thread waits until at most ``pending`` store groups still read their
         buffers (``cp.async.bulk.wait_group.read pending``)."""
-        self._record("wait", pending)
-        self._wait(pending)
+        self.state.wait(pending)
         k = self.k
         skip = k.fresh_label("no_wait")
         k.bra(skip, f"!{self.lead}")
         TE.bulk_wait_group(k, pending, read=True)
         k.label(skip)
 
-    def _wait(self, pending: int) -> None:
-        self.last_wait = pending
-        self.groups = self.groups[len(self.groups) - pending:] if pending else []
-
     def write(self, buf: int) -> Operand:
         """Record that buffer ``buf`` is written now (the caller emits the st.shared /
         stmatrix at the returned address)."""
-        self._check(buf)
-        self._record("write", buf)
-        self._write(buf)
+        self.state.write(buf)
         return self.buffers[buf]
-
-    def _write(self, buf: int) -> None:
-        if buf in self.groups:
-            n = len(self.groups)
-            newer = n - 1 - self.groups.index(buf)
-            self._fail(buf, f"written while its previous TMA store may still read it: the "
-                            f"last cp.async.bulk.wait_group.read {self.last_wait} left {n} "
-                            f"store group{'s' if n > 1 else ''} in flight, {newer} newer "
-                            f"than buffer {buf}'s (rule: write a staging buffer only after "
-                            "its store's read was waited for)")
-        self.written.add(buf)
 
     def store(self, buf: int, tmap: Operand, coords: Sequence[Operand], **kwargs: Any) -> None:
         """The lead thread stores buffer ``buf`` (a TMA store, then
         ``cp.async.bulk.commit_group``: the store is one bulk group).  The caller fenced the
         writes (``fence.proxy.async``) and synchronised the writers first."""
-        self._check(buf)
-        self._record("store", buf)
-        self._store(buf)
+        self.state.store(buf)
         k = self.k
         skip = k.fresh_label("no_store")
         k.bra(skip, f"!{self.lead}")
         TE.tma_store(k, tmap, coords, self.buffers[buf], **kwargs)
         TE.bulk_commit_group(k)
         k.label(skip)
-
-    def _store(self, buf: int) -> None:
-        if buf not in self.written:
-            self._fail(buf, "stored before it was written")
-        self.written.discard(buf)
-        self.groups.append(buf)

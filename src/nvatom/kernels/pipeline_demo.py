@@ -187,8 +187,7 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
         v = k.reg("f32")
         k.ins("ld.shared.f32", v, f"[{src}]")
         k.ins("add.f32", acc, acc, v)
-        cons.read()
-        cons.wgmma_wait(0)  # an ld.shared: done when it returns
+        cons.read(synchronous=True)  # an ld.shared: done when it returns
         # every thread of the warpgroup has read before its lead releases the stage
         SE.named_barrier_sync(k, bar_id, WARPGROUP, target=target)
         cons.release(pred=lead)
