@@ -10,9 +10,9 @@ reads it, or a staging buffer rewritten while a TMA store still reads it, is a s
 stages it touches, as far as the builder can know it from the order in which the role's code
 is emitted:
 
-* a stage is **free** -> ``acquire`` (producer: wait ``empty[s]``, ``expect_tx`` on
-  ``full[s]``) -> **filling** (``load``: TMA loads completing on ``full[s]``) -> ``commit``
-  (the loads announce exactly the ``expect_tx`` bytes) -> **full**;
+* producer: a stage is **free** -> ``acquire`` (wait ``empty[s]``, ``expect_tx`` on
+  ``full[s]``) -> **acquired** -> ``load`` (TMA loads completing on ``full[s]``) ->
+  ``commit`` (the loads deliver exactly the ``expect_tx`` bytes) -> **committed**;
 * consumer: ``wait`` (``full[s]``) -> **full** -> ``read`` (a WGMMA group reads it) ->
   **read** -> ``wgmma_wait(n)`` retires all but the newest ``n`` groups -> ``release``
   (arrive on ``empty[s]``; only once every group reading it retired) -> **released**.
@@ -28,9 +28,11 @@ reads; more: never completes).
 
 Violations raise :class:`PipelineError` naming the pipeline, the stage or buffer and the
 rule.  The state machines are :mod:`nvatom.ptx.pipeline_state` (no PTX), which the IR
-verifier runs too over a kernel's ``cutlass.pipeline.*`` operations.  Ping-pong (two consumer warpgroups on alternate tiles, each stage released by one):
+verifier runs too over a kernel's ``cutlass.pipeline.*`` operations.
+
+Ping-pong (two consumer warpgroups on alternate tiles, each stage released by one):
 :class:`PingPongOrder` emits the named-barrier hand-off that orders their main loops, and a
-ping-pong consumer may only wait on a stage inside its turn.
+ping-pong consumer may only wait on a stage inside its turn.  docs/pipelines.md.
 """
 
 from __future__ import annotations
@@ -107,17 +109,18 @@ class _Role:
     """A role's registers (iteration, stage, phase) over its state machine
     (:mod:`nvatom.ptx.pipeline_state`, shared with the IR verifier)."""
 
+    state: PS.ProducerState | PS.ConsumerState
+
     def __init__(self, pipe: Pipeline, name: str) -> None:
         self.pipe, self.name = pipe, name
         self.it: Reg | None = None
         self.stage: Reg | None = None
         self.phase: Reg | None = None
-        self.st: PS.ProducerState | PS.ConsumerState
 
     def loop(self) -> contextlib.AbstractContextManager[None]:
         """Record the body of a loop over this role's iterations; at its end, replay it from
         the state it left (the back edge) so the checks see two consecutive iterations."""
-        return self.st.loop()
+        return self.state.loop()
 
     def _begin(self, it: Operand) -> None:
         self.stage, self.phase = PE.stage_phase(self.pipe.k, it, self.pipe.spec.stages)
@@ -128,9 +131,11 @@ class ProducerRole(_Role):
     """The producer (one thread of the producer warpgroup): per iteration ``begin(it)``,
     ``acquire()``, one or more ``load(...)``, ``commit()``."""
 
+    state: PS.ProducerState
+
     def __init__(self, pipe: Pipeline, name: str) -> None:
         super().__init__(pipe, name)
-        self.st = self.state = PS.ProducerState(pipe.spec.name, name, pipe.spec.stages,
+        self.state = PS.ProducerState(pipe.spec.name, name, pipe.spec.stages,
                                                 pipe.spec.tx_bytes)
         self.full: Reg | None = None
 
@@ -166,13 +171,15 @@ class ConsumerRole(_Role):
     ``read()`` (after committing a WGMMA group that reads the stage), ``wgmma_wait(n)``
     (where ``wgmma.wait_group n`` is emitted), ``release(lag)``."""
 
+    state: PS.ConsumerState
+
     def __init__(self, pipe: Pipeline, name: str, arrivals: int,
                  order: PingPongOrder | None) -> None:
         super().__init__(pipe, name)
         self.arrivals = arrivals
         self.order = order
         in_turn = None if order is None else (lambda: order.holding(self))
-        self.st = self.state = PS.ConsumerState(pipe.spec.name, name, pipe.spec.stages,
+        self.state = PS.ConsumerState(pipe.spec.name, name, pipe.spec.stages,
                                                 in_turn)
 
     def begin(self, it: Operand) -> None:
