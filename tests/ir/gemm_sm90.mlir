@@ -7,13 +7,13 @@
 // 384 threads: warpgroup 0 produces (setmaxnreg 40; thread 0 issues the TMA loads),
 // warpgroups 1 and 2 consume (setmaxnreg 232; 64 rows each of a 128 x 256 tile, WGMMA
 // m64n256k16 over 64-element K blocks).  A 4-stage ring of A (128 x 64) and B (256 x 64)
-// tiles, 128-byte swizzled, with full[s] (1 arrival + the 48 KB of both loads: expect_tx)
-// and empty[s] (one arrival per consumer warpgroup) mbarriers.  Stage and phase are
-// computed from the loop counters: iteration it = local_tile * ktiles + kt uses stage
-// it % 4 in round it / 4 (parity (it / 4) & 1; the producer waits on empty[s] with the
-// opposite parity, so round 0 passes at once).  The consumers keep one WGMMA group in flight
-// and release the previous stage.  Persistent: CTA b runs tiles b, b + grid, ...; a linear
-// tile index is rastered in groups of 8 M blocks per sweep of N.  Epilogue per 64-column
+// tiles, 128-byte swizzled: a cutlass.pipeline (docs/pipelines.md) of full[s] (1 arrival +
+// the 48 KB of both loads: expect_tx) and empty[s] (one arrival per consumer warpgroup)
+// mbarriers.  Each role counts its iterations: it = local_tile * ktiles + kt uses stage
+// it % 4 in round it / 4 (the pipeline ops derive the stage and the phase parity from it).
+// The consumers keep one WGMMA group in flight and release the previous stage.  Persistent:
+// a cutlass.tile_scheduler of static persistent params, CTA b runs tiles b, b + grid, ...,
+// rastered in groups of 8 M blocks per sweep of N.  Epilogue per 64-column
 // chunk: f32 -> bf16 pairs, stmatrix.x4 into a 128-byte swizzled 64 x 64 staging tile (two
 // per consumer, alternating), fence.proxy.async, one thread TMA-stores it.
 //
@@ -40,15 +40,13 @@ func.func @gemm_sm90_bf16(%pa: !cute.ptr<bf16, gmem>, %pb: !cute.ptr<bf16, gmem>
   %abuf = cute.alloc_smem : !cute.memref<bf16, smem, Sw<3,3,3> o 0 o (512,64):(64,1)>
   %bbuf = cute.alloc_smem : !cute.memref<bf16, smem, Sw<3,3,3> o 0 o (1024,64):(64,1)>
   %cbuf = cute.alloc_smem : !cute.memref<bf16, smem, Sw<3,3,3> o 0 o (256,64):(64,1)>
-  %full = cute_nvgpu.arch.mbarrier_init_array {count = 1, size = 4}
-  %empty = cute_nvgpu.arch.mbarrier_init_array {count = 2, size = 4}
+  %ring = cutlass.pipeline.create {kind = "tma_async", stages = 4}
+  %pipe = cutlass.pipeline.init %ring {producer = "tma", producer_arrivals = 1, consumer = "wgmma", consumer_arrivals = 2, tx_bytes = 49152}
   %c0 = arith.constant 0 : i32
   %c1 = arith.constant 1 : i32
   %c2 = arith.constant 2 : i32
-  %c3 = arith.constant 3 : i32
   %c4 = arith.constant 4 : i32
   %c5 = arith.constant 5 : i32
-  %c8 = arith.constant 8 : i32
   %c63 = arith.constant 63 : i32
   %c64 = arith.constant 64 : i32
   %c127 = arith.constant 127 : i32
@@ -61,12 +59,12 @@ func.func @gemm_sm90_bf16(%pa: !cute.ptr<bf16, gmem>, %pb: !cute.ptr<bf16, gmem>
   %tiles_m = arith.divui %mp, %c128 : i32
   %np = arith.addi %n, %c255 : i32
   %tiles_n = arith.divui %np, %c256 : i32
-  %ntiles = arith.muli %tiles_m, %tiles_n : i32
+  %sched = cutlass.tile_scheduler.create_static_persistent_params %tiles_m, %tiles_n {raster_group = 8}
+  %ntiles = cutlass.tile_scheduler.num_tiles %sched
   %kp = arith.addi %k, %c63 : i32
   %ktiles = arith.divui %kp, %c64 : i32
-  %per_group = arith.muli %tiles_n, %c8 : i32
-  %bid = cute_nvgpu.arch.block_idx
-  %grid = cute_nvgpu.arch.grid_dim
+  %bid = cutlass.tile_scheduler.first_tile %sched
+  %grid = cutlass.tile_scheduler.tile_step %sched
   %tid = cute_nvgpu.arch.thread_idx
   %wg = cute_nvgpu.arch.warpgroup_idx
   cute_nvgpu.prefetch_tma_desc %desc_a
@@ -79,29 +77,16 @@ func.func @gemm_sm90_bf16(%pa: !cute.ptr<bf16, gmem>, %pb: !cute.ptr<bf16, gmem>
     %is_t0 = arith.cmpi eq, %tid, %c0 : i32
     scf.if %is_t0 {
       scf.for %pt = %bid to %ntiles step %grid : i32 {
-        %pgid = arith.divui %pt, %per_group : i32
-        %pfirst = arith.muli %pgid, %c8 : i32
-        %pleft = arith.subi %tiles_m, %pfirst : i32
-        %pgsize = arith.minui %pleft, %c8 : i32
-        %pwithin = arith.remui %pt, %per_group : i32
-        %pmr = arith.remui %pwithin, %pgsize : i32
-        %pmb = arith.addi %pmr, %pfirst : i32
-        %pnb = arith.divui %pwithin, %pgsize : i32
-        %prel = arith.subi %pt, %bid : i32
-        %plocal = arith.divui %prel, %grid : i32
+        %pmb = cutlass.tile_scheduler.tile_m %sched, %pt
+        %pnb = cutlass.tile_scheduler.tile_n %sched, %pt
+        %plocal = cutlass.tile_scheduler.local_index %sched, %pt
         %pbase = arith.muli %plocal, %ktiles : i32
         %am = arith.muli %pmb, %c128 : i32
         %bn = arith.muli %pnb, %c256 : i32
         scf.for %pkt = %c0 to %ktiles step %c1 : i32 {
           %pit = arith.addi %pbase, %pkt : i32
-          %ps = arith.andi %pit, %c3 : i32
-          %pround = arith.shrui %pit, %c2 : i32
-          %pph = arith.andi %pround, %c1 : i32
-          %pwait = arith.xori %pph, %c1 : i32
-          %peb = cute_nvgpu.arch.mbarrier_at %empty, %ps
-          cute_nvgpu.arch.mbarrier_wait %peb, %pwait
-          %fb = cute_nvgpu.arch.mbarrier_at %full, %ps
-          cute_nvgpu.arch.mbarrier_arrive %fb {expect_tx = 49152}
+          %fb = cutlass.pipeline.producer_acquire %pipe, %pit
+          %ps = cutlass.pipeline.stage %pipe, %pit
           %exec_a = cute_nvgpu.atom.make_exec_tma %atom_a, %fb {cache_mode = #cute_nvgpu.load_cache_mode<cg>}
           %exec_b = cute_nvgpu.atom.make_exec_tma %atom_b, %fb {cache_mode = #cute_nvgpu.load_cache_mode<cg>}
           %sa = cute.smem_view %abuf, %ps {stride = 16384} : !cute.memref<bf16, smem, Sw<3,3,3> o 0 o (128,64):(64,1)>
@@ -111,6 +96,7 @@ func.func @gemm_sm90_bf16(%pa: !cute.ptr<bf16, gmem>, %pb: !cute.ptr<bf16, gmem>
           %cb = cute.make_coord %kx, %bn
           cute_nvgpu.atom.tma_load %exec_a, %sa, %ca {allow_tma = true, expect_tx = false, collective = false}
           cute_nvgpu.atom.tma_load %exec_b, %sb, %cb {allow_tma = true, expect_tx = false, collective = false}
+          cutlass.pipeline.producer_commit %pipe, %pit
         }
       }
     }
@@ -131,23 +117,13 @@ func.func @gemm_sm90_bf16(%pa: !cute.ptr<bf16, gmem>, %pb: !cute.ptr<bf16, gmem>
     %stsm = cute_nvgpu.make_atom : !cute_nvgpu.atom.stsm<m8n8.x4>
     %acc = cute.alloc_rmem : !cute.memref<f32, rmem, ((4,8,4),(2,2,32)):((128,1,16),(64,8,512))>
     scf.for %ct = %bid to %ntiles step %grid : i32 {
-      %cgid = arith.divui %ct, %per_group : i32
-      %cfirst = arith.muli %cgid, %c8 : i32
-      %cleft = arith.subi %tiles_m, %cfirst : i32
-      %cgsize = arith.minui %cleft, %c8 : i32
-      %cwithin = arith.remui %ct, %per_group : i32
-      %cmr = arith.remui %cwithin, %cgsize : i32
-      %cmb = arith.addi %cmr, %cfirst : i32
-      %cnb = arith.divui %cwithin, %cgsize : i32
-      %crel = arith.subi %ct, %bid : i32
-      %clocal = arith.divui %crel, %grid : i32
+      %cmb = cutlass.tile_scheduler.tile_m %sched, %ct
+      %cnb = cutlass.tile_scheduler.tile_n %sched, %ct
+      %clocal = cutlass.tile_scheduler.local_index %sched, %ct
       %cbase = arith.muli %clocal, %ktiles : i32
       // K block 0 (D = A * B), then K blocks 1.. (D += A * B), releasing the previous stage
-      %fs = arith.andi %cbase, %c3 : i32
-      %fround = arith.shrui %cbase, %c2 : i32
-      %fph = arith.andi %fround, %c1 : i32
-      %ffb = cute_nvgpu.arch.mbarrier_at %full, %fs
-      cute_nvgpu.arch.mbarrier_wait %ffb, %fph
+      cutlass.pipeline.consumer_wait %pipe, %cbase
+      %fs = cutlass.pipeline.stage %pipe, %cbase
       %fai = arith.addi %fs, %fs : i32
       %faj = arith.addi %fai, %cw : i32
       %fsa = cute.smem_view %abuf, %faj {stride = 8192} : !cute.memref<bf16, smem, Sw<3,3,3> o 0 o (64,64):(64,1)>
@@ -160,11 +136,8 @@ func.func @gemm_sm90_bf16(%pa: !cute.ptr<bf16, gmem>, %pb: !cute.ptr<bf16, gmem>
       cute_nvgpu.warpgroup.wait {pending = 1}
       scf.for %ckt = %c1 to %ktiles step %c1 : i32 {
         %cit = arith.addi %cbase, %ckt : i32
-        %ks = arith.andi %cit, %c3 : i32
-        %kround = arith.shrui %cit, %c2 : i32
-        %kph = arith.andi %kround, %c1 : i32
-        %kfb = cute_nvgpu.arch.mbarrier_at %full, %ks
-        cute_nvgpu.arch.mbarrier_wait %kfb, %kph
+        cutlass.pipeline.consumer_wait %pipe, %cit
+        %ks = cutlass.pipeline.stage %pipe, %cit
         %kai = arith.addi %ks, %ks : i32
         %kaj = arith.addi %kai, %cw : i32
         %ksa = cute.smem_view %abuf, %kaj {stride = 8192} : !cute.memref<bf16, smem, Sw<3,3,3> o 0 o (64,64):(64,1)>
@@ -176,19 +149,15 @@ func.func @gemm_sm90_bf16(%pa: !cute.ptr<bf16, gmem>, %pb: !cute.ptr<bf16, gmem>
         cute_nvgpu.warpgroup.commit_group
         cute_nvgpu.warpgroup.wait {pending = 1}
         %prev = arith.subi %cit, %c1 : i32
-        %rs = arith.andi %prev, %c3 : i32
         scf.if %lead {
-          %reb = cute_nvgpu.arch.mbarrier_at %empty, %rs
-          cute_nvgpu.arch.mbarrier_arrive %reb
+          cutlass.pipeline.consumer_release %pipe, %prev
         }
       }
       cute_nvgpu.warpgroup.wait {pending = 0}
       %last0 = arith.addi %cbase, %ktiles : i32
       %last = arith.subi %last0, %c1 : i32
-      %ls = arith.andi %last, %c3 : i32
       scf.if %lead {
-        %leb = cute_nvgpu.arch.mbarrier_at %empty, %ls
-        cute_nvgpu.arch.mbarrier_arrive %leb
+        cutlass.pipeline.consumer_release %pipe, %last
       }
       // epilogue: per 64-column chunk, bf16 pairs -> stmatrix.x4 -> TMA store
       %row0 = arith.muli %cmb, %c128 : i32

@@ -24,7 +24,7 @@ from typing import Any
 
 from nvatom.atoms import tma as T
 from nvatom.errors import NvatomError
-from nvatom.ir import lower_sync
+from nvatom.ir import lower_pipeline, lower_sync
 from nvatom.ir import types as TY
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
@@ -113,4 +113,5 @@ LOWERINGS: dict[str, Callable[[Any, Any], None]] = {
     "cute_nvgpu.make_tiled_copy": _make_tiled_copy,
     "cute_nvgpu.tiled_copy.copy": _tiled_copy_copy,
     **lower_sync.LOWERINGS,  # scf.if, more arith, the warp-specialisation ops of ops_sync
+    **lower_pipeline.LOWERINGS,  # the cutlass dialect: pipelines and tile schedulers
 }

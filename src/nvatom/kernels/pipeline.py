@@ -1,0 +1,400 @@
+"""Pipelines as objects: a multi-stage TMA -> WGMMA producer/consumer ring over mbarriers, and
+an epilogue staging ring of shared-memory buffers drained by TMA stores, each emitting PTX
+through :mod:`nvatom.ptx.pipeline_emit` / :mod:`nvatom.ptx.tma_emit` and **checking at build
+time** that the program it emits uses them legally.
+
+The hardware (PTX ISA "mbarrier", "cp.async.bulk.tensor", "wgmma.wait_group",
+"cp.async.bulk.wait_group") enforces none of this: a stage overwritten while a WGMMA still
+reads it, or a staging buffer rewritten while a TMA store still reads it, is a silent race
+(docs/perf.md, "FP8 tile by wave count").  So each role of a pipeline keeps the state of the
+stages it touches, as far as the builder can know it from the order in which the role's code
+is emitted:
+
+* producer: a stage is **free** -> ``acquire`` (wait ``empty[s]``, ``expect_tx`` on
+  ``full[s]``) -> **acquired** -> ``load`` (TMA loads completing on ``full[s]``) ->
+  ``commit`` (the loads deliver exactly the ``expect_tx`` bytes) -> **committed**;
+* consumer: ``wait`` (``full[s]``) -> **full** -> ``read`` (a WGMMA group reads it) ->
+  **read** -> ``wgmma_wait(n)`` retires all but the newest ``n`` groups -> ``release``
+  (arrive on ``empty[s]``; only once every group reading it retired) -> **released**.
+
+The stage index is symbolic: offset 0 is the stage of the role's current iteration, ``-1``
+the previous one.  A loop is modelled by one iteration: ``with role.loop():`` records the
+body, and at its end replays it once more from the state the body left (the back edge), so a
+release that lags a WGMMA group behind, or a wait that lets the previous tile's store run into
+this tile's first write, is checked across iterations.  Arrival counts are checked across the
+roles: ``empty[s]`` completes after ``empty_arrivals`` arrivals, which must equal the
+warpgroups that release each stage (fewer: the producer refills a stage some consumer still
+reads; more: never completes).
+
+Violations raise :class:`PipelineError` naming the pipeline, the stage or buffer and the
+rule.  The state machines are :mod:`nvatom.ptx.pipeline_state` (no PTX), which the IR
+verifier runs too over a kernel's ``cutlass.pipeline.*`` operations.
+
+Ping-pong (two consumer warpgroups on alternate tiles, each stage released by one):
+:class:`PingPongOrder` emits the named-barrier hand-off that orders their main loops, and a
+ping-pong consumer may only wait on a stage inside its turn.  docs/pipelines.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from nvatom.atoms import mbarrier as M
+from nvatom.atoms.wgmma_fragments import WARPGROUP
+from nvatom.ptx import pipeline_emit as PE
+from nvatom.ptx import pipeline_state as PS
+from nvatom.ptx import sync_emit as SE
+from nvatom.ptx import tma_emit as TE
+from nvatom.ptx.builder import Kernel, Reg
+from nvatom.ptx.pipeline_state import PipelineError
+from nvatom.ptx.tma_emit import Operand
+
+__all__ = ["ConsumerRole", "EpilogueRing", "PingPongOrder", "Pipeline", "PipelineError",
+           "PipelineSpec", "ProducerRole"]
+
+
+Kind = Literal["ordered", "pingpong"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineSpec:
+    """A TMA -> WGMMA ring: ``stages`` stages of ``tx_bytes`` each (what the TMA loads of one
+    stage deliver: the ``expect_tx`` count), ``consumers`` consumer warpgroups.  ``ordered``:
+    every consumer warpgroup reads (and releases) every stage; ``pingpong``: two warpgroups
+    on alternate tiles, one release per stage.  ``empty_arrivals`` (default: what ``kind``
+    needs) is the count ``empty[s]`` is initialised with; giving another one is how a wrong
+    count is shown to be refused."""
+
+    name: str
+    stages: int
+    tx_bytes: int
+    consumers: int = 1
+    kind: Kind = "ordered"
+    empty_arrivals: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.stages <= 32:
+            raise PipelineError(f"pipeline '{self.name}': {self.stages} stages, not 1..32")
+        if not 0 < self.tx_bytes <= M.MAX_TX_COUNT:
+            raise PipelineError(f"pipeline '{self.name}': {self.tx_bytes} transaction bytes "
+                                f"per stage, not 1..{M.MAX_TX_COUNT}")
+        if self.kind not in ("ordered", "pingpong"):
+            raise PipelineError(f"pipeline '{self.name}': kind '{self.kind}' is not ordered "
+                                "or pingpong")
+        if self.kind == "pingpong" and self.consumers != 2:
+            raise PipelineError(f"pipeline '{self.name}': ping-pong alternates 2 consumer "
+                                f"warpgroups, not {self.consumers}")
+        if not 1 <= self.consumers <= 4:
+            raise PipelineError(f"pipeline '{self.name}': {self.consumers} consumer "
+                                "warpgroups, not 1..4")
+
+    @property
+    def empty_count(self) -> int:
+        """The arrivals that complete ``empty[s]``: one per warpgroup that reads the stage."""
+        if self.empty_arrivals is not None:
+            return self.empty_arrivals
+        return 1 if self.kind == "pingpong" else self.consumers
+
+    @property
+    def readers(self) -> int:
+        """The consumer warpgroups that read (and must release) each stage."""
+        return 1 if self.kind == "pingpong" else self.consumers
+
+
+# ============================================================================ the roles
+class _Role:
+    """A role's registers (iteration, stage, phase) over its state machine
+    (:mod:`nvatom.ptx.pipeline_state`, shared with the IR verifier)."""
+
+    state: PS.ProducerState | PS.ConsumerState
+
+    def __init__(self, pipe: Pipeline, name: str) -> None:
+        self.pipe, self.name = pipe, name
+        self.it: Reg | None = None
+        self.stage: Reg | None = None
+        self.phase: Reg | None = None
+
+    def loop(self) -> contextlib.AbstractContextManager[None]:
+        """Record the body of a loop over this role's iterations; at its end, replay it from
+        the state it left (the back edge) so the checks see two consecutive iterations."""
+        return self.state.loop()
+
+    def _begin(self, it: Operand) -> None:
+        self.stage, self.phase = PE.stage_phase(self.pipe.k, it, self.pipe.spec.stages)
+        self.it = it if isinstance(it, Reg) else None
+
+
+class ProducerRole(_Role):
+    """The producer (one thread of the producer warpgroup): per iteration ``begin(it)``,
+    ``acquire()``, one or more ``load(...)``, ``commit()``."""
+
+    state: PS.ProducerState
+
+    def __init__(self, pipe: Pipeline, name: str) -> None:
+        super().__init__(pipe, name)
+        self.state = PS.ProducerState(pipe.spec.name, name, pipe.spec.stages,
+                                                pipe.spec.tx_bytes)
+        self.full: Reg | None = None
+
+    def begin(self, it: Operand) -> None:
+        """Iteration ``it`` of the role (an iteration register): its stage and phase."""
+        self.state.begin()
+        self._begin(it)
+
+    def acquire(self) -> Reg:
+        """Wait until the consumers released stage ``s`` (``empty[s]``), announce its bytes
+        on ``full[s]``; returns ``full[s]``, the barrier the stage's loads complete on."""
+        self.state.acquire()
+        p = self.pipe
+        assert self.stage is not None and self.phase is not None
+        self.full = PE.producer_acquire(p.k, p.empty, p.full, self.stage, self.phase,
+                                        p.spec.tx_bytes)
+        return self.full
+
+    def load(self, dst: Operand, tmap: Operand, coords: Sequence[Operand], nbytes: int,
+             **kwargs: Any) -> None:
+        """A TMA load of ``nbytes`` into stage ``s`` (``dst``), completing on ``full[s]``."""
+        self.state.load(nbytes)
+        TE.tma_load(self.pipe.k, dst, tmap, coords, self.full, **kwargs)
+
+    def commit(self) -> None:
+        """The stage's loads are issued (their ``complete_tx`` commits it: no instruction)."""
+        self.state.commit()
+
+
+class ConsumerRole(_Role):
+    """A consumer: ``arrivals`` warpgroups run this code and each releases every stage it
+    reads once (one elected thread each).  Per iteration ``begin(it)``, ``wait()``,
+    ``read()`` (after committing a WGMMA group that reads the stage), ``wgmma_wait(n)``
+    (where ``wgmma.wait_group n`` is emitted), ``release(lag)``."""
+
+    state: PS.ConsumerState
+
+    def __init__(self, pipe: Pipeline, name: str, arrivals: int,
+                 order: PingPongOrder | None) -> None:
+        super().__init__(pipe, name)
+        self.arrivals = arrivals
+        self.order = order
+        in_turn = None if order is None else (lambda: order.holding(self))
+        self.state = PS.ConsumerState(pipe.spec.name, name, pipe.spec.stages,
+                                                in_turn)
+
+    def begin(self, it: Operand) -> None:
+        """Iteration ``it``: its stage and phase; the previous stages move one back."""
+        self.state.begin()
+        self._begin(it)
+
+    def wait(self) -> None:
+        """Wait until stage ``s`` is full (``full[s]``, parity of this round)."""
+        self.state.wait()
+        p = self.pipe
+        assert self.stage is not None and self.phase is not None
+        PE.consumer_wait(p.k, p.full, self.stage, self.phase)
+
+    def read(self, synchronous: bool = False) -> None:
+        """A WGMMA group (committed just before) reads stage ``s``; ``synchronous``: the
+        threads read it with ``ld.shared``/``ldmatrix`` (done when they return)."""
+        self.state.read(synchronous)
+
+    def wgmma_wait(self, pending: int) -> None:
+        """``wgmma.wait_group pending`` was emitted: all but the newest ``pending`` groups
+        retired (their shared-memory reads are done)."""
+        self.state.wgmma_wait(pending)
+
+    def release(self, lag: int = 0, *, pred: Reg | None = None) -> None:
+        """Arrive on ``empty`` of stage ``s - lag`` (``pred``: the elected thread of each
+        warpgroup).  ``lag`` 1 releases the previous stage, whose WGMMA group retired while
+        the current one is in flight."""
+        self.state.release(lag)
+        p = self.pipe
+        stage = self.stage
+        if lag:
+            assert self.it is not None, "release(lag) needs begin() with an iteration register"
+            prev = p.k.reg("u32")
+            p.k.ins("sub.u32", prev, self.it, lag)
+            stage, _ = PE.stage_phase(p.k, prev, p.spec.stages)
+        assert stage is not None
+        PE.consumer_release(p.k, p.empty, stage, pred=pred)
+
+    def finish(self) -> None:
+        """The role is done: every stage it read was released (else the producer's next
+        acquire of it, in this CTA's next tile or a peer's, waits forever)."""
+        self.state.finish()
+
+
+class PingPongOrder:
+    """The named-barrier order of a ping-pong pipeline's two consumer warpgroups: warpgroup
+    ``w`` waits on barrier ``base + w`` (``bar.sync``, both warpgroups' 256 threads) before
+    its main loop and arrives on ``base + 1 - w`` (``bar.arrive``) after issuing its last
+    WGMMA, so the main loops alternate and one's epilogue runs under the other's main loop
+    (PTX ISA "bar.sync / bar.arrive")."""
+
+    def __init__(self, k: Kernel, base: int, target: str | None = None) -> None:
+        if not 0 < base < SE.NAMED_BARRIERS - 1:
+            raise PipelineError(f"ping-pong order barriers {base}, {base + 1} outside "
+                                f"1..{SE.NAMED_BARRIERS - 1} (0 is the CTA barrier)")
+        self.k, self.base, self.target = k, base, target
+        self._turn: set[int] = set()
+
+    def holding(self, role: ConsumerRole) -> bool:
+        return id(role) in self._turn
+
+    def wait(self, role: ConsumerRole, wg: Operand, *, skip: Reg | None = None) -> None:
+        """Warpgroup ``wg`` (0/1, a register or int) waits for its turn (``skip``: a
+        predicate under which it need not, e.g. the CTA's first tile)."""
+        bar = self._bar(wg, 0)
+        label = None
+        if skip is not None:
+            label = self.k.fresh_label("pp_first")
+            self.k.bra(label, skip)
+        SE.named_barrier_sync(self.k, bar, 2 * WARPGROUP, target=self.target)
+        if label is not None:
+            self.k.label(label)
+        self._turn.add(id(role))
+
+    def signal(self, role: ConsumerRole, wg: Operand, *, pred: Reg | None = None) -> None:
+        """Warpgroup ``wg`` ends its turn: the other may run its main loop (``pred``: only
+        when the other has a tile left)."""
+        if id(role) not in self._turn:
+            raise PipelineError(f"ping-pong consumer '{role.name}' ends a turn it never "
+                                "waited for (order barrier wait before signal)")
+        label = None
+        if pred is not None:
+            label = self.k.fresh_label("pp_nosig")
+            self.k.bra(label, f"!{pred}")
+        SE.named_barrier_arrive(self.k, self._bar(wg, 1), 2 * WARPGROUP, target=self.target)
+        if label is not None:
+            self.k.label(label)
+        self._turn.discard(id(role))
+
+    def _bar(self, wg: Operand, other: int) -> Operand:
+        if isinstance(wg, int):
+            return self.base + (1 - wg if other else wg)
+        r = self.k.reg("u32")
+        if other:
+            self.k.ins("sub.u32", r, self.base + 1, wg)
+        else:
+            self.k.ins("add.u32", r, wg, self.base)
+        return r
+
+
+class Pipeline:
+    """A TMA -> WGMMA ring of ``spec.stages`` stages: ``full`` and ``empty`` are the
+    shared-memory addresses of its two barrier arrays (8 bytes per stage each)."""
+
+    def __init__(self, k: Kernel, spec: PipelineSpec, full: Operand, empty: Operand) -> None:
+        self.k, self.spec, self.full, self.empty = k, spec, full, empty
+        self.consumers: list[ConsumerRole] = []
+        self.order: PingPongOrder | None = None
+        self._inited = False
+
+    @staticmethod
+    def barrier_bytes(stages: int) -> int:
+        """Shared memory of both barrier arrays."""
+        return 2 * PE.MBARRIER_BYTES * stages
+
+    def init(self, tid: Reg) -> None:
+        """Thread ``tid == 0`` initialises ``full[s]`` (1 arrival + the bytes) and
+        ``empty[s]`` (``spec.empty_count``) and fences the inits; the caller synchronises
+        the CTA before any role runs."""
+        k = self.k
+        p = k.reg("pred")
+        k.ins("setp.ne.u32", p, tid, 0)
+        skip = k.fresh_label("pipe_init_done")
+        k.bra(skip, p)
+        PE.init_barriers(k, [(self.full, 1), (self.empty, self.spec.empty_count)],
+                         self.spec.stages)
+        k.label(skip)
+        self._inited = True
+
+    def producer(self, name: str = "producer") -> ProducerRole:
+        return ProducerRole(self, name)
+
+    def consumer(self, name: str = "consumer", arrivals: int | None = None,
+                 order: PingPongOrder | None = None) -> ConsumerRole:
+        """A consumer role run by ``arrivals`` warpgroups (default: all readers of a stage).
+        The warpgroups releasing each stage must add up to ``empty[s]``'s count."""
+        spec = self.spec
+        n = spec.readers if arrivals is None else arrivals
+        if spec.kind == "pingpong" and order is None:
+            raise PipelineError(f"pipeline '{spec.name}': a ping-pong consumer needs the "
+                                "PingPongOrder that alternates the two warpgroups")
+        if spec.kind == "pingpong":
+            if n != 1:
+                raise PipelineError(f"pipeline '{spec.name}': a ping-pong consumer is one "
+                                    f"warpgroup per tile, not {n}")
+            total = spec.empty_count
+        else:
+            total = n + sum(c.arrivals for c in self.consumers)
+        if total > spec.empty_count or (spec.kind == "pingpong" and n != spec.empty_count):
+            raise PipelineError(
+                f"pipeline '{spec.name}', every stage: empty[s] completes after "
+                f"{spec.empty_count} arrival(s) but {total} consumer warpgroup(s) read and "
+                "release it: the producer refills a stage another consumer still reads "
+                "(stage reused before its consumer release)")
+        role = ConsumerRole(self, name, n, order)
+        self.consumers.append(role)
+        return role
+
+    def check_arrivals(self) -> None:
+        """Every arrival ``empty[s]`` waits for comes from some consumer role."""
+        if self.spec.kind == "pingpong":
+            return
+        total = sum(c.arrivals for c in self.consumers)
+        if total < self.spec.empty_count:
+            raise PipelineError(
+                f"pipeline '{self.spec.name}', every stage: empty[s] waits for "
+                f"{self.spec.empty_count} arrivals but the consumers give {total}: the "
+                "producer's acquire never completes")
+
+
+# ============================================================================ epilogue ring
+class EpilogueRing:
+    """``len(buffers)`` shared-memory staging buffers (addresses) written by ``st.shared`` /
+    ``stmatrix`` and read by TMA stores (``cp.async.bulk.tensor ... .bulk_group``, one bulk
+    group each, issued by the thread where ``lead`` holds).  A buffer may be written again
+    only after ``cp.async.bulk.wait_group.read n`` left its store out of the newest ``n``
+    pending groups (PTX ISA "cp.async.bulk.wait_group": ``.read`` waits until the source
+    reads are done).  Each buffer's state: **free** -> ``write`` -> **written** -> ``store``
+    -> **read by store (group g)** -> a wait retiring g -> **free**."""
+
+    def __init__(self, k: Kernel, name: str, buffers: Sequence[Operand], lead: Reg) -> None:
+        self.state = PS.StagingState(name, len(buffers))
+        self.k, self.name, self.buffers, self.lead = k, name, list(buffers), lead
+
+    def tile(self) -> contextlib.AbstractContextManager[None]:
+        """Record one tile's epilogue (the body of the tile loop); replay it once more from
+        the state it left, so the next tile's first writes are checked against this tile's
+        last stores."""
+        return self.state.loop()
+
+    def wait(self, pending: int) -> None:
+        """The lead thread waits until at most ``pending`` store groups still read their
+        buffers (``cp.async.bulk.wait_group.read pending``)."""
+        self.state.wait(pending)
+        k = self.k
+        skip = k.fresh_label("no_wait")
+        k.bra(skip, f"!{self.lead}")
+        TE.bulk_wait_group(k, pending, read=True)
+        k.label(skip)
+
+    def write(self, buf: int) -> Operand:
+        """Record that buffer ``buf`` is written now (the caller emits the st.shared /
+        stmatrix at the returned address)."""
+        self.state.write(buf)
+        return self.buffers[buf]
+
+    def store(self, buf: int, tmap: Operand, coords: Sequence[Operand], **kwargs: Any) -> None:
+        """The lead thread stores buffer ``buf`` (a TMA store, then
+        ``cp.async.bulk.commit_group``: the store is one bulk group).  The caller fenced the
+        writes (``fence.proxy.async``) and synchronised the writers first."""
+        self.state.store(buf)
+        k = self.k
+        skip = k.fresh_label("no_store")
+        k.bra(skip, f"!{self.lead}")
+        TE.tma_store(k, tmap, coords, self.buffers[buf], **kwargs)
+        TE.bulk_commit_group(k)
+        k.label(skip)

@@ -1,0 +1,317 @@
+"""The build-time state machines of a producer/consumer mbarrier pipeline and of an epilogue
+staging ring: pure bookkeeping, no PTX.  Both front ends drive them -- the Python kernel
+layer (:mod:`nvatom.kernels.pipeline`, as it emits each role's code) and the IR verifier
+(:mod:`nvatom.ir.ops_pipeline`, walking a kernel's ``cutlass.pipeline.*`` and
+``warpgroup.*`` operations) -- the way :class:`nvatom.ptx.wgmma_emit.WgmmaSequence` checks
+the WGMMA protocol for both.
+
+The hardware checks none of these rules (PTX ISA "mbarrier", "wgmma.wait_group",
+"cp.async.bulk.wait_group"): breaking one is a silent race or a hang.
+
+* producer, per stage: free -> ``acquire`` -> acquired -> ``load(bytes)``... -> ``commit``
+  (the loads deliver exactly the ``expect_tx`` bytes) -> committed;
+* consumer, per stage: ``wait`` -> full -> ``read`` (a WGMMA group reads it) -> read ->
+  ``release`` (only once every group reading it retired: ``wgmma_wait(n)`` keeps the newest
+  ``n`` groups pending) -> released;
+* staging buffer: ``write`` -> written -> ``store`` (one bulk group) -> read by the store ->
+  ``wait(n)`` retiring the group -> free.
+
+Stage offsets are symbolic (0: the role's current iteration, -1: the previous one).
+``with state.loop():`` records a loop body and replays it once from the state it left (the
+back edge); loops may nest (an inner body is replayed at its own end and recorded once into
+the outer one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from nvatom.errors import NvatomError
+
+__all__ = ["ConsumerState", "PipelineError", "ProducerState", "StagingState"]
+
+FREE, ACQUIRED, COMMITTED = "free", "acquired", "committed"
+FULL, READ, RELEASED = "full", "read", "released"
+
+
+class PipelineError(NvatomError, ValueError):
+    """A pipeline or staging ring used against its rules (names it, the stage or buffer,
+    and the rule)."""
+
+
+def stage_name(off: int) -> str:
+    return "stage s" if off == 0 else f"stage s{off:+d}"
+
+
+class _Machine:
+    """Recording and replay of a loop body's events.  ``at`` (any object: the IR operation
+    of an event) is attached to a :class:`PipelineError` as ``err.at``, also when the event
+    fails on replay."""
+
+    def __init__(self) -> None:
+        self._recs: list[list[tuple[str, tuple[Any, ...], Any]]] = []
+        self.replaying = False
+        self.at: Any = None
+
+    def _do(self, op: str, *args: Any) -> None:
+        if not self.replaying:
+            for rec in self._recs:
+                rec.append((op, args, self.at))
+        self._run(op, args, self.at)
+
+    def _run(self, op: str, args: tuple[Any, ...], at: Any) -> None:
+        try:
+            getattr(self, "_" + op)(*args)
+        except PipelineError as e:
+            if getattr(e, "at", None) is None:
+                e.at = at  # type: ignore[attr-defined]
+            raise
+
+    @contextlib.contextmanager
+    def loop(self) -> Iterator[None]:
+        """Record the body of a loop; at its end replay it from the state it left."""
+        rec: list[tuple[str, tuple[Any, ...], Any]] = []
+        self._recs.append(rec)
+        try:
+            yield
+        finally:
+            self._recs.remove(rec)
+        outer, self.replaying = self.replaying, True
+        try:
+            for op, args, at in rec:
+                self._run(op, args, at)
+        finally:
+            self.replaying = outer
+
+    def _where(self) -> str:
+        return " (next iteration, at the loop's back edge)" if self.replaying else ""
+
+
+class _RoleState(_Machine):
+    role = "role"
+
+    def __init__(self, pipeline: str, name: str, stages: int) -> None:
+        super().__init__()
+        self.pipeline, self.name, self.stages = pipeline, name, stages
+        self.state: dict[int, str] = {}
+        self.begun = False
+
+    def _fail(self, off: int, rule: str) -> None:
+        raise PipelineError(f"pipeline '{self.pipeline}', {self.role} '{self.name}', "
+                            f"{stage_name(off)}{self._where()}: {rule}")
+
+    def _advance(self) -> None:
+        self.state = {off - 1: st for off, st in self.state.items()}
+        self.begun = True
+
+
+class ProducerState(_RoleState):
+    """The producer's stages: ``begin``, ``acquire``, ``load(bytes)``..., ``commit``."""
+
+    role = "producer"
+
+    def __init__(self, pipeline: str, name: str, stages: int, tx_bytes: int) -> None:
+        super().__init__(pipeline, name, stages)
+        self.tx_bytes = tx_bytes
+        self.bytes = 0
+
+    def begin(self) -> None:
+        self._do("begin")
+
+    def acquire(self) -> None:
+        self._do("acquire")
+
+    def load(self, nbytes: int) -> None:
+        self._do("load", nbytes)
+
+    def commit(self) -> None:
+        self._do("commit")
+
+    def _begin(self) -> None:
+        if self.state.get(0) == ACQUIRED:
+            self._fail(0, "acquired but never committed before the next iteration (its full "
+                          "barrier's phase never completes)")
+        self._advance()
+
+    def _acquire(self) -> None:
+        if not self.begun:
+            self._fail(0, "acquire before begin(it): the stage is not known")
+        if self.state.get(0) is not None:
+            self._fail(0, f"acquired twice in one iteration (it is {self.state[0]}): the "
+                          "producer may only acquire a stage the consumers released")
+        self.state[0] = ACQUIRED
+        self.bytes = 0
+
+    def _load(self, nbytes: int) -> None:
+        if self.state.get(0) != ACQUIRED:
+            self._fail(0, "filled by TMA before the producer acquired it (acquire before "
+                          "fill: the consumers may still read it)")
+        self.bytes += nbytes
+
+    def _commit(self) -> None:
+        if self.state.get(0) != ACQUIRED:
+            self._fail(0, "committed without being acquired")
+        if self.bytes != self.tx_bytes:
+            self._fail(0, f"its loads deliver {self.bytes} bytes but expect_tx announced "
+                          f"{self.tx_bytes} (the full barrier's phase would complete early "
+                          "or never)")
+        self.state[0] = COMMITTED
+
+
+class ConsumerState(_RoleState):
+    """A consumer's stages: ``begin``, ``wait``, ``read``, ``wgmma_wait(n)``,
+    ``release(lag)``; ``in_turn`` (ping-pong) says whether the role holds its turn."""
+
+    role = "consumer"
+
+    def __init__(self, pipeline: str, name: str, stages: int,
+                 in_turn: Callable[[], bool] | None = None) -> None:
+        super().__init__(pipeline, name, stages)
+        self.in_turn = in_turn
+        self.groups: list[int] = []  # stage offsets read by WGMMA groups not yet retired
+
+    def begin(self) -> None:
+        self._do("begin")
+
+    def wait(self) -> None:
+        self._do("wait")
+
+    def read(self, synchronous: bool = False) -> None:
+        """The stage is read: by a committed WGMMA group (retired by a later
+        ``wgmma_wait``), or ``synchronous``ly (``ld.shared``, ``ldmatrix``: done at once)."""
+        self._do("read", synchronous)
+
+    def wgmma_wait(self, pending: int) -> None:
+        self._do("wgmma_wait", pending)
+
+    def release(self, lag: int = 0) -> None:
+        self._do("release", lag)
+
+    def release_oldest(self) -> None:
+        """Release the oldest stage this role holds (an iteration the caller cannot relate
+        to the current one: a ring is released in order)."""
+        self._do("release_oldest")
+
+    def held(self) -> list[int]:
+        return sorted(o for o, st in self.state.items() if st in (FULL, READ))
+
+    def _begin(self) -> None:
+        if self.begun and self.state.get(0) is None:
+            self._fail(0, "the iteration ended without waiting on its stage (the ring "
+                          "position and the producer's would drift apart)")
+        self._advance()
+        self.groups = [g - 1 for g in self.groups]
+        for off, st in self.state.items():
+            if off <= -self.stages and st != RELEASED:
+                self._fail(off, f"still held ({st}) a whole ring of {self.stages} stages "
+                                "later: the producer's acquire of it waits forever")
+        self.state = {o: s for o, s in self.state.items() if o > -self.stages}
+
+    def _wait(self) -> None:
+        if not self.begun:
+            self._fail(0, "wait before begin(it): the stage is not known")
+        if self.in_turn is not None and not self.in_turn():
+            self._fail(0, "a ping-pong consumer waits on a stage outside its turn (wait on "
+                          "its order barrier first)")
+        if self.state.get(0) is not None:
+            self._fail(0, f"waited on twice in one iteration (it is {self.state[0]})")
+        self.state[0] = FULL
+
+    def _read(self, synchronous: bool = False) -> None:
+        st = self.state.get(0)
+        if st is None:
+            self._fail(0, "read before its full barrier was waited on (wait-full before "
+                          "read: TMA may still be writing it)")
+        if st == RELEASED:
+            self._fail(0, "read after its release (the producer may already refill it)")
+        self.state[0] = READ
+        if not synchronous:
+            self.groups.append(0)
+
+    def _wgmma_wait(self, pending: int) -> None:
+        self.groups = self.groups[len(self.groups) - pending:] if pending else []
+
+    def _release(self, lag: int) -> None:
+        off = -lag
+        st = self.state.get(off)
+        if st is None or st == FULL:
+            self._fail(off, "released but never read by this consumer (release after read)")
+        if st == RELEASED:
+            self._fail(off, "released twice: the producer may refill it while another "
+                            "consumer still reads it (stage reused before its consumer "
+                            "release)")
+        if off in self.groups:
+            n = len(self.groups)
+            self._fail(off, f"released while a WGMMA group still reads it ({n} group"
+                            f"{'s' if n > 1 else ''} pending after wgmma.wait_group): stage "
+                            "reused before its consumer release is done")
+        self.state[off] = RELEASED
+
+    def _release_oldest(self) -> None:
+        held = self.held()
+        if not held:
+            self._fail(0, "released but this consumer holds no stage (release after read)")
+        self._release(-held[0])
+
+    def finish(self) -> None:
+        """Every stage read was released (else the producer's acquire waits forever)."""
+        for off, st in sorted(self.state.items()):
+            if st in (FULL, READ):
+                self._fail(off, f"never released (it is {st}): the producer's acquire of it "
+                                "waits forever")
+
+
+class StagingState(_Machine):
+    """The buffers of an epilogue staging ring: ``wait(n)``, ``write(b)``, ``store(b)``."""
+
+    def __init__(self, name: str, nbuffers: int) -> None:
+        super().__init__()
+        if nbuffers < 1:
+            raise PipelineError(f"staging ring '{name}' has no buffers")
+        self.name, self.nbuffers = name, nbuffers
+        self.groups: list[int] = []  # buffer read by each pending store group, oldest first
+        self.written: set[int] = set()
+        self.last_wait: int | None = None
+
+    def _fail(self, buf: int, rule: str) -> None:
+        where = " (next tile, at the loop's back edge)" if self.replaying else ""
+        raise PipelineError(f"staging ring '{self.name}', buffer {buf}{where}: {rule}")
+
+    def _check(self, buf: int) -> None:
+        if not 0 <= buf < self.nbuffers:
+            raise PipelineError(f"staging ring '{self.name}' has buffers "
+                                f"0..{self.nbuffers - 1}, not {buf}")
+
+    def wait(self, pending: int) -> None:
+        self._do("wait", pending)
+
+    def write(self, buf: int) -> None:
+        self._check(buf)
+        self._do("write", buf)
+
+    def store(self, buf: int) -> None:
+        self._check(buf)
+        self._do("store", buf)
+
+    def _wait(self, pending: int) -> None:
+        self.last_wait = pending
+        self.groups = self.groups[len(self.groups) - pending:] if pending else []
+
+    def _write(self, buf: int) -> None:
+        if buf in self.groups:
+            n = len(self.groups)
+            newer = n - 1 - self.groups.index(buf)
+            self._fail(buf, f"written while its previous TMA store may still read it: the "
+                            f"last cp.async.bulk.wait_group.read {self.last_wait} left {n} "
+                            f"store group{'s' if n > 1 else ''} in flight, {newer} newer "
+                            f"than buffer {buf}'s (rule: write a staging buffer only after "
+                            "its store's read was waited for)")
+        self.written.add(buf)
+
+    def _store(self, buf: int) -> None:
+        if buf not in self.written:
+            self._fail(buf, "stored before it was written")
+        self.written.discard(buf)
+        self.groups.append(buf)
