@@ -56,7 +56,8 @@ def _configs() -> list[tuple[str, Callable[[], None]]]:
 
     import nvatom
     from nvatom.gemm_providers import prepare_gemm_sm90
-    from nvatom.kernels.gemm_sm90 import SCHEDULE_TILES, default_config
+    from nvatom.kernels.sm90.launch import default_config
+    from nvatom.kernels.sm90.tuning import SCHEDULE_TILES
 
     gen = torch.Generator(device="cuda").manual_seed(1234)
     e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
@@ -69,52 +70,54 @@ def _configs() -> list[tuple[str, Callable[[], None]]]:
         return torch.full((m, n), float("nan"), device="cuda", dtype=dtype)
 
     out: list[tuple[str, Callable[[], None]]] = []
-    # several tiles per CTA: 3000 x 3000 is 24 x 24 tiles of 128 x 128 on 132 SMs; short K
-    # (the FP8 race of issue 24 showed only there); ragged M and N everywhere
-    m, n, k = 3000, 2900, 136
+    # SM80 (one tile per CTA): ragged M, N, K; every storage order
+    m, n, k = 520, 456, 136
     for dt in (torch.bfloat16, torch.float16):
-        t = str(dt).removeprefix("torch.")
+        t = t_name(dt)
         for a_t in (False, True):
             for b_t in (False, True):
-                name = f"sm80_{t}_a{'M' if a_t else 'K'}_b{'K' if b_t else 'N'}"
-
                 def run80(dt=dt, a_t=a_t, b_t=b_t) -> None:
                     a = rnd(k, m, dtype=dt).t() if a_t else rnd(m, k, dtype=dt)
                     b = rnd(n, k, dtype=dt).t() if b_t else rnd(k, n, dtype=dt)
                     nvatom.gemm(a, b, nan(m, n, dt), provider="sm80")
-                out.append((name, run80))
+                out.append((f"sm80_{t}_a{'M' if a_t else 'K'}_b{'K' if b_t else 'N'}", run80))
+    # SM90, each schedule and B major: the persistent grid capped at 7 CTAs, so each CTA
+    # runs several tiles (the next tile's copies and the last epilogue's stores overlap)
+    m, n, k = 1000, 904, 200
+    for dt in (torch.bfloat16, torch.float16):
+        t = t_name(dt)
         for sched in SCHEDULE_TILES:
             for b_major in ("MN", "K"):
                 def run90(dt=dt, sched=sched, b_major=b_major) -> None:
                     cfg = default_config(t_name(dt), b_major=b_major, schedule=sched)
                     a = rnd(m, k, dtype=dt)
                     b = rnd(n, k, dtype=dt).t() if b_major == "K" else rnd(k, n, dtype=dt)
-                    prepare_gemm_sm90(a, b, nan(m, n, dt), cfg)()
+                    prepare_gemm_sm90(a, b, nan(m, n, dt), cfg, grid=7)()
                 out.append((f"sm90_{t}_{sched}_b{b_major}", run90))
         out.append((f"sm90_{t}_out_f32", lambda dt=dt: nvatom.gemm(
             rnd(m, k, dtype=dt), rnd(k, n, dtype=dt), nan(m, n, torch.float32))))
-    # FP8: per-tensor, row-wise, block scales; promoted and fast accumulation; e5m2 mixed
-    m8, n8, k8 = 3000, 2944, 384
-    for mode in ("tensor", "row", "block"):
-        for fast in (False, True):
-            for bt in (e4m3, e5m2):
-                def run8(mode=mode, fast=fast, bt=bt) -> None:
-                    a = rnd(m8, k8, dtype=e4m3)
-                    b = rnd(n8, k8, dtype=bt).t()
-                    if mode == "tensor":
-                        sa = torch.tensor([0.7], device="cuda")
-                        sb = torch.tensor([1.3], device="cuda")
-                    elif mode == "row":
-                        sa = torch.rand(m8, 1, device="cuda", generator=gen) + 0.5
-                        sb = torch.rand(1, n8, device="cuda", generator=gen) + 0.5
-                    else:
-                        kb, nb = -(-k8 // 128), -(-n8 // 128)
-                        sa = torch.rand(m8, kb, device="cuda", generator=gen) + 0.5
-                        sb = (torch.rand(nb, kb, device="cuda", generator=gen) + 0.5).t()
-                    nvatom.gemm(a, b, nan(m8, n8), scale_a=sa, scale_b=sb, fast_accum=fast)
-                tag = "e4m3" if bt is e4m3 else "e5m2"
-                out.append((f"sm90_fp8_{mode}_{'fast' if fast else 'promoted'}_e4m3x{tag}",
-                            run8))
+    # FP8 through nvatom.gemm: per-tensor and row-wise scales promoted or fast, block scales
+    # (promoted only); e5m2 B; 2000 x 2008 is more tiles than SMs
+    m8, n8, k8 = 2000, 2008, 256
+    for mode, fast in (("tensor", False), ("tensor", True), ("row", False), ("row", True),
+                       ("block", False)):
+        for bt in (e4m3, e5m2):
+            def run8(mode=mode, fast=fast, bt=bt) -> None:
+                a = rnd(m8, k8, dtype=e4m3)
+                b = rnd(n8, k8, dtype=bt).t()
+                if mode == "tensor":
+                    sa = torch.tensor([0.7], device="cuda")
+                    sb = torch.tensor([1.3], device="cuda")
+                elif mode == "row":
+                    sa = torch.rand(m8, 1, device="cuda", generator=gen) + 0.5
+                    sb = torch.rand(1, n8, device="cuda", generator=gen) + 0.5
+                else:
+                    kb, nb = -(-k8 // 128), -(-n8 // 128)
+                    sa = torch.rand(m8, kb, device="cuda", generator=gen) + 0.5
+                    sb = (torch.rand(nb, kb, device="cuda", generator=gen) + 0.5).t()
+                nvatom.gemm(a, b, nan(m8, n8), scale_a=sa, scale_b=sb, fast_accum=fast)
+            tag = "e4m3" if bt is e4m3 else "e5m2"
+            out.append((f"sm90_fp8_{mode}_{'fast' if fast else 'promoted'}_e4m3x{tag}", run8))
 
     # grouped (MoE): ragged groups with empty ones, bf16 and FP8
     def groups() -> list[int]:
@@ -159,12 +162,14 @@ def t_name(dt: Any) -> str:
 def worker(only: str | None) -> int:
     import torch
 
+    t0 = time.time()
     for name, run in _configs():
         if only and not re.search(only, name):
             continue
         print(f"{MARK}{name}", flush=True)
         run()
         torch.cuda.synchronize()
+        print(f"@@time {name} {time.time() - t0:.1f}", flush=True)
     print(f"{MARK}<done>", flush=True)
     return 0
 
