@@ -678,9 +678,16 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
         for slot, mj, t in (("A", self.a_major, self.a), ("B", self.b_major, self.b)):
             if mj not in ("K", "MN"):
                 yield f"{slot} major '{mj}' (K or MN)"
-            elif mj == "MN" and t.encoding_bits < 8:
-                yield f"{slot} of {t.name} must be K-major (MN-major is for 8/16/32-bit types)"
-        if self.b_major == "MN" and self.b.encoding_bits == 8 and \
+            elif mj == "MN" and self.kind in ("mxf4", "mxf4nvf4"):
+                # PTX ISA 9.7.16.10.1, Table 49: no transpose for kind::mxf4 / mxf4nvf4 (their
+                # E2M1 is packed two per byte); idesc bits 15-16 must be 0 (Table 43)
+                yield (f"{slot} of kind::{self.kind} must be K-major (PTX ISA Table 49: no "
+                       f"transpose for kind::mxf4 / mxf4nvf4)")
+        # FP4/FP6 of kind::f8f6f4 / mxf8f6f4 may be MN-major: Table 49 allows transpose for
+        # both kinds with no sub-byte exception; in shared memory they sit in 8-bit containers
+        # (the padded-packed units of 9.7.16.10.4.4, 16 elements along the contiguous
+        # dimension), so the 8-bit rules apply (docs/spec-deviations.md, "SM100 tcgen05")
+        if self.b_major == "MN" and self.element_bits("B") == 8 and \
                 self.n % (16 * self.cta_group):
             # PTX ISA 9.7.16.10.1, Table 50 "N shape with .cta_group for 8bit transpose B"
             yield (f"8-bit MN-major (transposed) B needs N a multiple of "
