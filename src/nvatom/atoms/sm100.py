@@ -675,7 +675,7 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
             yield f"D type {self.d.name} (kind::{self.kind}: {', '.join(x.name for x in k.d)})"
         if self.kind == "f16" and BF16 in (self.a, self.b) and self.d != F32:
             yield "bf16 accumulates in f32 only"
-        for slot, mj, t in (("A", self.a_major, self.a), ("B", self.b_major, self.b)):
+        for slot, mj in (("A", self.a_major), ("B", self.b_major)):
             if mj not in ("K", "MN"):
                 yield f"{slot} major '{mj}' (K or MN)"
             elif mj == "MN" and self.kind in ("mxf4", "mxf4nvf4"):
