@@ -92,6 +92,7 @@ __all__ = [
     "a_tmem_layout",
     "block_scale_kind",
     "block_scale_packed",
+    "block_scale_tag",
     "d_tmem_layout",
     "layout_id",
     "legal_m",
@@ -728,6 +729,17 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
         return KINDS[self.kind].block_scaled
 
     @property
+    def block_scale_tag(self) -> int:
+        """The block-scaled variant this atom carries, as the specification's atom builder
+        records it: :func:`block_scale_tag` of :func:`block_scale_packed` at the atom's dense
+        (atom_K, vecSize); 0 for an atom that is not block-scaled."""
+        if not self.block_scaled or self.sf is None or self.vec_size is None:
+            return 0
+        dense_vec = self.vec_size // (2 if self.sparse else 1)
+        return block_scale_tag(block_scale_packed(self.a, self.b, self.sf, self.sf,
+                                                  KINDS[self.kind].k_dense, dense_vec))
+
+    @property
     def mnemonic(self) -> str:
         return "sm100.mma" + ("_bs" if self.block_scaled else "") + \
             ("_sp" if self.sparse else "")
@@ -1250,6 +1262,19 @@ def block_scale_packed(a: DType | str, b: DType | str, sfa: DType | str, sfb: DT
                                                                  (UE4M3, 16)):
         return (64 << 32) | vec_size
     return 0
+
+
+def block_scale_tag(packed: int) -> int:
+    """The variant tag of a :func:`block_scale_packed` result, as the specification computes it:
+    "Callers mask the result with ~7" (000, "SM100 UMMA Block-Scaled (atom_K, vecSize) Atoms").
+
+    The specification also calls it "a 3-bit tag from the low bits"; the two readings
+    contradict each other, and the low three bits carry nothing: every legal packed value
+    has a vecSize of 16 or 32, so ``packed & 7`` is 0 for all three variants and ``packed & ~7``
+    is the packed value itself.  nvatom keeps the written operation (``& ~7``), which tells
+    the three variants apart (and is 0 for an illegal combination); no 3-bit field exists
+    (docs/spec-deviations.md, "Block-scale packed value")."""
+    return packed & ~7
 
 
 def block_scale_kind(a: DType | str, b: DType | str, sf: DType | str, vec_size: int
