@@ -172,8 +172,20 @@ def test_bad_atoms_are_rejected_with_the_value() -> None:
         make_umma_atom("f16", 1, 128, 64, "f16", "bf16", "bf16")
     with pytest.raises(UmmaError, match="one type"):
         make_umma_atom("f16", 1, 128, 64, "f32", "f16", "bf16")
-    with pytest.raises(UmmaError, match="must be K-major"):
-        make_umma_atom("f8f6f4", 1, 128, 64, "f32", "e2m1", "e4m3", a_major="MN")
+    # no transpose for kind::mxf4 / mxf4nvf4 (PTX ISA Table 49); FP4/FP6 of kind::f8f6f4 /
+    # mxf8f6f4 may be MN-major (the same table allows transpose for those kinds)
+    for kind, sf, vec in (("mxf4", "ue8m0", 32), ("mxf4nvf4", "ue4m3", 16)):
+        with pytest.raises(UmmaError, match=f"A of kind::{kind} must be K-major \\(PTX ISA "
+                           "Table 49"):
+            make_umma_atom(kind, 1, 128, 64, "f32", "e2m1", "e2m1", sf=sf, vec_size=vec,
+                           a_major="MN")
+    assert make_umma_atom("f8f6f4", 1, 128, 64, "f32", "e2m1", "e4m3", a_major="MN").name \
+        .endswith(".amn")
+    assert make_umma_atom("mxf8f6f4", 1, 128, 64, "f32", "e4m3", "e3m2", sf="ue8m0",
+                          vec_size=32, b_major="MN").name.endswith(".bmn")
+    # Table 50's 8-bit transpose-B N rule holds for them too (8-bit containers in smem)
+    with pytest.raises(UmmaError, match="needs N a multiple of 16"):
+        make_umma_atom("f8f6f4", 1, 128, 24, "f32", "e4m3", "e2m1", b_major="MN")
     with pytest.raises(UmmaError, match="A from tensor memory is K-major"):
         make_umma_atom("f16", 1, 128, 64, "f32", "f16", "f16", a_source="ts", a_major="MN")
     with pytest.raises(UmmaError, match="scale type ue4m3"):

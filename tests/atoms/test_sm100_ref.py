@@ -949,6 +949,29 @@ def test_padded_unit_matches_the_format_definition(bits: int) -> None:
                                       codes[:, 32 * j:32 * j + 32])
 
 
+@pytest.mark.parametrize("bits", [4, 6])
+def test_mn_major_padded_units_follow_mn(bits: int) -> None:
+    # MN-major: the 16 elements of a 16-byte unit are 16 consecutive M/N elements of one K row
+    # (the operand's contiguous dimension).  8-bit MN-major 128-byte swizzle, written from the
+    # ISA's canonical form ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)) with T = 16 one-byte elements:
+    # element (mn, k) at start + mn % 128 + 128 (k % 8) + SBO (k // 8) (one 128-row atom along
+    # MN), then the 128-byte swizzle (address bits 4-6 ^= bits 7-9)
+    rng = np.random.default_rng(10 + bits)
+    codes = rng.integers(0, 1 << bits, (128, 32)).astype(np.uint64)
+    smem = Smem()
+    word = k_block_descriptors(smem_layout(128, 32, 8, "MN", "SW128"), 8, "MN", 1,
+                               BASE_B)[0].encode()
+    write_padded_matrix(smem, word, codes, bits, "MN")
+    start, sbo = (word & 0x3FFF) << 4, ((word >> 32) & 0x3FFF) << 4
+    for k in range(32):
+        for u in range(8):
+            lin = start + 16 * u + 128 * (k % 8) + sbo * (k // 8)
+            at = lin ^ (((lin >> 7) & 7) << 4)
+            assert bytes(smem.data[at:at + 16]) == _unit_bytes(list(codes[16 * u:16 * u + 16, k]),
+                                                               bits), (k, u)
+    np.testing.assert_array_equal(read_padded_matrix(smem, word, 128, 32, bits, "MN"), codes)
+
+
 def _sub_operand(smem: Smem, base: int, codes: np.ndarray, t: str, major: str,
                  sw: str, container: str = "padded") -> list[int]:
     """Store (rows x K) codes of type t; return the descriptor word of each 32-element
@@ -968,11 +991,12 @@ def _sub_operand(smem: Smem, base: int, codes: np.ndarray, t: str, major: str,
 
 
 def _run_sub(kind: str, a_t: str, b_t: str, *, b_major: str = "K", b_sw: str = "SW128",
-             seed: int = 0, container: str = "padded") -> tuple[np.ndarray, np.ndarray]:
+             seed: int = 0, container: str = "padded", a_major: str = "K",
+             a_sw: str = "SW128") -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     sf = "ue8m0" if kind == "mxf8f6f4" else None
-    atom = make_umma_atom(kind, 1, 128, 64, "f32", a_t, b_t, b_major=b_major, sf=sf,
-                          vec_size=32 if sf else None)
+    atom = make_umma_atom(kind, 1, 128, 64, "f32", a_t, b_t, a_major=a_major, b_major=b_major,
+                          sf=sf, vec_size=32 if sf else None)
     m, n, k = atom.shape_mnk
     kb = 3
 
@@ -983,7 +1007,7 @@ def _run_sub(kind: str, a_t: str, b_t: str, *, b_major: str = "K", b_sw: str = "
 
     a_codes, b_codes = codes(a_t, m), codes(b_t, n)
     smem, tmem = Smem(), Tmem()
-    a_words = _sub_operand(smem, BASE_A, a_codes, a_t, "K", "SW128", container)
+    a_words = _sub_operand(smem, BASE_A, a_codes, a_t, a_major, a_sw, container)
     b_words = _sub_operand(smem, BASE_B, b_codes, b_t, b_major, b_sw, container)
     av, bv = decode(a_t, a_codes).astype(np.float64), decode(b_t, b_codes).astype(np.float64)
     sfa = sfb = None
@@ -1009,6 +1033,14 @@ def _run_sub(kind: str, a_t: str, b_t: str, *, b_major: str = "K", b_sw: str = "
     ("f8f6f4", "e3m2", "e5m2", {"b_major": "MN", "b_sw": "SW64"}),
     ("mxf8f6f4", "e2m1", "e3m2", {}),
     ("mxf8f6f4", "e5m2", "e2m1", {"b_sw": "SW64"}),
+    # MN-major (transposed) FP4/FP6: PTX ISA Table 49 allows transpose for kind::f8f6f4 and
+    # mxf8f6f4 with no sub-byte exception; CUTLASS's SM100 builders take M-/N-major
+    # e2m1/e2m3/e3m2 there (sm1xx_gemm_check_for_f8f6f4_mix8bit_requirement)
+    ("f8f6f4", "e4m3", "e2m1", {"b_major": "MN", "b_sw": "SW64"}),
+    ("f8f6f4", "e2m3", "e3m2", {"a_major": "MN", "b_major": "MN", "b_sw": "SW32"}),
+    ("f8f6f4", "e2m1", "e2m1", {"a_major": "MN", "a_sw": "SW64", "b_major": "MN",
+                                "b_sw": "INTERLEAVE"}),
+    ("mxf8f6f4", "e3m2", "e2m1", {"a_major": "MN", "b_major": "MN", "b_sw": "SW64"}),
 ])
 def test_fp4_fp6_from_shared_memory_match_numpy(kind: str, a: str, b: str, kw: dict) -> None:
     got, want = _run_sub(kind, a, b, seed=len(a + b + kind), **kw)
@@ -1028,8 +1060,6 @@ def test_fp4_fp6_errors() -> None:
                                BASE_A)[0].encode()
     with pytest.raises(RefError, match="4- or 6-bit elements, not 8-bit"):
         read_padded_matrix(smem, word, 8, 32, 8)
-    with pytest.raises(RefError, match="MN-major FP4/FP6 operands are not modelled"):
-        read_padded_matrix(smem, word, 8, 32, 6, "MN")
     with pytest.raises(RefError, match="must be 4-bit values"):
         write_padded_matrix(smem, word, np.full((8, 32), 16), 4)
     with pytest.raises(RefError, match=r"\(rows x k\) array"):

@@ -168,6 +168,10 @@ def test_swizzle_of_foreign_layouts() -> None:
     assert smem_swizzle_of(parse_layout("Sw<2,2,3> o 0 o (8,64):(64,1)"), 32).name == "SW64"
     assert smem_swizzle_of(parse_layout("Sw<3,3,3> o 0 o (8,64):(64,1)"), 16).name == "SW128"
     assert smem_swizzle_of(parse_layout("Sw<3,3,3> o 0 o (8,64):(64,1)"), 8) is None
+    # the identity swizzle, how a TMA tile without swizzle is written (the partition
+    # verifier's step 5 takes swizzle layouts only): INTERLEAVE, in bytes (Sw<0,4,3>)
+    assert smem_swizzle_of(parse_layout("Sw<0,4,3> o 0 o (32,16):(16,1)"), 8).name == \
+        "INTERLEAVE"
 
 
 def _cute_flags() -> list[str] | None:

@@ -145,3 +145,70 @@ def test_diagnostic_texts():
     assert T.TMA_TENSOR_TYPE == "Failed to construct the TMA tensor type"
     assert T.TMA_NUM_MULTICAST_OF == "got num_multicast of "
     assert T.TMA_INVALID_TMA_LAYOUT == "Computed TMA layout is invalid, got "
+
+
+# ----------------------------------------------------------------------------- flags word
+# The specification's "Flags Word" table, bit by bit (001, "Partition Result ABI")
+SPEC_BITS = ["multicast", "im2col", "im2col_w", "im2col_w128", "two_cta", "sparse",
+             "static_smem", "static_vmap", "gmem_int_stride", "smem_int_stride", "shape_equiv",
+             "g_basis_ok", "s2t_descriptor", "prefetch_eligible"]
+G3 = T.LayoutType(("c", "w", "n"), (1, 64, "s"))  # dynamic: not prefetch-eligible
+S3 = ComposedLayout("Sw<0,4,3> o 0 o (8,64,1):(64,1,0)")
+V3 = T.LayoutType((8, 64, 1), (T.E(1), T.E(0), T.E(2)))
+W, W128, IM2COL = (T.TmaLoadMode.TMA_LOAD_W_MULTICAST, T.TmaLoadMode.TMA_LOAD_W128_MULTICAST,
+                   T.TmaLoadMode.TMA_LOAD_IM2COL)
+
+
+def test_flags_word_bit_by_bit():
+    assert [f.name.lower() for f in T.TmaFlags] == SPEC_BITS
+    assert [int(f) for f in T.TmaFlags] == [1 << i for i in range(14)]
+    assert int(T.PARTITION_CHECKS) == 0x0FC0  # bits 6-11
+    lo = Layout((128, 64), (1, 128))  # a static GMEM layout: bit 13
+    cases = [  # (kind, mode, smem, gmem, vmap, kwargs) -> the whole 16-bit word
+        ((L, TILE, SMEM, GMEM, VMAP, {}), 0x0FC0),
+        ((L, TILE, SMEM, GMEM, VMAP, {"num_multicast": 4}), 0x0FC1),  # bit 0
+        ((L, IM2COL, S3, G3, V3, {}), 0x0FC2),  # bit 1
+        ((L, W, S3, G3, V3, {}), 0x0FC6),  # bits 1, 2
+        ((L, W128, S3, G3, V3, {"num_multicast": 2}), 0x0FCB),  # bits 0, 1, 3
+        ((L, T.TmaLoadMode.TMA_LOAD_TWO_CTA, SMEM, GMEM, VMAP, {"num_multicast": 2}),
+         0x0FD1),  # bits 0, 4
+        ((L, TILE, SMEM, GMEM, VMAP, {"sparse": True}), 0x0FE0),  # bit 5
+        ((L, TILE, SMEM, GMEM, VMAP, {"s2t_descriptor": True}), 0x1FC0),  # bit 12
+        ((L, TILE, SMEM, lo, VMAP, {}), 0x2FC0),  # bit 13
+        ((S, T.TmaStoreMode.TMA_STORE_IM2COL, S3, G3, V3, {}), 0x0FC2),  # store im2col
+        ((R, T.TmaReduceKind.TMA_REDUCE_ADD, SMEM, lo, VMAP, {}), 0x2FC0),
+    ]
+    for (kind, mode, smem, gmem, vmap, kw), want in cases:
+        r = T.verify_tma_partition(kind, mode, smem, gmem, vmap, **kw)
+        assert int(r.flags) == want, (mode, kw, hex(r.flags))
+        assert 0 <= int(r.flags) < 1 << 14  # bits 14 and 15 are reserved
+
+
+def test_make_exec_tma_reads_the_flags_word():
+    import dataclasses
+
+    a = T.non_exec_tiled_tma_load(TILE, SMEM, GMEM, VMAP, num_multicast=4)
+    # the predicate bits stand for steps 4-8: a record without them is not bound
+    for bit in (T.TmaFlags.STATIC_SMEM, T.TmaFlags.G_BASIS_OK):
+        p = dataclasses.replace(a.partition, flags=T.TmaFlags(a.partition.flags & ~bit))
+        with pytest.raises(AtomVerificationError, match=f"lacks {bit.name.lower()}$"):
+            T.make_exec_tma(dataclasses.replace(a, partition=p), T.MBarrier(),
+                            multicast_mask=0b1111)
+    # bit 0 decides whether a CTA mask must be bound
+    with pytest.raises(AtomVerificationError, match="no CTA mask was bound"):
+        T.make_exec_tma(a, T.MBarrier())
+    ex = T.make_exec_tma(a, T.MBarrier(), multicast_mask=0b1111)
+    assert ex.flags == a.partition.flags and not ex.sparse and not ex.s2t_descriptor
+    # bit 4 adds the .cta_group::2 feature (the sm_100a family's rule)
+    two = T.non_exec_tiled_tma_load(T.TmaLoadMode.TMA_LOAD_TWO_CTA, SMEM, GMEM, VMAP,
+                                    num_multicast=1)
+    assert two.features == ("tma", T.CTA_GROUP_FEATURE)
+    # bits 5 and 12 set by the caller are echoed by the executable atom
+    sp = T.non_exec_tiled_tma_load(TILE, SMEM, GMEM, VMAP, sparse=True, s2t_descriptor=True)
+    ex = T.make_exec_tma(sp, T.MBarrier())
+    assert (ex.sparse, ex.s2t_descriptor) == (True, True)
+    # a store never carries the load-only bits
+    st = T.non_exec_tiled_tma_store(T.TmaStoreMode.TMA_STORE_TILED, SMEM, GMEM, VMAP)
+    bad = dataclasses.replace(st, partition=st.partition.with_flags(T.TmaFlags.S2T_DESCRIPTOR))
+    with pytest.raises(AtomVerificationError, match="cannot carry load flags: s2t_descriptor$"):
+        T.make_exec_tma(bad)

@@ -12,6 +12,7 @@ ones it implements, so
 from __future__ import annotations
 
 import abc
+import dataclasses
 from typing import Any
 
 from nvatom import diagnostics as D
@@ -25,6 +26,7 @@ __all__ = [
     "CopyAtom",
     "DescriptorType",
     "MmaAtom",
+    "MmaAtomContract",
     "PrefetchAtom",
     "SmemDescriptorAtom",
     "SparseMetadataAtom",
@@ -39,6 +41,24 @@ class AtomVerificationError(NvatomError):
     """An atom used in a way its contract forbids; the message is the spec's diagnostic."""
 
 
+@dataclasses.dataclass(frozen=True)
+class MmaAtomContract:
+    """The specification's ``MmaAtomContract`` (004, "MMA Records"): what the registry promises
+    about an MMA atom.  Residencies are the verifiers' spellings: ``rmem`` (registers),
+    ``smem_desc_view`` (a shared-memory descriptor) and ``tmem`` (tensor memory)."""
+
+    min_tier: Any  # nvatom.arch.Tier, None for the universal FMA (every tier)
+    mnk: tuple[int, int, int]
+    a_type: Any  # nvatom.dtypes.DType
+    b_type: Any
+    c_type: Any  # the accumulator (C and D)
+    a_residency: str
+    b_residency: str
+    d_residency: str
+    supports_sparse: bool
+    supports_block_scale: bool
+
+
 class MmaAtom(abc.ABC):
     """Reports its MMA shape, operand element types and layouts; verifies a use."""
 
@@ -49,6 +69,30 @@ class MmaAtom(abc.ABC):
     @abc.abstractmethod
     def verify_instance(self, target: Any, use: Any) -> None:
         """Raise AtomVerificationError with the specification's diagnostic, or return."""
+
+    def contract(self) -> MmaAtomContract:
+        """The atom's :class:`MmaAtomContract`, read off the atom: the registry record's
+        minimum tier, the shape and types, the residencies its verifier requires and the
+        capability interfaces it implements (``SparseMetadataAtom``, ``BlockScaleAtom``)."""
+        from nvatom.atoms.records import atom_record
+
+        a = getattr(self, "a", None) or getattr(self, "a_type", None) \
+            or getattr(self, "element_type", None)
+        b = getattr(self, "b", None) or getattr(self, "b_type", None) \
+            or getattr(self, "element_type", None)
+        c = getattr(self, "c", None) or getattr(self, "d", None) \
+            or getattr(self, "element_type", None)
+        src = getattr(self, "a_source", None)
+        if isinstance(self, TmemAtom):  # UMMA: A by descriptor or in TMEM, D in TMEM
+            res = ("tmem" if src == "ts" else "smem_desc_view", "smem_desc_view", "tmem")
+        elif isinstance(self, SmemDescriptorAtom):  # WGMMA: A by descriptor or in registers
+            res = ("rmem" if src == "rs" else "smem_desc_view", "smem_desc_view", "rmem")
+        else:
+            res = ("rmem", "rmem", "rmem")
+        return MmaAtomContract(atom_record(self.mnemonic).min_tier,  # type: ignore[attr-defined]
+                               tuple(self.shape_mnk), a, b, c, *res,  # type: ignore[arg-type]
+                               supports_sparse=isinstance(self, SparseMetadataAtom),
+                               supports_block_scale=isinstance(self, BlockScaleAtom))
 
 
 class CopyAtom(abc.ABC):

@@ -92,6 +92,7 @@ __all__ = [
     "a_tmem_layout",
     "block_scale_kind",
     "block_scale_packed",
+    "block_scale_tag",
     "d_tmem_layout",
     "layout_id",
     "legal_m",
@@ -675,12 +676,19 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
             yield f"D type {self.d.name} (kind::{self.kind}: {', '.join(x.name for x in k.d)})"
         if self.kind == "f16" and BF16 in (self.a, self.b) and self.d != F32:
             yield "bf16 accumulates in f32 only"
-        for slot, mj, t in (("A", self.a_major, self.a), ("B", self.b_major, self.b)):
+        for slot, mj in (("A", self.a_major), ("B", self.b_major)):
             if mj not in ("K", "MN"):
                 yield f"{slot} major '{mj}' (K or MN)"
-            elif mj == "MN" and t.encoding_bits < 8:
-                yield f"{slot} of {t.name} must be K-major (MN-major is for 8/16/32-bit types)"
-        if self.b_major == "MN" and self.b.encoding_bits == 8 and \
+            elif mj == "MN" and self.kind in ("mxf4", "mxf4nvf4"):
+                # PTX ISA 9.7.16.10.1, Table 49: no transpose for kind::mxf4 / mxf4nvf4 (their
+                # E2M1 is packed two per byte); idesc bits 15-16 must be 0 (Table 43)
+                yield (f"{slot} of kind::{self.kind} must be K-major (PTX ISA Table 49: no "
+                       f"transpose for kind::mxf4 / mxf4nvf4)")
+        # FP4/FP6 of kind::f8f6f4 / mxf8f6f4 may be MN-major: Table 49 allows transpose for
+        # both kinds with no sub-byte exception; in shared memory they sit in 8-bit containers
+        # (the padded-packed units of 9.7.16.10.4.4, 16 elements along the contiguous
+        # dimension), so the 8-bit rules apply (docs/spec-deviations.md, "SM100 tcgen05")
+        if self.b_major == "MN" and self.element_bits("B") == 8 and \
                 self.n % (16 * self.cta_group):
             # PTX ISA 9.7.16.10.1, Table 50 "N shape with .cta_group for 8bit transpose B"
             yield (f"8-bit MN-major (transposed) B needs N a multiple of "
@@ -719,6 +727,17 @@ class UmmaAtom(MmaAtom, SmemDescriptorAtom, TmemAtom):
     @property
     def block_scaled(self) -> bool:
         return KINDS[self.kind].block_scaled
+
+    @property
+    def block_scale_tag(self) -> int:
+        """The block-scaled variant this atom carries, as the specification's atom builder
+        records it: :func:`block_scale_tag` of :func:`block_scale_packed` at the atom's dense
+        (atom_K, vecSize); 0 for an atom that is not block-scaled."""
+        if not self.block_scaled or self.sf is None or self.vec_size is None:
+            return 0
+        dense_vec = self.vec_size // (2 if self.sparse else 1)
+        return block_scale_tag(block_scale_packed(self.a, self.b, self.sf, self.sf,
+                                                  KINDS[self.kind].k_dense, dense_vec))
 
     @property
     def mnemonic(self) -> str:
@@ -1243,6 +1262,19 @@ def block_scale_packed(a: DType | str, b: DType | str, sfa: DType | str, sfb: DT
                                                                  (UE4M3, 16)):
         return (64 << 32) | vec_size
     return 0
+
+
+def block_scale_tag(packed: int) -> int:
+    """The variant tag of a :func:`block_scale_packed` result, as the specification computes it:
+    "Callers mask the result with ~7" (000, "SM100 UMMA Block-Scaled (atom_K, vecSize) Atoms").
+
+    The specification also calls it "a 3-bit tag from the low bits"; the two readings
+    contradict each other, and the low three bits carry nothing: every legal packed value
+    has a vecSize of 16 or 32, so ``packed & 7`` is 0 for all three variants and ``packed & ~7``
+    is the packed value itself.  nvatom keeps the written operation (``& ~7``), which tells
+    the three variants apart (and is 0 for an illegal combination); no 3-bit field exists
+    (docs/spec-deviations.md, "Block-scale packed value")."""
+    return packed & ~7
 
 
 def block_scale_kind(a: DType | str, b: DType | str, sf: DType | str, vec_size: int

@@ -37,6 +37,7 @@ Besides the verifier (docs/tma.md):
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +74,7 @@ TMA_MISSING_NUM_MULTICAST = D.TMA_MISSING_NUM_MULTICAST
 TMA_NUM_MULTICAST_OF = D.TMA_NUM_MULTICAST_OF
 
 __all__ = [
+    "PARTITION_CHECKS",
     "REDUCE_TYPES",
     "SWIZZLE_BYTES",
     "TENSORMAP_FIELDS",
@@ -214,6 +216,13 @@ class TmaFlags(enum.IntFlag):
     S2T_DESCRIPTOR = 1 << 12
     PREFETCH_ELIGIBLE = 1 << 13
     # bits 14 and 15 are reserved
+
+
+#: bits 6-11: the predicates the partition verifier ran (steps 4-8), folded into the word so
+#: that the executable-atom builder (:func:`make_exec_tma`) reads them instead of re-running
+#: them (the spec: "lets the executable-atom builder skip the equivalent predicates")
+PARTITION_CHECKS = (TmaFlags.STATIC_SMEM | TmaFlags.STATIC_VMAP | TmaFlags.GMEM_INT_STRIDE
+                    | TmaFlags.SMEM_INT_STRIDE | TmaFlags.SHAPE_EQUIV | TmaFlags.G_BASIS_OK)
 
 
 # -- layout types with dynamic and scaled-basis elements
@@ -371,6 +380,15 @@ class TmaPartitionResult:
     rank: int  # +0x0F, uint8: descriptor rank 1..5
     non_exec_atom_body: TmaAtomBody  # +0x10
 
+    def has(self, flag: TmaFlags) -> bool:
+        """Is every bit of ``flag`` set in the flags word?"""
+        return self.flags & flag == flag
+
+    def with_flags(self, flag: TmaFlags) -> TmaPartitionResult:
+        """The record with ``flag``'s bits added (the IR sets SPARSE and S2T_DESCRIPTOR from
+        the uses of a load's destination: ``nvatom.ir.ops_tma.derive_tma_flags``)."""
+        return dataclasses.replace(self, flags=TmaFlags(self.flags | flag))
+
 
 def partition_ptx_mode(r: TmaPartitionResult) -> str:
     """The PTX mode qualifier of a partitioned tile's transfers (``.tile``, ``.im2col::w``,
@@ -508,8 +526,7 @@ def verify_tma_partition(
         elif not (_is_int(num_multicast)
                   and 1 <= num_multicast <= MAX_MULTICAST):  # type: ignore[operator]
             raise _fail(TMA_MISSING_NUM_MULTICAST)
-    flags = (TmaFlags.STATIC_SMEM | TmaFlags.STATIC_VMAP | TmaFlags.GMEM_INT_STRIDE
-             | TmaFlags.SMEM_INT_STRIDE | TmaFlags.SHAPE_EQUIV | TmaFlags.G_BASIS_OK)
+    flags = PARTITION_CHECKS
     if mc > 1:
         flags |= TmaFlags.MULTICAST
     if im2col:
@@ -735,6 +752,21 @@ class NonExecTmaAtom(TmaAtom):
         return self.partition.non_exec_atom_body.num_multicast
 
     @property
+    def flags(self) -> TmaFlags:
+        """The partition's flags word (:class:`TmaFlags`)."""
+        return self.partition.flags
+
+    @property
+    def sparse(self) -> bool:
+        """The tile is sparse metadata (flags bit 5)."""
+        return self.partition.has(TmaFlags.SPARSE)
+
+    @property
+    def s2t_descriptor(self) -> bool:
+        """The tile is the shared-memory source of a ``tcgen05.cp`` (flags bit 12)."""
+        return self.partition.has(TmaFlags.S2T_DESCRIPTOR)
+
+    @property
     def tx_bytes(self) -> int:
         """Bytes one transfer writes into one CTA's shared memory: what the barrier of each
         receiving CTA must expect (``mbarrier.arrive.expect_tx``)."""
@@ -755,7 +787,7 @@ class NonExecTmaAtom(TmaAtom):
         """The :mod:`nvatom.arch` features its PTX needs (the mode's, and ``.cta_group::2``'s
         for the spec's TWO_CTA load)."""
         fs = [self.instr.feature]
-        if self.mode is TmaLoadMode.TMA_LOAD_TWO_CTA:
+        if self.partition.has(TmaFlags.TWO_CTA):  # the spec's TWO_CTA load: .cta_group::2
             fs.append(CTA_GROUP_FEATURE)
         return tuple(dict.fromkeys(fs))
 
@@ -774,11 +806,15 @@ class NonExecTmaAtom(TmaAtom):
 
 
 def non_exec_tiled_tma_load(mode: TmaLoadMode, smem: Any, gmem: Any, cta_v_map: Any, *,
-                            element_bits: int = 16,
-                            num_multicast: int | None = None) -> NonExecTmaAtom:
-    """``atom.non_exec_tiled_tma_load``: run the partition verifier (steps 1-11)."""
+                            element_bits: int = 16, num_multicast: int | None = None,
+                            sparse: bool = False,
+                            s2t_descriptor: bool = False) -> NonExecTmaAtom:
+    """``atom.non_exec_tiled_tma_load``: run the partition verifier (steps 1-11).  ``sparse``:
+    the tile is sparse metadata; ``s2t_descriptor``: it is the source of a ``tcgen05.cp``
+    (flags bits 5 and 12)."""
     r = verify_tma_partition(TmaKind.LOAD, mode, smem, gmem, cta_v_map,
-                             element_bits=element_bits, num_multicast=num_multicast)
+                             element_bits=element_bits, num_multicast=num_multicast,
+                             sparse=sparse, s2t_descriptor=s2t_descriptor)
     return NonExecTmaAtom(r, element_bits)
 
 
@@ -852,6 +888,19 @@ class ExecTmaAtom(CopyAtom, TmaAtom, AsyncCopyAtom):
     def tx_bytes(self) -> int:
         return self.atom.tx_bytes
 
+    @property
+    def flags(self) -> TmaFlags:
+        """The partition's flags word, echoed for the lowering and prefetch logic."""
+        return self.atom.flags
+
+    @property
+    def sparse(self) -> bool:
+        return self.atom.sparse
+
+    @property
+    def s2t_descriptor(self) -> bool:
+        return self.atom.s2t_descriptor
+
     def available_on(self, t: Target | str) -> bool:
         return atom_record(self.mnemonic).allowed_on(t) and self.atom.available_on(t)
 
@@ -914,6 +963,21 @@ def make_exec_tma(atom: NonExecTmaAtom, barrier: MBarrier | None = None,
             f"make_exec_tma needs a verified non-exec TMA atom, got {type(atom).__name__}")
     if not isinstance(cache_mode, CacheMode):
         raise AtomVerificationError(f"cache mode {cache_mode!r} is not a CacheMode")
+    # the flags word stands for the partition verifier's predicates (bits 6-11): the builder
+    # reads them rather than re-running steps 4-8
+    missing = TmaFlags(PARTITION_CHECKS & ~atom.partition.flags)
+    if missing:
+        raise AtomVerificationError(
+            f"make_exec_tma needs a partition that passed the partition verifier; its flags "
+            f"word {int(atom.partition.flags):#06x} lacks "
+            + ", ".join(f.name.lower() for f in TmaFlags if f & missing))  # type: ignore
+    if atom.kind is not TmaKind.LOAD and atom.partition.flags & (
+            TmaFlags.MULTICAST | TmaFlags.TWO_CTA | TmaFlags.S2T_DESCRIPTOR):
+        raise AtomVerificationError(
+            f"a TMA {atom.kind.name.lower()} partition cannot carry load flags: "
+            + ", ".join(f.name.lower() for f in (TmaFlags.MULTICAST, TmaFlags.TWO_CTA,
+                                                  TmaFlags.S2T_DESCRIPTOR)
+                        if f & atom.partition.flags))
     if atom.kind is TmaKind.LOAD:
         if barrier is None or barrier.memory_space != "smem":
             where = "none" if barrier is None else barrier.memory_space
@@ -921,7 +985,7 @@ def make_exec_tma(atom: NonExecTmaAtom, barrier: MBarrier | None = None,
                 f"a TMA load completes on an mbarrier in shared memory, got {where}")
         n = atom.num_multicast
         if multicast_mask is None:
-            if n > 1:
+            if atom.partition.has(TmaFlags.MULTICAST):
                 raise AtomVerificationError(
                     f"the atom multicasts to {n} CTAs but no CTA mask was bound")
         elif not (_is_int(multicast_mask) and 0 < multicast_mask < 1 << MAX_MULTICAST

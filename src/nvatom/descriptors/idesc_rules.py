@@ -25,7 +25,7 @@ Sources (PTX ISA 9.7.16, "TensorCore 5th Generation Family Instructions"):
 
 Not idesc rules, so not here: what the *instruction* adds (cta_group, ``.ws``, the scale-vector
 qualifier that fixes the scale-factor id of mxf4nvf4 ``scale_vec::4X`` to 0) and what the shared
-memory layout must satisfy (majors of sub-byte types; checked by the atoms).
+memory layout must satisfy (the 8-bit transpose-B N rule of Table 50; checked by the atoms).
 """
 
 from __future__ import annotations

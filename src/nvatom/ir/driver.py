@@ -165,6 +165,11 @@ def verify(module: Module, target_: str | Target | None = None) -> DL.VerifyCtx:
             failed.add(op)
     if diags:
         raise IRError(diags)
+    # the TMA flags bits that depend on how a load's tile is used (sparse metadata, a
+    # tcgen05.cp source): set once everything has verified
+    from nvatom.ir.ops_tma import derive_tma_flags
+
+    derive_tma_flags(module, ctx)
     return ctx
 
 

@@ -111,6 +111,8 @@ LOWERINGS: dict[str, Callable[[Any, Any], None]] = {
     "cute_nvgpu.atom.tma_partition": _tma_partition,
     "cute_nvgpu.prefetch_tma_tensor": _prefetch_tma_tensor,
     "cute_nvgpu.make_tiled_copy": _make_tiled_copy,
+    "cute.make_tiled_copy": _make_tiled_copy,  # the specification's spelling (ir/ops_copy.py)
+    "cute.make_tiled_mma": _make_tiled_copy,  # likewise: the value is the verified tiled MMA
     "cute_nvgpu.tiled_copy.copy": _tiled_copy_copy,
     **lower_sync.LOWERINGS,  # scf.if, more arith, the warp-specialisation ops of ops_sync
     **lower_pipeline.LOWERINGS,  # the cutlass dialect: pipelines and tile schedulers

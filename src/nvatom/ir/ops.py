@@ -12,7 +12,7 @@ from nvatom.ir import xdsl_adapter as X
 __all__ = ["ALL_OPS", "DIALECTS", "EXTRA_OPS"]
 
 #: the operations of ir/ops_tma.py, ir/ops_copy.py and ir/ops_sync.py, by dialect
-EXTRA_OPS = {"cute": ops_sync.SYNC_CUTE_OPS,
+EXTRA_OPS = {"cute": [*ops_sync.SYNC_CUTE_OPS, *X.irdl_ops(*ops_copy.CUTE_OPS)],
              "cute_nvgpu": [*X.irdl_ops(*ops_tma.OPS, *ops_copy.OPS), *ops_sync.SYNC_NVGPU_OPS]}
 ALL_OPS = [*DL.ALL_OPS, *(op for ops in EXTRA_OPS.values() for op in ops), *ops_pipeline.OPS]
 #: the three dialects of ir/dialect.py with the ops_* modules' operations, and the ``cutlass``

@@ -12,6 +12,11 @@
   specification's "cannot vectorize copy" diagnostics) and by the atom's ``verify_instance``
   on thread 0's values; lowered as the atom applied to the (thread, value) -> offset layout
   ``tile o layout_tv`` (``lower_ext._tiled_copy_copy``).  Universal copies and cp.async atoms tile.
+* ``cute.make_tiled_copy`` / ``cute.make_tiled_mma``: the specification's spelling of the two
+  builders (000, "If You Know CUTLASS": "cute.make_tiled_copy / cute.make_tiled_mma builders
+  consuming atom values"), aliases of ``cute_nvgpu.make_tiled_copy`` /
+  ``cute_nvgpu.make_tiled_mma`` (subclasses: the same operands, attributes, verifier and
+  lowering; docs/spec-deviations.md, "cute_nvgpu textual IR").
 * ``generic = true`` on ``cute_nvgpu.atom.copy`` of an ldmatrix/stmatrix atom: the shared
   tile is addressed through a generic address (``cvta.shared``), and the instruction has no
   ``.shared`` state space (``ldmatrix.sync.aligned.m8n8.x4.b16``; PTX ISA "ldmatrix": "If no
@@ -29,7 +34,8 @@ from nvatom.ir import types as TY
 from nvatom.ir.syntax import IRSyntaxError, parse_layout_body
 from nvatom.layout import ComposedLayout, Layout, composition, size, zipped_divide
 
-__all__ = ["OPS", "MakeTiledCopyOp", "TiledCopyCopyOp", "thread_layout"]
+__all__ = ["CUTE_OPS", "OPS", "CuteMakeTiledCopyOp", "CuteMakeTiledMmaOp", "MakeTiledCopyOp",
+           "TiledCopyCopyOp", "thread_layout"]
 
 
 def _layout_attr(op: DL.NvOp, key: str) -> Layout:
@@ -147,3 +153,31 @@ class TiledCopyCopyOp(DL.NvOp):
 
 
 OPS = [MakeTiledCopyOp, TiledCopyCopyOp]
+
+
+
+#: what IRDL registration adds to an operation class (xdsl's irdl_op_definition sets these on
+#: the class itself, so a registered operation cannot be subclassed into another one)
+_IRDL_ADDED = frozenset({"args", "res", "traits", "get_irdl_definition", "verify_",
+                         "__abstractmethods__", "_abc_impl", "__dict__", "__weakref__"})
+
+
+def _alias(cls: type, name: str, doc: str) -> type:
+    """A fresh operation class named ``name`` with ``cls``'s own definition (operands,
+    attributes, inference, verifier), registered separately."""
+    ns = {k: v for k, v in cls.__dict__.items() if k not in _IRDL_ADDED}
+    ns.update(name=name, __doc__=doc, __module__=__name__)
+    return type("Cute" + cls.__name__, cls.__bases__, ns)
+
+
+CuteMakeTiledCopyOp = _alias(
+    MakeTiledCopyOp, "cute.make_tiled_copy",
+    """``%tc = cute.make_tiled_copy %atom {thr_layout = "...", val_layout = "..."}``: the
+    specification's spelling of ``cute_nvgpu.make_tiled_copy``, verified and lowered alike.""")
+CuteMakeTiledMmaOp = _alias(
+    DL.MakeTiledMmaOp, "cute.make_tiled_mma",
+    """``%t = cute.make_tiled_mma %atom {atom_layout = "...", tile = "..."}``: the
+    specification's spelling of ``cute_nvgpu.make_tiled_mma``, verified and lowered alike.""")
+
+#: the builders under the specification's ``cute.`` names (registered in the cute dialect)
+CUTE_OPS = [CuteMakeTiledCopyOp, CuteMakeTiledMmaOp]

@@ -42,7 +42,7 @@ from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.syntax import IRSyntaxError
 
-__all__ = ["OPS", "PrefetchTmaTensorOp", "TmaPartitionOp"]
+__all__ = ["OPS", "PrefetchTmaTensorOp", "TmaPartitionOp", "derive_tma_flags"]
 
 # mode attribute -> (direction, name -> enum member)
 _MODE_ATTRS: dict[str, tuple[T.TmaKind, type, dict[str, Any]]] = {
@@ -146,3 +146,64 @@ class PrefetchTmaTensorOp(DL.NvOp):
 
 
 OPS = [TmaPartitionOp, PrefetchTmaTensorOp]
+
+
+def _uses(value: Any) -> list[tuple[Any, int]]:
+    """(operation, operand index) of each use of an SSA value."""
+    return [(u.operation, u.index) for u in getattr(value, "uses", ())]
+
+
+def derive_tma_flags(module: Any, v: DL.VerifyCtx) -> None:
+    """Set the two flags-word bits (the specification's TMA chapter, "Flags Word") that the
+    partition verifier cannot see from its operands, from the uses of each TMA load's
+    shared-memory destination, once every operation has verified:
+
+    * bit 12 ``s2t_descriptor``: the tile is the source of a ``tcgen05.cp``
+      (``cute_nvgpu.atom.copy`` of an ``atom.s2t_copy``), i.e. read through the SMEM-to-TMEM
+      descriptor;
+    * bit 5 ``sparse``: that copy's TMEM buffer is the sparse-metadata operand (the last) of a
+      sparse UMMA (``cute_nvgpu.atom.mma``).
+
+    The partition result is replaced in the verification facts the lowering reads: the
+    non-exec atom's, the executable atoms bound from it and the transfers that use them."""
+    import dataclasses
+
+    bits: dict[Any, T.TmaFlags] = {}
+    for op in module.walk():
+        if op.name != "cute_nvgpu.atom.tma_load":
+            continue
+        exec_op = DL._defining(op.operands[0])
+        part_op = DL._defining(exec_op.operands[0]) if exec_op is not None else None
+        if not isinstance(v.facts.get(part_op), T.TmaPartitionResult):
+            continue
+        b = bits.get(part_op, T.TmaFlags(0))
+        for user, idx in _uses(op.operands[1]):
+            if user.name != "cute_nvgpu.atom.copy" or idx != 1:
+                continue
+            atom = TY.atom_of(user.operands[0].type)
+            if getattr(atom, "mnemonic", None) != "atom.s2t_copy":
+                continue
+            b |= T.TmaFlags.S2T_DESCRIPTOR
+            for mma, j in _uses(user.operands[2]):
+                umma = TY.atom_of(mma.operands[0].type) if mma.name == "cute_nvgpu.atom.mma" \
+                    else None
+                if getattr(umma, "sparse", False) and getattr(umma, "mnemonic", "").startswith(
+                        "sm100.") and j == len(mma.operands) - 1:
+                    b |= T.TmaFlags.SPARSE
+        bits[part_op] = b
+    for part_op, b in bits.items():
+        r = v.facts[part_op]
+        if not b or r.has(b):
+            continue
+        new = r.with_flags(b)
+        v.facts[part_op] = new
+        for exec_op, _ in _uses(part_op.results[0]):
+            ex = v.facts.get(exec_op)
+            if not isinstance(ex, T.ExecTmaAtom):
+                continue
+            v.facts[exec_op] = dataclasses.replace(
+                ex, atom=dataclasses.replace(ex.atom, partition=new))
+            for apply_op, _ in _uses(exec_op.results[0]):
+                f = v.facts.get(apply_op)
+                if isinstance(f, T.TmaPartitionResult):
+                    v.facts[apply_op] = f.with_flags(b)

@@ -181,6 +181,11 @@ def s2t_source(atom: Any, element_bits: int, layout: Any) -> Any:
             f"{want[0]} x {want[1]} tile of {element_bits}-bit elements (at least 8 rows: the "
             f"descriptor's core matrices), got {layout}")
     desc_layout = layout
+    if isinstance(layout, ComposedLayout) and not layout.offset and \
+            getattr(layout.inner, "bits", None) == 0:
+        # the identity swizzle Sw<0,...>: how a TMA tile without swizzle is written (the TMA
+        # partition verifier's step 5 wants a swizzle layout); the descriptor sees the layout
+        desc_layout = layout = layout.outer
     if bits == 128 and isinstance(layout, Layout):
         # a 16-byte row is half of the descriptor's 32-byte K-block: describe the tile with a
         # second 16-byte column after it (its LBO; the copy does not read it)

@@ -68,7 +68,8 @@ the way the PTX ISA says the hardware does):
   ``.b4x16_p64`` / ``.b6x16_p32`` (ISA 5.5.1.1.1; CUDA driver API
   ``CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B`` / ``16U6_ALIGN16B``: 8-byte gaps after every 8
   bytes of packed 4-bit values, 4-byte gaps after every 12 bytes of 6-bit values) writes:
-  every 16 consecutive elements (along the operand's contiguous dimension) fill one 16-byte
+  every 16 consecutive elements (along the operand's contiguous dimension: K for K-major,
+  M or N for MN-major, which PTX ISA Table 49 allows for both kinds) fill one 16-byte
   unit, their 64 / 96 bits first, element i at bits b*i .. b*i+b-1 of the little-endian
   data, then 8 / 4 bytes of padding that the MMA ignores.  The canonical layout and the
   descriptor arithmetic are those of 8-bit elements (one byte of address per element; CUTLASS
@@ -247,7 +248,8 @@ def read_matrix(smem: Smem, word: int, rows: int, k: int, element_bits: int,
     kbytes = k * element_bits // 8
     if element_bits == 4:
         if major != "K":
-            raise RefError("4-bit operands are K-major")
+            raise RefError("packed 4-bit operands are K-major (PTX ISA Table 49: no transpose for "
+                           "kind::mxf4 / mxf4nvf4)")
         addr = matrix_addresses(word, rows, kbytes, "K", 8)
         byte = smem.data[addr]
         out = np.empty((rows, k), np.uint64)
@@ -280,9 +282,9 @@ def _padded_bits(word: int, rows: int, k: int, element_bits: int,
     if element_bits not in PADDED_DATA_BYTES:
         raise RefError(f"the padded-packed format holds 4- or 6-bit elements, not "
                        f"{element_bits}-bit ones")
-    if major != "K":
-        raise RefError("MN-major FP4/FP6 operands are not modelled (nvatom's UMMA atoms make "
-                       "them K-major)")
+    # K- or MN-major: the descriptor's 8-bit canonical layout puts 16 consecutive elements of
+    # the contiguous dimension (K, or M/N for MN-major) in one 16-byte unit, which is what the
+    # padded format packs (TMA's .b4x16_p64 / .b6x16_p32 pack along the inner dimension)
     addr = matrix_addresses(word, rows, k, major, 8)
     p = addr % 16
     pos = (p * element_bits)[..., None] + np.arange(element_bits)  # data bit of each bit
