@@ -32,7 +32,9 @@ from typing import Any
 
 from nvatom.errors import NvatomError
 from nvatom.kernels import attention_sm90 as sm90
+from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
 from nvatom.runtime.launch import TensorMapCache
+from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import TORCH_DTYPES
 
 __all__ = ["AttentionError", "AttentionProblem", "attention", "check_inputs", "prepare"]
@@ -170,9 +172,6 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
     torch's current stream (benchmarks keep it; :func:`attention` caches them by pointers,
     without ``keep_tensors``: the callable then holds addresses only)."""
     import torch
-
-    from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
-    from nvatom.runtime.ptxas import assemble
 
     cap = _capability(p.device)
     if cap != (9, 0):

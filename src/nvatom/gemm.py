@@ -49,6 +49,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 from nvatom.errors import NvatomError
+from nvatom.runtime import gemm_recipe as gr
 from nvatom.runtime.call_cache import CacheSet, LruDict
 from nvatom.runtime.gemm_plan import (
     OUT_DTYPES,
@@ -61,7 +62,13 @@ from nvatom.runtime.gemm_plan import (
     default_operand_rules,
 )
 from nvatom.runtime.gemm_plan import capability_text as _cc
-from nvatom.runtime.launch import LaunchError, PackedParams, get_kernel
+from nvatom.runtime.launch import (
+    KernelSource,
+    LaunchError,
+    PackedParams,
+    get_kernel,
+    kernel_disk_key,
+)
 from nvatom.runtime.torch_interop import (
     TensorArgumentError,
     TensorInfo,
@@ -708,8 +715,6 @@ def _from_recipe(problem: GemmProblem, cap: tuple[int, ...], dev: int,
     if hit is _MISSING:
         hit = None
         if "nvatom.gemm_providers" not in sys.modules and _built_in_only():
-            from nvatom.runtime import gemm_recipe as gr
-
             rec = gr.load_recipe(gr.recipe_key(rk[0], cap, _sm_count(dev)))
             if rec is not None:
                 try:
@@ -739,8 +744,6 @@ def _record_recipe(r: GemmRoute, problem: GemmProblem, cap: tuple[int, ...]) -> 
     recipe_of = getattr(r.launch, "recipe", None)
     if recipe_of is None or min(r.a.lines, r.b.lines, r.out.lines) <= 1:
         return
-    from nvatom.runtime import gemm_recipe as gr
-    from nvatom.runtime.launch import kernel_disk_key
 
     try:
         rec = recipe_of(r.a, r.b, r.out, problem)
@@ -916,7 +919,6 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
         _remember_fast(fkey, hit, dev)
         return out
     from nvatom.gemm_providers import grouped_plan
-    from nvatom.runtime.launch import KernelSource
 
     b_major = "N" if b0.major == "row" else "K"
     try:

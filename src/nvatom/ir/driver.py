@@ -21,6 +21,7 @@ from nvatom.arch import Target, target
 from nvatom.errors import NvatomError
 from nvatom.ir import dialect as DL
 from nvatom.ir import xdsl_adapter as X
+from nvatom.ir.ops import DIALECTS
 
 __all__ = ["Diagnostic", "IRError", "Module", "parse", "print_module", "verify"]
 
@@ -64,8 +65,6 @@ _CTX: Any = None
 def _context() -> Any:
     global _CTX
     if _CTX is None:
-        from nvatom.ir.ops import DIALECTS
-
         _CTX = X.make_context(DIALECTS)
     return _CTX
 

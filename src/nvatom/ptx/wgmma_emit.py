@@ -45,7 +45,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from nvatom.arch import Target, target
-from nvatom.atoms.sm90 import WgmmaForm
+from nvatom.atoms.sm90 import WgmmaForm, wgmma_form
 from nvatom.atoms.smem import smem_layout, smem_swizzle
 from nvatom.atoms.wgmma_fragments import WARPGROUP, a_layout, accumulator_layout
 from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor, make_gmma_desc
@@ -568,7 +568,6 @@ def build_wgmma_test_module(form: WgmmaForm | str, swizzle: object = "SW128", k_
     accumulators start poisoned and the first step runs with scale-d false; with it they are
     loaded from D and every step runs with scale-d true.  ``scale_a`` / ``scale_b`` = -1
     negate A / B through the imm-scale immediates (forms that have them)."""
-    from nvatom.atoms.sm90 import wgmma_form
 
     form = wgmma_form(form) if isinstance(form, str) else form
     plan = wgmma_test_plan(form, swizzle, k_steps, b_desc_swizzle, a_major=a_major,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from fractions import Fraction
 from typing import Any
 
 from nvatom.errors import NvatomError
@@ -317,7 +318,6 @@ def _instantiate(text: str, t: int, m: int, k: Any, lbo: int, sbo: int) -> Layou
 def _canonical_counts(text: str, major: str, t: int, rows: int, k: int) -> tuple[int, Any]:
     """(m, k) of the ISA's text covering a ``rows x k`` tile (m rounded up: a tile narrower
     than one pattern is its first rows)."""
-    from fractions import Fraction
 
     unit = _instantiate(text, t, 1, 1, 0, 0)
     p0, p1 = size(unit[0]), size(unit[1])
