@@ -211,7 +211,7 @@ def _cmd_desc(args: argparse.Namespace) -> int:
     if args.layout is None:
         raise NvatomError("desc wgmma encode needs --layout '<smem layout>'")
     layout = L.parse_layout(args.layout)
-    desc = wgmma.make_gmma_desc(layout, args.element_bits, args.major,
+    desc = wgmma.make_wgmma_desc(layout, args.element_bits, args.major,
                                 start_address=start)
     print(f"0x{desc.encode():016x}  {desc.explain()}")
     return 0
