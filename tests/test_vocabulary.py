@@ -87,3 +87,19 @@ def test_identifiers_and_modules_name_no_retired_or_marketing_word() -> None:
 def _alias_lines() -> list[int]:
     text = (PKG / "descriptors" / "wgmma.py").read_text().splitlines()
     return [n for n, line in enumerate(text, 1) if ALIAS_MARK in line]
+
+
+def test_the_command_names_atom_families_as_the_registry_does() -> None:
+    """``nvatom atoms --wgmma / --umma / --sm120 / --copy`` are registry families by their
+    registry names, and ``nvatom desc`` names each MMA descriptor by its atom family."""
+    from nvatom.atoms.registry import FAMILIES
+    from nvatom.cli import _parser
+
+    sub = next(a for a in _parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    flags = {o[2:] for a in sub.choices["atoms"]._actions for o in a.option_strings
+             if o.startswith("--")}
+    names = {f.name for f in FAMILIES}
+    family_flags = flags & (names | {"gmma", "tcgen05", "sm90", "sm100"})
+    assert family_flags == {"wgmma", "umma", "sm120", "copy"}, family_flags
+    (kinds,) = [a.choices for a in sub.choices["desc"]._actions if a.dest == "kind"]
+    assert {"wgmma", "umma"} <= set(kinds) <= names | {"idesc"}
