@@ -120,3 +120,16 @@ def test_scale_tensors_are_made_once_per_value_and_bounded(monkeypatch) -> None:
     assert made.count(0.5) == 3
     sentinel = object()
     assert gm._scale_tensor(sentinel, 0) is sentinel  # a tensor is used as given
+
+
+def test_register_provider_drops_the_calls_it_may_reroute(monkeypatch) -> None:
+    """A new provider may take a checked call elsewhere: the call caches and the recipes go,
+    the plans (keyed by the providers' ids) and the launchers stay."""
+    caches = gm.GemmCaches()
+    monkeypatch.setattr(gm, "CACHES", caches)
+    monkeypatch.setattr(gm, "PROVIDERS", [])
+    for section in caches.sections():
+        section[("k",)] = object()
+    gm.register_provider(types.SimpleNamespace(name="fake"))
+    emptied = {name for name, (used, _) in caches.sizes().items() if not used}
+    assert emptied == {"calls", "fresh_calls", "recipes"}
