@@ -40,7 +40,7 @@ def per_call(fn: Any, reps: int = 300) -> float:
 
 
 def checked() -> None:
-    ng._grouped_fast.clear()
+    ng.CACHES.grouped_fast.clear()
     nvatom.grouped_gemm(a, b, offs_h, out=out)
 
 

@@ -235,9 +235,7 @@ def fake_torch(monkeypatch, py_encoder):
     launches: list = []
     monkeypatch.setattr(gm, "get_kernel",
                         lambda src, target, device=0, **kw: _FakeKernel(launches))
-    for name in ("_calls", "_fresh_calls", "_capabilities", "_launchers", "_scale_tensors",
-                 "_plans", "_recipes"):
-        monkeypatch.setattr(gm, name, {})
+    monkeypatch.setattr(gm, "CACHES", gm.GemmCaches())
     monkeypatch.setattr(gm, "PROVIDERS", list(PROVIDERS))
     monkeypatch.setattr(gm, "_record_recipe", lambda *args: None)  # no cache writes
     return types.SimpleNamespace(launches=launches, made=made)
@@ -264,7 +262,7 @@ def test_gemm_fp8_hot_path_keys_the_scales(fake_torch) -> None:
     ls = fake_torch.launches
     assert [_scales_of(p) for p, _ in ls] == [(0x5000, 0x6000), (0x6000, 0x5000),
                                                (0x5000, 0x6000)]
-    assert ls[2][0] is ls[0][0] and ls[0][1] == 77 and len(gm._calls) == 2
+    assert ls[2][0] is ls[0][0] and ls[0][1] == 77 and len(gm.CACHES.calls) == 2
     # the cache hit skips the checks, so the key must hold what they read: a scale with
     # another dtype at the same address is checked again (and refused)
     with pytest.raises(GemmError, match="scale_a has dtype bfloat16"):
@@ -288,7 +286,7 @@ def test_gemm_fp8_float_scales_made_once(fake_torch) -> None:
 def test_gemm_bf16_call_key_has_no_scale_entries(fake_torch) -> None:
     a, b, d = _abd(256, 384, 512, dtype="torch.bfloat16")
     gm.gemm(a, b, d)
-    (key,) = gm._calls
+    (key,) = gm.CACHES.calls
     assert len(key) == 18  # pointers, shapes, strides, dtypes, devices, acc, provider, fast
     assert len(fake_torch.launches[0][0].data(5)) == 4  # K: the last of six arguments
     with pytest.raises(IndexError):
@@ -421,7 +419,7 @@ def test_gemm_fast_accum_is_part_of_the_call_key(fake_torch) -> None:
     gm.gemm(a, b, d, scale_a=1.0, scale_b=1.0)
     gm.gemm(a, b, d, scale_a=1.0, scale_b=1.0, fast_accum=True)
     gm.gemm(a, b, d, scale_a=1.0, scale_b=1.0)  # a hit
-    assert len(gm._calls) == 2 and len(fake_torch.launches) == 3
+    assert len(gm.CACHES.calls) == 2 and len(fake_torch.launches) == 3
     sa, sb = scale(0x5000, shape=(256, 1), device=DEV), scale(0x6000, shape=(1, 384), device=DEV)
     gm.gemm(a, b, d, scale_a=sa, scale_b=sb)
     assert _scales_of(fake_torch.launches[-1][0]) == (0x5000, 0x6000)

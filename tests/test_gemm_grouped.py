@@ -199,19 +199,19 @@ def test_grouped_variant_plans_with_its_arguments_and_restores() -> None:
     import nvatom.gemm_providers as gp
 
     orig = gp.grouped_plan
-    ng._grouped_calls[("stale",)] = (None, None, None)
-    ng._grouped_fast[("stale",)] = (None, None, None, None)
+    ng.CACHES.grouped_calls[("stale",)] = (None, None, None)
+    ng.CACHES.grouped_fast[("stale",)] = (None, None, None, None)
     seen: dict[str, object] = {}
     with pytest.raises(RuntimeError, match="inside"):
         with ng.grouped_variant(group_sched="scan") as calls:
-            assert calls is ng._grouped_calls and not calls and not ng._grouped_fast
+            assert calls is ng.CACHES.grouped_calls and not calls and not ng.CACHES.grouped_fast
             assert gp.grouped_plan is not orig
             seen.update(gp.grouped_plan.keywords)  # the partial's fixed arguments
             calls[("new",)] = (None, None, None)
             raise RuntimeError("inside")
     assert seen == {"group_sched": "scan"}
     assert gp.grouped_plan is orig
-    assert not ng._grouped_calls and not ng._grouped_fast
+    assert not ng.CACHES.grouped_calls and not ng.CACHES.grouped_fast
 
 
 _B2 = Fake3((2, 128, 64), (128 * 64, 64, 1))

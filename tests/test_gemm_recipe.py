@@ -240,9 +240,7 @@ def test_gemm_launches_from_a_recipe_as_the_planned_path(tmp_path, monkeypatch) 
     monkeypatch.setattr(gr, "load_cached_kernel", lambda *args: Kernel("recipe"))
     monkeypatch.setattr(gp.TENSOR_MAPS, "encoder", lambda tm: _fake_map(tm.driver_args()))
     monkeypatch.setattr(gr, "_encode_tiled", _fake_map)
-    for name in ("_calls", "_fresh_calls", "_capabilities", "_launchers", "_recipes"):
-        monkeypatch.setattr(gm, name, {})
-    monkeypatch.setattr(gm, "_recorded", set())
+    monkeypatch.setattr(gm, "CACHES", gm.GemmCaches())
     gp.TENSOR_MAPS.clear()
     shapes = [(256, 512, 128), (1000, 264, 72), (3, 4096, 8)]
 
@@ -261,12 +259,12 @@ def test_gemm_launches_from_a_recipe_as_the_planned_path(tmp_path, monkeypatch) 
     planned = run_all("plan")
     assert list(tmp_path.rglob("gemm-recipes/*/*.entry")), "the planned call wrote a recipe"
     monkeypatch.delitem(sys.modules, "nvatom.gemm_providers")
-    for name in ("_calls", "_capabilities", "_launchers", "_recipes"):
-        monkeypatch.setattr(gm, name, {})
+    for name in ("calls", "capabilities", "launchers", "recipes"):
+        getattr(gm.CACHES, name).clear()
     assert run_all("recipe") == planned
     # the call cache without out: the second call skips the checks and packs by out's address
     a, b = _t(256, 128, 128, log=log), _t(128, 512, 512, log=log)
     log.clear()
     r1, r2 = gm.gemm(a, b), gm.gemm(a, b)
-    assert len(gm._fresh_calls) == 1 and r1.ptr != r2.ptr
+    assert len(gm.CACHES.fresh_calls) == 1 and r1.ptr != r2.ptr
     assert [e[0] for e in log if e[0] == "recipe"] == ["recipe", "recipe"]

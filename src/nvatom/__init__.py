@@ -8,6 +8,7 @@ costs only the layout algebra (``bench/import_time.py`` measures both).
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 __version__ = "0.1.0"
@@ -20,8 +21,6 @@ def __getattr__(name: str) -> Any:
     if name == "gemm":
         # the module nvatom/gemm.py, which is callable (``nvatom.gemm(a, b)`` runs its
         # ``gemm``): one object, however it is reached (``import nvatom.gemm as g`` too)
-        import importlib
-
         return importlib.import_module("nvatom.gemm")
     if name == "attention":  # the same, for nvatom.attention (nvatom/attention.py)
         from nvatom.attention import attention

@@ -39,7 +39,9 @@ from nvatom.kernels.sm90.attention_config import (
     default_config,
 )
 from nvatom.kernels.sm90.attention_launch import launch_geometry, scale_log2, tensor_maps
+from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
 from nvatom.runtime.launch import TensorMapCache
+from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import TORCH_DTYPES
 
 __all__ = ["AttentionError", "AttentionProblem", "attention", "check_inputs", "prepare"]
@@ -180,9 +182,6 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
     torch's current stream (benchmarks keep it; :func:`attention` caches them by pointers,
     without ``keep_tensors``: the callable then holds addresses only)."""
     import torch
-
-    from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
-    from nvatom.runtime.ptxas import assemble
 
     cap = _capability(p.device)
     if cap != (9, 0):

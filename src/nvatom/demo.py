@@ -22,14 +22,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import nvatom
+from nvatom.arch import TARGETS
+from nvatom.gemm import check_operands, plan
+from nvatom.kernels.mma_demo import build_demo_module
+from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.kernels.sm90.launch import default_config
+from nvatom.runtime.ptxas import assemble
+
 __all__ = ["gpu_attention_check", "gpu_gemm_check", "gpu_skip_reason", "run_demo"]
 
 GEMM_N = 4096
 
 
 def _tiers() -> None:
-    from nvatom.arch import TARGETS
-
     by: dict[str, list[str]] = {}
     for t in TARGETS.values():
         by.setdefault(t.tier.label, []).append(t.name)
@@ -38,9 +44,6 @@ def _tiers() -> None:
 
 
 def _mma_demo(targets: Sequence[str], out: Path) -> None:
-    from nvatom.kernels.mma_demo import build_demo_module
-    from nvatom.runtime.ptxas import assemble
-
     for tname in targets:
         mod = build_demo_module(tname, "f16")
         text = mod.emit()
@@ -52,9 +55,6 @@ def _mma_demo(targets: Sequence[str], out: Path) -> None:
 
 def _sm90_gemm(out: Path) -> dict[str, Any]:
     """Build, emit and assemble the default SM90 GEMM; print and return what was measured."""
-    from nvatom.kernels.sm90.gemm import build_gemm_sm90
-    from nvatom.kernels.sm90.launch import default_config
-    from nvatom.runtime.ptxas import assemble
 
     cfg = default_config("bf16")
     t0 = time.perf_counter()
@@ -117,9 +117,6 @@ def gpu_gemm_check(n: int = GEMM_N, *, rounds: int = 5, batch: int = 20) -> dict
     launches between one pair of CUDA events)."""
     import torch
 
-    import nvatom
-    from nvatom.gemm import check_operands, plan
-
     g = torch.Generator(device="cuda").manual_seed(7)
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -149,8 +146,6 @@ def gpu_gemm_check(n: int = GEMM_N, *, rounds: int = 5, batch: int = 20) -> dict
 
 def run_demo(targets: Sequence[str] = ("sm_80", "sm_90a"), out: str | Path = "build/demo",
              *, show_ptx: bool = False) -> int:
-    from nvatom.kernels.mma_demo import build_demo_module
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     print("== SM target tiers (nvatom targets --features for the feature matrix) ==")
@@ -198,8 +193,6 @@ def gpu_attention_check(b: int = 4, h: int = 16, s: int = 4096, d: int = 128, *,
     halved when causal; median of interleaved rounds)."""
     import torch
     import torch.nn.functional as F
-
-    import nvatom
 
     g = torch.Generator(device="cuda").manual_seed(11)
     q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, generator=g)

@@ -46,9 +46,11 @@ import math
 import sys
 import types
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from nvatom.errors import F32_MAX, NvatomError, f32_number, shown
+from nvatom.runtime import gemm_recipe as gr
+from nvatom.runtime.call_cache import CacheSet, LruDict
 from nvatom.runtime.gemm_plan import (
     OUT_DTYPES,
     PLAIN_DTYPES,
@@ -60,7 +62,13 @@ from nvatom.runtime.gemm_plan import (
     default_operand_rules,
 )
 from nvatom.runtime.gemm_plan import capability_text as _cc
-from nvatom.runtime.launch import LaunchError, PackedParams, get_kernel
+from nvatom.runtime.launch import (
+    KernelSource,
+    LaunchError,
+    PackedParams,
+    get_kernel,
+    kernel_disk_key,
+)
 from nvatom.runtime.torch_interop import (
     TensorArgumentError,
     TensorInfo,
@@ -79,6 +87,7 @@ __all__ = [
     "OperandRule",
     "Sm80Provider",  # noqa: F822
     "Sm90Provider",  # noqa: F822
+    "clear_caches",
     "explain",
     "gemm",
     "grouped_gemm",
@@ -103,6 +112,65 @@ STAGE_ALIGN = 256
 
 class GemmError(NvatomError, ValueError):
     """A GEMM that nvatom cannot run as asked (shapes, types, device)."""
+
+
+class GemmCaches(CacheSet):
+    """Every host cache of :func:`gemm` and :func:`grouped_gemm`: one bounded LRU section each,
+    its size stated once in ``SIZES``.  :data:`CACHES` is the module's; :func:`clear_caches`
+    empties it.  A call-cache entry keeps its own launcher, arguments and scale tensors alive,
+    so dropping a plan, a launcher or a scale tensor from another section never frees
+    something a cached call still uses."""
+
+    SIZES: ClassVar[dict[str, int]] = {
+        "plans": 256, "named_plans": 256, "launchers": 256, "capabilities": 64,
+        "recipes": 256, "recorded": 256, "scale_tensors": 256, "calls": 256,
+        "fresh_calls": 256, "grouped_calls": 64, "grouped_fast": 64,
+    }
+    #: (problem, capability, the registered providers' ids) -> (launch plan, target).
+    plans: LruDict[tuple[Any, ...], tuple[GemmLaunch, str]]
+    #: (problem, capability, provider name) -> (launch plan, target): ``provider=`` calls.
+    named_plans: LruDict[tuple[Any, ...], tuple[GemmLaunch, str]]
+    #: (id of a plan, device) -> (the plan, its prepared Launcher).
+    launchers: LruDict[tuple[int, int], tuple[GemmLaunch, Any]]
+    #: device index -> compute capability (asked of torch once).
+    capabilities: LruDict[int, tuple[int, ...]]
+    #: (problem class, capability, device) -> (RecipeLaunch, operand rules) or None.
+    recipes: LruDict[tuple[Any, ...], Any]
+    #: the problem classes whose recipe this process has written (-> True).
+    recorded: LruDict[tuple[Any, ...], bool]
+    #: (float value, device) -> float32 one-element CUDA tensor: scales given as numbers.
+    scale_tensors: LruDict[tuple[float, int], Any]
+    #: checked calls with ``out``: (pointers, shapes, strides, dtypes, devices, acc, provider,
+    #: fast_accum, out's pointer, shape, stride, dtype, device[, scales]) -> (launcher, packed
+    #: arguments, device, scale tensors kept alive).
+    calls: LruDict[tuple[Any, ...], tuple[Any, Any, int, Any]]
+    #: checked calls without ``out`` (the same key without out's part) -> (launcher, argument
+    #: packer, a's and b's TensorInfo, problem, scale addresses, output dtype, device, scale
+    #: tensors kept alive): a call allocates its output and packs by its address.
+    fresh_calls: LruDict[tuple[Any, ...], tuple[Any, ...]]
+    #: grouped calls: (a, b[0], out as TensorInfo (pointers, shapes, strides), b's strides, G,
+    #: offsets[, scales]) -> (launcher, packed arguments, the device buffer of maps and tile
+    #: counts (and scale tensors)).
+    grouped_calls: LruDict[tuple[Any, ...], tuple[Any, Any, Any]]
+    #: grouped calls with ``out`` (unchecked key, :func:`_grouped_fast_key`) -> (launcher,
+    #: packed arguments, the device buffer, the device).
+    grouped_fast: LruDict[tuple[Any, ...], tuple[Any, Any, Any, Any]]
+
+
+#: This module's host caches (:class:`GemmCaches`); dispatch reads the attribute each call, so
+#: tests may replace it with a fresh ``GemmCaches()`` (monkeypatch).
+CACHES = GemmCaches()
+
+
+def clear_caches() -> None:
+    """Empty every host cache of :func:`gemm` and :func:`grouped_gemm` (:data:`CACHES`) and, once
+    the providers are imported, their tensor maps (``gemm_providers.TENSOR_MAPS``): the next
+    call checks, plans, prepares and packs anew.  Compiled kernels stay loaded (their cache
+    is :mod:`nvatom.runtime.launch`'s)."""
+    CACHES.clear()
+    providers = sys.modules.get("nvatom.gemm_providers")
+    if providers is not None:
+        providers.TENSOR_MAPS.clear()
 
 
 #: The providers in dispatch order (:mod:`nvatom.gemm_providers`; :func:`register_provider`
@@ -141,9 +209,6 @@ def __getattr__(name: str) -> Any:
         return getattr(gp, name)
     raise AttributeError(f"module 'nvatom.gemm' has no attribute {name!r}")
 
-#: (problem, capability, providers) -> (launch plan, target): gemm() plans a shape once.
-_plans: dict[tuple[Any, ...], tuple[GemmLaunch, str]] = {}
-
 
 def register_provider(provider: GemmProvider, *, first: bool = True) -> None:
     """Add a provider; ``first`` puts it ahead of the existing ones (more specific kernels)."""
@@ -154,9 +219,9 @@ def register_provider(provider: GemmProvider, *, first: bool = True) -> None:
         providers.insert(0, provider)
     else:
         providers.append(provider)
-    _calls.clear()  # a checked call may now dispatch elsewhere
-    _fresh_calls.clear()
-    _recipes.clear()
+    CACHES.calls.clear()  # a checked call may now dispatch elsewhere
+    CACHES.fresh_calls.clear()
+    CACHES.recipes.clear()
 
 
 def plan(problem: GemmProblem, capability: tuple[int, int],
@@ -166,9 +231,9 @@ def plan(problem: GemmProblem, capability: tuple[int, int],
     if providers is None:
         providers = _providers()
         key = (problem, tuple(capability), tuple(id(p) for p in providers))
-        hit = _plans.get(key)
+        hit = CACHES.plans.get(key)
         if hit is None:
-            hit = _plans[key] = plan(problem, capability, providers)
+            hit = CACHES.plans[key] = plan(problem, capability, providers)
         return hit
     for p in providers:
         if p.supports(problem, capability):
@@ -540,8 +605,8 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
 
     Host cost: a call whose operands match an earlier one in everything the checks read
     (pointers, shapes, strides, dtypes, devices; ``out``'s too when given) skips the checks
-    and goes straight to its prepared launcher and packed arguments (:data:`_calls` with
-    ``out``, :data:`_fresh_calls` without: there a fresh output is allocated and its
+    and goes straight to its prepared launcher and packed arguments (``CACHES.calls`` with
+    ``out``, ``CACHES.fresh_calls`` without: there a fresh output is allocated and its
     argument block looked up by its address, bounded LRU); any other call is checked, then
     planned (memoized per problem and device), its launcher prepared (per plan) and its
     arguments packed with their encoded tensor maps (bounded LRU per pointers and strides);
@@ -557,7 +622,7 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
             key += (out.data_ptr(), out.shape, out.stride(), out.dtype, out.device)
         if scale_a is not None or scale_b is not None:  # bf16/f16 calls pay nothing
             key += (_scale_key(scale_a), _scale_key(scale_b))
-        hit = _calls.get(key) if out is not None else _fresh_calls.get(key)
+        hit = (CACHES.calls if out is not None else CACHES.fresh_calls).get(key)
     except Exception:  # not tensors, or unhashable: the checks below say what is wrong
         key = hit = None
     if hit is not None:
@@ -592,9 +657,9 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
         out.zero_()
         return out
     dev = ai.device
-    cap = _capabilities.get(dev)
+    cap = CACHES.capabilities.get(dev)
     if cap is None:
-        cap = _capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
+        cap = CACHES.capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
     scales = keep = None
     if problem.in_dtype in SCALED_DTYPES:
         sa, sb = _scale_tensor(scale_a, dev), _scale_tensor(scale_b, dev)
@@ -607,12 +672,12 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     else:
         r = route(ai, bi, oi, problem, cap, provider)  # type: ignore[arg-type]
         launch = r.launch
-        cached = _launchers.get((id(launch), dev))
+        cached = CACHES.launchers.get((id(launch), dev))
         if cached is None or cached[0] is not launch:
             kernel = get_kernel(launch.source, r.target, device=dev, backend="driver")
             cached = (launch, kernel.launcher(launch.grid, launch.block, shmem=launch.shmem,
                                               cluster=launch.cluster))
-            _launchers[(id(launch), dev)] = cached
+            CACHES.launchers[(id(launch), dev)] = cached
         run = cached[1]
         if r.staged:
             _run_staged(r, run, {"a": a, "b": b, "out": out}, problem, scales, stream)
@@ -623,13 +688,10 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     params = packer.packed(ai, bi, oi, problem, scales)
     run(params, stream)
     if key is not None:
-        calls = _fresh_calls if fresh else _calls
-        if len(calls) >= _MAX_CALLS:
-            del calls[next(iter(calls))]  # the oldest entry
         if fresh:
-            calls[key] = (run, packer, ai, bi, problem, scales, out.dtype, dev, keep)
+            CACHES.fresh_calls[key] = (run, packer, ai, bi, problem, scales, out.dtype, dev, keep)
         else:
-            calls[key] = (run, params, dev, keep)  # keep: scale tensors made from floats
+            CACHES.calls[key] = (run, params, dev, keep)  # keep: scale tensors made from floats
     return out
 
 
@@ -652,12 +714,10 @@ def _from_recipe(problem: GemmProblem, cap: tuple[int, ...], dev: int,
     from disk only while the providers are not imported yet (once they are, planning is as
     cheap), once per process."""
     rk = (_problem_class(problem), cap, dev)
-    hit = _recipes.get(rk, _MISSING)
+    hit = CACHES.recipes.get(rk, _MISSING)
     if hit is _MISSING:
         hit = None
         if "nvatom.gemm_providers" not in sys.modules and _built_in_only():
-            from nvatom.runtime import gemm_recipe as gr
-
             rec = gr.load_recipe(gr.recipe_key(rk[0], cap, _sm_count(dev)))
             if rec is not None:
                 try:
@@ -665,7 +725,7 @@ def _from_recipe(problem: GemmProblem, cap: tuple[int, ...], dev: int,
                     hit = (gr.RecipeLaunch(rec, dev), rules)
                 except (LaunchError, KeyError, TypeError, ValueError):
                     hit = None  # a recipe we cannot use: plan instead
-        _recipes[rk] = hit
+        CACHES.recipes[rk] = hit
     if hit is None:
         return None
     fast, rules = hit
@@ -681,14 +741,12 @@ def _record_recipe(r: GemmRoute, problem: GemmProblem, cap: tuple[int, ...]) -> 
     """Write the recipe of ``r``'s problem class (once per process and class) when its
     launch can state one and only the built-in providers are registered."""
     rk = (_problem_class(problem), cap, r.a.device)
-    if rk in _recorded or not _built_in_only():
+    if rk in CACHES.recorded or not _built_in_only():
         return
-    _recorded.add(rk)
+    CACHES.recorded[rk] = True
     recipe_of = getattr(r.launch, "recipe", None)
     if recipe_of is None or min(r.a.lines, r.b.lines, r.out.lines) <= 1:
         return
-    from nvatom.runtime import gemm_recipe as gr
-    from nvatom.runtime.launch import kernel_disk_key
 
     try:
         rec = recipe_of(r.a, r.b, r.out, problem)
@@ -766,7 +824,7 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
     fkey = _grouped_fast_key(a, b, offsets, out)
     if fkey is not None and (scale_a is not None or scale_b is not None or fast_accum):
         fkey += (_scale_key(scale_a), _scale_key(scale_b), fast_accum)
-    hit = _grouped_fast.get(fkey) if fkey is not None else None
+    hit = CACHES.grouped_fast.get(fkey) if fkey is not None else None
     if hit is not None:
         import torch
 
@@ -849,22 +907,21 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
         out[: ends[-1]].zero_()
         return out
     dev = ai.device
-    cap = _capabilities.get(dev)
+    cap = CACHES.capabilities.get(dev)
     if cap is None:
-        cap = _capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
+        cap = CACHES.capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
     if tuple(cap) != (9, 0):
         raise GemmError(f"grouped_gemm runs on the SM90 kernel (compute capability 9.0, "
                         f"WGMMA and TMA); this GPU is {_cc(cap)}")
     key = (ai, b0, oi, tuple(int(x) for x in b.stride()), groups, tuple(ends))
     if fp8:
         key += (_scale_key(scale_a), _scale_key(scale_b), fast_accum)
-    hit = _grouped_calls.get(key)
+    hit = CACHES.grouped_calls.get(key)
     if hit is not None:  # the same operands and offsets: maps and tile counts already there
         hit[0](hit[1], torch.cuda.current_stream(dev).cuda_stream)
         _remember_fast(fkey, hit, dev)
         return out
     from nvatom.gemm_providers import grouped_plan
-    from nvatom.runtime.launch import KernelSource
 
     b_major = "N" if b0.major == "row" else "K"
     try:
@@ -895,10 +952,8 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
         keep += (sa, sb)
     params = PackedParams.of(src.params, args)
     run(params, torch.cuda.current_stream(dev).cuda_stream)
-    if len(_grouped_calls) >= _MAX_GROUPED_CALLS:
-        del _grouped_calls[next(iter(_grouped_calls))]  # the oldest entry
-    _grouped_calls[key] = (run, params, keep)  # the maps (and scales) stay on the device
-    _remember_fast(fkey, _grouped_calls[key], dev)
+    hit = CACHES.grouped_calls[key] = (run, params, keep)  # the maps (and scales) stay there
+    _remember_fast(fkey, hit, dev)
     return out
 
 
@@ -928,25 +983,13 @@ def _grouped_fast_key(a: Any, b: Any, offsets: Any, out: Any) -> tuple[Any, ...]
 
 
 def _remember_fast(fkey: tuple[Any, ...] | None, hit: tuple[Any, Any, Any], dev: Any) -> None:
-    """Enter a checked and planned call into the grouped call cache (oldest entry out)."""
-    if fkey is None:
-        return
-    if len(_grouped_fast) >= _MAX_GROUPED_CALLS:
-        del _grouped_fast[next(iter(_grouped_fast))]
-    _grouped_fast[fkey] = (*hit, dev)
-
-
-#: grouped calls: (a, b[0], out as TensorInfo (pointers, shapes, strides), b's strides, G,
-#: offsets) -> (launcher, packed arguments, the device buffer of maps and tile counts).
-_grouped_calls: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
-#: grouped calls with ``out`` (unchecked key, :func:`_grouped_fast_key`) -> (launcher, packed
-#: arguments, the device buffer, the device).
-_grouped_fast: dict[tuple[Any, ...], tuple[Any, Any, Any, Any]] = {}
-_MAX_GROUPED_CALLS = 64
+    """Enter a checked and planned call into the unchecked grouped call cache."""
+    if fkey is not None:
+        CACHES.grouped_fast[fkey] = (*hit, dev)
 
 
 @contextlib.contextmanager
-def grouped_variant(**plan_kwargs: Any) -> Iterator[dict[tuple[Any, ...], tuple[Any, Any, Any]]]:
+def grouped_variant(**plan_kwargs: Any) -> Iterator[LruDict[tuple[Any, ...], tuple[Any, Any, Any]]]:
     """Plan the ``grouped_gemm`` calls made inside the block with
     ``gemm_providers.grouped_plan(..., **plan_kwargs)`` (another ``group_sched`` or kernel
     ``config``: tuning scripts, benches and tests). The grouped call caches are emptied on
@@ -956,14 +999,14 @@ def grouped_variant(**plan_kwargs: Any) -> Iterator[dict[tuple[Any, ...], tuple[
 
     orig = gp.grouped_plan
     gp.grouped_plan = functools.partial(orig, **plan_kwargs)
-    _grouped_calls.clear()
-    _grouped_fast.clear()
+    CACHES.grouped_calls.clear()
+    CACHES.grouped_fast.clear()
     try:
-        yield _grouped_calls
+        yield CACHES.grouped_calls
     finally:
         gp.grouped_plan = orig
-        _grouped_calls.clear()
-        _grouped_fast.clear()
+        CACHES.grouped_calls.clear()
+        CACHES.grouped_fast.clear()
 
 
 def _staging_buffer(t: TensorInfo, like: Any, rule: OperandRule) -> Any:
@@ -1016,54 +1059,31 @@ def _scale_key(v: Any) -> Any:
 
 def _scale_tensor(v: Any, device: int) -> Any:
     """A checked scale as a device tensor: a tensor as given, a number as a float32 tensor
-    made once per (value, device) (:data:`_scale_tensors`, bounded LRU)."""
+    made once per (value, device) (``CACHES.scale_tensors``)."""
     if not isinstance(v, (int, float)):
         return v
     key = (float(v), device)
-    hit = _scale_tensors.pop(key, None)
+    hit = CACHES.scale_tensors.get(key)
     if hit is None:
         import torch
 
         hit = torch.full((1,), float(v), dtype=torch.float32, device=f"cuda:{device}")
-        if len(_scale_tensors) >= _MAX_CALLS:
-            del _scale_tensors[next(iter(_scale_tensors))]  # least recently used
-    _scale_tensors[key] = hit
+        CACHES.scale_tensors[key] = hit
     return hit
 
 
 def _plan_with(problem: GemmProblem, capability: tuple[int, int],
                name: str) -> tuple[GemmLaunch, str]:
     key = (problem, capability, name)
-    hit = _named_plans.get(key)
+    hit = CACHES.named_plans.get(key)
     if hit is not None:
         return hit
     chosen = [_provider_named(name, _providers())]
-    hit = _named_plans[key] = plan(problem, capability, chosen)
+    hit = CACHES.named_plans[key] = plan(problem, capability, chosen)
     return hit
 
 
-_named_plans: dict[tuple[Any, ...], tuple[GemmLaunch, str]] = {}
-#: checked calls with ``out``: (pointers, shapes, strides, dtypes, devices, acc, provider,
-#: fast_accum, out's pointer, shape, stride, dtype, device[, scales]) -> (launcher, packed
-#: arguments, device, scale tensors kept alive); at most _MAX_CALLS, oldest dropped first.
-_calls: dict[tuple[Any, ...], tuple[Any, PackedParams, int, Any]] = {}
-#: checked calls without ``out`` (the same key without out's part) -> (launcher, argument
-#: packer, a's and b's TensorInfo, problem, scale addresses, output dtype, device, scale
-#: tensors kept alive): a call allocates its output and packs by its address (LRU).
-_fresh_calls: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-#: (problem class, capability, device) -> (RecipeLaunch, operand rules) or None.
-_recipes: dict[tuple[Any, ...], Any] = {}
-#: the problem classes whose recipe this process has written.
-_recorded: set[tuple[Any, ...]] = set()
 _MISSING = object()
-#: (float value, device) -> float32 one-element CUDA tensor: scales given as numbers.  A call
-#: cache entry keeps its own tensors alive, so dropping one here never frees a live argument.
-_scale_tensors: dict[tuple[float, int], Any] = {}
-_MAX_CALLS = 256
-#: device index -> compute capability (asked of torch once).
-_capabilities: dict[int, tuple[int, ...]] = {}
-#: (id of a memoized plan, device) -> (the plan, its prepared Launcher).
-_launchers: dict[tuple[int, int], tuple[GemmLaunch, Any]] = {}
 
 
 class _GemmModule(types.ModuleType):

@@ -51,7 +51,14 @@ from nvatom.runtime.gemm_plan import (
     capability_text,
     default_operand_rules,
 )
-from nvatom.runtime.launch import ByValue, KernelSource, TensorMapCache
+from nvatom.runtime.gemm_recipe import _encode_tiled, evaluate_maps
+from nvatom.runtime.launch import (
+    ByValue,
+    KernelSource,
+    TensorMapCache,
+    build_cubin,
+    kernel_disk_key,
+)
 from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import TORCH_DTYPES, torch_dtype
 
@@ -312,7 +319,6 @@ def _sm90_recipe(cfg: Any, sms: int, launch: GemmLaunch, arg_names: Sequence[str
     (:data:`_PROBE`), each dimension and stride replaced by the symbol it equals, checked
     against the spec at the call's own sizes.  ``tile_rule``: the size rule that chose the
     tile (``accepts["tile_rule"]``: the recipe serves only sizes it picks this tile for)."""
-    from nvatom.runtime.gemm_recipe import evaluate_maps
 
     maps = symbolic_maps(cfg, sms)
     if maps is None:
@@ -358,7 +364,6 @@ def _tile_alternatives(cfg: Any, sms: int, arg_names: Sequence[str], provider: s
     with its kernel assembled into the disk cache now, so that a later process launches
     every size of the class from the recipe (:class:`nvatom.runtime.gemm_recipe.
     RecipeLaunch` picks by the rule)."""
-    from nvatom.runtime.launch import build_cubin, kernel_disk_key
 
     out: dict[str, Any] = {}
     for i, choice in enumerate(rule_settings(tile_rule)):
@@ -527,7 +532,6 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
     the ping-pong schedule).  FP8 (``in_dtype`` e4m3/e5m2, ``b_dtype`` B's where it
     differs, K-major B): the plain FP8 default of ``scale_mode`` and ``fast_accum`` (its
     128 x 192 promoted tile: no per-size choice, the groups' sizes differ)."""
-    from nvatom.runtime.gemm_recipe import _encode_tiled, evaluate_maps
 
     if config is None and in_dtype in FP8_DTYPES:
         config = default_config(in_dtype, out_dtype, "K", b_dtype=b_dtype,

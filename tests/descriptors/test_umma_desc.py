@@ -327,4 +327,4 @@ def test_sw128_32b_refusals_name_the_values() -> None:
         make_umma_desc(comp(Swizzle(2, 3, 2), Layout((8, 32), (32, 1))), 32, "K")
     assert UmmaSmemDescriptor(0, 16, 16, layout_type="SW128_32B").swizzle.name == "SW128_32B"
     with pytest.raises(DescriptorError, match="no SM90 equivalent"):
-        UmmaSmemDescriptor(0, 16, 16, layout_type="SW128_32B").as_gmma()
+        UmmaSmemDescriptor(0, 16, 16, layout_type="SW128_32B").as_wgmma()

@@ -7,7 +7,7 @@ Golden values come only from sources outside nvatom:
   0x10000, LBO field 0x200 = 8192 B, SBO 0, layout type 0, reserved bit 52 set), and the correct
   encodings ``0x4000000000801000`` (start 0x10000, LBO 2048, SBO 0, 128B) and
   ``0x4000004000011000`` (CUTLASS canonical 128B K-major: LBO field 1, SBO 1024 B).
-* [cutlass] CUTLASS include/cute/atom/mma_traits_sm90_gmma.hpp, ``make_gmma_desc``: the
+* [cutlass] CUTLASS include/cute/atom/mma_traits_sm90_gmma.hpp, ``make_wgmma_desc``: the
   canonical layouts in 16-byte units (K-major ``((8,n),2):((W,SBO),1)``, INTERLEAVE
   ``((8,n),2):((1,SBO),LBO)``; MN-major ``((W,n),(8,k)):((1,LBO),(W,SBO))``, INTERLEAVE
   ``((1,n),(8,k)):((X,SBO),(1,LBO))``) and its ``GMMA::Layout_*_Atom_Bits`` atoms; the
@@ -28,12 +28,12 @@ from nvatom.descriptors import (
     FIELDS,
     RESERVED_MASK,
     DescriptorError,
-    GmmaDescriptor,
-    canonical_gmma_layout,
+    WgmmaDescriptor,
+    canonical_wgmma_layout,
     check_desc_matches,
     decode,
     decode_fields,
-    make_gmma_desc,
+    make_wgmma_desc,
 )
 from nvatom.layout import ComposedLayout, Layout, Swizzle, composition
 
@@ -57,7 +57,7 @@ def test_field_table_is_cutlass_gmma_descriptor():
     ((0x10000, 16, 1024, 0, "SW128"), 0x4000004000011000),
 ])
 def test_hand_encoded_golden_words(fields, word):
-    d = GmmaDescriptor(*fields)
+    d = WgmmaDescriptor(*fields)
     assert d.encode() == word
     assert decode(word) == d
     assert int(d) == word
@@ -67,7 +67,7 @@ def test_hand_encoded_golden_words(fields, word):
                                         ("SW32", 3)])
 def test_layout_type_codes(mode, code):
     # [cutlass] GMMA::LayoutType; [isa] bits 62-63
-    assert GmmaDescriptor(0, 0, 0, 0, mode).encode() == code << 62
+    assert WgmmaDescriptor(0, 0, 0, 0, mode).encode() == code << 62
     assert decode(code << 62).layout_type is smem_swizzle(mode)
 
 
@@ -75,8 +75,8 @@ def test_explain():
     d = decode(0x4000004000011000)
     assert d.explain() == "start=0x10000 lbo=16 sbo=1024 base_offset=0 swizzle=128B"
     assert str(d) == "0x4000004000011000 (" + d.explain() + ")"
-    assert "swizzle=INTERLEAVE" in GmmaDescriptor(0, 16, 16).explain()
-    assert GmmaDescriptor(0, 0, 0, 0, 32).swizzle.name == "SW32"
+    assert "swizzle=INTERLEAVE" in WgmmaDescriptor(0, 16, 16).explain()
+    assert WgmmaDescriptor(0, 0, 0, 0, 32).swizzle.name == "SW32"
 
 
 def test_seed_worked_example_decoded_as_sm90():
@@ -129,11 +129,11 @@ def test_field_validation(kwargs, text):
     args = {"start_address": 0, "lbo": 16, "sbo": 1024, "base_offset": 0,
             "layout_type": "SW128"} | kwargs
     with pytest.raises(DescriptorError, match=text):
-        GmmaDescriptor(**args)
+        WgmmaDescriptor(**args)
 
 
 def test_field_maxima_encode():
-    d = GmmaDescriptor(0x3FFF0, 0x3FFF0, 0x3FFF0, 7, "SW32")
+    d = WgmmaDescriptor(0x3FFF0, 0x3FFF0, 0x3FFF0, 7, "SW32")
     assert d.encode() == ((1 << 64) - 1) & ~RESERVED_MASK
 
 
@@ -153,7 +153,7 @@ def test_round_trip_word(word):
        st.integers(0, (1 << 14) - 1), st.integers(0, (1 << 14) - 1), st.integers(0, 7),
        st.sampled_from(SMEM_SWIZZLES))
 def test_round_trip_fields(start, lbo, sbo, base, sw):
-    d = GmmaDescriptor(start, 16 * lbo, 16 * sbo, base, sw)
+    d = WgmmaDescriptor(start, 16 * lbo, 16 * sbo, base, sw)
     assert decode(d.encode()) == d
 
 
@@ -197,19 +197,19 @@ CANONICAL = [
 
 
 @pytest.mark.parametrize("args, offsets", CANONICAL, ids=lambda v: str(v))
-def test_make_gmma_desc_canonical(args, offsets):
+def test_make_wgmma_desc_canonical(args, offsets):
     _, _, e, major, sw = args
     lay = smem_layout(*args)
-    d = make_gmma_desc(lay, e, major, start_address=0x10000)
+    d = make_wgmma_desc(lay, e, major, start_address=0x10000)
     assert (d.lbo, d.sbo) == offsets
     assert d.layout_type is smem_swizzle(sw)
     assert (d.start_address, d.base_offset) == (0x10000, 0)
     check_desc_matches(d, lay, e, major)
 
 
-def test_make_gmma_desc_canonical_word():
+def test_make_wgmma_desc_canonical_word():
     # [isa] CUTLASS canonical 128B K-major at start 0x10000 -> 0x4000004000011000
-    d = make_gmma_desc(smem_layout(64, 64, 16, "K", 128), 16, "K", 0x10000)
+    d = make_wgmma_desc(smem_layout(64, 64, 16, "K", 128), 16, "K", 0x10000)
     assert d.encode() == 0x4000004000011000
     assert d.field_values()["lbo"] == 1 and d.field_values()["sbo"] == 64
 
@@ -217,16 +217,16 @@ def test_make_gmma_desc_canonical_word():
 def test_larger_k_uses_first_k_block():
     # A 64x128 f16 K_SW128 tile holds two atoms along K; the descriptor of K-block 0 is the
     # same as for 64x64 (the next K-block is a start-address advance).
-    small = make_gmma_desc(smem_layout(64, 64, 16, "K", 128), 16, "K")
-    assert make_gmma_desc(smem_layout(64, 128, 16, "K", 128), 16, "K") == small
+    small = make_wgmma_desc(smem_layout(64, 64, 16, "K", 128), 16, "K")
+    assert make_wgmma_desc(smem_layout(64, 128, 16, "K", 128), 16, "K") == small
 
 
 @pytest.mark.parametrize("args", [a for a, _ in CANONICAL])
 def test_canonical_layout_is_the_tile(args):
     rows, _, e, major, _ = args
     lay = smem_layout(*args)
-    d = make_gmma_desc(lay, e, major)
-    want = canonical_gmma_layout(d, e, major, rows)
+    d = make_wgmma_desc(lay, e, major)
+    want = canonical_wgmma_layout(d, e, major, rows)
     kb = 256 // e
     for r in range(rows):
         for k in range(kb):
@@ -238,63 +238,63 @@ def test_canonical_layout_is_the_tile(args):
 
 def test_rejects_unknown_swizzle():
     lay = composition(Swizzle(3, 2, 3), Layout((64, 64), (64, 1)))
-    with pytest.raises(DescriptorError, match=r"none of the GMMA modes for 16-bit"):
-        make_gmma_desc(lay, 16, "K")
+    with pytest.raises(DescriptorError, match=r"none of the WGMMA modes for 16-bit"):
+        make_wgmma_desc(lay, 16, "K")
 
 
 def test_rejects_row_major_without_core_matrices():
     # Plain row-major 64x64 f16: 16-byte rows of K are 128 B apart, not 16 B (INTERLEAVE W=1)
     with pytest.raises(DescriptorError, match=r"K-major INTERLEAVE layout.*row \(mode 0,0\) "
                                               r"stride is 8, not 1"):
-        make_gmma_desc(Layout((64, 64), (64, 1)), 16, "K")
+        make_wgmma_desc(Layout((64, 64), (64, 1)), 16, "K")
 
 
 def test_rejects_swizzle_not_matching_row_width():
     # The SW64 swizzle on 128-byte rows: the swizzle is known but rows are 8 chunks, not 4.
     lay = composition(Swizzle(2, 3, 3), Layout(((8, 8), 64), ((64, 512), 1)))
     with pytest.raises(DescriptorError, match=r"SW64 layout.*stride is 8, not 4"):
-        make_gmma_desc(lay, 16, "K")
+        make_wgmma_desc(lay, 16, "K")
 
 
 def test_rejects_mn_major_tile_as_k_major():
-    with pytest.raises(DescriptorError, match=r"not a canonical GMMA K-major"):
-        make_gmma_desc(smem_layout(64, 64, 16, "MN", 128), 16, "K")
+    with pytest.raises(DescriptorError, match=r"not a canonical WGMMA K-major"):
+        make_wgmma_desc(smem_layout(64, 64, 16, "MN", 128), 16, "K")
 
 
 def test_rejects_k_not_multiple_of_k_block():
     with pytest.raises(DescriptorError, match=r"K = 8 16-bit elements is not a multiple of one "
                                               r"wgmma K-block \(16 elements"):
-        make_gmma_desc(smem_layout(64, 8, 16, "K", 0), 16, "K")
+        make_wgmma_desc(smem_layout(64, 8, 16, "K", 0), 16, "K")
 
 
 def test_rejects_mn_not_multiple_of_span():
     lay = composition(Swizzle(3, 3, 3), Layout((32, 16), (1, 32)))
     with pytest.raises(DescriptorError, match=r"MN size is 4 16-byte chunks, not a multiple of "
                                               r"the SW128 span of 8"):
-        make_gmma_desc(lay, 16, "MN")
+        make_wgmma_desc(lay, 16, "MN")
 
 
 def test_rejects_k_major_mn_not_multiple_of_8():
     with pytest.raises(DescriptorError, match=r"MN size 4 is not a multiple of 8"):
-        make_gmma_desc(Layout((4, 16), (8, 1)), 16, "K")
+        make_wgmma_desc(Layout((4, 16), (8, 1)), 16, "K")
 
 
 def test_rejects_offset_and_rank_and_args():
     lay = smem_layout(64, 64, 16, "K", 128)
     shifted = ComposedLayout(lay.inner, 8, lay.outer)
     with pytest.raises(DescriptorError, match=r"has offset 8 .*move it into start_address"):
-        make_gmma_desc(shifted, 16, "K")
+        make_wgmma_desc(shifted, 16, "K")
     with pytest.raises(DescriptorError, match=r"rank 2 \(mn, k\).*has rank 3"):
-        make_gmma_desc(Layout((8, 8, 2), (8, 1, 64)), 16, "K")
+        make_wgmma_desc(Layout((8, 8, 2), (8, 1, 64)), 16, "K")
     with pytest.raises(DescriptorError, match=r"major must be 'K' or 'MN', got 'M'"):
-        make_gmma_desc(lay, 16, "M")
+        make_wgmma_desc(lay, 16, "M")
     with pytest.raises(DescriptorError,
                        match=r"element_bits must be 1, 4, 8, 16, 32 or 64, got 12"):
-        make_gmma_desc(lay, 12, "K")
+        make_wgmma_desc(lay, 12, "K")
     with pytest.raises(DescriptorError, match=r"expected a Layout or ComposedLayout"):
-        make_gmma_desc("(8,8):(8,1)", 16, "K")
+        make_wgmma_desc("(8,8):(8,1)", 16, "K")
     with pytest.raises(DescriptorError, match=r"start_address must be an int"):
-        make_gmma_desc(lay, 16, "K", start_address=None)
+        make_wgmma_desc(lay, 16, "K", start_address=None)
 
 
 def test_rejects_start_off_the_swizzle_phase():
@@ -302,15 +302,15 @@ def test_rejects_start_off_the_swizzle_phase():
     lay = smem_layout(64, 64, 16, "K", 128)
     with pytest.raises(DescriptorError, match=r"start_address 0x10080 is at byte 128 of the "
                                               r"1024-byte SW128 pattern"):
-        make_gmma_desc(lay, 16, "K", 0x10080)
+        make_wgmma_desc(lay, 16, "K", 0x10080)
     # a K-block advance inside the 128-byte row keeps the phase
-    assert make_gmma_desc(lay, 16, "K", 0x10020).start_address == 0x10020
+    assert make_wgmma_desc(lay, 16, "K", 0x10020).start_address == 0x10020
 
 
 def test_rejects_start_out_of_range():
     lay = smem_layout(64, 64, 16, "K", 128)
     with pytest.raises(DescriptorError, match=r"start_address = 0x40000 does not fit bits 0-13"):
-        make_gmma_desc(lay, 16, "K", 1 << 18)
+        make_wgmma_desc(lay, 16, "K", 1 << 18)
 
 
 # ------------------------------------------------------------------ check_desc_matches
@@ -318,7 +318,7 @@ def test_rejects_start_out_of_range():
 
 def test_check_rejects_swizzle_disagreement():
     lay = smem_layout(64, 64, 16, "K", 128)
-    d = GmmaDescriptor(0, 16, 1024, 0, "SW64")
+    d = WgmmaDescriptor(0, 16, 1024, 0, "SW64")
     with pytest.raises(DescriptorError, match=r"swizzled SW128 but the descriptor says SW64"):
         check_desc_matches(d, lay, 16, "K")
 
@@ -334,28 +334,28 @@ def test_check_rejects_seed_descriptor_for_canonical_tile():
 
 def test_check_rejects_swapped_lbo_sbo_interleave():
     lay = smem_layout(64, 16, 16, "K", 0)
-    check_desc_matches(GmmaDescriptor(0, 1024, 128), lay, 16, "K")
+    check_desc_matches(WgmmaDescriptor(0, 1024, 128), lay, 16, "K")
     with pytest.raises(DescriptorError, match=r"LBO/SBO disagree"):
-        check_desc_matches(GmmaDescriptor(0, 128, 1024), lay, 16, "K")
+        check_desc_matches(WgmmaDescriptor(0, 128, 1024), lay, 16, "K")
 
 
 def test_check_rejects_base_offset():
     lay = smem_layout(64, 64, 16, "K", 128)
     with pytest.raises(DescriptorError, match=r"base_offset 3 != 0 is not modelled"):
-        check_desc_matches(GmmaDescriptor(0, 16, 1024, 3, "SW128"), lay, 16, "K")
+        check_desc_matches(WgmmaDescriptor(0, 16, 1024, 3, "SW128"), lay, 16, "K")
 
 
 def test_smem_desc_view_checks_on_construction() -> None:
     from nvatom.atoms.interfaces import DescriptorType
     from nvatom.atoms.smem import smem_layout
-    from nvatom.descriptors import DescriptorError, GmmaDescriptor, SmemDescView
+    from nvatom.descriptors import DescriptorError, SmemDescView, WgmmaDescriptor
 
     tile = smem_layout(64, 64, 16, "K", 128)
     view = SmemDescView.of(tile, 16, "K", 0x10000)
     assert isinstance(view, DescriptorType)
     assert view.word == 0x4000004000011000  # [isa] CUTLASS's canonical 128B K-major word
     assert str(view).startswith("smem_desc_view<Sw<3,3,3> o 0 o")
-    wrong = GmmaDescriptor(0x10000, 16, 1024, 0, "SW64")
+    wrong = WgmmaDescriptor(0x10000, 16, 1024, 0, "SW64")
     with pytest.raises(DescriptorError, match="the layout is swizzled SW128 but the descriptor "
                        "says SW64"):
         SmemDescView(tile, 16, "K", wrong)

@@ -131,4 +131,4 @@ def test_grouped_gemm_call_cache_follows_offsets() -> None:
                 nvatom.grouped_gemm(a, b, offs, out=out)
                 torch.cuda.synchronize()
                 _check_groups(a, b, ends, out)
-    assert len(ng._grouped_fast) >= 2 * len(splits)
+    assert len(ng.CACHES.grouped_fast) >= 2 * len(splits)

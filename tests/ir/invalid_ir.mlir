@@ -9,8 +9,8 @@ func.func @unknown_atom(%a: !cute_nvgpu.sm80.mma<m16n8k16.f32.bf16.bf16.f16>) {
 
 // -----
 
-// A WGMMA descriptor view whose layout no GMMA descriptor can describe.
-// expected-error @+1 {{not a canonical GMMA K-major SW128 layout}}
+// A WGMMA descriptor view whose layout no WGMMA descriptor can describe.
+// expected-error @+1 {{not a canonical WGMMA K-major SW128 layout}}
 func.func @bad_desc(%a: !cute_nvgpu.smem_desc_view<e4m3, K, Sw<3,4,3> o 0 o (64,32):(32,1)>) {
   func.return
 }

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from nvatom.atoms import registry as R
-from nvatom.descriptors.wgmma import DescriptorError, SmemDescView, make_gmma_desc
+from nvatom.descriptors.wgmma import DescriptorError, SmemDescView, make_wgmma_desc
 from nvatom.ir import driver
 from nvatom.ir.generate import atom_use
 from nvatom.ir.lower import lower
@@ -44,13 +44,13 @@ def test_b1_descriptors_match_the_isa() -> None:
     # 8 rows of 128 bytes per pattern, SBO = 1024 bytes between 8-row groups (LBO unused, 1);
     # no swizzle: core matrices of 8 rows x 16 bytes, SBO between 8-row groups, LBO between
     # the two 16-byte K chunks of a 32-byte (256-bit) K-block.
-    a = make_gmma_desc(smem_desc(f"b1, K, {B1.A_TILE}").layout, 1, "K")
+    a = make_wgmma_desc(smem_desc(f"b1, K, {B1.A_TILE}").layout, 1, "K")
     assert (a.lbo, a.sbo, a.layout_type.name) == (16, 1024, "SW128")
-    b = make_gmma_desc(smem_desc(f"b1, K, {B1.B_TILE}").layout, 1, "K")
+    b = make_wgmma_desc(smem_desc(f"b1, K, {B1.B_TILE}").layout, 1, "K")
     assert (b.lbo, b.sbo, b.layout_type.name) == (2048, 128, "INTERLEAVE")
     # the same bytes seen as 8-bit elements (how nvatom.ptx.wgmma_emit lays b1 out) give the
     # same descriptor
-    a8 = make_gmma_desc(smem_desc("u8, K, Sw<3,4,3> o 0 o (64,128):(128,1)").layout, 8, "K")
+    a8 = make_wgmma_desc(smem_desc("u8, K, Sw<3,4,3> o 0 o (64,128):(128,1)").layout, 8, "K")
     assert a8 == a
 
 
@@ -61,7 +61,7 @@ def test_b1_layout_with_a_byte_swizzle_is_rejected() -> None:
         smem_desc("b1, K, Sw<3,4,3> o 0 o (64,1024):(1024,1)")
     with pytest.raises(DescriptorError, match="element_bits must be 1, 4, 8, 16, 32 or 64, "
                                               "got 2"):
-        make_gmma_desc(smem_desc(f"b1, K, {B1.B_TILE}").layout, 2, "K")
+        make_wgmma_desc(smem_desc(f"b1, K, {B1.B_TILE}").layout, 2, "K")
     SmemDescView.of(smem_desc(f"b1, K, {B1.A_TILE}").layout, 1)  # the view checks itself
 
 

@@ -83,7 +83,7 @@ def test_descriptors_match_canonical_sw128_forms() -> None:
     unused (16); the K step (16 bf16 = 32 bytes) moves the start address by 32 bytes.
     MN-major SW128 with 64-wide atoms tiled K-first: 8 K rows = 1024 bytes (SBO), the next
     64 columns of N one whole 64 x 128-byte box further (LBO = 8192); a K step is 16 rows
-    (2048 bytes).  (PTX ISA "Matrix Descriptor Format"; CUTLASS make_gmma_desc.)"""
+    (2048 bytes).  (PTX ISA "Matrix Descriptor Format"; CUTLASS make_wgmma_desc.)"""
     p = gemm_sm90_plan(GemmSm90Config())
     a0, b0 = p.a_descs[0], p.b_descs[0]
     assert (a0.layout_type.name, a0.lbo, a0.sbo) == ("SW128", 16, 1024)

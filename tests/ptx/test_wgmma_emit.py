@@ -20,7 +20,7 @@ import pytest
 
 from nvatom.atoms.sm90 import FORMS, wgmma_form
 from nvatom.atoms.smem import smem_swizzle
-from nvatom.descriptors.wgmma import DescriptorError, canonical_gmma_layout, check_desc_matches
+from nvatom.descriptors.wgmma import DescriptorError, canonical_wgmma_layout, check_desc_matches
 from nvatom.layout import ComposedLayout
 from nvatom.ptx.builder import Kernel, Module
 from nvatom.ptx.wgmma_emit import (
@@ -226,7 +226,7 @@ def test_every_form_has_a_consistent_template() -> None:
 
 def _hw_addresses(desc, bits: int, mn: int, k: int) -> dict:
     """Model: byte address of (i, j) = swizzle_bytes(start + canonical offset(i, j))."""
-    canon = canonical_gmma_layout(dataclasses_replace_start(desc), bits, "K", mn)
+    canon = canonical_wgmma_layout(dataclasses_replace_start(desc), bits, "K", mn)
     outer = canon.outer if isinstance(canon, ComposedLayout) else canon
     sw = desc.layout_type.swizzle
     return {(i, j): sw(desc.start_address + outer((i, j)) * bits // 8)
@@ -373,7 +373,7 @@ def test_rs_fragment_offsets_follow_the_isa(bits: int, k_steps: int) -> None:
 
 
 def _hw_addresses_major(desc, bits: int, mn: int, k: int, major: str) -> dict:
-    canon = canonical_gmma_layout(dataclasses_replace_start(desc), bits, major, mn)
+    canon = canonical_wgmma_layout(dataclasses_replace_start(desc), bits, major, mn)
     outer = canon.outer if isinstance(canon, ComposedLayout) else canon
     sw = desc.layout_type
     return {(i, j): sw.swizzle(desc.start_address + outer((i, j)) * bits // 8)

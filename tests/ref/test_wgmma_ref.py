@@ -21,7 +21,7 @@ import pytest
 
 from nvatom import dtypes
 from nvatom.atoms.sm90 import FORMS, wgmma_form
-from nvatom.descriptors.wgmma import SM90_LAYOUT_TYPE, GmmaDescriptor
+from nvatom.descriptors.wgmma import SM90_LAYOUT_TYPE, WgmmaDescriptor
 from nvatom.ptx.wgmma_emit import WgmmaEmitError, build_wgmma_test_module
 from nvatom.ref import wgmma as ref
 from nvatom.runtime.ptxas import assemble
@@ -88,7 +88,7 @@ def test_register_fragments_follow_the_isa(name: str) -> None:
         addr = (n % 8) * 16 + (n // 8) * sbo + (kb // 16) * lbo + kb % 16
         for j in range(eb):
             smem[addr + j] = (int(b_codes[n, k]) >> (8 * j)) & 0xFF
-    desc = GmmaDescriptor(0, lbo, sbo, 0, "INTERLEAVE").encode()
+    desc = WgmmaDescriptor(0, lbo, sbo, 0, "INTERLEAVE").encode()
     d_per = 2 if form.d.name == "f16" else 1
     cw = np.zeros((128, form.registers("D")), np.uint32)
     for thr in range(128):
@@ -151,7 +151,7 @@ def test_shared_memory_follows_the_isa(sw: str, major: str) -> None:
     start = 16 * int(rng.integers(0, 64))
     lbo = 16 * int(rng.integers(1, 200))
     sbo = 16 * int(rng.integers(1, 200))
-    desc = GmmaDescriptor(start, lbo, sbo, 0, sw).encode()
+    desc = WgmmaDescriptor(start, lbo, sbo, 0, sw).encode()
     got = ref.read_operand(form, op, smem, desc, trans=int(major == "MN"))
     want = np.zeros((form.n, form.k))
     for n, k in itertools.product(range(form.n), range(form.k)):
@@ -167,7 +167,7 @@ def test_shared_memory_follows_the_isa(sw: str, major: str) -> None:
 def test_b1_bytes_are_lsb_first() -> None:
     form = wgmma_form("sm90.mma.m64n8k256.ss.s32.b1.b1.and.popc")
     smem = np.zeros(4096, np.uint8)
-    desc = GmmaDescriptor(0, 16 * 8, 16 * 8 * 2, 0, "INTERLEAVE").encode()
+    desc = WgmmaDescriptor(0, 16 * 8, 16 * 8 * 2, 0, "INTERLEAVE").encode()
     smem[0] = 0b0000_0101  # row 0, K bits 0 and 2
     got = ref.read_operand(form, "B", smem, desc)
     assert got[0, :8].tolist() == [1, 0, 1, 0, 0, 0, 0, 0] and got.sum() == 2
@@ -198,8 +198,8 @@ def test_every_form_matches_numpy() -> None:
         k_strides = (16, 8 * w) if w else (128, 256)
         mn_strides = (8 * w, 4096) if w else (8192, 128)
         smem = np.zeros(1 << 17, np.uint8)
-        a_desc = GmmaDescriptor(0, *(mn_strides if ta else k_strides), 0, sw).encode()
-        b_desc = GmmaDescriptor(1 << 16, *(mn_strides if tb else k_strides), 0, sw).encode()
+        a_desc = WgmmaDescriptor(0, *(mn_strides if ta else k_strides), 0, sw).encode()
+        b_desc = WgmmaDescriptor(1 << 16, *(mn_strides if tb else k_strides), 0, sw).encode()
         ref.write_operand(form, "B", smem, b_desc, b, trans=tb)
         if form.a_source == "ss":
             ref.write_operand(form, "A", smem, a_desc, a, trans=ta)
@@ -229,13 +229,13 @@ def test_wrong_descriptor_reads_another_tile() -> None:
     a = rng.integers(-8, 9, (64, 16)).astype(np.float64)
     b = rng.integers(-8, 9, (64, 16)).astype(np.float64)
     smem = np.zeros(1 << 16, np.uint8)
-    a_desc = GmmaDescriptor(0, 16, 1024, 0, "SW128").encode()
-    b_desc = GmmaDescriptor(8192, 16, 1024, 0, "SW128").encode()
+    a_desc = WgmmaDescriptor(0, 16, 1024, 0, "SW128").encode()
+    b_desc = WgmmaDescriptor(8192, 16, 1024, 0, "SW128").encode()
     ref.write_operand(form, "A", smem, a_desc, a)
     ref.write_operand(form, "B", smem, b_desc, b)
     good = ref.decode_d(form, ref.wgmma(form, None, a_desc, b_desc, smem, scale_d=False))
     assert np.array_equal(good, a @ b.T)
-    for wrong in (GmmaDescriptor(8192, 16, 512, 0, "SW64"), GmmaDescriptor(8192, 16, 512, 0,
+    for wrong in (WgmmaDescriptor(8192, 16, 512, 0, "SW64"), WgmmaDescriptor(8192, 16, 512, 0,
                                                                           "SW128")):
         got = ref.decode_d(form, ref.wgmma(form, None, a_desc, wrong.encode(), smem,
                                            scale_d=False))
@@ -247,7 +247,7 @@ def test_bad_inputs_raise() -> None:
     s8 = wgmma_form("sm90.mma.m64n64k32.ss.s32.s8.s8")
     rs = wgmma_form("sm90.mma.m64n64k16.rs.f32.f16.f16")
     smem = np.zeros(1 << 15, np.uint8)
-    desc = GmmaDescriptor(0, 16, 1024, 0, "SW128").encode()
+    desc = WgmmaDescriptor(0, 16, 1024, 0, "SW128").encode()
     with pytest.raises(ref.WgmmaRefError, match="scale_a"):
         ref.wgmma(s8, None, desc, desc, smem, scale_d=False, scale_a=-1)
     with pytest.raises(ref.WgmmaRefError, match="trans_a"):

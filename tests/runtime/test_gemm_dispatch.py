@@ -50,8 +50,7 @@ EB = {"torch.bfloat16": 2, "torch.float16": 2, "torch.float32": 4,
 def providers(monkeypatch):
     """The registered providers as a GPU session has them: SM90 first, then SM80."""
     monkeypatch.setattr(gm, "PROVIDERS", [gp.Sm90Provider(), Sm80Provider()])
-    monkeypatch.setattr(gm, "_plans", {})
-    monkeypatch.setattr(gm, "_named_plans", {})
+    monkeypatch.setattr(gm, "CACHES", gm.GemmCaches())
     monkeypatch.setattr(gp.TENSOR_MAPS, "encoder", lambda tm: tm.encode())
     gp.TENSOR_MAPS.clear()
     yield
@@ -288,9 +287,7 @@ def fake_torch(monkeypatch):
             return lambda params, stream: log.append(("launch", params, stream))
 
     monkeypatch.setattr(gm, "get_kernel", lambda src, target, device=0, **kw: Kernel())
-    for name in ("_calls", "_fresh_calls", "_capabilities", "_launchers", "_recipes"):
-        monkeypatch.setattr(gm, name, {})
-    monkeypatch.setattr(gm, "_recorded", set())
+    monkeypatch.setattr(gm, "CACHES", gm.GemmCaches())
     monkeypatch.setattr(gm, "_record_recipe", lambda *args: None)  # no cache writes
     maps: list = []
     monkeypatch.setattr(gp.TENSOR_MAPS, "encoder", lambda tm: maps.append(tm) or tm.encode())
@@ -316,12 +313,12 @@ def test_gemm_misaligned_out_is_staged_and_copied_back(fake_torch) -> None:
     assert staged_d.global_address % 256 == 0 and staged_d.global_address > buf
     assert staged_d.global_strides == (256 * 2,)
     assert log[2][1] == out.ptr and log[2][2] == staged_d.global_address  # out.copy_(buffer)
-    assert gm._calls == {}  # a staged call is never call-cached (its buffers are per call)
+    assert gm.CACHES.calls == {}  # a staged call is never call-cached (its buffers are per call)
     # the aligned call is launched in place and cached
     log.clear()
     good = _t(128, 256, 256, log=log)
     gm.gemm(a, b, good)
-    assert [e[0] for e in log] == ["launch"] and len(gm._calls) == 1
+    assert [e[0] for e in log] == ["launch"] and len(gm.CACHES.calls) == 1
 
 
 def test_gemm_stages_inputs_before_the_launch(fake_torch) -> None:

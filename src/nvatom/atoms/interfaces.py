@@ -16,6 +16,7 @@ import dataclasses
 from typing import Any
 
 from nvatom import diagnostics as D
+from nvatom.atoms.records import atom_record
 from nvatom.descriptors.base import DescriptorType  # the descriptors' own interface
 from nvatom.errors import NvatomError
 
@@ -74,8 +75,6 @@ class MmaAtom(abc.ABC):
         """The atom's :class:`MmaAtomContract`, read off the atom: the registry record's
         minimum tier, the shape and types, the residencies its verifier requires and the
         capability interfaces it implements (``SparseMetadataAtom``, ``BlockScaleAtom``)."""
-        from nvatom.atoms.records import atom_record
-
         a = getattr(self, "a", None) or getattr(self, "a_type", None) \
             or getattr(self, "element_type", None)
         b = getattr(self, "b", None) or getattr(self, "b_type", None) \

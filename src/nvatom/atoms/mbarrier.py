@@ -32,6 +32,7 @@ mbarrier" (init, arrive, expect-tx, try_wait, phase completion), "membar/fence"
 from __future__ import annotations
 
 import dataclasses
+import string
 from collections.abc import Mapping
 
 from nvatom.arch import Target, target
@@ -75,8 +76,6 @@ class SyncOp:
     slot_features: tuple[tuple[str, str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        import string
-
         used = {f for _, f, _, _ in string.Formatter().parse(self.spelling) if f}
         if used != set(self.slots):
             raise SyncOpError(f"{self.name}: slots {sorted(self.slots)} != holes {sorted(used)}")

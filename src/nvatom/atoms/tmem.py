@@ -37,6 +37,7 @@ docs/spec-deviations.md, "SM100 tcgen05"):
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -413,7 +414,6 @@ def spec_only_atom(name: str) -> None:
 def tmem_atom(name: str) -> TmemCopyAtom | S2tCopyAtom:
     """Parse ``atom.tmem_load<32x32b.x4[.pack::16b]>``, ``atom.tmem_store<16x32bx2.x2@8>``
     or ``atom.s2t_copy<cta_group::1.128x256b[.b8x16.b4x16_p64]>`` (the names atoms print)."""
-    import re
 
     s = name.strip()
     m = re.fullmatch(r"atom\.tmem_(load|store)<(\w+)\.x(\d+)(\.(?:un)?pack::16b)?(?:@(\d+))?>",

@@ -23,6 +23,21 @@ import json
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from nvatom.arch import TARGETS, Tier, feature
+from nvatom.atoms.copy import copy_atom, copy_atoms
+from nvatom.atoms.frag_view import fragment_grid
+from nvatom.atoms.registry import (
+    ATOMS,
+    FAMILIES,
+    atom_record,
+    family,
+    family_of_name,
+    mma_form,
+    mma_forms,
+)
+from nvatom.atoms.sm90 import FORMS, wgmma_form
+from nvatom.atoms.tmem import CP_DECOMPRESS, CP_SHAPES, LDST_SHAPES, S2tCopyAtom, TmemCopyAtom
+from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.cli import sm100, sm120
 from nvatom.cli.common import (
     add_target,
@@ -34,7 +49,9 @@ from nvatom.cli.common import (
     show_warp_fragment,
     ver,
 )
+from nvatom.dtypes import dtype
 from nvatom.errors import NvatomError
+from nvatom.ptx import copy_emit, mma_emit, wgmma_emit
 
 __all__ = ["COMMANDS", "FamilyCommands", "add_atoms", "add_emit", "add_frag"]
 
@@ -49,8 +66,6 @@ def _tmem_copy_atoms(target_: str | None) -> list:
     tcgen05.ld / st shape at ``.x1`` (with and without ``.pack::16b``; ``.xN`` up to 128
     registers), each tcgen05.cp shape per CTA group and decompression; none where the target
     lacks tcgen05."""
-    from nvatom.atoms.registry import atom_record
-    from nvatom.atoms.tmem import CP_DECOMPRESS, CP_SHAPES, LDST_SHAPES, S2tCopyAtom, TmemCopyAtom
 
     atoms: list = [TmemCopyAtom(d, shape, 1, pack, 0 if shape == "16x32bx2" else None)
                    for d in ("load", "store") for shape in LDST_SHAPES for pack in (False, True)]
@@ -62,10 +77,6 @@ def _tmem_copy_atoms(target_: str | None) -> list:
 
 
 def _copy_rows(args: argparse.Namespace, copies: bool, tmem: bool) -> int:
-    from nvatom.arch import feature
-    from nvatom.atoms.copy import copy_atoms
-    from nvatom.atoms.registry import atom_record
-
     rows = []  # (name, ptx opcode, tier label, min PTX, target rule)
     for a in copy_atoms(args.target) if copies else ():
         rows.append((a.name, getattr(a, "opcode", None), a.tier.label if a.tier else "all",
@@ -102,9 +113,6 @@ def _tmem_atoms(args: argparse.Namespace) -> int:
 
 
 def _wgmma_atoms(args: argparse.Namespace) -> int:
-    from nvatom.atoms.sm90 import FORMS
-    from nvatom.dtypes import dtype
-
     def keep(f) -> bool:  # type: ignore[no-untyped-def]
         if args.target and not f.available_on(args.target):
             return False
@@ -129,9 +137,6 @@ def _wgmma_atoms(args: argparse.Namespace) -> int:
 
 
 def _register_atoms(args: argparse.Namespace) -> int:
-    from nvatom.arch import TARGETS, Tier, feature
-    from nvatom.atoms.registry import ATOMS, mma_forms
-
     forms = mma_forms(args.target, a=args.a, b=args.b, acc=args.acc)
     if args.json:
         print(json.dumps([
@@ -158,8 +163,6 @@ def _register_atoms(args: argparse.Namespace) -> int:
 
 
 def _universal_atoms(args: argparse.Namespace) -> int:
-    from nvatom.atoms.registry import family
-
     atoms = family("universal_fma").atoms(args.target)
     if args.json:
         print(json.dumps([{"name": a.name, "element_type": a.element_type.name}
@@ -172,8 +175,6 @@ def _universal_atoms(args: argparse.Namespace) -> int:
 
 
 def _tma_atoms(args: argparse.Namespace) -> int:
-    from nvatom.atoms.registry import family
-
     fam = family("tma")
     recs = [r for r in fam.records if args.target is None or r.allowed_on(args.target)]
     if not recs:
@@ -192,7 +193,6 @@ def _tma_atoms(args: argparse.Namespace) -> int:
 
 def _all_families(args: argparse.Namespace) -> int:
     """``--family all``: every family, its atom kinds and how many atoms the target has."""
-    from nvatom.atoms.registry import FAMILIES
 
     rows = []
     for fam in FAMILIES:
@@ -215,8 +215,6 @@ def _all_families(args: argparse.Namespace) -> int:
 
 
 def _cmd_atoms(args: argparse.Namespace) -> int:
-    from nvatom.atoms.registry import family
-
     name = args.family
     if name is None:  # the older flags, in the order they were tested; bare: every family
         type_filter = args.a or args.b or args.acc
@@ -233,8 +231,6 @@ def _cmd_atoms(args: argparse.Namespace) -> int:
 
 
 def _copy_frag(args: argparse.Namespace) -> int:
-    from nvatom.atoms.copy import copy_atom
-
     atom = copy_atom(args.atom)
     print(f"{atom.name}: {getattr(atom, 'opcode', '')}".rstrip(": "))
     for side in ("src", "dst"):
@@ -249,10 +245,6 @@ def _copy_frag(args: argparse.Namespace) -> int:
 
 
 def _wgmma_frag(args: argparse.Namespace) -> int:
-    from nvatom.atoms.frag_view import fragment_grid
-    from nvatom.atoms.registry import family
-    from nvatom.atoms.wgmma_fragments import WARPGROUP
-
     fam = family("wgmma")
     form = fam.atom(args.atom)
     op = args.operand.upper()
@@ -267,7 +259,6 @@ def _wgmma_frag(args: argparse.Namespace) -> int:
 
 def register_frag(args: argparse.Namespace) -> int:
     """``frag`` of a register MMA form (also the unscaled ``sm120.mma`` forms)."""
-    from nvatom.atoms.registry import family, mma_form
 
     form = mma_form(args.atom)
     op = args.operand.upper()
@@ -275,8 +266,6 @@ def register_frag(args: argparse.Namespace) -> int:
 
 
 def _universal_frag(args: argparse.Namespace) -> int:
-    from nvatom.atoms.registry import family
-
     fam = family("universal_fma")
     atom = fam.atom(args.atom)
     op = args.operand.upper()
@@ -301,9 +290,6 @@ def _cmd_frag(args: argparse.Namespace) -> int:
 
 
 def _copy_emit(args: argparse.Namespace) -> int:
-    from nvatom.atoms.copy import copy_atom
-    from nvatom.ptx import copy_emit
-
     atom, t = atom_on_target(args, copy_atom)
     if args.kernel:
         module, _ = copy_emit.build_copy_test_module([atom], t)
@@ -317,9 +303,6 @@ def _copy_emit(args: argparse.Namespace) -> int:
 
 
 def _wgmma_emit(args: argparse.Namespace) -> int:
-    from nvatom.atoms.sm90 import wgmma_form
-    from nvatom.ptx import wgmma_emit
-
     form, t = atom_on_target(args, wgmma_form)
     if args.asm_template:
         asm = wgmma_emit.inline_asm(form)
@@ -340,8 +323,6 @@ def _wgmma_emit(args: argparse.Namespace) -> int:
 
 def register_emit(args: argparse.Namespace) -> int:
     """``emit`` of a register MMA form (also the unscaled ``sm120.mma`` forms)."""
-    from nvatom.atoms.registry import mma_form
-    from nvatom.ptx import mma_emit
 
     form, t = atom_on_target(args, mma_form)
 
@@ -366,8 +347,6 @@ def _sm120_emit(args: argparse.Namespace) -> int:
 
 
 def _universal_emit(args: argparse.Namespace) -> int:
-    from nvatom.atoms.registry import family
-
     atom = family("universal_fma").atom(args.atom)
     raise NvatomError(f"{atom.name} has no PTX instruction of its own: it is one scalar "
                       f"D = A * B + C per thread, which the IR verifies and no emitter lowers")
@@ -410,7 +389,6 @@ COMMANDS: dict[str, FamilyCommands] = {
 def _family_commands(atom: str) -> FamilyCommands:
     """The commands of the family an atom name belongs to; a name no family claims goes to
     the register MMA resolver, whose error names the nearest atoms."""
-    from nvatom.atoms.registry import family_of_name
 
     fam = family_of_name(atom)
     return COMMANDS[fam.name if fam is not None else "register_mma"]
@@ -421,7 +399,6 @@ def _family_commands(atom: str) -> FamilyCommands:
 
 def add_atoms(sub: argparse._SubParsersAction) -> None:
     """nvatom atoms"""
-    from nvatom.atoms.registry import FAMILIES
 
     at = sub.add_parser("atoms", help="list the atom families of a target (--family: one "
                         "family's atoms)")

@@ -13,8 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from nvatom.arch import feature, target
+from nvatom.atoms.frag_view import fragment_svg, fragment_table, warp_fragment_view
 from nvatom.errors import NvatomError
 from nvatom.layout import size
+from nvatom.ptx.builder import Kernel
+from nvatom.runtime.ptxas import assemble
 
 #: the most shared memory one SM has (228 KiB on sm_90 and sm_100; CUDA C++ Programming
 #: Guide, "Technical Specifications per Compute Capability"): a bigger smem layout is no
@@ -72,8 +76,6 @@ def target_name(text: str) -> str:
     """An argparse ``type=`` for ``-t/--target``: the text when it names a target of
     :data:`nvatom.arch.TARGETS`, else a usage error listing them (never a ``FILE:1:1``
     diagnostic or a traceback later on)."""
-    from nvatom.arch import target
-
     try:
         return target(text.strip()).name
     except NvatomError as e:
@@ -151,7 +153,6 @@ def ver(v: tuple[int, int]) -> str:
 
 def require_available(atom: Any, t: Any) -> None:
     """One line when ``atom`` does not exist on target ``t``, naming the feature it needs."""
-    from nvatom.arch import feature
 
     if not atom.available_on(t):
         f = feature(atom.feature)
@@ -164,7 +165,6 @@ def atom_on_target(args: argparse.Namespace, resolve: Callable[[str], Any],
     """``emit``'s atom (``args.atom`` through the family's resolver) and target
     (``args.target``), or one line when the atom does not exist there: ``unavailable``'s
     message, by default :func:`require_available`'s."""
-    from nvatom.arch import target
 
     atom = resolve(args.atom)
     t = target(args.target)
@@ -177,7 +177,6 @@ def atom_on_target(args: argparse.Namespace, resolve: Callable[[str], Any],
 
 def show_fragment(grid: list, args: argparse.Namespace, title: str) -> int:
     """The lane table (unless --no-table) and the --svg picture of a fragment grid."""
-    from nvatom.atoms.frag_view import fragment_svg, fragment_table
 
     if not args.no_table:
         print(fragment_table(grid))
@@ -190,7 +189,6 @@ def show_fragment(grid: list, args: argparse.Namespace, title: str) -> int:
 def show_warp_fragment(form: Any, op: str, tv: Any, args: argparse.Namespace,
                        detail: str = "") -> int:
     """``frag`` of a one-warp MMA form (register MMA, SM120): header, layout, lane table."""
-    from nvatom.atoms.frag_view import warp_fragment_view
 
     print(f"{form.name} operand {op}: {form.operand_type(op).name}, {form.values(op)} values "
           f"in {form.registers(op)} {form.register_type(op)} registers per lane{detail}")
@@ -222,7 +220,6 @@ def emit_warp_mma(args: argparse.Namespace, form: Any, t: Any, *,
     if args.kernel:
         print_kernel(module().emit(), args, t)
         return 0
-    from nvatom.ptx.builder import Kernel
 
     k = Kernel("snippet")
     emit(k)
@@ -240,8 +237,6 @@ def print_kernel(text: str, args: argparse.Namespace, t: Any) -> None:
     else:
         print(text, end="")
     if args.assemble:
-        from nvatom.runtime.ptxas import assemble
-
         res = assemble(text, t)
         for kr in res.kernels.values():
             print(f"// ptxas {res.ptxas_version} {res.target}: {kr.name}: {kr.summary()}")

@@ -21,15 +21,27 @@ import statistics
 import time
 from typing import Any
 
+from nvatom.arch import target
 from nvatom.cli.common import add_target, write_output
 from nvatom.errors import NvatomError
+from nvatom.gemm import (
+    SCALED_DTYPES,
+    SCALED_OUT_DTYPE,
+    GemmError,
+    GemmProblem,
+    check_operands,
+    check_sizes,
+    gemm,
+    plan,
+)
+from nvatom.runtime.launch import get_kernel
+from nvatom.runtime.ptxas import assemble
+from nvatom.runtime.torch_interop import torch_dtype
 
 __all__ = ["add_parser"]
 
 
 def _capability(target_name: str) -> tuple[int, int]:
-    from nvatom.arch import target
-
     t = target(target_name)
     m = re.fullmatch(r"sm_(\d+)(\d)[af]?", t.name)
     assert m
@@ -37,16 +49,6 @@ def _capability(target_name: str) -> tuple[int, int]:
 
 
 def _cmd_gemm(args: argparse.Namespace) -> int:
-    from nvatom.gemm import (
-        SCALED_DTYPES,
-        SCALED_OUT_DTYPE,
-        GemmError,
-        GemmProblem,
-        check_sizes,
-        plan,
-    )
-    from nvatom.runtime.ptxas import assemble
-
     for name in ("m", "n", "k"):
         if getattr(args, name) < 1:
             raise GemmError(f"--{name} must be >= 1, got {getattr(args, name)}")
@@ -106,8 +108,6 @@ def _torch_for(args: argparse.Namespace) -> Any:
 
 def _run(args: argparse.Namespace, out_dtype: str) -> None:
     torch = _torch_for(args)
-    from nvatom.gemm import gemm
-    from nvatom.runtime.torch_interop import torch_dtype
 
     dt, ot = torch_dtype(args.dtype), torch_dtype(out_dtype)
     fp8 = args.dtype == "e4m3"
@@ -153,9 +153,6 @@ def _run(args: argparse.Namespace, out_dtype: str) -> None:
             e.record()
         torch.cuda.synchronize()
         return statistics.median(s.elapsed_time(e) for s, e in ev)
-
-    from nvatom.gemm import check_operands, plan
-    from nvatom.runtime.launch import get_kernel
 
     ai, bi, oi, problem = check_operands(a, b, d, **scales)
     launch, target = plan(problem, tuple(torch.cuda.get_device_capability()))  # type: ignore[arg-type]

@@ -22,6 +22,9 @@ import argparse
 import sys
 
 from nvatom.cli.common import add_target, read_text_file, write_output
+from nvatom.ptx import llvm_emit
+from nvatom.ptx.llvm_emit import TIER_PATHS, EmissionPath
+from nvatom.runtime.ptxas import assemble
 
 __all__ = ["add_parser"]
 
@@ -77,8 +80,6 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         print("nvatom: error: --path selects emission paths for --emit llvm", file=sys.stderr)
         return 2
     if args.emit == "llvm":
-        from nvatom.ptx import llvm_emit
-
         llmod = llvm_emit.ptx_to_llvm(out.ptx, llvm_emit.parse_paths(args.path or []))
         text = llmod.text
         notes.append(f"// MMA instructions on the {llmod.path.value} path "
@@ -96,8 +97,6 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     else:
         write_output(args.output, text)
     if not args.no_ptxas:
-        from nvatom.runtime.ptxas import assemble
-
         res = assemble(ptx, out.target)
         dyn = {k.name: k.dynamic_shared for k in out.kernels}
         for name, r in res.kernels.items():
@@ -111,14 +110,10 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _path_table() -> str:
-    from nvatom.ptx.llvm_emit import TIER_PATHS
-
     return ", ".join(f"{t.name}={p.value}" for t, p in TIER_PATHS.items())
 
 
 def _path_names() -> str:
-    from nvatom.ptx.llvm_emit import EmissionPath
-
     return ", ".join(p.value for p in EmissionPath)
 
 

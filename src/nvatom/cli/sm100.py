@@ -21,8 +21,15 @@ import json
 from collections import defaultdict
 
 from nvatom import layout as L
+from nvatom.arch import TARGETS
+from nvatom.atoms import sm100
+from nvatom.atoms.sm100 import DATAPATH_LAYOUTS, sf_datapath, tmem_copies, umma_atom
+from nvatom.atoms.smem import umma_canonical_text
+from nvatom.atoms.tmem import S2tCopyAtom, tmem_atom
 from nvatom.cli.common import atom_on_target, parse_int, print_kernel, ver
+from nvatom.descriptors import umma
 from nvatom.errors import NvatomError
+from nvatom.kernels.gemm_sm100 import build_gemm_sm100_module, gemm_sm100_plan
 
 __all__ = ["DESC_KINDS", "add_atoms_options", "add_desc_arguments", "cmd_atoms", "cmd_desc",
            "cmd_emit", "cmd_frag", "cmd_tmem_emit", "cmd_tmem_frag"]
@@ -49,8 +56,6 @@ def add_desc_arguments(de: argparse.ArgumentParser) -> None:
 
 
 def _targets(available: object) -> str:
-    from nvatom.arch import TARGETS
-
     names = [t for t in TARGETS if available(t)]  # type: ignore[operator]
     return ",".join(names) or "-"
 
@@ -66,8 +71,6 @@ def _ranges(values: list[int]) -> str:
 
 
 def cmd_atoms(args: argparse.Namespace) -> int:
-    from nvatom.atoms import sm100
-
     if args.forms:
         forms = [f for f in sm100.FORMS if (not args.kind or f.kind == args.kind)
                  and (not args.target or f.available_on(args.target))]
@@ -115,7 +118,6 @@ def cmd_atoms(args: argparse.Namespace) -> int:
 
 def cmd_tmem_frag(args: argparse.Namespace) -> int:
     """``frag`` of a TMEM copy atom: its (thread, value) -> (lane, column) table."""
-    from nvatom.atoms.tmem import S2tCopyAtom, tmem_atom
 
     atom = tmem_atom(args.atom)
     if isinstance(atom, S2tCopyAtom):
@@ -141,7 +143,6 @@ def cmd_tmem_frag(args: argparse.Namespace) -> int:
 def _frag_smem(a: object, op: str) -> None:
     """A or B in shared memory: the ISA's canonical form of each legal swizzle mode, with T, m
     and k, and the compact tile (nvatom.atoms.smem.UMMA_SMEM_CANONICAL)."""
-    from nvatom.atoms.smem import umma_canonical_text
 
     major = a.a_major if op == "A" else a.b_major  # type: ignore[attr-defined]
     bits = a.element_bits(op)  # type: ignore[attr-defined]
@@ -156,8 +157,6 @@ def _frag_smem(a: object, op: str) -> None:
 
 
 def _frag_tmem(a: object, op: str) -> None:
-    from nvatom.atoms.sm100 import sf_datapath, tmem_copies
-
     lay = a.tmem_layout(op)  # type: ignore[attr-defined]
     rows, cols = a.tmem_tile(op)  # type: ignore[attr-defined]
     what = {"D": "(row, column n)", "A": "(row, k)"}.get(op, "(row, scale factor j)")
@@ -179,8 +178,6 @@ def _frag_tmem(a: object, op: str) -> None:
 
 
 def cmd_frag(args: argparse.Namespace) -> int:
-    from nvatom.atoms.sm100 import DATAPATH_LAYOUTS, umma_atom
-
     a = umma_atom(args.atom)
     print(f"{a.name}: {a.form().opcode}")
     for op in ("A", "B", "D") + (("SFA", "SFB") if a.block_scaled else ()):
@@ -204,7 +201,6 @@ def cmd_frag(args: argparse.Namespace) -> int:
 
 def cmd_tmem_emit(args: argparse.Namespace) -> int:
     """``emit`` of a TMEM copy atom: its instruction."""
-    from nvatom.atoms.tmem import S2tCopyAtom, tmem_atom
 
     atom, _ = atom_on_target(args, tmem_atom,
                              lambda a, t: f"{a.name} is not available on {t.name} (needs tcgen05)")
@@ -216,13 +212,9 @@ def cmd_tmem_emit(args: argparse.Namespace) -> int:
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
-    from nvatom.atoms.sm100 import umma_atom
-
     a, t = atom_on_target(args, umma_atom,
                           lambda a, t: f"atom '{a.name}' is not available on {t.name}")
     if args.kernel:
-        from nvatom.kernels.gemm_sm100 import build_gemm_sm100_module, gemm_sm100_plan
-
         if a.kind != "f16" or a.m != 128 or a.cta_group != 1 or a.sparse or a.ws or \
                 a.a_source != "ss" or a.d.name != "f32" or a.n not in (16, 32, 64, 128):
             raise NvatomError(f"--kernel builds the SM100 GEMM: an f16/bf16 -> f32 cta1 ss atom "
@@ -240,8 +232,6 @@ def cmd_emit(args: argparse.Namespace) -> int:
 
 
 def cmd_desc(args: argparse.Namespace) -> int:
-    from nvatom.descriptors import umma
-
     if args.kind == "umma":
         if args.action == "decode":
             word = _int(args.value, "0x4000404000011000")
@@ -261,7 +251,6 @@ def cmd_desc(args: argparse.Namespace) -> int:
         return 0
     if not args.atom:
         raise NvatomError("desc idesc encode needs --atom (a UMMA atom name)")
-    from nvatom.atoms.sm100 import umma_atom
 
     fields = {"a_negate": args.negate_a, "b_negate": args.negate_b}
     if args.saturate:

@@ -17,6 +17,8 @@ import argparse
 import json
 from typing import Any
 
+from nvatom.arch import TARGETS, feature
+from nvatom.atoms import sm120
 from nvatom.cli.common import (
     atom_on_target,
     emit_warp_mma,
@@ -24,7 +26,9 @@ from nvatom.cli.common import (
     show_warp_fragment,
     ver,
 )
+from nvatom.dtypes import dtype
 from nvatom.errors import NvatomError
+from nvatom.ptx import sm120_emit
 
 __all__ = ["add_options", "cmd_atoms", "cmd_emit", "cmd_frag", "handles"]
 
@@ -41,10 +45,6 @@ def handles(name: str) -> bool:
 
 
 def cmd_atoms(args: argparse.Namespace) -> int:
-    from nvatom.arch import TARGETS, feature
-    from nvatom.atoms import sm120
-    from nvatom.dtypes import dtype
-
     want = {k: dtype(v) for k, v in (("a", args.a), ("b", args.b), ("acc", args.acc),
                                       ("sf", args.sf)) if v}
     rows = []
@@ -82,8 +82,6 @@ def cmd_atoms(args: argparse.Namespace) -> int:
 
 
 def cmd_frag(args: argparse.Namespace) -> int:
-    from nvatom.atoms import sm120
-
     form = sm120.mma_bs_form(args.atom)
     op = args.operand.upper()
     if op in ("SFA", "SFB"):
@@ -106,9 +104,6 @@ def cmd_frag(args: argparse.Namespace) -> int:
 
 
 def cmd_emit(args: argparse.Namespace) -> int:
-    from nvatom.atoms import sm120
-    from nvatom.ptx import sm120_emit
-
     form, t = atom_on_target(args, sm120.mma_bs_form)
     if args.selector not in (None, *form.selectors):
         raise NvatomError(f"{form.name}: sparsity selector {args.selector} is not legal "

@@ -15,6 +15,9 @@ from typing import Any
 
 from nvatom.atoms.smem import SMEM_SWIZZLES
 from nvatom.cli.common import clip, parse_int
+from nvatom.descriptors import tma as desc_tma
+from nvatom.descriptors import tma_encode
+from nvatom.descriptors.tma import TensorMap, decode, tma_data_type
 from nvatom.errors import NvatomError
 
 __all__ = ["add_arguments", "cmd_tma"]
@@ -89,7 +92,6 @@ _OOB = {"none": "none", "zero": "none", "nan": "nan_request_zero_fma",
 
 def build_map(args: argparse.Namespace) -> Any:
     """The checked TensorMap described by the options."""
-    from nvatom.descriptors.tma import TensorMap, tma_data_type
 
     dims = _int_list("--shape", args.shape)
     if not dims:
@@ -171,11 +173,10 @@ def describe(m: Any) -> str:
 
 def _driver_bytes(m: Any, want: bool | None) -> tuple[bytes | None, str]:
     """(driver bytes or None, a note); ``want`` None means: when a driver is there."""
-    from nvatom.descriptors.tma import driver_available
 
     if want is False:
         return None, "driver: not asked (--no-driver)"
-    if not driver_available():
+    if not desc_tma.driver_available():  # through the module: tests patch it
         if want:
             raise NvatomError("--driver: no CUDA driver through cuda.bindings on this machine")
         return None, "driver: not available here (cuda.bindings or a GPU missing)"
@@ -183,9 +184,6 @@ def _driver_bytes(m: Any, want: bool | None) -> tuple[bytes | None, str]:
 
 
 def cmd_tma(args: argparse.Namespace) -> int:
-    from nvatom.descriptors import tma_encode
-    from nvatom.descriptors.tma import decode
-
     if args.action == "decode":
         if not args.value:
             raise NvatomError("desc tma decode needs the map's 128 bytes as 256 hex digits")

@@ -9,7 +9,8 @@ import json
 from pathlib import Path
 
 from nvatom import layout as L
-from nvatom.atoms.smem import SMEM_BYTES_LIMIT
+from nvatom.arch import FEATURES, TARGETS, target
+from nvatom.atoms.smem import SMEM_BYTES_LIMIT, bank_conflicts
 from nvatom.cli import sm100, tma
 from nvatom.cli.common import (
     INT64_MAX,
@@ -20,15 +21,17 @@ from nvatom.cli.common import (
     read_text_file,
     write_output,
 )
+from nvatom.demo import run_demo  # tiers, mma.sync demo, SM90 GEMM (+ GPU run)
+from nvatom.descriptors import wgmma
 from nvatom.errors import NvatomError
 from nvatom.layout.svg import layout_svg
+from nvatom.runtime.environment import inspect_environment
+from nvatom.runtime.ptxas import assemble
 
 # --------------------------------------------------------------------------- targets
 
 
 def _cmd_targets(args: argparse.Namespace) -> int:
-    from nvatom.arch import FEATURES, TARGETS
-
     rows = list(TARGETS.values())
     if args.json:
         print(json.dumps([
@@ -143,9 +146,6 @@ def _cmd_layout(args: argparse.Namespace) -> int:
 
 
 def _cmd_ptxas(args: argparse.Namespace) -> int:
-    from nvatom.arch import target
-    from nvatom.runtime.ptxas import assemble
-
     t = target(args.target)
     path = Path(args.file)
     text = read_text_file(args.file, " (PTX is ASCII)")
@@ -167,7 +167,6 @@ def _cmd_ptxas(args: argparse.Namespace) -> int:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     """What is here, and what each missing piece costs (nvatom.runtime.environment)."""
-    from nvatom.runtime.environment import inspect_environment
 
     env = inspect_environment()
     print(env.text(), end="")
@@ -175,8 +174,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_banks(args: argparse.Namespace) -> int:
-    from nvatom.atoms.smem import bank_conflicts
-
     # banks walks every element: bound the layout by what shared memory can hold first
     # (every access's default element width is at least 8 bits)
     n = L.size(L.parse_layout(args.smem))
@@ -195,8 +192,6 @@ def _cmd_banks(args: argparse.Namespace) -> int:
 
 
 def _cmd_desc(args: argparse.Namespace) -> int:
-    from nvatom.descriptors import wgmma
-
     if args.kind == "tma":  # TMA tensor maps: nvatom.cli.tma
         return tma.cmd_tma(args)
     # numbers are checked here, before the descriptor codecs see them
@@ -217,7 +212,7 @@ def _cmd_desc(args: argparse.Namespace) -> int:
     if args.layout is None:
         raise NvatomError("desc wgmma encode needs --layout '<smem layout>'")
     layout = L.parse_layout(args.layout)
-    desc = wgmma.make_gmma_desc(layout, args.element_bits, args.major,
+    desc = wgmma.make_wgmma_desc(layout, args.element_bits, args.major,
                                 start_address=start)
     print(f"0x{desc.encode():016x}  {desc.explain()}")
     return 0
@@ -227,8 +222,6 @@ def _cmd_desc(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from nvatom.demo import run_demo  # tiers, mma.sync demo, SM90 GEMM (+ GPU run)
-
     if not args.out:  # Path("") is the current directory
         raise NvatomError("--out needs a directory name, got ''")
     if "\0" in args.out:  # no file name holds a NUL (only a Python caller can pass one)

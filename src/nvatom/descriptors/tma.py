@@ -53,6 +53,7 @@ of ``cuTensorMapEncodeTiled`` and ``cuTensorMapEncodeIm2col`` and the enums
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -550,7 +551,6 @@ def _ensure_context(cu: Any) -> None:
 
 def _driver_encode(kind: str, args: dict[str, Any]) -> bytes:
     """Call the driver's encoder with ``args`` (as :meth:`TensorMap.driver_args` gives them)."""
-    import ctypes
 
     try:
         from cuda.bindings import driver as cu

@@ -15,9 +15,9 @@ places; PTX ISA "Shared memory descriptor" of tcgen05 and "Matrix Descriptor For
     layout_type     61-63  0 none, 1 128B with 32B atoms, 2 128B, 4 64B, 6 32B
 
 LBO and SBO have the meaning of the SM90 descriptor (strides between 8 x 16-byte core
-matrices) and follow from the layout by the same canonical forms (CUTLASS ``make_umma_desc``
-mirrors ``make_gmma_desc``): :func:`make_umma_desc` derives them with the layout algebra
-through :func:`nvatom.descriptors.wgmma.make_gmma_desc` and re-encodes them here.
+matrices) and follow from the layout by the same canonical forms (CUTLASS's ``make_umma_desc``
+mirrors its ``make_gmma_desc``): :func:`make_umma_desc` derives them with the layout algebra
+through :func:`nvatom.descriptors.wgmma.make_wgmma_desc` and re-encodes them here.
 
 **Instruction descriptor** (32 bits; passed as a ``.b32`` register; PTX ISA Tables 42-44, in
 :mod:`nvatom.descriptors.idesc_rules` with the rules of which words are valid)::
@@ -63,10 +63,10 @@ from nvatom.descriptors.idesc_rules import (
 )
 from nvatom.descriptors.wgmma import (
     DescriptorField,
-    GmmaDescriptor,
-    canonical_gmma_layout,
+    WgmmaDescriptor,
+    canonical_wgmma_layout,
     check_desc_matches,
-    make_gmma_desc,
+    make_wgmma_desc,
 )
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import DescriptorError
@@ -202,16 +202,16 @@ class UmmaSmemDescriptor:
         return f"{self.encode():#018x} ({self.explain()})"
 
     @classmethod
-    def of_gmma(cls, g: GmmaDescriptor) -> UmmaSmemDescriptor:
+    def of_wgmma(cls, g: WgmmaDescriptor) -> UmmaSmemDescriptor:
         """The same core-matrix geometry as an SM90 descriptor, in SM100's encoding."""
         return cls(g.start_address, g.lbo, g.sbo, g.base_offset, 0, g.layout_type.name)
 
-    def as_gmma(self) -> GmmaDescriptor:
+    def as_wgmma(self) -> WgmmaDescriptor:
         sw = self.swizzle
         if sw not in SMEM_SWIZZLES or self.lbo_mode:
             raise DescriptorError(f"{self.explain()}: no SM90 equivalent (SW128_32B or "
                                   "absolute LBO mode)")
-        return GmmaDescriptor(self.start_address, self.lbo, self.sbo, self.base_offset, sw)
+        return WgmmaDescriptor(self.start_address, self.lbo, self.sbo, self.base_offset, sw)
 
 
 def decode_smem_desc(word: int) -> UmmaSmemDescriptor:
@@ -301,7 +301,7 @@ def make_umma_desc(smem_layout: Any, element_bits: int, major: str,
         _check_umma_swizzle(where, sw, element_bits, major)
         if sw is SW128_32B:
             return _make_sw128_32b_desc(where, smem_layout, element_bits, start_address)
-    return UmmaSmemDescriptor.of_gmma(make_gmma_desc(smem_layout, element_bits, major,
+    return UmmaSmemDescriptor.of_wgmma(make_wgmma_desc(smem_layout, element_bits, major,
                                                      start_address))
 
 
@@ -313,7 +313,7 @@ def canonical_umma_layout(desc: UmmaSmemDescriptor, element_bits: int, major: st
         eb = element_bits // 8
         return umma_canonical_layout(major, SW128_32B, element_bits, mn, 256 // element_bits,
                                      desc.lbo // eb, desc.sbo // eb)
-    return canonical_gmma_layout(desc.as_gmma(), element_bits, major, mn)
+    return canonical_wgmma_layout(desc.as_wgmma(), element_bits, major, mn)
 
 
 def check_umma_desc_matches(desc: UmmaSmemDescriptor, smem_layout: Any, element_bits: int,
@@ -325,7 +325,7 @@ def check_umma_desc_matches(desc: UmmaSmemDescriptor, smem_layout: Any, element_
             raise DescriptorError(f"check_umma_desc_matches: {desc.explain()} does not describe "
                                   f"{smem_layout} ({got.explain()})")
         return
-    check_desc_matches(desc.as_gmma(), smem_layout, element_bits, major)
+    check_desc_matches(desc.as_wgmma(), smem_layout, element_bits, major)
 
 
 # ============================================================================ idesc

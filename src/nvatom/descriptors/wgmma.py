@@ -4,7 +4,7 @@ CuTe shared-memory layout.
 A ``wgmma.mma_async`` operand in shared memory is passed as a 64-bit descriptor (PTX ISA,
 "Asynchronous Warpgroup Level Matrix Shared Memory Layout" / "Matrix Descriptor Format";
 CUTLASS ``union GmmaDescriptor`` in include/cute/arch/mma_sm90_desc.hpp).  :data:`FIELDS` is the
-one table of its bit positions; :meth:`GmmaDescriptor.encode` and :func:`decode` both read it:
+one table of its bit positions; :meth:`WgmmaDescriptor.encode` and :func:`decode` both read it:
 
 =============== ====== ===== ===== ==========================================================
 field           lsb    width shift meaning
@@ -32,7 +32,7 @@ SM100's ``tcgen05`` descriptor spells the same modes with other codes in other b
     MN-major  INTERLEAVE  ((1,n),(8,k)):((X,SBO),(1,LBO))
               SWxx        Sw o ((W,n),(8,k)):((1,LBO),(W,SBO))
 
-:func:`make_gmma_desc` recasts a layout of elements to 16-byte units (``upcast``), takes the
+:func:`make_wgmma_desc` recasts a layout of elements to 16-byte units (``upcast``), takes the
 first K-block (32 bytes of K for K-major, ``256 / element_bits`` elements for MN-major),
 ``logical_divide``s it by ``(8, 2)`` or ``(W, 8)`` and reads LBO and SBO off the strides; a
 layout that is none of the forms above is rejected with :class:`DescriptorError`.
@@ -78,13 +78,16 @@ __all__ = [
     "SM90_LAYOUT_TYPE",
     "DescriptorError",
     "DescriptorField",
-    "GmmaDescriptor",
+    "GmmaDescriptor",  # deprecated alias (docs/atom-names.md)
     "SmemDescView",
-    "canonical_gmma_layout",
+    "WgmmaDescriptor",
+    "canonical_gmma_layout",  # deprecated alias (docs/atom-names.md)
+    "canonical_wgmma_layout",
     "check_desc_matches",
     "decode",
     "decode_fields",
-    "make_gmma_desc",
+    "make_gmma_desc",  # deprecated alias (docs/atom-names.md)
+    "make_wgmma_desc",
 ]
 
 
@@ -162,7 +165,7 @@ def _swizzle_name(sw: SmemSwizzle) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class GmmaDescriptor:
+class WgmmaDescriptor:
     """The logical fields of an SM90 shared-memory matrix descriptor.
 
     ``start_address``, ``lbo`` and ``sbo`` are in bytes (16-byte aligned); ``base_offset`` is
@@ -180,20 +183,20 @@ class GmmaDescriptor:
         try:
             sw = smem_swizzle(self.layout_type)  # type: ignore[arg-type]
         except SmemError as e:
-            raise DescriptorError(f"GmmaDescriptor: layout_type: {e}") from None
+            raise DescriptorError(f"WgmmaDescriptor: layout_type: {e}") from None
         object.__setattr__(self, "layout_type", sw)
         for f in FIELDS[:4]:
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, int):
-                raise DescriptorError(f"GmmaDescriptor: {f.name} must be an int, got {v!r}")
+                raise DescriptorError(f"WgmmaDescriptor: {f.name} must be an int, got {v!r}")
             if v < 0 or v > f.max_value:
                 raise DescriptorError(
-                    f"GmmaDescriptor: {f.name} = {v:#x} is out of range: bits {f.bits} hold "
+                    f"WgmmaDescriptor: {f.name} = {v:#x} is out of range: bits {f.bits} hold "
                     f"0 to {f.max_value:#x}" + (f" (>> {f.shift})" if f.shift else "")
                 )
             if v % (1 << f.shift):
                 raise DescriptorError(
-                    f"GmmaDescriptor: {f.name} = {v:#x} is not {1 << f.shift}-byte aligned "
+                    f"WgmmaDescriptor: {f.name} = {v:#x} is not {1 << f.shift}-byte aligned "
                     f"(the field stores {f.name} >> {f.shift})"
                 )
 
@@ -226,7 +229,7 @@ class GmmaDescriptor:
         return f"{self.encode():#018x} ({self.explain()})"
 
 
-def decode(word: int) -> GmmaDescriptor:
+def decode(word: int) -> WgmmaDescriptor:
     """The fields of a 64-bit SM90 descriptor word; rejects set reserved bits."""
     if isinstance(word, bool) or not isinstance(word, int) or not 0 <= word < 1 << 64:
         raise DescriptorError(f"decode: a descriptor is a 64-bit unsigned int, got {word!r}")
@@ -241,7 +244,7 @@ def decode(word: int) -> GmmaDescriptor:
     if raw["layout_type"] not in _MODE_OF_CODE:  # pragma: no cover
         raise DescriptorError(f"decode({word:#018x}): unknown layout_type code "
                               f"{raw['layout_type']} in bits {_FIELD['layout_type'].bits}")
-    return GmmaDescriptor(
+    return WgmmaDescriptor(
         start_address=raw["start_address"] << 4,
         lbo=raw["lbo"] << 4,
         sbo=raw["sbo"] << 4,
@@ -279,7 +282,7 @@ def _split(layout: Any, element_bits: int, where: str) -> tuple[SmemSwizzle, Lay
     sw = smem_swizzle_of(layout, element_bits)
     if sw is None:
         raise DescriptorError(
-            f"{where}: the swizzle of {layout} is none of the GMMA modes for {element_bits}-bit "
+            f"{where}: the swizzle of {layout} is none of the WGMMA modes for {element_bits}-bit "
             "elements (" + ", ".join(f"{s.name} = {s.element_swizzle(element_bits)}"
                                      for s in SMEM_SWIZZLES) + ")"
         )
@@ -291,7 +294,7 @@ def _split(layout: Any, element_bits: int, where: str) -> tuple[SmemSwizzle, Lay
     else:
         outer = layout
     if rank(outer) != 2:
-        raise DescriptorError(f"{where}: a GMMA operand layout is rank 2 (mn, k); {layout} "
+        raise DescriptorError(f"{where}: a WGMMA operand layout is rank 2 (mn, k); {layout} "
                               f"has rank {rank(outer)}")
     return sw, outer
 
@@ -322,24 +325,25 @@ def _canonical_strides(
     mn = size(u[0])
     if major == "K":
         if mn % 8:
-            raise DescriptorError(f"{where}: not a canonical GMMA K-major layout: the MN size "
+            raise DescriptorError(f"{where}: not a canonical WGMMA K-major layout: the MN size "
                                   f"{mn} is not a multiple of 8 core-matrix rows")
         tiler: tuple[Layout, Layout] = (Layout(8, 1), Layout(2, 1))
     else:
         if mn % w:
             raise DescriptorError(
-                f"{where}: not a canonical GMMA MN-major layout: the MN size is {mn} 16-byte "
+                f"{where}: not a canonical WGMMA MN-major layout: the MN size is {mn} 16-byte "
                 f"chunks, not a multiple of the {sw.name} span of {w}"
             )
         tiler = (Layout(w, 1), Layout(8, 1))
     try:
         c = logical_divide(u, tiler)
     except LayoutError as e:
-        raise DescriptorError(f"{where}: not a canonical GMMA {major}-major layout ({e})") from None
+        raise DescriptorError(
+            f"{where}: not a canonical WGMMA {major}-major layout ({e})") from None
     flat = [c[i][j] for i in (0, 1) for j in (0, 1)] if all(rank(c[i]) == 2 for i in (0, 1)) \
         else []
     if not flat or not all(is_int(m.shape) for m in flat):
-        raise DescriptorError(f"{where}: not a canonical GMMA {major}-major layout: {c} has no "
+        raise DescriptorError(f"{where}: not a canonical WGMMA {major}-major layout: {c} has no "
                               "flat offset mode")
     s00, s01, s10, s11 = (m.stride for m in flat)
     swz = sw.nbytes != 0
@@ -347,7 +351,7 @@ def _canonical_strides(
     def expect(name: str, got: int, want: int) -> None:
         if got != want:
             raise DescriptorError(
-                f"{where}: not a canonical GMMA {major}-major {sw.name} layout: in 16-byte "
+                f"{where}: not a canonical WGMMA {major}-major {sw.name} layout: in 16-byte "
                 f"units its K-block is {c}, whose {name} stride is {got}, not {want}"
             )
 
@@ -363,17 +367,17 @@ def _canonical_strides(
     return (s11, s01) if not swz else (s01, s11)
 
 
-def make_gmma_desc(
+def make_wgmma_desc(
     smem_layout: Any,
     element_bits: int,
     major: str,
     start_address: int = 0,
-) -> GmmaDescriptor:
+) -> WgmmaDescriptor:
     """The SM90 descriptor of the first wgmma K-block of ``smem_layout`` (coordinates
     ``(mn, k)`` to element offsets, as :func:`nvatom.tables.swizzles.smem_layout` builds them),
     stored from byte ``start_address``.  Raises :class:`DescriptorError` for a layout that
-    is not one of CUTLASS's canonical GMMA forms."""
-    where = f"make_gmma_desc({smem_layout}, {element_bits}, {major!r})"
+    is not one of the canonical forms (CUTLASS's ``GMMA::Layout_*`` atoms)."""
+    where = f"make_wgmma_desc({smem_layout}, {element_bits}, {major!r})"
     major = _check_major(major)
     sw, outer = _split(smem_layout, element_bits, where)
     if isinstance(start_address, bool) or not isinstance(start_address, int):
@@ -394,11 +398,11 @@ def make_gmma_desc(
         if v < 0 or v > f.max_value or v % 16:
             raise DescriptorError(f"{where}: {name} = {v:#x} does not fit bits {f.bits} "
                                   f"(0 to {f.max_value:#x}, 16-byte aligned)")
-    return GmmaDescriptor(start_address, 16 * lbo, 16 * sbo, 0, sw)
+    return WgmmaDescriptor(start_address, 16 * lbo, 16 * sbo, 0, sw)
 
 
-def canonical_gmma_layout(
-    desc: GmmaDescriptor, element_bits: int, major: str, mn: int
+def canonical_wgmma_layout(
+    desc: WgmmaDescriptor, element_bits: int, major: str, mn: int
 ) -> Layout | ComposedLayout:
     """The K-block layout (coordinates ``(mn, k)`` to element offsets from the start address)
     that ``desc`` describes for an operand of ``mn`` rows: CUTLASS's canonical form."""
@@ -409,13 +413,13 @@ def canonical_gmma_layout(
     lbo, sbo = desc.lbo // 16 * per, desc.sbo // 16 * per  # in elements
     if major == "K":
         if mn % 8:
-            raise DescriptorError(f"canonical_gmma_layout: K-major MN = {mn} is not a multiple "
+            raise DescriptorError(f"canonical_wgmma_layout: K-major MN = {mn} is not a multiple "
                                   "of 8")
         kstride = lbo if not sw.nbytes else per
         lay = Layout(((8, mn // 8), (per, 2)), ((w * per, sbo), (1, kstride)))
     else:
         if mn % (w * per):
-            raise DescriptorError(f"canonical_gmma_layout: MN-major MN = {mn} is not a multiple "
+            raise DescriptorError(f"canonical_wgmma_layout: MN-major MN = {mn} is not a multiple "
                                   f"of the {sw.name} span ({w * per} elements)")
         k8 = 256 // element_bits // 8
         if sw.nbytes:
@@ -427,7 +431,7 @@ def canonical_gmma_layout(
 
 
 def check_desc_matches(
-    desc: GmmaDescriptor, smem_layout: Any, element_bits: int, major: str
+    desc: WgmmaDescriptor, smem_layout: Any, element_bits: int, major: str
 ) -> None:
     """Raise :class:`DescriptorError` unless ``desc`` describes the first K-block of
     ``smem_layout``: same swizzle mode, and LBO/SBO that reproduce its offsets."""
@@ -443,7 +447,7 @@ def check_desc_matches(
         raise DescriptorError(f"{where}: base_offset {desc.base_offset} != 0 is not modelled")
     kblock = 256 // element_bits
     mn = size(outer[0])
-    want = canonical_gmma_layout(desc, element_bits, major, mn)
+    want = canonical_wgmma_layout(desc, element_bits, major, mn)
     try:
         got = composition(smem_layout, (Layout(mn, 1), Layout(kblock, 1)))
         ok = layouts_equivalent(got, want)
@@ -452,7 +456,7 @@ def check_desc_matches(
     if not ok:
         derived = ""
         try:
-            own = make_gmma_desc(smem_layout, element_bits, major)
+            own = make_wgmma_desc(smem_layout, element_bits, major)
             derived = f"; the layout's own descriptor is {own.explain()}"
         except DescriptorError:
             pass
@@ -472,7 +476,7 @@ class SmemDescView(DescriptorType):
     layout: Layout | ComposedLayout
     element_bits: int
     major: str
-    descriptor: GmmaDescriptor
+    descriptor: WgmmaDescriptor
 
     def __post_init__(self) -> None:
         check_desc_matches(self.descriptor, self.layout, self.element_bits, self.major)
@@ -481,7 +485,7 @@ class SmemDescView(DescriptorType):
     def of(cls, layout: Layout | ComposedLayout, element_bits: int, major: str = "K",
            start_address: int = 0) -> SmemDescView:
         return cls(layout, element_bits, major,
-                   make_gmma_desc(layout, element_bits, major, start_address))
+                   make_wgmma_desc(layout, element_bits, major, start_address))
 
     @property
     def word(self) -> int:
@@ -490,3 +494,10 @@ class SmemDescView(DescriptorType):
     def __str__(self) -> str:
         return (f"smem_desc_view<{self.layout}, {self.element_bits}-bit, {self.major}-major, "
                 f"{self.descriptor.explain()}>")
+
+
+# The names before "one vocabulary" (docs/atom-names.md): CUTLASS's spelling, kept as aliases
+# until the SM90 kernels that use them are split into nvatom.kernels.sm90.
+GmmaDescriptor = WgmmaDescriptor  # deprecated alias (docs/atom-names.md)
+make_gmma_desc = make_wgmma_desc  # deprecated alias (docs/atom-names.md)
+canonical_gmma_layout = canonical_wgmma_layout  # deprecated alias (docs/atom-names.md)

@@ -19,6 +19,7 @@ import dataclasses
 import re
 
 from nvatom.ir import driver
+from nvatom.ir.lower import lower as lower_
 
 __all__ = ["Case", "CaseResult", "check_file", "check_text", "split_cases"]
 
@@ -87,8 +88,6 @@ def run_case(case: Case, filename: str, *, lower: bool = False) -> list[driver.D
         mod = driver.parse(case.text, filename)
         ctx = driver.verify(mod, _target_of(case))
         if lower:
-            from nvatom.ir.lower import lower as lower_
-
             lower_(mod, ctx)
     except driver.IRError as e:
         return e.diagnostics

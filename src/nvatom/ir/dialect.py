@@ -20,17 +20,27 @@ Source: the specification's IR forms and contracts, quoted in docs/spec-deviatio
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from nvatom import diagnostics as D
-from nvatom.arch import Target
+from nvatom.arch import Target, Tier, feature
 from nvatom.atoms import tma as T
+from nvatom.atoms.copy import CopyUse, MatrixCopy, element_bits
+from nvatom.atoms.interfaces import BlockScaleAtom, TmemAtom
 from nvatom.atoms.mbarrier import MAX_ARRIVAL_COUNT
+from nvatom.atoms.registry import atom_record
+from nvatom.atoms.sm90 import WgmmaForm
+from nvatom.atoms.sm100 import UmmaUse
+from nvatom.atoms.sm120 import MmaBsUse
+from nvatom.atoms.tiled_mma import check_gemm_operands, make_tiled_mma
 from nvatom.atoms.tmem import COLUMNS as TMEM_COLUMNS
 from nvatom.atoms.tmem import alloc_columns
 from nvatom.atoms.verify import MmaUse, OperandUse
+from nvatom.atoms.wgmma_fragments import wgmma_tv_layout
+from nvatom.ir import tcgen05 as T5
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.fragments import (
@@ -41,7 +51,8 @@ from nvatom.ir.fragments import (
     tiled_fragment_access,
 )
 from nvatom.ir.syntax import IRSyntaxError
-from nvatom.layout import ComposedLayout, Layout, cosize, layouts_equivalent, size
+from nvatom.ir.tcgen05 import check_one_cta_group, cluster_size, tmem_buffer, verify_tmem_copy
+from nvatom.layout import ComposedLayout, Layout, Swizzle, cosize, layouts_equivalent, size
 from nvatom.ptx import tma_emit as TE
 
 __all__ = ["ALL_OPS", "DIALECTS", "IRVerifyError", "NvOp", "VerifyCtx", "is_nv_op"]
@@ -285,7 +296,6 @@ class AllocTmemOp(_AllocOp):
         assert m is not None
         if not isinstance(m.layout, Layout) or m.layout.rank != 2:
             _fail(f"a TMEM buffer is (lanes, columns), got {m.layout}")
-        from nvatom.ir.tcgen05 import tmem_buffer
 
         if tmem_buffer(m.layout) is None:
             _fail(f"a TMEM buffer is (lanes, columns):(columns, 1) of at most 128 lanes, got "
@@ -313,7 +323,6 @@ def tmem_columns(m: Any) -> int:
     """TMEM columns ``tcgen05.alloc`` takes for a (lanes, columns) buffer: a power of two
     in 32..512 covering its columns (32-bit cells, whatever the element type:
     nvatom.ir.tcgen05)."""
-    from nvatom.layout import size
 
     return alloc_columns(size(m.layout[1]))
 
@@ -363,8 +372,6 @@ class RetileOp(FragmentOp):
 
 
 def _values_per_thread(layout: Any) -> int:
-    from nvatom.layout import size
-
     return size(layout[1]) if layout.rank >= 2 else size(layout)
 
 
@@ -556,8 +563,6 @@ class MakeAtomOp(NvOp):
         atom = TY.atom_of(self.results[0].type)
         check = getattr(atom, "available_on", None)
         if check is not None and not check(v.target):
-            from nvatom.atoms.registry import atom_record
-
             why = atom_record(atom.mnemonic).rejection(v.target, atom.name)
             _fail(why or f"atom '{atom.name}' is not available on {v.target.name}")
 
@@ -600,9 +605,6 @@ class MmaOp(NvOp):
     ATTRS: ClassVar[dict[str, Any]] = {"selector": "int", "accumulate": "bool"}
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        from nvatom.atoms.interfaces import BlockScaleAtom, TmemAtom
-        from nvatom.atoms.sm90 import WgmmaForm
-
         atom = _atom_operand(self, "mma")
         _, d, a, b, c, *extra = self.operands
         uses = [_operand_use(x.type, n) for x, n in ((a, "A"), (b, "B"), (c, "C"), (d, "D"))]
@@ -635,7 +637,6 @@ class MmaOp(NvOp):
         """SM100 UMMA (tcgen05.mma): ``%atom, %d, %a, %b, %c[, %sfa, %sfb][, %e]``; A, B as
         descriptor views or TMEM memrefs, D in TMEM; the UMMA ladder
         (docs/spec-deviations.md#mma-verifier-ladders)."""
-        from nvatom.atoms.sm100 import UmmaUse
 
         _, d, a, b, c = self.operands[:5]
         uses = [_umma_use(x.type, n) for x, n in ((a, "A"), (b, "B"), (c, "C"), (d, "D"))]
@@ -649,7 +650,6 @@ class MmaOp(NvOp):
         if self.attr("selector") is not None:  # accumulate = false: enable-input-d off
             _fail(f"atom '{atom.name}' takes no selector attribute")
         # TMEM buffers and cta_group::2 descriptor views (nvatom.ir.tcgen05)
-        from nvatom.ir import tcgen05 as T5
 
         k_blocks = T5.umma_k_blocks(atom, uses[1].layout) if uses[1].layout is not None else 1
         ops = T5.umma_uses(atom, dict(zip(("A", "B", "C", "D", "SFA", "SFB", "E"),
@@ -667,7 +667,6 @@ class MmaOp(NvOp):
     def _verify_block_scaled(self, atom: Any, uses: list[OperandUse], extra: list[Any],
                              v: VerifyCtx) -> None:
         """SM120.mma_bs: ``%atom, %d, %a, %b, %c, %sfa, %sfb [, %e]``."""
-        from nvatom.atoms.sm120 import MmaBsUse
 
         if len(extra) < 2:
             _fail(f"atom '{atom.name}' takes the scale-factor fragments of A and B after C "
@@ -684,8 +683,6 @@ class MmaOp(NvOp):
                                                 meta, sel))
 
     def _verify_wgmma(self, atom: Any, use: MmaUse, v: VerifyCtx) -> None:
-        import dataclasses
-
         _, d, a, b, c, *e = self.operands
         if e or use.selector is not None:
             _fail(f"atom '{atom.name}' is dense and takes no metadata or selector")
@@ -713,8 +710,6 @@ class MmaOp(NvOp):
         m = TY.memref_of(d.type)
         assert m is not None
         if m.layout is not None:
-            from nvatom.atoms.wgmma_fragments import wgmma_tv_layout
-
             want = wgmma_tv_layout(atom, "D")
             if not isinstance(m.layout, Layout) or not layouts_equivalent(m.layout, want):
                 _fail(f"{D.MMA_ATOM_LAYOUT}{want} for operand D, but got {m.layout}")
@@ -760,8 +755,6 @@ class MakeTiledMmaOp(NvOp):
         return TY.make(TY.TiledMmaT)
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        from nvatom.atoms.tiled_mma import make_tiled_mma
-
         atom = _atom_operand(self, "mma")
         if not hasattr(atom, "tv_layout") or not hasattr(atom, "shape_mnk"):
             _fail(f"make_tiled_mma tiles register MMA atoms, not '{atom.name}'")
@@ -779,8 +772,6 @@ class TiledGemmOp(NvOp):
     OPERANDS = 5
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        from nvatom.atoms.tiled_mma import check_gemm_operands
-
         t, *ops = self.operands
         if not isinstance(t.type, TY.TiledMmaT):
             _fail(f"expects a !cute_nvgpu.tiled_mma as operand #0, but got "
@@ -896,8 +887,6 @@ class CopyOp(NvOp):
     ATTRS: ClassVar[dict[str, Any]] = {"generic": "bool"}
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        from nvatom.atoms.copy import CopyUse, element_bits
-
         atom = _atom_operand(self, "copy")
         if self.attr("generic"):
             self._check_generic(atom)
@@ -907,7 +896,6 @@ class CopyOp(NvOp):
             # the TMEM atoms (nvatom.atoms.tmem) take (src, dst residency, element bits)
             atom.verify_instance(v.target, (src.residency, dst.residency,
                                             element_bits(src.element_type)))
-            from nvatom.ir.tcgen05 import check_one_cta_group, verify_tmem_copy
 
             v.facts[self] = verify_tmem_copy(atom, self.operands[1].type, self.operands[2].type)
             if atom.mnemonic == "atom.s2t_copy":
@@ -915,7 +903,6 @@ class CopyOp(NvOp):
                     _need_cta_pair(self, atom.name)
                 check_one_cta_group(self)
             return
-        from nvatom.atoms.copy import MatrixCopy
 
         if isinstance(atom, MatrixCopy):
             if atom.op == "ldmatrix":
@@ -927,7 +914,6 @@ class CopyOp(NvOp):
     def _check_generic(self, atom: Any) -> None:
         """``generic = true`` applies to ldmatrix/stmatrix, whose shared tile it addresses
         generically (the instruction without ``.shared``)."""
-        from nvatom.atoms.copy import MatrixCopy
 
         if not isinstance(atom, MatrixCopy):
             _fail(f"generic = true addresses an ldmatrix/stmatrix tile generically; "
@@ -945,8 +931,6 @@ def _swizzled_rows(atom: Any, use: OperandUse, side: str) -> OperandUse:
     address per lane), so only the value mode must be the atom's: one row of elements in
     order.  Checked here; the atom verifies the rest with the layout left out (the lowering
     checks that the swizzle keeps each 16-byte row contiguous)."""
-    from nvatom.atoms.copy import element_bits
-    from nvatom.layout import Swizzle, size
 
     lay = use.layout
     if not (isinstance(lay, ComposedLayout) and isinstance(lay.inner, Swizzle)
@@ -979,8 +963,6 @@ class UmmaCommitOp(NvOp):
                   f"{TY.type_text(self.operands[0].type)}")
         mask = self.attr("multicast_mask")
         if mask is not None:
-            from nvatom.ir.tcgen05 import cluster_size
-
             n = cluster_size(self)
             if not 0 < mask < (1 << min(n, 16)):
                 _fail(f"multicast_mask = {mask} names no CTAs of the kernel's cluster of {n} "
@@ -996,9 +978,6 @@ class TmemShiftOp(NvOp):
     OPERANDS = 1
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        from nvatom.arch import feature
-        from nvatom.ir.tcgen05 import tmem_buffer
-
         f = feature("tcgen05.shift")
         if not f.available_on(v.target):
             _fail(f"'{self.name}' (tcgen05.shift) is not available on {v.target.name}: it "
@@ -1033,8 +1012,6 @@ class CpAsyncWaitOp(NvOp):
 
 
 def _need_cp_async(op: NvOp, v: VerifyCtx) -> None:
-    from nvatom.arch import Tier
-
     if v.target.tier < Tier.SM80:
         _fail(f"'{op.name}' needs cp.async (sm_80 and later), not {v.target.name}")
 
@@ -1152,8 +1129,6 @@ class MakeExecTmaOp(NvOp):
 
     def verify_ir(self, v: VerifyCtx) -> None:
         if not v.target.supports("tma"):
-            from nvatom.atoms.records import atom_record
-
             # the registry's target rule ("atom 'atom.make_exec_tma' needs tier SM90, ...")
             _fail(atom_record(self.name.removeprefix("cute_nvgpu.")).rejection(
                 v.target, self.name.removeprefix("cute_nvgpu."))
@@ -1449,8 +1424,6 @@ def _need_cta_pair(op: NvOp, what: str) -> None:
 
 
 def _need_cluster(op: NvOp, v: VerifyCtx) -> None:
-    from nvatom.arch import Tier
-
     if v.target.tier < Tier.SM90:
         _fail(f"'{op.name}' needs thread-block clusters (sm_90 and later), not {v.target.name}")
 

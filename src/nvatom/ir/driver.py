@@ -21,6 +21,8 @@ from nvatom.arch import Target, target
 from nvatom.errors import NvatomError
 from nvatom.ir import dialect as DL
 from nvatom.ir import xdsl_adapter as X
+from nvatom.ir.ops import DIALECTS
+from nvatom.ir.ops_tma import derive_tma_flags
 
 __all__ = ["Diagnostic", "IRError", "Module", "parse", "print_module", "verify"]
 
@@ -64,8 +66,6 @@ _CTX: Any = None
 def _context() -> Any:
     global _CTX
     if _CTX is None:
-        from nvatom.ir.ops import DIALECTS
-
         _CTX = X.make_context(DIALECTS)
     return _CTX
 
@@ -167,8 +167,6 @@ def verify(module: Module, target_: str | Target | None = None) -> DL.VerifyCtx:
         raise IRError(diags)
     # the TMA flags bits that depend on how a load's tile is used (sparse metadata, a
     # tcgen05.cp source): set once everything has verified
-    from nvatom.ir.ops_tma import derive_tma_flags
-
     derive_tma_flags(module, ctx)
     return ctx
 

@@ -18,8 +18,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from nvatom.atoms.sm90 import WgmmaForm
+from nvatom.atoms.wgmma_fragments import wgmma_tv_layout
 from nvatom.errors import NvatomError
 from nvatom.layout import Layout, composition, cosize, size
+from nvatom.ptx import tiled_mma_emit as tm
 from nvatom.ptx.layout_eval import register_bytes
 
 __all__ = [
@@ -51,11 +54,8 @@ class FragmentAccess:
 
 def operand_tv(form: Any, op: str) -> Layout:
     """(thread, value) -> element of a register operand (WGMMA: its fragment layouts)."""
-    from nvatom.atoms.sm90 import WgmmaForm
 
     if isinstance(form, WgmmaForm):
-        from nvatom.atoms.wgmma_fragments import wgmma_tv_layout
-
         return wgmma_tv_layout(form, op)
     return form.tv_layout(op)
 
@@ -97,7 +97,6 @@ def tiled_fragment_access(tiled: Any, op: str, tensor: Layout,
     fragment of tile ``tile`` of ``tensor``, over all the tiled MMA's threads
     (:func:`nvatom.ptx.tiled_mma_emit.fragment_access`).  The lowering takes a thread's index
     as ``%tid.x`` modulo the thread count, so that count must be a power of two."""
-    from nvatom.ptx import tiled_mma_emit as tm
 
     if tiled.threads & (tiled.threads - 1):
         raise IRVerifyError(f"copy_fragment of a tiled MMA needs a power-of-two thread count, "

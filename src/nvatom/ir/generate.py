@@ -23,6 +23,8 @@ from typing import Any
 
 from nvatom.arch import TARGETS, Target, target
 from nvatom.atoms import registry as R
+from nvatom.ir import generate_sm100 as G
+from nvatom.ir.generate_forms import TMA_FORMS, copy_use, tma_use
 from nvatom.ir.syntax import layout_text
 from nvatom.layout import size
 
@@ -128,11 +130,9 @@ def atom_use(fam: R.AtomFamily, atom: Any, target_: Target | str) -> AtomUse:
     if fam.name in NOT_GENERATED:
         raise NotImplementedError(f"{fam.name}: {NOT_GENERATED[fam.name]}")
     if fam.name in ("umma", "tmem"):  # SM100 tcgen05 (nvatom.ir.generate_sm100)
-        from nvatom.ir import generate_sm100 as G
 
         make_sm100 = G.umma_use if fam.name == "umma" else G.tmem_use
         return AtomUse(fam.name, atom.name, t.name, make_sm100(atom, t))
-    from nvatom.ir.generate_forms import copy_use, tma_use
 
     make = {"wgmma": _wgmma_use, "copy": copy_use, "tma": tma_use}.get(fam.name, _mma_use)
     return AtomUse(fam.name, atom.name, t.name, make(fam, atom, t))
@@ -144,7 +144,6 @@ def cases() -> list[tuple[R.AtomFamily, Any, str]]:
     for fam in R.FAMILIES:
         if fam.name in NOT_GENERATED:
             continue
-        from nvatom.ir.generate_forms import TMA_FORMS
 
         # TMA atoms are made from a tensor map, not named: the family's uses are its forms
         for atom in TMA_FORMS if fam.name == "tma" else fam.atoms(None):
@@ -157,8 +156,6 @@ def atom_named(fam: R.AtomFamily, name: str) -> Any:
     """The atom of ``fam`` called ``name`` (a TMA form of ``TMA_FORMS`` for the ``tma``
     family, whose atoms have no table): the inverse of ``cases()``'s names."""
     if fam.name == "tma":
-        from nvatom.ir.generate_forms import TMA_FORMS
-
         return next(f for f in TMA_FORMS if f.name == name)
     return fam.atom(name)
 

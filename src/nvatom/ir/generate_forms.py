@@ -29,6 +29,7 @@ import dataclasses
 from typing import Any
 
 from nvatom.arch import Target
+from nvatom.atoms.copy import MatrixCopy, SimtAsyncCopy
 
 __all__ = ["TMA_FORMS", "TmaForm", "copy_use", "tma_use"]
 
@@ -52,7 +53,6 @@ def _atom_type(atom: Any) -> str:
 
 def copy_use(fam: Any, atom: Any, t: Target) -> str:
     """The module applying copy atom ``atom`` on ``t`` (module docstring)."""
-    from nvatom.atoms.copy import MatrixCopy, SimtAsyncCopy
 
     body = [f"  %atom = cute_nvgpu.make_atom : {_atom_type(atom)}"]
     if isinstance(atom, MatrixCopy):

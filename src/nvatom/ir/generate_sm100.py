@@ -20,8 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from nvatom.arch import Target
+from nvatom.atoms.smem import smem_layout, smem_swizzle
 from nvatom.ir.syntax import layout_text
-from nvatom.ir.tcgen05 import operand_extent, s2t_extent
+from nvatom.ir.tcgen05 import extents, operand_extent, s2t_extent
+from nvatom.layout import cosize
 
 __all__ = ["tmem_use", "umma_use"]
 
@@ -53,9 +55,6 @@ TILE_BYTES = 22 * 1024
 
 
 def _smem_tile(atom: Any, op: str) -> Any:
-    from nvatom.ir.tcgen05 import extents
-    from nvatom.layout import cosize
-
     legal = atom.smem_swizzles(op)
     want = (atom.smem_rows(op), atom.stored_k(op))
     for sw in reversed(legal):  # the widest that fits and spans exactly the operand's tile
@@ -95,8 +94,6 @@ def umma_use(atom: Any, t: Target) -> str:
 def tmem_use(atom: Any, t: Target) -> str:
     lines = [f"  %atom = cute_nvgpu.make_atom : {_type_of(atom)}"]
     if atom.mnemonic == "atom.s2t_copy":
-        from nvatom.atoms.smem import smem_layout, smem_swizzle
-
         rows = max(atom.rows, 8)  # the descriptor's 8-row core matrices
         lay = layout_text(smem_layout(rows, atom.columns * 4, 8, "K",
                                       smem_swizzle("INTERLEAVE")))  # ue8m0: a byte each

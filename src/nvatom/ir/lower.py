@@ -32,22 +32,34 @@ from typing import Any
 
 from nvatom.arch import Tier
 from nvatom.atoms import tma as T
+from nvatom.atoms.copy import MatrixCopy, SimtAsyncCopy, UniversalCopy
+from nvatom.atoms.interfaces import BlockScaleAtom, TmemAtom
+from nvatom.atoms.sm90 import WgmmaForm
+from nvatom.atoms.universal import UniversalFma
 from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.errors import NvatomError
 from nvatom.ir import dialect as DL
+from nvatom.ir import lower_sync as LS
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.driver import Diagnostic, IRError, Module, internal_error
 from nvatom.ir.fragments import WARP, FragmentAccess, fragment_access
+from nvatom.ir.lower_ext import LOWERINGS, descriptor_box, generic_shared
 from nvatom.ir.lower_umma import Tcgen05Lowering
 from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits, arith_bits
 from nvatom.ir.syntax import layout_text
 from nvatom.layout import ComposedLayout, Layout, Swizzle, size
+from nvatom.ptx import copy_emit as CE
 from nvatom.ptx import sync_emit as SE
+from nvatom.ptx import tiled_mma_emit as tm
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
 from nvatom.ptx.builder import Module as PtxModule
+from nvatom.ptx.copy_emit import emit_commit_group, emit_wait_group
 from nvatom.ptx.layout_eval import emit_layout_offset, emit_swizzle, flat_modes
+from nvatom.ptx.mma_emit import emit_mma
+from nvatom.ptx.sm120_emit import emit_mma_bs
+from nvatom.ptx.wgmma_emit import WgmmaSequence, _desc_regs, emit_scale_d, k_step_descriptors
 
 __all__ = ["FragmentAccess", "LowerError", "Lowered", "TmaParam", "fragment_access", "lower"]
 
@@ -107,7 +119,6 @@ class _KernelLowering(Tcgen05Lowering):
         self.tma: list[TmaParam] = []
         self._tid: Reg | None = None
         self._n = 0
-        from nvatom.ptx.wgmma_emit import WgmmaSequence
 
         self.wg = WgmmaSequence(self.k)
         self._t5: Any = None  # the tcgen05 emitter, once the kernel uses TMEM
@@ -131,8 +142,6 @@ class _KernelLowering(Tcgen05Lowering):
 
     # ------------------------------------------------------------------ entry
     def run(self) -> KernelInfo:
-        from nvatom.ir import lower_sync as LS
-
         cluster = self._cluster_shape()
         LS.kernel_attributes(self)
         for i, arg in enumerate(X.block_args(self.fn)):
@@ -198,7 +207,6 @@ class _KernelLowering(Tcgen05Lowering):
             except NvatomError as e:
                 raise IRError([self.mod.diag(op, str(e))]) from None
             except Exception as e:  # a bug: reported at the op being lowered
-                from nvatom.ir.driver import internal_error
 
                 raise IRError([self.mod.diag(op, internal_error(e))]) from None
 
@@ -207,7 +215,6 @@ class _KernelLowering(Tcgen05Lowering):
         name = op.name
         handler = getattr(self, "_" + name.replace(".", "_"), None)
         if handler is None:  # the operations of the ir/ops_*.py modules
-            from nvatom.ir.lower_ext import LOWERINGS
 
             ext = LOWERINGS.get(name)
             if ext is None:
@@ -288,7 +295,6 @@ class _KernelLowering(Tcgen05Lowering):
         assert m is not None
         nbytes = -(-_footprint(m.layout) * m.element.pack_bits // 8)
         align = 1024 if isinstance(m.layout, ComposedLayout) else 128
-        from nvatom.ir import lower_sync as LS
 
         if LS.uses_dynamic_shared(self):  # > 48 KB: carved from dynamic shared memory
             self.vals[op.results[0]] = _Addr(LS.dynamic_alloc(self, nbytes, align), "smem")
@@ -397,18 +403,14 @@ class _KernelLowering(Tcgen05Lowering):
         self.threads = max(self.threads, acc.threads)
 
     def _cute_nvgpu_atom_mma(self, op: Any) -> None:
-        from nvatom.atoms.sm90 import WgmmaForm
-
         atom = TY.atom_of(op.operands[0].type)
         if isinstance(atom, WgmmaForm):
             self._wgmma(op, atom)
             return
-        from nvatom.atoms.interfaces import TmemAtom
 
         if isinstance(atom, TmemAtom):
             self._umma(op, atom)
             return
-        from nvatom.atoms.universal import UniversalFma
 
         if isinstance(atom, UniversalFma):  # one scalar fma/mad per thread
             d, a, b, c = (_one_reg(self._reg_of(x), w)
@@ -417,7 +419,6 @@ class _KernelLowering(Tcgen05Lowering):
             return
         if not hasattr(atom, "opcode"):
             raise LowerError(f"no lowering for atom '{atom.name}'")
-        from nvatom.atoms.interfaces import BlockScaleAtom
 
         _, d, a, b, c, *extra = (self._reg_of(x) for x in op.operands)
         scaled = isinstance(atom, BlockScaleAtom)
@@ -434,19 +435,13 @@ class _KernelLowering(Tcgen05Lowering):
         if atom.is_sparse and sel is None:
             sel = atom.selectors[0]
         if scaled:
-            from nvatom.ptx.sm120_emit import emit_mma_bs
-
             emit_mma_bs(self.k, atom, d.regs, a.regs, b.regs, c.regs, regs[0], regs[1],
                         e=meta, selector=sel)
         else:
-            from nvatom.ptx.mma_emit import emit_mma
-
             emit_mma(self.k, atom, d.regs, a.regs, b.regs, c.regs, e=meta, selector=sel)
         self.need_threads(WARP)
 
     def _wgmma(self, op: Any, form: Any) -> None:
-        from nvatom.ptx.wgmma_emit import _desc_regs, emit_scale_d, k_step_descriptors
-
         _, d, a, b, _c = op.operands
         k_blocks = _unrolled(self.v.facts[op], "K-blocks")
         descs = {}
@@ -477,20 +472,15 @@ class _KernelLowering(Tcgen05Lowering):
         self.vals[op.results[0]] = self._reg_of(op.operands[0])
 
     def _cute_nvgpu_arch_cp_async_commit_group(self, op: Any) -> None:
-        from nvatom.ptx.copy_emit import emit_commit_group
-
         emit_commit_group(self.k)
 
     def _cute_nvgpu_arch_cp_async_wait_group(self, op: Any) -> None:
-        from nvatom.ptx.copy_emit import emit_wait_group
-
         emit_wait_group(self.k, op.attr("pending"))
 
     def _cute_nvgpu_atom_copy(self, op: Any) -> None:
         """One copy atom application.  A memory operand's layout is (thread, value) ->
         element offset (rank 1: the same elements for every thread); registers hold the
         values in value order.  Each thread issues one access per ``atom.bits`` of values."""
-        from nvatom.atoms.copy import MatrixCopy, SimtAsyncCopy, UniversalCopy
 
         atom = TY.atom_of(op.operands[0].type)
         if atom.mnemonic in ("atom.tmem_load", "atom.tmem_store"):
@@ -514,8 +504,6 @@ class _KernelLowering(Tcgen05Lowering):
     def _apply_copy(self, atom: Any, sides: list[_CopySide], *, generic: bool = False) -> None:
         """A copy atom over (thread, value) -> offset operands (``atom.copy``, and each
         thread's values of a tiled copy: ir/lower_ext.py)."""
-        from nvatom.atoms.copy import MatrixCopy, SimtAsyncCopy
-        from nvatom.ptx import copy_emit as CE
 
         threads = max(s.threads for s in sides)
         for s in sides:
@@ -539,8 +527,6 @@ class _KernelLowering(Tcgen05Lowering):
                 mem.element_bits = atom.fmt.reg_bits
             addr = mem.address(self, 0, ROW_BYTES)
             if generic:
-                from nvatom.ir.lower_ext import generic_shared
-
                 addr = generic_shared(self.k, addr)
             CE.emit_matrix_copy(self.k, atom, regs, addr, generic=generic)
             if atom.op == "ldmatrix":
@@ -649,7 +635,6 @@ class _KernelLowering(Tcgen05Lowering):
         r: T.TmaPartitionResult = self.v.facts[op]
         desc: _Desc = self._reg_of(op.operands[0])
         sw = r.non_exec_atom_body.smem.inner
-        from nvatom.ir.lower_ext import descriptor_box
 
         info = dataclasses.replace(desc.info, box=descriptor_box(r),
                                    swizzle_bytes=T.SWIZZLE_BYTES[sw.bits])
@@ -672,7 +657,6 @@ class _KernelLowering(Tcgen05Lowering):
         if tiled is None:
             raise LowerError("cute_nvgpu.tiled_mma.gemm is lowered on register fragments "
                              "(cute.alloc_rmem of the tiled MMA's layouts) only")
-        from nvatom.ptx import tiled_mma_emit as tm
 
         frags = [tm.Fragment("C" if name == "D" else name, tuple(self._reg_of(x).regs),
                              tiled.atom.registers(name), tm.repetitions(tiled, name))

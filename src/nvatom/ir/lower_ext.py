@@ -26,6 +26,7 @@ from nvatom.atoms import tma as T
 from nvatom.errors import NvatomError
 from nvatom.ir import lower_pipeline, lower_sync
 from nvatom.ir import types as TY
+from nvatom.ir.ops_copy import thread_layout
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
 
@@ -85,8 +86,6 @@ def _make_tiled_copy(low: Any, op: Any) -> None:
 
 
 def _tiled_copy_copy(low: Any, op: Any) -> None:
-    from nvatom.ir.ops_copy import thread_layout
-
     tc, _ = low.v.facts[op]
     sides = []
     for x in op.operands[1:]:

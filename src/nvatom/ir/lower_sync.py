@@ -25,6 +25,7 @@ from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.lower_values import LowerError, _Addr, _footprint, _Frag, _int_bits, arith_bits
 from nvatom.ir.ops_sync import CONVERTS
+from nvatom.layout import size
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Reg
@@ -248,7 +249,6 @@ def _fragment_slice(low: Low, op: Any) -> None:
     frag = low._reg_of(op.operands[0])
     m = TY.memref_of(op.results[0].type)
     n = m.layout[1] if m.layout.rank >= 2 else m.layout
-    from nvatom.layout import size
 
     off = op.attr("offset")
     if not isinstance(frag, _Frag):

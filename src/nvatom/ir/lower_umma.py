@@ -38,12 +38,15 @@ from typing import Any
 from nvatom.atoms.tmem import COLUMNS as TMEM_COLUMNS
 from nvatom.atoms.tmem import LANE_STRIDE, alloc_columns
 from nvatom.atoms.wgmma_fragments import WARPGROUP
+from nvatom.descriptors.umma import k_block_descriptors
 from nvatom.errors import NvatomError
 from nvatom.ir import tcgen05 as T5
 from nvatom.ir import types as TY
+from nvatom.ir.dialect import tmem_columns
 from nvatom.ir.fragments import WARP
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Reg
+from nvatom.ptx.tcgen05_emit import Tcgen05
 
 __all__ = ["Tcgen05LowerError", "Tcgen05Lowering", "Tmem"]
 
@@ -78,8 +81,6 @@ class Tcgen05Lowering:
     @property
     def t5(self) -> Any:
         if self._t5 is None:
-            from nvatom.ptx.tcgen05_emit import Tcgen05
-
             self._t5 = Tcgen05(self.k, T5.kernel_cta_group(T5.func_cta_groups(self.fn),
                                                            self.k.name))
         return self._t5
@@ -109,8 +110,6 @@ class Tcgen05Lowering:
 
     # ------------------------------------------------------------------ TMEM
     def _tmem_setup(self) -> None:
-        from nvatom.ir.dialect import tmem_columns
-
         allocs = [op for op in self.fn.walk() if op.name == "cute.alloc_tmem"]
         top = self.fn.body.blocks[0]
         for op in allocs:
@@ -179,7 +178,6 @@ class Tcgen05Lowering:
     # ------------------------------------------------------------------ UMMA
     def _desc_words(self, atom: Any, operand: str, val: Any, k_blocks: int) -> list[Reg]:
         """One 64-bit descriptor per K-block of a view (start address advanced)."""
-        from nvatom.descriptors.umma import k_block_descriptors
 
         base, desc = val
         bits = atom.element_bits(operand)

@@ -29,6 +29,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from nvatom.atoms.copy import CopyUse, SimtAsyncCopy, UniversalCopy, element_bits
+from nvatom.atoms.tiled_copy import make_tiled_copy
+from nvatom.atoms.verify import OperandUse
 from nvatom.ir import dialect as DL
 from nvatom.ir import types as TY
 from nvatom.ir.syntax import IRSyntaxError, parse_layout_body
@@ -74,9 +77,6 @@ class MakeTiledCopyOp(DL.NvOp):
         return TY.make(TY.TiledCopyT)
 
     def verify_ir(self, v: DL.VerifyCtx) -> None:
-        from nvatom.atoms.copy import SimtAsyncCopy, UniversalCopy
-        from nvatom.atoms.tiled_copy import make_tiled_copy
-
         atom = DL._atom_operand(self, "copy")
         if not isinstance(atom, (UniversalCopy, SimtAsyncCopy)):
             DL._fail(f"make_tiled_copy tiles universal copies and cp.async atoms (one thread, "
@@ -109,9 +109,6 @@ class TiledCopyCopyOp(DL.NvOp):
     OPERANDS = 3
 
     def verify_ir(self, v: DL.VerifyCtx) -> None:
-        from nvatom.atoms.copy import CopyUse, element_bits
-        from nvatom.atoms.verify import OperandUse
-
         t, src, dst = self.operands
         if not isinstance(t.type, TY.TiledCopyT):
             DL._fail(f"expects a !cute_nvgpu.tiled_copy as operand #0, but got "

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from nvatom.atoms import mbarrier as M
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
 from nvatom.ir.dialect import (
@@ -175,8 +176,6 @@ class MbarrierArriveOp(NvOp):
     ATTRS: ClassVar[dict[str, Any]] = {"count": "int", "expect_tx": "int"}
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        from nvatom.atoms import mbarrier as M
-
         bar, *cta = self.operands
         if not isinstance(bar.type, TY.MbarrierT):
             _fail(f"expects a !cute_nvgpu.mbarrier, but got {TY.type_text(bar.type)}")

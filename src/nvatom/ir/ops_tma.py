@@ -32,6 +32,7 @@ supported on .target 'sm_90a'").
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -166,8 +167,6 @@ def derive_tma_flags(module: Any, v: DL.VerifyCtx) -> None:
 
     The partition result is replaced in the verification facts the lowering reads: the
     non-exec atom's, the executable atoms bound from it and the transfers that use them."""
-    import dataclasses
-
     bits: dict[Any, T.TmaFlags] = {}
     for op in module.walk():
         if op.name != "cute_nvgpu.atom.tma_load":

@@ -23,13 +23,18 @@ nvatom.atoms.tmem for every layout.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Any
 
+from nvatom import diagnostics as D
+from nvatom.atoms import sm100
 from nvatom.atoms.tmem import LANE_STRIDE, LANES
+from nvatom.descriptors.umma import make_umma_desc
 from nvatom.errors import NvatomError
-from nvatom.layout import Layout, size
+from nvatom.layout import ComposedLayout, Layout, cosize, size
+from nvatom.ptx.layout_eval import flat_modes
 
 __all__ = [
     "Tcgen05VerifyError",
@@ -81,7 +86,6 @@ def _cells(layout: Layout, rows: int, cols: int) -> tuple[int, int]:
     """(max lane + 1, max column + 1) a TMEM layout (``lane << 16 | column`` offsets, strides
     >= 0, columns < 2^16) touches over a rows x cols tile: each flat mode of a tile-sized
     layout adds (extent - 1) x its lane and column strides."""
-    from nvatom.ptx.layout_eval import flat_modes
 
     if (size(layout[0]), size(layout[1])) != (rows, cols):
         offs = [int(layout((r, c))) for r in range(rows) for c in range(cols)]
@@ -96,7 +100,6 @@ def _cells(layout: Layout, rows: int, cols: int) -> tuple[int, int]:
 
 def _copies_lanes(atom: Any, operand: str) -> int:
     """Lanes an operand's copies add (A of Layouts B/E/G; scale factors in every partition)."""
-    from nvatom.atoms import sm100
 
     if operand == "A":
         return max(sm100.tmem_copies(atom.m, atom.n, atom.cta_group, atom.sparse,
@@ -126,8 +129,6 @@ def operand_extent(atom: Any, operand: str, k_blocks: int = 1) -> tuple[int, int
 
 
 def _outer(layout: Any) -> Any:
-    from nvatom.layout import ComposedLayout
-
     return layout.outer if isinstance(layout, ComposedLayout) else layout
 
 
@@ -167,8 +168,6 @@ def s2t_source(atom: Any, element_bits: int, layout: Any) -> Any:
     ``nvatom.descriptors.umma.make_umma_desc``); the tile is ``max(rows, 8)`` x (the row's
     bits / ``element_bits``) elements (8-bit containers for sub-byte types: a decompressing
     copy's 4/6-bit values fill 16-byte units, 16 values each, padded)."""
-    from nvatom.descriptors.umma import make_umma_desc
-    from nvatom.layout import ComposedLayout
 
     rows, bits = atom.rows, atom.columns * 32
     want = (max(rows, 8), bits // element_bits)
@@ -189,7 +188,6 @@ def s2t_source(atom: Any, element_bits: int, layout: Any) -> Any:
     if bits == 128 and isinstance(layout, Layout):
         # a 16-byte row is half of the descriptor's 32-byte K-block: describe the tile with a
         # second 16-byte column after it (its LBO; the copy does not read it)
-        from nvatom.layout import cosize
 
         desc_layout = Layout((layout[0].shape, (layout[1].shape, 2)),
                              (layout[0].stride, (layout[1].stride, cosize(layout))))
@@ -213,10 +211,6 @@ def umma_uses(atom: Any, uses: dict[str, Any], k_blocks: int) -> dict[str, Any]:
     """The operand uses the atom's verifier sees: TMEM buffers checked to fit (then given as
     their operand's tile shape), a ``cta_group::2`` atom's per-CTA descriptor views checked
     against the canonical layouts (then given as the pair's tiles); others unchanged."""
-    import dataclasses
-
-    from nvatom import diagnostics as D
-    from nvatom.atoms import sm100
 
     out = dict(uses)
     for name, use in uses.items():

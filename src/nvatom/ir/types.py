@@ -32,6 +32,8 @@ from typing import Any
 
 from nvatom.atoms import registry as R
 from nvatom.atoms import tma as T
+from nvatom.descriptors.umma import make_umma_desc
+from nvatom.descriptors.wgmma import SmemDescView
 from nvatom.dtypes import DType, dtype
 from nvatom.errors import NvatomError
 from nvatom.ir import xdsl_adapter as X
@@ -247,8 +249,6 @@ class SmemDesc:
 
 @functools.lru_cache(maxsize=1024)
 def smem_desc(body: str) -> SmemDesc:
-    from nvatom.descriptors.wgmma import SmemDescView
-
     parts = split_top_level(body, 2)
     if len(parts) != 3 or parts[1] not in ("K", "MN"):
         raise IRSyntaxError(f"expected '<element, K|MN, layout>', got <{body.strip()}>")
@@ -267,8 +267,6 @@ def _umma_only_view(lay: Any, bits: int, major: str, err: NvatomError) -> Any:
     """A tile only UMMA can describe: FP6/FP4 of kind::f8f6f4 one per byte (PTX ISA
     9.7.16.10.4.4, padded packing: the layout counts 8-bit containers), or the 128-byte
     swizzle with 32-byte atoms (tf32 MN-major), which has no WGMMA mode (view None)."""
-    from nvatom.descriptors.umma import make_umma_desc
-    from nvatom.descriptors.wgmma import SmemDescView
 
     if bits < 8:
         try:

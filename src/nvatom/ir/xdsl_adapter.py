@@ -29,7 +29,9 @@ from typing import Any, ClassVar
 from xdsl.context import Context
 from xdsl.dialects import arith, func, scf
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     Builtin,
+    DenseArrayBase,
     DictionaryAttr,
     IndexType,
     IntegerAttr,
@@ -597,8 +599,6 @@ def print_attr(a: Attribute) -> str:
 def int_list(a: Attribute) -> list[int] | None:
     """The integers of an ``[1, 2, 3]`` array attribute (or ``array<i32: 1, 2, 3>``), else
     None."""
-    from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase
-
     if isinstance(a, DenseArrayBase):
         try:
             vals = a.get_values()

@@ -52,6 +52,7 @@ from nvatom.errors import NvatomError
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Module, Reg
 from nvatom.ptx.tcgen05_emit import Tcgen05, check_kernel
+from nvatom.ref.tcgen05 import Smem, Tmem, mma, tmem_load
 
 __all__ = ["GemmSm100Error", "GemmSm100Plan", "build_gemm_sm100_module", "gemm_sm100_plan",
            "simulate"]
@@ -280,7 +281,6 @@ def _tma_sw128_load(smem: Any, addr: int, box: np.ndarray) -> None:
 def simulate(plan: GemmSm100Plan, a_codes: np.ndarray, b_codes: np.ndarray) -> np.ndarray:
     """Run the kernel's data path on the CPU model: ``a_codes`` (M x K) and ``b_codes``
     (N x K) are 16-bit codes of ``plan.dtype``; returns D (M x N, float32)."""
-    from nvatom.ref.tcgen05 import Smem, Tmem, mma, tmem_load
 
     m, kk = a_codes.shape
     n = b_codes.shape[0]

@@ -8,7 +8,7 @@ streams ``bk``-deep slices of A and B through ``stages`` shared-memory buffers:
 1. **gmem -> smem**: ``atom.simt_async_copy<16>.src_size`` (``cp.async.cg`` 16 B with zero fill):
    each thread copies 16-byte chunks along the operand's contiguous dimension; chunks past M,
    N or K get ``src-size`` 0..16 so ragged tiles read zeros (PTX ISA "cp.async").  Shared
-   tiles are ``nvatom.atoms.smem.smem_layout`` swizzled tiles (CuTe's GMMA atoms, 64/128 B
+   tiles are ``nvatom.atoms.smem.smem_layout`` swizzled tiles (CuTe's WGMMA layout atoms, 64/128 B
    swizzles), so the 16-byte rows ldmatrix reads are bank-conflict free.
 2. **smem -> registers**: ``ldmatrix`` x4 (A, K-major; ``.trans`` for M-major A) and
    ``ldmatrix`` x4 built from the x2 B atom for two n8 tiles (``.trans`` for N-major B, i.e. a

@@ -23,6 +23,7 @@ Two options rebuild last rounds' bugs so that tests can show the layer refuses t
 
 from __future__ import annotations
 
+import struct
 from typing import Literal
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP
@@ -229,6 +230,4 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
 
 
 def _f32_bits(x: float) -> int:
-    import struct
-
     return int.from_bytes(struct.pack(">f", x), "big")

@@ -15,7 +15,7 @@ other ``B``-bit field and XOR them into it::
 
 ``|S| >= B`` keeps the two fields apart, so the YYY bits are unchanged and the function is
 its own inverse.  ``Swizzle(3, 4, 3)`` on byte offsets is the 128-byte swizzle of Hopper's TMA
-and GMMA: 16-byte chunk ``c`` of 128-byte row ``r`` moves to chunk ``c ^ (r % 8)``.  In units
+and WGMMA: 16-byte chunk ``c`` of 128-byte row ``r`` moves to chunk ``c ^ (r % 8)``.  In units
 of 2-byte elements the same pattern is ``Swizzle(3, 3, 3)`` (see :func:`upcast_swizzle`).
 
 CuTe's masks are 32-bit integers, so every bit a swizzle reads or writes lies below bit 32:

@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 
 from nvatom.arch import PtxVersion, Target, Tier, target
+from nvatom.atoms.registry import mma_forms
 from nvatom.errors import NvatomError
 from nvatom.ptx import nvvm
 
@@ -169,8 +170,6 @@ def _split_operands(text: str) -> list[str]:
 
 @cache
 def _mma_forms_by_opcode() -> dict[str, object]:
-    from nvatom.atoms.registry import mma_forms
-
     return {f.opcode: f for f in mma_forms(None) if not f.is_sparse}
 
 

@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nvatom.arch import Target, target
+from nvatom.atoms import fragments_sm70
 from nvatom.atoms.mma import MmaForm
 from nvatom.errors import NvatomError
 from nvatom.layout import Layout, composition, make_layout, right_inverse, size
@@ -268,7 +269,6 @@ def _tile_memory(form: MmaForm, op: str) -> Layout:
 
 def _lanes_of_threads(form: MmaForm, nthreads: int) -> Layout:
     """(atom thread, product) -> lane, for atoms narrower than a warp (m8n8k4 quad-pairs)."""
-    from nvatom.atoms import fragments_sm70
 
     if nthreads != 8 or form.shape_str != "m8n8k4":
         raise MmaEmitError(

@@ -32,7 +32,7 @@ A is 64 x K*k_steps and B is N x K*k_steps, both
 row-major (K-major) in global memory; D is 64 x N f32 row-major.  128 threads copy A and B in
 16-byte chunks into shared tiles laid out by :func:`nvatom.atoms.smem.smem_layout` with the
 chosen swizzle, then fence.proxy.async + bar.sync; the descriptors come from
-:func:`nvatom.descriptors.wgmma.make_gmma_desc`, the k-th one starting at the byte offset of
+:func:`nvatom.descriptors.wgmma.make_wgmma_desc`, the k-th one starting at the byte offset of
 the tile's element ``(0, k*K)``; the run-time shared base address is added into the
 start-address field.  D is initialised to NaN, so the first mma_async runs with scale-d false
 (D = A*B) and the others with scale-d true; D is stored through the accumulator layout of
@@ -45,10 +45,10 @@ import dataclasses
 from collections.abc import Sequence
 
 from nvatom.arch import Target, target
-from nvatom.atoms.sm90 import WgmmaForm
+from nvatom.atoms.sm90 import WgmmaForm, wgmma_form
 from nvatom.atoms.smem import smem_layout, smem_swizzle
 from nvatom.atoms.wgmma_fragments import WARPGROUP, a_layout, accumulator_layout
-from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor, make_gmma_desc
+from nvatom.descriptors.wgmma import FIELDS, WgmmaDescriptor, make_wgmma_desc
 from nvatom.errors import NvatomError
 from nvatom.layout import Layout, composition, size
 from nvatom.ptx.builder import Kernel, Module, Reg
@@ -311,7 +311,7 @@ _MAJORS = ("K", "MN")
 
 def _layout_bits(form: WgmmaForm) -> int:
     """Element width of the shared tiles and global rows: the storage width, except b1,
-    whose 256-bit K-block is laid out as 32 bytes of 8 bits (smem_layout and make_gmma_desc
+    whose 256-bit K-block is laid out as 32 bytes of 8 bits (smem_layout and make_wgmma_desc
     take no 1-bit elements; a b1 K-major row is byte-for-byte an 8-bit one)."""
     return max(8, form.a.pack_bits)
 
@@ -356,8 +356,8 @@ class WgmmaTestPlan:
     k_smem: int  # the shared tiles' width (k_total rounded up to the swizzle atom)
     a_smem: object  # smem_layout(64, k_smem, ...), None for rs
     b_smem: object  # smem_layout(N, k_smem, ...)
-    a_descs: tuple[GmmaDescriptor, ...]  # per K step, start address relative to the tile
-    b_descs: tuple[GmmaDescriptor, ...]
+    a_descs: tuple[WgmmaDescriptor, ...]  # per K step, start address relative to the tile
+    b_descs: tuple[WgmmaDescriptor, ...]
     a_major: str = "K"
     b_major: str = "K"
     load_c: bool = False
@@ -390,11 +390,11 @@ class WgmmaTestPlan:
 
 
 def k_step_descriptors(layout: object, bits: int, k: int, k_steps: int,
-                       desc: GmmaDescriptor | None = None,
-                       major: str = "K") -> tuple[GmmaDescriptor, ...]:
-    """Descriptor of each K step: ``make_gmma_desc``'s (or ``desc``), with the start address
+                       desc: WgmmaDescriptor | None = None,
+                       major: str = "K") -> tuple[WgmmaDescriptor, ...]:
+    """Descriptor of each K step: ``make_wgmma_desc``'s (or ``desc``), with the start address
     advanced to the byte offset of element ``(0, s*k)`` of the layout."""
-    base = make_gmma_desc(layout, bits, major) if desc is None else desc
+    base = make_wgmma_desc(layout, bits, major) if desc is None else desc
     out = []
     for s in range(k_steps):
         off = layout((0, s * k)) * bits // 8  # type: ignore[operator]
@@ -431,7 +431,7 @@ def wgmma_test_plan(form: WgmmaForm, swizzle: object, k_steps: int,
     k_total = ks * k_steps
     b_ks, b_l = _tile(form.n, k_total, bits, b_major, sw)
     a_l: object = None
-    a_descs: tuple[GmmaDescriptor, ...] = ()
+    a_descs: tuple[WgmmaDescriptor, ...] = ()
     k_smem = b_ks
     if form.a_source == "ss":
         k_smem, a_l = _tile(form.m, k_total, bits, a_major, sw)
@@ -490,7 +490,7 @@ def _copy_in(k: Kernel, tid: Reg, gbase: Reg, sbase: Reg, rows: int, k_total: in
         k.ins("st.shared.v4.b32", f"[{dst}]", v, pred=str(p))
 
 
-def _desc_regs(k: Kernel, sbase: Reg, descs: Sequence[GmmaDescriptor]) -> list[Reg]:
+def _desc_regs(k: Kernel, sbase: Reg, descs: Sequence[WgmmaDescriptor]) -> list[Reg]:
     """64-bit descriptor words: the constant fields, start address = (shared base + start)
     >> 4 in bits 0-13 at run time."""
     start = FIELDS[0]
@@ -568,7 +568,6 @@ def build_wgmma_test_module(form: WgmmaForm | str, swizzle: object = "SW128", k_
     accumulators start poisoned and the first step runs with scale-d false; with it they are
     loaded from D and every step runs with scale-d true.  ``scale_a`` / ``scale_b`` = -1
     negate A / B through the imm-scale immediates (forms that have them)."""
-    from nvatom.atoms.sm90 import wgmma_form
 
     form = wgmma_form(form) if isinstance(form, str) else form
     plan = wgmma_test_plan(form, swizzle, k_steps, b_desc_swizzle, a_major=a_major,

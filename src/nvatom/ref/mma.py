@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from nvatom import dtypes
+from nvatom.atoms import fragments_sm70, sparse
 from nvatom.atoms.mma import MmaForm
 from nvatom.errors import NvatomError
 from nvatom.layout import Layout, size
@@ -123,7 +124,6 @@ def _per_reg(form: MmaForm, op: str) -> int:
 def _lane_of(form: MmaForm, thread: int, product: int) -> int:
     if products(form) == 1:
         return thread
-    from nvatom.atoms import fragments_sm70
 
     return fragments_sm70.m8n8k4_lane(thread, product)
 
@@ -246,7 +246,6 @@ def _dense_a(form: MmaForm, a_words: Any, e: Any, selector: int | None) -> np.nd
         if e is not None or selector is not None:
             raise MmaRefError(f"{form.name} is dense: it takes no metadata or selector")
         return a
-    from nvatom.atoms import sparse
 
     if e is None:
         raise MmaRefError(f"{form.name}: a sparse form needs the 32 metadata words")

@@ -97,6 +97,7 @@ from typing import Any
 import numpy as np
 
 from nvatom.atoms import sm100 as _sm100
+from nvatom.atoms.sm100 import KINDS, UmmaError, legal_mn
 from nvatom.atoms.smem import (
     UMMA_SMEM_SWIZZLES,
     SmemError,
@@ -639,7 +640,6 @@ def mma(tmem: Tmem | Sequence[Tmem], smem: Smem | Sequence[Smem], *, kind: str, 
     c M/2 .. and B rows (N) c N/2 ..; D rows c M/2 .. land in CTA c's TMEM."""
     d = decode_idesc(idesc, kind)
     tmems, smems = _pair(tmem, "Tmem", cta_group), _pair(smem, "Smem", cta_group)
-    from nvatom.atoms.sm100 import KINDS, legal_mn
 
     if (d.m, d.n) not in legal_mn(kind, cta_group, d.sparse, ws):
         raise RefError(f"M x N = {d.m} x {d.n} is not a kind::{kind} cta_group::{cta_group}"
@@ -732,7 +732,6 @@ def _scale_codes(tmems: list[Tmem], sfa: Any, sfb: Any, d: Any, k: int, cta_grou
     if isinstance(sfa, np.ndarray) or isinstance(sfb, np.ndarray):
         raise RefError("give sfa and sfb both as TMEM addresses or both as arrays")
     # scale factors per row per MMA: the scale-vector qualifier's (PTX ISA Table 54)
-    from nvatom.atoms.sm100 import KINDS, UmmaError
 
     if scale_vec is not None:
         try:

@@ -15,9 +15,10 @@ Shared Memory Layout", "Matrix Descriptor Format", "Register Fragments"):
   shared memory (``np.uint8[...]``, index = shared-window byte address).  The descriptor is
   decoded field by field (:func:`nvatom.descriptors.wgmma.decode`); the operand's K-block
   (32 bytes of K) is read through the canonical layout of that descriptor
-  (:func:`nvatom.descriptors.wgmma.canonical_gmma_layout`, CUTLASS's canonical GMMA forms:
-  core matrices of 8 rows x 16 bytes, LBO and SBO between them), K-major or, with the
-  transpose immediate (``tnspA`` / ``tnspB`` = 1, f16/bf16 only), MN-major.  The swizzle
+  (:func:`nvatom.descriptors.wgmma.canonical_wgmma_layout`, the canonical forms of
+  CUTLASS's ``GMMA::Layout_*`` atoms: core matrices of 8 rows x 16 bytes, LBO and SBO
+  between them), K-major or, with the transpose immediate (``tnspA`` / ``tnspB`` = 1,
+  f16/bf16 only), MN-major.  The swizzle
   mode of the descriptor (:data:`nvatom.atoms.smem.SMEM_SWIZZLES`) is applied to the
   *absolute* byte address ``start + offset`` (bits [4, 4+B) ^= bits [7, 7+B)), which is
   what lets a K step inside a swizzle atom be a plain start-address advance.  A non-zero
@@ -43,7 +44,7 @@ import numpy as np
 
 from nvatom.atoms.sm90 import WgmmaForm
 from nvatom.atoms.wgmma_fragments import WARPGROUP, a_layout, accumulator_layout
-from nvatom.descriptors.wgmma import canonical_gmma_layout, decode
+from nvatom.descriptors.wgmma import canonical_wgmma_layout, decode
 from nvatom.errors import NvatomError
 from nvatom.layout import ComposedLayout, Layout, composition
 from nvatom.ref.mma import INT32_MAX, INT32_MIN, codes_to_values, layout_table, values_to_codes
@@ -170,7 +171,7 @@ def _offsets(word: int, lbits: int, major: str, rows: int) -> tuple[np.ndarray, 
     if desc.base_offset:
         raise WgmmaRefError(f"descriptor {word:#018x}: base_offset {desc.base_offset} is not "
                             "modelled")
-    lay = canonical_gmma_layout(desc, lbits, major, rows)
+    lay = canonical_wgmma_layout(desc, lbits, major, rows)
     outer = lay.outer if isinstance(lay, ComposedLayout) else lay
     kb = 8 * K_BYTES // lbits
     flat = composition(outer, (Layout(rows, 1), Layout(kb, 1)))

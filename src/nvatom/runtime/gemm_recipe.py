@@ -42,6 +42,7 @@ and ``accepts``) against the spec on random shapes.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 from collections.abc import Sequence
@@ -150,7 +151,6 @@ def evaluate_maps(maps: Sequence[dict[str, Any]], env: dict[str, int]) -> list[d
 def _encode_tiled(args: dict[str, Any]) -> bytes:
     """``cuTensorMapEncodeTiled`` with driver arguments as :func:`evaluate_maps` gives them
     (the caller's context is current: the operands live on it)."""
-    import ctypes
 
     from cuda.bindings import driver as cu
 

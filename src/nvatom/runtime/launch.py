@@ -53,6 +53,7 @@ import numpy as np
 from nvatom.errors import NvatomError
 from nvatom.ptx.builder import Kernel, Param
 from nvatom.runtime import ptxas
+from nvatom.runtime.torch_interop import TensorArgumentError, stream_handle
 
 __all__ = [
     "ByValue",
@@ -648,7 +649,6 @@ class Launcher:
 
 def _stream(stream: Any, device: int) -> int:
     """The raw handle of ``stream`` (None: torch's current stream on ``device``)."""
-    from nvatom.runtime.torch_interop import TensorArgumentError, stream_handle
 
     try:
         return stream_handle(stream, device)

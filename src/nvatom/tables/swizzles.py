@@ -9,7 +9,7 @@ modes (the names of CUTLASS's ``GMMA::LayoutType`` and of the TMA's
 ``CU_TENSOR_MAP_SWIZZLE_*``), each as a CuTe ``Swizzle`` on *byte* offsets:
 INTERLEAVE = ``Sw<0,4,3>`` (none), SW32 = ``Sw<1,4,3>``, SW64 = ``Sw<2,4,3>``,
 SW128 = ``Sw<3,4,3>``: 16-byte chunk ``c`` of a 128-byte line ``l`` moves to chunk
-``c ^ (l % 2^B)``.  :func:`smem_layout` builds the canonical tiles of CuTe's GMMA atoms
+``c ^ (l % 2^B)``.  :func:`smem_layout` builds the canonical tiles of CuTe's WGMMA layout atoms
 (``GMMA::Layout_K_SW128_Atom<T>`` ...; include/cute/atom/mma_traits_sm90_gmma.hpp) as
 *element-offset* layouts: the byte swizzle re-expressed in elements (``Sw<3,3,3>`` for 16-bit
 elements), which is CuTe's ``as_position_independent_swizzle_layout``; ``tile_to_shape``
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from fractions import Fraction
 from typing import Any
 
 from nvatom.errors import NvatomError
@@ -74,7 +75,7 @@ class SmemError(NvatomError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class SmemSwizzle:
-    """One shared-memory swizzle mode of the hardware (GMMA descriptors, TMA, CuTe atoms).
+    """One shared-memory swizzle mode of the hardware (WGMMA descriptors, TMA, CuTe atoms).
 
     ``swizzle`` acts on byte offsets.  A K-major atom is 8 rows of ``row_bytes`` bytes.  The
     XOR source is the 128-byte line index (SW32 and SW64 rows share a line 4 and 2 at a
@@ -149,7 +150,7 @@ class SmemSwizzle:
 
 
 #: The hardware's shared-memory swizzle modes of 16-byte atomicity, on byte offsets (the one
-#: table of them; SM90 GMMA, TMA and SM100 UMMA all have them).
+#: table of them; SM90 WGMMA, TMA and SM100 UMMA all have them).
 SMEM_SWIZZLES: tuple[SmemSwizzle, ...] = (
     SmemSwizzle("INTERLEAVE", 0, Swizzle(0, 4, 3)),
     SmemSwizzle("SW32", 32, Swizzle(1, 4, 3)),
@@ -319,7 +320,6 @@ def _instantiate(text: str, t: int, m: int, k: Any, lbo: int, sbo: int) -> Layou
 def _canonical_counts(text: str, major: str, t: int, rows: int, k: int) -> tuple[int, Any]:
     """(m, k) of the ISA's text covering a ``rows x k`` tile (m rounded up: a tile narrower
     than one pattern is its first rows)."""
-    from fractions import Fraction
 
     unit = _instantiate(text, t, 1, 1, 0, 0)
     p0, p1 = size(unit[0]), size(unit[1])

@@ -19,7 +19,7 @@
   :func:`nvatom.tables.swizzles.smem_layout` (K-major, SW128: D/64 column chunks of
   rows x 128 bytes, each one TMA box); V stages as the SW128 MN-major atom tiled K first
   (like the GEMM's MN-major B: each 64-column box of BN rows is one contiguous block).  The
-  WGMMA descriptors come from :func:`nvatom.descriptors.wgmma.make_gmma_desc` of those
+  WGMMA descriptors come from :func:`nvatom.descriptors.wgmma.make_wgmma_desc` of those
   layouts, the K steps' start addresses from the layouts' offsets.
 * **Copies**: 4-D TMA tensor maps (D, S, H, B) of Q, K, V (and O, for the store) with the
   strides torch gives (:class:`nvatom.descriptors.tma.TensorMap`); rows past the sequence

@@ -4,6 +4,8 @@ ISA "stmatrix", "fence.proxy", "cp.async.bulk.tensor")."""
 
 from __future__ import annotations
 
+import struct
+
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
 from nvatom.kernels.sm90.attention_config import _CHUNK, _LN2
 from nvatom.kernels.sm90.attention_plan import STSM
@@ -114,6 +116,4 @@ def _store_tma(b: _Build, o: list[Reg], inv: list[Reg], cw: Reg, q_sm: Reg, ltid
 
 
 def _f32_hex(x: float) -> str:
-    import struct
-
     return struct.pack(">f", x).hex().upper()

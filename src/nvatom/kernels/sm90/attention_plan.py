@@ -13,7 +13,7 @@ from typing import Any
 
 from nvatom.atoms.copy import MATRIX_COPIES
 from nvatom.atoms.wgmma_fragments import WARPGROUP, a_layout, accumulator_layout
-from nvatom.descriptors.wgmma import GmmaDescriptor, make_gmma_desc
+from nvatom.descriptors.wgmma import WgmmaDescriptor, make_wgmma_desc
 from nvatom.kernels.sm90.attention_config import (
     _CHUNK,
     BLOCK_M,
@@ -145,9 +145,9 @@ class AttentionPlan:
     q_layout: Any  # 128 x D, K-major SW128
     k_layout: Any  # BN x D, K-major SW128
     v_layout: Any  # (D, BN) = (N, K) of the PV MMA, MN-major SW128
-    q_descs: tuple[GmmaDescriptor, ...]  # per K step (D / 16) of S = Q K^T, consumer 0
-    k_descs: tuple[GmmaDescriptor, ...]
-    v_descs: tuple[GmmaDescriptor, ...]  # per K step (BN / 16) of O += P V
+    q_descs: tuple[WgmmaDescriptor, ...]  # per K step (D / 16) of S = Q K^T, consumer 0
+    k_descs: tuple[WgmmaDescriptor, ...]
+    v_descs: tuple[WgmmaDescriptor, ...]  # per K step (BN / 16) of O += P V
     q_consumer_offset: int  # bytes between the consumers' 64-row halves of Q
     q_boxes: tuple[int, ...]  # byte offsets of the D/64 TMA boxes of a Q tile
     k_boxes: tuple[int, ...]
@@ -162,9 +162,9 @@ def attention_plan(cfg: AttentionSm90Config) -> AttentionPlan:
     ql = smem_layout(BLOCK_M, d, 16, "K", _SW128)
     kl = smem_layout(bn, d, 16, "K", _SW128)
     vl = tile_to_shape(_SW128.atom(16, "MN"), (d, bn), (1, 0))
-    qb = make_gmma_desc(smem_layout(64, _CHUNK, 16, "K", _SW128), 16, "K")
-    kb = make_gmma_desc(smem_layout(bn, _CHUNK, 16, "K", _SW128), 16, "K")
-    vb = make_gmma_desc(vl, 16, "MN")
+    qb = make_wgmma_desc(smem_layout(64, _CHUNK, 16, "K", _SW128), 16, "K")
+    kb = make_wgmma_desc(smem_layout(bn, _CHUNK, 16, "K", _SW128), 16, "K")
+    vb = make_wgmma_desc(vl, 16, "MN")
     q_descs = tuple(dataclasses.replace(qb, start_address=ql((0, 16 * s)) * 2)
                     for s in range(d // 16))
     k_descs = tuple(dataclasses.replace(kb, start_address=kl((0, 16 * s)) * 2)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nvatom.descriptors.wgmma import FIELDS, GmmaDescriptor
+from nvatom.descriptors.wgmma import FIELDS, WgmmaDescriptor
 from nvatom.ptx.builder import Kernel, Reg
 
 __all__ = ["desc_base", "next_stage", "stmatrix_lane_offset", "u32"]
@@ -22,7 +22,7 @@ def u32(k: Kernel, op: str, *args: Any) -> Reg:
     return r
 
 
-def desc_base(k: Kernel, smem: Reg, desc: GmmaDescriptor, region: int) -> Reg:
+def desc_base(k: Kernel, smem: Reg, desc: WgmmaDescriptor, region: int) -> Reg:
     """64-bit descriptor word for the tile at shared address ``smem + region +
     desc.start_address``; later stages / K steps are added to the start-address field."""
     start = FIELDS[0]

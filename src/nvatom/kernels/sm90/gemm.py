@@ -9,7 +9,7 @@
   SW128) and, for an MN-major B (``b`` row-major K x N), the SW128 MN-major atom tiled
   K-first (``tile_to_shape(..., order=(1, 0))``) so that each 64 x 64 TMA box lands as one
   contiguous 8 KB block.  The WGMMA descriptors (start address per stage / K step, LBO, SBO,
-  swizzle) are derived from those layouts by :func:`nvatom.descriptors.wgmma.make_gmma_desc`.
+  swizzle) are derived from those layouts by :func:`nvatom.descriptors.wgmma.make_wgmma_desc`.
 * **Copies**: TMA loads and stores and mbarriers from :mod:`nvatom.ptx.tma_emit`; tensor maps
   are :class:`nvatom.descriptors.tma.TensorMap` (validated before the driver sees them).
 * **Epilogue**: accumulator fragment (:mod:`nvatom.atoms.wgmma_fragments`) -> 16-bit pairs

@@ -1,6 +1,6 @@
 """What the SM90 GEMM derives from the layout algebra: the A and B stage layouts (SW128,
 K-major; MN-major B tiled K first), their WGMMA descriptors per K step
-(:func:`nvatom.descriptors.wgmma.make_gmma_desc`), B's TMA boxes and promoted N parts, and
+(:func:`nvatom.descriptors.wgmma.make_wgmma_desc`), B's TMA boxes and promoted N parts, and
 the epilogue's staging tile (PTX ISA "Matrix Descriptor Format")."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import functools
 from typing import Any
 
 from nvatom.atoms.smem import smem_layout
-from nvatom.descriptors.wgmma import GmmaDescriptor, make_gmma_desc
+from nvatom.descriptors.wgmma import WgmmaDescriptor, make_wgmma_desc
 from nvatom.kernels.sm90.config import _ROW, GemmSm90Config, GemmSm90Error
 from nvatom.kernels.sm90.limits import SW128 as _SW128
 from nvatom.layout import tile_to_shape
@@ -27,8 +27,8 @@ class GemmSm90Plan:
 
     a_layout: Any  # 64*C x BK (one stage)
     b_layout: Any  # BN x BK (one stage)
-    a_descs: tuple[GmmaDescriptor, ...]  # per K step, stage 0, consumer 0 (relative offsets)
-    b_descs: tuple[GmmaDescriptor, ...]
+    a_descs: tuple[WgmmaDescriptor, ...]  # per K step, stage 0, consumer 0 (relative offsets)
+    b_descs: tuple[WgmmaDescriptor, ...]
     a_consumer_offset: int  # bytes between consumer warpgroups' A rows
     b_box_offsets: tuple[int, ...]  # bytes: each TMA box of B within a stage
     b_box: tuple[int, int]  # TMA box of B (inner, outer) in elements
@@ -51,11 +51,11 @@ def gemm_sm90_plan(cfg: GemmSm90Config) -> GemmSm90Plan:
     ks = cfg.form.k
     a_l = smem_layout(cfg.block_m, cfg.block_k, bits, "K", _SW128)
     a_one = smem_layout(64, cfg.block_k, bits, "K", _SW128)
-    a_base = make_gmma_desc(a_one, bits, "K")
+    a_base = make_wgmma_desc(a_one, bits, "K")
     a_descs = tuple(dataclasses.replace(a_base, start_address=a_l((0, s * ks)) * bits // 8)
                     for s in range(cfg.k_steps))
     b_l = _b_layout(cfg)
-    b_base = make_gmma_desc(b_l, bits, cfg.b_major)
+    b_base = make_wgmma_desc(b_l, bits, cfg.b_major)
     b_descs = tuple(dataclasses.replace(b_base, start_address=b_l((0, s * ks)) * bits // 8)
                     for s in range(cfg.k_steps))
     if cfg.b_major == "K":
