@@ -915,13 +915,13 @@ class CopyOp(NvOp):
                     _need_cta_pair(self, atom.name)
                 check_one_cta_group(self)
             return
-        from nvatom.atoms.copy import MatrixCopy
+        from nvatom.atoms.copy import MatrixCopy, check_swizzled_rows
 
         if isinstance(atom, MatrixCopy):
             if atom.op == "ldmatrix":
-                src = _swizzled_rows(atom, src, "src")
+                src = check_swizzled_rows(atom, src, "src")
             else:
-                dst = _swizzled_rows(atom, dst, "dst")
+                dst = check_swizzled_rows(atom, dst, "dst")
         atom.verify_instance(v.target, CopyUse(src, dst))
 
     def _check_generic(self, atom: Any) -> None:
@@ -937,28 +937,6 @@ class CopyOp(NvOp):
         if m is None or m.space != "smem":
             _fail(f"generic = true: the {atom.op} tile must be a shared-memory memref (a "
                   f"generic address of shared memory), but got {TY.type_text(mem.type)}")
-
-
-def _swizzled_rows(atom: Any, use: OperandUse, side: str) -> OperandUse:
-    """An ldmatrix/stmatrix smem operand ``Sw<B,M,S> o off o (lane, value)``: lane ``l``
-    supplies the address of the row ``Sw(off + layout(l, 0))`` (the hardware takes any row
-    address per lane), so only the value mode must be the atom's: one row of elements in
-    order.  Checked here; the atom verifies the rest with the layout left out (the lowering
-    checks that the swizzle keeps each 16-byte row contiguous)."""
-    from nvatom.atoms.copy import element_bits
-    from nvatom.layout import Swizzle, size
-
-    lay = use.layout
-    if not (isinstance(lay, ComposedLayout) and isinstance(lay.inner, Swizzle)
-            and use.residency == "smem"):
-        return use
-    want = atom.smem_layout(element_bits(use.element_type))
-    outer = lay.outer
-    if outer.rank != 2 or size(outer[0]) != size(want[0]) \
-            or not layouts_equivalent(outer[1], want[1]):
-        _fail(f"'{atom.name}' takes a swizzled {side} Sw o offset o (lane, value) with "
-              f"{size(want[0])} lanes and the values one row {want[1]}, but got {lay}")
-    return OperandUse(use.element_type, use.residency, None)
 
 
 class UmmaCommitOp(NvOp):
