@@ -360,16 +360,16 @@ def _note_write(what: str, t: Tensor) -> None:
     if buf is None:
         return
     if buf.written is not None and buf.written != t.view:
-        raise TensorError(f"{what} writes {t.kind} '{t.name}' through {t.view}, but buffer "
-                          f"'{buf.name}' was written through {buf.written} (by '{buf.writer}'): "
-                          "one buffer, one layout")
+        raise TensorError(f"{what}: writes through {t.view}, but buffer '{buf.name}' was "
+                          f"written through {buf.written} (by '{buf.writer}'): one buffer, one "
+                          "layout")
     buf.written, buf.writer = t.view, t.name
 
 
 def _check_read(what: str, t: Tensor) -> None:
     buf = t.buffer
     if buf is not None and buf.written is not None and buf.written != t.view:
-        raise TensorError(f"{what} reads {t.kind} '{t.name}' through {t.view}, but it was "
+        raise TensorError(f"{what}: reads through {t.view}, but buffer '{buf.name}' was "
                           f"written through {buf.written} (by '{buf.writer}'): the reader's "
                           "swizzle must be the writer's")
 
