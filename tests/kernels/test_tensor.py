@@ -218,8 +218,9 @@ def epilogue_on_packed_registers() -> None:
 
 CASES: list[tuple[Callable[[], None], str]] = [
     (mistake_ldsm_thread_layout,
-     "copy atom.ldsm<m8n8.x4> from smem tensor 'sA' into fragment 'rA': thread layout "
-     "((4,8),(2,2,2)):((32,1),(16,8,128)) is not the tiled MMA's (((4,8),(2,2,1)),"),
+     "copy atom.ldsm<m8n8.x4> from smem tensor 'sA' into fragment 'rA': expects Mma atom "
+     "layout of (((4,8),(2,2,1)),((2,2,2),(2,1))):(((128,1),(16,0,1024)),((64,8,512),"
+     "(32,1024))) for operand A, but got ((4,8),(2,2,2)):((32,1),(16,8,128))"),
     (mistake_ldsm_without_trans,
      "copy atom.ldsm<m8n8.x2> from smem tensor 'sB' into fragment 'rB': the atom's thread "
      "layout (32,(2,2)):(2,(1,64)) does not produce operand B of "

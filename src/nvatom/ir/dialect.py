@@ -779,7 +779,7 @@ class TiledGemmOp(NvOp):
     OPERANDS = 5
 
     def verify_ir(self, v: VerifyCtx) -> None:
-        from nvatom.atoms.tiled_mma import check_gemm_operands
+        from nvatom.atoms.tiled_mma import check_fragment_layout, check_gemm_operands
 
         t, *ops = self.operands
         if not isinstance(t.type, TY.TiledMmaT):
@@ -800,9 +800,7 @@ class TiledGemmOp(NvOp):
         spaces = {TY.memref_of(x.type).space for x in ops}  # type: ignore[union-attr]
         if tiled is not None and spaces == {"rmem"}:
             for lay, n in zip(layouts, "DABC", strict=True):
-                want = tiled.tv_layout(n)
-                if not (isinstance(lay, Layout) and layouts_equivalent(lay, want)):
-                    _fail(f"{D.MMA_ATOM_LAYOUT}{want} for operand {n}, but got {lay}")
+                check_fragment_layout(n, tiled.tv_layout(n), lay)
             v.facts[self] = tiled
 
 
@@ -859,10 +857,10 @@ class CopyFragmentOp(NvOp):
             if m.element != want:
                 _fail(f"expects operand {op.lower()} with element type {want.name}, but get "
                       f"{m.element.name}.")
-        tv = tv_of()
-        if (required or frag.layout is not None) and not (
-                isinstance(frag.layout, Layout) and layouts_equivalent(frag.layout, tv)):
-            _fail(f"{D.MMA_ATOM_LAYOUT}{tv} for operand {op}, but got {frag.layout}")
+        from nvatom.atoms.tiled_mma import check_fragment_layout
+
+        if required or frag.layout is not None:
+            check_fragment_layout(op, tv_of(), frag.layout)
 
     def _verify_tiled(self, v: VerifyCtx) -> None:
         tiled = v.facts.get(_defining(self.operands[0]))

@@ -50,7 +50,7 @@ from nvatom.atoms.copy import (
 )
 from nvatom.atoms.mma import MmaForm
 from nvatom.atoms.tiled_copy import TiledCopy
-from nvatom.atoms.tiled_mma import TiledMma, check_gemm_operands
+from nvatom.atoms.tiled_mma import TiledMma, check_fragment_layout, check_gemm_operands
 from nvatom.atoms.verify import MmaUse, OperandUse, verify_register_mma
 from nvatom.dtypes import DType
 from nvatom.dtypes import dtype as to_dtype
@@ -452,10 +452,8 @@ def _check_threads(k: Kernel, what: str, n: int) -> None:
 def _check_fragment(what: str, frag: Tensor) -> tuple[TiledMma, str, MmaForm]:
     if frag.space != "rmem" or frag.mma is None or frag.operand is None:
         raise TensorError(f"{what}: expects a fragment of a tiled MMA (rmem), got {frag}")
-    want = frag.mma.tv_layout(frag.operand)
-    if not (isinstance(frag.layout, Layout) and layouts_equivalent(frag.layout, want)):
-        raise TensorError(f"{what}: thread layout {frag.layout} is not the tiled MMA's "
-                          f"{want} (operand {frag.operand} of {frag.mma.atom.name})")
+    _verify(what, check_fragment_layout, frag.operand, frag.mma.tv_layout(frag.operand),
+            frag.layout)
     return frag.mma, frag.operand, frag.mma.atom  # type: ignore[return-value]
 
 
@@ -565,11 +563,8 @@ def mma(k: Kernel, tiled: TiledMma, d: Tensor, a: Tensor, b: Tensor, c: Tensor) 
     use = MmaUse(_use(a, None), _use(b, None), _use(c, None), _use(d, None),
                  shape=next(iter(shapes - {form.shape}), None))  # type: ignore[attr-defined]
     _verify(what, verify_register_mma, form, _target(k), use)
-    for x, op in ((a, "A"), (b, "B"), (c, "C"), (d, "C")):
-        want = tiled.tv_layout(op)
-        if not (isinstance(x.layout, Layout) and layouts_equivalent(x.layout, want)):
-            raise TensorError(f"{what}: thread layout of '{x.name}' {x.layout} is not the "
-                              f"tiled MMA's {want} for operand {op}")
+    for x, op in ((d, "D"), (a, "A"), (b, "B"), (c, "C")):  # the IR's tiled_mma.gemm order
+        _verify(what, check_fragment_layout, op, tiled.tv_layout(op), x.layout)
     _verify(what, check_gemm_operands, a.layout, b.layout, c.layout, d.layout)
     frags = []
     for x, op in ((d, "C"), (a, "A"), (b, "B"), (c, "C")):
