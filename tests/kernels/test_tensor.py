@@ -358,3 +358,18 @@ def test_copies_emit_what_ptxas_accepts() -> None:
     ptx = mod.emit()
     assert ptx.count("st.global.v2.b32") == 16  # 32 accumulators, pairs of columns
     assert assemble(ptx, "sm_80").kernel("pieces").spills == 0
+
+
+def test_a_single_atom_is_a_one_warp_tiled_mma() -> None:
+    """fragment/mma take a bare MmaForm: one warp, the atom's own fragments (A: 4 .b32,
+    B: 2 .b32, C: 4 .f32 for m16n8k16 bf16 -> f32, PTX ISA)."""
+    mod = Module("sm_80", features=[FORM.feature])
+    k = mod.kernel("one_atom")
+    k.maxntid = (32, 1, 1)
+    r_a, r_b, acc = (T.fragment(k, FORM, op, zero=True) for op in "ABC")
+    assert [len(x.regs) for x in (r_a, r_b, acc)] == [4, 2, 4]
+    assert [x.regs[0].type for x in (r_a, r_b, acc)] == ["b32", "b32", "f32"]
+    T.mma(k, FORM, acc, r_a, r_b, acc)
+    ptx = mod.emit()
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 1
+    assert "one_atom" in assemble(ptx, "sm_80").kernels

@@ -28,7 +28,7 @@ from nvatom.errors import NvatomError
 from nvatom.layout import Layout, coalesce, size
 
 __all__ = ["Accesses", "PartitionError", "affine_layout", "fragment_partition",
-           "ldsm_partition", "retile", "tiled_copy_partition"]
+           "ldsm_partition", "operand_tile", "retile", "tiled_copy_partition"]
 
 WARP = 32
 # Which (M, N, K) dimensions span an operand's tile: A is M x K, B is N x K, C is M x N.
@@ -127,10 +127,9 @@ def tiled_copy_partition(tc: TiledCopy, shape: tuple[int, int], vector: int) -> 
     return _accesses(tc.threads, grid[0] * grid[1] * per_tile, vector, fn, "tiled copy")
 
 
-def fragment_partition(mma: TiledMma, operand: str, layout: Layout, shape: tuple[int, int],
-                       vector: int) -> Accesses:
+def fragment_partition(mma: TiledMma, operand: str, layout: Layout, vector: int) -> Accesses:
     """A register fragment (``layout``: (thread, value) -> column-major coordinate of the
-    operand's tile) moved to/from a tensor of the operand tile's ``shape``, ``vector``
+    operand's tile) moved to/from a tensor of the operand tile's shape, ``vector``
     consecutive values per access (retiling the fragment for the copy)."""
     nval = size(layout[1])
     if nval % vector:
@@ -138,8 +137,7 @@ def fragment_partition(mma: TiledMma, operand: str, layout: Layout, shape: tuple
                              f"{vector} one access moves")
 
     def fn(t: int, j: int, e: int) -> int:
-        x = layout(t, j * vector + e)
-        return x % shape[0] + shape[0] * (x // shape[0])
+        return int(layout(t, j * vector + e))  # the tile's coordinate is the tensor's
 
     return _accesses(mma.threads, nval // vector, vector, fn, f"operand {operand} fragment")
 

@@ -50,7 +50,12 @@ from nvatom.atoms.copy import (
 )
 from nvatom.atoms.mma import MmaForm
 from nvatom.atoms.tiled_copy import TiledCopy
-from nvatom.atoms.tiled_mma import TiledMma, check_fragment_layout, check_gemm_operands
+from nvatom.atoms.tiled_mma import (
+    TiledMma,
+    check_fragment_layout,
+    check_gemm_operands,
+    make_tiled_mma,
+)
 from nvatom.atoms.verify import MmaUse, OperandUse, verify_register_mma
 from nvatom.dtypes import DType
 from nvatom.dtypes import dtype as to_dtype
@@ -70,7 +75,8 @@ from nvatom.ptx.builder import Kernel, Reg
 from nvatom.ptx.layout_eval import emit_composed_offset, emit_layout_offset
 from nvatom.ptx.tiled_mma_emit import Fragment, emit_tiled_mma, repetitions
 
-__all__ = ["SPACES", "SmemBuffer", "Tensor", "TensorError", "convert", "copy", "elementwise",
+__all__ = ["SPACES", "SmemBuffer", "Tensor", "TensorError", "as_tiled", "convert", "copy",
+           "elementwise",
            "fragment", "fragment_like", "gmem_tensor", "mma", "smem_tensor", "thread_index",
            "tmem_tensor"]
 
@@ -166,7 +172,9 @@ _TID: weakref.WeakKeyDictionary[Kernel, Reg] = weakref.WeakKeyDictionary()
 
 
 def thread_index(k: Kernel) -> Reg:
-    """``%tid.x`` in a register, read once per kernel."""
+    """``%tid.x`` in a register, read once per kernel where it is first needed (a kernel that
+    branches before its first tensor access calls this at its start, so the register is
+    defined on every path)."""
     if k not in _TID:
         r = k.reg("u32")
         k.ins("mov.u32", r, "%tid.x")
@@ -237,13 +245,19 @@ def _register_type(dt: DType) -> tuple[str, int]:
     return "b32", 32 // dt.storage_bits
 
 
-def fragment(k: Kernel, mma: TiledMma, operand: str, *, name: str | None = None,
+def as_tiled(mma: TiledMma | MmaForm) -> TiledMma:
+    """A tiled MMA as given, or one warp of a single register MMA atom."""
+    return mma if isinstance(mma, TiledMma) else make_tiled_mma(mma)
+
+
+def fragment(k: Kernel, mma: TiledMma | MmaForm, operand: str, *, name: str | None = None,
              dtype: DType | str | None = None, layout: Layout | None = None,
              zero: bool = False) -> Tensor:
-    """Thread-local registers of ``operand`` of a tiled MMA, in the atom's register order
-    (repetition ``i + reps_0 * j`` holds registers ``[per_atom * (i + reps_0 * j), ...)``).
-    ``dtype`` and ``layout`` default to the MMA's; other ones are declared as given and
-    refused when used (as the IR's ``alloc_rmem``)."""
+    """Thread-local registers of ``operand`` of a tiled MMA (or of one atom: a warp), in the
+    atom's register order (repetition ``i + reps_0 * j`` holds registers ``[per_atom * (i +
+    reps_0 * j), ...)``).  ``dtype`` and ``layout`` default to the MMA's; other ones are
+    declared as given and refused when used (as the IR's ``alloc_rmem``)."""
+    mma = as_tiled(mma)
     op = operand.upper()
     op = "C" if op == "D" else op
     form = mma.atom
@@ -535,7 +549,7 @@ def _copy_fragment(k: Kernel, atom: UniversalCopy, src: Tensor, dst: Tensor, wha
     mem_use = _use(mem, mem_tv[1])
     use = CopyUse(regs_use, mem_use) if frag is src else CopyUse(mem_use, regs_use)
     _verify(what, atom.verify_instance, _target(k), use)
-    acc = P.fragment_partition(mma, op, frag.layout, shape, vec)  # type: ignore[arg-type]
+    acc = P.fragment_partition(mma, op, frag.layout, vec)  # type: ignore[arg-type]
     _check_accesses(what, mem, acc, atom.bits // 8)
     if mem is src:
         _check_read(what, mem)
@@ -553,9 +567,11 @@ def _copy_fragment(k: Kernel, atom: UniversalCopy, src: Tensor, dst: Tensor, wha
 # --------------------------------------------------------------------------- mma
 
 
-def mma(k: Kernel, tiled: TiledMma, d: Tensor, a: Tensor, b: Tensor, c: Tensor) -> None:
+def mma(k: Kernel, tiled: TiledMma | MmaForm, d: Tensor, a: Tensor, b: Tensor,
+        c: Tensor) -> None:
     """``D = A @ B^T + C`` over the tiled MMA's tile (``d`` may be ``c``), after the register
     MMA verifier, the tiled builders' operand checks and the tiled (thread, value) layouts."""
+    tiled = as_tiled(tiled)
     form = tiled.atom
     what = (f"mma {form.name} on {a.kind} '{a.name}', {b.kind} '{b.name}', {c.kind} "
             f"'{c.name}' -> {d.kind} '{d.name}'")
