@@ -76,9 +76,8 @@ from nvatom.ptx.layout_eval import emit_composed_offset, emit_layout_offset
 from nvatom.ptx.tiled_mma_emit import Fragment, emit_tiled_mma, repetitions
 
 __all__ = ["SPACES", "SmemBuffer", "Tensor", "TensorError", "as_tiled", "convert", "copy",
-           "elementwise",
-           "fragment", "fragment_like", "gmem_tensor", "mma", "smem_tensor", "thread_index",
-           "tmem_tensor"]
+           "elementwise", "fragment", "fragment_like", "gmem_tensor", "mma", "smem_tensor",
+           "thread_index", "thread_offsets", "tmem_tensor"]
 
 SPACES = ("gmem", "smem", "rmem", "tmem")
 #: Static shared memory a CTA may declare (PTX ISA ".shared": 48 KB without the opt-in).
@@ -284,47 +283,81 @@ def fragment_like(k: Kernel, t: Tensor, *, dtype: DType | str | None = None,
 # --------------------------------------------------------------------------- addresses
 
 
-def _emit_offsets(k: Kernel, lay: Layout | ComposedLayout, offset: int, acc: P.Accesses,
-                  scale: int) -> list[Reg]:
-    """Byte offsets ``(lay(thread(t) + start_j) + offset) * scale`` of every access start."""
-    n = acc.threads
-    tid = thread_index(k)
-    starts = acc.starts
+def thread_offsets(k: Kernel, tid: Reg, nthreads: int, tile: Layout | ComposedLayout,
+                   thread_idx: Layout, deltas: Sequence[int]) -> list[Reg]:
+    """Element offsets ``tile(thread_idx(t) + delta)`` of thread ``t`` for every delta.
 
-    def py(t: int, j: int) -> int:
-        return (int(lay(acc.thread(t) + starts[j])) + offset) * scale
+    The first is evaluated in PTX (the thread layout, then the tile's layout and swizzle); each
+    other is derived from it by an ``add`` or ``xor`` of a constant when that is right for
+    every thread (checked here), else evaluated afresh.  The kernel layer's accesses and
+    ``nvatom.kernels.gemm_sm80``'s copies and ldmatrix rows share this derivation.
+    """
+    def py(t: int, d: int) -> int:
+        return int(tile(thread_idx(t) + d))
 
-    first = [py(t, 0) for t in range(n)]
-    direct = P.affine_layout(first)
-    if direct is not None:
-        base = emit_layout_offset(k, direct, tid)
-        if first[0]:
-            k.ins("add.u32", base, base, first[0])
-    else:
-        idx = emit_layout_offset(k, acc.thread, tid)
-        if starts[0]:
-            k.ins("add.u32", idx, idx, starts[0])
-        base = emit_composed_offset(k, lay, idx, scale=scale)
-        if offset:
-            k.ins("add.u32", base, base, offset * scale)
+    base_idx = emit_layout_offset(k, thread_idx, tid)
+    if deltas[0]:
+        base_idx = _add32(k, base_idx, deltas[0])
+    base = emit_composed_offset(k, tile, base_idx)
     out = [base]
-    for j in range(1, len(starts)):
-        vals = [py(t, j) for t in range(n)]
-        add = {v - f for v, f in zip(vals, first, strict=True)}
-        xor = {v ^ f for v, f in zip(vals, first, strict=True)}
+    ref = [py(t, deltas[0]) for t in range(nthreads)]
+    for d in deltas[1:]:
+        vals = [py(t, d) for t in range(nthreads)]
+        add = {v - r for v, r in zip(vals, ref, strict=True)}
+        xor = {v ^ r for v, r in zip(vals, ref, strict=True)}
         r = k.reg("u32")
         if len(add) == 1:
             k.ins("add.u32", r, base, add.pop())
         elif len(xor) == 1:
             k.ins("xor.b32", r, base, xor.pop())
         else:
-            idx = emit_layout_offset(k, acc.thread, tid)
-            k.ins("add.u32", idx, idx, starts[j])
-            r = emit_composed_offset(k, lay, idx, scale=scale)
-            if offset:
-                k.ins("add.u32", r, r, offset * scale)
+            idx = _add32(k, emit_layout_offset(k, thread_idx, tid), d)
+            r = emit_composed_offset(k, tile, idx)
         out.append(r)
     return out
+
+
+def _add32(k: Kernel, a: Reg | int, b: Reg | int) -> Reg:
+    out = k.reg("u32")
+    k.ins("add.u32", out, a, b)
+    return out
+
+
+def _emit_offsets(k: Kernel, lay: Layout | ComposedLayout, offset: int, acc: P.Accesses,
+                  scale: int) -> list[Reg]:
+    """Byte offsets ``(lay(thread(t) + start_j) + offset) * scale`` of every access start:
+    one layout of the thread index when the first access's offsets are one (no swizzle in
+    the way), then :func:`thread_offsets`' folding."""
+    n, tid = acc.threads, thread_index(k)
+
+    def byte_offsets(d: int) -> list[int]:
+        return [(int(lay(acc.thread(t) + d)) + offset) * scale for t in range(n)]
+
+    def scaled(starts: Sequence[int]) -> list[Reg]:
+        out = []
+        for r in thread_offsets(k, tid, n, lay, acc.thread, starts):
+            b = k.reg("u32")
+            if scale & (scale - 1):
+                k.ins("mul.lo.u32", b, r, scale)
+            else:
+                k.ins("shl.b32", b, r, scale.bit_length() - 1)
+            if offset:
+                k.ins("add.u32", b, b, offset * scale)
+            out.append(b)
+        return out
+
+    first = byte_offsets(acc.starts[0])
+    direct = P.affine_layout(first) if isinstance(lay, Layout) else None
+    if direct is None:
+        return scaled(acc.starts)
+    base = emit_layout_offset(k, direct, tid)
+    if first[0]:
+        k.ins("add.u32", base, base, first[0])
+    regs = [base]
+    for d in acc.starts[1:]:
+        diff = {v - f for v, f in zip(byte_offsets(d), first, strict=True)}
+        regs.append(_add32(k, base, diff.pop()) if len(diff) == 1 else scaled([d])[0])
+    return regs
 
 
 @functools.lru_cache(maxsize=256)
