@@ -373,3 +373,36 @@ def test_a_single_atom_is_a_one_warp_tiled_mma() -> None:
     ptx = mod.emit()
     assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 1
     assert "one_atom" in assemble(ptx, "sm_80").kernels
+
+
+def test_one_diagnostic_two_front_ends() -> None:
+    """The IR's tiled_mma.gemm and the kernel layer's mma refuse the same wrong fragment with
+    the same text (one check, atoms.tiled_mma.check_fragment_layout; the IR's expectation is
+    tests/ir/invalid_tiled_fragment.mlir's)."""
+    pytest.importorskip("xdsl")
+    from nvatom.ir import driver
+
+    bad = "((4,8),(2,2,2)):((32,1),(16,8,128))"
+    tiled = make_tiled_mma(FORM, (2, 1, 1))
+    ir = f"""
+func.func @f() {{
+  %atom = cute_nvgpu.make_atom : !cute_nvgpu.sm80.mma<m16n8k16.f32.bf16.bf16.f32>
+  %t = cute_nvgpu.make_tiled_mma %atom {{atom_layout = "(2,1,1)"}}
+  %bad = cute.alloc_rmem : !cute.memref<bf16, rmem, {bad}>
+  %rb = cute.alloc_rmem : !cute.memref<bf16, rmem, {tiled.tv_layout("B")}>
+  %rd = cute.alloc_rmem : !cute.memref<f32, rmem, {tiled.tv_layout("C")}>
+  cute_nvgpu.tiled_mma.gemm %t, %rd, %bad, %rb, %rd
+  func.return
+}}
+"""
+    with pytest.raises(driver.IRError) as ir_err:
+        driver.verify(driver.parse(ir, "f.mlir"), "sm_80")
+    ir_text = str(ir_err.value.diagnostics[0])
+    k = Module("sm_80", features=[FORM.feature]).kernel("f")
+    r_a = T.fragment(k, tiled, "A", name="bad", layout=Layout(((4, 8), (2, 2, 2)),
+                                                               ((32, 1), (16, 8, 128))))
+    r_b, acc = T.fragment(k, tiled, "B"), T.fragment(k, tiled, "C")
+    with pytest.raises(T.TensorError) as tensor_err:
+        T.mma(k, tiled, acc, r_a, r_b, acc)
+    shared = (f"expects Mma atom layout of {tiled.tv_layout('A')} for operand A, but got {bad}")
+    assert shared in ir_text and str(tensor_err.value).endswith(shared)
