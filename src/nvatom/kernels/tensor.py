@@ -9,13 +9,13 @@ and the same checks run on both (one implementation in ``nvatom.atoms``, two fro
 
 * :func:`copy` applies a copy atom to two tensors: a tiled ``cp.async`` (``make_tiled_copy``;
   ``TiledCopy.partition_pair`` and the atom's ``verify_instance``, as the IR's
-  ``tiled_copy.copy``), an ``ldmatrix`` into an MMA fragment (``ldsm_matches_mma``,
-  ``row_addresses``, ``check_swizzled_rows`` and ``verify_instance``, as the IR's
-  ``atom.copy``) or a vector ``ld``/``st`` between a fragment and memory (``verify_instance``:
-  the specification's "cannot vectorize copy" diagnostics).
-* :func:`mma` applies a tiled register MMA (``verify_register_mma`` and
-  ``check_gemm_operands``, then the tiled MMA's (thread, value) layout per operand, as the
-  IR's ``tiled_mma.gemm``) and emits it with ``nvatom.ptx.tiled_mma_emit``.
+  ``tiled_copy.copy``), an ``ldmatrix`` into an MMA fragment (``check_fragment_layout``,
+  ``ldsm_matches_mma``, ``row_addresses``, ``check_swizzled_rows`` and ``verify_instance``, as
+  the IR's ``atom.copy`` and ``copy_fragment``) or a vector ``ld``/``st`` between a fragment
+  and memory (``verify_instance``: the specification's "cannot vectorize copy" diagnostics).
+* :func:`mma` applies a tiled register MMA (``verify_register_mma``, ``check_fragment_layout``
+  per operand and ``check_gemm_operands``, as the IR's ``tiled_mma.gemm``) and emits it with
+  ``nvatom.ptx.tiled_mma_emit``.
 * a shared-memory buffer remembers the layout it was written through; a reader (or a later
   writer) through another layout -- a different swizzle -- is an error: the mistake that
   ptxas cannot see.
@@ -23,10 +23,10 @@ and the same checks run on both (one implementation in ``nvatom.atoms``, two fro
 Addresses: a partition (``nvatom.kernels.partition``) splits each access into a thread part
 (a layout evaluated once from ``%tid.x`` by ``nvatom.ptx.layout_eval``) and constants; after
 the tensor's layout (the swizzle) each access is an ``add`` or ``xor`` of a constant when that
-holds for every thread (checked here), else evaluated afresh.  Every access is checked, for
-every thread, to be contiguous and aligned after the swizzle (16 bytes for cp.async and
-ldmatrix rows).  Errors are :class:`TensorError`, naming the tensors, the atom and the
-mismatch.  See docs/kernel-layer.md.
+holds for every thread (checked here, :func:`thread_offsets`), else evaluated afresh.  Every
+access is checked, for every thread, to be contiguous and aligned after the swizzle (16 bytes
+for cp.async and ldmatrix rows).  Errors are :class:`TensorError`, naming the tensors, the
+atom and the mismatch.  See docs/kernel-layer.md.
 
 Sources: PTX ISA "cp.async", "ldmatrix", "mma" (m16n8k16), "ld", "st", "cvt"; CuTe's
 ``Tensor``, ``partition_S/D`` and ``retile`` (cute/tensor.hpp, cute/atom/copy_atom.hpp).
