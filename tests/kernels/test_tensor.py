@@ -210,6 +210,13 @@ def swizzle_splits_ldmatrix_rows() -> None:
     T.copy(k, LDSM_X4, T.smem_tensor(k, "sA", "bf16", lay), T.fragment(k, tiled, "A", name="rA"))
 
 
+def ldsm_into_a_short_fragment() -> None:
+    k, tiled = _setup()
+    r_a = T.fragment(k, tiled, "A", name="rA")
+    T.copy(k, LDSM_X4, T.smem_tensor(k, "sA", "bf16", SW64),
+           dataclasses.replace(r_a, regs=r_a.regs[:4], name="rA4"))
+
+
 def epilogue_on_packed_registers() -> None:
     k, tiled = _setup()
     out = T.fragment_like(k, T.fragment(k, tiled, "C", name="acc"), dtype="bf16", name="rD")
@@ -293,6 +300,9 @@ CASES: list[tuple[Callable[[], None], str]] = [
      "copy atom.ldsm<m8n8.x4> from smem tensor 'sA' into fragment 'rA': thread 1's access 0 at "
      "byte 72 of smem tensor 'sA' (bf16, Sw<2,2,3> o 0 o (64,32):(32,1)) is not 8 contiguous "
      "elements on a 16-byte boundary"),
+    (ldsm_into_a_short_fragment,
+     "copy atom.ldsm<m8n8.x4> from smem tensor 'sA' into fragment 'rA4': fragment 'rA4' has 4 "
+     "registers, its values need 8"),  # 2 M repetitions x 4 .b32 of the m16n8k16 A fragment
     (epilogue_on_packed_registers,
      "max.f32 into fragment 'rD': 'rD' holds bf16; elementwise works on one 32-bit value per "
      "register"),

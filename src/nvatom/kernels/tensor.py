@@ -504,6 +504,12 @@ def _check_fragment(what: str, frag: Tensor) -> tuple[TiledMma, str, MmaForm]:
     return frag.mma, frag.operand, frag.mma.atom  # type: ignore[return-value]
 
 
+def _check_register_count(what: str, frag: Tensor, want: int) -> None:
+    if len(frag.regs) != want:
+        raise TensorError(f"{what}: fragment '{frag.name}' has {len(frag.regs)} registers, its "
+                          f"values need {want}")
+
+
 def _major(t: Tensor, operand: str) -> str:
     """The contiguous dimension of an operand tile (rows: M or N, cols: K)."""
     o = t.outer
@@ -549,6 +555,7 @@ def _copy_ldsm(k: Kernel, atom: MatrixCopy, src: Tensor, dst: Tensor, tile: Sequ
     _check_accesses(what, src, acc, 16)
     _check_read(what, src)
     per = form.registers(op)
+    _check_register_count(what, dst, per * len(acc.deltas))
     for j, addr in enumerate(_addresses(k, src, acc)):
         copy_emit.emit_matrix_copy(k, atom, list(dst.regs[j * per:(j + 1) * per]), addr)
 
@@ -588,6 +595,7 @@ def _copy_fragment(k: Kernel, atom: UniversalCopy, src: Tensor, dst: Tensor, wha
         _check_read(what, mem)
     else:
         _note_write(what, mem)
+    _check_register_count(what, frag, -(-nval // per_reg))
     groups = P.retile(frag.regs, len(acc.deltas))
     for regs, addr in zip(groups, _addresses(k, mem, acc), strict=True):
         space = mem.space
