@@ -1,8 +1,9 @@
 """The typed-tensor sm_80 tile (nvatom.kernels.sm80_tile) on the GPU against float64 torch.
 
-``D = relu(A @ B + bias)``: one CTA of 128 threads, A 64 x K row-major, B K x 64 row-major,
-bias f32 per column, D 64 x 64 bf16/f16.  Fresh random inputs per test, D poisoned with NaN
-so an element the kernel never writes shows up; the reference is the float64 product of the
+``D = relu(A @ B + bias)``: one CTA of 128 threads, A 64 x K and B K x 64 (row-major, or
+column-major in the storage-order test), bias f32 per column, D 64 x 64 bf16/f16.  Fresh
+random inputs per test, D poisoned with NaN so an element the kernel never writes shows up;
+the reference is the float64 product of the
 same 16-bit values.  Tolerance: the output's unit roundoff times |D| (one rounding to bf16 /
 f16), plus 2^-23 per addition of the f32 accumulation (the tensor cores truncate when they
 align products: Fasi et al., "Numerical behavior of NVIDIA tensor cores", 2021), as in
@@ -33,17 +34,22 @@ def _need_sm80() -> str:
     return device_target(torch.cuda.get_device_capability()).name
 
 
-def _run_and_check(dtype: str, k: int, seed: int) -> None:
+def _run_and_check(dtype: str, k: int, seed: int, a_major: str = "K", b_major: str = "N"
+                   ) -> None:
     from nvatom.runtime.load import load_kernel
 
     gpu = _need_sm80()
-    kernel = load_kernel(build_sm80_tile(dtype, k), gpu, kernel_name(dtype, k))
+    kernel = load_kernel(build_sm80_tile(dtype, k, a_major=a_major, b_major=b_major), gpu,
+                         kernel_name(dtype, k, a_major, b_major))
     gen = torch.Generator(device="cuda").manual_seed(seed)
     a = torch.randn(64, k, generator=gen, device="cuda").to(DT[dtype])
     b = torch.randn(k, 64, generator=gen, device="cuda").to(DT[dtype])
     bias = torch.randn(64, generator=gen, device="cuda")
     d = torch.full((64, 64), float("nan"), dtype=DT[dtype], device="cuda")
-    kernel.launch(1, THREADS, [a.data_ptr(), b.data_ptr(), bias.data_ptr(), d.data_ptr()])
+    a_mem = a if a_major == "K" else a.t().contiguous()  # M-major: A^T row-major
+    b_mem = b if b_major == "N" else b.t().contiguous()  # K-major: B^T row-major
+    kernel.launch(1, THREADS, [a_mem.data_ptr(), b_mem.data_ptr(), bias.data_ptr(),
+                               d.data_ptr()])
     torch.cuda.synchronize()
     ref = torch.relu(a.double() @ b.double() + bias.double())
     mag = a.double().abs() @ b.double().abs() + bias.double().abs()
@@ -64,3 +70,8 @@ def test_sm80_tile_matches_float64(dtype: str) -> None:
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_sm80_tile_for_several_k(dtype: str, k: int) -> None:
     _run_and_check(dtype, k, seed=k)
+
+
+@pytest.mark.parametrize(("a_major", "b_major"), [("M", "N"), ("K", "K"), ("M", "K")])
+def test_sm80_tile_other_storage_orders(a_major: str, b_major: str) -> None:
+    _run_and_check("bf16", 96, seed=7, a_major=a_major, b_major=b_major)
