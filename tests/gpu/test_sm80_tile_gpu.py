@@ -3,11 +3,11 @@
 ``D = relu(A @ B + bias)``: one CTA of 128 threads, A 64 x K and B K x 64 (row-major, or
 column-major in the storage-order test), bias f32 per column, D 64 x 64 bf16/f16.  Fresh
 random inputs per test, D poisoned with NaN so an element the kernel never writes shows up;
-the reference is the float64 product of the
-same 16-bit values.  Tolerance: the output's unit roundoff times |D| (one rounding to bf16 /
-f16), plus 2^-23 per addition of the f32 accumulation (the tensor cores truncate when they
-align products: Fasi et al., "Numerical behavior of NVIDIA tensor cores", 2021), as in
-test_gemm_sm80_gpu.py.  The CPU twin is tests/kernels/test_sm80_tile.py (a PTX interpreter).
+the reference is the float64 product of the same 16-bit values.  Tolerance: the output's
+unit roundoff times |D| (one rounding to bf16 / f16), plus 2^-23 per addition of the f32
+accumulation (the tensor cores truncate when they align products: Fasi et al., "Numerical
+behavior of NVIDIA tensor cores", 2021), as in test_gemm_sm80_gpu.py.  The CPU twin is
+tests/kernels/test_sm80_tile.py (a PTX interpreter).
 """
 
 from __future__ import annotations
