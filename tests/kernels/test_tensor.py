@@ -117,6 +117,14 @@ def copy_converts() -> None:
     T.copy(k, CP_A, _gA(k, dt="f16"), T.smem_tensor(k, "sA", "bf16", SW64))
 
 
+def cp_async_wider_than_each_threads_values() -> None:
+    """Each thread owns 4 consecutive bf16 (8 bytes); a 16-byte cp.async moves 8."""
+    k, _ = _setup()
+    narrow = make_tiled_copy(CP, Layout((32, 4), (4, 1)), Layout((1, 4)))
+    T.copy(k, narrow, T.gmem_tensor(k, "A", "bf16", (32, 16), (16, 1)),
+           T.smem_tensor(k, "sA", "bf16", Layout((32, 16), (16, 1))))
+
+
 def copy_partition_of_other_threads() -> None:
     k, _ = _setup()
     half = make_tiled_copy(CP, Layout((16, 4), (4, 1)), Layout((1, 8)))
@@ -260,6 +268,9 @@ CASES: list[tuple[Callable[[], None], str]] = [
     (copy_converts,
      "copy atom.simt_async_copy<16> from gmem tensor 'A' into smem tensor 'sA': element types "
      "differ, f16 -> bf16"),
+    (cp_async_wider_than_each_threads_values,
+     "copy atom.simt_async_copy<16> from gmem tensor 'A' into smem tensor 'sA': "
+     "'atom.simt_async_copy<16>' cannot vectorize copy to 8 elements (static strides must be 1)"),
     (copy_partition_of_other_threads,
      "the atom's partition spans 64 threads, the kernel 't' runs 128 (.maxntid)"),
     (fragment_register_count,

@@ -455,6 +455,14 @@ def copy(k: Kernel, atom: Any, src: Tensor, dst: Tensor, *,
     """
     name = getattr(atom, "atom", atom).name
     what = f"copy {name} from {src.kind} '{src.name}' into {dst.kind} '{dst.name}'"
+    try:
+        _copy(k, atom, src, dst, tile, what)
+    except P.PartitionError as e:  # a partition that is not thread-uniform, named by the use
+        raise TensorError(f"{what}: {e}") from None
+
+
+def _copy(k: Kernel, atom: Any, src: Tensor, dst: Tensor, tile: Sequence[int],
+          what: str) -> None:
     if isinstance(atom, TiledCopy):
         _copy_tiled(k, atom, src, dst, what)
     elif isinstance(atom, MatrixCopy) and atom.op == "ldmatrix":
