@@ -61,6 +61,13 @@ def test_tile_kernel_assembles(dtype: str, target: str) -> None:
     assert ptx.count("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16") == 4 * 4
 
 
+def _address(regs: dict, text: str) -> int:
+    """``[%r]`` or ``[%r+imm]`` (PTX ISA "Addresses as Operands")."""
+    m = re.fullmatch(r"\[?(%\w+)(?:\+(\d+))?\]?", text.strip())
+    assert m is not None, text
+    return regs[m.group(1)] + int(m.group(2) or 0)
+
+
 class _Machine:
     def __init__(self, ptx: str, a: np.ndarray, b: np.ndarray, bias: np.ndarray) -> None:
         self.glob = {_GLOBAL["A"]: (a.ravel().copy(), 2), _GLOBAL["B"]: (b.ravel().copy(), 2),
@@ -92,7 +99,7 @@ class _Machine:
         for w in range(THREADS // 32):
             lanes = self.regs[32 * w: 32 * w + 32]
             for j, reg in enumerate(dst):
-                rows = [self._smem_row(lanes[8 * j + r][addr]) for r in range(8)]
+                rows = [self._smem_row(_address(lanes[8 * j + r], addr)) for r in range(8)]
                 for t, r in enumerate(lanes):
                     c = 2 * (t % 4)
                     pair = ((rows[c][t // 4], rows[c + 1][t // 4]) if trans
@@ -117,7 +124,7 @@ class _Machine:
             return
         if op.startswith("ldmatrix"):
             regs = re.search(r"\{([^}]*)\}", args).group(1).split(", ")  # type: ignore[union-attr]
-            self._ldmatrix(op, regs, re.search(r"\[(%\w+)\]", args).group(1))  # type: ignore[union-attr]
+            self._ldmatrix(op, regs, re.search(r"\[([^\]]+)\]", args).group(1))  # type: ignore[union-attr]
             return
         if op == "cp.async.commit_group":
             self.groups.append([])
@@ -158,10 +165,10 @@ class _Machine:
                 r[ops[0]] = _ALU[op](*(v(o) for o in ops[1:]))
             elif op == "cp.async.cg.shared.global":
                 assert ops[2] == "16"
-                self.groups[-1].append((r[ops[0].strip("[]")], r[ops[1].strip("[]")]))
+                self.groups[-1].append((_address(r, ops[0]), _address(r, ops[1])))
             elif op == "ld.global.v2.b32":
                 lo, hi = ops[0].split(";")
-                arr, i = self._global(r[ops[1].strip("[]")])
+                arr, i = self._global(_address(r, ops[1]))
                 r[lo.strip()], r[hi.strip()] = arr[i], arr[i + 1]
             elif op == "add.f32":
                 r[ops[0]] = r[ops[1]] + r[ops[2]]
@@ -171,7 +178,7 @@ class _Machine:
             elif op in ("cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32"):
                 r[ops[0]] = (r[ops[2]], r[ops[1]])  # the first source goes high
             elif op == "st.global.b32":
-                arr, i = self._global(r[ops[0].strip("[]")])
+                arr, i = self._global(_address(r, ops[0]))
                 assert np.isnan(arr[i:i + 2]).all(), f"D element {i} written twice"
                 arr[i:i + 2] = r[ops[1]]
             else:

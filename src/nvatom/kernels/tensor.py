@@ -324,16 +324,17 @@ def _add32(k: Kernel, a: Reg | int, b: Reg | int) -> Reg:
 
 
 def _emit_offsets(k: Kernel, lay: Layout | ComposedLayout, offset: int, acc: P.Accesses,
-                  scale: int) -> list[Reg]:
-    """Byte offsets ``(lay(thread(t) + start_j) + offset) * scale`` of every access start:
-    one layout of the thread index when the first access's offsets are one (no swizzle in
-    the way), then :func:`thread_offsets`' folding."""
+                  scale: int) -> list[tuple[Reg, int]]:
+    """Byte offsets ``(lay(thread(t) + start_j) + offset) * scale`` of every access start, as
+    (register, constant): one layout of the thread index when the first access's offsets are
+    one (no swizzle in the way) and the others that plus a constant (an address immediate),
+    else :func:`thread_offsets`' folding."""
     n, tid = acc.threads, thread_index(k)
 
     def byte_offsets(d: int) -> list[int]:
         return [(int(lay(acc.thread(t) + d)) + offset) * scale for t in range(n)]
 
-    def scaled(starts: Sequence[int]) -> list[Reg]:
+    def scaled(starts: Sequence[int]) -> list[tuple[Reg, int]]:
         out = []
         for r in thread_offsets(k, tid, n, lay, acc.thread, starts):
             b = k.reg("u32")
@@ -343,7 +344,7 @@ def _emit_offsets(k: Kernel, lay: Layout | ComposedLayout, offset: int, acc: P.A
                 k.ins("shl.b32", b, r, scale.bit_length() - 1)
             if offset:
                 k.ins("add.u32", b, b, offset * scale)
-            out.append(b)
+            out.append((b, 0))
         return out
 
     first = byte_offsets(acc.starts[0])
@@ -353,11 +354,12 @@ def _emit_offsets(k: Kernel, lay: Layout | ComposedLayout, offset: int, acc: P.A
     base = emit_layout_offset(k, direct, tid)
     if first[0]:
         k.ins("add.u32", base, base, first[0])
-    regs = [base]
+    out = [(base, 0)]
     for d in acc.starts[1:]:
         diff = {v - f for v, f in zip(byte_offsets(d), first, strict=True)}
-        regs.append(_add32(k, base, diff.pop()) if len(diff) == 1 else scaled([d])[0])
-    return regs
+        c = diff.pop() if len(diff) == 1 else -1
+        out.append((base, c) if c >= 0 else scaled([d])[0])
+    return out
 
 
 @functools.lru_cache(maxsize=256)
@@ -395,8 +397,16 @@ def _address(k: Kernel, t: Tensor, off: Reg) -> Reg:
     return a
 
 
-def _addresses(k: Kernel, t: Tensor, acc: P.Accesses) -> list[Reg]:
-    return [_address(k, t, o) for o in _emit_offsets(k, t.layout, t.offset, acc, t.bits // 8)]
+def _addresses(k: Kernel, t: Tensor, acc: P.Accesses) -> list[str]:
+    """``reg`` or ``reg+imm`` per access: one full address per distinct offset register, the
+    constant parts as address immediates (PTX ISA "Addresses as Operands": [reg+imm])."""
+    full: dict[str, Reg] = {}
+    out = []
+    for r, c in _emit_offsets(k, t.layout, t.offset, acc, t.bits // 8):
+        if r.name not in full:
+            full[r.name] = _address(k, t, r)
+        out.append(f"{full[r.name]}+{c}" if c else str(full[r.name]))
+    return out
 
 
 # --------------------------------------------------------------------------- smem writers/readers
