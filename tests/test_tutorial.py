@@ -80,6 +80,34 @@ def test_ir_steps(ran) -> None:  # type: ignore[no-untyped-def]
     assert "for operand B, but got ((4,8),(2,2)):((16,1),(8,64))" in diag
 
 
+def test_typed_tensor_steps(ran) -> None:  # type: ignore[no-untyped-def]
+    """Section 9: two 64 x 32 bf16 tiles (4096 B each) in shared memory, the tiled MMA's
+    fragments (A: 4 regs x 2 M reps, B: 2 x 4 N reps, C: 4 x 8), both mistakes refused, and
+    the tile's PTX computes relu(A @ B + bias) in the CPU interpreter of
+    tests/kernels/test_sm80_tile.py (ldmatrix, cp.async and mma.sync from the PTX ISA)."""
+    import numpy as np
+
+    from tests.kernels.test_sm80_tile import _Machine
+
+    assert "tiles: (32, 32) (64, 16)" in _out(ran, "tiles:")
+    assert "8 A + 8 B registers, 32 accumulators" in _out(ran, "B registers, 32")
+    assert re.search(r"^\d+ registers, 8192 B smem, 0 B stack, 0/0 B spill", _out(ran, "8192 B"),
+                     re.M)
+    errors = _out(ran, "swizzle must be")
+    assert "from smem tensor 'sA_sw32' into fragment 'rA': reads through Sw<1,3,3>" in errors
+    assert "fragment 'rA16'" in errors
+    assert "expects operand a with element type bf16, but get f16." in errors
+    assert re.search(r"^\d+ registers, 16384 B smem, 0 B stack, 0/0 B spill",
+                     _out(ran, "16384 B"), re.M)
+    ptx = ran[0]["ptx9"]
+    rng = np.random.default_rng(9)
+    a = rng.integers(-2, 3, (64, 32)).astype(np.float64)
+    b = rng.integers(-1, 2, (32, 64)).astype(np.float64)
+    bias = rng.integers(-8, 9, 64).astype(np.float64)
+    d = _Machine(ptx, a, b, bias).run(ptx)
+    np.testing.assert_array_equal(d, np.maximum(a @ b + bias, 0))
+
+
 def test_gpu_blocks_compile_and_find_their_names(ran) -> None:  # type: ignore[no-untyped-def]
     """Every name a GPU block reads is a builtin, defined by the CPU blocks or by an earlier
     GPU block (they run unseen here: a typo must not wait for a GPU to show up)."""

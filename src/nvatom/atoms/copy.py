@@ -54,6 +54,7 @@ from nvatom.errors import NvatomError, lookup
 from nvatom.layout import (
     ComposedLayout,
     Layout,
+    Swizzle,
     coalesce,
     composition,
     layouts_equivalent,
@@ -84,6 +85,7 @@ __all__ = [
     "SimtAsyncCopy",
     "UniversalCopy",
     "VectorAccess",
+    "check_swizzled_rows",
     "copy_atom",
     "copy_atoms",
     "default_cache_policy",
@@ -735,6 +737,27 @@ class MatrixCopy(_CopyBase):
             want = self.src_layout(eb) if side == "src" else self.dst_layout(eb)
             if isinstance(op.layout, ComposedLayout) or not layouts_equivalent(op.layout, want):
                 raise AtomVerificationError(D.COPY_LAYOUT.format(self.name, side, want, op.layout))
+
+
+def check_swizzled_rows(atom: MatrixCopy, use: OperandUse, side: str) -> OperandUse:
+    """An ldmatrix/stmatrix smem operand ``Sw<B,M,S> o off o (lane, value)``: lane ``l``
+    supplies the address of the row ``Sw(off + layout(l, 0))`` (the hardware takes any row
+    address per lane), so only the value mode must be the atom's: one row of elements in
+    order.  Checked here (the IR's ``atom.copy`` and the kernel layer's ``copy`` both call
+    it); returns the use with the layout left out for :meth:`verify_instance` (the caller
+    checks that the swizzle keeps each 16-byte row contiguous).  Other uses pass unchanged."""
+    lay = use.layout
+    if not (isinstance(lay, ComposedLayout) and isinstance(lay.inner, Swizzle)
+            and use.residency == "smem"):
+        return use
+    want = atom.smem_layout(element_bits(use.element_type))
+    outer = lay.outer
+    if outer.rank != 2 or size(outer[0]) != size(want[0]) \
+            or not layouts_equivalent(outer[1], want[1]):
+        raise AtomVerificationError(
+            f"'{atom.name}' takes a swizzled {side} Sw o offset o (lane, value) with "
+            f"{size(want[0])} lanes and the values one row {want[1]}, but got {lay}")
+    return OperandUse(use.element_type, use.residency, None)
 
 
 @functools.cache

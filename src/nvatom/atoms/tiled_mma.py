@@ -30,13 +30,14 @@ from nvatom.layout import (
     ComposedLayout,
     Layout,
     composition,
+    layouts_equivalent,
     rank,
     size,
     slice_and_offset,
     zipped_divide,
 )
 
-__all__ = ["TiledMma", "check_gemm_operands", "make_tiled_mma"]
+__all__ = ["TiledMma", "check_fragment_layout", "check_gemm_operands", "make_tiled_mma"]
 
 # Which tile dimensions (of M, N, K) each operand's tile spans, in CuTe's order.
 _DIMS = {"A": (0, 2), "B": (1, 2), "C": (0, 1)}
@@ -153,3 +154,13 @@ def check_gemm_operands(a: object, b: object, c: object, d: object | None = None
     if rc not in allowed:
         text = {1: D.C_RANK_1_OR_2, 2: D.C_RANK_2_OR_3, 3: D.C_RANK_3}[ra]
         raise AtomVerificationError(f"{text}{c}")
+
+
+def check_fragment_layout(operand: str, want: Layout, got: object) -> None:
+    """A register fragment must hold the values of ``want``, the atom's or the tiled MMA's
+    (thread, value) layout of ``operand`` (up to equivalence), with the specification's
+    "expects Mma atom layout" text; the IR's fragment checks and the kernel layer's
+    (``nvatom.kernels.tensor``) both call this."""
+    if not (isinstance(got, Layout) and layouts_equivalent(got, want)):
+        raise AtomVerificationError(f"{D.MMA_ATOM_LAYOUT}{want} for operand {operand}, but got "
+                                    f"{got}")

@@ -28,14 +28,14 @@ from typing import Any, ClassVar
 from nvatom import diagnostics as D
 from nvatom.arch import Target, Tier, feature
 from nvatom.atoms import tma as T
-from nvatom.atoms.copy import CopyUse, MatrixCopy, element_bits
+from nvatom.atoms.copy import CopyUse, MatrixCopy, check_swizzled_rows, element_bits
 from nvatom.atoms.interfaces import BlockScaleAtom, TmemAtom
 from nvatom.atoms.mbarrier import MAX_ARRIVAL_COUNT
 from nvatom.atoms.registry import atom_record
 from nvatom.atoms.sm90 import WgmmaForm
 from nvatom.atoms.sm100 import UmmaUse
 from nvatom.atoms.sm120 import MmaBsUse
-from nvatom.atoms.tiled_mma import check_gemm_operands, make_tiled_mma
+from nvatom.atoms.tiled_mma import check_fragment_layout, check_gemm_operands, make_tiled_mma
 from nvatom.atoms.tmem import COLUMNS as TMEM_COLUMNS
 from nvatom.atoms.tmem import alloc_columns
 from nvatom.atoms.verify import MmaUse, OperandUse
@@ -52,7 +52,7 @@ from nvatom.ir.fragments import (
 )
 from nvatom.ir.syntax import IRSyntaxError
 from nvatom.ir.tcgen05 import check_one_cta_group, cluster_size, tmem_buffer, verify_tmem_copy
-from nvatom.layout import ComposedLayout, Layout, Swizzle, cosize, layouts_equivalent, size
+from nvatom.layout import ComposedLayout, Layout, cosize, layouts_equivalent, size
 from nvatom.ptx import tma_emit as TE
 
 __all__ = ["ALL_OPS", "DIALECTS", "IRVerifyError", "NvOp", "VerifyCtx", "is_nv_op"]
@@ -791,9 +791,7 @@ class TiledGemmOp(NvOp):
         spaces = {TY.memref_of(x.type).space for x in ops}  # type: ignore[union-attr]
         if tiled is not None and spaces == {"rmem"}:
             for lay, n in zip(layouts, "DABC", strict=True):
-                want = tiled.tv_layout(n)
-                if not (isinstance(lay, Layout) and layouts_equivalent(lay, want)):
-                    _fail(f"{D.MMA_ATOM_LAYOUT}{want} for operand {n}, but got {lay}")
+                check_fragment_layout(n, tiled.tv_layout(n), lay)
             v.facts[self] = tiled
 
 
@@ -850,10 +848,8 @@ class CopyFragmentOp(NvOp):
             if m.element != want:
                 _fail(f"expects operand {op.lower()} with element type {want.name}, but get "
                       f"{m.element.name}.")
-        tv = tv_of()
-        if (required or frag.layout is not None) and not (
-                isinstance(frag.layout, Layout) and layouts_equivalent(frag.layout, tv)):
-            _fail(f"{D.MMA_ATOM_LAYOUT}{tv} for operand {op}, but got {frag.layout}")
+        if required or frag.layout is not None:
+            check_fragment_layout(op, tv_of(), frag.layout)
 
     def _verify_tiled(self, v: VerifyCtx) -> None:
         tiled = v.facts.get(_defining(self.operands[0]))
@@ -906,9 +902,9 @@ class CopyOp(NvOp):
 
         if isinstance(atom, MatrixCopy):
             if atom.op == "ldmatrix":
-                src = _swizzled_rows(atom, src, "src")
+                src = check_swizzled_rows(atom, src, "src")
             else:
-                dst = _swizzled_rows(atom, dst, "dst")
+                dst = check_swizzled_rows(atom, dst, "dst")
         atom.verify_instance(v.target, CopyUse(src, dst))
 
     def _check_generic(self, atom: Any) -> None:
@@ -923,26 +919,6 @@ class CopyOp(NvOp):
         if m is None or m.space != "smem":
             _fail(f"generic = true: the {atom.op} tile must be a shared-memory memref (a "
                   f"generic address of shared memory), but got {TY.type_text(mem.type)}")
-
-
-def _swizzled_rows(atom: Any, use: OperandUse, side: str) -> OperandUse:
-    """An ldmatrix/stmatrix smem operand ``Sw<B,M,S> o off o (lane, value)``: lane ``l``
-    supplies the address of the row ``Sw(off + layout(l, 0))`` (the hardware takes any row
-    address per lane), so only the value mode must be the atom's: one row of elements in
-    order.  Checked here; the atom verifies the rest with the layout left out (the lowering
-    checks that the swizzle keeps each 16-byte row contiguous)."""
-
-    lay = use.layout
-    if not (isinstance(lay, ComposedLayout) and isinstance(lay.inner, Swizzle)
-            and use.residency == "smem"):
-        return use
-    want = atom.smem_layout(element_bits(use.element_type))
-    outer = lay.outer
-    if outer.rank != 2 or size(outer[0]) != size(want[0]) \
-            or not layouts_equivalent(outer[1], want[1]):
-        _fail(f"'{atom.name}' takes a swizzled {side} Sw o offset o (lane, value) with "
-              f"{size(want[0])} lanes and the values one row {want[1]}, but got {lay}")
-    return OperandUse(use.element_type, use.residency, None)
 
 
 class UmmaCommitOp(NvOp):

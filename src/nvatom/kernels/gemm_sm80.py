@@ -43,11 +43,12 @@ from nvatom.atoms.registry import mma_form
 from nvatom.atoms.smem import smem_layout, smem_swizzle
 from nvatom.dtypes import dtype
 from nvatom.errors import NvatomError
+from nvatom.kernels.tensor import thread_offsets
 from nvatom.layout import ComposedLayout, Layout
 from nvatom.ptx import copy_emit, mma_emit
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx.builder import Kernel, Module, Reg
-from nvatom.ptx.layout_eval import emit_layout_offset, emit_swizzle
+from nvatom.ptx.layout_eval import emit_layout_offset
 
 __all__ = [
     "DYNAMIC_SMEM",
@@ -184,48 +185,6 @@ def kernel_params() -> tuple[tuple[str, str], ...]:
 def _add32(k: Kernel, a: Reg | str | int, b: Reg | str | int) -> Reg:
     out = k.reg("u32")
     k.ins("add.u32", out, a, b)
-    return out
-
-
-def _eval_tile(tile: Layout | ComposedLayout, k: Kernel, idx: Reg) -> Reg:
-    """``tile(idx)`` for a run-time 1-D (colexicographic) tile coordinate ``idx``."""
-    if isinstance(tile, ComposedLayout):
-        lin = emit_layout_offset(k, tile.outer, idx)
-        if tile.offset:
-            k.ins("add.u32", lin, lin, tile.offset)
-        return emit_swizzle(k, lin, tile.inner)
-    return emit_layout_offset(k, tile, idx)
-
-
-def _thread_offsets(k: Kernel, tid: Reg, nthreads: int, tile: Layout | ComposedLayout,
-                    thread_idx: Layout, deltas: list[int]) -> list[Reg]:
-    """Element offsets ``tile(thread_idx(t) + delta)`` of thread ``t`` for every delta.
-
-    The first is evaluated in PTX; each other is derived from it by an ``add`` or ``xor`` of
-    a constant when that is right for every thread (checked here), else evaluated afresh.
-    """
-    def py(t: int, d: int) -> int:
-        return int(tile(thread_idx(t) + d))
-
-    base_idx = emit_layout_offset(k, thread_idx, tid)
-    if deltas[0]:
-        base_idx = _add32(k, base_idx, deltas[0])
-    base = _eval_tile(tile, k, base_idx)
-    out = [base]
-    ref = [py(t, deltas[0]) for t in range(nthreads)]
-    for d in deltas[1:]:
-        vals = [py(t, d) for t in range(nthreads)]
-        add = {v - r for v, r in zip(vals, ref, strict=True)}
-        xor = {v ^ r for v, r in zip(vals, ref, strict=True)}
-        r = k.reg("u32")
-        if len(add) == 1:
-            k.ins("add.u32", r, base, add.pop())
-        elif len(xor) == 1:
-            k.ins("xor.b32", r, base, xor.pop())
-        else:
-            idx = _add32(k, emit_layout_offset(k, thread_idx, tid), d)
-            r = _eval_tile(tile, k, idx)
-        out.append(r)
     return out
 
 
@@ -447,7 +406,7 @@ def _cta_tile(k: Kernel, m: Reg, n: Reg, cfg: GemmSm80Config) -> tuple[Reg, Reg]
 def _copy_setup(k: Kernel, op: _Operand, smem_base: int, tid: Reg, nthr: int, gbase: Reg,
                 ld: Reg, mn0: Reg, mn_limit: Reg, k_limit: Reg) -> _OperandState:
     thr, deltas, lines_per_pass = copy_plan(op, nthr)
-    soff = [_scale(k, r) for r in _thread_offsets(k, tid, nthr, op.tile, thr, deltas)]
+    soff = [_scale(k, r) for r in thread_offsets(k, tid, nthr, op.tile, thr, deltas)]
     per_chunk = _CHUNK // _ESIZE
     cpr = op.contiguous // per_chunk
     # thread -> (contiguous element, line) of its first chunk
@@ -597,7 +556,7 @@ def _ldsm_setup(k: Kernel, spec: GemmSm80Spec, operand: str, tid: Reg
     cfg = spec.config
     op = operands(spec)[0 if operand == "A" else 1]
     thr, deltas = ldsm_plan(spec, operand)
-    offs = _thread_offsets(k, tid, cfg.threads, op.tile, thr, list(deltas.values()))
+    offs = thread_offsets(k, tid, cfg.threads, op.tile, thr, list(deltas.values()))
     base = 0 if operand == "A" else cfg.bm * cfg.bk * _ESIZE
     out = {}
     for key, r in zip(deltas, offs, strict=True):
