@@ -15,7 +15,7 @@ No address is written by hand: :mod:`nvatom.kernels.tensor` derives every one fr
 layouts and runs the atom verifiers first (docs/kernel-layer.md; the tutorial's section 9).
 
 Sources: PTX ISA "cp.async", "ldmatrix", "mma" (m16n8k16), "cvt"; the swizzled tiles are
-``nvatom.atoms.smem.smem_layout`` (CuTe's GMMA smem atoms).
+``nvatom.atoms.smem.smem_layout`` (the WGMMA canonical smem atoms).
 """
 
 from __future__ import annotations
