@@ -120,10 +120,26 @@ class Sm90Provider:
 
     name = "sm90"
 
-    def __init__(self, config: sm90.GemmSm90Config | None = None) -> None:
+    def __init__(self, config: sm90.GemmSm90Config | None = None,
+                 epilogue: Any = None) -> None:
+        """``epilogue``: a :class:`nvatom.kernels.fusion.EpilogueSpec` fused into every
+        kernel this provider plans (``nvatom.gemm``'s bias, activation, alpha/beta/c and
+        residual arguments), or None."""
         self.config = config
+        self.epilogue = epilogue
 
     def _config(self, problem: Any, sms: int = 132) -> sm90.GemmSm90Config:
+        """:meth:`_plain_config` with the provider's fused epilogue; a ping-pong tile wider
+        than 128 columns (192 accumulator registers a thread) leaves the epilogue's loads
+        too few registers (ptxas spills), so a fused problem takes the 128 x 128 one."""
+        cfg = self._plain_config(problem, sms)
+        if self.epilogue is None:
+            return cfg
+        if cfg.pingpong and cfg.block_n > 128 and self.config is None:
+            cfg = dataclasses.replace(cfg, **sm90.SCHEDULE_TILES["pingpong"])
+        return dataclasses.replace(cfg, epilogue=self.epilogue)
+
+    def _plain_config(self, problem: Any, sms: int = 132) -> sm90.GemmSm90Config:
         """The kernel for ``problem``: the provider's ``config`` made to the problem's types,
         else ``default_config`` (promoted FP8: the tile chosen by wave count for M, N on
         ``sms`` multiprocessors)."""
@@ -217,24 +233,30 @@ class Sm90Provider:
         source = KernelSource(repr(cfg), cfg.name, sm90.kernel_params(cfg),
                               lambda t, c=cfg: sm90.build_gemm_sm90(c, t).emit())
 
-        arg_names = _ARGS + (_SCALE_ARGS if cfg.fp8 else ())
+        epi = tuple(f"epi:{name}" for name, _ in cfg.epilogue.params) if cfg.epilogue else ()
+        arg_names = _ARGS + (_SCALE_ARGS if cfg.fp8 else ()) + epi
         provider = self.name
 
         @dataclasses.dataclass(frozen=True)
         class Sm90Launch(GemmLaunch):
             def args(self, a: Any, b: Any, d: Any, p: Any,
-                     scales: tuple[int, int] | None = None) -> list[Any]:
+                     scales: tuple[Any, ...] | None = None) -> list[Any]:
+                """The kernel's arguments; ``scales``: those after M, N, K (the FP8 scales'
+                addresses, then a fused epilogue's values in its ``params`` order)."""
                 s = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
                                           lda=a.ld, ldb=b.ld, ldd=d.ld)
-                if cfg.fp8 and scales is None:
-                    raise sm90.GemmSm90Error("an FP8 launch needs the scale_a, scale_b addresses")
+                if (cfg.fp8 or epi) and (scales is None
+                                         or len(scales) != len(arg_names) - len(_ARGS)):
+                    raise sm90.GemmSm90Error(
+                        f"this launch takes {', '.join(arg_names[len(_ARGS):])} after M, N, "
+                        f"K, got {scales!r}")
                 sizes = {"m": p.m, "n": p.n, "k": p.k}
                 out: list[Any] = []
                 for item in arg_names:
                     if item.startswith("map:"):
                         out.append(ByValue(TENSOR_MAPS.get(s.tensor_maps[int(item[4:])])))
-                    elif item in _SCALE_ARGS:
-                        out.append(scales[_SCALE_ARGS.index(item)])  # type: ignore[index]
+                    elif item in _SCALE_ARGS or item in epi:
+                        out.append(scales[arg_names.index(item) - len(_ARGS)])  # type: ignore[index]
                     else:
                         out.append(sizes[item])
                 return out
@@ -395,10 +417,11 @@ def _cubin(cfg: sm90.GemmSm90Config) -> bytes:
 
 def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
                       scale_a: Any = None, scale_b: Any = None, *,
-                      grid: int | None = None) -> Any:
+                      grid: int | None = None, epilogue_args: Sequence[Any] = ()) -> Any:
     """Check torch tensors against ``cfg`` and return a zero-argument callable that launches
     the kernel on the current stream (tensor maps encoded once, by the driver).  ``grid``
-    caps the number of CTAs of a persistent launch (tuning)."""
+    caps the number of CTAs of a persistent launch (tuning).  ``epilogue_args``: the values
+    of ``cfg.epilogue.params`` (unchecked: :func:`nvatom.gemm.gemm` checks them)."""
     import torch
 
     want_a, want_b = torch_dtype(cfg.in_dtype), torch_dtype(cfg.b_type)
@@ -454,6 +477,13 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: sm90.GemmSm90Config,
                     raise sm90.GemmSm90Error(f"{name} must be {count} contiguous float32 "
                                              f"(row-wise scales), got {t.dtype} {shape}")
         blobs += [ctypes.c_uint64(scale_a.data_ptr()), ctypes.c_uint64(scale_b.data_ptr())]
+    params = cfg.epilogue.params if cfg.epilogue is not None else ()
+    if len(epilogue_args) != len(params):
+        raise sm90.GemmSm90Error(f"the epilogue takes {len(params)} arguments "
+                                 f"({', '.join(n for n, _ in params)}), got "
+                                 f"{len(epilogue_args)}")
+    ctype = {"f32": ctypes.c_float, "u32": ctypes.c_uint32, "u64": ctypes.c_uint64}
+    blobs += [ctype[ty](v) for (_, ty), v in zip(params, epilogue_args, strict=True)]
     return prepare_driver_launch(
         f, spec.grid, spec.block, spec.smem_bytes, spec.cluster, blobs,
         lambda: torch.cuda.current_stream(dev).cuda_stream,

@@ -78,6 +78,7 @@ from nvatom.descriptors.tma import MAX_GLOBAL_STRIDE, TensorMap, tma_data_type
 from nvatom.descriptors.wgmma import GmmaDescriptor, make_gmma_desc
 from nvatom.dtypes import dtype
 from nvatom.errors import DescriptorError, NvatomError
+from nvatom.kernels import fusion
 from nvatom.kernels.sm90_emit import desc_base as _desc_base
 from nvatom.kernels.sm90_emit import next_stage as _next_stage
 from nvatom.kernels.sm90_emit import stmatrix_lane_offset as _stsm_lane
@@ -239,6 +240,9 @@ class GemmSm90Config:
     # and their main loops ordered by named barriers (PINGPONG_BAR), so that one warpgroup's
     # epilogue overlaps the other's main loop.
     schedule: str = "cooperative"
+    # A fused epilogue (nvatom.kernels.fusion): act(alpha acc + beta C + bias) + residual on
+    # the f32 accumulators before they are packed; None: the plain epilogue (PTX unchanged).
+    epilogue: fusion.EpilogueSpec | None = None
 
     def __post_init__(self) -> None:
         if self.in_dtype not in IN_DTYPES:
@@ -271,6 +275,7 @@ class GemmSm90Config:
             raise GemmSm90Error(f"group_sched {self.group_sched!r} is not one of "
                                 f"{', '.join(GROUP_SCHEDS)}")
         self._check_schedule()
+        self._check_epilogue()
         for name in ("block_n", "consumers", "stages", "raster_group", "cluster_m",
                      "wgmma_inflight", "producer_regs", "consumer_regs"):
             v = getattr(self, name)
@@ -347,6 +352,21 @@ class GemmSm90Config:
                     f"{regs:.0f} f32 accumulator registers a thread, more than consumer_regs "
                     f"{self.consumer_regs} - 32 allow: block_n at most 128 (FP8 promoted: "
                     "with the temporaries)")
+
+    def _check_epilogue(self) -> None:
+        """A fused epilogue: an EpilogueSpec, on the plain (not grouped) kernel, its bias of
+        the output's type or f32."""
+        ep = self.epilogue
+        if ep is None:
+            return
+        if not isinstance(ep, fusion.EpilogueSpec):
+            raise GemmSm90Error(f"epilogue must be a nvatom.kernels.fusion.EpilogueSpec or "
+                                f"None, got {ep!r}")
+        if self.grouped:
+            raise GemmSm90Error(f"the grouped kernel fuses no epilogue (got {ep.tag})")
+        if ep.bias_dtype and ep.bias_dtype not in (self.out_dtype, "f32"):
+            raise GemmSm90Error(f"epilogue bias_dtype {ep.bias_dtype!r}: a bias has the "
+                                f"output's type ({self.out_dtype}) or f32")
 
     @property
     def pingpong(self) -> bool:
@@ -550,6 +570,8 @@ class GemmSm90Config:
                                    f"_{self.group_sched}")
         if self.pingpong:
             extra += "_pp"
+        if self.epilogue is not None:
+            extra += "_" + self.epilogue.tag
         return (f"gemm_sm90_{ab}_{self.out_dtype}_{self.block_m}x{self.block_n}_"
                 f"s{self.stages}_b{self.b_major}_{p}_g{self.raster_group}_c{self.cluster_m}_"
                 f"w{self.wgmma_inflight}{extra}")
@@ -740,6 +762,7 @@ class _Build:
     # grouped FP8: the parameter of scale_b's stride between groups in bytes (0: one
     # scale_b for every group); the groups' row ends follow tile_ends in its buffer
     scale_step: Param | None = None
+    epi_params: dict[str, Param] = dataclasses.field(default_factory=dict)  # fused epilogue
 
     def tile_loop(self, name: str, phase0: int | Reg,
                   maps_used: tuple[int, ...] = (0, 1, 2),
@@ -937,6 +960,7 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     scale_params = None
     if cfg.fp8:
         scale_params = (k.param("scale_a", "u64"), k.param("scale_b", "u64"))
+    epi_params = fusion.declare_params(k, cfg.epilogue)
     dsm = k.dynamic_shared("smem", align=1024)
 
     # shared-memory map: A stages, B stages, epilogue staging, full[s], empty[s]
@@ -991,7 +1015,7 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     done = k.fresh_label("exit")
     return _Build(k, cfg, plan, target_, off_a, off_b, off_c, off_full, off_empty, smem, tid,
                   wg, (ta, tb, td), tiles_m, tiles_n, ntiles, ktiles, rank, first_tile, step,
-                  prod, done, scale_params, (M, N, K))
+                  prod, done, scale_params, (M, N, K), epi_params=epi_params)
 
 
 def _init_barriers(k: Kernel, cfg: GemmSm90Config, smem: Reg, tid: Reg, off_full: int,
@@ -2007,9 +2031,15 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
     elif scale is not None:
         for r in acc:
             k.ins("mul.f32", r, r, scale)
+    fused = None
+    if cfg.epilogue is not None:  # bias, C, activation, residual (nvatom.kernels.fusion)
+        assert b.dims is not None
+        fused = fusion.FusedEpilogue(k, cfg, b.epi_params, b.tid, row0, col0, b.dims, half)
     nchunks = bn // cfg.c_chunk_cols
     stsm = next(a for a in MATRIX_COPIES if a.name == "atom.stsm<m8n8.x4>")
     for ch in range(nchunks):
+        groups = range(ch * cfg.c_chunk_cols // 8, (ch + 1) * cfg.c_chunk_cols // 8)
+        loaded = fused.load(groups) if fused is not None else None  # latency under the wait
         buf = _u32(k, "add.u32", ep.c_buf0, (ch % 2) * cfg.c_buffer_bytes)
         skip_w = k.fresh_label("no_wait")
         k.bra(skip_w, f"!{ep.is_lead}")
@@ -2020,6 +2050,8 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
         TE.bulk_wait_group(k, 0 if ch == 0 and nchunks % 2 else 1, read=True)
         k.label(skip_w)
         SE.named_barrier_sync(k, ep.bar_id, WARPGROUP)
+        if fused is not None and loaded is not None:
+            fused.apply(acc, groups, loaded)
         base = _u32(k, "add.u32", buf, ep.c_lane)
         cc = cfg.c_chunk_cols
         if cfg.out_bytes == 2:
@@ -2401,4 +2433,6 @@ def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
            ("M", "u32"), ("N", "u32"), ("K", "u32")]
     if cfg.fp8:
         out += [("scale_a", "u64"), ("scale_b", "u64")]
+    if cfg.epilogue is not None:
+        out += cfg.epilogue.params
     return tuple(out)
