@@ -245,6 +245,8 @@ class Sm90Provider:
                 addresses, then a fused epilogue's values in its ``params`` order)."""
                 s = sm90.gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
                                           lda=a.ld, ldb=b.ld, ldd=d.ld)
+                if cfg.fp8 and scales is None:
+                    raise sm90.GemmSm90Error("an FP8 launch needs the scale_a, scale_b addresses")
                 if (cfg.fp8 or epi) and (scales is None
                                          or len(scales) != len(arg_names) - len(_ARGS)):
                     raise sm90.GemmSm90Error(

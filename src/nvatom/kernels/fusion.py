@@ -363,9 +363,12 @@ class FusedEpilogue:
     def load(self, groups: range, *, all_: bool = False) -> dict[tuple[str, int, int], Any]:
         """Emit the loads of column groups ``groups`` (8 columns each: j covers the thread's
         columns ``col + 8 j`` and ``+1``; only the first :attr:`preload` of them unless
-        ``all_``: :meth:`apply` loads the others where it needs them): C and residual (plain
-        ``ld.global``: either may be ``out`` itself, each element read before its own chunk
-        is stored) for both rows, a column bias (``.nc``).  Columns past N read column 0."""
+        ``all_``: :meth:`apply` loads the others where it needs them): C and residual for
+        both rows and a column bias, all plain ``ld.global`` (C and residual may be ``out``
+        itself, each element read before its own chunk is stored; for the bias, ptxas
+        merged ``.nc`` loads of one address across the barriers, so a ping-pong tile's
+        column bias stayed live from its first half into the second and spilled).  Columns
+        past N read column 0."""
         k, spec, dt = self.k, self.spec, self.out_dtype
         raw: dict[tuple[str, int, int], Any] = {}
         for j in (groups if all_ else groups[:self.preload]):
@@ -381,7 +384,7 @@ class FusedEpilogue:
             if spec.bias == "col":
                 addr = k.reg("u64")
                 k.ins("mad.wide.u32", addr, cj, _BYTES[spec.bias_dtype], self.bias_ptr)
-                raw[("b", j, 0)] = self._load_pair(addr, spec.bias_dtype, nc=True)
+                raw[("b", j, 0)] = self._load_pair(addr, spec.bias_dtype, nc=False)
         return raw
 
     def apply(self, acc: Sequence[Reg], groups: range,
