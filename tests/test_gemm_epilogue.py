@@ -6,7 +6,8 @@ value; the EpilogueSpec it makes (bias kind from the shape, beta's default, alph
 not 1); the packed kernel arguments (the epilogue's values after M, N, K and the FP8
 scales, in the spec's ``params`` order, as the kernel declares them); the dispatch (SM90
 only: another capability, provider or the grouped kernel are refused; a fused bf16 problem
-takes the 128 x 128 ping-pong tile); the torch operator's fake (shapes only).
+keeps the planner's tile unless ptxas spills it, then the 128 x 128 ping-pong one); the
+torch operator's fake (shapes only).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import struct
 
 import pytest
 
+from nvatom import gemm_providers as gp
 from nvatom.gemm import GemmError, GemmProblem, check_epilogue, check_operands
 from nvatom.gemm_providers import Sm90Provider
 from nvatom.kernels import gemm_sm90 as sm90
@@ -109,13 +111,22 @@ def test_f32_output_takes_f32_operands() -> None:
 # --------------------------------------------------------------------------- planning
 
 
-def test_fused_bf16_takes_the_128_tile_and_fp8_its_default() -> None:
+def test_fused_tile_falls_back_where_ptxas_spills(monkeypatch) -> None:
     spec = EpilogueSpec(bias="col", bias_dtype="bf16", activation="relu")
     big = GemmProblem(8192, 8192, 8192, "bf16", "bf16", "K", "N")
     plain = Sm90Provider()._config(big)
-    fused = Sm90Provider(epilogue=spec)._config(big)
     assert (plain.schedule, plain.block_n) == ("pingpong", 192)  # plain_schedule at 8192^3
-    assert (fused.schedule, fused.block_n, fused.epilogue) == ("pingpong", 128, spec)
+    fused = Sm90Provider(epilogue=spec)._config(big)
+    assert fused == dataclasses.replace(plain, epilogue=spec)  # bias + relu: no spills
+    heavy = EpilogueSpec(c=True, residual=True)  # C and residual: ptxas spills 128 x 192
+    fused = Sm90Provider(epilogue=heavy)._config(big)
+    assert (fused.schedule, fused.block_n, fused.stages) == ("pingpong", 128, 6)
+    # where ptxas cannot say (none installed), the safe tile
+    monkeypatch.setattr(gp, "assemble", lambda *a, **k: (_ for _ in ()).throw(OSError()))
+    gp._spills.cache_clear()
+    fused = Sm90Provider(epilogue=spec)._config(big)
+    assert fused.block_n == 128
+    gp._spills.cache_clear()
     f8 = GemmProblem(8192, 8192, 8192, "e4m3", "bf16", "K", "K", scale_mode="row")
     assert Sm90Provider(epilogue=spec)._config(f8) == dataclasses.replace(
         Sm90Provider()._config(f8), epilogue=spec)

@@ -129,15 +129,17 @@ class Sm90Provider:
         self.epilogue = epilogue
 
     def _config(self, problem: Any, sms: int = 132) -> sm90.GemmSm90Config:
-        """:meth:`_plain_config` with the provider's fused epilogue; a ping-pong tile wider
-        than 128 columns (192 accumulator registers a thread) leaves the epilogue's loads
-        too few registers (ptxas spills), so a fused problem takes the 128 x 128 one."""
+        """:meth:`_plain_config` with the provider's fused epilogue.  A ping-pong tile wider
+        than 128 columns keeps 192 accumulator registers a thread live in its first half's
+        epilogue, which leaves some epilogues too few registers: where ptxas spills that
+        kernel (:func:`_spills`), a fused problem takes the 128 x 128 ping-pong tile."""
         cfg = self._plain_config(problem, sms)
         if self.epilogue is None:
             return cfg
-        if cfg.pingpong and cfg.block_n > 128 and self.config is None:
+        cfg = dataclasses.replace(cfg, epilogue=self.epilogue)
+        if cfg.pingpong and cfg.block_n > 128 and self.config is None and _spills(cfg):
             cfg = dataclasses.replace(cfg, **sm90.SCHEDULE_TILES["pingpong"])
-        return dataclasses.replace(cfg, epilogue=self.epilogue)
+        return cfg
 
     def _plain_config(self, problem: Any, sms: int = 132) -> sm90.GemmSm90Config:
         """The kernel for ``problem``: the provider's ``config`` made to the problem's types,
@@ -272,6 +274,18 @@ class Sm90Provider:
 
         cluster = spec.cluster if cfg.cluster_m > 1 else None
         return Sm90Launch(source, spec.grid, spec.block, spec.smem_bytes, cluster, self.name)
+
+
+@functools.cache
+def _spills(cfg: sm90.GemmSm90Config) -> bool:
+    """Whether ptxas spills registers (or uses a stack frame) assembling ``cfg`` for sm_90a
+    (the cubin is the one the launch then loads: ptxas results are cached); True where
+    ptxas fails or cannot be run, so the caller takes its safe choice."""
+    try:
+        k = assemble(sm90.build_gemm_sm90(cfg).emit(), "sm_90a").kernels[cfg.name]
+    except Exception:  # no ptxas here, or it refused: not this tile
+        return True
+    return bool(k.spill_stores or k.spill_loads or k.stack_frame)
 
 
 #: The SM90 kernel's arguments by name: the three tensor maps (A, B, D) of its launch spec,
