@@ -214,3 +214,32 @@ def test_torch_op_fake_checks_shapes() -> None:
         T.epilogue_output_spec((M, K), "bfloat16", (K, N), "bfloat16", bias_shape=(M,))
     names = [s.name for s in T.OPS]
     assert "gemm_epilogue" in names
+
+
+@dataclasses.dataclass
+class _Copyable(FakeTensor):
+    """A stand-in tensor that ``nvatom.gemm`` can copy (``new_empty(...).copy_(t)``)."""
+
+    source: object = None
+
+    def new_empty(self, shape):
+        strides = (shape[1], 1) if len(shape) == 2 else (1,)
+        return _Copyable(tuple(shape), strides, dtype=self.dtype, ptr=0x7F0000700000,
+                         device=self.device)
+
+    def copy_(self, other):
+        self.source = other
+        return self
+
+
+def test_gemm_reads_unaligned_epilogue_tensors_through_a_copy(fused_torch) -> None:
+    """``check_epilogue`` refuses a C with an odd row stride and a strided bias; ``nvatom.gemm``
+    reads contiguous copies of them instead."""
+    a, b, d = _abd(M, N, K, dtype="torch.bfloat16")
+    c = _Copyable((M, N), (N + 1, 1), ptr=0x7F0000600000, device=DEV)
+    with pytest.raises(GemmError, match=r"c has strides \(385, 1\)"):
+        check_epilogue(P, 0, c=c)
+    gm.gemm(a, b, d, c=c, activation="relu")
+    params, _ = fused_torch.launches[-1]
+    assert struct.unpack("<fQI", params.data(6) + params.data(7) + params.data(8)) == (
+        1.0, 0x7F0000700000, N)

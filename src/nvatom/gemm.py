@@ -517,9 +517,10 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     (torch's exact erf form), "gelu_tanh" (``gelu(approximate='tanh')``) or "silu".
     ``c``: (M, N) of ``out``'s dtype, row-major, scaled by ``beta`` (default 1 when ``c`` is
     given, as ``torch.addmm``; ``beta=0`` does not read ``c``).  ``residual``: (M, N) of
-    ``out``'s dtype, row-major, added after the activation.  ``c`` and ``residual`` may be
-    ``out`` itself and may have any row stride (0 broadcasts one row).  The SM80 kernel and
-    ``grouped_gemm`` fuse nothing (:class:`GemmError`).
+    ``out``'s dtype, added after the activation.  ``c`` and ``residual`` may be ``out``
+    itself; row-major with an even row stride (0 broadcasts one row) they are read in place,
+    any other storage (and a bias with a stride or offset) through a contiguous copy.  The
+    SM80 kernel and ``grouped_gemm`` fuse nothing (:class:`GemmError`).
 
     ``out``: an optional row-major (M x N) tensor of bf16, f16 or f32 to write (default: a new
     tensor of ``a``'s dtype; bf16 for e4m3, the only output FP8 gives).  Operands may be row-
@@ -662,7 +663,9 @@ def check_epilogue(problem: GemmProblem, device: int, *, bias: Any = None,
     :class:`nvatom.kernels.fusion.EpilogueSpec` (None: nothing to fuse) and its argument
     values in the spec's ``params`` order (alpha, beta, c's address, its row stride, bias's
     address, residual's address, its row stride: those present).  Every wrong value raises
-    :class:`GemmError` naming it.  Needs no GPU (duck-typed tensors suffice)."""
+    :class:`GemmError` naming it (a tensor the kernel cannot read where it lies -- strides,
+    alignment -- one that :func:`gemm` replaces by a contiguous copy).  Needs no GPU
+    (duck-typed tensors suffice)."""
     from nvatom.kernels.fusion import ACTIVATIONS, EpilogueSpec
 
     m, n, odt = problem.m, problem.n, problem.out_dtype
@@ -726,6 +729,15 @@ def _epilogue_tensor(t: Any, name: str, device: int, dtypes: Sequence[str]) -> t
 _EPI_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
 
 
+class _EpilogueStorage(GemmError):
+    """An epilogue tensor of the right shape, dtype and device that the kernel cannot read
+    where it lies (strides, alignment): :func:`gemm` reads a contiguous copy instead."""
+
+    def __init__(self, arg: str, text: str) -> None:
+        super().__init__(text)
+        self.arg = arg
+
+
 def _epilogue_matrix(t: Any, name: str, m: int, n: int, odt: str,
                      device: int) -> tuple[int, int]:
     """``c`` or ``residual``: (M, N) of the output's type, unit column stride, any row
@@ -736,12 +748,14 @@ def _epilogue_matrix(t: Any, name: str, m: int, n: int, odt: str,
         raise GemmError(f"{name} has shape {shape}, the product is ({m}, {n})")
     eb = _EPI_BYTES[odt]
     if strides[1] != 1 or strides[0] < 0 or strides[0] % 2 or strides[0] >= 2**32:
-        raise GemmError(f"{name} has strides {strides}: the fused epilogue reads it row-major "
-                        f"(column stride 1) with an even row stride below 2^32, two columns "
-                        f"at a time; pass {name}.contiguous()")
+        raise _EpilogueStorage(
+            name, f"{name} has strides {strides}: the fused epilogue reads it row-major "
+            f"(column stride 1) with an even row stride below 2^32, two columns at a time; "
+            f"pass {name}.contiguous()")
     if ptr % (2 * eb):
-        raise GemmError(f"{name}'s data pointer 0x{ptr:x} is not {2 * eb}-byte aligned (the "
-                        f"kernel reads column pairs); pass {name}.clone()")
+        raise _EpilogueStorage(
+            name, f"{name}'s data pointer 0x{ptr:x} is not {2 * eb}-byte aligned (the "
+            f"kernel reads column pairs); pass {name}.clone()")
     return ptr, strides[0]
 
 
@@ -758,13 +772,15 @@ def _epilogue_bias(t: Any, m: int, n: int, odt: str, device: int) -> tuple[str, 
         raise GemmError(f"bias has shape {shape}: a bias is per column, ({n},) or (1, {n}) "
                         f"(as torch.nn.functional.linear), or per row, ({m}, 1)")
     if unit != 1 and max(shape) > 1:
-        raise GemmError(f"bias with shape {shape} has strides {strides}: its elements must be "
-                        "contiguous; pass bias.contiguous()")
+        raise _EpilogueStorage(
+            "bias", f"bias with shape {shape} has strides {strides}: its elements must be "
+            "contiguous; pass bias.contiguous()")
     align = _EPI_BYTES[dt] * (2 if kind == "col" else 1)
     if ptr % align:
-        raise GemmError(f"bias's data pointer 0x{ptr:x} is not {align}-byte aligned (a "
-                        f"{kind} bias is read {'in pairs' if kind == 'col' else 'per element'})"
-                        "; pass bias.clone()")
+        raise _EpilogueStorage(
+            "bias", f"bias's data pointer 0x{ptr:x} is not {align}-byte aligned (a {kind} "
+            f"bias is read {'in pairs' if kind == 'col' else 'per element'}); pass "
+            "bias.clone()")
     return kind, dt, ptr
 
 
@@ -778,7 +794,15 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
                 for k, v in epilogue.items()}
     ai, bi, oi, problem = check_operands(a, b, out, acc=acc, scale_a=scale_a, scale_b=scale_b,
                                          fast_accum=fast_accum)
-    spec, values = check_epilogue(problem, ai.device, **epilogue)
+    for _ in range(3):  # c, bias, residual: each copied once at most
+        try:
+            spec, values = check_epilogue(problem, ai.device, **epilogue)
+            break
+        except _EpilogueStorage as e:  # readable once contiguous and freshly allocated
+            t = epilogue[e.arg]
+            epilogue[e.arg] = t.new_empty(tuple(t.shape)).copy_(t)
+    else:  # pragma: no cover - a fresh contiguous tensor always passes
+        spec, values = check_epilogue(problem, ai.device, **epilogue)
     if spec is None:  # e.g. c with beta=0: nothing to fuse
         return gemm(a, b, out, acc=acc, provider=provider, scale_a=scale_a, scale_b=scale_b,
                     fast_accum=fast_accum)

@@ -7,7 +7,7 @@ ragged in M and N (bias, C and residual loads past the edges) and large enough f
 tiles per CTA (the persistent grid has one CTA per SM; ping-pong warpgroups alternate
 tiles).  Fresh random inputs per case; ``out`` poisoned with NaN first (an element left
 unwritten fails); C as ``out`` itself (in place), a residual broadcast from one row (row
-stride 0), C a strided view; K = 0; the torch operator.
+stride 0), C a strided view, storage read through a copy; K = 0; the torch operator.
 
 Reference: float64 from the exact inputs (bf16/f16/e4m3 values and the scales are exact in
 float64), the activations by torch in float64.  Tolerance per element, with
@@ -197,7 +197,8 @@ def test_fp8_row_scales_and_f32_output(act) -> None:
 def test_in_place_broadcast_and_strided_operands() -> None:
     """C is ``out`` itself (as cuBLAS's C == D), the residual one row broadcast (row stride
     0), the bias a (1, N) view, b column-major, C and residual strided views of wider
-    tensors; K = 0 gives the epilogue of zeros."""
+    tensors; an odd row stride and a strided bias (read through copies); K = 0 gives the
+    epilogue of zeros."""
     _require_sm90()
     gen = torch.Generator(device="cuda").manual_seed(11)
     m, n, k = 1000, 1032, 256
@@ -216,6 +217,12 @@ def test_in_place_broadcast_and_strided_operands() -> None:
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     nvatom.gemm(a, b, out, c=cv, residual=rv, activation="silu", alpha=-1.5)
     _check(out, *_reference(a, b, None, None, "silu", alpha=-1.5, c=cv, residual=rv))
+    # storage the kernel cannot read in place (odd row stride, strided bias): read from a copy
+    odd = torch.randn(m, n + 1, device="cuda", generator=gen).bfloat16()[:, :n]
+    sbias = torch.randn(2 * n, device="cuda", generator=gen).bfloat16()[::2]
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    nvatom.gemm(a, b, out, c=odd, bias=sbias, activation="gelu_tanh")
+    _check(out, *_reference(a, b, None, None, "gelu_tanh", c=odd, bias=sbias))
     empty = torch.empty(m, 0, device="cuda").bfloat16()
     out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     nvatom.gemm(empty, torch.empty(0, n, device="cuda").bfloat16(), out, bias=bias,
