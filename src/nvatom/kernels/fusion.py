@@ -371,6 +371,8 @@ class FusedEpilogue:
         past N read column 0."""
         k, spec, dt = self.k, self.spec, self.out_dtype
         raw: dict[tuple[str, int, int], Any] = {}
+        if not (spec.c or spec.residual or spec.bias == "col"):
+            return raw  # nothing is read per column
         for j in (groups if all_ else groups[:self.preload]):
             cj = _u32(k, "add.u32", self.col, 8 * j)
             inside = k.reg("pred")
