@@ -11,6 +11,10 @@
   promoted 128 x 192 tile, row-wise scales), and the full epilogue on the other kernels: the
   kernel's parameters are the ones ``kernel_params`` lists; with no epilogue nothing
   changes.
+* The instructions FusedEpilogue emits, run by a small PTX interpreter written here on a
+  ragged corner tile (cooperative and both ping-pong halves; bf16, f16 and f32 output; column
+  and row bias of either type): every element inside M x N is the formula at its fragment
+  (row, column), and no load leaves the tensors.
 * EpilogueSpec's and GemmSm90Config's refusals, each naming the value.
 """
 
@@ -272,3 +276,217 @@ def test_other_kernels_fuse_the_full_epilogue(cfg) -> None:
     k = r.kernels[cfg.name]
     assert k.spill_stores == 0 and k.spill_loads == 0 and k.stack_frame == 0
     assert not [d for d in r.diagnostics if d.severity != "info"], r.diagnostics
+
+
+# --------------------------------------------------------------------------- the emitted PTX
+
+
+class _Memory:
+    """Global memory as named float arrays at disjoint base addresses; a read outside every
+    array fails (the kernel must clamp its addresses)."""
+
+    def __init__(self) -> None:
+        self.regions: list[tuple[int, bytes]] = []
+        self.next = 1 << 40
+
+    def add(self, arr: np.ndarray) -> int:
+        base = self.next
+        self.regions.append((base, arr.tobytes()))
+        self.next += (arr.nbytes + 4096) // 4096 * 4096 + 4096
+        return base
+
+    def read(self, addr: int, nbytes: int) -> bytes:
+        for base, data in self.regions:
+            if base <= addr and addr + nbytes <= base + len(data):
+                return data[addr - base:addr - base + nbytes]
+        raise AssertionError(f"read of {nbytes} bytes at 0x{addr:x} outside every tensor")
+
+
+def _f32_bits(v) -> int:
+    return int(np.float32(v).view(np.uint32))
+
+
+def _bits_f32(b: int) -> np.float32:
+    return np.uint32(b & 0xFFFFFFFF).view(np.float32)
+
+
+def _interpret(lines, regs: dict, params: dict, mem: _Memory) -> None:
+    """Run the straight-line PTX ``lines`` (the fused epilogue's instructions) on ``regs``
+    (name -> int for integer and b16/b32 registers, np.float32 for f32, bool for
+    predicates).  Only the forms the epilogue emits are known; anything else fails."""
+    def val(tok: str):
+        tok = tok.strip()
+        if tok.startswith("%"):
+            return regs[tok]
+        if tok.startswith("0f"):
+            return _bits_f32(int(tok[2:], 16))
+        return int(tok, 0)
+
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("//"):
+            continue
+        assert line.endswith(";") and not line.startswith("@"), line
+        op, _, rest = line[:-1].partition(" ")
+        ops = [o.strip() for o in re.split(r",(?![^{]*\})", rest)]
+        d, s = ops[0], ops[1:]
+        if op.startswith("ld.param."):
+            regs[d] = params[s[0].strip("[]")]
+        elif op == "cvta.to.global.u64":
+            regs[d] = val(s[0])
+        elif op in ("and.b32", "shr.u32", "shl.b32", "add.u32", "sub.u32", "min.u32",
+                    "mad.lo.u32"):
+            a, b = val(s[0]), val(s[1])
+            if op == "and.b32":
+                r = a & b
+            elif op == "shr.u32":
+                r = a >> b
+            elif op == "shl.b32":
+                r = a << b
+            elif op == "add.u32":
+                r = a + b
+            elif op == "sub.u32":
+                r = a - b
+            elif op == "min.u32":
+                r = min(a, b)
+            else:
+                r = a * b + val(s[2])
+            regs[d] = r & 0xFFFFFFFF
+        elif op == "mul.wide.u32":
+            regs[d] = val(s[0]) * val(s[1])
+        elif op in ("mad.lo.u64", "mad.wide.u32"):
+            regs[d] = (val(s[0]) * val(s[1]) + val(s[2])) & (2**64 - 1)
+        elif op == "setp.lt.u32":
+            regs[d] = val(s[0]) < val(s[1])
+        elif op == "selp.u32":
+            regs[d] = val(s[0]) if regs[s[2]] else val(s[1])
+        elif op in ("ld.global.b32", "ld.global.nc.b16", "ld.global.nc.f32", "ld.global.v2.f32"):
+            addr = regs[s[0].strip("[]")]
+            if op == "ld.global.b32":
+                regs[d] = int.from_bytes(mem.read(addr, 4), "little")
+            elif op == "ld.global.nc.b16":
+                regs[d] = int.from_bytes(mem.read(addr, 2), "little")
+            elif op == "ld.global.nc.f32":
+                regs[d] = np.frombuffer(mem.read(addr, 4), np.float32)[0]
+            else:
+                v = np.frombuffer(mem.read(addr, 8), np.float32)
+                for name, x in zip(d.strip("{}").split(","), v, strict=True):
+                    regs[name.strip()] = x
+        elif op == "mov.b32":
+            if d.startswith("{"):  # two 16-bit halves, low first
+                lo, hi = (x.strip() for x in d.strip("{}").split(","))
+                regs[lo], regs[hi] = val(s[0]) & 0xFFFF, val(s[0]) >> 16
+            else:
+                regs[d] = _bits_f32(val(s[0]))
+        elif op in ("cvt.f32.bf16", "cvt.f32.f16"):
+            h = val(s[0])
+            regs[d] = (_bits_f32(h << 16) if op.endswith("bf16") else
+                       np.float32(np.uint16(h).view(np.float16)))
+        elif op in ("mul.rn.f32", "add.rn.f32", "max.f32"):
+            a, b = np.float32(val(s[0])), np.float32(val(s[1]))
+            regs[d] = np.float32({"mul.rn.f32": a * b, "add.rn.f32": a + b,
+                                  "max.f32": max(a, b)}[op])
+        elif op == "fma.rn.f32":
+            a, b, c = (np.float64(val(x)) for x in s)
+            regs[d] = np.float32(a * b + c)
+        elif op == "abs.f32":
+            regs[d] = np.float32(abs(val(s[0])))
+        elif op == "ex2.approx.ftz.f32":
+            with np.errstate(over="ignore"):
+                regs[d] = np.float32(np.exp2(np.float64(val(s[0]))))
+        elif op == "rcp.approx.ftz.f32":
+            with np.errstate(divide="ignore"):
+                regs[d] = np.float32(1.0 / np.float64(val(s[0])))
+        elif op == "setp.lt.f32":
+            regs[d] = bool(val(s[0]) < val(s[1]))
+        elif op == "selp.f32":
+            regs[d] = val(s[0]) if regs[s[2]] else val(s[1])
+        else:
+            raise AssertionError(f"the interpreter does not know {op!r} ({line})")
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> nearest bf16 values (as float32) and their 16-bit patterns."""
+    bits = x.astype(np.float32).view(np.uint32)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.view(np.float32)
+
+
+@pytest.mark.parametrize(("dt", "bias_kind", "bias_dt", "act", "half"), [
+    ("bf16", "col", "bf16", "gelu", None),
+    ("bf16", "row", "f32", "silu", 0),
+    ("f16", "col", "f32", "gelu_tanh", 1),
+    ("f32", "row", "f32", "relu", None),
+    ("bf16", "", "", "", 0),
+])
+def test_emitted_epilogue_computes_the_formula(dt, bias_kind, bias_dt, act, half) -> None:
+    """The instructions FusedEpilogue emits, run by an interpreter of their own on a tile at
+    the ragged corner of the output: every element inside M x N gets
+    act(alpha acc + beta C + bias) + residual of its own row and column (the fragment's
+    (row, column) of each accumulator register from nvatom.atoms.wgmma_fragments), and no
+    load leaves the tensors (rows and columns past the edges are clamped)."""
+    from nvatom.atoms.wgmma_fragments import accumulator_coord
+    from nvatom.ptx.builder import Kernel
+
+    spec = EpilogueSpec(alpha=True, c=True, bias=bias_kind, bias_dtype=bias_dt,
+                        activation=act, residual=True)
+    schedule = {"schedule": "pingpong", "block_n": 128, "stages": 6} if half is not None \
+        else {"schedule": "cooperative", "block_n": 256, "stages": 4}
+    in_dt = "bf16" if dt == "f32" else dt
+    cfg = GemmSm90Config(in_dtype=in_dt, out_dtype=dt, epilogue=spec, **schedule)
+    k = Kernel("sim")
+    params = fusion.declare_params(k, spec)
+    tid, row0, col0, m_r, n_r, k_r = (k.reg("u32") for _ in range(6))
+    acc = k.regs("f32", cfg.block_n // 2)
+    fused = fusion.FusedEpilogue(k, cfg, params, tid, row0, col0, (m_r, n_r, k_r), half)
+    cc = cfg.c_chunk_cols
+    for ch in range(cfg.block_n // cc):
+        groups = range(ch * cc // 8, (ch + 1) * cc // 8)
+        fused.apply(acc, groups, fused.load(groups))
+    lines = k._body
+
+    rng = np.random.default_rng(1)
+    M, N = 64 * 3 + 37, cfg.block_n * 2 + 40  # the tile below is the last one: ragged
+    t_row0, t_col0 = 64 * 3, cfg.block_n * 2
+    ldc, ldr = N + 6, N + 2
+    npdt = {"bf16": np.float32, "f16": np.float16, "f32": np.float32}[dt]
+    mem = _Memory()
+
+    def matrix(ld):
+        x = rng.standard_normal((M, ld)).astype(np.float32)
+        if dt == "bf16":
+            x = _bf16(x)
+            return x, mem.add((x.view(np.uint32) >> 16).astype(np.uint16))
+        return x.astype(npdt).astype(np.float32), mem.add(x.astype(npdt))
+
+    cmat, cptr = matrix(ldc)
+    rmat, rptr = matrix(ldr)
+    blen = N if bias_kind == "col" else M
+    bvals = rng.standard_normal(blen).astype(np.float32)
+    bptr = 0
+    if bias_kind:
+        if bias_dt == "bf16":
+            bvals = _bf16(bvals)
+            bptr = mem.add((bvals.view(np.uint32) >> 16).astype(np.uint16))
+        else:
+            bptr = mem.add(bvals)
+    alpha, beta = np.float32(0.75), np.float32(-1.25)
+    pvals = {"alpha": alpha, "beta": beta, "c": cptr, "ldc": ldc, "bias": bptr,
+             "residual": rptr, "ldr": ldr}
+    for t in (0, 5, 37, 70, 127):
+        accv = rng.standard_normal(len(acc)).astype(np.float32) * 2
+        regs = {str(r): v for r, v in zip(acc, accv, strict=True)}
+        regs.update({str(tid): 128 + t, str(row0): t_row0, str(col0): t_col0, str(m_r): M,
+                     str(n_r): N, str(k_r): 64})
+        _interpret(lines, regs, {p.name: pvals[n] for n, p in params.items()}, mem)
+        for i, r in enumerate(acc):
+            rr, cc_ = accumulator_coord(cfg.block_n, t, i)
+            row, col = t_row0 + rr, t_col0 + cc_
+            if row >= M or col >= N:
+                continue  # dropped by the TMA store; its loads stayed inside (checked)
+            bias = (bvals[col] if bias_kind == "col" else bvals[row] if bias_kind == "row"
+                    else 0.0)
+            pre = 0.75 * float(accv[i]) - 1.25 * float(cmat[row, col]) + float(bias)
+            want = (REFS[act](pre) if act else pre) + float(rmat[row, col])
+            got = float(regs[str(r)])
+            assert abs(got - want) <= 1e-5 * (abs(want) + abs(pre) + 1), (t, i, got, want)
