@@ -243,3 +243,13 @@ def test_gemm_reads_unaligned_epilogue_tensors_through_a_copy(fused_torch) -> No
     params, _ = fused_torch.launches[-1]
     assert struct.unpack("<fQI", params.data(6) + params.data(7) + params.data(8)) == (
         1.0, 0x7F0000700000, N)
+
+
+def test_gemm_checks_odd_alphas(fused_torch) -> None:
+    a, b, d = _abd(M, N, K, dtype="torch.bfloat16")
+    with pytest.raises(GemmError, match="alpha=True is not a finite real number"):
+        gm.gemm(a, b, d, alpha=True)
+    with pytest.raises(GemmError, match=r"alpha=\[2.0\] is not a finite real number"):
+        gm.gemm(a, b, d, alpha=[2.0])
+    gm.gemm(a, b, d, alpha=1)  # an int 1 is the plain GEMM
+    assert len(fused_torch.launches) == 1 and not gm._fused_plans

@@ -566,7 +566,7 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     epilogue is checked each time and records no recipe.
     """
     if (bias is not None or activation is not None or c is not None or residual is not None
-            or alpha != 1.0 or beta is not None):
+            or type(alpha) not in (int, float) or alpha != 1.0 or beta is not None):
         return _gemm_fused(a, b, out, acc=acc, provider=provider, scale_a=scale_a,
                            scale_b=scale_b, fast_accum=fast_accum, bias=bias,
                            activation=activation, alpha=alpha, beta=beta, c=c,
