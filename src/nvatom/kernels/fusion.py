@@ -11,12 +11,13 @@ describes what runs on those registers between the FP8 scales and the ``cvt`` pa
 ``acc`` the f32 sum of ``a @ b``, ``s`` the FP8 scales (1 for bf16/f16), ``C`` and
 ``residual`` M x N matrices of the output's type, ``bias`` per column (N) or per row (M),
 ``act`` one of :data:`ACTIVATIONS`.  Each term is optional; the kernel takes parameters only
-for the terms present (:meth:`EpilogueSpec.params`).  The C, residual and bias values are
-loaded from global memory per 128-byte epilogue chunk, before the chunk's barrier wait so
-that the wait hides their latency, as pairs of adjacent columns (``ld.global.b32`` for two
-16-bit elements, ``.v2.f32`` for f32; PTX ISA "ld"); rows past M and columns past N read
-row M - 1 and column 0 instead (their results are dropped by the TMA store), so no load
-leaves the matrices.
+for the terms present (:meth:`EpilogueSpec.params`).  The C, residual and column-bias
+values are loaded from global memory per 128-byte epilogue chunk, before the chunk's barrier
+wait so that the wait hides their latency (as many as the registers allow:
+:func:`preload_groups`), as pairs of adjacent columns (``ld.global.b32`` for two 16-bit
+elements, ``.v2.f32`` for f32; PTX ISA "ld"); a row bias once per 64-row slab.  Rows past M
+and columns past N read row M - 1 and column 0 instead (their results are dropped by the TMA
+store), so no load leaves the tensors.
 
 The activations are short f32 programs (:data:`ACTIVATION_PROGRAMS`): data, emitted as PTX
 here and interpreted independently in tests/kernels/test_fusion.py.  GELU's ``erf`` has no
