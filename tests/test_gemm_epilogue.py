@@ -155,6 +155,7 @@ def test_packed_arguments_follow_the_kernel_params(py_encoder) -> None:
 @pytest.fixture
 def fused_torch(fake_torch, monkeypatch):
     monkeypatch.setattr(gm, "_fused_plans", {})
+    monkeypatch.setattr(gm, "_fused_calls", {})
     return fake_torch
 
 
@@ -253,3 +254,26 @@ def test_gemm_checks_odd_alphas(fused_torch) -> None:
         gm.gemm(a, b, d, alpha=[2.0])
     gm.gemm(a, b, d, alpha=1)  # an int 1 is the plain GEMM
     assert len(fused_torch.launches) == 1 and not gm._fused_plans
+
+
+def test_fused_call_cache(fused_torch, monkeypatch) -> None:
+    """A repeated fused call launches from the cache with the first call's arguments; a
+    change in anything the checks read (here the bias's address, alpha) is checked again;
+    copies made for the kernel are never cached."""
+    a, b, d = _abd(M, N, K, dtype="torch.bfloat16")
+    bias = vec(N, ptr=0x7F0000500000, device=DEV)
+    for _ in range(3):
+        gm.gemm(a, b, d, bias=bias, activation="gelu", alpha=2.0)
+    ls = fused_torch.launches
+    assert len(ls) == 3 and ls[1][0] is ls[0][0] and ls[2][0] is ls[0][0]
+    assert len(gm._fused_calls) == 1
+    gm.gemm(a, b, d, bias=vec(N, ptr=0x7F0000600000, device=DEV), activation="gelu",
+            alpha=2.0)
+    gm.gemm(a, b, d, bias=bias, activation="gelu", alpha=3.0)
+    assert len(gm._fused_calls) == 3
+    assert struct.unpack("<f", ls[-1][0].data(6)) == (3.0,)
+    with pytest.raises(GemmError, match="alpha=nan"):  # checked, not served from the cache
+        gm.gemm(a, b, d, bias=bias, activation="gelu", alpha=float("nan"))
+    c = _Copyable((M, N), (N + 1, 1), ptr=0x7F0000600000, device=DEV)
+    gm.gemm(a, b, d, c=c)
+    assert len(gm._fused_calls) == 3  # read through a copy: not cached

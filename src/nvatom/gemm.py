@@ -563,7 +563,7 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     then one ``cuLaunchKernelEx``.  The first call of a problem class in a process launches
     from the class's recipe when the disk cache has one (:mod:`nvatom.runtime.gemm_recipe`:
     no kernel module is imported); planning a class writes its recipe.  A call with a fused
-    epilogue is checked each time and records no recipe.
+    epilogue has its own call cache (:data:`_fused_calls`, same rule) and writes no recipe.
     """
     if (bias is not None or activation is not None or c is not None or residual is not None
             or type(alpha) not in (int, float) or alpha != 1.0 or beta is not None):
@@ -787,7 +787,32 @@ def _epilogue_bias(t: Any, m: int, n: int, odt: str, device: int) -> tuple[str, 
 def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, scale_a: Any,
                 scale_b: Any, fast_accum: bool, **epilogue: Any) -> Any:
     """:func:`gemm` with a fused epilogue: checked, planned on the SM90 provider with the
-    epilogue (:func:`check_epilogue`), operands staged as :func:`route` would, launched."""
+    epilogue (:func:`check_epilogue`), operands staged as :func:`route` would, launched.  A
+    call whose arguments match an earlier one in everything the checks read goes straight to
+    its launcher (:data:`_fused_calls`)."""
+    key: tuple[Any, ...] | None = None
+    try:
+        key = (a.data_ptr(), b.data_ptr(), a.shape, b.shape, a.stride(), b.stride(), a.dtype,
+               b.dtype, a.device, b.device, acc, provider, fast_accum, _scale_key(scale_a),
+               _scale_key(scale_b), *((n, _epilogue_key(v)) for n, v in epilogue.items()))
+        if out is not None:
+            key += (out.data_ptr(), out.shape, out.stride(), out.dtype, out.device)
+        hit = _fused_calls.get(key)
+    except Exception:  # not tensors, or unhashable: the checks below say what is wrong
+        key = hit = None
+    if hit is not None:
+        import torch
+
+        run, launch, ai, bi, oi, problem, scales, dev, _ = hit
+        if out is None:
+            out = torch.empty((problem.m, problem.n), dtype=oi, device=a.device)
+            oi = TensorInfo("out", out.data_ptr(), problem.out_dtype, (problem.m, problem.n),
+                            (problem.n, 1), dev, "row")
+        run(launch.packed(ai, bi, oi, problem, scales),
+            torch.cuda.current_stream(dev).cuda_stream)
+        return out
+    fresh = out is None
+    copied = False
     a, b, out = from_dlpack(a), from_dlpack(b), from_dlpack(out)
     scale_a, scale_b = from_dlpack(scale_a), from_dlpack(scale_b)
     epilogue = {k: from_dlpack(v) if k in ("bias", "c", "residual") else v
@@ -801,6 +826,7 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
         except _EpilogueStorage as e:  # readable once contiguous and freshly allocated
             t = epilogue[e.arg]
             epilogue[e.arg] = t.new_empty(tuple(t.shape)).copy_(t)
+            copied = True
     else:  # pragma: no cover - a fresh contiguous tensor always passes
         spec, values = check_epilogue(problem, ai.device, **epilogue)
     if spec is None:  # e.g. c with beta=0: nothing to fuse
@@ -831,9 +857,10 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
         return out
     launch, rules = _fused_plan(problem, spec, cap)  # type: ignore[arg-type]
     scales: tuple[Any, ...] = ()
+    keep = None
     if problem.in_dtype in SCALED_DTYPES:  # numbers: cached device tensors (_scale_tensors)
         sa, sb = _scale_tensor(scale_a, dev), _scale_tensor(scale_b, dev)
-        scales = (int(sa.data_ptr()), int(sb.data_ptr()))
+        scales, keep = (int(sa.data_ptr()), int(sb.data_ptr())), (sa, sb)
     scales += values
     stream = torch.cuda.current_stream(dev).cuda_stream
     cached = _launchers.get((id(launch), dev))
@@ -853,9 +880,22 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
         r = GemmRoute(launch, "sm_90a", launch.provider, infos["a"], infos["b"], infos["out"],
                       rules, tuple(staged), tuple(why))
         _run_staged(r, cached[1], {"a": a, "b": b, "out": out}, problem, scales, stream)
-    else:
-        cached[1](launch.packed(infos["a"], infos["b"], infos["out"], problem, scales), stream)
+        return out
+    cached[1](launch.packed(infos["a"], infos["b"], infos["out"], problem, scales), stream)
+    if key is not None and not copied:  # copies and staging buffers are made per call
+        if len(_fused_calls) >= _MAX_CALLS:
+            del _fused_calls[next(iter(_fused_calls))]  # the oldest entry
+        _fused_calls[key] = (cached[1], launch, infos["a"], infos["b"],
+                             out.dtype if fresh else infos["out"], problem, scales, dev, keep)
     return out
+
+
+def _epilogue_key(v: Any) -> Any:
+    """What the fused call cache keys an epilogue argument by: a number, string or None by
+    value, a tensor by everything :func:`check_epilogue` reads and its address."""
+    if v is None or type(v) in (int, float, str):
+        return (type(v), v)
+    return (v.data_ptr(), v.dtype, v.shape, v.stride(), v.device)
 
 
 def _fused_plan(problem: GemmProblem, spec: Any, cap: tuple[int, ...]) -> tuple[Any, Any]:
@@ -1309,6 +1349,11 @@ def _plan_with(problem: GemmProblem, capability: tuple[int, int],
 _named_plans: dict[tuple[Any, ...], tuple[GemmLaunch, str]] = {}
 #: (problem, EpilogueSpec, capability) -> (SM90 launch with that epilogue, operand rules).
 _fused_plans: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+#: checked fused calls (what the checks read of every argument, the epilogue's included) ->
+#: (launcher, launch, a's and b's TensorInfo, out's TensorInfo (or, without ``out``, its
+#: dtype), problem, the arguments after M, N, K, device, scale tensors kept alive); at most
+#: _MAX_CALLS, oldest dropped first.
+_fused_calls: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 #: checked calls with ``out``: (pointers, shapes, strides, dtypes, devices, acc, provider,
 #: fast_accum, out's pointer, shape, stride, dtype, device[, scales]) -> (launcher, packed
 #: arguments, device, scale tensors kept alive); at most _MAX_CALLS, oldest dropped first.
