@@ -1,7 +1,7 @@
 """What every benchmark report holds, in one place: the commit a run measured, the device's
 driver, the date, CUDA-event timing, and writing the JSON report.  Used by the bench scripts
-(bench/attention.py, gemm.py, gemm_first_call.py, gemm_fp8_block.py, gemm_grouped.py,
-ir_gemm.py) and scripts/attention_dev.py.
+(bench/attention.py, gemm.py, gemm_epilogue.py, gemm_first_call.py, gemm_fp8_block.py,
+gemm_grouped.py, ir_gemm.py) and scripts/attention_dev.py.
 
 bench/ is not a package (no ``__init__``): a script puts the repository root on ``sys.path``
 and imports ``from bench import _report``, so ``python bench/X.py`` keeps working from any

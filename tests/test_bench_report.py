@@ -54,7 +54,7 @@ def test_cuda_seconds_is_per_call() -> None:
 
 
 @pytest.mark.parametrize("name", ["attention", "gemm", "gemm_first_call", "gemm_fp8_block",
-                                  "gemm_grouped", "ir_gemm"])
+                                  "gemm_grouped", "gemm_epilogue", "ir_gemm"])
 def test_bench_script_loads_from_its_file(name: str) -> None:
     spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
     assert spec is not None and spec.loader is not None

@@ -45,6 +45,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("gemm.py", "nvatom.gemm_providers"): RECIPE,
     ("gemm.py", "nvatom.kernels.sm90.gemm"): RECIPE,
     ("gemm.py", "nvatom.kernels.sm90.launch"): RECIPE,
+    ("gemm.py", "nvatom.kernels.sm90.fusion"): RECIPE,
     ("ir/tcgen05.py", "nvatom.ir.types"): OPTIONAL,
     ("ir/tcgen05.py", "nvatom.ir.xdsl_adapter"): OPTIONAL,
 }

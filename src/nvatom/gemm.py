@@ -48,6 +48,7 @@ import types
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
+from nvatom.dtypes import dtype as _dtype
 from nvatom.errors import F32_MAX, NvatomError, f32_number, shown
 from nvatom.runtime import gemm_recipe as gr
 from nvatom.runtime.call_cache import CacheSet, LruDict
@@ -125,6 +126,7 @@ class GemmCaches(CacheSet):
         "plans": 256, "named_plans": 256, "launchers": 256, "capabilities": 64,
         "recipes": 256, "recorded": 256, "scale_tensors": 256, "calls": 256,
         "fresh_calls": 256, "grouped_calls": 64, "grouped_fast": 64,
+        "fused_plans": 256, "fused_calls": 256,
     }
     #: (problem, capability, the registered providers' ids) -> (launch plan, target).
     plans: LruDict[tuple[Any, ...], tuple[GemmLaunch, str]]
@@ -148,6 +150,12 @@ class GemmCaches(CacheSet):
     #: packer, a's and b's TensorInfo, problem, scale addresses, output dtype, device, scale
     #: tensors kept alive): a call allocates its output and packs by its address.
     fresh_calls: LruDict[tuple[Any, ...], tuple[Any, ...]]
+    #: (problem, EpilogueSpec, capability) -> (SM90 launch with that epilogue, operand rules).
+    fused_plans: LruDict[tuple[Any, ...], tuple[Any, Any]]
+    #: checked fused calls (what the checks read of every argument, the epilogue's included)
+    #: -> (launcher, launch, a's and b's TensorInfo, out's TensorInfo (or, without ``out``, its
+    #: dtype), problem, the arguments after M, N, K, device, scale tensors kept alive).
+    fused_calls: LruDict[tuple[Any, ...], tuple[Any, ...]]
     #: grouped calls: (a, b[0], out as TensorInfo (pointers, shapes, strides), b's strides, G,
     #: offsets[, scales]) -> (launcher, packed arguments, the device buffer of maps and tile
     #: counts (and scale tensors)).
@@ -568,9 +576,27 @@ def check_group_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, g
 
 
 def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None,
-         scale_a: Any = None, scale_b: Any = None, fast_accum: bool = False) -> Any:
+         scale_a: Any = None, scale_b: Any = None, fast_accum: bool = False,
+         bias: Any = None, activation: str | None = None, alpha: float = 1.0,
+         beta: float | None = None, c: Any = None, residual: Any = None) -> Any:
     """``a @ b`` for 2-D CUDA torch tensors (bf16 or f16 operands, f32 accumulation), or
     ``(a @ b) * scale_a * scale_b`` in bf16 for e4m3 (``torch.float8_e4m3fn``) operands.
+
+    Fused epilogue (SM90 kernel only; :func:`check_epilogue`): with any of ``bias``,
+    ``activation``, ``alpha`` != 1, ``c`` or ``residual`` the kernel computes, on its f32
+    accumulators before rounding to ``out``'s type::
+
+        out = act(alpha * (a @ b) * scale_a * scale_b + beta * c + bias) + residual
+
+    ``bias``: per column, shape (N,) or (1, N) (as ``torch.nn.functional.linear``), or per
+    row, shape (M, 1); ``out``'s dtype or float32.  ``activation``: None, "relu", "gelu"
+    (torch's exact erf form), "gelu_tanh" (``gelu(approximate='tanh')``) or "silu".
+    ``c``: (M, N) of ``out``'s dtype, row-major, scaled by ``beta`` (default 1 when ``c`` is
+    given, as ``torch.addmm``; ``beta=0`` does not read ``c``).  ``residual``: (M, N) of
+    ``out``'s dtype, added after the activation.  ``c`` and ``residual`` may be ``out``
+    itself; row-major with an even row stride (0 broadcasts one row) they are read in place,
+    any other storage (and a bias with a stride or offset) through a contiguous copy.  The
+    SM80 kernel and ``grouped_gemm`` fuse nothing (:class:`GemmError`).
 
     ``out``: an optional row-major (M x N) tensor of bf16, f16 or f32 to write (default: a new
     tensor of ``a``'s dtype; bf16 for e4m3, the only output FP8 gives).  Operands may be row-
@@ -612,8 +638,15 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     arguments packed with their encoded tensor maps (bounded LRU per pointers and strides);
     then one ``cuLaunchKernelEx``.  The first call of a problem class in a process launches
     from the class's recipe when the disk cache has one (:mod:`nvatom.runtime.gemm_recipe`:
-    no kernel module is imported); planning a class writes its recipe.
+    no kernel module is imported); planning a class writes its recipe.  A call with a fused
+    epilogue has its own call cache (:data:`CACHES`.fused_calls, same rule) and writes no recipe.
     """
+    if (bias is not None or activation is not None or c is not None or residual is not None
+            or type(alpha) not in (int, float) or alpha != 1.0 or beta is not None):
+        return _gemm_fused(a, b, out, acc=acc, provider=provider, scale_a=scale_a,
+                           scale_b=scale_b, fast_accum=fast_accum, bias=bias,
+                           activation=activation, alpha=alpha, beta=beta, c=c,
+                           residual=residual)
     key: tuple[Any, ...] | None = None
     try:
         key = (a.data_ptr(), b.data_ptr(), a.shape, b.shape, a.stride(), b.stride(), a.dtype,
@@ -693,6 +726,291 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
         else:
             CACHES.calls[key] = (run, params, dev, keep)  # keep: scale tensors made from floats
     return out
+
+
+def check_epilogue(problem: GemmProblem, device: int, *, bias: Any = None,
+                   activation: str | None = None, alpha: Any = 1.0, beta: Any = None,
+                   c: Any = None, residual: Any = None) -> tuple[Any, tuple[Any, ...]]:
+    """Check :func:`gemm`'s fused-epilogue arguments against the product ``problem`` (M x N,
+    ``out``'s dtype) on ``device`` and return the kernel's
+    :class:`nvatom.kernels.sm90.fusion.EpilogueSpec` (None: nothing to fuse) and its argument
+    values in the spec's ``params`` order (alpha, beta, c's address, its row stride, bias's
+    address, residual's address, its row stride: those present).  Every wrong value raises
+    :class:`GemmError` naming it (a tensor the kernel cannot read where it lies -- strides,
+    alignment -- one that :func:`gemm` replaces by a contiguous copy).  Needs no GPU
+    (duck-typed tensors suffice)."""
+    from nvatom.kernels.sm90.fusion import ACTIVATIONS, EpilogueSpec
+
+    m, n, odt = problem.m, problem.n, problem.out_dtype
+    if activation is not None and activation not in ACTIVATIONS:
+        raise GemmError(f"activation={activation!r} is not one of None, "
+                        f"{', '.join(map(repr, ACTIVATIONS))}")
+    for name, v in (("alpha", alpha), ("beta", beta)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or not math.isfinite(v)):
+            raise GemmError(f"{name}={v!r} is not a finite real number (a Python float)")
+    if beta is not None and beta != 0 and c is None:
+        raise GemmError(f"beta={beta!r} given without c: beta scales the c input "
+                        "(out = act(alpha * a @ b + beta * c + bias) + residual)")
+    if beta is None:
+        beta = 1.0
+    values: list[Any] = []
+    if alpha != 1.0:
+        values.append(float(alpha))
+    use_c = c is not None and beta != 0
+    if c is not None:
+        ci = _epilogue_matrix(c, "c", m, n, odt, device)
+        if use_c:
+            values += [float(beta), ci[0], ci[1]]
+    bias_kind = bias_dtype = ""
+    if bias is not None:
+        bias_kind, bias_dtype, ptr = _epilogue_bias(bias, m, n, odt, device)
+        values.append(ptr)
+    if residual is not None:
+        values += list(_epilogue_matrix(residual, "residual", m, n, odt, device))
+    if not (alpha != 1.0 or use_c or bias is not None or activation or residual is not None):
+        return None, ()
+    spec = EpilogueSpec(alpha=alpha != 1.0, c=use_c, bias=bias_kind, bias_dtype=bias_dtype,
+                        activation=activation or "", residual=residual is not None)
+    return spec, tuple(values)
+
+
+def _epilogue_tensor(t: Any, name: str, device: int, dtypes: Sequence[str]) -> tuple[
+        tuple[int, ...], tuple[int, ...], str, int]:
+    """(shape, strides, nvatom dtype, address) of a fused-epilogue tensor on ``device``."""
+    if not (hasattr(t, "data_ptr") and hasattr(t, "stride") and hasattr(t, "shape")):
+        raise GemmError(f"{name} is a {type(t).__name__}, not a torch CUDA tensor")
+    dev = getattr(t, "device", None)
+    if getattr(dev, "type", None) != "cuda":
+        raise GemmError(f"{name} is on device '{dev}', not a CUDA device; move it with "
+                        f"{name}.cuda()")
+    idx = 0 if dev.index is None else int(dev.index)
+    if idx != device:
+        raise GemmError(f"{name} is on cuda:{idx}, the operands on cuda:{device}")
+    try:
+        dt = dtype_name(t.dtype)
+    except TensorArgumentError:
+        dt = str(t.dtype).removeprefix("torch.")
+    if dt not in dtypes:
+        raise GemmError(f"{name} has dtype {str(t.dtype).removeprefix('torch.')}; the fused "
+                        f"epilogue takes {' or '.join(dtypes)} here (the output's type"
+                        + (" or float32)" if len(dtypes) > 1 else ")"))
+    return (tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride()), dt,
+            int(t.data_ptr()))
+
+
+class _EpilogueStorage(GemmError):
+    """An epilogue tensor of the right shape, dtype and device that the kernel cannot read
+    where it lies (strides, alignment): :func:`gemm` reads a contiguous copy instead."""
+
+    def __init__(self, arg: str, text: str) -> None:
+        super().__init__(text)
+        self.arg = arg
+
+
+def _bytes(name: str) -> int:
+    """Bytes per element of an epilogue operand's type (bf16, f16, f32)."""
+    return _dtype(name).storage_bits // 8
+
+
+def _epilogue_matrix(t: Any, name: str, m: int, n: int, odt: str,
+                     device: int) -> tuple[int, int]:
+    """``c`` or ``residual``: (M, N) of the output's type, unit column stride, any row
+    stride (0 broadcasts a row) of an even number of elements, pair-aligned (the kernel
+    reads two adjacent columns at once); returns (address, row stride)."""
+    shape, strides, _, ptr = _epilogue_tensor(t, name, device, (odt,))
+    if shape != (m, n):
+        raise GemmError(f"{name} has shape {shape}, the product is ({m}, {n})")
+    eb = _bytes(odt)
+    if strides[1] != 1 or strides[0] < 0 or strides[0] % 2 or strides[0] >= 2**32:
+        raise _EpilogueStorage(
+            name, f"{name} has strides {strides}: the fused epilogue reads it row-major "
+            f"(column stride 1) with an even row stride below 2^32, two columns at a time; "
+            f"pass {name}.contiguous()")
+    if ptr % (2 * eb):
+        raise _EpilogueStorage(
+            name, f"{name}'s data pointer 0x{ptr:x} is not {2 * eb}-byte aligned (the "
+            f"kernel reads column pairs); pass {name}.clone()")
+    return ptr, strides[0]
+
+
+def _epilogue_bias(t: Any, m: int, n: int, odt: str, device: int) -> tuple[str, str, int]:
+    """``bias``: (N,) or (1, N) per column, (M, 1) per row; the output's type or float32,
+    contiguous along its length; returns (kind, dtype, address)."""
+    dtypes = (odt,) if odt == "f32" else (odt, "f32")
+    shape, strides, dt, ptr = _epilogue_tensor(t, "bias", device, dtypes)
+    if shape in ((n,), (1, n)) and n > 1:
+        kind, unit = "col", strides[-1]
+    elif shape == (m, 1):
+        kind, unit = "row", strides[0]
+    else:
+        raise GemmError(f"bias has shape {shape}: a bias is per column, ({n},) or (1, {n}) "
+                        f"(as torch.nn.functional.linear), or per row, ({m}, 1)")
+    if unit != 1 and max(shape) > 1:
+        raise _EpilogueStorage(
+            "bias", f"bias with shape {shape} has strides {strides}: its elements must be "
+            "contiguous; pass bias.contiguous()")
+    align = _bytes(dt) * (2 if kind == "col" else 1)
+    if ptr % align:
+        raise _EpilogueStorage(
+            "bias", f"bias's data pointer 0x{ptr:x} is not {align}-byte aligned (a {kind} "
+            f"bias is read {'in pairs' if kind == 'col' else 'per element'}); pass "
+            "bias.clone()")
+    return kind, dt, ptr
+
+
+def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, scale_a: Any,
+                scale_b: Any, fast_accum: bool, **epilogue: Any) -> Any:
+    """:func:`gemm` with a fused epilogue: checked, planned on the SM90 provider with the
+    epilogue (:func:`check_epilogue`), operands staged as :func:`route` would, launched.  A
+    call whose arguments match an earlier one in everything the checks read goes straight to
+    its launcher (:data:`CACHES`.fused_calls)."""
+    key: tuple[Any, ...] | None = None
+    try:
+        key = (a.data_ptr(), b.data_ptr(), a.shape, b.shape, a.stride(), b.stride(), a.dtype,
+               b.dtype, a.device, b.device, acc, provider, fast_accum, _scale_key(scale_a),
+               _scale_key(scale_b), *((n, _epilogue_key(v)) for n, v in epilogue.items()))
+        if out is not None:
+            key += (out.data_ptr(), out.shape, out.stride(), out.dtype, out.device)
+        hit = CACHES.fused_calls.get(key)
+    except Exception:  # not tensors, or unhashable: the checks below say what is wrong
+        key = hit = None
+    if hit is not None:
+        import torch
+
+        run, launch, ai, bi, oi, problem, scales, dev, _ = hit
+        if out is None:
+            out = torch.empty((problem.m, problem.n), dtype=oi, device=a.device)
+            oi = TensorInfo("out", out.data_ptr(), problem.out_dtype, (problem.m, problem.n),
+                            (problem.n, 1), dev, "row")
+        run(launch.packed(ai, bi, oi, problem, scales),
+            torch.cuda.current_stream(dev).cuda_stream)
+        return out
+    fresh = out is None
+    copied = False
+    a, b, out = from_dlpack(a), from_dlpack(b), from_dlpack(out)
+    scale_a, scale_b = from_dlpack(scale_a), from_dlpack(scale_b)
+    epilogue = {k: from_dlpack(v) if k in ("bias", "c", "residual") else v
+                for k, v in epilogue.items()}
+    ai, bi, oi, problem = check_operands(a, b, out, acc=acc, scale_a=scale_a, scale_b=scale_b,
+                                         fast_accum=fast_accum)
+    for _ in range(3):  # c, bias, residual: each copied once at most
+        try:
+            spec, values = check_epilogue(problem, ai.device, **epilogue)
+            break
+        except _EpilogueStorage as e:  # readable once contiguous and freshly allocated
+            t = epilogue[e.arg]
+            epilogue[e.arg] = t.new_empty(tuple(t.shape)).copy_(t)
+            copied = True
+    else:  # pragma: no cover - a fresh contiguous tensor always passes
+        spec, values = check_epilogue(problem, ai.device, **epilogue)
+    if spec is None:  # e.g. c with beta=0: nothing to fuse
+        return gemm(a, b, out, acc=acc, provider=provider, scale_a=scale_a, scale_b=scale_b,
+                    fast_accum=fast_accum)
+    if provider not in (None, "sm90"):
+        raise GemmError(f"provider={provider!r} with a fused epilogue: only the SM90 kernel "
+                        "(provider 'sm90', sm_90a) fuses bias, activation, alpha/beta/c and "
+                        "residual")
+    import torch
+
+    if out is None:
+        odt = torch.bfloat16 if ai.dtype in SCALED_DTYPES else a.dtype
+        out = torch.empty((problem.m, problem.n), dtype=odt, device=a.device)
+        oi = check_matrix(out, "out", dtypes=(problem.out_dtype,), align_bytes=1)
+    assert oi is not None
+    if problem.m == 0 or problem.n == 0:
+        return out
+    dev = ai.device
+    cap = CACHES.capabilities.get(dev)
+    if cap is None:
+        cap = CACHES.capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
+    if tuple(cap) != (9, 0):
+        raise GemmError(f"a fused epilogue ({spec.tag}) runs on the SM90 kernel only (sm_90a, "
+                        f"compute capability 9.0); this GPU is compute capability {_cc(cap)}")
+    if problem.k == 0:  # no product: the epilogue on zeros, by torch
+        _epilogue_torch(out, **epilogue)
+        return out
+    launch, rules = _fused_plan(problem, spec, cap)  # type: ignore[arg-type]
+    scales: tuple[Any, ...] = ()
+    keep = None
+    if problem.in_dtype in SCALED_DTYPES:  # numbers: cached device tensors (_scale_tensors)
+        sa, sb = _scale_tensor(scale_a, dev), _scale_tensor(scale_b, dev)
+        scales, keep = (int(sa.data_ptr()), int(sb.data_ptr())), (sa, sb)
+    scales += values
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    cached = CACHES.launchers.get((id(launch), dev))
+    if cached is None or cached[0] is not launch:
+        kernel = get_kernel(launch.source, "sm_90a", device=dev, backend="driver")
+        cached = (launch, kernel.launcher(launch.grid, launch.block, shmem=launch.shmem,
+                                          cluster=launch.cluster))
+        CACHES.launchers[(id(launch), dev)] = cached
+    infos, staged, why = {}, [], []
+    for name, t in (("a", ai), ("b", bi), ("out", oi)):
+        reason = rules[name].violation(t)
+        if reason is not None:
+            staged.append(name)
+            why.append(reason)
+        infos[name] = rules[name].settle_ld(t)
+    if staged:
+        r = GemmRoute(launch, "sm_90a", launch.provider, infos["a"], infos["b"], infos["out"],
+                      rules, tuple(staged), tuple(why))
+        _run_staged(r, cached[1], {"a": a, "b": b, "out": out}, problem, scales, stream)
+        return out
+    cached[1](launch.packed(infos["a"], infos["b"], infos["out"], problem, scales), stream)
+    if key is not None and not copied:  # copies and staging buffers are made per call
+        CACHES.fused_calls[key] = (cached[1], launch, infos["a"], infos["b"],
+                             out.dtype if fresh else infos["out"], problem, scales, dev, keep)
+    return out
+
+
+def _epilogue_key(v: Any) -> Any:
+    """What the fused call cache keys an epilogue argument by: a number, string or None by
+    value, a tensor by everything :func:`check_epilogue` reads and its address."""
+    if v is None or type(v) in (int, float, str):
+        return (type(v), v)
+    return (v.data_ptr(), v.dtype, v.shape, v.stride(), v.device)
+
+
+def _fused_plan(problem: GemmProblem, spec: Any, cap: tuple[int, ...]) -> tuple[Any, Any]:
+    """The SM90 launch of ``problem`` with the fused epilogue ``spec`` and its operand rules
+    (memoized); :class:`GemmError` when the SM90 kernel cannot run it."""
+    key = (problem, spec, cap)
+    hit = CACHES.fused_plans.get(key)
+    if hit is not None:
+        return hit
+    from nvatom.gemm_providers import Sm90Provider
+
+    p = Sm90Provider(epilogue=spec)
+    why = p.reject(problem, cap)  # type: ignore[arg-type]
+    if why is not None:
+        raise GemmError(f"a fused epilogue ({spec.tag}) runs on the SM90 kernel only (sm_90a, "
+                        f"compute capability 9.0), which cannot run this GEMM: {why}")
+    hit = CACHES.fused_plans[key] = (p.plan(problem, "sm_90a"), p.operand_rules(problem))
+    return hit
+
+
+def _epilogue_torch(out: Any, *, bias: Any = None, activation: str | None = None,
+                    alpha: float = 1.0, beta: float | None = None, c: Any = None,
+                    residual: Any = None) -> None:
+    """The epilogue formula on a zero product (K = 0), by torch in float32."""
+    import torch
+
+    y = torch.zeros(out.shape, dtype=torch.float32, device=out.device)
+    if c is not None and (1.0 if beta is None else beta) != 0:
+        y += (1.0 if beta is None else beta) * c.float()
+    if bias is not None:
+        y += bias.float().reshape(-1, 1) if bias.dim() == 2 and bias.shape[1] == 1 \
+            else bias.float().reshape(1, -1)
+    if activation == "relu":
+        y = torch.relu(y)
+    elif activation in ("gelu", "gelu_tanh"):
+        y = torch.nn.functional.gelu(y, approximate="tanh" if activation == "gelu_tanh"
+                                     else "none")
+    elif activation == "silu":
+        y = torch.nn.functional.silu(y)
+    if residual is not None:
+        y += residual.float()
+    out.copy_(y)
 
 
 def _problem_class(problem: GemmProblem) -> tuple[tuple[str, Any], ...]:

@@ -40,7 +40,7 @@ from nvatom.kernels.sm90.launch import (
     gemm_sm90_launch_spec,
     kernel_params,
 )
-from nvatom.kernels.sm90.tuning import grouped_schedule, rule_settings, size_rule
+from nvatom.kernels.sm90.tuning import SCHEDULE_TILES, grouped_schedule, rule_settings, size_rule
 from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
 from nvatom.runtime.gemm_plan import (
     MAX_GRID_X,
@@ -142,10 +142,28 @@ class Sm90Provider:
 
     name = "sm90"
 
-    def __init__(self, config: GemmSm90Config | None = None) -> None:
+    def __init__(self, config: GemmSm90Config | None = None,
+                 epilogue: Any = None) -> None:
+        """``epilogue``: a :class:`nvatom.kernels.sm90.fusion.EpilogueSpec` fused into every
+        kernel this provider plans (``nvatom.gemm``'s bias, activation, alpha/beta/c and
+        residual arguments), or None."""
         self.config = config
+        self.epilogue = epilogue
 
     def _config(self, problem: Any, sms: int = 132) -> GemmSm90Config:
+        """:meth:`_plain_config` with the provider's fused epilogue.  A ping-pong tile wider
+        than 128 columns keeps 192 accumulator registers a thread live in its first half's
+        epilogue, which leaves some epilogues too few registers: where ptxas spills that
+        kernel (:func:`_spills`), a fused problem takes the 128 x 128 ping-pong tile."""
+        cfg = self._plain_config(problem, sms)
+        if self.epilogue is None:
+            return cfg
+        cfg = dataclasses.replace(cfg, epilogue=self.epilogue)
+        if cfg.pingpong and cfg.block_n > 128 and self.config is None and _spills(cfg):
+            cfg = dataclasses.replace(cfg, **SCHEDULE_TILES["pingpong"])
+        return cfg
+
+    def _plain_config(self, problem: Any, sms: int = 132) -> GemmSm90Config:
         """The kernel for ``problem``: the provider's ``config`` made to the problem's types,
         else ``default_config`` (promoted FP8: the tile chosen by wave count for M, N on
         ``sms`` multiprocessors)."""
@@ -227,24 +245,32 @@ class Sm90Provider:
         source = KernelSource(repr(cfg), cfg.name, kernel_params(cfg),
                               lambda t, c=cfg: build_gemm_sm90(c, t).emit())
 
-        arg_names = _ARGS + (_SCALE_ARGS if cfg.fp8 else ())
+        epi = tuple(f"epi:{name}" for name, _ in cfg.epilogue.params) if cfg.epilogue else ()
+        arg_names = _ARGS + (_SCALE_ARGS if cfg.fp8 else ()) + epi
         provider = self.name
 
         @dataclasses.dataclass(frozen=True)
         class Sm90Launch(GemmLaunch):
             def args(self, a: Any, b: Any, d: Any, p: Any,
-                     scales: tuple[int, int] | None = None) -> list[Any]:
+                     scales: tuple[Any, ...] | None = None) -> list[Any]:
+                """The kernel's arguments; ``scales``: those after M, N, K (the FP8 scales'
+                addresses, then a fused epilogue's values in its ``params`` order)."""
                 s = gemm_sm90_launch_spec(cfg, p.m, p.n, p.k, a.ptr, b.ptr, d.ptr, sms,
                                           lda=a.ld, ldb=b.ld, ldd=d.ld)
                 if cfg.fp8 and scales is None:
                     raise GemmSm90Error("an FP8 launch needs the scale_a, scale_b addresses")
+                if (cfg.fp8 or epi) and (scales is None
+                                         or len(scales) != len(arg_names) - len(_ARGS)):
+                    raise GemmSm90Error(
+                        f"this launch takes {', '.join(arg_names[len(_ARGS):])} after M, N, "
+                        f"K, got {scales!r}")
                 sizes = {"m": p.m, "n": p.n, "k": p.k}
                 out: list[Any] = []
                 for item in arg_names:
                     if item.startswith("map:"):
                         out.append(ByValue(TENSOR_MAPS.get(s.tensor_maps[int(item[4:])])))
-                    elif item in _SCALE_ARGS:
-                        out.append(scales[_SCALE_ARGS.index(item)])  # type: ignore[index]
+                    elif item in _SCALE_ARGS or item in epi:
+                        out.append(scales[arg_names.index(item) - len(_ARGS)])  # type: ignore[index]
                     else:
                         out.append(sizes[item])
                 return out
@@ -258,6 +284,18 @@ class Sm90Provider:
 
         cluster = spec.cluster if cfg.cluster_m > 1 else None
         return Sm90Launch(source, spec.grid, spec.block, spec.smem_bytes, cluster, self.name)
+
+
+@functools.cache
+def _spills(cfg: GemmSm90Config) -> bool:
+    """Whether ptxas spills registers (or uses a stack frame) assembling ``cfg`` for sm_90a
+    (the cubin is the one the launch then loads: ptxas results are cached); True where
+    ptxas fails or cannot be run, so the caller takes its safe choice."""
+    try:
+        k = assemble(build_gemm_sm90(cfg).emit(), "sm_90a").kernels[cfg.name]
+    except Exception:  # no ptxas here, or it refused: not this tile
+        return True
+    return bool(k.spill_stores or k.spill_loads or k.stack_frame)
 
 
 #: The SM90 kernel's arguments by name: the three tensor maps (A, B, D) of its launch spec,
@@ -400,10 +438,11 @@ def _cubin(cfg: GemmSm90Config) -> bytes:
 
 def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config,
                       scale_a: Any = None, scale_b: Any = None, *,
-                      grid: int | None = None) -> Any:
+                      grid: int | None = None, epilogue_args: Sequence[Any] = ()) -> Any:
     """Check torch tensors against ``cfg`` and return a zero-argument callable that launches
     the kernel on the current stream (tensor maps encoded once, by the driver).  ``grid``
-    caps the number of CTAs of a persistent launch (tuning)."""
+    caps the number of CTAs of a persistent launch (tuning).  ``epilogue_args``: the values
+    of ``cfg.epilogue.params`` (unchecked: :func:`nvatom.gemm.gemm` checks them)."""
     import torch
 
     want_a, want_b = torch_dtype(cfg.in_dtype), torch_dtype(cfg.b_type)
@@ -459,6 +498,13 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config,
                     raise GemmSm90Error(f"{name} must be {count} contiguous float32 "
                                         f"(row-wise scales), got {t.dtype} {shape}")
         blobs += [ctypes.c_uint64(scale_a.data_ptr()), ctypes.c_uint64(scale_b.data_ptr())]
+    params = cfg.epilogue.params if cfg.epilogue is not None else ()
+    if len(epilogue_args) != len(params):
+        raise GemmSm90Error(f"the epilogue takes {len(params)} arguments "
+                                 f"({', '.join(n for n, _ in params)}), got "
+                                 f"{len(epilogue_args)}")
+    ctype = {"f32": ctypes.c_float, "u32": ctypes.c_uint32, "u64": ctypes.c_uint64}
+    blobs += [ctype[ty](v) for (_, ty), v in zip(params, epilogue_args, strict=True)]
     return prepare_driver_launch(
         f, spec.grid, spec.block, spec.smem_bytes, spec.cluster, blobs,
         lambda: torch.cuda.current_stream(dev).cuda_stream,

@@ -26,6 +26,10 @@ Operators:
 * ``torch.ops.nvatom.gemm_out(a, b, out, scale_a=None, scale_b=None) -> ()``: writes
   ``a @ b`` into ``out`` (mutates ``out``; a fixed ``out`` makes a repeated call hit
   :func:`nvatom.gemm`'s call cache).
+* ``torch.ops.nvatom.gemm_epilogue(a, b, scale_a=None, scale_b=None, bias=None, c=None,
+  residual=None, *, activation=None, alpha=1.0, beta=None, out_dtype=None) -> Tensor``:
+  ``act(alpha * (a @ b) * scales + beta * c + bias) + residual`` in a new tensor, the
+  epilogue fused into the SM90 kernel (:func:`nvatom.gemm`'s arguments of those names).
 
 :func:`gemm` and :func:`gemm_out` are eager conveniences over them: they register first, take
 DLPack arrays (``torch.from_dlpack``; results are torch tensors) and Python-number scales.
@@ -51,6 +55,7 @@ __all__ = [
     "OpSpec",
     "TorchOpsError",
     "gemm",
+    "gemm_epilogue",
     "gemm_out",
     "gemm_output_spec",
     "register",
@@ -171,6 +176,58 @@ def _gemm_out_fake(a: Any, b: Any, out: Any, scale_a: Any = None,
                         f"{shape[0]}x{shape[1]}")
 
 
+def epilogue_output_spec(a_shape: Sequence[Any], a_dtype: Any, b_shape: Sequence[Any],
+                         b_dtype: Any, out_dtype: Any = None, *, scaled: bool = False,
+                         bias_shape: Sequence[Any] | None = None,
+                         c_shape: Sequence[Any] | None = None,
+                         residual_shape: Sequence[Any] | None = None
+                         ) -> tuple[tuple[Any, Any], str]:
+    """:func:`gemm_output_spec` for ``nvatom::gemm_epilogue``, with the shapes of ``bias``
+    ((N,), (1, N) or (M, 1)), ``c`` and ``residual`` ((M, N)) checked against the product
+    (dtypes, strides and devices are checked by :func:`nvatom.gemm.check_epilogue` with the
+    real tensors)."""
+    (m, n), dt = gemm_output_spec(a_shape, a_dtype, b_shape, b_dtype, out_dtype,
+                                  scaled=scaled)
+    for name, shape in (("c", c_shape), ("residual", residual_shape)):
+        if shape is not None and tuple(shape) != (m, n):
+            raise GemmError(f"{name} has shape {tuple(shape)}, the product is ({m}, {n})")
+    if bias_shape is not None and tuple(bias_shape) not in ((n,), (1, n), (m, 1)):
+        raise GemmError(f"bias has shape {tuple(bias_shape)}: a bias is per column, ({n},) "
+                        f"or (1, {n}), or per row, ({m}, 1)")
+    return (m, n), dt
+
+
+def _shape(t: Any) -> Any:
+    return None if t is None else tuple(t.shape)
+
+
+def _gemm_epilogue_impl(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None,
+                        bias: Any = None, c: Any = None, residual: Any = None, *,
+                        activation: str | None = None, alpha: float = 1.0,
+                        beta: float | None = None, out_dtype: Any = None) -> Any:
+    import torch
+
+    shape, dt = epilogue_output_spec(a.shape, a.dtype, b.shape, b.dtype, out_dtype,
+                                     scaled=scale_a is not None or scale_b is not None,
+                                     bias_shape=_shape(bias), c_shape=_shape(c),
+                                     residual_shape=_shape(residual))
+    out = torch.empty(shape, dtype=_torch_dtype(dt), device=a.device)
+    _run_gemm(a, b, out, scale_a=scale_a, scale_b=scale_b, bias=bias, activation=activation,
+              alpha=alpha, beta=beta, c=c, residual=residual)
+    return out
+
+
+def _gemm_epilogue_fake(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None,
+                        bias: Any = None, c: Any = None, residual: Any = None, *,
+                        activation: str | None = None, alpha: float = 1.0,
+                        beta: float | None = None, out_dtype: Any = None) -> Any:
+    shape, dt = epilogue_output_spec(a.shape, a.dtype, b.shape, b.dtype, out_dtype,
+                                     scaled=scale_a is not None or scale_b is not None,
+                                     bias_shape=_shape(bias), c_shape=_shape(c),
+                                     residual_shape=_shape(residual))
+    return a.new_empty(shape, dtype=_torch_dtype(dt))
+
+
 #: Every operator, in registration order.  Grouped GEMM and attention add rows here.
 OPS: tuple[OpSpec, ...] = (
     OpSpec("gemm",
@@ -181,6 +238,13 @@ OPS: tuple[OpSpec, ...] = (
            "(Tensor a, Tensor b, Tensor(a!) out, Tensor? scale_a=None, "
            "Tensor? scale_b=None) -> ()",
            ("out",), _gemm_out_impl, _gemm_out_fake, "a @ b written into out"),
+    OpSpec("gemm_epilogue",
+           "(Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None, "
+           "Tensor? bias=None, Tensor? c=None, Tensor? residual=None, *, "
+           "str? activation=None, float alpha=1.0, float? beta=None, "
+           "ScalarType? out_dtype=None) -> Tensor",
+           (), _gemm_epilogue_impl, _gemm_epilogue_fake,
+           "act(alpha * a @ b + beta * c + bias) + residual in a new tensor"),
 )
 
 #: name -> the registered ``CustomOpDef`` (filled by :func:`register`).
@@ -246,6 +310,23 @@ def gemm(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None,
     a, b = _as_tensor(a, "a"), _as_tensor(b, "b")
     return torch.ops.nvatom.gemm(a, b, scale_a=_scale(scale_a, a), scale_b=_scale(scale_b, a),
                                  out_dtype=out_dtype)
+
+
+def gemm_epilogue(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None,
+                  bias: Any = None, activation: str | None = None, alpha: float = 1.0,
+                  beta: float | None = None, c: Any = None, residual: Any = None,
+                  out_dtype: Any = None) -> Any:
+    """``torch.ops.nvatom.gemm_epilogue`` after :func:`register` (DLPack arrays and
+    Python-number scales taken as :func:`gemm` takes them)."""
+    torch = _torch()
+    register()
+    a, b = _as_tensor(a, "a"), _as_tensor(b, "b")
+    opt = {name: None if v is None else _as_tensor(v, name)
+           for name, v in (("bias", bias), ("c", c), ("residual", residual))}
+    return torch.ops.nvatom.gemm_epilogue(
+        a, b, scale_a=_scale(scale_a, a), scale_b=_scale(scale_b, a), activation=activation,
+        alpha=float(alpha), beta=None if beta is None else float(beta), out_dtype=out_dtype,
+        **opt)
 
 
 def gemm_out(a: Any, b: Any, out: Any, *, scale_a: Any = None, scale_b: Any = None) -> Any:

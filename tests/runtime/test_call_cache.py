@@ -67,7 +67,7 @@ def test_gemm_caches_are_one_bounded_set() -> None:
     """Every section of nvatom.gemm's cache set is bounded and annotated, and the module keeps
     no other cache: no module-level dict, set or list but the providers' ids."""
     sizes = gm.GemmCaches.SIZES
-    assert len(sizes) == 11 and all(isinstance(v, int) and v > 0 for v in sizes.values())
+    assert len(sizes) == 13 and all(isinstance(v, int) and v > 0 for v in sizes.values())
     assert set(sizes) == {n for n in gm.GemmCaches.__annotations__ if n != "SIZES"}
     tree = ast.parse(inspect.getsource(gm))
     mutable = []

@@ -13,6 +13,7 @@ from nvatom.atoms.sm90 import FORMS, WgmmaForm
 from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.dtypes import dtype
 from nvatom.errors import NvatomError
+from nvatom.kernels.sm90 import fusion
 from nvatom.kernels.sm90.limits import ENTRY_REGS as _ENTRY_REGS
 from nvatom.kernels.sm90.limits import MAX_SMEM as _MAX_SMEM
 from nvatom.kernels.sm90.limits import REGS as _REGS
@@ -155,6 +156,9 @@ class GemmSm90Config:
     # and their main loops ordered by named barriers (PINGPONG_BAR), so that one warpgroup's
     # epilogue overlaps the other's main loop.
     schedule: str = "cooperative"
+    # A fused epilogue (nvatom.kernels.sm90.fusion): act(alpha acc + beta C + bias) + residual
+    # on the f32 accumulators before they are packed; None: the plain epilogue (PTX unchanged).
+    epilogue: fusion.EpilogueSpec | None = None
 
     def __post_init__(self) -> None:
         if self.in_dtype not in IN_DTYPES:
@@ -187,6 +191,7 @@ class GemmSm90Config:
             raise GemmSm90Error(f"group_sched {self.group_sched!r} is not one of "
                                 f"{', '.join(GROUP_SCHEDS)}")
         self._check_schedule()
+        self._check_epilogue()
         for name in ("block_n", "consumers", "stages", "raster_group", "cluster_m",
                      "wgmma_inflight", "producer_regs", "consumer_regs"):
             v = getattr(self, name)
@@ -263,6 +268,21 @@ class GemmSm90Config:
                     f"{regs:.0f} f32 accumulator registers a thread, more than consumer_regs "
                     f"{self.consumer_regs} - 32 allow: block_n at most 128 (FP8 promoted: "
                     "with the temporaries)")
+
+    def _check_epilogue(self) -> None:
+        """A fused epilogue: an EpilogueSpec, on the plain (not grouped) kernel, its bias of
+        the output's type or f32."""
+        ep = self.epilogue
+        if ep is None:
+            return
+        if not isinstance(ep, fusion.EpilogueSpec):
+            raise GemmSm90Error(f"epilogue must be a nvatom.kernels.sm90.fusion.EpilogueSpec "
+                                f"or None, got {ep!r}")
+        if self.grouped:
+            raise GemmSm90Error(f"the grouped kernel fuses no epilogue (got {ep.tag})")
+        if ep.bias_dtype and ep.bias_dtype not in (self.out_dtype, "f32"):
+            raise GemmSm90Error(f"epilogue bias_dtype {ep.bias_dtype!r}: a bias has the "
+                                f"output's type ({self.out_dtype}) or f32")
 
     @property
     def pingpong(self) -> bool:
@@ -466,6 +486,8 @@ class GemmSm90Config:
                                    f"_{self.group_sched}")
         if self.pingpong:
             extra += "_pp"
+        if self.epilogue is not None:
+            extra += "_" + self.epilogue.tag
         return (f"gemm_sm90_{ab}_{self.out_dtype}_{self.block_m}x{self.block_n}_"
                 f"s{self.stages}_b{self.b_major}_{p}_g{self.raster_group}_c{self.cluster_m}_"
                 f"w{self.wgmma_inflight}{extra}")

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from nvatom.atoms.copy import MATRIX_COPIES
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
+from nvatom.kernels.sm90 import fusion
 from nvatom.kernels.sm90.config import _ROW, GemmSm90Config, GemmSm90Error
 from nvatom.kernels.sm90.emit import stmatrix_lane_offset as _stsm_lane
 from nvatom.kernels.sm90.emit import u32 as _u32
@@ -120,9 +121,15 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
     elif scale is not None:
         for r in acc:
             k.ins("mul.f32", r, r, scale)
+    fused = None
+    if cfg.epilogue is not None:  # bias, C, activation, residual (nvatom.kernels.sm90.fusion)
+        assert b.dims is not None
+        fused = fusion.FusedEpilogue(k, cfg, b.epi_params, b.tid, row0, col0, b.dims, half)
     nchunks = bn // cfg.c_chunk_cols
     stsm = next(a for a in MATRIX_COPIES if a.name == "atom.stsm<m8n8.x4>")
     for ch in range(nchunks):
+        groups = range(ch * cfg.c_chunk_cols // 8, (ch + 1) * cfg.c_chunk_cols // 8)
+        loaded = fused.load(groups) if fused is not None else None  # latency under the wait
         buf = _u32(k, "add.u32", ep.c_buf0, (ch % 2) * cfg.c_buffer_bytes)
         skip_w = k.fresh_label("no_wait")
         k.bra(skip_w, f"!{ep.is_lead}")
@@ -133,6 +140,8 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
         TE.bulk_wait_group(k, 0 if ch == 0 and nchunks % 2 else 1, read=True)
         k.label(skip_w)
         SE.named_barrier_sync(k, ep.bar_id, WARPGROUP)
+        if fused is not None and loaded is not None:
+            fused.apply(acc, groups, loaded)
         base = _u32(k, "add.u32", buf, ep.c_lane)
         cc = cfg.c_chunk_cols
         if cfg.out_bytes == 2:

@@ -194,4 +194,6 @@ def kernel_params(cfg: GemmSm90Config) -> tuple[tuple[str, str], ...]:
            ("M", "u32"), ("N", "u32"), ("K", "u32")]
     if cfg.fp8:
         out += [("scale_a", "u64"), ("scale_b", "u64")]
+    if cfg.epilogue is not None:
+        out += cfg.epilogue.params
     return tuple(out)

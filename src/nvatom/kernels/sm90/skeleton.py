@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from nvatom.kernels.sm90 import fusion
 from nvatom.kernels.sm90.config import GemmSm90Config
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.kernels.sm90.limits import ENTRY_REGS as _ENTRY_REGS
@@ -53,6 +54,7 @@ class _Build:
     # grouped FP8: the parameter of scale_b's stride between groups in bytes (0: one
     # scale_b for every group); the groups' row ends follow tile_ends in its buffer
     scale_step: Param | None = None
+    epi_params: dict[str, Param] = dataclasses.field(default_factory=dict)  # fused epilogue
 
 
 def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) -> _Build:
@@ -70,6 +72,7 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     scale_params = None
     if cfg.fp8:
         scale_params = (k.param("scale_a", "u64"), k.param("scale_b", "u64"))
+    epi_params = fusion.declare_params(k, cfg.epilogue)
     dsm = k.dynamic_shared("smem", align=1024)
 
     off_a, off_b, off_c, off_full, off_empty = _smem_map(cfg)
@@ -118,7 +121,7 @@ def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) 
     done = k.fresh_label("exit")
     return _Build(k, cfg, plan, target_, off_a, off_b, off_c, off_full, off_empty, smem, tid,
                   wg, (ta, tb, td), tiles_m, tiles_n, ntiles, ktiles, rank, first_tile, step,
-                  prod, done, scale_params, (M, N, K))
+                  prod, done, scale_params, (M, N, K), epi_params=epi_params)
 
 
 def _init_barriers(k: Kernel, cfg: GemmSm90Config, smem: Reg, tid: Reg, off_full: int,
