@@ -119,6 +119,27 @@ def _configs() -> list[tuple[str, Callable[[], None]]]:
             tag = "e4m3" if bt is e4m3 else "e5m2"
             out.append((f"sm90_fp8_{mode}_{'fast' if fast else 'promoted'}_e4m3x{tag}", run8))
 
+    # fused epilogues (nvatom.gemm's bias, activation, alpha/beta with C, residual)
+    mf, nf, kf = 2000, 2008, 256
+
+    def run_fused(dt: Any = torch.bfloat16, fp8: bool = False, **kw: Any) -> None:
+        if fp8:
+            a, b = rnd(mf, kf, dtype=e4m3), rnd(nf, kf, dtype=e4m3).t()
+            kw.update(scale_a=torch.rand(mf, 1, device="cuda", generator=gen) + 0.5,
+                      scale_b=torch.rand(1, nf, device="cuda", generator=gen) + 0.5)
+        else:
+            a, b = rnd(mf, kf, dtype=dt), rnd(kf, nf, dtype=dt)
+        nvatom.gemm(a, b, nan(mf, nf, torch.bfloat16 if fp8 else dt), **kw)
+    out.append(("fused_bf16_colbias_gelu", lambda: run_fused(
+        bias=rnd(nf), activation="gelu")))
+    out.append(("fused_f16_rowbias_silu_residual", lambda: run_fused(
+        torch.float16, bias=rnd(mf, 1, dtype=torch.float16), activation="silu",
+        residual=rnd(mf, nf, dtype=torch.float16))))
+    out.append(("fused_bf16_alpha_beta_c_relu", lambda: run_fused(
+        alpha=0.5, beta=2.0, c=rnd(mf, nf), activation="relu")))
+    out.append(("fused_e4m3_row_scales_bias_gelu_tanh", lambda: run_fused(
+        fp8=True, bias=rnd(nf), activation="gelu_tanh")))
+
     # grouped (MoE): ragged groups with empty ones, bf16 and FP8
     def groups() -> list[int]:
         sizes = [0, 700, 0, 1333, 5, 0, 2100, 900]
