@@ -176,6 +176,71 @@ def _configs() -> list[tuple[str, Callable[[], None]]]:
     return out
 
 
+# --------------------------------------------------------------------------- canaries
+
+#: A planted bug per tool, in a kernel named like ours: each run of a tool ends with its
+#: canary, which the tool must report (else the run proves nothing: a filter that matches
+#: none of our kernels, a tool that did not attach).  synccheck has none: a planted barrier
+#: error can hang the GPU when the tool is not attached.
+CANARY_PTX = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry nvatom_canary_memcheck(.param .u64 p)
+{
+  .reg .b64 %rd<2>;
+  .reg .b32 %r<2>;
+  ld.param.u64 %rd1, [p];
+  ld.global.u32 %r1, [%rd1];
+  st.global.u32 [%rd1+4], %r1;
+  ret;
+}
+.visible .entry nvatom_canary_racecheck(.param .u64 p)
+{
+  .shared .align 4 .b32 cell[1];
+  .reg .b64 %rd<2>;
+  .reg .b32 %r<3>;
+  ld.param.u64 %rd1, [p];
+  mov.u32 %r1, %tid.x;
+  st.shared.u32 [cell], %r1;
+  ld.shared.u32 %r2, [cell];
+  st.global.u32 [%rd1], %r2;
+  ret;
+}
+.visible .entry nvatom_canary_initcheck(.param .u64 p)
+{
+  .reg .b64 %rd<2>;
+  .reg .b32 %r<2>;
+  ld.param.u64 %rd1, [p];
+  ld.global.u32 %r1, [%rd1];
+  st.global.u32 [%rd1+4096], %r1;
+  ret;
+}
+"""
+CANARIES = ("memcheck", "racecheck", "initcheck")
+
+
+def canary(tool: str) -> int:
+    """Run ``tool``'s planted bug (only ever under compute-sanitizer)."""
+    import torch
+
+    from nvatom.runtime.load import load_kernel
+
+    k = load_kernel(CANARY_PTX, "sm_80", f"nvatom_canary_{tool}", params=[("p", "u64")])
+    if tool == "memcheck":  # a read and a write at address 16: no allocation holds it
+        k.launch(1, 1, [16])
+    elif tool == "racecheck":  # 128 threads write one shared word with no barrier
+        buf = torch.zeros(1, dtype=torch.int32, device="cuda")
+        k.launch(1, 128, [buf.data_ptr()])
+    else:  # a read of memory nothing wrote (a fresh cudaMalloc, not torch's cached blocks)
+        from cuda.bindings import runtime as rt
+
+        _, ptr = rt.cudaMalloc(8192)
+        k.launch(1, 1, [int(ptr)])
+    torch.cuda.synchronize()
+    print(f"{MARK}<done>", flush=True)
+    return 0
+
+
 def t_name(dt: Any) -> str:
     return {"torch.bfloat16": "bf16", "torch.float16": "f16"}[str(dt)]
 
@@ -243,8 +308,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help="a regex over configuration names")
     p.add_argument("--list", action="store_true", help="list the configurations and exit")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--canary", choices=CANARIES, help=argparse.SUPPRESS)
     p.add_argument("--log-dir", help="keep each tool's full output here")
     args = p.parse_args(argv)
+    if args.canary:
+        return canary(args.canary)
     if args.worker:
         return worker(args.only)
     if args.list:
@@ -263,23 +331,35 @@ def main(argv: list[str] | None = None) -> int:
             cmd += ["--leak-check", "no"]
         if tool == "racecheck":
             cmd += ["--racecheck-report", "all"]
-        cmd += [sys.executable, str(Path(__file__).resolve()), "--worker"]
-        if args.only:
-            cmd += ["--only", args.only]
+        cmd += [sys.executable, str(Path(__file__).resolve())]
         t0 = time.time()
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        proc = subprocess.run([*cmd, "--worker", *(["--only", args.only] if args.only
+                                                    else [])],
+                              capture_output=True, text=True, env=env)
         text = proc.stdout + proc.stderr
+        caught = None
+        if tool in CANARIES:
+            planted = subprocess.run([*cmd, "--canary", tool], capture_output=True, text=True,
+                                     env=env)
+            ctext = planted.stdout + planted.stderr
+            caught = parse(tool, ctext)["kernel_error_count"] > 0
+            if args.log_dir:
+                (Path(args.log_dir) / f"canary_{tool}.log").parent.mkdir(parents=True,
+                                                                        exist_ok=True)
+                (Path(args.log_dir) / f"canary_{tool}.log").write_text(ctext)
         if args.log_dir:
             Path(args.log_dir).mkdir(parents=True, exist_ok=True)
             (Path(args.log_dir) / f"sanitize_{tool}.log").write_text(text)
         r = parse(tool, text)
-        r.update(exit_status=proc.returncode, seconds=round(time.time() - t0, 1))
+        r.update(exit_status=proc.returncode, seconds=round(time.time() - t0, 1),
+                 canary_caught=caught)
         if not r["completed"]:
             r["tail"] = text[-3000:]
             print(text[-1500:], flush=True)
         results.append(r)
         print(f"{tool:10s} kernel errors {r['kernel_error_count']:4d}   api errors "
-              f"{r['api_error_count']:4d}   completed {r['completed']}   {r['seconds']:.0f} s",
+              f"{r['api_error_count']:4d}   completed {r['completed']}   canary caught "
+              f"{r['canary_caught']}   {r['seconds']:.0f} s",
               flush=True)
     import torch
 
@@ -296,12 +376,14 @@ def main(argv: list[str] | None = None) -> int:
         "kernel_errors": sum(r["kernel_error_count"] for r in results),
         "api_errors": sum(r["api_error_count"] for r in results),
         "all_completed": all(r["completed"] for r in results),
+        "canaries_caught": all(r["canary_caught"] is not False for r in results),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"{len(configs)} configurations x {len(results)} tools: {report['kernel_errors']} "
           f"kernel errors, {report['api_errors']} API errors -> {args.out}")
-    return 1 if report["kernel_errors"] or not report["all_completed"] else 0
+    ok = report["all_completed"] and report["canaries_caught"]
+    return 1 if report["kernel_errors"] or not ok else 0
 
 
 if __name__ == "__main__":

@@ -56,3 +56,15 @@ def test_racecheck_hazards_and_an_unfinished_run() -> None:
 def test_a_clean_run() -> None:
     r = S.parse("synccheck", "@@config a\n@@config <done>\n========= ERROR SUMMARY: 0 errors\n")
     assert r["completed"] and r["kernel_error_count"] == 0 and r["summary_counts"] == [0]
+
+
+def test_the_planted_bugs_assemble_and_match_the_filter() -> None:
+    """Each tool's canary kernel (run under the tool on the GPU, which must report it) is
+    valid PTX and named so that the run's kernel filter instruments it."""
+    from nvatom.runtime.ptxas import assemble
+
+    res = assemble(S.CANARY_PTX, "sm_80")
+    names = set(res.kernels)
+    assert names == {f"nvatom_canary_{t}" for t in S.CANARIES}
+    subs = [f.split("=", 1)[1] for f in S.KERNELS]
+    assert all(any(s in n for s in subs) for n in names)
