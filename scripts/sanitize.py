@@ -223,9 +223,12 @@ def canary(tool: str) -> int:
     """Run ``tool``'s planted bug (only ever under compute-sanitizer)."""
     import torch
 
+    from nvatom.arch import device_target
     from nvatom.runtime.load import load_kernel
 
-    k = load_kernel(CANARY_PTX, "sm_80", f"nvatom_canary_{tool}", params=[("p", "u64")])
+    # assembled for this GPU (an sm_80 cubin has no image for sm_90: the canary would not run)
+    gpu = device_target(torch.cuda.get_device_capability()).name
+    k = load_kernel(CANARY_PTX, gpu, f"nvatom_canary_{tool}", params=[("p", "u64")])
     if tool == "memcheck":  # a read and a write at address 16: no allocation holds it
         k.launch(1, 1, [16])
     elif tool == "racecheck":  # 128 threads write one shared word with no barrier
@@ -310,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--canary", choices=CANARIES, help=argparse.SUPPRESS)
     p.add_argument("--log-dir", help="keep each tool's full output here")
+    p.add_argument("--tool-timeout", type=float, default=900.0,
+                   help="seconds one tool may run over all configurations (default 900); "
+                   "past it the tool is reported as not completed")
     args = p.parse_args(argv)
     if args.canary:
         return canary(args.canary)
@@ -333,10 +339,17 @@ def main(argv: list[str] | None = None) -> int:
             cmd += ["--racecheck-report", "all"]
         cmd += [sys.executable, str(Path(__file__).resolve())]
         t0 = time.time()
-        proc = subprocess.run([*cmd, "--worker", *(["--only", args.only] if args.only
-                                                    else [])],
-                              capture_output=True, text=True, env=env)
-        text = proc.stdout + proc.stderr
+        timed_out = False
+        try:
+            proc = subprocess.run([*cmd, "--worker", *(["--only", args.only] if args.only
+                                                        else [])],
+                                  capture_output=True, text=True, env=env,
+                                  timeout=args.tool_timeout)
+            text, status = proc.stdout + proc.stderr, proc.returncode
+        except subprocess.TimeoutExpired as e:  # what it printed so far still counts
+            timed_out, status = True, None
+            text = "".join(x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                           for x in (e.stdout, e.stderr))
         caught = None
         if tool in CANARIES:
             planted = subprocess.run([*cmd, "--canary", tool], capture_output=True, text=True,
@@ -351,8 +364,8 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.log_dir).mkdir(parents=True, exist_ok=True)
             (Path(args.log_dir) / f"sanitize_{tool}.log").write_text(text)
         r = parse(tool, text)
-        r.update(exit_status=proc.returncode, seconds=round(time.time() - t0, 1),
-                 canary_caught=caught)
+        r.update(exit_status=status, timed_out=timed_out,
+                 seconds=round(time.time() - t0, 1), canary_caught=caught)
         if not r["completed"]:
             r["tail"] = text[-3000:]
             print(text[-1500:], flush=True)
