@@ -575,6 +575,16 @@ def check_group_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, g
                     "group's K-major)")
 
 
+
+def _capability(dev: int) -> tuple[int, ...]:
+    """Device ``dev``'s compute capability, asked of torch once (``CACHES.capabilities``)."""
+    cap = CACHES.capabilities.get(dev)
+    if cap is None:
+        import torch
+
+        cap = CACHES.capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
+    return cap
+
 def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None,
          scale_a: Any = None, scale_b: Any = None, fast_accum: bool = False,
          bias: Any = None, activation: str | None = None, alpha: float = 1.0,
@@ -690,9 +700,7 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
         out.zero_()
         return out
     dev = ai.device
-    cap = CACHES.capabilities.get(dev)
-    if cap is None:
-        cap = CACHES.capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
+    cap = _capability(dev)
     scales = keep = None
     if problem.in_dtype in SCALED_DTYPES:
         sa, sb = _scale_tensor(scale_a, dev), _scale_tensor(scale_b, dev)
@@ -921,9 +929,7 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
     if problem.m == 0 or problem.n == 0:
         return out
     dev = ai.device
-    cap = CACHES.capabilities.get(dev)
-    if cap is None:
-        cap = CACHES.capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
+    cap = _capability(dev)
     if tuple(cap) != (9, 0):
         raise GemmError(f"a fused epilogue ({spec.tag}) runs on the SM90 kernel only (sm_90a, "
                         f"compute capability 9.0); this GPU is compute capability {_cc(cap)}")
@@ -1225,9 +1231,7 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
         out[: ends[-1]].zero_()
         return out
     dev = ai.device
-    cap = CACHES.capabilities.get(dev)
-    if cap is None:
-        cap = CACHES.capabilities[dev] = tuple(torch.cuda.get_device_capability(dev))
+    cap = _capability(dev)
     if tuple(cap) != (9, 0):
         raise GemmError(f"grouped_gemm runs on the SM90 kernel (compute capability 9.0, "
                         f"WGMMA and TMA); this GPU is {_cc(cap)}")

@@ -201,16 +201,22 @@ def _shape(t: Any) -> Any:
     return None if t is None else tuple(t.shape)
 
 
+def _epilogue_out(a: Any, b: Any, scale_a: Any, scale_b: Any, bias: Any, c: Any,
+                  residual: Any, out_dtype: Any) -> tuple[Any, Any]:
+    """The fused operator's output shape and dtype (the real and the fake implementation)."""
+    return epilogue_output_spec(a.shape, a.dtype, b.shape, b.dtype, out_dtype,
+                                scaled=scale_a is not None or scale_b is not None,
+                                bias_shape=_shape(bias), c_shape=_shape(c),
+                                residual_shape=_shape(residual))
+
+
 def _gemm_epilogue_impl(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None,
                         bias: Any = None, c: Any = None, residual: Any = None, *,
                         activation: str | None = None, alpha: float = 1.0,
                         beta: float | None = None, out_dtype: Any = None) -> Any:
     import torch
 
-    shape, dt = epilogue_output_spec(a.shape, a.dtype, b.shape, b.dtype, out_dtype,
-                                     scaled=scale_a is not None or scale_b is not None,
-                                     bias_shape=_shape(bias), c_shape=_shape(c),
-                                     residual_shape=_shape(residual))
+    shape, dt = _epilogue_out(a, b, scale_a, scale_b, bias, c, residual, out_dtype)
     out = torch.empty(shape, dtype=_torch_dtype(dt), device=a.device)
     _run_gemm(a, b, out, scale_a=scale_a, scale_b=scale_b, bias=bias, activation=activation,
               alpha=alpha, beta=beta, c=c, residual=residual)
@@ -221,10 +227,7 @@ def _gemm_epilogue_fake(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None
                         bias: Any = None, c: Any = None, residual: Any = None, *,
                         activation: str | None = None, alpha: float = 1.0,
                         beta: float | None = None, out_dtype: Any = None) -> Any:
-    shape, dt = epilogue_output_spec(a.shape, a.dtype, b.shape, b.dtype, out_dtype,
-                                     scaled=scale_a is not None or scale_b is not None,
-                                     bias_shape=_shape(bias), c_shape=_shape(c),
-                                     residual_shape=_shape(residual))
+    shape, dt = _epilogue_out(a, b, scale_a, scale_b, bias, c, residual, out_dtype)
     return a.new_empty(shape, dtype=_torch_dtype(dt))
 
 
