@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 from nvatom.arch import Target, target
 from nvatom.atoms.copy import MatrixCopy, SimtAsyncCopy, copy_atom, row_addresses
@@ -259,8 +260,6 @@ def build_gemm_sm80(spec: GemmSm80Spec, target_: Target | str = "sm_80") -> Modu
     ``spec.block()`` and ``spec.config.smem_bytes()`` bytes of dynamic shared memory.
     """
     t = target(target_)
-    cfg = spec.config
-    form = spec.form
     cp = copy_atom("atom.simt_async_copy<16>.src_size")
     assert isinstance(cp, SimtAsyncCopy)
     lds = ldsm_atoms(spec)
@@ -270,13 +269,62 @@ def build_gemm_sm80(spec: GemmSm80Spec, target_: Target | str = "sm_80") -> Modu
     for a in atoms:
         if not a.available_on(t):
             raise GemmSm80Error(f"{a.name} is not available on {t.name}")
-    features = [form.feature, "cp.async", "ldmatrix"]
-    version = max(form.ptx_version_for(t), *(a.ptx_version_for(t) for a in atoms))
+    features = [spec.form.feature, "cp.async", "ldmatrix"]
+    version = max(spec.form.ptx_version_for(t), *(a.ptx_version_for(t) for a in atoms))
     mod = Module(t, features=features, version=version)
-    k = mod.kernel(spec.kernel_name)
+    b = _prologue(mod.kernel(spec.kernel_name), spec, cp)
+    _k_loop(b, ld_a, ld_b)
+    b.k.comment("epilogue: accumulator pairs -> D, predicated on M and N")
+    _epilogue(b.k, spec, spec.form, b.acc, b.lane, b.warp, b.m0, b.n0, b.p, b.g["D"])
+    return mod
+
+
+@dataclasses.dataclass
+class _Sm80Build:
+    """What the main loop and the epilogue share, set up by :func:`_prologue`."""
+
+    k: Kernel
+    spec: GemmSm80Spec
+    cp: SimtAsyncCopy
+    p: dict[str, Reg]  # the parameters, loaded
+    g: dict[str, Reg]  # A, B, D as global addresses
+    sbase: Reg  # the dynamic shared memory's base
+    m0: Reg
+    n0: Reg
+    ktiles: Reg
+    copies: tuple[Any, Any]  # A's and B's cp.async setups (_copy_setup)
+    kleft: Reg  # K - (first k of the next tile to load)
+    lane: Reg
+    warp: Reg
+    ldsm: tuple[dict[Any, Any], dict[Any, Any]]  # A's and B's ldmatrix row addresses
+    acc: list[list[list[Reg]]]  # [m16 block][n8 block] -> 4 f32 accumulators
+    wstage: Reg  # the stage being written (byte offset)
+    rstage: Reg  # the stage being read
+
+    def advance(self, stage: Reg) -> None:
+        k, cfg = self.k, self.spec.config
+        stage_bytes = cfg.stage_bytes()
+        pr = k.reg("pred")
+        k.ins("add.u32", stage, stage, stage_bytes)
+        k.ins("setp.ge.u32", pr, stage, cfg.stages * stage_bytes)
+        k.ins("sub.u32", stage, stage, cfg.stages * stage_bytes, pred=str(pr))
+
+    def load_tile(self) -> None:
+        """cp.async the next k-tile into stage ``wstage``; zero fill past the problem."""
+        k = self.k
+        for st in self.copies:
+            _issue_copies(k, self.cp, st, self.sbase, self.wstage, self.kleft)
+        k.ins("sub.s32", self.kleft, self.kleft, self.spec.config.bk)
+        copy_emit.emit_commit_group(k)
+        self.advance(self.wstage)
+
+
+def _prologue(k: Kernel, spec: GemmSm80Spec, cp: SimtAsyncCopy) -> _Sm80Build:
+    """Parameters, the CTA's tile, the copy and ldmatrix address setups, zeroed
+    accumulators and the stage counters."""
+    cfg = spec.config
     k.maxntid = (cfg.threads, 1, 1)
     nthr = cfg.threads
-
     p = {name: k.ld_param(k.param(name, ty)) for name, ty in _PARAMS}
     g = {}
     for name in ("A", "B", "D"):
@@ -301,7 +349,7 @@ def build_gemm_sm80(spec: GemmSm80Spec, target_: Target | str = "sm_80") -> Modu
     st_a = _copy_setup(k, op_a, 0, tid, nthr, g["A"], p["lda"], m0, p["M"], p["K"])
     st_b = _copy_setup(k, op_b, cfg.bm * cfg.bk * _ESIZE, tid, nthr, g["B"], p["ldb"], n0,
                        p["N"], p["K"])
-    kleft = k.reg("s32")  # K - (first k of the next tile to load)
+    kleft = k.reg("s32")
     k.ins("mov.b32", kleft, p["K"])
 
     k.comment("smem -> register row addresses for ldmatrix")
@@ -312,34 +360,24 @@ def build_gemm_sm80(spec: GemmSm80Spec, target_: Target | str = "sm_80") -> Modu
     b_addr = _ldsm_setup(k, spec, "B", tid)
 
     mi_n, ni_n = cfg.warp_m // 16, cfg.warp_n // 8
-    regs_c = [[k.regs("f32", 4) for _ in range(ni_n)] for _ in range(mi_n)]
-    for row in regs_c:
-        for acc in row:
-            for r in acc:
+    acc = [[k.regs("f32", 4) for _ in range(ni_n)] for _ in range(mi_n)]
+    for row in acc:
+        for regs in row:
+            for r in regs:
                 k.ins("mov.f32", r, "0f00000000")
-
-    stage_bytes = cfg.stage_bytes()
     wstage, rstage = k.reg("u32"), k.reg("u32")
     k.ins("mov.u32", wstage, 0)
     k.ins("mov.u32", rstage, 0)
+    return _Sm80Build(k, spec, cp, p, g, sbase, m0, n0, ktiles, (st_a, st_b), kleft, lane,
+                      warp, (a_addr, b_addr), acc, wstage, rstage)
 
-    def advance(stage: Reg) -> None:
-        pr = k.reg("pred")
-        k.ins("add.u32", stage, stage, stage_bytes)
-        k.ins("setp.ge.u32", pr, stage, cfg.stages * stage_bytes)
-        k.ins("sub.u32", stage, stage, cfg.stages * stage_bytes, pred=str(pr))
 
-    def load_tile() -> None:
-        """cp.async the next k-tile into stage ``wstage``; zero fill past the problem."""
-        for st in (st_a, st_b):
-            _issue_copies(k, cp, st, sbase, wstage, kleft)
-        k.ins("sub.s32", kleft, kleft, cfg.bk)
-        copy_emit.emit_commit_group(k)
-        advance(wstage)
-
+def _k_loop(b: _Sm80Build, ld_a: MatrixCopy, ld_b: MatrixCopy) -> None:
+    """The multistage K loop: ``stages - 1`` tiles in flight ahead of the one computed."""
+    k, cfg = b.k, b.spec.config
     k.comment(f"prologue: fill {cfg.stages - 1} stages")
     for _ in range(cfg.stages - 1):
-        load_tile()
+        b.load_tile()
     copy_emit.emit_wait_group(k, cfg.stages - 2)
     k.ins("bar.sync", 0)
 
@@ -347,38 +385,43 @@ def build_gemm_sm80(spec: GemmSm80Spec, target_: Target | str = "sm_80") -> Modu
     k.ins("mov.u32", kt, 0)
     done = k.reg("pred")
     k.label("K_LOOP")
-    k.ins("setp.ge.u32", done, kt, ktiles)
+    k.ins("setp.ge.u32", done, kt, b.ktiles)
     k.bra("K_END", done, uni=True)
-    load_tile()
+    b.load_tile()
     k.comment("compute on stage rstage")
     for ks in range(cfg.bk // 16):
-        fa = []
-        for mi in range(mi_n):
-            regs = k.regs("b32", 4)
-            addr = _add32(k, _add32(k, sbase, rstage), a_addr[(mi, ks)])
-            copy_emit.emit_matrix_copy(k, ld_a, regs, addr)
-            fa.append(regs)
-        fb = []
-        for nj in range(ni_n // 2):
-            regs = k.regs("b32", 4)
-            addr = _add32(k, _add32(k, sbase, rstage), b_addr[(nj, ks)])
-            copy_emit.emit_matrix_copy(k, ld_b, regs, addr)
-            fb += [regs[0:2], regs[2:4]]
-        for mi in range(mi_n):
-            for ni in range(ni_n):
-                c = regs_c[mi][ni]
-                mma_emit.emit_mma(k, form, c, fa[mi], fb[ni], c)
+        _compute_step(b, ld_a, ld_b, ks)
     copy_emit.emit_wait_group(k, cfg.stages - 2)
     k.ins("bar.sync", 0)
-    advance(rstage)
+    b.advance(b.rstage)
     k.ins("add.u32", kt, kt, 1)
     k.bra("K_LOOP", uni=True)
     k.label("K_END")
     copy_emit.emit_wait_all(k)
 
-    k.comment("epilogue: accumulator pairs -> D, predicated on M and N")
-    _epilogue(k, spec, form, regs_c, lane, warp, m0, n0, p, g["D"])
-    return mod
+
+def _compute_step(b: _Sm80Build, ld_a: MatrixCopy, ld_b: MatrixCopy, ks: int) -> None:
+    """One k16 step on stage ``rstage``: ldmatrix the warp's A and B fragments, then every
+    m16 x n8 MMA of the warp tile."""
+    k, cfg, form = b.k, b.spec.config, b.spec.form
+    mi_n, ni_n = cfg.warp_m // 16, cfg.warp_n // 8
+    a_addr, b_addr = b.ldsm
+    fa = []
+    for mi in range(mi_n):
+        regs = k.regs("b32", 4)
+        addr = _add32(k, _add32(k, b.sbase, b.rstage), a_addr[(mi, ks)])
+        copy_emit.emit_matrix_copy(k, ld_a, regs, addr)
+        fa.append(regs)
+    fb = []
+    for nj in range(ni_n // 2):
+        regs = k.regs("b32", 4)
+        addr = _add32(k, _add32(k, b.sbase, b.rstage), b_addr[(nj, ks)])
+        copy_emit.emit_matrix_copy(k, ld_b, regs, addr)
+        fb += [regs[0:2], regs[2:4]]
+    for mi in range(mi_n):
+        for ni in range(ni_n):
+            c = b.acc[mi][ni]
+            mma_emit.emit_mma(k, form, c, fa[mi], fb[ni], c)
 
 
 def _cta_tile(k: Kernel, m: Reg, n: Reg, cfg: GemmSm80Config) -> tuple[Reg, Reg]:
