@@ -44,7 +44,7 @@ import numpy as np
 
 from nvatom.atoms.sm100 import UmmaAtom, make_umma_atom
 from nvatom.atoms.smem import smem_layout, smem_swizzle
-from nvatom.atoms.tmem import TmemCopyAtom
+from nvatom.atoms.tmem import LANE_STRIDE, TmemCopyAtom
 from nvatom.descriptors.tma import TensorMap
 from nvatom.descriptors.umma import UmmaSmemDescriptor, k_block_descriptors
 from nvatom.dtypes import dtype as element_type
@@ -233,9 +233,26 @@ def build_gemm_sm100_module(plan: GemmSm100Plan, k_tiles: int = 2,
         TE.mbarrier_wait_parity(k, done, kt % 2)
         t5.fence_after_thread_sync()
 
-    # -- epilogue: warp w reads lanes 32w.. (thread t: row 32w + t), stores the row of D
+    _epilogue(k, t5, plan, warp, taddr, (tid, m0, n0), pn, pd)
+
+    # -- teardown
+    t5.fence_before_thread_sync()
+    k.ins("bar.sync", 0)
+    skip = k.fresh_label("no_dealloc")
+    k.bra(skip, f"!{warp0}")
+    t5.dealloc(taddr, plan.tmem_columns)
+    k.label(skip)
+    check_kernel(k)
+    return mod
+
+
+def _epilogue(k: Kernel, t5: Tcgen05, plan: GemmSm100Plan, warp: Reg, taddr: Reg,
+              coords: tuple[Reg, Reg, Reg], pn: Any, pd: Any) -> None:
+    """Warp ``w`` reads TMEM lanes 32w.. (thread t: row 32w + t) and stores its row of D."""
+    tid, m0, n0 = coords
     lane_addr = k.reg("u32")
-    k.ins("shl.b32", lane_addr, warp, 21)  # (32 * warp) << 16
+    # the warp's first lane, 32 * warp, in the address's lane field (LANE_STRIDE = 1 << 16)
+    k.ins("shl.b32", lane_addr, warp, (32 * LANE_STRIDE).bit_length() - 1)
     k.ins("add.u32", lane_addr, lane_addr, taddr)
     acc = k.regs("b32", plan.bn)
     t5.ld(plan.ld_atom, acc, lane_addr)
@@ -250,16 +267,6 @@ def build_gemm_sm100_module(plan: GemmSm100Plan, k_tiles: int = 2,
     k.ins("add.s64", dptr, dptr, off)
     for j in range(0, plan.bn, 4):
         k.ins("st.global.v4.b32", f"[{dptr}+{4 * j}]", acc[j:j + 4])
-
-    # -- teardown
-    t5.fence_before_thread_sync()
-    k.ins("bar.sync", 0)
-    skip = k.fresh_label("no_dealloc")
-    k.bra(skip, f"!{warp0}")
-    t5.dealloc(taddr, plan.tmem_columns)
-    k.label(skip)
-    check_kernel(k)
-    return mod
 
 
 # ============================================================================ CPU run
