@@ -7,7 +7,11 @@ added: one meaning per short option in every sub-command, and help text on every
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -100,3 +104,31 @@ def test_a_bad_storage_order_names_the_choices(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["desc", "wgmma", "encode", "--major", "N"])
     assert "--major: takes K (K-major) or MN (MN-major), got 'N'" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- without xDSL
+
+_HIDE_XDSL = """
+import sys
+sys.modules["xdsl"] = None  # `import xdsl` fails as if it were not installed
+from nvatom.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("argv", [["verify", "tests/ir/mma_sm80.mlir"],
+                                  ["verify", "tests/ir/invalid_mma.mlir",
+                                   "--verify-diagnostics"],
+                                  ["compile", "tests/ir/mma_sm80.mlir", "--no-ptxas"]])
+def test_ir_commands_without_xdsl_say_how_to_install_it(argv) -> None:
+    """``nvatom verify`` / ``compile`` without xDSL: the install hint of ``nvatom check`` in
+    one line and status 2, not "internal error" and 70."""
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", _HIDE_XDSL, *argv], capture_output=True,
+                       text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root / "src")},
+                       timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert r.stderr.startswith(f"nvatom: error: nvatom {argv[0]} needs xdsl (the cute_nvgpu IR")
+    assert "pip install 'nvatom[ir]' (nvatom is tested with 0.74.0)" in r.stderr
+    assert "internal error" not in r.stderr and r.stdout == ""
