@@ -314,6 +314,32 @@ def test_vectorize_swizzled() -> None:
     assert C.vectorize_copy(sw, Layout((8, 64), (64, 1)), 16, 64) == 4
 
 
+def test_a_swizzle_too_fine_for_the_access_is_the_specifications_diagnostic() -> None:
+    """Sw<3,2,3> permutes 4-element units of f16: no 8-element (16-byte) access survives it.
+    The message is the specification's "cannot vectorize copy" with the reason, never the
+    layout algebra's (the swizzled layout has no right inverse to give)."""
+    name = "atom.simt_async_copy<16>"
+    fine = make_composed_layout(Swizzle(3, 2, 3), 0, Layout((8, 64), (64, 1)))
+    assert C.vectorize_copy(fine, Layout((8, 64), (64, 1)), 16) == 4
+    want = ("'atom.simt_async_copy<16>' cannot vectorize copy to 8 elements (static strides "
+            "must be 1): the swizzle Sw<3,2,3> permutes units of 4 16-bit element(s), less "
+            "than the 16-byte access")
+    for src, dst in ((Layout((8, 64), (64, 1)), fine), (fine, Layout((8, 64), (64, 1)))):
+        with pytest.raises(AtomVerificationError) as e:
+            C.vectorize_copy(src, dst, 16, vector=8, name=name)
+        assert str(e.value) == want
+    assert C.swizzle_unit(Swizzle(3, 2, 3)) == 4 and C.swizzle_unit(Swizzle(3, 4, 3)) == 16
+    # an ldmatrix row: 16 bytes, 8 f16 (the IR's verifier passes the row's width)
+    row = make_composed_layout(Swizzle(3, 2, 3), 0, Layout((32, 8), (64, 1)))
+    with pytest.raises(AtomVerificationError, match=r"'atom.ldsm<m8n8.x4>' cannot vectorize "
+                       r"copy to 8 elements \(static strides must be 1\): the swizzle "
+                       r"Sw<3,2,3> permutes units of 4 16-bit"):
+        C.swizzle_too_fine("atom.ldsm<m8n8.x4>", row, 8, 16)
+    C.swizzle_too_fine("atom.ldsm<m8n8.x4>", Layout((32, 8), (64, 1)), 8, 16)  # no swizzle
+    C.swizzle_too_fine("atom.ldsm<m8n8.x4>",
+                       make_composed_layout(Swizzle(3, 3, 3), 0, Layout((32, 8), (64, 1))), 8, 16)
+
+
 def test_vectorize_diagnostics_byte_for_byte() -> None:
     name = "atom.universal_copy<128>"
     with pytest.raises(AtomVerificationError) as e:

@@ -50,7 +50,7 @@ from nvatom.atoms.mma import Alias, MmaForm
 from nvatom.atoms.register_mma import mma_form
 from nvatom.atoms.verify import OperandUse
 from nvatom.dtypes import DType, dtype
-from nvatom.errors import NvatomError, lookup
+from nvatom.errors import LayoutError, NvatomError, lookup
 from nvatom.layout import (
     ComposedLayout,
     Layout,
@@ -93,6 +93,8 @@ __all__ = [
     "ldsm_matches_mma",
     "row_addresses",
     "stsm_matches_mma",
+    "swizzle_too_fine",
+    "swizzle_unit",
     "vectorize_copy",
 ]
 
@@ -291,8 +293,37 @@ VECTOR_BITS = (8, 16, 32, 64, 128)
 
 def _unit_run(layout: Any) -> int:
     """How many elements sit contiguously from offset 0 (1 when no stride is 1): the size of
-    the layout's right inverse."""
-    return size(right_inverse(layout))
+    the layout's right inverse.  Of a swizzled layout, at most the swizzle's unit (the
+    aligned blocks it moves whole, :func:`swizzle_unit`), where the algebra has no right
+    inverse to give (a swizzle finer than the layout's run)."""
+    try:
+        return size(right_inverse(layout))
+    except LayoutError:
+        if not (isinstance(layout, ComposedLayout) and isinstance(layout.inner, Swizzle)):
+            raise
+        return min(_unit_run(layout.outer), swizzle_unit(layout.inner))
+
+
+def swizzle_unit(sw: Swizzle) -> int:
+    """The elements in the smallest aligned block ``sw`` moves whole: the lowest bit it reads
+    or writes (``swizzle_code``); an access of ``n`` elements, contiguous and ``n``-aligned
+    before the swizzle, stays so after it iff ``n`` divides this (docs/ir.md, "swizzled
+    shared memory")."""
+    code = sw.swizzle_code
+    return code & -code if code else 1 << 62
+
+
+def swizzle_too_fine(name: str, layout: Any, vector: int, element_bits: int) -> None:
+    """Raise the specification's "cannot vectorize copy" diagnostic, saying why, when
+    ``layout`` is a swizzled one whose swizzle permutes units smaller than one access of
+    ``vector`` elements of ``element_bits`` (an ldmatrix row, a vector ld/st/cp.async):
+    the bytes of one access would not stay contiguous."""
+    if not (isinstance(layout, ComposedLayout) and isinstance(layout.inner, Swizzle)):
+        return
+    unit = swizzle_unit(layout.inner)
+    if unit % vector:
+        raise AtomVerificationError(D.SWIZZLE_TOO_FINE.format(
+            name, vector, layout.inner, unit, element_bits, vector * element_bits // 8))
 
 
 def vectorize_copy(
@@ -334,6 +365,8 @@ def vectorize_copy(
             name, vector, bits, ", ".join(map(str, legal)) + " bits"))
     if common % vector == 0:
         return vector
+    for lay in (src_layout, dst_layout):
+        swizzle_too_fine(name, lay, vector, element_bits)
     if _unit_run(src_layout) % vector or _unit_run(dst_layout) % vector:
         raise AtomVerificationError(D.VECTORIZE_STRIDES_ONE.format(name, vector))
     raise AtomVerificationError(D.VECTORIZE_STRIDES_MATCH.format(name, vector))
@@ -745,7 +778,8 @@ def check_swizzled_rows(atom: MatrixCopy, use: OperandUse, side: str) -> Operand
     address per lane), so only the value mode must be the atom's: one row of elements in
     order.  Checked here (the IR's ``atom.copy`` and the kernel layer's ``copy`` both call
     it); returns the use with the layout left out for :meth:`verify_instance` (the caller
-    checks that the swizzle keeps each 16-byte row contiguous).  Other uses pass unchanged."""
+    checks that the swizzle keeps each 16-byte row contiguous: the IR's verifier with
+    :func:`swizzle_too_fine`, the kernel layer per access).  Other uses pass unchanged."""
     lay = use.layout
     if not (isinstance(lay, ComposedLayout) and isinstance(lay.inner, Swizzle)
             and use.residency == "smem"):
