@@ -854,13 +854,21 @@ def _resolve_form(form: MmaForm | str) -> MmaForm:
     return form
 
 
-def _default_major(atom: MatrixCopy, form: MmaForm, op: str) -> str:
-    _, _, rname, cname = _operand_tile(form, op)
-    return rname if atom.trans else cname
+def _need_major(fn: str, major: str | None) -> str:
+    """``major`` of :func:`ldsm_matches_mma` and its kin, which has no default: the storage
+    order that suits an atom flips with ``.trans``, so a default would answer a question the
+    caller did not ask (issue 28)."""
+    if major is None:
+        raise CopyAtomError(f"{fn}() needs major=: the operand tile's contiguous dimension "
+                            "in shared memory ('K' for K-major, 'MN' for M-major A / N-major "
+                            "B, or the dimension's name: 'M', 'N'; C/D: 'N' row-major or "
+                            "'M'); it has no default because the order an ldmatrix/stmatrix "
+                            "form suits flips with .trans")
+    return major
 
 
 def _placement(atom: MatrixCopy, form: MmaForm | str, operand: str,
-               major: str | None) -> tuple[Layout, int] | None:
+               major: str) -> tuple[Layout, int] | None:
     """Reference bit -> smem bit of the operand tile when the matrix copy's registers are the
     MMA fragment, with its element width; None when the fragments differ in size.
 
@@ -871,7 +879,6 @@ def _placement(atom: MatrixCopy, form: MmaForm | str, operand: str,
     """
     f = _resolve_form(form)
     op = operand.upper()
-    major = major or _default_major(atom, f, op)
     mem = composition(_tile_memory(f, op, major), f.tv_layout(op))
     w = f.operand_type(op).pack_bits
     nthr, nval = size(mem[0]), size(mem[1])
@@ -893,7 +900,7 @@ def _rows_contiguous(placement: Layout) -> bool:
                                                  strict=True) if s > 1)
 
 
-def _matches(atom: MatrixCopy, form: MmaForm | str, operand: str, major: str | None) -> bool:
+def _matches(atom: MatrixCopy, form: MmaForm | str, operand: str, major: str) -> bool:
     p = _placement(atom, form, operand, major)
     return p is not None and _rows_contiguous(p[0])
 
@@ -903,22 +910,26 @@ def ldsm_matches_mma(atom: MatrixCopy, form: MmaForm | str, operand: str,
     """Does ``atom`` (an ldmatrix form) load exactly ``form``'s fragment of ``operand`` from
     a tile stored ``major``-contiguous in shared memory, given the right row addresses?
 
-    ``major`` names the tile's contiguous dimension (A: "K" or "M", B: "K" or "N", C/D: "N"
-    or "M"; "MN" means the non-K one); by default K-major (N-major for C/D) without
-    ``.trans`` and the other with it.  True when every 16-byte row the instruction reads is
-    16 contiguous, aligned bytes of the tile; :func:`row_addresses` then says which.
+    ``major`` (required, by position or keyword) names the tile's contiguous dimension: "K"
+    (K-major) or "MN" (M-major A, N-major B), as everywhere in nvatom, or the dimension by
+    name (A: "K" or "M", B: "K" or "N", C/D: "N" or "M").  It has no default: without
+    ``.trans`` an ldmatrix suits a K-major tile, with it an MN-major one, so a default would
+    flip with the atom (leaving it out is a :class:`CopyAtomError` saying so).  True when
+    every 16-byte row the instruction reads is 16 contiguous, aligned bytes of the tile;
+    :func:`row_addresses` then says which.
     """
     if atom.op != "ldmatrix":
         raise CopyAtomError(f"{atom.name} is not an ldmatrix form")
-    return _matches(atom, form, operand, major)
+    return _matches(atom, form, operand, _need_major("ldsm_matches_mma", major))
 
 
 def stsm_matches_mma(atom: MatrixCopy, form: MmaForm | str, operand: str,
                      major: str | None = None) -> bool:
-    """:func:`ldsm_matches_mma` for stmatrix: does the fragment (typically C/D) store with it?"""
+    """:func:`ldsm_matches_mma` for stmatrix: does the fragment (typically C/D) store with it?
+    ``major`` is required as there."""
     if atom.op != "stmatrix":
         raise CopyAtomError(f"{atom.name} is not an stmatrix form")
-    return _matches(atom, form, operand, major)
+    return _matches(atom, form, operand, _need_major("stsm_matches_mma", major))
 
 
 def row_addresses(atom: MatrixCopy, form: MmaForm | str, operand: str,
@@ -928,13 +939,15 @@ def row_addresses(atom: MatrixCopy, form: MmaForm | str, operand: str,
 
     e.g. ``atom.ldsm<m8n8.x4>`` and the A operand of m16n8k16 f16 in a K-major 16 x 16 tile:
     ``(16,2):(16,8)``, i.e. lane ``l`` points at row ``l % 16``, column ``8 * (l // 16)``.
-    Raises when the copy does not produce the fragment (:func:`ldsm_matches_mma`).
+    Raises when the copy does not produce the fragment (:func:`ldsm_matches_mma`, whose
+    ``major`` this requires too).
     """
+    major = _need_major("row_addresses", major)
     p = _placement(atom, form, operand, major)
     if p is None or not _rows_contiguous(p[0]):
         name = _resolve_form(form).name
         raise CopyAtomError(f"{atom.name} does not move operand {operand} of {name} "
-                            f"(major {major or 'default'})")
+                            f"({major}-major)")
     placement, w = p
     return _derive(atom.address_lanes, 1, lambda t, v: placement(t * ROW_BITS) // w,
                    f"{atom.name} row addresses")[0]
