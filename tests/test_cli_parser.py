@@ -132,3 +132,37 @@ def test_ir_commands_without_xdsl_say_how_to_install_it(argv) -> None:
     assert r.stderr.startswith(f"nvatom: error: nvatom {argv[0]} needs xdsl (the cute_nvgpu IR")
     assert "pip install 'nvatom[ir]' (nvatom is tested with 0.74.0)" in r.stderr
     assert "internal error" not in r.stderr and r.stdout == ""
+
+
+# --------------------------------------------------------------------------- startup
+
+#: Rooms a sub-command imports only when it runs (tests/test_function_imports.py, reason CLI):
+#: the GEMM front end and its kernels, the demo, the launcher (numpy's ctypes, the driver).
+HEAVY = ("nvatom.gemm", "nvatom.gemm_providers", "nvatom.kernels", "nvatom.demo",
+         "nvatom.runtime.launch")
+
+
+def test_importing_the_cli_loads_no_heavy_room() -> None:
+    """`nvatom --help`, `nvatom layout ...` do not pay for the GEMM: ``import nvatom.cli``
+    (and building its parser) loads none of :data:`HEAVY` (a fresh interpreter)."""
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys, nvatom.cli\nnvatom.cli._parser()\n"
+            f"heavy = {HEAVY!r}\n"
+            "print(sorted(m for m in sys.modules if m.startswith(heavy)))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                       env={**os.environ, "PYTHONPATH": str(root / "src")}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+def test_the_commands_still_find_what_they_import_late(tmp_path, capsys) -> None:
+    """The late imports work: gemm (nvatom.gemm), emit --kernel of a UMMA atom
+    (kernels.gemm_sm100)."""
+    from nvatom.cli import main
+
+    assert main(["gemm", "--m", "128", "--n", "128", "--k", "64", "--target", "sm_80",
+                 "--emit", str(tmp_path / "g.ptx")]) == 0
+    assert "kernel   gemm_sm80_" in capsys.readouterr().out
+    assert main(["emit", "sm100.mma.f16.cta1.m128n64k16.ss.f32.bf16.bf16", "-t", "sm_100a",
+                 "--kernel", "-o", str(tmp_path / "u.ptx")]) == 0
+    assert "tcgen05.mma" in (tmp_path / "u.ptx").read_text()

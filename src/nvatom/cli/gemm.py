@@ -25,19 +25,12 @@ from typing import Any
 from nvatom.arch import target
 from nvatom.cli.common import add_major, add_target, write_output
 from nvatom.errors import NvatomError
-from nvatom.gemm import (
-    SCALED_DTYPES,
-    SCALED_OUT_DTYPE,
-    GemmError,
-    GemmProblem,
-    check_operands,
-    check_sizes,
-    gemm,
-    plan,
-)
-from nvatom.runtime.launch import get_kernel
 from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import torch_dtype
+
+# nvatom.gemm (the providers, the SM80/SM90 kernels) and the launcher are imported by the
+# functions that run the command: `import nvatom.cli` stays light for every other command
+# (tests/test_cli_parser.py, tests/test_function_imports.py's CLI reason).
 
 __all__ = ["add_parser"]
 
@@ -50,6 +43,15 @@ def _capability(target_name: str) -> tuple[int, int]:
 
 
 def _cmd_gemm(args: argparse.Namespace) -> int:
+    from nvatom.gemm import (
+        SCALED_DTYPES,
+        SCALED_OUT_DTYPE,
+        GemmError,
+        GemmProblem,
+        check_sizes,
+        plan,
+    )
+
     for name in ("m", "n", "k"):
         if getattr(args, name) < 1:
             raise GemmError(f"--{name} must be >= 1, got {getattr(args, name)}")
@@ -110,6 +112,9 @@ def _torch_for(args: argparse.Namespace) -> Any:
 
 
 def _run(args: argparse.Namespace, out_dtype: str) -> None:
+    from nvatom.gemm import check_operands, gemm, plan
+    from nvatom.runtime.launch import get_kernel
+
     torch = _torch_for(args)
 
     dt, ot = torch_dtype(args.dtype), torch_dtype(out_dtype)

@@ -22,7 +22,6 @@ from nvatom.cli.common import (
     read_text_file,
     write_output,
 )
-from nvatom.demo import run_demo  # tiers, mma.sync demo, SM90 GEMM (+ GPU run)
 from nvatom.descriptors import wgmma
 from nvatom.errors import NvatomError
 from nvatom.layout.svg import layout_svg
@@ -230,6 +229,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise NvatomError(f"--out '{args.out}' exists and is not a directory")
+    from nvatom.demo import run_demo  # tiers, mma.sync demo, SM90 GEMM (+ GPU run)
+
     try:
         return run_demo(args.targets, args.out, show_ptx=args.show_ptx)
     except OSError as e:
