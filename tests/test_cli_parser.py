@@ -166,3 +166,16 @@ def test_the_commands_still_find_what_they_import_late(tmp_path, capsys) -> None
     assert main(["emit", "sm100.mma.f16.cta1.m128n64k16.ss.f32.bf16.bf16", "-t", "sm_100a",
                  "--kernel", "-o", str(tmp_path / "u.ptx")]) == 0
     assert "tcgen05.mma" in (tmp_path / "u.ptx").read_text()
+
+
+def test_the_old_frag_operand_option_says_where_it_went(capsys) -> None:
+    from nvatom.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["frag", "sm80.mma.m16n8k16.f32.bf16.bf16.f32", "-o", "B"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: -o B (frag's operand is -p/--operand; -o is --output in " \
+        "every command)" in err
+    assert main(["frag", "sm80.mma.m16n8k16.f32.bf16.bf16.f32", "-p", "b", "--no-table"]) == 0
+    assert "operand B: bf16" in capsys.readouterr().out

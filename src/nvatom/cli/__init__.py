@@ -78,7 +78,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)  # parse_args, with a hint for an old option
+    if extra:
+        moved = " (frag's operand is -p/--operand; -o is --output in every command)" \
+            if args.command == "frag" and "-o" in extra else ""
+        parser.error(f"unrecognized arguments: {' '.join(extra)}{moved}")
     try:
         rc = int(args.func(args) or 0)
         sys.stdout.flush()  # a full disk or closed pipe on stdout fails here, not at exit
