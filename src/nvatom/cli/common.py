@@ -88,7 +88,7 @@ def add_target(p: argparse.ArgumentParser, help: str, **kw: Any) -> None:
 
 
 #: The one vocabulary of storage order, the specification's ("UMMA_K orientation" and
-#: "UMMA_MN", "GMMA_K and MN") and CuTe's (``GMMA::Major::K`` / ``MN``): a K-major tile has K
+#: "UMMA_MN") and CuTe's (``GMMA::Major::K`` / ``GMMA::Major::MN``): a K-major tile has K
 #: contiguous (A row-major M x K, B column-major K x N); an MN-major tile has M (of A) or N
 #: (of B) contiguous.
 MAJORS = ("K", "MN")
