@@ -55,9 +55,15 @@ def test_one_long_name_per_short_option() -> None:
 
 
 def test_every_argument_has_help() -> None:
+    """Every option and positional of every sub-command, and every sub-command in
+    ``nvatom --help``, has a help text."""
     missing = [f"nvatom {name} {'/'.join(a.option_strings) or a.dest}"
                for name, parser in _subcommands().items() for a in parser._actions
                if not a.help or a.help == argparse.SUPPRESS]
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    listed = {a.dest: a.help for a in sub._choices_actions}
+    missing += [f"nvatom {name} (in nvatom --help)" for name in _subcommands()
+                if not listed.get(name)]
     assert not missing, "arguments without help text:\n" + "\n".join(missing)
 
 
