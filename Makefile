@@ -12,14 +12,23 @@ JOBS   ?= 2
 
 all: test
 
+# Each step says what it does first: on a fresh machine the installs take about 30 s, and
+# pip -q prints nothing while it works (without -q it prints hundreds of lines).
 $(STAMP): pyproject.toml Makefile
+	@echo "nvatom: setting up $(VENV) (first run, or pyproject.toml/Makefile changed; about 30 s)"
+	@echo "nvatom: [1/4] creating the virtual environment $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "nvatom: [2/4] upgrading pip"
 	$(VPY) -m pip install -q --disable-pip-version-check -U pip
+	@echo "nvatom: [3/4] installing nvatom (editable) with numpy, xDSL 0.74.0 (the IR), the CUDA"
+	@echo "        12.9 ptxas wheel (sm_70), pytest, ruff, llvmlite, import-linter, build: the longest step"
 	$(VPY) -m pip install -q --disable-pip-version-check -e '.[test,sm70,ir]'
+	@echo "nvatom: [4/4] installing pycute (nvidia-cutlass 4.2.0.0, without its dependencies)"
 	# pycute (CUTLASS's Python layout model) for cross-checks and the layout benchmark;
 	# its wheel's other dependencies are not needed for that.
 	$(VPY) -m pip install -q --disable-pip-version-check --no-deps nvidia-cutlass==4.2.0.0
 	touch $(STAMP)
+	@echo "nvatom: $(VENV) is ready"
 
 demo: $(STAMP)
 	$(VENV)/bin/nvatom demo

@@ -8,8 +8,10 @@ Checked on the source with ``ast`` (no module is imported):
     why, and each reason is one of: the imported module needs an optional dependency that
     the importing file does not (checked here, from the module-level imports of nvatom's
     modules), the lazy top package (``import nvatom`` loads no room,
-    tests/test_import_light.py), or the first GEMM call launched from a recipe, which
-    imports no kernel module (docs/runtime.md, "The hot path").
+    tests/test_import_light.py), the first GEMM call launched from a recipe, which
+    imports no kernel module (docs/runtime.md, "The hot path"), or the CLI's startup (a
+    sub-command imports the GEMM, kernel, demo and launcher rooms only when it runs,
+    tests/test_cli_parser.py).
 
 Third-party imports inside functions are not listed: they are the optional dependencies
 (torch, cuda.*, xDSL, llvmlite, ml_dtypes) or numpy, which ``import nvatom.layout`` must not
@@ -34,11 +36,17 @@ LIGHT = "lazy top package: `import nvatom` loads no room (tests/test_import_ligh
 RECIPE = ("a first call launched from a recipe imports no kernel module (docs/runtime.md, "
           "'The hot path'; gemm._from_recipe checks sys.modules for nvatom.gemm_providers)")
 SPLIT = "being split, see branch h6split"
+CLI = ("CLI startup: `import nvatom.cli` loads no GEMM, kernel, demo or launcher module; "
+       "the command that needs one imports it (tests/test_cli_parser.py)")
 
 #: (file under src/nvatom, imported module) -> why a function imports it.
 ALLOWED: dict[tuple[str, str], str] = {
     ("__init__.py", "nvatom.attention"): LIGHT,
     ("__init__.py", "nvatom.gemm"): LIGHT,
+    ("cli/gemm.py", "nvatom.gemm"): CLI,
+    ("cli/gemm.py", "nvatom.runtime.launch"): CLI,
+    ("cli/sm100.py", "nvatom.kernels.gemm_sm100"): CLI,
+    ("cli/tools.py", "nvatom.demo"): CLI,
     ("cli/ir.py", "nvatom.ir.checker"): OPTIONAL,
     ("cli/ir.py", "nvatom.ir.driver"): OPTIONAL,
     ("cli/ir.py", "nvatom.ir.lower"): OPTIONAL,
@@ -166,6 +174,8 @@ def _check() -> tuple[list[str], set[tuple[str, str]]]:
                                     "(or add (file, module) with a reason to ALLOWED)")
                     continue
                 used.add((rel, target))
+                if why == CLI and not rel.startswith("cli/"):
+                    problems.append(f"{where} late for the CLI's startup, outside cli/")
                 if why == OPTIONAL:
                     extra = _optional_needs(target) - _optional_needs(module)
                     if not extra:

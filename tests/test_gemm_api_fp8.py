@@ -309,8 +309,9 @@ def test_cli_gemm_e4m3_assembles(tmp_path, capsys) -> None:
 
 
 @pytest.mark.parametrize(("argv", "match"), [
-    (["--b-major", "N"], "--dtype e4m3 --b-major N: FP8 needs b column-major"),
-    (["--a-major", "M"], "--dtype e4m3 --a-major M: FP8 needs a row-major"),
+    (["--b-major", "N"], "--dtype e4m3 --b-major MN: FP8 needs b K-major \\(column-major"),
+    (["--b-major", "MN"], "--dtype e4m3 --b-major MN: FP8 needs b K-major \\(column-major"),
+    (["--a-major", "M"], "--dtype e4m3 --a-major MN: FP8 needs a K-major \\(row-major"),
     (["--out-dtype", "f32"], "--dtype e4m3 --out-dtype f32: FP8 GEMMs write bf16"),
     (["--target", "sm_80"], "sm80: the SM80 kernel \\(mma.sync\\) has no FP8 path"),
     (["--k", "40"], "sm90: K = 40: a row of A"),

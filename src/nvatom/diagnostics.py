@@ -34,6 +34,13 @@ VECTORIZE_STRIDES_ONE = "'{0}' cannot vectorize copy to {1} elements (static str
 VECTORIZE_STRIDES_MATCH = (
     "'{0}' cannot vectorize copy to {1} elements (static strides must match)"
 )
+# -- a swizzled smem operand whose swizzle permutes units smaller than one access (an ldmatrix
+# row, a vector): the specification's template, then why ({2}: the swizzle, {3} elements of
+# {4} bits in a unit, {5} bytes an access)
+SWIZZLE_TOO_FINE = (
+    "'{0}' cannot vectorize copy to {1} elements (static strides must be 1): the swizzle {2} "
+    "permutes units of {3} {4}-bit element(s), less than the {5}-byte access"
+)
 # -- copy atoms, our wording (the specification has no string for these)
 VECTOR_WIDTH = "'{0}' cannot vectorize copy to {1} elements ({2} bits): legal widths are {3}"
 COPY_TIER = "atom '{0}' needs tier {1}, but target {2} is tier {3}"

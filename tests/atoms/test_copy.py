@@ -242,22 +242,31 @@ def test_ldsm_does_not_feed_mma(copy: str, form: str, op: str, major: str) -> No
         C.row_addresses(_atom(copy), form, op, major)
 
 
-def test_default_major_follows_trans() -> None:
-    assert C.ldsm_matches_mma(_atom("atom.ldsm<m8n8.x4>"), F16, "A")
-    assert C.ldsm_matches_mma(_atom("atom.ldsm<m8n8.x4.trans>"), mma_form(F16), "A")
+def test_major_is_required_and_speaks_k_and_mn() -> None:
+    """No default (it would flip with .trans): leaving ``major`` out is one clear error."""
+    assert C.ldsm_matches_mma(_atom("atom.ldsm<m8n8.x4>"), F16, "A", major="K")
+    assert C.ldsm_matches_mma(_atom("atom.ldsm<m8n8.x4.trans>"), mma_form(F16), "A",
+                              major="MN")
     assert C.ldsm_matches_mma(_atom("atom.ldsm<m8n8.x2.trans>"), F16, "B", "MN")
+    assert C.ldsm_matches_mma(_atom("atom.ldsm<m8n8.x2.trans>"), F16, "B", "N")
+    for fn, atom, op in ((C.ldsm_matches_mma, "atom.ldsm<m8n8.x4>", "A"),
+                         (C.stsm_matches_mma, "atom.stsm<m8n8.x2>", "C"),
+                         (C.row_addresses, "atom.ldsm<m8n8.x4.trans>", "A")):
+        with pytest.raises(C.CopyAtomError, match=rf"^{fn.__name__}\(\) needs major=: the "
+                           r"operand tile's contiguous dimension .* flips with \.trans$"):
+            fn(_atom(atom), F16_ACC16, op)
 
 
 def test_row_addresses_are_the_textbook_ones() -> None:
     """x4 of a K-major 16 x 16 A tile: lane l points at row l % 16, column 8 (l / 16); x2.trans
     of an N-major 16 x 8 B tile (K rows of 8): lane l at row l; x4.trans of an M-major A:
     matrices (m0-7,k0-7), (m8-15,k0-7), (m0-7,k8-15), (m8-15,k8-15)."""
-    a = C.row_addresses(_atom("atom.ldsm<m8n8.x4>"), F16, "A")
+    a = C.row_addresses(_atom("atom.ldsm<m8n8.x4>"), F16, "A", major="K")
     assert [a(lane) for lane in range(32)] == [(lane % 16) * 16 + 8 * (lane // 16)
                                                for lane in range(32)]
-    b = C.row_addresses(_atom("atom.ldsm<m8n8.x2.trans>"), F16, "B")
+    b = C.row_addresses(_atom("atom.ldsm<m8n8.x2.trans>"), F16, "B", major="MN")
     assert [b(lane) for lane in range(16)] == [8 * lane for lane in range(16)]
-    at = C.row_addresses(_atom("atom.ldsm<m8n8.x4.trans>"), F16, "A")
+    at = C.row_addresses(_atom("atom.ldsm<m8n8.x4.trans>"), F16, "A", major="MN")
     assert [at(lane) for lane in range(32)] == [
         (lane % 8) * 16 + 8 * ((lane // 8) % 2) + 128 * (lane // 16) for lane in range(32)]
     # .m16n16.x2.trans and an M-major 16 x 32 8-bit A tile (16 M-bytes per K): lane l at K row l
@@ -268,15 +277,16 @@ def test_row_addresses_are_the_textbook_ones() -> None:
 
 def test_stsm_stores_the_accumulator() -> None:
     x2, x2t = _atom("atom.stsm<m8n8.x2>"), _atom("atom.stsm<m8n8.x2.trans>")
-    assert C.stsm_matches_mma(x2, F16_ACC16, "C")  # N-major (row-major) C
-    assert C.stsm_matches_mma(x2t, F16_ACC16, "D")  # M-major
+    assert C.stsm_matches_mma(x2, F16_ACC16, "C", major="N")  # N-major (row-major) C
+    assert C.stsm_matches_mma(x2t, F16_ACC16, "D", major="M")  # M-major
     assert not C.stsm_matches_mma(x2, F16_ACC16, "C", "M")
-    assert not C.stsm_matches_mma(_atom("atom.stsm<m8n8.x4>"), F16, "C")  # f32: 32-bit pairs
-    assert C.row_addresses(x2, F16_ACC16, "C")(9) == 9 * 8  # row 9 of a 16 x 8 tile
+    # f32: 32-bit pairs
+    assert not C.stsm_matches_mma(_atom("atom.stsm<m8n8.x4>"), F16, "C", major="N")
+    assert C.row_addresses(x2, F16_ACC16, "C", major="N")(9) == 9 * 8  # row 9 of a 16 x 8 tile
     with pytest.raises(C.CopyAtomError, match="not an ldmatrix"):
-        C.ldsm_matches_mma(x2, F16_ACC16, "C")
+        C.ldsm_matches_mma(x2, F16_ACC16, "C", major="N")
     with pytest.raises(C.CopyAtomError, match="not an stmatrix"):
-        C.stsm_matches_mma(_atom("atom.ldsm<m8n8.x2>"), F16_ACC16, "C")
+        C.stsm_matches_mma(_atom("atom.ldsm<m8n8.x2>"), F16_ACC16, "C", major="N")
     with pytest.raises(C.CopyAtomError, match="major must be"):
         C.stsm_matches_mma(x2, F16_ACC16, "C", "K")
 
@@ -312,6 +322,32 @@ def test_vectorize_swizzled() -> None:
     sw = make_composed_layout(Swizzle(3, 3, 3), 0, Layout((8, 64), (64, 1)))
     assert C.vectorize_copy(sw, Layout((8, 64), (64, 1)), 16) == 8
     assert C.vectorize_copy(sw, Layout((8, 64), (64, 1)), 16, 64) == 4
+
+
+def test_a_swizzle_too_fine_for_the_access_is_the_specifications_diagnostic() -> None:
+    """Sw<3,2,3> permutes 4-element units of f16: no 8-element (16-byte) access survives it.
+    The message is the specification's "cannot vectorize copy" with the reason, never the
+    layout algebra's (the swizzled layout has no right inverse to give)."""
+    name = "atom.simt_async_copy<16>"
+    fine = make_composed_layout(Swizzle(3, 2, 3), 0, Layout((8, 64), (64, 1)))
+    assert C.vectorize_copy(fine, Layout((8, 64), (64, 1)), 16) == 4
+    want = ("'atom.simt_async_copy<16>' cannot vectorize copy to 8 elements (static strides "
+            "must be 1): the swizzle Sw<3,2,3> permutes units of 4 16-bit element(s), less "
+            "than the 16-byte access")
+    for src, dst in ((Layout((8, 64), (64, 1)), fine), (fine, Layout((8, 64), (64, 1)))):
+        with pytest.raises(AtomVerificationError) as e:
+            C.vectorize_copy(src, dst, 16, vector=8, name=name)
+        assert str(e.value) == want
+    assert C.swizzle_unit(Swizzle(3, 2, 3)) == 4 and C.swizzle_unit(Swizzle(3, 4, 3)) == 16
+    # an ldmatrix row: 16 bytes, 8 f16 (the IR's verifier passes the row's width)
+    row = make_composed_layout(Swizzle(3, 2, 3), 0, Layout((32, 8), (64, 1)))
+    with pytest.raises(AtomVerificationError, match=r"'atom.ldsm<m8n8.x4>' cannot vectorize "
+                       r"copy to 8 elements \(static strides must be 1\): the swizzle "
+                       r"Sw<3,2,3> permutes units of 4 16-bit"):
+        C.swizzle_too_fine("atom.ldsm<m8n8.x4>", row, 8, 16)
+    C.swizzle_too_fine("atom.ldsm<m8n8.x4>", Layout((32, 8), (64, 1)), 8, 16)  # no swizzle
+    C.swizzle_too_fine("atom.ldsm<m8n8.x4>",
+                       make_composed_layout(Swizzle(3, 3, 3), 0, Layout((32, 8), (64, 1))), 8, 16)
 
 
 def test_vectorize_diagnostics_byte_for_byte() -> None:

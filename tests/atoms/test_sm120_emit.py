@@ -134,11 +134,11 @@ def test_cli_frag(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _run(capsys, "frag", MXF8 + ".sfa_b2t1.sfb_b0t0", "--operand", "sfa")
     assert rc == 0
     assert "lanes read: [2, 3, 6, 7," in out and "T2:V2" in out and "T3:V2" in out
-    rc, out, _ = _run(capsys, "frag", MXF8, "-o", "B", "--no-table")
+    rc, out, _ = _run(capsys, "frag", MXF8, "-p", "B", "--no-table")
     assert rc == 0 and "8 values in 2 b32 registers per lane (8-bit fields)" in out
-    rc, _, err = _run(capsys, "frag", "sm120.mma.m16n8k32.f32.e2m1.e2m1.f32", "-o", "SFB")
+    rc, _, err = _run(capsys, "frag", "sm120.mma.m16n8k32.f32.e2m1.e2m1.f32", "-p", "SFB")
     assert rc == 2 and "unknown operand 'SFB'" in err
-    rc, _, err = _run(capsys, "frag", MXF8 + ".sfa_b4t0.sfb_b0t0", "-o", "SFA")
+    rc, _, err = _run(capsys, "frag", MXF8 + ".sfa_b4t0.sfb_b0t0", "-p", "SFA")
     assert rc == 2 and "byte_id_a = 4 is out of range" in err
 
 

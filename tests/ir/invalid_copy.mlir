@@ -94,3 +94,39 @@ func.func @tmem_tier() {
   %st = cute_nvgpu.make_atom : !cute_nvgpu.atom.tmem_store<16x64b.x2>
   func.return
 }
+
+// -----
+
+// A swizzle too fine for the atom's rows: Sw<3,2,3> permutes 4-element units of f16, but an
+// ldmatrix row (and a 16-byte cp.async) is 8 contiguous elements.  The verifier says so in
+// the specification's words, not the layout algebra's (which had no right inverse to give).
+func.func @swizzle_too_fine_for_ldsm_rows() {
+  %ld = cute_nvgpu.make_atom : !cute_nvgpu.atom.ldsm<m8n8.x4>
+  %sa = cute.alloc_smem : !cute.memref<f16, smem, Sw<3,2,3> o 0 o (32,8):(64,1)>
+  %r = cute.alloc_rmem : !cute.memref<f16, rmem, (32,(2,4)):(2,(1,64))>
+  // expected-error @+1 {{'atom.ldsm<m8n8.x4>' cannot vectorize copy to 8 elements (static strides must be 1): the swizzle Sw<3,2,3> permutes units of 4 16-bit element(s), less than the 16-byte access}}
+  cute_nvgpu.atom.copy %ld, %sa, %r
+  func.return
+}
+
+// -----
+
+func.func @swizzle_too_fine_for_cp_async(%pa: !cute.ptr<f16, gmem>) {
+  %cp = cute_nvgpu.make_atom : !cute_nvgpu.atom.simt_async_copy<16>
+  %ga = cute.make_view %pa : !cute.memref<f16, gmem, ((8,2,2),8):((16,128,8),1)>
+  %sa = cute.alloc_smem : !cute.memref<f16, smem, Sw<3,2,3> o 0 o ((8,2,2),8):((64,512,8),1)>
+  // expected-error @+1 {{'atom.simt_async_copy<16>' cannot vectorize copy to 8 elements (static strides must be 1): the swizzle Sw<3,2,3> permutes units of 4 16-bit element(s), less than the 16-byte access}}
+  cute_nvgpu.atom.copy %cp, %ga, %sa
+  func.return
+}
+
+// -----
+
+func.func @swizzle_too_fine_for_stsm_rows() {
+  %st = cute_nvgpu.make_atom : !cute_nvgpu.atom.stsm<m8n8.x4>
+  %sd = cute.alloc_smem : !cute.memref<f16, smem, Sw<1,1,3> o 0 o (32,8):(64,1)>
+  %r = cute.alloc_rmem : !cute.memref<f16, rmem, (32,(2,4)):(2,(1,64))>
+  // expected-error @+1 {{'atom.stsm<m8n8.x4>' cannot vectorize copy to 8 elements (static strides must be 1): the swizzle Sw<1,1,3> permutes units of 2 16-bit element(s), less than the 16-byte access}}
+  cute_nvgpu.atom.copy %st, %r, %sd
+  func.return
+}

@@ -50,7 +50,7 @@ from nvatom.atoms.mma import Alias, MmaForm
 from nvatom.atoms.register_mma import mma_form
 from nvatom.atoms.verify import OperandUse
 from nvatom.dtypes import DType, dtype
-from nvatom.errors import NvatomError, lookup
+from nvatom.errors import LayoutError, NvatomError, lookup
 from nvatom.layout import (
     ComposedLayout,
     Layout,
@@ -93,6 +93,8 @@ __all__ = [
     "ldsm_matches_mma",
     "row_addresses",
     "stsm_matches_mma",
+    "swizzle_too_fine",
+    "swizzle_unit",
     "vectorize_copy",
 ]
 
@@ -291,8 +293,37 @@ VECTOR_BITS = (8, 16, 32, 64, 128)
 
 def _unit_run(layout: Any) -> int:
     """How many elements sit contiguously from offset 0 (1 when no stride is 1): the size of
-    the layout's right inverse."""
-    return size(right_inverse(layout))
+    the layout's right inverse.  Of a swizzled layout, at most the swizzle's unit (the
+    aligned blocks it moves whole, :func:`swizzle_unit`), where the algebra has no right
+    inverse to give (a swizzle finer than the layout's run)."""
+    try:
+        return size(right_inverse(layout))
+    except LayoutError:
+        if not (isinstance(layout, ComposedLayout) and isinstance(layout.inner, Swizzle)):
+            raise
+        return min(_unit_run(layout.outer), swizzle_unit(layout.inner))
+
+
+def swizzle_unit(sw: Swizzle) -> int:
+    """The elements in the smallest aligned block ``sw`` moves whole: the lowest bit it reads
+    or writes (``swizzle_code``); an access of ``n`` elements, contiguous and ``n``-aligned
+    before the swizzle, stays so after it iff ``n`` divides this (docs/ir.md, "swizzled
+    shared memory")."""
+    code = sw.swizzle_code
+    return code & -code if code else 1 << 62
+
+
+def swizzle_too_fine(name: str, layout: Any, vector: int, element_bits: int) -> None:
+    """Raise the specification's "cannot vectorize copy" diagnostic, saying why, when
+    ``layout`` is a swizzled one whose swizzle permutes units smaller than one access of
+    ``vector`` elements of ``element_bits`` (an ldmatrix row, a vector ld/st/cp.async):
+    the bytes of one access would not stay contiguous."""
+    if not (isinstance(layout, ComposedLayout) and isinstance(layout.inner, Swizzle)):
+        return
+    unit = swizzle_unit(layout.inner)
+    if unit % vector:
+        raise AtomVerificationError(D.SWIZZLE_TOO_FINE.format(
+            name, vector, layout.inner, unit, element_bits, vector * element_bits // 8))
 
 
 def vectorize_copy(
@@ -334,6 +365,8 @@ def vectorize_copy(
             name, vector, bits, ", ".join(map(str, legal)) + " bits"))
     if common % vector == 0:
         return vector
+    for lay in (src_layout, dst_layout):
+        swizzle_too_fine(name, lay, vector, element_bits)
     if _unit_run(src_layout) % vector or _unit_run(dst_layout) % vector:
         raise AtomVerificationError(D.VECTORIZE_STRIDES_ONE.format(name, vector))
     raise AtomVerificationError(D.VECTORIZE_STRIDES_MATCH.format(name, vector))
@@ -745,7 +778,8 @@ def check_swizzled_rows(atom: MatrixCopy, use: OperandUse, side: str) -> Operand
     address per lane), so only the value mode must be the atom's: one row of elements in
     order.  Checked here (the IR's ``atom.copy`` and the kernel layer's ``copy`` both call
     it); returns the use with the layout left out for :meth:`verify_instance` (the caller
-    checks that the swizzle keeps each 16-byte row contiguous).  Other uses pass unchanged."""
+    checks that the swizzle keeps each 16-byte row contiguous: the IR's verifier with
+    :func:`swizzle_too_fine`, the kernel layer per access).  Other uses pass unchanged."""
     lay = use.layout
     if not (isinstance(lay, ComposedLayout) and isinstance(lay.inner, Swizzle)
             and use.residency == "smem"):
@@ -820,13 +854,21 @@ def _resolve_form(form: MmaForm | str) -> MmaForm:
     return form
 
 
-def _default_major(atom: MatrixCopy, form: MmaForm, op: str) -> str:
-    _, _, rname, cname = _operand_tile(form, op)
-    return rname if atom.trans else cname
+def _need_major(fn: str, major: str | None) -> str:
+    """``major`` of :func:`ldsm_matches_mma` and its kin, which has no default: the storage
+    order that suits an atom flips with ``.trans``, so a default would answer a question the
+    caller did not ask (issue 28)."""
+    if major is None:
+        raise CopyAtomError(f"{fn}() needs major=: the operand tile's contiguous dimension "
+                            "in shared memory ('K' for K-major, 'MN' for M-major A / N-major "
+                            "B, or the dimension's name: 'M', 'N'; C/D: 'N' row-major or "
+                            "'M'); it has no default because the order an ldmatrix/stmatrix "
+                            "form suits flips with .trans")
+    return major
 
 
 def _placement(atom: MatrixCopy, form: MmaForm | str, operand: str,
-               major: str | None) -> tuple[Layout, int] | None:
+               major: str) -> tuple[Layout, int] | None:
     """Reference bit -> smem bit of the operand tile when the matrix copy's registers are the
     MMA fragment, with its element width; None when the fragments differ in size.
 
@@ -837,7 +879,6 @@ def _placement(atom: MatrixCopy, form: MmaForm | str, operand: str,
     """
     f = _resolve_form(form)
     op = operand.upper()
-    major = major or _default_major(atom, f, op)
     mem = composition(_tile_memory(f, op, major), f.tv_layout(op))
     w = f.operand_type(op).pack_bits
     nthr, nval = size(mem[0]), size(mem[1])
@@ -859,7 +900,7 @@ def _rows_contiguous(placement: Layout) -> bool:
                                                  strict=True) if s > 1)
 
 
-def _matches(atom: MatrixCopy, form: MmaForm | str, operand: str, major: str | None) -> bool:
+def _matches(atom: MatrixCopy, form: MmaForm | str, operand: str, major: str) -> bool:
     p = _placement(atom, form, operand, major)
     return p is not None and _rows_contiguous(p[0])
 
@@ -869,22 +910,26 @@ def ldsm_matches_mma(atom: MatrixCopy, form: MmaForm | str, operand: str,
     """Does ``atom`` (an ldmatrix form) load exactly ``form``'s fragment of ``operand`` from
     a tile stored ``major``-contiguous in shared memory, given the right row addresses?
 
-    ``major`` names the tile's contiguous dimension (A: "K" or "M", B: "K" or "N", C/D: "N"
-    or "M"; "MN" means the non-K one); by default K-major (N-major for C/D) without
-    ``.trans`` and the other with it.  True when every 16-byte row the instruction reads is
-    16 contiguous, aligned bytes of the tile; :func:`row_addresses` then says which.
+    ``major`` (required, by position or keyword) names the tile's contiguous dimension: "K"
+    (K-major) or "MN" (M-major A, N-major B), as everywhere in nvatom, or the dimension by
+    name (A: "K" or "M", B: "K" or "N", C/D: "N" or "M").  It has no default: without
+    ``.trans`` an ldmatrix suits a K-major tile, with it an MN-major one, so a default would
+    flip with the atom (leaving it out is a :class:`CopyAtomError` saying so).  True when
+    every 16-byte row the instruction reads is 16 contiguous, aligned bytes of the tile;
+    :func:`row_addresses` then says which.
     """
     if atom.op != "ldmatrix":
         raise CopyAtomError(f"{atom.name} is not an ldmatrix form")
-    return _matches(atom, form, operand, major)
+    return _matches(atom, form, operand, _need_major("ldsm_matches_mma", major))
 
 
 def stsm_matches_mma(atom: MatrixCopy, form: MmaForm | str, operand: str,
                      major: str | None = None) -> bool:
-    """:func:`ldsm_matches_mma` for stmatrix: does the fragment (typically C/D) store with it?"""
+    """:func:`ldsm_matches_mma` for stmatrix: does the fragment (typically C/D) store with it?
+    ``major`` is required as there."""
     if atom.op != "stmatrix":
         raise CopyAtomError(f"{atom.name} is not an stmatrix form")
-    return _matches(atom, form, operand, major)
+    return _matches(atom, form, operand, _need_major("stsm_matches_mma", major))
 
 
 def row_addresses(atom: MatrixCopy, form: MmaForm | str, operand: str,
@@ -894,13 +939,15 @@ def row_addresses(atom: MatrixCopy, form: MmaForm | str, operand: str,
 
     e.g. ``atom.ldsm<m8n8.x4>`` and the A operand of m16n8k16 f16 in a K-major 16 x 16 tile:
     ``(16,2):(16,8)``, i.e. lane ``l`` points at row ``l % 16``, column ``8 * (l // 16)``.
-    Raises when the copy does not produce the fragment (:func:`ldsm_matches_mma`).
+    Raises when the copy does not produce the fragment (:func:`ldsm_matches_mma`, whose
+    ``major`` this requires too).
     """
+    major = _need_major("row_addresses", major)
     p = _placement(atom, form, operand, major)
     if p is None or not _rows_contiguous(p[0]):
         name = _resolve_form(form).name
         raise CopyAtomError(f"{atom.name} does not move operand {operand} of {name} "
-                            f"(major {major or 'default'})")
+                            f"({major}-major)")
     placement, w = p
     return _derive(atom.address_lanes, 1, lambda t, v: placement(t * ROW_BITS) // w,
                    f"{atom.name} row addresses")[0]

@@ -18,6 +18,11 @@ Sub-commands:
   gemm      build, assemble, run and time the GEMM kernel for one problem
   demo      the main job (``make demo``): tiers, mma.sync kernel, SM90 GEMM from atoms (+ GPU run)
 
+``import nvatom.cli`` loads no GEMM, kernel, demo or launcher module: ``gemm``, ``demo`` and
+``emit --kernel`` of a UMMA atom import theirs when they run (tests/test_cli_parser.py).
+Short options mean one thing in every sub-command (``-t`` --target, ``-o`` --output, ``-p``
+--operand), storage order is ``K`` or ``MN`` everywhere, and every argument has help.
+
 Errors print one line (``nvatom: error: ...``) and exit with status 2.  Every number that
 work or memory grows with is checked against a stated limit first (docs/reliability.md).  A
 bug prints one line ``nvatom: internal error (please report; ...)`` and exits with status 70
@@ -73,7 +78,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)  # parse_args, with a hint for an old option
+    if extra:
+        moved = " (frag's operand is -p/--operand; -o is --output in every command)" \
+            if args.command == "frag" and "-o" in extra else ""
+        parser.error(f"unrecognized arguments: {' '.join(extra)}{moved}")
     try:
         rc = int(args.func(args) or 0)
         sys.stdout.flush()  # a full disk or closed pipe on stdout fails here, not at exit

@@ -424,9 +424,9 @@ def add_frag(sub: argparse._SubParsersAction) -> None:
     fr = sub.add_parser("frag", help="show an atom's (thread, value) fragment layout")
     fr.add_argument("atom", help="atom name, e.g. sm80.mma.m16n8k16.f32.bf16.bf16.f32 or "
                     "'atom.ldsm<m8n8.x4>'")
-    fr.add_argument("--operand", "-o", default="A", type=str.upper,
+    fr.add_argument("-p", "--operand", default="A", type=str.upper,
                     choices=["A", "B", "C", "D", "SFA", "SFB"],
-                    help="operand; SFA/SFB: scale factors of SM120.mma_bs atoms")
+                    help="operand (default A); SFA/SFB: scale factors of SM120.mma_bs atoms")
     fr.add_argument("--svg", metavar="FILE", help="draw the fragment like the PTX ISA figures")
     fr.add_argument("--no-table", action="store_true", help="omit the lane table")
     fr.set_defaults(func=_cmd_frag)

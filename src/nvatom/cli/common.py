@@ -87,6 +87,38 @@ def add_target(p: argparse.ArgumentParser, help: str, **kw: Any) -> None:
     p.add_argument("-t", "--target", type=target_name, help=help, **kw)
 
 
+#: The one vocabulary of storage order, the specification's ("UMMA_K orientation" and
+#: "UMMA_MN") and CuTe's (``GMMA::Major::K`` / ``GMMA::Major::MN``): a K-major tile has K
+#: contiguous (A row-major M x K, B column-major K x N); an MN-major tile has M (of A) or N
+#: (of B) contiguous.
+MAJORS = ("K", "MN")
+
+
+def major_name(aliases: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    """An argparse ``type=`` for a storage-order option: ``K`` or ``MN`` (any case), or one of
+    ``aliases`` (an older spelling such as ``M`` for A's MN-major), given back as ``K`` or
+    ``MN``; anything else is a usage error naming the choices."""
+    table = {m: m for m in MAJORS} | {k.upper(): v for k, v in (aliases or {}).items()}
+
+    def convert(text: str) -> str:
+        got = table.get(text.strip().upper())
+        if got is None:
+            old = "".join(f"; {k} is {v}" for k, v in (aliases or {}).items())
+            raise argparse.ArgumentTypeError(
+                f"takes K (K-major) or MN (MN-major){old}, got {clip(text)}")
+        return got
+
+    convert.__name__ = "major"
+    return convert
+
+
+def add_major(p: Any, option: str, help: str, aliases: dict[str, str] | None = None,
+              **kw: Any) -> None:
+    """A storage-order option (:data:`MAJORS`, :func:`major_name`); ``help`` says what each
+    means for this operand."""
+    p.add_argument(option, type=major_name(aliases), metavar="K|MN", help=help, **kw)
+
+
 def write_output(path: str, data: str | bytes) -> None:
     """Write an output file (``-o``, ``--svg``); any failure is one line naming the path."""
     if not path:

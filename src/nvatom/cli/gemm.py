@@ -9,8 +9,9 @@ compute capability, emits its PTX, assembles it with ptxas and prints the kernel
 shape and ptxas's resource report.  ``--run`` (needs torch and a GPU) multiplies random
 matrices and compares with a float64 product; ``--bench`` also times against torch.matmul
 (CUDA events).  ``--dtype e4m3``: FP8 operands with per-tensor scales and bf16 output (B
-column-major, ``--b-major K``, the default for it); ``--run`` draws random scales and also
-compares with and times against ``torch._scaled_mm``.
+K-major, i.e. column-major: ``--b-major K``, the default for it); ``--run`` draws random
+scales and also compares with and times against ``torch._scaled_mm``.  Storage orders are
+``K`` or ``MN`` (K-major / MN-major, :data:`nvatom.cli.common.MAJORS`).
 """
 
 from __future__ import annotations
@@ -22,21 +23,14 @@ import time
 from typing import Any
 
 from nvatom.arch import target
-from nvatom.cli.common import add_target, write_output
+from nvatom.cli.common import add_major, add_target, write_output
 from nvatom.errors import NvatomError
-from nvatom.gemm import (
-    SCALED_DTYPES,
-    SCALED_OUT_DTYPE,
-    GemmError,
-    GemmProblem,
-    check_operands,
-    check_sizes,
-    gemm,
-    plan,
-)
-from nvatom.runtime.launch import get_kernel
 from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import torch_dtype
+
+# nvatom.gemm (the providers, the SM80/SM90 kernels) and the launcher are imported by the
+# functions that run the command: `import nvatom.cli` stays light for every other command
+# (tests/test_cli_parser.py, tests/test_function_imports.py's CLI reason).
 
 __all__ = ["add_parser"]
 
@@ -49,6 +43,15 @@ def _capability(target_name: str) -> tuple[int, int]:
 
 
 def _cmd_gemm(args: argparse.Namespace) -> int:
+    from nvatom.gemm import (
+        SCALED_DTYPES,
+        SCALED_OUT_DTYPE,
+        GemmError,
+        GemmProblem,
+        check_sizes,
+        plan,
+    )
+
     for name in ("m", "n", "k"):
         if getattr(args, name) < 1:
             raise GemmError(f"--{name} must be >= 1, got {getattr(args, name)}")
@@ -58,21 +61,23 @@ def _cmd_gemm(args: argparse.Namespace) -> int:
         raise GemmError(f"--{str(e)[0].lower()}{str(e)[1:]}") from None
     fp8 = args.dtype in SCALED_DTYPES
     out_dtype = args.out_dtype or (SCALED_OUT_DTYPE if fp8 else args.dtype)
-    b_major = args.b_major or ("K" if fp8 else "N")
+    b_major = args.b_major or ("K" if fp8 else "MN")
     if fp8 and b_major != "K":
-        raise GemmError(f"--dtype {args.dtype} --b-major {b_major}: FP8 needs b column-major "
-                        "(--b-major K, the default for e4m3)")
+        raise GemmError(f"--dtype {args.dtype} --b-major {b_major}: FP8 needs b K-major "
+                        "(column-major; --b-major K, the default for e4m3)")
     if fp8 and args.a_major != "K":
-        raise GemmError(f"--dtype {args.dtype} --a-major {args.a_major}: FP8 needs a row-major "
-                        "(--a-major K)")
+        raise GemmError(f"--dtype {args.dtype} --a-major {args.a_major}: FP8 needs a K-major "
+                        "(row-major; --a-major K)")
     if fp8 and out_dtype != SCALED_OUT_DTYPE:
         raise GemmError(f"--dtype {args.dtype} --out-dtype {out_dtype}: FP8 GEMMs write "
                         f"{SCALED_OUT_DTYPE}")
     args.b_major = b_major
     if args.run or args.bench:
         _torch_for(args)
-    problem = GemmProblem(args.m, args.n, args.k, args.dtype, out_dtype, args.a_major,
-                          b_major)
+    # GemmProblem names the contiguous dimension itself: A "K" or "M", B "K" or "N"
+    problem = GemmProblem(args.m, args.n, args.k, args.dtype, out_dtype,
+                          "M" if args.a_major == "MN" else "K",
+                          "N" if b_major == "MN" else "K")
     cap = _capability(args.target)
     t0 = time.perf_counter()
     launch, target = plan(problem, cap)
@@ -107,6 +112,9 @@ def _torch_for(args: argparse.Namespace) -> Any:
 
 
 def _run(args: argparse.Namespace, out_dtype: str) -> None:
+    from nvatom.gemm import check_operands, gemm, plan
+    from nvatom.runtime.launch import get_kernel
+
     torch = _torch_for(args)
 
     dt, ot = torch_dtype(args.dtype), torch_dtype(out_dtype)
@@ -121,7 +129,7 @@ def _run(args: argparse.Namespace, out_dtype: str) -> None:
         a = torch.randn(args.m, args.k, device="cuda", dtype=dt)
         b = torch.randn(args.k, args.n, device="cuda", dtype=dt)
         scales = {}
-    if args.a_major == "M":
+    if args.a_major == "MN":
         a = a.t().contiguous().t()
     if args.b_major == "K":
         b = b.t().contiguous().t()
@@ -182,18 +190,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Emit the PTX of the GEMM kernel nvatom would pick for a GPU of TARGET, "
         "assemble it and print the launch shape and resources; --run/--bench need torch and "
         "a GPU (docs/runtime.md).")
-    g.add_argument("--m", type=int, required=True)
-    g.add_argument("--n", type=int, required=True)
-    g.add_argument("--k", type=int, required=True)
+    g.add_argument("--m", type=int, required=True, help="rows of A and D")
+    g.add_argument("--n", type=int, required=True, help="columns of B and D")
+    g.add_argument("--k", type=int, required=True,
+                   help="the reduction dimension: columns of A, rows of B")
     g.add_argument("--dtype", default="bf16", choices=["bf16", "f16", "e4m3"],
                    help="A and B type (e4m3: FP8 with per-tensor scales, bf16 out, sm_90a)")
     g.add_argument("--out-dtype", choices=["bf16", "f16", "f32"],
                    help="D type (default: dtype; bf16 for e4m3)")
-    g.add_argument("--a-major", choices=["K", "M"], default="K",
-                   help="K: A row-major M x K (default); M: column-major")
-    g.add_argument("--b-major", choices=["N", "K"], default=None,
-                   help="N: B row-major K x N as torch's a @ b (default for bf16/f16); K: "
-                   "column-major (default and required for e4m3)")
+    add_major(g, "--a-major", "A's storage order: K (K-major: row-major M x K, the default) or "
+              "MN (MN-major: column-major; the older spelling M is accepted)",
+              aliases={"M": "MN"}, default="K")
+    add_major(g, "--b-major", "B's storage order: MN (MN-major: row-major K x N as torch's "
+              "a @ b, the default for bf16/f16) or K (K-major: column-major, the default and "
+              "the only order for e4m3; the older spelling N is accepted for MN)",
+              aliases={"N": "MN"}, default=None)
     add_target(g, "the GPU to build for (default sm_90a)", default="sm_90a")
     g.add_argument("--emit", metavar="FILE", help="write the PTX here")
     g.add_argument("--run", action="store_true", help="run once and check against float64")

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from types import ModuleType
 
 from nvatom.cli.common import add_target, read_text_file, write_output
+from nvatom.errors import NvatomError
 from nvatom.ptx import llvm_emit
 from nvatom.ptx.llvm_emit import TIER_PATHS, EmissionPath
+from nvatom.runtime.environment import missing_piece
 from nvatom.runtime.ptxas import assemble
 
 __all__ = ["add_parser"]
@@ -34,9 +37,20 @@ def _print_diags(diags: list) -> None:
         print(d, file=sys.stderr)
 
 
-def _cmd_verify(args: argparse.Namespace) -> int:
-    from nvatom.ir import checker, driver
+def _ir(command: str) -> tuple[ModuleType, ModuleType, ModuleType]:
+    """The IR's checker, driver and lowering, which need xDSL (an optional dependency):
+    without it, one line with the install hint ``nvatom check`` gives, not a traceback."""
+    try:
+        from nvatom.ir import checker, driver, lower
+    except ImportError as e:
+        if not (e.name or "").startswith("xdsl"):
+            raise
+        raise NvatomError(missing_piece("xdsl", f"nvatom {command}")) from None
+    return checker, driver, lower
 
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    checker, driver, _ = _ir("verify")
     text = read_text_file(args.file)
     if args.verify_diagnostics:
         results = checker.check_text(text, args.file)
@@ -61,14 +75,12 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from nvatom.ir import driver
-    from nvatom.ir.lower import lower
-
+    _, driver, lower = _ir("compile")
     text = read_text_file(args.file)
     try:
         mod = driver.parse(text, args.file)
         ctx = driver.verify(mod, args.target)
-        out = lower(mod, ctx)
+        out = lower.lower(mod, ctx)
     except driver.IRError as e:
         _print_diags(e.diagnostics)
         return 1

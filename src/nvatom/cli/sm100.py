@@ -29,7 +29,6 @@ from nvatom.atoms.tmem import S2tCopyAtom, tmem_atom
 from nvatom.cli.common import atom_on_target, parse_int, print_kernel, ver
 from nvatom.descriptors import umma
 from nvatom.errors import NvatomError
-from nvatom.kernels.gemm_sm100 import build_gemm_sm100_module, gemm_sm100_plan
 
 __all__ = ["DESC_KINDS", "add_atoms_options", "add_desc_arguments", "cmd_atoms", "cmd_desc",
            "cmd_emit", "cmd_frag", "cmd_tmem_emit", "cmd_tmem_frag"]
@@ -215,6 +214,8 @@ def cmd_emit(args: argparse.Namespace) -> int:
     a, t = atom_on_target(args, umma_atom,
                           lambda a, t: f"atom '{a.name}' is not available on {t.name}")
     if args.kernel:
+        from nvatom.kernels.gemm_sm100 import build_gemm_sm100_module, gemm_sm100_plan
+
         if a.kind != "f16" or a.m != 128 or a.cta_group != 1 or a.sparse or a.ws or \
                 a.a_source != "ss" or a.d.name != "f32" or a.n not in (16, 32, 64, 128):
             raise NvatomError(f"--kernel builds the SM100 GEMM: an f16/bf16 -> f32 cta1 ss atom "

@@ -14,6 +14,7 @@ from nvatom.atoms.smem import SMEM_BYTES_LIMIT, bank_conflicts
 from nvatom.cli import sm100, tma
 from nvatom.cli.common import (
     INT64_MAX,
+    add_major,
     add_target,
     bounded_int,
     clip,
@@ -21,7 +22,6 @@ from nvatom.cli.common import (
     read_text_file,
     write_output,
 )
-from nvatom.demo import run_demo  # tiers, mma.sync demo, SM90 GEMM (+ GPU run)
 from nvatom.descriptors import wgmma
 from nvatom.errors import NvatomError
 from nvatom.layout.svg import layout_svg
@@ -229,6 +229,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise NvatomError(f"--out '{args.out}' exists and is not a directory")
+    from nvatom.demo import run_demo  # tiers, mma.sync demo, SM90 GEMM (+ GPU run)
+
     try:
         return run_demo(args.targets, args.out, show_ptx=args.show_ptx)
     except OSError as e:
@@ -313,13 +315,16 @@ def add_desc(sub: argparse._SubParsersAction) -> None:
     de.add_argument("kind", choices=["wgmma", "tma", "umma", "idesc"],
                     help="wgmma: SM90 smem descriptor; tma: a TMA tensor map (CUtensorMap); "
                     "umma: SM100 smem descriptor; idesc: tcgen05 instruction descriptor")
-    de.add_argument("action", choices=["encode", "decode"], nargs="?", default="encode")
+    de.add_argument("action", choices=["encode", "decode"], nargs="?", default="encode",
+                    help="encode (default): build the descriptor from options; decode: explain "
+                    "a word")
     de.add_argument("value", nargs="?", help="decode: the 64-bit word, e.g. 0x4000004000011000")
     de.add_argument("--layout", help="encode: smem layout, e.g. "
                     "'Sw<3,3,3> o 0 o ((8,8),(64,1)):((64,512),(1,0))' (in elements)")
     de.add_argument("--element-bits", type=bounded_int(1, 128), default=16,
                     help="element width (default 16)")
-    de.add_argument("--major", choices=["K", "MN"], default="K")
+    add_major(de, "--major", "encode: the tile's storage order, K-major (K contiguous, the "
+              "default) or MN-major (M of A or N of B contiguous)", default="K")
     de.add_argument("--start", default="0", help="shared-memory byte address of the tile")
     tma.add_arguments(de)
     sm100.add_desc_arguments(de)
@@ -330,7 +335,8 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
     """nvatom demo"""
     d = sub.add_parser("demo", help="the main job: tiers, mma.sync kernel, the SM90 GEMM from "
                        "atoms through ptxas, and on a GPU a checked, timed 4096^3 GEMM")
-    d.add_argument("--targets", nargs="+", default=["sm_80", "sm_90a"], metavar="TARGET")
+    d.add_argument("--targets", nargs="+", default=["sm_80", "sm_90a"], metavar="TARGET",
+                   help="the targets to build the mma.sync kernel for (default sm_80 sm_90a)")
     d.add_argument("--out", default="build/demo", help="where to write PTX and cubins")
     d.add_argument("--show-ptx", action="store_true", help="print the PTX too")
     d.set_defaults(func=_cmd_demo)

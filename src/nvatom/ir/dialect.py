@@ -28,7 +28,13 @@ from typing import Any, ClassVar
 from nvatom import diagnostics as D
 from nvatom.arch import Target, Tier, feature
 from nvatom.atoms import tma as T
-from nvatom.atoms.copy import CopyUse, MatrixCopy, check_swizzled_rows, element_bits
+from nvatom.atoms.copy import (
+    CopyUse,
+    MatrixCopy,
+    check_swizzled_rows,
+    element_bits,
+    swizzle_too_fine,
+)
 from nvatom.atoms.interfaces import BlockScaleAtom, TmemAtom
 from nvatom.atoms.mbarrier import MAX_ARRIVAL_COUNT
 from nvatom.atoms.registry import atom_record
@@ -901,6 +907,12 @@ class CopyOp(NvOp):
             return
 
         if isinstance(atom, MatrixCopy):
+            # a swizzle finer than the 16-byte row: the specification's "cannot vectorize
+            # copy" with the reason, at verification (the lowering would refuse it too)
+            smem = src if atom.op == "ldmatrix" else dst
+            if smem.layout is not None and smem.residency == "smem":
+                bits = element_bits(smem.element_type)
+                swizzle_too_fine(atom.name, smem.layout, 128 // bits, bits)
             if atom.op == "ldmatrix":
                 src = check_swizzled_rows(atom, src, "src")
             else:

@@ -100,7 +100,8 @@ def _row_address(k: Kernel, lane: Reg, sbase: Reg, atom_name: str, form: MmaForm
     atom = copy_atom(atom_name)
     rowmajor = Layout((rows, cols), (cols, 1))
     # lane -> row-major offset in the dense tile -> (row, col) index -> shared-memory offset
-    lane_coord = composition(right_inverse(rowmajor), row_addresses(atom, form, operand))
+    major = "N" if operand == "D" else "K"  # row-major tiles: A and B K-major, D N-major
+    lane_coord = composition(right_inverse(rowmajor), row_addresses(atom, form, operand, major))
     addr = emit_composed_offset(k, composition(tile, lane_coord), lane, scale=esize)
     return _add32(k, sbase, addr)
 
@@ -112,7 +113,8 @@ def build_pipeline_module(dtype: str, target_: Target | str) -> Module:
     t = target(target_)
     ld_a, ld_b, st_d = (copy_atom(n) for n in
                         ("atom.ldsm<m8n8.x4>", "atom.ldsm<m8n8.x2>", "atom.stsm<m8n8.x2>"))
-    if not (ldsm_matches_mma(ld_a, form, "A") and ldsm_matches_mma(ld_b, form, "B")):
+    if not (ldsm_matches_mma(ld_a, form, "A", major="K")
+            and ldsm_matches_mma(ld_b, form, "B", major="K")):
         raise ValueError(f"ldmatrix does not produce the fragments of {form.name}")
     features = [form.feature, "cp.async", "ldmatrix", "stmatrix"]
     version = max(form.ptx_version_for(t), *(a.ptx_version_for(t) for a in (ld_a, ld_b, st_d)))

@@ -31,7 +31,8 @@ from collections.abc import Callable, Sequence
 from nvatom.arch import TARGETS
 from nvatom.runtime import ptxas
 
-__all__ = ["PIECES", "Environment", "Piece", "PieceSpec", "inspect_environment"]
+__all__ = ["PIECES", "Environment", "Piece", "PieceSpec", "inspect_environment",
+           "missing_piece"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,6 +107,18 @@ PIECES: tuple[PieceSpec, ...] = (
               "the dtype tests that compare with ml_dtypes skip", "pip install ml_dtypes",
               dist="ml_dtypes", module="ml_dtypes"),
 )
+
+
+
+def missing_piece(name: str, what: str) -> str:
+    """The one line a command prints when ``what`` needs the absent piece ``name`` of
+    :data:`PIECES`: what it is for and how to install it (``nvatom check``'s words), e.g.
+    ``nvatom verify needs xdsl (the cute_nvgpu IR: ...), which is not installed: pip install
+    'nvatom[ir]'``."""
+    spec = next(p for p in PIECES if p.name == name)
+    pin = f" (nvatom is tested with {spec.pinned})" if spec.pinned else ""
+    return (f"{what} needs {spec.name} ({spec.gives}), which is not installed: "
+            f"{spec.install}{pin}; 'nvatom check' lists what this machine has")
 
 
 @dataclasses.dataclass(frozen=True)
