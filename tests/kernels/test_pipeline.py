@@ -276,6 +276,51 @@ def test_ring_store_before_write_is_refused() -> None:
         ring.store(1, k.reg("u64"), [0, 0])
 
 
+def test_ring_lead_only_needs_a_sync_after_the_wait() -> None:
+    """The lead's wait frees a buffer for the lead only: the writers need a bar.sync."""
+    k = _kernel()
+    ring = EpilogueRing(k, "r", [k.reg("u32")], k.reg("pred"), lead_only=True)
+    ring.write(0)
+    ring.fence()
+    ring.sync(1, 128)
+    ring.store(0, k.reg("u64"), [0, 0])
+    ring.wait(0)
+    with pytest.raises(PipelineError, match=r"buffer 0: written before the writers "
+                       r"synchronised with the lead thread's cp.async.bulk.wait_group.read"):
+        ring.write(0)
+    ring.sync(1, 128)
+    ring.write(0)
+
+
+def test_ring_lead_only_store_needs_fence_then_sync() -> None:
+    k = _kernel()
+    ring = EpilogueRing(k, "r", [k.reg("u32")], k.reg("pred"), lead_only=True)
+    ring.write(0)
+    ring.sync(1, 128)
+    with pytest.raises(PipelineError, match=r"buffer 0: stored before its writes were fenced"):
+        ring.store(0, k.reg("u64"), [0, 0])
+    ring.fence()
+    with pytest.raises(PipelineError, match=r"buffer 0: stored before its writes were fenced"):
+        ring.store(0, k.reg("u64"), [0, 0])  # fenced but not synchronised
+    ring.sync(1, 128)
+    ring.store(0, k.reg("u64"), [0, 0])
+
+
+def test_strided_ring_addresses_and_lazy_coords() -> None:
+    mod = Module("sm_90a")
+    k = mod.kernel("t")
+    base = k.reg("u32")
+    ring = EpilogueRing.strided(k, "r", base, 8192, 2, k.reg("pred"))
+    a1 = ring.address(1)  # add.u32 a1, base, 8192 (emitted now)
+    assert ring.write(1) is a1
+    cx = k.reg("u32")
+    ring.store(1, k.reg("u64"), lambda: [cx, 0])
+    text = mod.emit()
+    assert f"add.u32 {a1}, {base}, 8192;" in text
+    # the coordinates are evaluated inside the lead thread's branch, before the store
+    assert text.index("@!") < text.index("cp.async.bulk.tensor")
+
+
 def test_pingpong_demo_assembles() -> None:
     """Two consumer warpgroups on alternate tiles, one release per stage, ordered by named
     barriers 3 and 4 (bar.sync / bar.arrive over both warpgroups' 256 threads)."""

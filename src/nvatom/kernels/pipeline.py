@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from nvatom.atoms import mbarrier as M
@@ -359,17 +359,43 @@ class EpilogueRing:
     only after ``cp.async.bulk.wait_group.read n`` left its store out of the newest ``n``
     pending groups (PTX ISA "cp.async.bulk.wait_group": ``.read`` waits until the source
     reads are done).  Each buffer's state: **free** -> ``write`` -> **written** -> ``store``
-    -> **read by store (group g)** -> a wait retiring g -> **free**."""
+    -> **read by store (group g)** -> a wait retiring g -> **free**.
 
-    def __init__(self, k: Kernel, name: str, buffers: Sequence[Operand], lead: Reg) -> None:
-        self.state = PS.StagingState(name, len(buffers))
+    ``lead_only``: the ring also checks how the writers (a warpgroup) synchronise with the
+    lead thread, which alone waits and stores: a write needs a ``sync`` after the wait that
+    freed its buffer, a store needs ``fence`` then ``sync`` after the buffer's writes
+    (:class:`~nvatom.ptx.pipeline_state.StagingState`).  :meth:`strided` builds a ring whose
+    buffer addresses are computed when used (``base + b * stride``)."""
+
+    def __init__(self, k: Kernel, name: str, buffers: Sequence[Operand], lead: Reg, *,
+                 lead_only: bool = False) -> None:
+        self.state = PS.StagingState(name, len(buffers), lead_only)
         self.k, self.name, self.buffers, self.lead = k, name, list(buffers), lead
+        self._stride: tuple[Operand, int] | None = None
+
+    @classmethod
+    def strided(cls, k: Kernel, name: str, base: Operand, stride: int, n: int, lead: Reg, *,
+                lead_only: bool = False) -> EpilogueRing:
+        """``n`` buffers at ``base + b * stride``; :meth:`address` emits the ``add.u32``."""
+        ring = cls(k, name, [base] * n, lead, lead_only=lead_only)
+        ring._stride = (base, stride)
+        return ring
 
     def tile(self) -> contextlib.AbstractContextManager[None]:
         """Record one tile's epilogue (the body of the tile loop); replay it once more from
         the state it left, so the next tile's first writes are checked against this tile's
         last stores."""
         return self.state.loop()
+
+    def address(self, buf: int) -> Operand:
+        """Buffer ``buf``'s address (a strided ring: ``add.u32`` into a fresh register now,
+        used by the following :meth:`write` and :meth:`store` of ``buf``)."""
+        if self._stride is not None:
+            base, stride = self._stride
+            r = self.k.reg("u32")
+            self.k.ins("add.u32", r, base, buf * stride)
+            self.buffers[buf] = r
+        return self.buffers[buf]
 
     def wait(self, pending: int) -> None:
         """The lead thread waits until at most ``pending`` store groups still read their
@@ -381,20 +407,33 @@ class EpilogueRing:
         TE.bulk_wait_group(k, pending, read=True)
         k.label(skip)
 
+    def sync(self, bar: Operand, threads: int, **kwargs: Any) -> None:
+        """``bar.sync bar, threads`` among the writers and the lead."""
+        self.state.sync()
+        SE.named_barrier_sync(self.k, bar, threads, **kwargs)  # type: ignore[arg-type]
+
+    def fence(self) -> None:
+        """``fence.proxy.async``: the writes so far become visible to the TMA stores."""
+        self.state.fence()
+        TE.fence_proxy_async(self.k)
+
     def write(self, buf: int) -> Operand:
         """Record that buffer ``buf`` is written now (the caller emits the st.shared /
         stmatrix at the returned address)."""
         self.state.write(buf)
         return self.buffers[buf]
 
-    def store(self, buf: int, tmap: Operand, coords: Sequence[Operand], **kwargs: Any) -> None:
+    def store(self, buf: int, tmap: Operand, coords: Sequence[Operand] | Callable[[], Sequence[
+              Operand]], **kwargs: Any) -> None:
         """The lead thread stores buffer ``buf`` (a TMA store, then
         ``cp.async.bulk.commit_group``: the store is one bulk group).  The caller fenced the
-        writes (``fence.proxy.async``) and synchronised the writers first."""
+        writes (``fence.proxy.async``) and synchronised the writers first.  ``coords`` may be
+        a function emitting them inside the lead thread's branch."""
         self.state.store(buf)
         k = self.k
         skip = k.fresh_label("no_store")
         k.bra(skip, f"!{self.lead}")
-        TE.tma_store(k, tmap, coords, self.buffers[buf], **kwargs)
+        TE.tma_store(k, tmap, coords() if callable(coords) else coords, self.buffers[buf],
+                     **kwargs)
         TE.bulk_commit_group(k)
         k.label(skip)

@@ -264,15 +264,25 @@ class ConsumerState(_RoleState):
 
 
 class StagingState(_Machine):
-    """The buffers of an epilogue staging ring: ``wait(n)``, ``write(b)``, ``store(b)``."""
+    """The buffers of an epilogue staging ring: ``wait(n)``, ``write(b)``, ``store(b)``.
 
-    def __init__(self, name: str, nbuffers: int) -> None:
+    ``lead_only``: one thread of the writing warpgroup (the lead) issues the stores and the
+    waits, so its wait frees a buffer only for itself: the other writers learn of it at the
+    next ``sync`` (``bar.sync`` among the writers).  Likewise a store may read a buffer only
+    once its writes were made visible to the async proxy (``fence``: ``fence.proxy.async``)
+    and every writer synchronised with the lead after that (``sync``).  Without it the
+    writers are treated as one thread (each event orders everything before it)."""
+
+    def __init__(self, name: str, nbuffers: int, lead_only: bool = False) -> None:
         super().__init__()
         if nbuffers < 1:
             raise PipelineError(f"staging ring '{name}' has no buffers")
-        self.name, self.nbuffers = name, nbuffers
+        self.name, self.nbuffers, self.lead_only = name, nbuffers, lead_only
         self.groups: list[int] = []  # buffer read by each pending store group, oldest first
+        self.visible: list[int] = []  # the pending groups as every writer knows them
         self.written: set[int] = set()
+        self.fenced: set[int] = set()  # written, fenced, not yet synchronised
+        self.published: set[int] = set()  # written, fenced and synchronised: storable
         self.last_wait: int | None = None
 
     def _fail(self, buf: int, rule: str) -> None:
@@ -291,6 +301,14 @@ class StagingState(_Machine):
         self._check(buf)
         self._do("write", buf)
 
+    def fence(self) -> None:
+        """``fence.proxy.async``: the buffers written so far are visible to TMA stores."""
+        self._do("fence")
+
+    def sync(self) -> None:
+        """The writers and the lead synchronise (``bar.sync``)."""
+        self._do("sync")
+
     def store(self, buf: int) -> None:
         self._check(buf)
         self._do("store", buf)
@@ -298,8 +316,22 @@ class StagingState(_Machine):
     def _wait(self, pending: int) -> None:
         self.last_wait = pending
         self.groups = self.groups[len(self.groups) - pending:] if pending else []
+        if not self.lead_only:
+            self.visible = list(self.groups)
+
+    def _sync(self) -> None:
+        self.visible = list(self.groups)
+        self.published |= self.fenced
+        self.fenced = set()
+
+    def _fence(self) -> None:
+        self.fenced |= self.written - self.published
 
     def _write(self, buf: int) -> None:
+        if buf in self.visible and buf not in self.groups:
+            self._fail(buf, "written before the writers synchronised with the lead thread's "
+                            "cp.async.bulk.wait_group.read (it frees the buffer for the lead "
+                            "only: bar.sync after the wait, before the writes)")
         if buf in self.groups:
             n = len(self.groups)
             newer = n - 1 - self.groups.index(buf)
@@ -309,9 +341,17 @@ class StagingState(_Machine):
                             f"than buffer {buf}'s (rule: write a staging buffer only after "
                             "its store's read was waited for)")
         self.written.add(buf)
+        self.fenced.discard(buf)
+        self.published.discard(buf)
 
     def _store(self, buf: int) -> None:
         if buf not in self.written:
             self._fail(buf, "stored before it was written")
+        if self.lead_only and buf not in self.published:
+            self._fail(buf, "stored before its writes were fenced (fence.proxy.async) and "
+                            "every writer synchronised with the lead thread (bar.sync): the "
+                            "TMA store may read stale shared memory")
         self.written.discard(buf)
+        self.published.discard(buf)
         self.groups.append(buf)
+        self.visible.append(buf)

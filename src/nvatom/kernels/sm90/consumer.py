@@ -105,7 +105,8 @@ def _consumer(b: _Build) -> None:
     if b.scale_step is not None and block_ptrs is None:
         # after the main loop: nothing of it lives across the loop
         scale = _group_scales(b, sched.group)
-    _epilogue(b, ep, acc, scale, mb, nb, staged=staged)
+    with ep.ring.tile():  # checked across chunks and, replayed, across the tile loop
+        _epilogue(b, ep, acc, scale, mb, nb, staged=staged)
     k.ins("add.u32", tile, tile, sched.step)
     k.bra(top)
 
@@ -192,8 +193,9 @@ def _consumer_pingpong(b: _Build) -> None:
     for acc in accs:
         seq.read(acc)
     seq.finish()
-    for h in (0, 1):
-        _epilogue(b, ep, accs[h], scale, mb, nb, half=h)
+    with ep.ring.tile():
+        for h in (0, 1):
+            _epilogue(b, ep, accs[h], scale, mb, nb, half=h)
     _skip_blocks(k, stage, phase, b.ktiles, cfg.stages)  # the other warpgroup's next tile
     # the other warpgroup's next tile, then mine: the CTA's step twice (sched.step, written
     # once, as the PTX was recorded)

@@ -1,0 +1,78 @@
+"""The SM90 GEMM built through the pipeline objects (nvatom.kernels.pipeline): its epilogue's
+staging buffers are an EpilogueRing, so the kernel's store/wait discipline is checked while
+the kernel is built.  Each test weakens the real kernel the way a bug would and expects the
+build to be refused with the ring's (or the stage ring's) message; the unmodified kernels
+build (and their PTX is pinned by tests/test_ptx_fingerprint.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nvatom.kernels.pipeline import EpilogueRing, PipelineError
+from nvatom.kernels.sm90 import epilogue as EPI
+from nvatom.kernels.sm90.config import GemmSm90Config
+from nvatom.kernels.sm90.gemm import build_gemm_sm90
+
+# the FP8 tile of docs/perf.md ("FP8 tile by wave count"): 192 columns of bf16 output are
+# three 64-column chunks, so a tile's first chunk reuses buffer 0 of the previous tile's last
+FP8_ODD = GemmSm90Config(in_dtype="e4m3", out_dtype="bf16", b_major="K", block_n=192,
+                         promote=1)
+ODD = [FP8_ODD, GemmSm90Config(block_n=64, schedule="pingpong"),
+       GemmSm90Config(block_n=192)]
+
+
+def test_odd_chunk_tiles_build() -> None:
+    for cfg in ODD:
+        assert cfg.block_n // cfg.c_chunk_cols % 2 == 1
+        build_gemm_sm90(cfg)
+
+
+def test_fp8_epilogue_race_is_refused_in_the_real_kernel(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """Last round's race: keeping one store in flight on an odd-chunk tile's first chunk
+    lets the tile's first stmatrix rewrite buffer 0 while the previous tile's last TMA store
+    still reads it.  The ring sees it at the tile loop's back edge (ping-pong with one
+    chunk per 64-row half: already at the tile's second half)."""
+    monkeypatch.setattr(EPI, "_store_wait", lambda ch, nchunks: 1)
+    for cfg in ODD:
+        with pytest.raises(PipelineError, match=(
+                r"staging ring 'gemm_staging', buffer 0( \(next tile, at the loop's back "
+                r"edge\))?: written while its previous TMA store may still read it: the last "
+                r"cp.async.bulk.wait_group.read 1 left 1 store group in flight, 0 newer than "
+                r"buffer 0's")) as e:
+            build_gemm_sm90(cfg)
+        assert ("back edge" in str(e.value)) == (cfg.schedule == "cooperative")
+    build_gemm_sm90(GemmSm90Config(block_n=256))  # even chunks: one store may stay in flight
+
+
+def test_dropped_store_wait_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(EpilogueRing, "wait", lambda self, pending: None)
+    with pytest.raises(PipelineError, match=r"staging ring 'gemm_staging', buffer 0: written "
+                       r"while its previous TMA store may still read it"):
+        build_gemm_sm90(GemmSm90Config())
+
+
+def test_write_before_the_warpgroup_syncs_with_the_lead_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the lead thread waits: the other threads may write a buffer only after a
+    bar.sync with it.  Dropping the first barrier of each chunk is refused."""
+    real = EpilogueRing.sync
+    calls = []
+
+    def sync(self, bar, threads, **kw):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) % 2 == 0:  # keep the barrier before the store
+            real(self, bar, threads, **kw)
+
+    monkeypatch.setattr(EpilogueRing, "sync", sync)
+    with pytest.raises(PipelineError, match=r"staging ring 'gemm_staging', buffer 0: "
+                       r"written before the writers synchronised with the lead thread's "
+                       r"cp.async.bulk.wait_group.read"):
+        build_gemm_sm90(GemmSm90Config())
+
+
+def test_store_before_fence_and_sync_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(EpilogueRing, "fence", lambda self: None)
+    with pytest.raises(PipelineError, match=r"staging ring 'gemm_staging', buffer 0: stored "
+                       r"before its writes were fenced \(fence.proxy.async\)"):
+        build_gemm_sm90(GemmSm90Config())
