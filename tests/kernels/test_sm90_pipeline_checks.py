@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from nvatom.kernels.pipeline import EpilogueRing, PipelineError
+from nvatom.kernels.pipeline import EpilogueRing, PingPongOrder, PipelineError, ProducerRole
+from nvatom.kernels.sm90 import consumer as CONS
 from nvatom.kernels.sm90 import epilogue as EPI
-from nvatom.kernels.sm90.config import GemmSm90Config
+from nvatom.kernels.sm90 import mainloop as MAIN
+from nvatom.kernels.sm90 import pipeline as SM90P
+from nvatom.kernels.sm90 import producer as PROD
+from nvatom.kernels.sm90.config import GemmSm90Config, GemmSm90Error
 from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.ptx import tma_emit as TE
 
 # the FP8 tile of docs/perf.md ("FP8 tile by wave count"): 192 columns of bf16 output are
 # three 64-column chunks, so a tile's first chunk reuses buffer 0 of the previous tile's last
@@ -75,4 +80,73 @@ def test_store_before_fence_and_sync_is_refused(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(EpilogueRing, "fence", lambda self: None)
     with pytest.raises(PipelineError, match=r"staging ring 'gemm_staging', buffer 0: stored "
                        r"before its writes were fenced \(fence.proxy.async\)"):
+        build_gemm_sm90(GemmSm90Config())
+
+
+# ------------------------------------------------------------------ the stage ring
+def test_release_under_an_in_flight_wgmma_group_is_refused(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """wgmma_inflight 1 keeps the newest WGMMA group pending: releasing the current stage
+    instead of the previous one hands the producer a stage the group still reads."""
+    monkeypatch.setattr(MAIN, "_release_lag", lambda cfg: 0)
+    for cfg in (GemmSm90Config(), GemmSm90Config(schedule="pingpong", block_n=128)):
+        name = "consumer" if cfg.pingpong else "consumers"
+        with pytest.raises(PipelineError, match=(
+                rf"pipeline 'gemm_stages', consumer '{name}', stage s \(next iteration, at the "
+                r"loop's back edge\): released while a WGMMA "
+                r"group still reads it \(1 group pending after wgmma.wait_group\): stage "
+                r"reused before its consumer release is done")):
+            build_gemm_sm90(cfg)
+
+
+def test_producer_skipping_its_empty_wait_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The producer announces the stage's bytes and loads it without waiting for the
+    consumers' release (the hand-assembled form minus its mbarrier.try_wait)."""
+    def no_wait(prod):  # type: ignore[no-untyped-def]
+        p = prod.pipe
+        bar = SM90P._barrier(p.k, p.barriers.smem, p.barriers.off_full, prod.stage)
+        TE.mbarrier_arrive_expect_tx(p.k, bar, p.spec.tx_bytes)
+        prod.full = bar
+        return bar
+
+    monkeypatch.setattr(PROD, "_acquire", no_wait)
+    with pytest.raises(PipelineError, match=(
+            r"pipeline 'gemm_stages', producer 'producer', stage s: filled by TMA before the "
+            r"producer acquired it \(acquire before fill: the consumers may still read it\)")):
+        build_gemm_sm90(GemmSm90Config())
+
+
+def test_short_stage_load_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage whose loads deliver fewer bytes than expect_tx announced never completes:
+    the check that refused block_n 192 with an MN-major multicast B (config.py)."""
+    real = ProducerRole.load
+
+    def load(self, dst, tmap, coords, nbytes, **kw):  # type: ignore[no-untyped-def]
+        real(self, dst, tmap, coords, nbytes, **kw)
+        if not getattr(self, "_skipped", False):  # one load of each K block goes missing
+            self._skipped = True
+            self.state.load(-nbytes)
+
+    monkeypatch.setattr(ProducerRole, "load", load)
+    with pytest.raises(PipelineError, match=r"producer 'producer', stage s: its loads deliver "
+                       r"\d+ bytes but expect_tx announced \d+"):
+        build_gemm_sm90(GemmSm90Config())
+    with pytest.raises(GemmSm90Error, match="block_n 192 has an odd number"):
+        GemmSm90Config(block_n=192, cluster_m=2)
+
+
+def test_pingpong_wait_outside_its_turn_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(PingPongOrder, "wait", lambda self, role, wg, **kw: None)
+    with pytest.raises(PipelineError, match=r"consumer 'consumer', stage s: a ping-pong "
+                       r"consumer waits on a stage outside its turn"):
+        build_gemm_sm90(GemmSm90Config(schedule="pingpong", block_n=128))
+
+
+def test_unreleased_last_stage_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dropping the release of a tile's last stage (after wait_group 0)."""
+    monkeypatch.setattr(CONS, "_drain", lambda b, seq, cons, prev, is_lead: (
+        seq.wait(0), cons.wgmma_wait(0)))
+    with pytest.raises(PipelineError, match=r"pipeline 'gemm_stages', consumer 'consumers', "
+                       r"stage s(-\d)?( \(next iteration, at the loop's back edge\))?: "
+                       r"(never released|still held)"):
         build_gemm_sm90(GemmSm90Config())

@@ -171,6 +171,9 @@ class ConsumerState(_RoleState):
         super().__init__(pipeline, name, stages)
         self.in_turn = in_turn
         self.groups: list[int] = []  # stage offsets read by WGMMA groups not yet retired
+        self.first_next = False  # start() was seen: the next iteration is a loop's first
+        self.first = False  # the current iteration is the first since start()
+        self.holding: bool | None = None  # ping-pong: the turn, as turn() recorded it
 
     def begin(self) -> None:
         self._do("begin")
@@ -186,8 +189,22 @@ class ConsumerState(_RoleState):
     def wgmma_wait(self, pending: int) -> None:
         self._do("wgmma_wait", pending)
 
-    def release(self, lag: int = 0) -> None:
-        self._do("release", lag)
+    def release(self, lag: int = 0, unless_first: bool = False) -> None:
+        """Release stage ``s - lag``; ``unless_first``: not on the first iteration after
+        :meth:`start` (a release predicated on the loop counter: nothing to release yet)."""
+        self._do("release", lag, unless_first)
+
+    def start(self) -> None:
+        """A loop's counter is reset: the next iteration is its first (see ``release``)."""
+        self._do("start")
+
+    def turn(self, holding: bool) -> None:
+        """Ping-pong: the role takes (``True``) or hands on its turn; recorded, so a loop
+        replayed at its back edge sees the turn as its body left it (else ``in_turn``)."""
+        self._do("turn", holding)
+
+    def _turn(self, holding: bool) -> None:
+        self.holding = holding
 
     def release_oldest(self) -> None:
         """Release the oldest stage this role holds (an iteration the caller cannot relate
@@ -202,6 +219,7 @@ class ConsumerState(_RoleState):
             self._fail(0, "the iteration ended without waiting on its stage (the ring "
                           "position and the producer's would drift apart)")
         self._advance()
+        self.first, self.first_next = self.first_next, False
         self.groups = [g - 1 for g in self.groups]
         for off, st in self.state.items():
             if off <= -self.stages and st != RELEASED:
@@ -212,7 +230,9 @@ class ConsumerState(_RoleState):
     def _wait(self) -> None:
         if not self.begun:
             self._fail(0, "wait before begin(it): the stage is not known")
-        if self.in_turn is not None and not self.in_turn():
+        holding = self.holding if self.holding is not None else (
+            self.in_turn is None or self.in_turn())
+        if self.in_turn is not None and not holding:
             self._fail(0, "a ping-pong consumer waits on a stage outside its turn (wait on "
                           "its order barrier first)")
         if self.state.get(0) is not None:
@@ -233,7 +253,12 @@ class ConsumerState(_RoleState):
     def _wgmma_wait(self, pending: int) -> None:
         self.groups = self.groups[len(self.groups) - pending:] if pending else []
 
-    def _release(self, lag: int) -> None:
+    def _start(self) -> None:
+        self.first_next = True
+
+    def _release(self, lag: int, unless_first: bool = False) -> None:
+        if unless_first and self.first:
+            return
         off = -lag
         st = self.state.get(off)
         if st is None or st == FULL:
