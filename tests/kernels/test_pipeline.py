@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from nvatom.kernels.pipeline import (
+    Barriers,
     EpilogueRing,
     PingPongOrder,
     Pipeline,
@@ -115,6 +116,76 @@ def test_lagged_release_is_legal_across_iterations() -> None:
     c.wgmma_wait(0)
     c.release(0)
     c.finish()
+
+
+def test_release_unless_first_inside_nested_loops() -> None:
+    """The GEMM's fast K loop: the release of s-1 is predicated on ``kt != 0`` (``start``
+    resets the counter), inside a tile loop whose record equals the K loop's (nested records
+    are told apart by identity); the kernel's own ring registers (``at=``)."""
+    k, p = _pipe()
+    c = p.consumer()
+    stage, phase = k.reg("u32"), k.reg("u32")
+    with c.loop():  # tiles
+        c.start()
+        with c.loop():  # K blocks
+            c.begin(at=(stage, phase))
+            c.wait()
+            c.read()
+            c.wgmma_wait(1)
+            c.release(1, stage=k.reg("u32"), unless_first=True)
+        c.wgmma_wait(0)
+        c.release(0, stage=stage)
+    c.finish()
+    c2 = p.consumer("late", arrivals=0)
+    with c2.loop(), c2.loop():  # identical (empty) records, nested
+        pass
+
+
+def test_missing_start_makes_the_first_lagged_release_wrong() -> None:
+    k, p = _pipe()
+    c = p.consumer()
+    c.begin(at=(k.reg("u32"), k.reg("u32")))
+    c.wait()
+    c.read()
+    c.wgmma_wait(1)
+    with pytest.raises(PipelineError, match="stage s-1: released but never read"):
+        c.release(1, stage=k.reg("u32"), unless_first=True)  # no start(): not the first
+
+
+def test_custom_barriers_and_cluster_counts() -> None:
+    """A kernel's own barrier spelling (Barriers subclass) is what the roles emit; a 2-CTA
+    cluster counts each consumer warpgroup's arrival on both CTAs."""
+    calls: list[str] = []
+
+    class Mine(Barriers):
+        def acquire(self, pipe, stage, phase):  # type: ignore[no-untyped-def]
+            calls.append("acquire")
+            return stage
+
+        def wait(self, pipe, stage, phase):  # type: ignore[no-untyped-def]
+            calls.append("wait")
+
+        def release(self, pipe, stage, pred):  # type: ignore[no-untyped-def]
+            calls.append("release")
+
+    k = _kernel()
+    spec = PipelineSpec("c", 4, 512, consumers=2, cluster=2)
+    assert spec.empty_count == 4
+    p = Pipeline(k, spec, 0, 32, barriers=Mine())
+    pr = p.producer()
+    pr.begin(at=(k.reg("u32"), k.reg("u32")))
+    pr.acquire()
+    c = p.consumer(arrivals=2)
+    p.check_arrivals()
+    c.begin(at=(k.reg("u32"), k.reg("u32")))
+    c.wait()
+    c.read(synchronous=True)
+    c.release(pred=k.reg("pred"))
+    assert calls == ["acquire", "wait", "release"]
+    with pytest.raises(PipelineError, match="empty\\[s\\] completes after 4 arrival"):
+        p.consumer(arrivals=1)
+    with pytest.raises(PipelineError, match="cluster of 2 CTAs"):
+        PipelineSpec("x", 2, 512, consumers=2, kind="pingpong", cluster=2)
 
 
 def test_first_block_release_of_previous_is_refused() -> None:

@@ -6,9 +6,17 @@ build (and their PTX is pinned by tests/test_ptx_fingerprint.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from nvatom.kernels.pipeline import EpilogueRing, PingPongOrder, PipelineError, ProducerRole
+from nvatom.kernels.pipeline import (
+    ConsumerRole,
+    EpilogueRing,
+    PingPongOrder,
+    PipelineError,
+    ProducerRole,
+)
 from nvatom.kernels.sm90 import consumer as CONS
 from nvatom.kernels.sm90 import epilogue as EPI
 from nvatom.kernels.sm90 import mainloop as MAIN
@@ -150,3 +158,45 @@ def test_unreleased_last_stage_is_refused(monkeypatch: pytest.MonkeyPatch) -> No
                        r"stage s(-\d)?( \(next iteration, at the loop's back edge\))?: "
                        r"(never released|still held)"):
         build_gemm_sm90(GemmSm90Config())
+
+
+class _ReleaseEarly:
+    """A consumer whose lagged releases release the current stage instead (the bug of
+    releasing the stage an in-flight WGMMA group still reads), as the promoted loops emit."""
+
+    def __init__(self, cons):  # type: ignore[no-untyped-def]
+        self.cons = cons
+
+    def __getattr__(self, name):  # type: ignore[no-untyped-def]
+        return getattr(self.cons, name)
+
+    def release(self, lag=0, **kw):  # type: ignore[no-untyped-def]
+        self.cons.release(0, **kw)
+
+
+FP8 = dict(in_dtype="e4m3", b_major="K", promote=1)
+PROMOTED = {
+    "pipelined": GemmSm90Config(**FP8, block_n=128, promote_parts=2, promote_temps=2,
+                                promote_pipelined=True),
+    "unrolled": GemmSm90Config(**FP8, block_n=192, promote_unroll=2, promote_temps=2),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(PROMOTED))
+def test_promoted_loops_release_only_retired_stages(variant: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = PROMOTED[variant]
+    build_gemm_sm90(cfg)  # as shipped: every release lags its stage's last WGMMA group
+    monkeypatch.setattr(CONS, "consumer_stages", lambda cfg, cons: _ReleaseEarly(cons))
+    with pytest.raises(PipelineError, match=r"pipeline 'gemm_stages', consumer 'consumers', "
+                       r"stage s.*: released while a WGMMA group still reads it"):
+        build_gemm_sm90(cfg)
+
+
+def test_promoted_loop_checks_its_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The basic promoted loop (FP8 128 x 192, two temporaries): a part that skips the
+    stage's full-barrier wait reads a stage TMA may still be writing."""
+    monkeypatch.setattr(ConsumerRole, "wait", lambda self: None)
+    with pytest.raises(PipelineError, match=r"consumer 'consumers', stage s: read before its "
+                       r"full barrier was waited on"):
+        build_gemm_sm90(dataclasses.replace(FP8_ODD, promote_temps=2))

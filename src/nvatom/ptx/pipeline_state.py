@@ -76,8 +76,8 @@ class _Machine:
         self._recs.append(rec)
         try:
             yield
-        finally:
-            self._recs.remove(rec)
+        finally:  # by identity: an outer loop's record may equal this one (list ==)
+            del self._recs[next(i for i, r in enumerate(self._recs) if r is rec)]
         outer, self.replaying = self.replaying, True
         try:
             for op, args, at in rec:

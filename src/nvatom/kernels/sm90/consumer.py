@@ -15,7 +15,7 @@ from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.kernels.sm90.epilogue import _epilogue, _epilogue_setup
 from nvatom.kernels.sm90.mainloop import _drain, _open_k_loop, _retire_k_block, _wait_stage
 from nvatom.kernels.sm90.mainloop_promoted import _mainloop_promoted
-from nvatom.kernels.sm90.pipeline import _skip_blocks
+from nvatom.kernels.sm90.pipeline import _skip_blocks, consumer_stages
 from nvatom.kernels.sm90.row_scales import _stage_row_scales
 from nvatom.kernels.sm90.scales import _block_scale_rows, _fp8_scale, _group_scales
 from nvatom.kernels.sm90.scheduler import TileScheduler
@@ -81,10 +81,11 @@ def _consumer(b: _Build) -> None:
     seq = WgmmaSequence(k)
     if cfg.promote:
         rows = None if block_ptrs is None else _block_scale_rows(b, block_ptrs, cw, mb, nb)
-        _mainloop_promoted(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead,
-                           p_true, p_first, rows)
-    else:
         with cons.loop():  # the tile loop: replayed, the next tile's first K blocks
+            _mainloop_promoted(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead,
+                               p_true, p_first, rows, cons=consumer_stages(cfg, cons))
+    else:
+        with cons.loop():
             kt, prev, kloop = _open_k_loop(b, p_acc, cons)
             with cons.loop():  # the K loop
                 _wait_stage(cons, stage, phase)
@@ -171,8 +172,10 @@ def _consumer_pingpong(b: _Build) -> None:
             order.signal(cons, cw, pred=p_sig, bar=sig_bar)
 
         if cfg.promote:
-            _mainloop_promoted(b, seq, accs[0], temps, a_descs[0], b_desc0, stage, phase, is_lead,
-                               p_true, p_first, None, list(zip(accs, a_descs, strict=True)))
+            _mainloop_promoted(b, seq, accs[0], temps, a_descs[0], b_desc0, stage, phase,
+                               is_lead, p_true, p_first, None,
+                               list(zip(accs, a_descs, strict=True)),
+                               cons=consumer_stages(cfg, cons))
             signal()
         else:
             kt, prev, kloop = _open_k_loop(b, p_acc, cons)
