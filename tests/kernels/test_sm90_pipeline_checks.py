@@ -200,3 +200,19 @@ def test_promoted_loop_checks_its_waits(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(PipelineError, match=r"consumer 'consumers', stage s: read before its "
                        r"full barrier was waited on"):
         build_gemm_sm90(dataclasses.replace(FP8_ODD, promote_temps=2))
+
+
+# ------------------------------------------------------------------ attention's K/V rings
+def test_attention_producer_builds_through_the_kv_rings(monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    from nvatom.kernels.sm90.attention import build_attention_sm90
+    from nvatom.kernels.sm90.attention_config import default_config
+
+    for split in (True, False):
+        cfg = dataclasses.replace(default_config("bf16", 128, False), split_release=split)
+        build_attention_sm90(cfg)
+    monkeypatch.setattr(ProducerRole, "acquire", lambda self: None)  # no empty wait
+    with pytest.raises(PipelineError, match=r"pipeline 'attention_k', producer "
+                       r"'attention_k_producer', stage s: filled by TMA before the producer "
+                       r"acquired it"):
+        build_attention_sm90(default_config("bf16", 128, False))
