@@ -216,3 +216,25 @@ def test_attention_producer_builds_through_the_kv_rings(monkeypatch: pytest.Monk
                        r"'attention_k_producer', stage s: filled by TMA before the producer "
                        r"acquired it"):
         build_attention_sm90(default_config("bf16", 128, False))
+
+
+def test_attention_consumer_releases_only_retired_k_stages(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """FA3's overlap issues S_j (K stage) then O += P V (V stage) and waits ``wait_group 1``
+    before releasing K's stage: S, the older group, retired.  Waiting for less (2 pending)
+    releases a K stage S still reads (the message counts the K ring's own pending groups;
+    both rings' groups share one queue: WgmmaGroups)."""
+    from nvatom.kernels.sm90 import attention_consumer as AC
+    from nvatom.kernels.sm90.attention import build_attention_sm90
+    from nvatom.kernels.sm90.attention_config import default_config
+
+    cfg = dataclasses.replace(default_config("bf16", 128, False), split_release=True,
+                              overlap=True)
+    build_attention_sm90(cfg)
+    real = AC._Consumer.wait
+    monkeypatch.setattr(AC._Consumer, "wait",
+                        lambda self, n: real(self, 2 if n == 1 else n))
+    with pytest.raises(PipelineError, match=r"pipeline 'attention_k', consumer 'consumers', "
+                       r"stage s: released while a WGMMA group still reads it \(1 group "
+                       r"pending after wgmma.wait_group\)"):
+        build_attention_sm90(cfg)

@@ -4,19 +4,18 @@ every KV tile into the stage ring, K and V on their own barriers (PTX ISA
 
 from __future__ import annotations
 
-from nvatom.kernels.pipeline import Barriers, Pipeline, PipelineSpec
 from nvatom.kernels.sm90.attention_config import _CHUNK
 from nvatom.kernels.sm90.attention_skeleton import _Build
 from nvatom.kernels.sm90.emit import next_stage as _next_stage
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
-from nvatom.ptx.builder import Reg
 
 
 def _producer(b: _Build) -> None:
     """Warpgroup 0: one thread loads Q, then K and V of every KV tile into the ring: K and V
-    as the producer roles of two pipelines (:func:`kv_rings`) at the kernel's ring
+    as the producer roles of two pipelines (``b.rings``,
+    :func:`~nvatom.kernels.sm90.attention_rings.kv_rings`) at the kernel's ring
     registers, so each stage's acquire comes before its loads and the loads deliver the
     announced bytes."""
     k, cfg, plan = b.k, b.cfg, b.plan
@@ -31,7 +30,8 @@ def _producer(b: _Build) -> None:
     for c, off in enumerate(plan.q_boxes):
         dst = _u32(k, "add.u32", b.smem, b.off_q + off)
         TE.tma_load(k, dst, tq, [c * _CHUNK, b.m0, b.head, b.batch], qbar)
-    roles = [ring.producer(f"{ring.spec.name}_producer") for ring in kv_rings(b)]
+    assert b.rings is not None
+    roles = [ring.producer(f"{ring.spec.name}_producer") for ring in b.rings]
     stage = _u32(k, "mov.u32", 0)
     phase = _u32(k, "mov.u32", 1)  # a fresh barrier's previous phase counts as complete
     j = _u32(k, "mov.u32", 0)
@@ -57,34 +57,3 @@ def _producer(b: _Build) -> None:
         k.ins("setp.lt.u32", more, j, b.n_tiles)
         k.bra(top, more)
     k.bra(b.done)
-
-
-class _KvBarriers(Barriers):
-    """The attention kernel's spelling of a K or V ring's acquire: wait for the stage's
-    empty barrier (``ek[s]`` for K and ``e[s]`` for V with ``split_release``; else ``e[s]``
-    once, by K's acquire, for both), then ``expect_tx`` on ``k[s]`` / ``v[s]``.  The
-    consumers' side is not built through the rings (see docs/pipelines.md)."""
-
-    def __init__(self, b: _Build, which: str) -> None:
-        self.b, self.which = b, which
-
-    def acquire(self, pipe: Pipeline, stage: Reg, phase: Reg) -> Reg:
-        b = self.b
-        if b.cfg.split_release:  # K's slot frees when S retires, V's when P V does
-            TE.mbarrier_wait_parity(b.k, b.bar("ek" if self.which == "k" else "e", stage),
-                                    phase)
-        elif self.which == "k":
-            TE.mbarrier_wait_parity(b.k, b.bar("e", stage), phase)
-        full = b.bar(self.which, stage)
-        TE.mbarrier_arrive_expect_tx(b.k, full, pipe.spec.tx_bytes)
-        return full
-
-
-def kv_rings(b: _Build) -> tuple[Pipeline, Pipeline]:
-    """The K ring and the V ring: ``stages`` stages of ``kv_bytes`` each, read and released
-    by both consumer warpgroups (``empty`` counts 2, as the prologue initialises them)."""
-    cfg = b.cfg
-    return tuple(Pipeline(b.k, PipelineSpec(f"attention_{w}", cfg.stages, cfg.kv_bytes,
-                                            consumers=2),
-                          b.off_bar, b.off_bar, barriers=_KvBarriers(b, w))
-                 for w in ("k", "v"))  # type: ignore[return-value]
