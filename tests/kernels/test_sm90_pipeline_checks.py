@@ -179,6 +179,8 @@ PROMOTED = {
     "pipelined": GemmSm90Config(**FP8, block_n=128, promote_parts=2, promote_temps=2,
                                 promote_pipelined=True),
     "unrolled": GemmSm90Config(**FP8, block_n=192, promote_unroll=2, promote_temps=2),
+    "group of 2": GemmSm90Config(**{**FP8, "promote": 2}, block_n=128, promote_temps=2,
+                                 stages=6),
 }
 
 
@@ -189,7 +191,7 @@ def test_promoted_loops_release_only_retired_stages(variant: str,
     build_gemm_sm90(cfg)  # as shipped: every release lags its stage's last WGMMA group
     monkeypatch.setattr(CONS, "consumer_stages", lambda cfg, cons: _ReleaseEarly(cons))
     with pytest.raises(PipelineError, match=r"pipeline 'gemm_stages', consumer 'consumers', "
-                       r"stage s.*: released while a WGMMA group still reads it"):
+                       r"stage s.*: released (while a WGMMA group still reads it|twice)"):
         build_gemm_sm90(cfg)
 
 
@@ -238,3 +240,24 @@ def test_attention_consumer_releases_only_retired_k_stages(monkeypatch: pytest.M
                        r"stage s: released while a WGMMA group still reads it \(1 group "
                        r"pending after wgmma.wait_group\)"):
         build_attention_sm90(cfg)
+
+
+def test_promoted_group_reads_all_its_stages() -> None:
+    """``promote`` 2: one WGMMA group per part reads both K blocks' stages; releasing the
+    group's stages while a part's group is pending is refused for the older stage too."""
+    from nvatom.ptx.pipeline_state import ConsumerState
+
+    c = ConsumerState("p", "c", 4)
+    for _ in range(2):
+        c.begin()
+        c.wait()
+    c.read(span=2)  # part 0
+    c.read(span=2)  # part 1
+    c.wgmma_wait(1)
+    with pytest.raises(PipelineError, match=r"stage s-1: released while a WGMMA group still "
+                       r"reads it"):
+        c.release(1)
+    c.wgmma_wait(0)
+    c.release(1)
+    c.release(0)
+    c.finish()

@@ -205,17 +205,21 @@ class ConsumerRole(_Role):
         """The loop counter a ``release(unless_first=True)`` is predicated on was reset."""
         self.state.start()
 
-    def wait(self) -> None:
-        """Wait until stage ``s`` is full (``full[s]``, parity of this round)."""
+    def wait(self, emit: bool = True) -> None:
+        """Wait until stage ``s`` is full (``full[s]``, parity of this round).  ``emit``
+        False: only record it (the wait emitted once runs again in a run-time loop)."""
         self.state.wait()
+        if not emit:
+            return
         p = self.pipe
         assert self.stage is not None and self.phase is not None
         p.barriers.wait(p, self.stage, self.phase)
 
-    def read(self, synchronous: bool = False) -> None:
-        """A WGMMA group (committed just before) reads stage ``s``; ``synchronous``: the
-        threads read it with ``ld.shared``/``ldmatrix`` (done when they return)."""
-        self.state.read(synchronous)
+    def read(self, synchronous: bool = False, span: int = 1) -> None:
+        """A WGMMA group (committed just before) reads stage ``s`` (``span``: and the
+        ``span - 1`` stages before it); ``synchronous``: the threads read it with
+        ``ld.shared``/``ldmatrix`` (done when they return)."""
+        self.state.read(synchronous, span)
 
     def wgmma_wait(self, pending: int) -> None:
         """``wgmma.wait_group pending`` was emitted: all but the newest ``pending`` groups
@@ -223,13 +227,16 @@ class ConsumerRole(_Role):
         self.state.wgmma_wait(pending)
 
     def release(self, lag: int = 0, *, pred: Reg | None = None, stage: Reg | None = None,
-                unless_first: bool = False) -> None:
+                unless_first: bool = False, emit: bool = True) -> None:
         """Arrive on ``empty`` of stage ``s - lag`` (``pred``: the elected thread of each
         warpgroup).  ``lag`` 1 releases the previous stage, whose WGMMA group retired while
         the current one is in flight.  ``stage``: the kernel's register holding stage
         ``s - lag`` (else computed from the iteration).  ``unless_first``: ``pred`` is false
-        on the first iteration after :meth:`start` (nothing to release yet)."""
+        on the first iteration after :meth:`start` (nothing to release yet).  ``emit`` False:
+        only record it (the release emitted once runs again in a run-time loop)."""
         self.state.release(lag, unless_first)
+        if not emit:
+            return
         p = self.pipe
         if stage is None and lag:
             assert self.it is not None, "release(lag) needs begin() with an iteration register"

@@ -170,7 +170,8 @@ class ConsumerState(_RoleState):
                  in_turn: Callable[[], bool] | None = None) -> None:
         super().__init__(pipeline, name, stages)
         self.in_turn = in_turn
-        self.groups: list[int] = []  # stage offsets read by WGMMA groups not yet retired
+        # the stage offsets each WGMMA group not yet retired reads (oldest group first)
+        self.groups: list[tuple[int, ...]] = []
         self.first_next = False  # start() was seen: the next iteration is a loop's first
         self.first = False  # the current iteration is the first since start()
         self.holding: bool | None = None  # ping-pong: the turn, as turn() recorded it
@@ -181,10 +182,12 @@ class ConsumerState(_RoleState):
     def wait(self) -> None:
         self._do("wait")
 
-    def read(self, synchronous: bool = False) -> None:
+    def read(self, synchronous: bool = False, span: int = 1) -> None:
         """The stage is read: by a committed WGMMA group (retired by a later
-        ``wgmma_wait``), or ``synchronous``ly (``ld.shared``, ``ldmatrix``: done at once)."""
-        self._do("read", synchronous)
+        ``wgmma_wait``), or ``synchronous``ly (``ld.shared``, ``ldmatrix``: done at once).
+        ``span``: the group reads the current stage and the ``span - 1`` before it (one
+        group over several K blocks)."""
+        self._do("read", synchronous, span)
 
     def wgmma_wait(self, pending: int) -> None:
         self._do("wgmma_wait", pending)
@@ -220,7 +223,7 @@ class ConsumerState(_RoleState):
                           "position and the producer's would drift apart)")
         self._advance()
         self.first, self.first_next = self.first_next, False
-        self.groups = [g - 1 for g in self.groups]
+        self.groups = [tuple(o - 1 for o in g) for g in self.groups]
         for off, st in self.state.items():
             if off <= -self.stages and st != RELEASED:
                 self._fail(off, f"still held ({st}) a whole ring of {self.stages} stages "
@@ -239,16 +242,19 @@ class ConsumerState(_RoleState):
             self._fail(0, f"waited on twice in one iteration (it is {self.state[0]})")
         self.state[0] = FULL
 
-    def _read(self, synchronous: bool = False) -> None:
-        st = self.state.get(0)
-        if st is None:
-            self._fail(0, "read before its full barrier was waited on (wait-full before "
-                          "read: TMA may still be writing it)")
-        if st == RELEASED:
-            self._fail(0, "read after its release (the producer may already refill it)")
-        self.state[0] = READ
+    def _read(self, synchronous: bool = False, span: int = 1) -> None:
+        offs = tuple(-i for i in range(span - 1, -1, -1))
+        for off in offs:
+            st = self.state.get(off)
+            if st is None:
+                self._fail(off, "read before its full barrier was waited on (wait-full "
+                                "before read: TMA may still be writing it)")
+            if st == RELEASED:
+                self._fail(off, "read after its release (the producer may already refill "
+                                "it)")
+            self.state[off] = READ
         if not synchronous:
-            self.groups.append(0)
+            self.groups.append(offs)
 
     def _wgmma_wait(self, pending: int) -> None:
         self.groups = self.groups[len(self.groups) - pending:] if pending else []
@@ -267,7 +273,7 @@ class ConsumerState(_RoleState):
             self._fail(off, "released twice: the producer may refill it while another "
                             "consumer still reads it (stage reused before its consumer "
                             "release)")
-        if off in self.groups:
+        if any(off in g for g in self.groups):
             n = len(self.groups)
             self._fail(off, f"released while a WGMMA group still reads it ({n} group"
                             f"{'s' if n > 1 else ''} pending after wgmma.wait_group): stage "

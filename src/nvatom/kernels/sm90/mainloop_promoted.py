@@ -94,7 +94,7 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
                 _group_part_mmas(b, seq, t, ad, b_desc0, stage, phase, q, u == 0, p_first,
                                  p_true, cnt, cons)
             seq.commit()
-            cons.read()
+            cons.read(span=1 if cnt is None else group)  # a group: its K blocks' stages
             pending.append(u)
             if len(pending) == nt:
                 seq.wait(nt - 1)
@@ -161,6 +161,9 @@ def _group_part_mmas(b: _Build, seq: WgmmaSequence, t: Sequence[Reg], a_desc0: S
     k.label(jl)
     _part_mmas(b, seq, t, a_desc0, b_desc0, st, ph if wait else None, part, p_first, p_true,
                cons=cons)
+    for _ in range(cfg.promote - 1 if wait else 0):  # the loop's other K blocks (a full
+        cons.begin(at=(st, ph))                      # group; a ragged one has fewer)
+        cons.wait(emit=False)
     k.ins("setp.ne.u32", p_first, 1, 0)
     _next_stage(k, st, ph, cfg.stages)
     k.ins("add.u32", j, j, 1)
@@ -183,7 +186,9 @@ def _release_group(b: _Build, stage: Reg, phase: Reg, is_lead: Reg, kt: Reg,
     j = _u32(k, "mov.u32", 0)
     rl = k.fresh_label("c_rel")
     k.label(rl)
-    cons.release(0, stage=stage, pred=is_lead)
+    cons.release(cfg.promote - 1, stage=stage, pred=is_lead)  # the group's oldest first
+    for lag in range(cfg.promote - 2, -1, -1):  # the loop's other K blocks (a full group)
+        cons.release(lag, stage=stage, pred=is_lead, emit=False)
     _next_stage(k, stage, phase, cfg.stages)
     k.ins("add.u32", j, j, 1)
     pj = k.reg("pred")

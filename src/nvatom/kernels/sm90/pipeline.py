@@ -94,11 +94,10 @@ def stage_ring(k: Kernel, cfg: GemmSm90Config, smem: Reg, off_full: int, off_emp
 
 
 class UncheckedStages:
-    """The consumer side of the stage ring for the main loops the consumer role cannot follow
+    """The consumer side of the stage ring for the main loop the consumer role cannot follow
     yet, emitted through the same :class:`GemmBarriers` (so the PTX is the role's) but not
-    checked: ``promote`` > 1 (one WGMMA group reads a run-time count of stages) and
-    ``promote_rs_prefetch`` (the next stage is waited for, conditionally, inside the current
-    iteration).  The interface of :class:`~nvatom.kernels.pipeline.ConsumerRole`."""
+    checked: ``promote_rs_prefetch`` (the next stage is waited for, conditionally, inside
+    the current iteration).  The interface of :class:`~nvatom.kernels.pipeline.ConsumerRole`."""
 
     def __init__(self, pipe: Pipeline) -> None:
         self.pipe = pipe
@@ -110,26 +109,27 @@ class UncheckedStages:
     def begin(self, *, at: tuple[Reg, Reg]) -> None:
         self.at = at
 
-    def wait(self) -> None:
+    def wait(self, emit: bool = True) -> None:
         assert self.at is not None
-        self.pipe.barriers.wait(self.pipe, *self.at)
+        if emit:
+            self.pipe.barriers.wait(self.pipe, *self.at)
 
     def release(self, lag: int = 0, *, pred: Reg | None = None, stage: Reg | None = None,
-                unless_first: bool = False) -> None:
+                unless_first: bool = False, emit: bool = True) -> None:
         assert stage is not None
-        self.pipe.barriers.release(self.pipe, stage, pred)
+        if emit:
+            self.pipe.barriers.release(self.pipe, stage, pred)
 
     def start(self) -> None: ...
 
-    def read(self, synchronous: bool = False) -> None: ...
+    def read(self, synchronous: bool = False, span: int = 1) -> None: ...
 
     def wgmma_wait(self, pending: int) -> None: ...
 
 
 def consumer_stages(cfg: GemmSm90Config, cons: ConsumerRole) -> ConsumerRole | UncheckedStages:
     """The consumer's stage-ring operations for ``cfg``'s main loop: the checked role, or
-    :class:`UncheckedStages` for the loops it cannot follow (``promote`` > 1,
-    ``promote_rs_prefetch``)."""
-    if cfg.promote > 1 or cfg.promote_rs_prefetch:
+    :class:`UncheckedStages` for the loop it cannot follow (``promote_rs_prefetch``)."""
+    if cfg.promote_rs_prefetch:
         return UncheckedStages(cons.pipe)
     return cons
