@@ -14,6 +14,7 @@ from nvatom.kernels.pipeline import (
     ConsumerRole,
     EpilogueRing,
     PingPongOrder,
+    Pipeline,
     PipelineError,
     ProducerRole,
 )
@@ -182,6 +183,8 @@ PROMOTED = {
     "group of 2": GemmSm90Config(**{**FP8, "promote": 2}, block_n=128, promote_temps=2,
                                  stages=6),
 }
+RS_PREFETCH = GemmSm90Config(**FP8, block_n=128, promote_temps=2, promote_rs=True,
+                             promote_rs_prefetch=True)
 
 
 @pytest.mark.parametrize("variant", sorted(PROMOTED))
@@ -189,19 +192,24 @@ def test_promoted_loops_release_only_retired_stages(variant: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = PROMOTED[variant]
     build_gemm_sm90(cfg)  # as shipped: every release lags its stage's last WGMMA group
-    monkeypatch.setattr(CONS, "consumer_stages", lambda cfg, cons: _ReleaseEarly(cons))
+    real = Pipeline.consumer
+    monkeypatch.setattr(Pipeline, "consumer",
+                        lambda self, *a, **kw: _ReleaseEarly(real(self, *a, **kw)))
     with pytest.raises(PipelineError, match=r"pipeline 'gemm_stages', consumer 'consumers', "
                        r"stage s.*: released (while a WGMMA group still reads it|twice)"):
         build_gemm_sm90(cfg)
 
 
 def test_promoted_loop_checks_its_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The basic promoted loop (FP8 128 x 192, two temporaries): a part that skips the
-    stage's full-barrier wait reads a stage TMA may still be writing."""
-    monkeypatch.setattr(ConsumerRole, "wait", lambda self: None)
-    with pytest.raises(PipelineError, match=r"consumer 'consumers', stage s: read before its "
-                       r"full barrier was waited on"):
-        build_gemm_sm90(dataclasses.replace(FP8_ODD, promote_temps=2))
+    """The basic promoted loop (FP8 128 x 192, two temporaries) and the one with A from
+    registers prefetched a block ahead: a block that skips the stage's full-barrier wait
+    reads a stage TMA may still be writing."""
+    build_gemm_sm90(RS_PREFETCH)
+    monkeypatch.setattr(ConsumerRole, "wait", lambda self, emit=True: None)
+    for cfg in (dataclasses.replace(FP8_ODD, promote_temps=2), RS_PREFETCH):
+        with pytest.raises(PipelineError, match=r"consumer 'consumers', stage s: read before "
+                           r"its full barrier was waited on"):
+            build_gemm_sm90(cfg)
 
 
 # ------------------------------------------------------------------ attention's K/V rings

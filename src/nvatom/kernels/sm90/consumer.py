@@ -15,7 +15,7 @@ from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.kernels.sm90.epilogue import _epilogue, _epilogue_setup
 from nvatom.kernels.sm90.mainloop import _drain, _open_k_loop, _retire_k_block, _wait_stage
 from nvatom.kernels.sm90.mainloop_promoted import _mainloop_promoted
-from nvatom.kernels.sm90.pipeline import _skip_blocks, consumer_stages
+from nvatom.kernels.sm90.pipeline import _skip_blocks
 from nvatom.kernels.sm90.row_scales import _stage_row_scales
 from nvatom.kernels.sm90.scales import _block_scale_rows, _fp8_scale, _group_scales
 from nvatom.kernels.sm90.scheduler import TileScheduler
@@ -83,7 +83,7 @@ def _consumer(b: _Build) -> None:
         rows = None if block_ptrs is None else _block_scale_rows(b, block_ptrs, cw, mb, nb)
         with cons.loop():  # the tile loop: replayed, the next tile's first K blocks
             _mainloop_promoted(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead,
-                               p_true, p_first, rows, cons=consumer_stages(cfg, cons))
+                               p_true, p_first, rows, cons=cons)
     else:
         with cons.loop():
             kt, prev, kloop = _open_k_loop(b, p_acc, cons)
@@ -175,7 +175,7 @@ def _consumer_pingpong(b: _Build) -> None:
             _mainloop_promoted(b, seq, accs[0], temps, a_descs[0], b_desc0, stage, phase,
                                is_lead, p_true, p_first, None,
                                list(zip(accs, a_descs, strict=True)),
-                               cons=consumer_stages(cfg, cons))
+                               cons=cons)
             signal()
         else:
             kt, prev, kloop = _open_k_loop(b, p_acc, cons)

@@ -36,7 +36,7 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     sums are added scaled (``fma.rn.f32``).  ``halves`` (the ping-pong schedule): the
     (accumulators, A descriptors) of each 64-row half of the warpgroup's tile; the N parts
     run per half, in that order (else one half: ``acc``, ``a_desc0``).  ``cons``: the stage
-    ring's consumer role (:func:`~nvatom.kernels.sm90.pipeline.consumer_stages`)."""
+    ring's consumer role."""
     k, cfg = b.k, b.cfg
     assert p_first is not None and cons is not None
     if halves is None:
@@ -58,12 +58,14 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     kt = _u32(k, "mov.u32", 0)
     a_frag = None
     if rs is not None and cfg.promote_rs_prefetch:  # the tile's first K block
-        a_frag = rs.load(stage, phase)
+        a_frag = rs.load(stage, phase, record=False)
     kloop = k.fresh_label("c_k")
     with cons.loop():  # the K loop (a group of K blocks per iteration)
         k.label(kloop)
         if rs is not None and not cfg.promote_rs_prefetch:
             a_frag = rs.load(stage, phase)  # A's fragment of this K block, for every part
+        elif rs is not None:  # its wait and ldmatrix, emitted before the loop or prefetched
+            rs.record(stage, phase)
         cnt = None
         if group > 1:  # the last group of a tile may be short (ragged K)
             cnt = _u32(k, "sub.u32", b.ktiles, kt)
@@ -124,12 +126,28 @@ class _ALoads:
         self.b, self.seq, self.cons, self.stage, self.phase = b, seq, cons, stage, phase
         self.lane_base = _rs_lane_base(b)
 
-    def load(self, st: Reg, ph: Reg, into: list[list[Reg]] | None = None) -> list[list[Reg]]:
-        self.cons.begin(at=(st, ph))
-        self.cons.wait()
+    def load(self, st: Reg, ph: Reg, into: list[list[Reg]] | None = None,
+             record: bool = True) -> list[list[Reg]]:
+        """Wait for the stage, ``ldmatrix`` its A; ``record`` False: the wait emitted without
+        the role (``promote_rs_prefetch``: :meth:`record` notes it at the block's start)."""
+        if record:
+            self.cons.begin(at=(st, ph))
+            self.cons.wait()
+        else:
+            self.cons.pipe.barriers.wait(self.cons.pipe, st, ph)
         frag = _load_a_frag(self.b, self.seq, self.lane_base, st, into)
-        self.cons.read(synchronous=True)  # ldmatrix: done when it returns
+        if record:
+            self.cons.read(synchronous=True)  # ldmatrix: done when it returns
         return frag
+
+    def record(self, st: Reg, ph: Reg) -> None:
+        """``promote_rs_prefetch``: the K block's wait and ``ldmatrix`` were emitted before
+        the loop or by the previous block's :meth:`prefetch`; the role records them at the
+        block's start (each stage's own order is the PTX's; only the next stage's wait moves
+        after the current one's release in the model)."""
+        self.cons.begin(at=(st, ph))
+        self.cons.wait(emit=False)
+        self.cons.read(synchronous=True)
 
     def prefetch(self, kt: Reg, a_frag: list[list[Reg]]) -> None:
         """The next K block's A, if there is one (its stage: this one advanced)."""
@@ -141,7 +159,7 @@ class _ALoads:
         k.bra(skip, f"!{more}")
         st, ph = _u32(k, "mov.u32", self.stage), _u32(k, "mov.u32", self.phase)
         _next_stage(k, st, ph, cfg.stages)
-        self.load(st, ph, a_frag)
+        self.load(st, ph, a_frag, record=False)
         k.label(skip)
 
 

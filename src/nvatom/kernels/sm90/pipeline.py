@@ -7,9 +7,7 @@ spelling each operation as below (:class:`GemmBarriers`)."""
 
 from __future__ import annotations
 
-import contextlib
-
-from nvatom.kernels.pipeline import Barriers, ConsumerRole, Pipeline, PipelineSpec
+from nvatom.kernels.pipeline import Barriers, Pipeline, PipelineSpec
 from nvatom.kernels.sm90.config import GemmSm90Config
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.ptx import sync_emit as SE
@@ -92,44 +90,3 @@ def stage_ring(k: Kernel, cfg: GemmSm90Config, smem: Reg, off_full: int, off_emp
     return Pipeline(k, spec, off_full, off_empty,
                     barriers=GemmBarriers(cfg, smem, off_full, off_empty, rank))
 
-
-class UncheckedStages:
-    """The consumer side of the stage ring for the main loop the consumer role cannot follow
-    yet, emitted through the same :class:`GemmBarriers` (so the PTX is the role's) but not
-    checked: ``promote_rs_prefetch`` (the next stage is waited for, conditionally, inside
-    the current iteration).  The interface of :class:`~nvatom.kernels.pipeline.ConsumerRole`."""
-
-    def __init__(self, pipe: Pipeline) -> None:
-        self.pipe = pipe
-        self.at: tuple[Reg, Reg] | None = None
-
-    def loop(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
-
-    def begin(self, *, at: tuple[Reg, Reg]) -> None:
-        self.at = at
-
-    def wait(self, emit: bool = True) -> None:
-        assert self.at is not None
-        if emit:
-            self.pipe.barriers.wait(self.pipe, *self.at)
-
-    def release(self, lag: int = 0, *, pred: Reg | None = None, stage: Reg | None = None,
-                unless_first: bool = False, emit: bool = True) -> None:
-        assert stage is not None
-        if emit:
-            self.pipe.barriers.release(self.pipe, stage, pred)
-
-    def start(self) -> None: ...
-
-    def read(self, synchronous: bool = False, span: int = 1) -> None: ...
-
-    def wgmma_wait(self, pending: int) -> None: ...
-
-
-def consumer_stages(cfg: GemmSm90Config, cons: ConsumerRole) -> ConsumerRole | UncheckedStages:
-    """The consumer's stage-ring operations for ``cfg``'s main loop: the checked role, or
-    :class:`UncheckedStages` for the loop it cannot follow (``promote_rs_prefetch``)."""
-    if cfg.promote_rs_prefetch:
-        return UncheckedStages(cons.pipe)
-    return cons
