@@ -392,6 +392,36 @@ def test_strided_ring_addresses_and_lazy_coords() -> None:
     assert text.index("@!") < text.index("cp.async.bulk.tensor")
 
 
+def test_ring_stores_in_one_group_and_a_lead_section() -> None:
+    """Several stores committed as one bulk group (the attention's O chunks) inside one
+    lead branch: a wait keeping that group pending keeps all its buffers busy."""
+    mod = Module("sm_90a")
+    k = mod.kernel("t")
+    go = k.reg("pred")
+    ring = EpilogueRing.at_offsets(k, "r", k.reg("u32"), [0, 4096, 8192], None,
+                                   lead_only=True)
+    for b in (0, 1, 2):
+        ring.write(b)
+    ring.fence()
+    ring.sync(3, 128)
+    with ring.lead_section(go, "no_o_store"):
+        for b in (0, 1):
+            ring.address(b)
+            ring.store(b, k.reg("u64"), [0, 0], commit=False)
+        with pytest.raises(PipelineError, match=r"buffer 1: written while its TMA store, not "
+                           r"yet committed, may still read it"):
+            ring.state.write(1)
+        ring.commit()
+        ring.wait(1)
+    ring.sync(3, 128)
+    with pytest.raises(PipelineError, match=r"buffer 1: written while its previous TMA store "
+                       r"may still read it: the last cp.async.bulk.wait_group.read 1 left 1 "
+                       r"store group in flight, 0 newer"):
+        ring.write(1)
+    text = mod.emit()
+    assert text.count("@!") == 1 and text.count("cp.async.bulk.commit_group") == 1
+
+
 def test_pingpong_demo_assembles() -> None:
     """Two consumer warpgroups on alternate tiles, one release per stage, ordered by named
     barriers 3 and 4 (bar.sync / bar.arrive over both warpgroups' 256 threads)."""

@@ -269,3 +269,17 @@ def test_promoted_group_reads_all_its_stages() -> None:
     c.release(1)
     c.release(0)
     c.finish()
+
+
+def test_attention_o_staging_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The "tma" epilogue writes O into the Q tile's chunks, fences, synchronises and stores
+    them as one bulk group: dropping the fence is refused for its first chunk."""
+    from nvatom.kernels.sm90.attention import build_attention_sm90
+    from nvatom.kernels.sm90.attention_config import default_config
+
+    cfg = dataclasses.replace(default_config("bf16", 128, False), epilogue="tma")
+    build_attention_sm90(cfg)
+    monkeypatch.setattr(EpilogueRing, "fence", lambda self: None)
+    with pytest.raises(PipelineError, match=r"staging ring 'attention_o', buffer 0: stored "
+                       r"before its writes were fenced"):
+        build_attention_sm90(cfg)

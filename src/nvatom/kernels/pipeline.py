@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 from nvatom.atoms import mbarrier as M
@@ -424,19 +424,48 @@ class EpilogueRing:
     (:class:`~nvatom.ptx.pipeline_state.StagingState`).  :meth:`strided` builds a ring whose
     buffer addresses are computed when used (``base + b * stride``)."""
 
-    def __init__(self, k: Kernel, name: str, buffers: Sequence[Operand], lead: Reg, *,
+    def __init__(self, k: Kernel, name: str, buffers: Sequence[Operand], lead: Reg | None, *,
                  lead_only: bool = False) -> None:
         self.state = PS.StagingState(name, len(buffers), lead_only)
         self.k, self.name, self.buffers, self.lead = k, name, list(buffers), lead
-        self._stride: tuple[Operand, int] | None = None
+        self._offsets: tuple[Operand, list[int]] | None = None
+        self._in_lead = False
 
     @classmethod
     def strided(cls, k: Kernel, name: str, base: Operand, stride: int, n: int, lead: Reg, *,
                 lead_only: bool = False) -> EpilogueRing:
         """``n`` buffers at ``base + b * stride``; :meth:`address` emits the ``add.u32``."""
-        ring = cls(k, name, [base] * n, lead, lead_only=lead_only)
-        ring._stride = (base, stride)
+        return cls.at_offsets(k, name, base, [b * stride for b in range(n)], lead,
+                              lead_only=lead_only)
+
+    @classmethod
+    def at_offsets(cls, k: Kernel, name: str, base: Operand, offsets: Sequence[int],
+                   lead: Reg | None, *, lead_only: bool = False) -> EpilogueRing:
+        """Buffers at ``base + offsets[b]``; :meth:`address` emits the ``add.u32``.
+        ``lead`` None: every store, commit and wait is inside :meth:`lead_section`."""
+        ring = cls(k, name, [base] * len(offsets), lead, lead_only=lead_only)
+        ring._offsets = (base, list(offsets))
         return ring
+
+    @contextlib.contextmanager
+    def lead_section(self, pred: Reg | None = None, label: str = "no_store") -> Iterator[None]:
+        """One branch around several of the lead thread's operations (``pred``: the lead
+        and whatever else the kernel requires of the storing thread): inside it
+        :meth:`store`, :meth:`commit` and :meth:`wait` emit no branch of their own."""
+        k = self.k
+        pred = self.lead if pred is None else pred
+        assert pred is not None, "a ring without a lead register needs lead_section(pred)"
+        skip = k.fresh_label(label)
+        k.bra(skip, f"!{pred}")
+        self._in_lead = True
+        try:
+            yield
+        finally:
+            self._in_lead = False
+        k.label(skip)
+
+    def _lead(self, label: str) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext() if self._in_lead else self.lead_section(label=label)
 
     def tile(self) -> contextlib.AbstractContextManager[None]:
         """Record one tile's epilogue (the body of the tile loop); replay it once more from
@@ -447,10 +476,10 @@ class EpilogueRing:
     def address(self, buf: int) -> Operand:
         """Buffer ``buf``'s address (a strided ring: ``add.u32`` into a fresh register now,
         used by the following :meth:`write` and :meth:`store` of ``buf``)."""
-        if self._stride is not None:
-            base, stride = self._stride
+        if self._offsets is not None:
+            base, offsets = self._offsets
             r = self.k.reg("u32")
-            self.k.ins("add.u32", r, base, buf * stride)
+            self.k.ins("add.u32", r, base, offsets[buf])
             self.buffers[buf] = r
         return self.buffers[buf]
 
@@ -458,11 +487,8 @@ class EpilogueRing:
         """The lead thread waits until at most ``pending`` store groups still read their
         buffers (``cp.async.bulk.wait_group.read pending``)."""
         self.state.wait(pending)
-        k = self.k
-        skip = k.fresh_label("no_wait")
-        k.bra(skip, f"!{self.lead}")
-        TE.bulk_wait_group(k, pending, read=True)
-        k.label(skip)
+        with self._lead("no_wait"):
+            TE.bulk_wait_group(self.k, pending, read=True)
 
     def sync(self, bar: Operand, threads: int, **kwargs: Any) -> None:
         """``bar.sync bar, threads`` among the writers and the lead."""
@@ -481,16 +507,23 @@ class EpilogueRing:
         return self.buffers[buf]
 
     def store(self, buf: int, tmap: Operand, coords: Sequence[Operand] | Callable[[], Sequence[
-              Operand]], **kwargs: Any) -> None:
+              Operand]], *, commit: bool = True, **kwargs: Any) -> None:
         """The lead thread stores buffer ``buf`` (a TMA store, then
-        ``cp.async.bulk.commit_group``: the store is one bulk group).  The caller fenced the
-        writes (``fence.proxy.async``) and synchronised the writers first.  ``coords`` may be
-        a function emitting them inside the lead thread's branch."""
-        self.state.store(buf)
+        ``cp.async.bulk.commit_group``: the store is one bulk group; ``commit`` False: it
+        joins the group the next :meth:`commit` closes).  The caller fenced the writes
+        (``fence.proxy.async``) and synchronised the writers first.  ``coords`` may be a
+        function emitting them inside the lead thread's branch."""
+        self.state.store(buf, commit)
         k = self.k
-        skip = k.fresh_label("no_store")
-        k.bra(skip, f"!{self.lead}")
-        TE.tma_store(k, tmap, coords() if callable(coords) else coords, self.buffers[buf],
-                     **kwargs)
-        TE.bulk_commit_group(k)
-        k.label(skip)
+        with self._lead("no_store"):
+            TE.tma_store(k, tmap, coords() if callable(coords) else coords, self.buffers[buf],
+                         **kwargs)
+            if commit:
+                TE.bulk_commit_group(k)
+
+    def commit(self) -> None:
+        """``cp.async.bulk.commit_group`` (the lead thread): the stores since the last
+        commit are one bulk group."""
+        self.state.commit()
+        with self._lead("no_commit"):
+            TE.bulk_commit_group(self.k)

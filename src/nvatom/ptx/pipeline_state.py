@@ -309,8 +309,10 @@ class StagingState(_Machine):
         if nbuffers < 1:
             raise PipelineError(f"staging ring '{name}' has no buffers")
         self.name, self.nbuffers, self.lead_only = name, nbuffers, lead_only
-        self.groups: list[int] = []  # buffer read by each pending store group, oldest first
-        self.visible: list[int] = []  # the pending groups as every writer knows them
+        # the buffers each pending store group reads, oldest group first
+        self.groups: list[tuple[int, ...]] = []
+        self.visible: list[tuple[int, ...]] = []  # the pending groups as every writer knows
+        self.open: list[int] = []  # stores issued since the last commit_group
         self.written: set[int] = set()
         self.fenced: set[int] = set()  # written, fenced, not yet synchronised
         self.published: set[int] = set()  # written, fenced and synchronised: storable
@@ -340,9 +342,15 @@ class StagingState(_Machine):
         """The writers and the lead synchronise (``bar.sync``)."""
         self._do("sync")
 
-    def store(self, buf: int) -> None:
+    def store(self, buf: int, commit: bool = True) -> None:
+        """A TMA store reads ``buf``; ``commit``: it is committed as its own bulk group
+        (else it joins the group the next :meth:`commit` closes)."""
         self._check(buf)
-        self._do("store", buf)
+        self._do("store", buf, commit)
+
+    def commit(self) -> None:
+        """``cp.async.bulk.commit_group``: the stores since the last one are one group."""
+        self._do("commit")
 
     def _wait(self, pending: int) -> None:
         self.last_wait = pending
@@ -359,13 +367,16 @@ class StagingState(_Machine):
         self.fenced |= self.written - self.published
 
     def _write(self, buf: int) -> None:
-        if buf in self.visible and buf not in self.groups:
+        if buf in self.open:
+            self._fail(buf, "written while its TMA store, not yet committed, may still read it")
+        pending = [i for i, g in enumerate(self.groups) if buf in g]
+        if any(buf in g for g in self.visible) and not pending:
             self._fail(buf, "written before the writers synchronised with the lead thread's "
                             "cp.async.bulk.wait_group.read (it frees the buffer for the lead "
                             "only: bar.sync after the wait, before the writes)")
-        if buf in self.groups:
+        if pending:
             n = len(self.groups)
-            newer = n - 1 - self.groups.index(buf)
+            newer = n - 1 - pending[-1]
             self._fail(buf, f"written while its previous TMA store may still read it: the "
                             f"last cp.async.bulk.wait_group.read {self.last_wait} left {n} "
                             f"store group{'s' if n > 1 else ''} in flight, {newer} newer "
@@ -375,7 +386,7 @@ class StagingState(_Machine):
         self.fenced.discard(buf)
         self.published.discard(buf)
 
-    def _store(self, buf: int) -> None:
+    def _store(self, buf: int, commit: bool = True) -> None:
         if buf not in self.written:
             self._fail(buf, "stored before it was written")
         if self.lead_only and buf not in self.published:
@@ -384,5 +395,11 @@ class StagingState(_Machine):
                             "TMA store may read stale shared memory")
         self.written.discard(buf)
         self.published.discard(buf)
-        self.groups.append(buf)
-        self.visible.append(buf)
+        self.open.append(buf)
+        if commit:
+            self._commit()
+
+    def _commit(self) -> None:  # an empty group counts in wait_group too
+        self.groups.append(tuple(self.open))
+        self.visible.append(tuple(self.open))
+        self.open = []
