@@ -30,6 +30,12 @@ Violations raise :class:`PipelineError` naming the pipeline, the stage or buffer
 rule.  The state machines are :mod:`nvatom.ptx.pipeline_state` (no PTX), which the IR
 verifier runs too over a kernel's ``cutlass.pipeline.*`` operations.
 
+The SM90 GEMM and attention kernels (:mod:`nvatom.kernels.sm90`) are built through these
+objects: a :class:`Barriers` subclass keeps a kernel's own PTX spelling of the barrier
+operations, ``begin(at=(stage, phase))`` its own ring-position registers, and
+``wait``/``release(emit=False)`` record the iterations of a run-time loop emitted once
+(docs/pipelines.md, "In the SM90 GEMM").
+
 Ping-pong (two consumer warpgroups on alternate tiles, each stage released by one):
 :class:`PingPongOrder` emits the named-barrier hand-off that orders their main loops, and a
 ping-pong consumer may only wait on a stage inside its turn.  docs/pipelines.md.
