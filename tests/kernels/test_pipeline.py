@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from nvatom.kernels.pipeline import (
+    Barriers,
     EpilogueRing,
     PingPongOrder,
     Pipeline,
@@ -115,6 +116,76 @@ def test_lagged_release_is_legal_across_iterations() -> None:
     c.wgmma_wait(0)
     c.release(0)
     c.finish()
+
+
+def test_release_unless_first_inside_nested_loops() -> None:
+    """The GEMM's fast K loop: the release of s-1 is predicated on ``kt != 0`` (``start``
+    resets the counter), inside a tile loop whose record equals the K loop's (nested records
+    are told apart by identity); the kernel's own ring registers (``at=``)."""
+    k, p = _pipe()
+    c = p.consumer()
+    stage, phase = k.reg("u32"), k.reg("u32")
+    with c.loop():  # tiles
+        c.start()
+        with c.loop():  # K blocks
+            c.begin(at=(stage, phase))
+            c.wait()
+            c.read()
+            c.wgmma_wait(1)
+            c.release(1, stage=k.reg("u32"), unless_first=True)
+        c.wgmma_wait(0)
+        c.release(0, stage=stage)
+    c.finish()
+    c2 = p.consumer("late", arrivals=0)
+    with c2.loop(), c2.loop():  # identical (empty) records, nested
+        pass
+
+
+def test_missing_start_makes_the_first_lagged_release_wrong() -> None:
+    k, p = _pipe()
+    c = p.consumer()
+    c.begin(at=(k.reg("u32"), k.reg("u32")))
+    c.wait()
+    c.read()
+    c.wgmma_wait(1)
+    with pytest.raises(PipelineError, match="stage s-1: released but never read"):
+        c.release(1, stage=k.reg("u32"), unless_first=True)  # no start(): not the first
+
+
+def test_custom_barriers_and_cluster_counts() -> None:
+    """A kernel's own barrier spelling (Barriers subclass) is what the roles emit; a 2-CTA
+    cluster counts each consumer warpgroup's arrival on both CTAs."""
+    calls: list[str] = []
+
+    class Mine(Barriers):
+        def acquire(self, pipe, stage, phase):  # type: ignore[no-untyped-def]
+            calls.append("acquire")
+            return stage
+
+        def wait(self, pipe, stage, phase):  # type: ignore[no-untyped-def]
+            calls.append("wait")
+
+        def release(self, pipe, stage, pred):  # type: ignore[no-untyped-def]
+            calls.append("release")
+
+    k = _kernel()
+    spec = PipelineSpec("c", 4, 512, consumers=2, cluster=2)
+    assert spec.empty_count == 4
+    p = Pipeline(k, spec, 0, 32, barriers=Mine())
+    pr = p.producer()
+    pr.begin(at=(k.reg("u32"), k.reg("u32")))
+    pr.acquire()
+    c = p.consumer(arrivals=2)
+    p.check_arrivals()
+    c.begin(at=(k.reg("u32"), k.reg("u32")))
+    c.wait()
+    c.read(synchronous=True)
+    c.release(pred=k.reg("pred"))
+    assert calls == ["acquire", "wait", "release"]
+    with pytest.raises(PipelineError, match="empty\\[s\\] completes after 4 arrival"):
+        p.consumer(arrivals=1)
+    with pytest.raises(PipelineError, match="cluster of 2 CTAs"):
+        PipelineSpec("x", 2, 512, consumers=2, kind="pingpong", cluster=2)
 
 
 def test_first_block_release_of_previous_is_refused() -> None:
@@ -274,6 +345,81 @@ def test_ring_store_before_write_is_refused() -> None:
     ring = EpilogueRing(k, "r", [k.reg("u32"), k.reg("u32")], k.reg("pred"))
     with pytest.raises(PipelineError, match="buffer 1: stored before it was written"):
         ring.store(1, k.reg("u64"), [0, 0])
+
+
+def test_ring_lead_only_needs_a_sync_after_the_wait() -> None:
+    """The lead's wait frees a buffer for the lead only: the writers need a bar.sync."""
+    k = _kernel()
+    ring = EpilogueRing(k, "r", [k.reg("u32")], k.reg("pred"), lead_only=True)
+    ring.write(0)
+    ring.fence()
+    ring.sync(1, 128)
+    ring.store(0, k.reg("u64"), [0, 0])
+    ring.wait(0)
+    with pytest.raises(PipelineError, match=r"buffer 0: written before the writers "
+                       r"synchronised with the lead thread's cp.async.bulk.wait_group.read"):
+        ring.write(0)
+    ring.sync(1, 128)
+    ring.write(0)
+
+
+def test_ring_lead_only_store_needs_fence_then_sync() -> None:
+    k = _kernel()
+    ring = EpilogueRing(k, "r", [k.reg("u32")], k.reg("pred"), lead_only=True)
+    ring.write(0)
+    ring.sync(1, 128)
+    with pytest.raises(PipelineError, match=r"buffer 0: stored before its writes were fenced"):
+        ring.store(0, k.reg("u64"), [0, 0])
+    ring.fence()
+    with pytest.raises(PipelineError, match=r"buffer 0: stored before its writes were fenced"):
+        ring.store(0, k.reg("u64"), [0, 0])  # fenced but not synchronised
+    ring.sync(1, 128)
+    ring.store(0, k.reg("u64"), [0, 0])
+
+
+def test_strided_ring_addresses_and_lazy_coords() -> None:
+    mod = Module("sm_90a")
+    k = mod.kernel("t")
+    base = k.reg("u32")
+    ring = EpilogueRing.strided(k, "r", base, 8192, 2, k.reg("pred"))
+    a1 = ring.address(1)  # add.u32 a1, base, 8192 (emitted now)
+    assert ring.write(1) is a1
+    cx = k.reg("u32")
+    ring.store(1, k.reg("u64"), lambda: [cx, 0])
+    text = mod.emit()
+    assert f"add.u32 {a1}, {base}, 8192;" in text
+    # the coordinates are evaluated inside the lead thread's branch, before the store
+    assert text.index("@!") < text.index("cp.async.bulk.tensor")
+
+
+def test_ring_stores_in_one_group_and_a_lead_section() -> None:
+    """Several stores committed as one bulk group (the attention's O chunks) inside one
+    lead branch: a wait keeping that group pending keeps all its buffers busy."""
+    mod = Module("sm_90a")
+    k = mod.kernel("t")
+    go = k.reg("pred")
+    ring = EpilogueRing.at_offsets(k, "r", k.reg("u32"), [0, 4096, 8192], None,
+                                   lead_only=True)
+    for b in (0, 1, 2):
+        ring.write(b)
+    ring.fence()
+    ring.sync(3, 128)
+    with ring.lead_section(go, "no_o_store"):
+        for b in (0, 1):
+            ring.address(b)
+            ring.store(b, k.reg("u64"), [0, 0], commit=False)
+        with pytest.raises(PipelineError, match=r"buffer 1: written while its TMA store, not "
+                           r"yet committed, may still read it"):
+            ring.state.write(1)
+        ring.commit()
+        ring.wait(1)
+    ring.sync(3, 128)
+    with pytest.raises(PipelineError, match=r"buffer 1: written while its previous TMA store "
+                       r"may still read it: the last cp.async.bulk.wait_group.read 1 left 1 "
+                       r"store group in flight, 0 newer"):
+        ring.write(1)
+    text = mod.emit()
+    assert text.count("@!") == 1 and text.count("cp.async.bulk.commit_group") == 1
 
 
 def test_pingpong_demo_assembles() -> None:

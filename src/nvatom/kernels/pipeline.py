@@ -30,6 +30,12 @@ Violations raise :class:`PipelineError` naming the pipeline, the stage or buffer
 rule.  The state machines are :mod:`nvatom.ptx.pipeline_state` (no PTX), which the IR
 verifier runs too over a kernel's ``cutlass.pipeline.*`` operations.
 
+The SM90 GEMM and attention kernels (:mod:`nvatom.kernels.sm90`) are built through these
+objects: a :class:`Barriers` subclass keeps a kernel's own PTX spelling of the barrier
+operations, ``begin(at=(stage, phase))`` its own ring-position registers, and
+``wait``/``release(emit=False)`` record the iterations of a run-time loop emitted once
+(docs/pipelines.md, "In the SM90 GEMM").
+
 Ping-pong (two consumer warpgroups on alternate tiles, each stage released by one):
 :class:`PingPongOrder` emits the named-barrier hand-off that orders their main loops, and a
 ping-pong consumer may only wait on a stage inside its turn.  docs/pipelines.md.
@@ -39,7 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 from nvatom.atoms import mbarrier as M
@@ -52,7 +58,7 @@ from nvatom.ptx.builder import Kernel, Reg
 from nvatom.ptx.pipeline_state import PipelineError
 from nvatom.ptx.tma_emit import Operand
 
-__all__ = ["ConsumerRole", "EpilogueRing", "PingPongOrder", "Pipeline", "PipelineError",
+__all__ = ["Barriers", "ConsumerRole", "EpilogueRing", "PingPongOrder", "Pipeline", "PipelineError",
            "PipelineSpec", "ProducerRole"]
 
 
@@ -66,7 +72,9 @@ class PipelineSpec:
     every consumer warpgroup reads (and releases) every stage; ``pingpong``: two warpgroups
     on alternate tiles, one release per stage.  ``empty_arrivals`` (default: what ``kind``
     needs) is the count ``empty[s]`` is initialised with; giving another one is how a wrong
-    count is shown to be refused."""
+    count is shown to be refused.  ``cluster``: the CTAs whose consumers release each stage
+    (a 2-CTA cluster multicasting B: every consumer warpgroup arrives on ``empty[s]`` of
+    both CTAs, so it counts ``cluster`` times the readers)."""
 
     name: str
     stages: int
@@ -74,6 +82,7 @@ class PipelineSpec:
     consumers: int = 1
     kind: Kind = "ordered"
     empty_arrivals: int | None = None
+    cluster: int = 1
 
     def __post_init__(self) -> None:
         if not 1 <= self.stages <= 32:
@@ -87,6 +96,9 @@ class PipelineSpec:
         if self.kind == "pingpong" and self.consumers != 2:
             raise PipelineError(f"pipeline '{self.name}': ping-pong alternates 2 consumer "
                                 f"warpgroups, not {self.consumers}")
+        if not 1 <= self.cluster <= 2 or (self.cluster > 1 and self.kind == "pingpong"):
+            raise PipelineError(f"pipeline '{self.name}': a cluster of {self.cluster} CTAs "
+                                f"({self.kind}) is not supported")
         if not 1 <= self.consumers <= 4:
             raise PipelineError(f"pipeline '{self.name}': {self.consumers} consumer "
                                 "warpgroups, not 1..4")
@@ -96,7 +108,7 @@ class PipelineSpec:
         """The arrivals that complete ``empty[s]``: one per warpgroup that reads the stage."""
         if self.empty_arrivals is not None:
             return self.empty_arrivals
-        return 1 if self.kind == "pingpong" else self.consumers
+        return self.readers * self.cluster
 
     @property
     def readers(self) -> int:
@@ -122,7 +134,12 @@ class _Role:
         the state it left (the back edge) so the checks see two consecutive iterations."""
         return self.state.loop()
 
-    def _begin(self, it: Operand) -> None:
+    def _begin(self, it: Operand | None, at: tuple[Reg, Reg] | None) -> None:
+        if at is not None:  # the kernel's own ring-position registers: nothing emitted
+            self.stage, self.phase = at
+            self.it = None
+            return
+        assert it is not None, "begin() needs an iteration or the ring position (at=)"
         self.stage, self.phase = PE.stage_phase(self.pipe.k, it, self.pipe.spec.stages)
         self.it = it if isinstance(it, Reg) else None
 
@@ -139,10 +156,12 @@ class ProducerRole(_Role):
                                                 pipe.spec.tx_bytes)
         self.full: Reg | None = None
 
-    def begin(self, it: Operand) -> None:
-        """Iteration ``it`` of the role (an iteration register): its stage and phase."""
+    def begin(self, it: Operand | None = None, *, at: tuple[Reg, Reg] | None = None) -> None:
+        """Iteration ``it`` of the role (an iteration register): its stage and phase; or
+        ``at``: the (stage, phase) registers the kernel keeps and advances itself (``phase``:
+        the parity the role's barrier wait uses)."""
         self.state.begin()
-        self._begin(it)
+        self._begin(it, at)
 
     def acquire(self) -> Reg:
         """Wait until the consumers released stage ``s`` (``empty[s]``), announce its bytes
@@ -150,13 +169,13 @@ class ProducerRole(_Role):
         self.state.acquire()
         p = self.pipe
         assert self.stage is not None and self.phase is not None
-        self.full = PE.producer_acquire(p.k, p.empty, p.full, self.stage, self.phase,
-                                        p.spec.tx_bytes)
+        self.full = p.barriers.acquire(p, self.stage, self.phase)
         return self.full
 
     def load(self, dst: Operand, tmap: Operand, coords: Sequence[Operand], nbytes: int,
              **kwargs: Any) -> None:
-        """A TMA load of ``nbytes`` into stage ``s`` (``dst``), completing on ``full[s]``."""
+        """A TMA load of ``nbytes`` into stage ``s`` (``dst``), completing on ``full[s]``
+        (a multicast load: the bytes it and its peers' loads deliver to this CTA's stage)."""
         self.state.load(nbytes)
         TE.tma_load(self.pipe.k, dst, tmap, coords, self.full, **kwargs)
 
@@ -182,42 +201,57 @@ class ConsumerRole(_Role):
         self.state = PS.ConsumerState(pipe.spec.name, name, pipe.spec.stages,
                                                 in_turn)
 
-    def begin(self, it: Operand) -> None:
-        """Iteration ``it``: its stage and phase; the previous stages move one back."""
+    def begin(self, it: Operand | None = None, *, at: tuple[Reg, Reg] | None = None) -> None:
+        """Iteration ``it`` (or ``at``: the kernel's (stage, phase) registers, as for the
+        producer): its stage and phase; the previous stages move one back."""
         self.state.begin()
-        self._begin(it)
+        self._begin(it, at)
 
-    def wait(self) -> None:
-        """Wait until stage ``s`` is full (``full[s]``, parity of this round)."""
+    def start(self) -> None:
+        """The loop counter a ``release(unless_first=True)`` is predicated on was reset."""
+        self.state.start()
+
+    def wait(self, emit: bool = True) -> None:
+        """Wait until stage ``s`` is full (``full[s]``, parity of this round).  ``emit``
+        False: only record it (the wait emitted once runs again in a run-time loop)."""
         self.state.wait()
+        if not emit:
+            return
         p = self.pipe
         assert self.stage is not None and self.phase is not None
-        PE.consumer_wait(p.k, p.full, self.stage, self.phase)
+        p.barriers.wait(p, self.stage, self.phase)
 
-    def read(self, synchronous: bool = False) -> None:
-        """A WGMMA group (committed just before) reads stage ``s``; ``synchronous``: the
-        threads read it with ``ld.shared``/``ldmatrix`` (done when they return)."""
-        self.state.read(synchronous)
+    def read(self, synchronous: bool = False, span: int = 1) -> None:
+        """A WGMMA group (committed just before) reads stage ``s`` (``span``: and the
+        ``span - 1`` stages before it); ``synchronous``: the threads read it with
+        ``ld.shared``/``ldmatrix`` (done when they return)."""
+        self.state.read(synchronous, span)
 
     def wgmma_wait(self, pending: int) -> None:
         """``wgmma.wait_group pending`` was emitted: all but the newest ``pending`` groups
         retired (their shared-memory reads are done)."""
         self.state.wgmma_wait(pending)
 
-    def release(self, lag: int = 0, *, pred: Reg | None = None) -> None:
+    def release(self, lag: int = 0, *, pred: Reg | None = None, stage: Reg | None = None,
+                unless_first: bool = False, emit: bool = True) -> None:
         """Arrive on ``empty`` of stage ``s - lag`` (``pred``: the elected thread of each
         warpgroup).  ``lag`` 1 releases the previous stage, whose WGMMA group retired while
-        the current one is in flight."""
-        self.state.release(lag)
+        the current one is in flight.  ``stage``: the kernel's register holding stage
+        ``s - lag`` (else computed from the iteration).  ``unless_first``: ``pred`` is false
+        on the first iteration after :meth:`start` (nothing to release yet).  ``emit`` False:
+        only record it (the release emitted once runs again in a run-time loop)."""
+        self.state.release(lag, unless_first)
+        if not emit:
+            return
         p = self.pipe
-        stage = self.stage
-        if lag:
+        if stage is None and lag:
             assert self.it is not None, "release(lag) needs begin() with an iteration register"
             prev = p.k.reg("u32")
             p.k.ins("sub.u32", prev, self.it, lag)
             stage, _ = PE.stage_phase(p.k, prev, p.spec.stages)
+        stage = self.stage if stage is None else stage
         assert stage is not None
-        PE.consumer_release(p.k, p.empty, stage, pred=pred)
+        p.barriers.release(p, stage, pred)
 
     def finish(self) -> None:
         """The role is done: every stage it read was released (else the producer's next
@@ -242,10 +276,12 @@ class PingPongOrder:
     def holding(self, role: ConsumerRole) -> bool:
         return id(role) in self._turn
 
-    def wait(self, role: ConsumerRole, wg: Operand, *, skip: Reg | None = None) -> None:
+    def wait(self, role: ConsumerRole, wg: Operand, *, skip: Reg | None = None,
+             bar: Operand | None = None) -> None:
         """Warpgroup ``wg`` (0/1, a register or int) waits for its turn (``skip``: a
-        predicate under which it need not, e.g. the CTA's first tile)."""
-        bar = self._bar(wg, 0)
+        predicate under which it need not, e.g. the CTA's first tile; ``bar``: the barrier
+        ``base + wg`` computed by the caller)."""
+        bar = self._bar(wg, 0) if bar is None else bar
         label = None
         if skip is not None:
             label = self.k.fresh_label("pp_first")
@@ -254,10 +290,13 @@ class PingPongOrder:
         if label is not None:
             self.k.label(label)
         self._turn.add(id(role))
+        role.state.turn(True)
 
-    def signal(self, role: ConsumerRole, wg: Operand, *, pred: Reg | None = None) -> None:
+    def signal(self, role: ConsumerRole, wg: Operand, *, pred: Reg | None = None,
+               bar: Operand | None = None) -> None:
         """Warpgroup ``wg`` ends its turn: the other may run its main loop (``pred``: only
-        when the other has a tile left)."""
+        when the other has a tile left; ``bar``: the other's barrier, computed by the
+        caller)."""
         if id(role) not in self._turn:
             raise PipelineError(f"ping-pong consumer '{role.name}' ends a turn it never "
                                 "waited for (order barrier wait before signal)")
@@ -265,10 +304,12 @@ class PingPongOrder:
         if pred is not None:
             label = self.k.fresh_label("pp_nosig")
             self.k.bra(label, f"!{pred}")
-        SE.named_barrier_arrive(self.k, self._bar(wg, 1), 2 * WARPGROUP, target=self.target)
+        SE.named_barrier_arrive(self.k, self._bar(wg, 1) if bar is None else bar,
+                                2 * WARPGROUP, target=self.target)
         if label is not None:
             self.k.label(label)
         self._turn.discard(id(role))
+        role.state.turn(False)
 
     def _bar(self, wg: Operand, other: int) -> Operand:
         if isinstance(wg, int):
@@ -281,12 +322,34 @@ class PingPongOrder:
         return r
 
 
+class Barriers:
+    """How a pipeline's barrier operations are spelled in PTX: by default
+    :mod:`nvatom.ptx.pipeline_emit` over the arrays at ``pipe.full`` / ``pipe.empty`` (the
+    producer's ``phase`` is the consumers' parity: it waits on the opposite one).  A kernel
+    with its own address arithmetic or release (a cluster's remote arrivals) passes a
+    subclass, so the roles' checks guard its PTX unchanged."""
+
+    def acquire(self, pipe: Pipeline, stage: Reg, phase: Reg) -> Reg:
+        """Wait for ``empty[stage]``, ``expect_tx`` on ``full[stage]``; returns it."""
+        return PE.producer_acquire(pipe.k, pipe.empty, pipe.full, stage, phase,
+                                   pipe.spec.tx_bytes)
+
+    def wait(self, pipe: Pipeline, stage: Reg, phase: Reg) -> None:
+        PE.consumer_wait(pipe.k, pipe.full, stage, phase)
+
+    def release(self, pipe: Pipeline, stage: Reg, pred: Reg | None) -> None:
+        PE.consumer_release(pipe.k, pipe.empty, stage, pred=pred)
+
+
 class Pipeline:
     """A TMA -> WGMMA ring of ``spec.stages`` stages: ``full`` and ``empty`` are the
-    shared-memory addresses of its two barrier arrays (8 bytes per stage each)."""
+    shared-memory addresses of its two barrier arrays (8 bytes per stage each);
+    ``barriers``: how their operations are emitted (:class:`Barriers`)."""
 
-    def __init__(self, k: Kernel, spec: PipelineSpec, full: Operand, empty: Operand) -> None:
+    def __init__(self, k: Kernel, spec: PipelineSpec, full: Operand, empty: Operand, *,
+                 barriers: Barriers | None = None) -> None:
         self.k, self.spec, self.full, self.empty = k, spec, full, empty
+        self.barriers = Barriers() if barriers is None else barriers
         self.consumers: list[ConsumerRole] = []
         self.order: PingPongOrder | None = None
         self._inited = False
@@ -327,8 +390,8 @@ class Pipeline:
                 raise PipelineError(f"pipeline '{spec.name}': a ping-pong consumer is one "
                                     f"warpgroup per tile, not {n}")
             total = spec.empty_count
-        else:
-            total = n + sum(c.arrivals for c in self.consumers)
+        else:  # every consumer warpgroup arrives on empty[s] of each CTA of the cluster
+            total = (n + sum(c.arrivals for c in self.consumers)) * spec.cluster
         if total > spec.empty_count or (spec.kind == "pingpong" and n != spec.empty_count):
             raise PipelineError(
                 f"pipeline '{spec.name}', every stage: empty[s] completes after "
@@ -343,7 +406,7 @@ class Pipeline:
         """Every arrival ``empty[s]`` waits for comes from some consumer role."""
         if self.spec.kind == "pingpong":
             return
-        total = sum(c.arrivals for c in self.consumers)
+        total = sum(c.arrivals for c in self.consumers) * self.spec.cluster
         if total < self.spec.empty_count:
             raise PipelineError(
                 f"pipeline '{self.spec.name}', every stage: empty[s] waits for "
@@ -359,11 +422,56 @@ class EpilogueRing:
     only after ``cp.async.bulk.wait_group.read n`` left its store out of the newest ``n``
     pending groups (PTX ISA "cp.async.bulk.wait_group": ``.read`` waits until the source
     reads are done).  Each buffer's state: **free** -> ``write`` -> **written** -> ``store``
-    -> **read by store (group g)** -> a wait retiring g -> **free**."""
+    -> **read by store (group g)** -> a wait retiring g -> **free**.
 
-    def __init__(self, k: Kernel, name: str, buffers: Sequence[Operand], lead: Reg) -> None:
-        self.state = PS.StagingState(name, len(buffers))
+    ``lead_only``: the ring also checks how the writers (a warpgroup) synchronise with the
+    lead thread, which alone waits and stores: a write needs a ``sync`` after the wait that
+    freed its buffer, a store needs ``fence`` then ``sync`` after the buffer's writes
+    (:class:`~nvatom.ptx.pipeline_state.StagingState`).  :meth:`strided` builds a ring whose
+    buffer addresses are computed when used (``base + b * stride``)."""
+
+    def __init__(self, k: Kernel, name: str, buffers: Sequence[Operand], lead: Reg | None, *,
+                 lead_only: bool = False) -> None:
+        self.state = PS.StagingState(name, len(buffers), lead_only)
         self.k, self.name, self.buffers, self.lead = k, name, list(buffers), lead
+        self._offsets: tuple[Operand, list[int]] | None = None
+        self._in_lead = False
+
+    @classmethod
+    def strided(cls, k: Kernel, name: str, base: Operand, stride: int, n: int, lead: Reg, *,
+                lead_only: bool = False) -> EpilogueRing:
+        """``n`` buffers at ``base + b * stride``; :meth:`address` emits the ``add.u32``."""
+        return cls.at_offsets(k, name, base, [b * stride for b in range(n)], lead,
+                              lead_only=lead_only)
+
+    @classmethod
+    def at_offsets(cls, k: Kernel, name: str, base: Operand, offsets: Sequence[int],
+                   lead: Reg | None, *, lead_only: bool = False) -> EpilogueRing:
+        """Buffers at ``base + offsets[b]``; :meth:`address` emits the ``add.u32``.
+        ``lead`` None: every store, commit and wait is inside :meth:`lead_section`."""
+        ring = cls(k, name, [base] * len(offsets), lead, lead_only=lead_only)
+        ring._offsets = (base, list(offsets))
+        return ring
+
+    @contextlib.contextmanager
+    def lead_section(self, pred: Reg | None = None, label: str = "no_store") -> Iterator[None]:
+        """One branch around several of the lead thread's operations (``pred``: the lead
+        and whatever else the kernel requires of the storing thread): inside it
+        :meth:`store`, :meth:`commit` and :meth:`wait` emit no branch of their own."""
+        k = self.k
+        pred = self.lead if pred is None else pred
+        assert pred is not None, "a ring without a lead register needs lead_section(pred)"
+        skip = k.fresh_label(label)
+        k.bra(skip, f"!{pred}")
+        self._in_lead = True
+        try:
+            yield
+        finally:
+            self._in_lead = False
+        k.label(skip)
+
+    def _lead(self, label: str) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext() if self._in_lead else self.lead_section(label=label)
 
     def tile(self) -> contextlib.AbstractContextManager[None]:
         """Record one tile's epilogue (the body of the tile loop); replay it once more from
@@ -371,15 +479,32 @@ class EpilogueRing:
         last stores."""
         return self.state.loop()
 
+    def address(self, buf: int) -> Operand:
+        """Buffer ``buf``'s address (a strided ring: ``add.u32`` into a fresh register now,
+        used by the following :meth:`write` and :meth:`store` of ``buf``)."""
+        if self._offsets is not None:
+            base, offsets = self._offsets
+            r = self.k.reg("u32")
+            self.k.ins("add.u32", r, base, offsets[buf])
+            self.buffers[buf] = r
+        return self.buffers[buf]
+
     def wait(self, pending: int) -> None:
         """The lead thread waits until at most ``pending`` store groups still read their
         buffers (``cp.async.bulk.wait_group.read pending``)."""
         self.state.wait(pending)
-        k = self.k
-        skip = k.fresh_label("no_wait")
-        k.bra(skip, f"!{self.lead}")
-        TE.bulk_wait_group(k, pending, read=True)
-        k.label(skip)
+        with self._lead("no_wait"):
+            TE.bulk_wait_group(self.k, pending, read=True)
+
+    def sync(self, bar: Operand, threads: int, **kwargs: Any) -> None:
+        """``bar.sync bar, threads`` among the writers and the lead."""
+        self.state.sync()
+        SE.named_barrier_sync(self.k, bar, threads, **kwargs)  # type: ignore[arg-type]
+
+    def fence(self) -> None:
+        """``fence.proxy.async``: the writes so far become visible to the TMA stores."""
+        self.state.fence()
+        TE.fence_proxy_async(self.k)
 
     def write(self, buf: int) -> Operand:
         """Record that buffer ``buf`` is written now (the caller emits the st.shared /
@@ -387,14 +512,24 @@ class EpilogueRing:
         self.state.write(buf)
         return self.buffers[buf]
 
-    def store(self, buf: int, tmap: Operand, coords: Sequence[Operand], **kwargs: Any) -> None:
+    def store(self, buf: int, tmap: Operand, coords: Sequence[Operand] | Callable[[], Sequence[
+              Operand]], *, commit: bool = True, **kwargs: Any) -> None:
         """The lead thread stores buffer ``buf`` (a TMA store, then
-        ``cp.async.bulk.commit_group``: the store is one bulk group).  The caller fenced the
-        writes (``fence.proxy.async``) and synchronised the writers first."""
-        self.state.store(buf)
+        ``cp.async.bulk.commit_group``: the store is one bulk group; ``commit`` False: it
+        joins the group the next :meth:`commit` closes).  The caller fenced the writes
+        (``fence.proxy.async``) and synchronised the writers first.  ``coords`` may be a
+        function emitting them inside the lead thread's branch."""
+        self.state.store(buf, commit)
         k = self.k
-        skip = k.fresh_label("no_store")
-        k.bra(skip, f"!{self.lead}")
-        TE.tma_store(k, tmap, coords, self.buffers[buf], **kwargs)
-        TE.bulk_commit_group(k)
-        k.label(skip)
+        with self._lead("no_store"):
+            TE.tma_store(k, tmap, coords() if callable(coords) else coords, self.buffers[buf],
+                         **kwargs)
+            if commit:
+                TE.bulk_commit_group(k)
+
+    def commit(self) -> None:
+        """``cp.async.bulk.commit_group`` (the lead thread): the stores since the last
+        commit are one bulk group."""
+        self.state.commit()
+        with self._lead("no_commit"):
+            TE.bulk_commit_group(self.k)

@@ -76,8 +76,8 @@ class _Machine:
         self._recs.append(rec)
         try:
             yield
-        finally:
-            self._recs.remove(rec)
+        finally:  # by identity: an outer loop's record may equal this one (list ==)
+            del self._recs[next(i for i, r in enumerate(self._recs) if r is rec)]
         outer, self.replaying = self.replaying, True
         try:
             for op, args, at in rec:
@@ -170,7 +170,11 @@ class ConsumerState(_RoleState):
                  in_turn: Callable[[], bool] | None = None) -> None:
         super().__init__(pipeline, name, stages)
         self.in_turn = in_turn
-        self.groups: list[int] = []  # stage offsets read by WGMMA groups not yet retired
+        # the stage offsets each WGMMA group not yet retired reads (oldest group first)
+        self.groups: list[tuple[int, ...]] = []
+        self.first_next = False  # start() was seen: the next iteration is a loop's first
+        self.first = False  # the current iteration is the first since start()
+        self.holding: bool | None = None  # ping-pong: the turn, as turn() recorded it
 
     def begin(self) -> None:
         self._do("begin")
@@ -178,16 +182,32 @@ class ConsumerState(_RoleState):
     def wait(self) -> None:
         self._do("wait")
 
-    def read(self, synchronous: bool = False) -> None:
+    def read(self, synchronous: bool = False, span: int = 1) -> None:
         """The stage is read: by a committed WGMMA group (retired by a later
-        ``wgmma_wait``), or ``synchronous``ly (``ld.shared``, ``ldmatrix``: done at once)."""
-        self._do("read", synchronous)
+        ``wgmma_wait``), or ``synchronous``ly (``ld.shared``, ``ldmatrix``: done at once).
+        ``span``: the group reads the current stage and the ``span - 1`` before it (one
+        group over several K blocks)."""
+        self._do("read", synchronous, span)
 
     def wgmma_wait(self, pending: int) -> None:
         self._do("wgmma_wait", pending)
 
-    def release(self, lag: int = 0) -> None:
-        self._do("release", lag)
+    def release(self, lag: int = 0, unless_first: bool = False) -> None:
+        """Release stage ``s - lag``; ``unless_first``: not on the first iteration after
+        :meth:`start` (a release predicated on the loop counter: nothing to release yet)."""
+        self._do("release", lag, unless_first)
+
+    def start(self) -> None:
+        """A loop's counter is reset: the next iteration is its first (see ``release``)."""
+        self._do("start")
+
+    def turn(self, holding: bool) -> None:
+        """Ping-pong: the role takes (``True``) or hands on its turn; recorded, so a loop
+        replayed at its back edge sees the turn as its body left it (else ``in_turn``)."""
+        self._do("turn", holding)
+
+    def _turn(self, holding: bool) -> None:
+        self.holding = holding
 
     def release_oldest(self) -> None:
         """Release the oldest stage this role holds (an iteration the caller cannot relate
@@ -202,7 +222,8 @@ class ConsumerState(_RoleState):
             self._fail(0, "the iteration ended without waiting on its stage (the ring "
                           "position and the producer's would drift apart)")
         self._advance()
-        self.groups = [g - 1 for g in self.groups]
+        self.first, self.first_next = self.first_next, False
+        self.groups = [tuple(o - 1 for o in g) for g in self.groups]
         for off, st in self.state.items():
             if off <= -self.stages and st != RELEASED:
                 self._fail(off, f"still held ({st}) a whole ring of {self.stages} stages "
@@ -212,28 +233,38 @@ class ConsumerState(_RoleState):
     def _wait(self) -> None:
         if not self.begun:
             self._fail(0, "wait before begin(it): the stage is not known")
-        if self.in_turn is not None and not self.in_turn():
+        holding = self.holding if self.holding is not None else (
+            self.in_turn is None or self.in_turn())
+        if self.in_turn is not None and not holding:
             self._fail(0, "a ping-pong consumer waits on a stage outside its turn (wait on "
                           "its order barrier first)")
         if self.state.get(0) is not None:
             self._fail(0, f"waited on twice in one iteration (it is {self.state[0]})")
         self.state[0] = FULL
 
-    def _read(self, synchronous: bool = False) -> None:
-        st = self.state.get(0)
-        if st is None:
-            self._fail(0, "read before its full barrier was waited on (wait-full before "
-                          "read: TMA may still be writing it)")
-        if st == RELEASED:
-            self._fail(0, "read after its release (the producer may already refill it)")
-        self.state[0] = READ
+    def _read(self, synchronous: bool = False, span: int = 1) -> None:
+        offs = tuple(-i for i in range(span - 1, -1, -1))
+        for off in offs:
+            st = self.state.get(off)
+            if st is None:
+                self._fail(off, "read before its full barrier was waited on (wait-full "
+                                "before read: TMA may still be writing it)")
+            if st == RELEASED:
+                self._fail(off, "read after its release (the producer may already refill "
+                                "it)")
+            self.state[off] = READ
         if not synchronous:
-            self.groups.append(0)
+            self.groups.append(offs)
 
     def _wgmma_wait(self, pending: int) -> None:
         self.groups = self.groups[len(self.groups) - pending:] if pending else []
 
-    def _release(self, lag: int) -> None:
+    def _start(self) -> None:
+        self.first_next = True
+
+    def _release(self, lag: int, unless_first: bool = False) -> None:
+        if unless_first and self.first:
+            return
         off = -lag
         st = self.state.get(off)
         if st is None or st == FULL:
@@ -242,7 +273,7 @@ class ConsumerState(_RoleState):
             self._fail(off, "released twice: the producer may refill it while another "
                             "consumer still reads it (stage reused before its consumer "
                             "release)")
-        if off in self.groups:
+        if any(off in g for g in self.groups):
             n = len(self.groups)
             self._fail(off, f"released while a WGMMA group still reads it ({n} group"
                             f"{'s' if n > 1 else ''} pending after wgmma.wait_group): stage "
@@ -264,15 +295,27 @@ class ConsumerState(_RoleState):
 
 
 class StagingState(_Machine):
-    """The buffers of an epilogue staging ring: ``wait(n)``, ``write(b)``, ``store(b)``."""
+    """The buffers of an epilogue staging ring: ``wait(n)``, ``write(b)``, ``store(b)``.
 
-    def __init__(self, name: str, nbuffers: int) -> None:
+    ``lead_only``: one thread of the writing warpgroup (the lead) issues the stores and the
+    waits, so its wait frees a buffer only for itself: the other writers learn of it at the
+    next ``sync`` (``bar.sync`` among the writers).  Likewise a store may read a buffer only
+    once its writes were made visible to the async proxy (``fence``: ``fence.proxy.async``)
+    and every writer synchronised with the lead after that (``sync``).  Without it the
+    writers are treated as one thread (each event orders everything before it)."""
+
+    def __init__(self, name: str, nbuffers: int, lead_only: bool = False) -> None:
         super().__init__()
         if nbuffers < 1:
             raise PipelineError(f"staging ring '{name}' has no buffers")
-        self.name, self.nbuffers = name, nbuffers
-        self.groups: list[int] = []  # buffer read by each pending store group, oldest first
+        self.name, self.nbuffers, self.lead_only = name, nbuffers, lead_only
+        # the buffers each pending store group reads, oldest group first
+        self.groups: list[tuple[int, ...]] = []
+        self.visible: list[tuple[int, ...]] = []  # the pending groups as every writer knows
+        self.open: list[int] = []  # stores issued since the last commit_group
         self.written: set[int] = set()
+        self.fenced: set[int] = set()  # written, fenced, not yet synchronised
+        self.published: set[int] = set()  # written, fenced and synchronised: storable
         self.last_wait: int | None = None
 
     def _fail(self, buf: int, rule: str) -> None:
@@ -291,27 +334,72 @@ class StagingState(_Machine):
         self._check(buf)
         self._do("write", buf)
 
-    def store(self, buf: int) -> None:
+    def fence(self) -> None:
+        """``fence.proxy.async``: the buffers written so far are visible to TMA stores."""
+        self._do("fence")
+
+    def sync(self) -> None:
+        """The writers and the lead synchronise (``bar.sync``)."""
+        self._do("sync")
+
+    def store(self, buf: int, commit: bool = True) -> None:
+        """A TMA store reads ``buf``; ``commit``: it is committed as its own bulk group
+        (else it joins the group the next :meth:`commit` closes)."""
         self._check(buf)
-        self._do("store", buf)
+        self._do("store", buf, commit)
+
+    def commit(self) -> None:
+        """``cp.async.bulk.commit_group``: the stores since the last one are one group."""
+        self._do("commit")
 
     def _wait(self, pending: int) -> None:
         self.last_wait = pending
         self.groups = self.groups[len(self.groups) - pending:] if pending else []
+        if not self.lead_only:
+            self.visible = list(self.groups)
+
+    def _sync(self) -> None:
+        self.visible = list(self.groups)
+        self.published |= self.fenced
+        self.fenced = set()
+
+    def _fence(self) -> None:
+        self.fenced |= self.written - self.published
 
     def _write(self, buf: int) -> None:
-        if buf in self.groups:
+        if buf in self.open:
+            self._fail(buf, "written while its TMA store, not yet committed, may still read it")
+        pending = [i for i, g in enumerate(self.groups) if buf in g]
+        if any(buf in g for g in self.visible) and not pending:
+            self._fail(buf, "written before the writers synchronised with the lead thread's "
+                            "cp.async.bulk.wait_group.read (it frees the buffer for the lead "
+                            "only: bar.sync after the wait, before the writes)")
+        if pending:
             n = len(self.groups)
-            newer = n - 1 - self.groups.index(buf)
+            newer = n - 1 - pending[-1]
             self._fail(buf, f"written while its previous TMA store may still read it: the "
                             f"last cp.async.bulk.wait_group.read {self.last_wait} left {n} "
                             f"store group{'s' if n > 1 else ''} in flight, {newer} newer "
                             f"than buffer {buf}'s (rule: write a staging buffer only after "
                             "its store's read was waited for)")
         self.written.add(buf)
+        self.fenced.discard(buf)
+        self.published.discard(buf)
 
-    def _store(self, buf: int) -> None:
+    def _store(self, buf: int, commit: bool = True) -> None:
         if buf not in self.written:
             self._fail(buf, "stored before it was written")
+        if self.lead_only and buf not in self.published:
+            self._fail(buf, "stored before its writes were fenced (fence.proxy.async) and "
+                            "every writer synchronised with the lead thread (bar.sync): the "
+                            "TMA store may read stale shared memory")
         self.written.discard(buf)
-        self.groups.append(buf)
+        self.published.discard(buf)
+        self.open.append(buf)
+        if commit:
+            self._commit()
+
+    def _commit(self) -> None:  # an empty group counts in wait_group too
+        self.groups.append(tuple(self.open))
+        self.visible.append(tuple(self.open))
+        self.open = []

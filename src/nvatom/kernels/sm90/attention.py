@@ -57,10 +57,13 @@ Descriptor Format", "cp.async.bulk.tensor", "mbarrier", "setmaxnreg", "shfl.sync
 
 from __future__ import annotations
 
+import dataclasses
+
 from nvatom.kernels.sm90.attention_config import AttentionSm90Config
 from nvatom.kernels.sm90.attention_consumer import _consumer
 from nvatom.kernels.sm90.attention_plan import attention_plan
 from nvatom.kernels.sm90.attention_producer import _producer
+from nvatom.kernels.sm90.attention_rings import kv_rings
 from nvatom.kernels.sm90.attention_skeleton import _prologue
 from nvatom.ptx.builder import Module
 
@@ -80,6 +83,7 @@ def build_attention_sm90(cfg: AttentionSm90Config, target_: str = "sm_90a") -> M
     mod = Module(target_, features=feats)
     k = mod.kernel(cfg.name)
     b = _prologue(k, cfg, plan, target_)
+    b = dataclasses.replace(b, rings=kv_rings(b))
     pp = k.reg("pred")
     k.ins("setp.eq.u32", pp, b.wg, 0)
     prod = k.fresh_label("producer")
@@ -87,5 +91,7 @@ def build_attention_sm90(cfg: AttentionSm90Config, target_: str = "sm_90a") -> M
     _consumer(b)
     k.label(prod)
     _producer(b)
+    for ring in b.rings:
+        ring.check_arrivals()
     k.label(b.done)
     return mod

@@ -6,9 +6,11 @@ ping-pong order between the two warpgroups, then the epilogue (PTX ISA "wgmma.mm
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
 from nvatom.kernels.sm90.attention_epilogue import _store
+from nvatom.kernels.sm90.attention_rings import WgmmaGroups
 from nvatom.kernels.sm90.attention_skeleton import _Build
 from nvatom.kernels.sm90.attention_softmax import _mask, _pack_p, _Softmax, _softmax
 from nvatom.kernels.sm90.emit import desc_base as _desc_base
@@ -46,6 +48,9 @@ class _Consumer:
     p_false: Reg
     my_bar: Reg | None = None  # ping-pong: named barrier "this consumer may issue"
     other_bar: Reg | None = None
+    kr: Any = None  # the K ring's and the V ring's consumer roles (attention_rings)
+    vr: Any = None
+    groups: Any = None  # their WGMMA groups in commit order (WgmmaGroups)
 
     def descs(self, base: list[Reg], stage: Reg) -> list[Reg]:
         k = self.b.k
@@ -61,31 +66,44 @@ class _Consumer:
 
     def issue_s(self, stage: Reg, phase: Reg) -> None:
         b, seq = self.b, self.seq
-        TE.mbarrier_wait_parity(b.k, b.bar("k", stage), phase)
+        self.kr.begin(at=(stage, phase))
+        self.kr.wait()
         kd = self.descs(self.k_desc0, stage)
         seq.fence()
         for i in range(b.cfg.head_dim // 16):
             seq.mma(b.cfg.s_form, self.s, self.q_desc[i], kd[i],
                     self.p_false if i == 0 else self.p_true, _S_IMM)
         seq.commit()
+        self.groups.read(self.kr)
 
     def issue_o(self, stage: Reg, phase: Reg) -> None:
         b, seq, p = self.b, self.seq, self.p
-        TE.mbarrier_wait_parity(b.k, b.bar("v", stage), phase)
+        self.vr.begin(at=(stage, phase))
+        self.vr.wait()
         vd = self.descs(self.v_desc0, stage)
         seq.fence()  # P and O were written by ordinary instructions (and a branch since)
         for i in range(b.cfg.block_n // 16):
             seq.mma(b.cfg.o_form, self.o, p[4 * i:4 * i + 4], vd[i], self.p_true, _O_IMM)
         seq.commit()
+        self.groups.read(self.vr)
 
-    def release(self, stage: Reg, which: str = "e") -> None:
-        k = self.b.k
-        if which == "ek" and not self.b.cfg.split_release:
+    def release(self, stage: Reg, which: str = "e", k_lag: int = 0) -> None:
+        """``which`` "ek": K's stage (only with ``split_release``); "e": V's stage, and
+        without ``split_release`` also K's (the same ``e[s]``; K's iteration ``k_lag``
+        behind: 1 when S of the next tile was issued first)."""
+        split = self.b.cfg.split_release
+        if which == "ek":
+            if split:
+                self.kr.release(0, stage=stage, pred=self.is_lead)
             return
-        skip = k.fresh_label("no_release")
-        k.bra(skip, f"!{self.is_lead}")
-        TE.mbarrier_arrive(k, self.b.bar(which, stage))
-        k.label(skip)
+        self.vr.release(0, stage=stage, pred=self.is_lead)
+        if not split:
+            self.kr.release(k_lag, stage=stage, pred=self.is_lead)  # V's arrival did it
+
+    def wait(self, pending: int) -> None:
+        """``wgmma.wait_group pending``, and which stages' groups it retired."""
+        self.seq.wait(pending)
+        self.groups.wait(pending)
 
     def turn_begin(self) -> None:
         if self.b.cfg.pingpong:
@@ -154,6 +172,9 @@ def _consumer_setup(b: _Build) -> tuple[_Consumer, _Softmax, Reg, Reg, Reg, Reg]
     k.ins("setp.ne.u32", p_false, 0, 0)
     c = _Consumer(b, WgmmaSequence(k), cw, is_lead, q_desc, k_desc0, v_desc0, s, o, p, p_true,
                   p_false)
+    assert b.rings is not None  # both warpgroups run this code: 2 releases of each stage
+    c.kr, c.vr = (ring.consumer("consumers", arrivals=2) for ring in b.rings)
+    c.groups = WgmmaGroups((c.kr, c.vr))
     # ping-pong: a consumer issues its WGMMAs only after the other one has issued its own
     # (named barriers 1 and 2: "consumer c may issue"); consumer 1 lets consumer 0 go first.
     c.my_bar = _u32(k, "add.u32", cw, 1)
@@ -183,19 +204,19 @@ def _kv_tile(c: _Consumer, st: _Softmax, stage: Reg, phase: Reg, j: Reg) -> None
         c.issue_s(nstage, nphase)  # S_{j} while P_{j-1} V_{j-1} runs
         c.issue_o(stage, phase)
         c.turn_end()
-        seq.wait(1)
+        c.wait(1)
         c.release(nstage, "ek")
         seq.read(s)
         _mask(b, s, st, n0)
         alphas = _softmax(b, s, st, first=False)
-        seq.wait(0)
-        c.release(stage)
+        c.wait(0)
+        c.release(stage, k_lag=1)
     else:
         c.issue_o(stage, phase)
-        seq.wait(0)
+        c.wait(0)
         c.release(stage)
         c.issue_s(nstage, nphase)
-        seq.wait(0)
+        c.wait(0)
         c.release(nstage, "ek")
         seq.read(s)
         _mask(b, s, st, n0)
@@ -220,7 +241,7 @@ def _consumer(b: _Build) -> None:
     c.turn_begin()
     c.issue_s(stage, phase)
     c.turn_end()
-    seq.wait(0)
+    c.wait(0)
     c.release(stage, "ek")
     seq.read(s)
     zero = _u32(k, "mov.u32", 0)
@@ -234,17 +255,20 @@ def _consumer(b: _Build) -> None:
     k.bra(tail, done_loop)
     top = k.fresh_label("c_kv")
     k.label(top)
-    _kv_tile(c, st, stage, phase, j)
-    k.ins("add.u32", j, j, 1)
-    more = k.reg("pred")
-    k.ins("setp.lt.u32", more, j, b.n_tiles)
-    k.bra(top, more)
+    with c.kr.loop(), c.vr.loop():  # the KV loop, replayed at its back edge
+        _kv_tile(c, st, stage, phase, j)
+        k.ins("add.u32", j, j, 1)
+        more = k.reg("pred")
+        k.ins("setp.lt.u32", more, j, b.n_tiles)
+        k.bra(top, more)
     k.label(tail)
     c.turn_begin()
     c.issue_o(stage, phase)
     c.turn_end(last=True)
-    seq.wait(0)
+    c.wait(0)
     c.release(stage)
+    c.kr.finish()
+    c.vr.finish()
     seq.read(c.o)
     seq.finish()
     _store(b, c.o, st, lane, cw=c.cw, q_sm=q_sm, ltid=ltid, warp=warp)

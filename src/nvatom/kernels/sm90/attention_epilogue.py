@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
+from nvatom.kernels.pipeline import EpilogueRing
 from nvatom.kernels.sm90.attention_config import _CHUNK, _LN2
 from nvatom.kernels.sm90.attention_plan import STSM
 from nvatom.kernels.sm90.attention_skeleton import _Build
@@ -14,7 +15,6 @@ from nvatom.kernels.sm90.attention_softmax import _f32, _quad, _Softmax
 from nvatom.kernels.sm90.emit import stmatrix_lane_offset as _stsm_lane
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.ptx import sync_emit as SE
-from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Reg
 from nvatom.ptx.copy_emit import emit_matrix_copy
 
@@ -86,8 +86,15 @@ def _store_tma(b: _Build, o: list[Reg], inv: list[Reg], cw: Reg, q_sm: Reg, ltid
     if b.off_q:
         k.ins("add.u32", base, base, b.off_q)
     per_chunk = _CHUNK // 16
+    # the chunks of this half of the Q tile: staging buffers written once, stored as one
+    # bulk group by the lead thread (of a half not entirely past seqlen_q)
+    ring = EpilogueRing.at_offsets(k, "attention_o", q_sm,
+                                   [b.off_q + plan.q_boxes[c] for c in range(cfg.chunks)],
+                                   None, lead_only=True)
     for blk, regs in enumerate(plan.o_retile):
         c, q = divmod(blk, per_chunk)
+        if not q:
+            ring.write(c)
         vals = []
         for lo, hi in regs:
             half = accumulator_coord(d, 0, lo)[0] // 8
@@ -98,21 +105,19 @@ def _store_tma(b: _Build, o: list[Reg], inv: list[Reg], cw: Reg, q_sm: Reg, ltid
         if q:
             k.ins("xor.b32", addr, addr, 32 * q)
         emit_matrix_copy(k, STSM, vals, addr)
-    TE.fence_proxy_async(k)
+    ring.fence()
     bar = _u32(k, "add.u32", cw, 3)  # 0: the CTA, 1 and 2: ping-pong turns
-    SE.named_barrier_sync(k, bar, WARPGROUP, target=b.target)
+    ring.sync(bar, WARPGROUP, target=b.target)
     r0 = _u32(k, "mad.lo.u32", cw, 64, b.m0)
     go = k.reg("pred")
     k.ins("setp.lt.u32", go, r0, b.sq)
     k.ins("setp.eq.and.u32", go, ltid, 0, go)
-    skip = k.fresh_label("no_o_store")
-    k.bra(skip, f"!{go}")
-    for c in range(cfg.chunks):
-        src = _u32(k, "add.u32", q_sm, b.off_q + plan.q_boxes[c])
-        TE.tma_store(k, b.tmaps[3], [c * _CHUNK, r0, b.head, b.batch], src)
-    TE.bulk_commit_group(k)
-    TE.bulk_wait_group(k, 0, read=True)  # the tile is read before the CTA's smem goes
-    k.label(skip)
+    with ring.lead_section(go, "no_o_store"):
+        for c in range(cfg.chunks):
+            ring.address(c)
+            ring.store(c, b.tmaps[3], [c * _CHUNK, r0, b.head, b.batch], commit=False)
+        ring.commit()
+        ring.wait(0)  # the tile is read before the CTA's smem goes
 
 
 def _f32_hex(x: float) -> str:

@@ -13,7 +13,11 @@ from nvatom.ptx import tma_emit as TE
 
 
 def _producer(b: _Build) -> None:
-    """Warpgroup 0: one thread loads Q, then K and V of every KV tile into the ring."""
+    """Warpgroup 0: one thread loads Q, then K and V of every KV tile into the ring: K and V
+    as the producer roles of two pipelines (``b.rings``,
+    :func:`~nvatom.kernels.sm90.attention_rings.kv_rings`) at the kernel's ring
+    registers, so each stage's acquire comes before its loads and the loads deliver the
+    announced bytes."""
     k, cfg, plan = b.k, b.cfg, b.plan
     k.comment("producer warpgroup: one thread issues every TMA load")
     SE.setmaxnreg(k, "dec", cfg.producer_regs, target=b.target)
@@ -26,28 +30,30 @@ def _producer(b: _Build) -> None:
     for c, off in enumerate(plan.q_boxes):
         dst = _u32(k, "add.u32", b.smem, b.off_q + off)
         TE.tma_load(k, dst, tq, [c * _CHUNK, b.m0, b.head, b.batch], qbar)
+    assert b.rings is not None
+    roles = [ring.producer(f"{ring.spec.name}_producer") for ring in b.rings]
     stage = _u32(k, "mov.u32", 0)
     phase = _u32(k, "mov.u32", 1)  # a fresh barrier's previous phase counts as complete
     j = _u32(k, "mov.u32", 0)
     top = k.fresh_label("p_kv")
     k.label(top)
-    n0 = _u32(k, "mul.lo.u32", j, cfg.block_n)
-    if not cfg.split_release:
-        TE.mbarrier_wait_parity(k, b.bar("e", stage), phase)
-    for which, tmap, region, boxes in (("k", tk, b.off_k, plan.k_boxes),
-                                       ("v", tv, b.off_v, plan.v_boxes)):
-        if cfg.split_release:  # K's slot frees when S retires, V's when P V does
-            TE.mbarrier_wait_parity(k, b.bar("ek" if which == "k" else "e", stage), phase)
-        full = b.bar(which, stage)
-        TE.mbarrier_arrive_expect_tx(k, full, cfg.kv_bytes)
-        base = _u32(k, "mad.lo.u32", stage, cfg.kv_bytes, region)
-        k.ins("add.u32", base, base, b.smem)
-        for c, off in enumerate(boxes):
-            dst = _u32(k, "add.u32", base, off)
-            TE.tma_load(k, dst, tmap, [c * _CHUNK, n0, b.kv_head, b.batch], full)
-    _next_stage(k, stage, phase, cfg.stages)
-    k.ins("add.u32", j, j, 1)
-    more = k.reg("pred")
-    k.ins("setp.lt.u32", more, j, b.n_tiles)
-    k.bra(top, more)
+    with roles[0].loop(), roles[1].loop():
+        n0 = _u32(k, "mul.lo.u32", j, cfg.block_n)
+        for (tmap, region, boxes), role in zip(((tk, b.off_k, plan.k_boxes),
+                                                (tv, b.off_v, plan.v_boxes)), roles,
+                                               strict=True):
+            role.begin(at=(stage, phase))
+            role.acquire()  # without split_release, K's acquire waits V's empty too
+            base = _u32(k, "mad.lo.u32", stage, cfg.kv_bytes, region)
+            k.ins("add.u32", base, base, b.smem)
+            for c, off in enumerate(boxes):
+                dst = _u32(k, "add.u32", base, off)
+                role.load(dst, tmap, [c * _CHUNK, n0, b.kv_head, b.batch],
+                          cfg.kv_bytes // len(boxes))
+            role.commit()
+        _next_stage(k, stage, phase, cfg.stages)
+        k.ins("add.u32", j, j, 1)
+        more = k.reg("pred")
+        k.ins("setp.lt.u32", more, j, b.n_tiles)
+        k.bra(top, more)
     k.bra(b.done)

@@ -6,6 +6,7 @@ longest-first order, the KV tile count, barrier initialisation) (PTX ISA "mbarri
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.kernels.sm90.attention_config import BLOCK_M, AttentionSm90Config
@@ -47,6 +48,7 @@ class _Build:
     lse_ptr: Reg
     c: Reg  # scale * log2(e)
     done: str
+    rings: tuple[Any, Any] | None = None  # the K and V rings (attention_rings.kv_rings)
 
     def bar(self, which: str, stage: Reg | int = 0) -> Reg:
         """Shared address of barrier ``q_full`` / ``k_full[s]`` / ``v_full[s]`` / ``empty[s]``

@@ -227,6 +227,15 @@ class GemmSm90Config:
         if self.cluster_m == 2 and self.b_major == "MN" and self.block_n < 128:
             raise GemmSm90Error("cluster_m 2 with an MN-major B splits its 64-column boxes "
                                 "between the CTAs: block_n must be at least 128")
+        if (self.cluster_m == 2 and self.multicast and self.b_major == "MN"
+                and self.block_n // 64 % 2):
+            # each CTA multicasts half of B's boxes: an odd count leaves one never loaded,
+            # so the stage's full barrier (expecting all of B) never completes: a hang the
+            # stage ring's expect_tx check found (kernels/pipeline.py, docs/pipelines.md)
+            raise GemmSm90Error(f"cluster_m 2 multicasting an MN-major B gives each CTA half "
+                                f"of its 64-column boxes: block_n {self.block_n} has an odd "
+                                "number of them (use 128 or 256, K-major B, or multicast "
+                                "False)")
         if self.tmap_address not in ("mov", "cvta"):
             raise GemmSm90Error(f"tmap_address {self.tmap_address!r} is not 'mov' or 'cvta'")
         if WARPGROUP * (self.producer_regs + self.consumers * self.consumer_regs) > _REGS:

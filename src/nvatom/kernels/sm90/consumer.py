@@ -8,13 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP
+from nvatom.kernels.pipeline import PingPongOrder
 from nvatom.kernels.sm90.config import PINGPONG_BAR
 from nvatom.kernels.sm90.emit import desc_base as _desc_base
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.kernels.sm90.epilogue import _epilogue, _epilogue_setup
-from nvatom.kernels.sm90.mainloop import _open_k_loop, _retire_k_block
+from nvatom.kernels.sm90.mainloop import _drain, _open_k_loop, _retire_k_block, _wait_stage
 from nvatom.kernels.sm90.mainloop_promoted import _mainloop_promoted
-from nvatom.kernels.sm90.pipeline import _release, _skip_blocks
+from nvatom.kernels.sm90.pipeline import _skip_blocks
 from nvatom.kernels.sm90.row_scales import _stage_row_scales
 from nvatom.kernels.sm90.scales import _block_scale_rows, _fp8_scale, _group_scales
 from nvatom.kernels.sm90.scheduler import TileScheduler
@@ -63,6 +64,8 @@ def _consumer(b: _Build) -> None:
     scale = _fp8_scale(b)
     p_true, p_acc, imm, ep, temps, p_first = _consumer_state(b, cw, ltid, is_lead)
 
+    assert b.ring is not None
+    cons = b.ring.consumer("consumers", arrivals=cfg.consumers)  # each warpgroup releases
     sched = TileScheduler(b, b.first_tile, b.step)
     stage, phase, tile, top, mb, nb = sched.tile_loop("c_tile", 0, (2,))
     block_ptrs = None
@@ -78,36 +81,41 @@ def _consumer(b: _Build) -> None:
     seq = WgmmaSequence(k)
     if cfg.promote:
         rows = None if block_ptrs is None else _block_scale_rows(b, block_ptrs, cw, mb, nb)
-        _mainloop_promoted(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead,
-                           p_true, p_first, rows)
+        with cons.loop():  # the tile loop: replayed, the next tile's first K blocks
+            _mainloop_promoted(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead,
+                               p_true, p_first, rows, cons=cons)
     else:
-        kt, prev, kloop = _open_k_loop(b, p_acc, stage, phase)
-        # descriptors of this stage
-        da = k.reg("b64")
-        db = k.reg("b64")
-        sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
-        sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
-        da64, db64 = k.reg("b64"), k.reg("b64")
-        k.ins("cvt.u64.u32", da64, sa_off)
-        k.ins("cvt.u64.u32", db64, sb_off)
-        seq.fence()  # every K block: the previous tile's epilogue touched the accumulators
-        for s in range(cfg.k_steps):
-            k.ins("add.s64", da, a_desc0[s], da64)
-            k.ins("add.s64", db, b_desc0[s], db64)
-            seq.mma(form, acc, da, db, p_acc if s == 0 else p_true, imm)
-            da, db = k.reg("b64"), k.reg("b64")
-        _retire_k_block(b, sched, seq, is_lead, p_acc, kt, prev, stage, phase, kloop)
-        seq.wait(0)
-        if cfg.wgmma_inflight:
-            _release(k, cfg, b.smem, b.off_empty, prev, is_lead, b.rank)
+        with cons.loop():
+            kt, prev, kloop = _open_k_loop(b, p_acc, cons)
+            with cons.loop():  # the K loop
+                _wait_stage(cons, stage, phase)
+                # descriptors of this stage
+                da = k.reg("b64")
+                db = k.reg("b64")
+                sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
+                sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
+                da64, db64 = k.reg("b64"), k.reg("b64")
+                k.ins("cvt.u64.u32", da64, sa_off)
+                k.ins("cvt.u64.u32", db64, sb_off)
+                seq.fence()  # every K block: the previous tile's epilogue read the accumulators
+                for s in range(cfg.k_steps):
+                    k.ins("add.s64", da, a_desc0[s], da64)
+                    k.ins("add.s64", db, b_desc0[s], db64)
+                    seq.mma(form, acc, da, db, p_acc if s == 0 else p_true, imm)
+                    da, db = k.reg("b64"), k.reg("b64")
+                _retire_k_block(b, sched, seq, cons, is_lead, p_acc, kt, prev, stage, phase,
+                                kloop)
+            _drain(b, seq, cons, prev, is_lead)
     seq.read(acc)
     seq.finish()
     if b.scale_step is not None and block_ptrs is None:
         # after the main loop: nothing of it lives across the loop
         scale = _group_scales(b, sched.group)
-    _epilogue(b, ep, acc, scale, mb, nb, staged=staged)
+    with ep.ring.tile():  # checked across chunks and, replayed, across the tile loop
+        _epilogue(b, ep, acc, scale, mb, nb, staged=staged)
     k.ins("add.u32", tile, tile, sched.step)
     k.bra(top)
+    cons.finish()
 
 
 def _consumer_pingpong(b: _Build) -> None:
@@ -140,6 +148,9 @@ def _consumer_pingpong(b: _Build) -> None:
     p_true, p_acc, imm, ep, temps, p_first = _consumer_state(b, cw, ltid, is_lead)
     wait_bar = _u32(k, "add.u32", cw, PINGPONG_BAR)  # mine
     sig_bar = _u32(k, "sub.u32", PINGPONG_BAR + 1, cw)  # the other's
+    assert b.ring is not None
+    order = PingPongOrder(k, PINGPONG_BAR, b.target)
+    cons = b.ring.consumer("consumer", order=order)  # one warpgroup per tile
     cta_first, cta_step = b.first_tile, b.step
     sched = TileScheduler(b, _u32(k, "mad.lo.u32", cw, cta_step, cta_first),
                           _u32(k, "shl.b32", cta_step, 1))
@@ -149,54 +160,54 @@ def _consumer_pingpong(b: _Build) -> None:
     phase0 = _u32(k, "div.u32", pos, cfg.stages)
     k.ins("and.b32", phase0, phase0, 1)
     stage, phase, tile, top, mb, nb = sched.tile_loop("c_tile", phase0, (2,), stage0)
-    k.ins("setp.eq.u32", p_acc, tile, cta_first)  # the CTA's first tile: nobody to wait for
-    skip_wait = k.fresh_label("pp_first")
-    k.bra(skip_wait, p_acc)
-    SE.named_barrier_sync(k, wait_bar, 2 * WARPGROUP, target=b.target)
-    k.label(skip_wait)
-    nxt = _u32(k, "add.u32", tile, cta_step)  # the other warpgroup's next tile
-    p_sig = k.reg("pred")
-    k.ins("setp.lt.u32", p_sig, nxt, b.ntiles)
-    seq = WgmmaSequence(k)
+    with cons.loop():  # the tile loop (its turn, main loop, release): replayed
+        k.ins("setp.eq.u32", p_acc, tile, cta_first)  # the CTA's first tile: nobody to wait for
+        order.wait(cons, cw, skip=p_acc, bar=wait_bar)
+        nxt = _u32(k, "add.u32", tile, cta_step)  # the other warpgroup's next tile
+        p_sig = k.reg("pred")
+        k.ins("setp.lt.u32", p_sig, nxt, b.ntiles)
+        seq = WgmmaSequence(k)
 
-    def signal() -> None:
-        skip = k.fresh_label("pp_nosig")
-        k.bra(skip, f"!{p_sig}")
-        SE.named_barrier_arrive(k, sig_bar, 2 * WARPGROUP, target=b.target)
-        k.label(skip)
+        def signal() -> None:
+            order.signal(cons, cw, pred=p_sig, bar=sig_bar)
 
-    if cfg.promote:
-        _mainloop_promoted(b, seq, accs[0], temps, a_descs[0], b_desc0, stage, phase, is_lead,
-                           p_true, p_first, None, list(zip(accs, a_descs, strict=True)))
-        signal()
-    else:
-        kt, prev, kloop = _open_k_loop(b, p_acc, stage, phase)
-        sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
-        sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
-        da64, db64 = k.reg("b64"), k.reg("b64")
-        k.ins("cvt.u64.u32", da64, sa_off)
-        k.ins("cvt.u64.u32", db64, sb_off)
-        seq.fence()
-        for s in range(cfg.k_steps):
-            db = k.reg("b64")
-            k.ins("add.s64", db, b_desc0[s], db64)
-            for h in (0, 1):
-                da = k.reg("b64")
-                k.ins("add.s64", da, a_descs[h][s], da64)
-                seq.mma(form, accs[h], da, db, p_acc if s == 0 else p_true, imm)
-        _retire_k_block(b, sched, seq, is_lead, p_acc, kt, prev, stage, phase, kloop)
-        signal()  # every WGMMA of this tile is issued: the other warpgroup's turn
-        seq.wait(0)
-        if cfg.wgmma_inflight:
-            _release(k, cfg, b.smem, b.off_empty, prev, is_lead, b.rank)
+        if cfg.promote:
+            _mainloop_promoted(b, seq, accs[0], temps, a_descs[0], b_desc0, stage, phase,
+                               is_lead, p_true, p_first, None,
+                               list(zip(accs, a_descs, strict=True)),
+                               cons=cons)
+            signal()
+        else:
+            kt, prev, kloop = _open_k_loop(b, p_acc, cons)
+            with cons.loop():  # the K loop
+                _wait_stage(cons, stage, phase)
+                sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
+                sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)
+                da64, db64 = k.reg("b64"), k.reg("b64")
+                k.ins("cvt.u64.u32", da64, sa_off)
+                k.ins("cvt.u64.u32", db64, sb_off)
+                seq.fence()
+                for s in range(cfg.k_steps):
+                    db = k.reg("b64")
+                    k.ins("add.s64", db, b_desc0[s], db64)
+                    for h in (0, 1):
+                        da = k.reg("b64")
+                        k.ins("add.s64", da, a_descs[h][s], da64)
+                        seq.mma(form, accs[h], da, db, p_acc if s == 0 else p_true, imm)
+                _retire_k_block(b, sched, seq, cons, is_lead, p_acc, kt, prev, stage, phase,
+                                kloop)
+            signal()  # every WGMMA of this tile is issued: the other warpgroup's turn
+            _drain(b, seq, cons, prev, is_lead)
     for acc in accs:
         seq.read(acc)
     seq.finish()
-    for h in (0, 1):
-        _epilogue(b, ep, accs[h], scale, mb, nb, half=h)
+    with ep.ring.tile():
+        for h in (0, 1):
+            _epilogue(b, ep, accs[h], scale, mb, nb, half=h)
     _skip_blocks(k, stage, phase, b.ktiles, cfg.stages)  # the other warpgroup's next tile
     # the other warpgroup's next tile, then mine: the CTA's step twice (sched.step, written
     # once, as the PTX was recorded)
     k.ins("add.u32", tile, tile, cta_step)
     k.ins("add.u32", tile, tile, cta_step)
     k.bra(top)
+    cons.finish()

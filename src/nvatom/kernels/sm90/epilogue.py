@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from nvatom.atoms.copy import MATRIX_COPIES
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
+from nvatom.kernels.pipeline import EpilogueRing
 from nvatom.kernels.sm90 import fusion
 from nvatom.kernels.sm90.config import _ROW, GemmSm90Config, GemmSm90Error
 from nvatom.kernels.sm90.emit import stmatrix_lane_offset as _stsm_lane
@@ -19,7 +20,6 @@ from nvatom.kernels.sm90.row_scales import _row_scale
 from nvatom.kernels.sm90.skeleton import _Build
 from nvatom.ptx import copy_emit as CE
 from nvatom.ptx import sync_emit as SE
-from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Reg
 from nvatom.ptx.copy_emit import emit_matrix_copy
 
@@ -63,10 +63,11 @@ def _acc_index(n: int, row_half: int, col: int) -> int:
 @dataclasses.dataclass
 class _Epilogue:
     """A consumer warpgroup's epilogue registers: its lane's offset in a staging tile, its
-    two staging buffers and its named barrier."""
+    two staging buffers (the ring: written by the warpgroup, stored and waited for by its
+    lead thread) and its named barrier."""
 
     c_lane: Reg
-    c_buf0: Reg
+    ring: EpilogueRing
     bar_id: Reg
     is_lead: Reg  # thread 0 of the warpgroup
     cw: Reg  # consumer index
@@ -94,7 +95,9 @@ def _epilogue_setup(b: _Build, cw: Reg, ltid: Reg, is_lead: Reg) -> _Epilogue:
     c_buf0 = _u32(k, "mad.lo.u32", cw, 2 * cfg.c_buffer_bytes, b.off_c)
     k.ins("add.u32", c_buf0, c_buf0, b.smem)  # this warpgroup's two staging buffers
     bar_id = _u32(k, "add.u32", cw, 1)
-    return _Epilogue(c_lane, c_buf0, bar_id, is_lead, cw)
+    ring = EpilogueRing.strided(k, "gemm_staging", c_buf0, cfg.c_buffer_bytes, 2, is_lead,
+                                lead_only=True)
+    return _Epilogue(c_lane, ring, bar_id, is_lead, cw)
 
 
 def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
@@ -127,23 +130,21 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
         fused = fusion.FusedEpilogue(k, cfg, b.epi_params, b.tid, row0, col0, b.dims, half)
     nchunks = bn // cfg.c_chunk_cols
     stsm = next(a for a in MATRIX_COPIES if a.name == "atom.stsm<m8n8.x4>")
+    ring, cc = ep.ring, cfg.c_chunk_cols
     for ch in range(nchunks):
         groups = range(ch * cfg.c_chunk_cols // 8, (ch + 1) * cfg.c_chunk_cols // 8)
         loaded = fused.load(groups) if fused is not None else None  # latency under the wait
-        buf = _u32(k, "add.u32", ep.c_buf0, (ch % 2) * cfg.c_buffer_bytes)
-        skip_w = k.fresh_label("no_wait")
-        k.bra(skip_w, f"!{ep.is_lead}")
+        ring.address(ch % 2)
         # the store that last read this buffer is done: one store (the other buffer's) may
         # stay in flight, except on a tile's first chunk when a tile has an odd number of
         # chunks: then the previous tile's last store read this same buffer (buffer 0), so
-        # wait for all (docs/perf.md, "FP8 tile by wave count": a race seen at 128 x 192)
-        TE.bulk_wait_group(k, 0 if ch == 0 and nchunks % 2 else 1, read=True)
-        k.label(skip_w)
-        SE.named_barrier_sync(k, ep.bar_id, WARPGROUP)
+        # wait for all (docs/perf.md, "FP8 tile by wave count": a race seen at 128 x 192;
+        # the ring refuses a weaker wait when the kernel is built)
+        ring.wait(_store_wait(ch, nchunks))
+        ring.sync(ep.bar_id, WARPGROUP)
         if fused is not None and loaded is not None:
             fused.apply(acc, groups, loaded)
-        base = _u32(k, "add.u32", buf, ep.c_lane)
-        cc = cfg.c_chunk_cols
+        base = _u32(k, "add.u32", ring.write(ch % 2), ep.c_lane)
         if cfg.out_bytes == 2:
             for q in range(cc // 16):
                 c16 = ch * cc + 16 * q  # first column of this 16 x 16 block
@@ -161,11 +162,13 @@ def _epilogue(b: _Build, ep: _Epilogue, acc: Sequence[Reg],
                     addr = _u32(k, "xor.b32", base, 32 * cb)
                     k.ins("st.shared.v2.f32", f"[{addr}+{half * 1024}]",
                           [acc[i0], acc[i0 + 1]])
-        TE.fence_proxy_async(k)
-        SE.named_barrier_sync(k, ep.bar_id, WARPGROUP)
-        skip_st = k.fresh_label("no_store")
-        k.bra(skip_st, f"!{ep.is_lead}")
-        cx = _u32(k, "add.u32", col0, ch * cc)
-        TE.tma_store(k, b.tmaps[2], [cx, row0], buf)
-        TE.bulk_commit_group(k)
-        k.label(skip_st)
+        ring.fence()
+        ring.sync(ep.bar_id, WARPGROUP)
+        ring.store(ch % 2, b.tmaps[2], lambda x=ch * cc: [_u32(k, "add.u32", col0, x), row0])
+
+
+def _store_wait(ch: int, nchunks: int) -> int:
+    """The ``cp.async.bulk.wait_group.read`` count before chunk ``ch`` of a tile of
+    ``nchunks`` chunks: 1 (the other buffer's store may stay in flight), 0 on the first chunk
+    of a tile with an odd number of chunks (the previous tile's last store read buffer 0)."""
+    return 0 if ch == 0 and nchunks % 2 else 1

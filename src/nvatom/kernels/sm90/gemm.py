@@ -67,10 +67,13 @@ Sources: PTX ISA 8.x, "wgmma.mma_async", "Matrix Descriptor Format", "cp.async.b
 
 from __future__ import annotations
 
+import dataclasses
+
 from nvatom.kernels.sm90.config import GemmSm90Config
 from nvatom.kernels.sm90.consumer import _consumer, _consumer_pingpong
 from nvatom.kernels.sm90.epilogue import _check_c_offsets
 from nvatom.kernels.sm90.mainloop_rs import _check_rs_offsets
+from nvatom.kernels.sm90.pipeline import stage_ring
 from nvatom.kernels.sm90.plan import gemm_sm90_plan
 from nvatom.kernels.sm90.producer import _producer
 from nvatom.kernels.sm90.skeleton import _exit, _prologue
@@ -98,6 +101,8 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
         feats.append("tensormap.replace")
     mod = Module(target_, features=feats)
     b = _prologue(mod.kernel(cfg.name), cfg, plan, target_)
+    b = dataclasses.replace(b, ring=stage_ring(b.k, cfg, b.smem, b.off_full, b.off_empty,
+                                               b.rank))
     pp = b.k.reg("pred")
     b.k.ins("setp.eq.u32", pp, b.wg, 0)
     b.k.bra(b.producer_label, pp)
@@ -107,5 +112,6 @@ def build_gemm_sm90(cfg: GemmSm90Config, target_: str = "sm_90a") -> Module:
         _consumer(b)
     b.k.label(b.producer_label)
     _producer(b)
+    b.ring.check_arrivals()
     _exit(b)
     return mod

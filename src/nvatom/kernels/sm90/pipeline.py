@@ -1,9 +1,13 @@
 """The SM90 GEMM's stage ring of mbarriers: a stage's barrier address, the release of a
 stage to the producer (``empty[s]``, across the cluster when B is multicast) and the advance
-of a ring position over another warpgroup's K blocks (PTX ISA "mbarrier", "mapa")."""
+of a ring position over another warpgroup's K blocks (PTX ISA "mbarrier", "mapa"); and the
+ring as a :class:`~nvatom.kernels.pipeline.Pipeline` (:func:`stage_ring`), whose producer and
+consumer roles check the kernel's acquire / wait / read / release order while it is built,
+spelling each operation as below (:class:`GemmBarriers`)."""
 
 from __future__ import annotations
 
+from nvatom.kernels.pipeline import Barriers, Pipeline, PipelineSpec
 from nvatom.kernels.sm90.config import GemmSm90Config
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.ptx import sync_emit as SE
@@ -43,3 +47,46 @@ def _skip_blocks(k: Kernel, stage: Reg, phase: Reg, blocks: Reg, stages: int) ->
     k.ins("rem.u32", stage, t, stages)
     k.ins("and.b32", wraps, wraps, 1)
     k.ins("xor.b32", phase, phase, wraps)
+
+
+class GemmBarriers(Barriers):
+    """The GEMM's spelling of the ring's operations: a barrier's address is ``smem + off +
+    8 stage`` (:func:`_barrier`), the producer's phase register already holds the parity it
+    waits on (it starts at 1), a release arrives on every CTA that multicast into the stage
+    (:func:`_release`)."""
+
+    def __init__(self, cfg: GemmSm90Config, smem: Reg, off_full: int, off_empty: int,
+                 rank: Reg | None) -> None:
+        self.cfg, self.smem, self.off_full, self.off_empty = cfg, smem, off_full, off_empty
+        self.rank = rank
+
+    def acquire(self, pipe: Pipeline, stage: Reg, phase: Reg) -> Reg:
+        k = pipe.k
+        TE.mbarrier_wait_parity(k, _barrier(k, self.smem, self.off_empty, stage), phase)
+        full = _barrier(k, self.smem, self.off_full, stage)
+        TE.mbarrier_arrive_expect_tx(k, full, pipe.spec.tx_bytes)
+        return full
+
+    def wait(self, pipe: Pipeline, stage: Reg, phase: Reg) -> None:
+        TE.mbarrier_wait_parity(pipe.k, _barrier(pipe.k, self.smem, self.off_full, stage),
+                                phase)
+
+    def release(self, pipe: Pipeline, stage: Reg, pred: Reg | None) -> None:
+        assert pred is not None, "the GEMM releases from each warpgroup's lead thread"
+        _release(pipe.k, self.cfg, self.smem, self.off_empty, stage, pred, self.rank)
+
+
+def stage_ring(k: Kernel, cfg: GemmSm90Config, smem: Reg, off_full: int, off_empty: int,
+               rank: Reg | None) -> Pipeline:
+    """The kernel's stage ring as a pipeline object: ``stages`` stages of A + B bytes,
+    read by every consumer warpgroup (cooperative) or one per tile (ping-pong), released on
+    both CTAs of a multicasting cluster (``empty[s]``'s count, as :func:`_init_barriers`
+    sets it)."""
+    spec = PipelineSpec("gemm_stages", cfg.stages, cfg.a_stage_bytes + cfg.b_stage_bytes,
+                        consumers=cfg.consumers,
+                        kind="pingpong" if cfg.pingpong else "ordered",
+                        cluster=cfg.cluster_m if cfg.mcast else 1)
+    # full / empty: byte offsets in the kernel's shared memory (GemmBarriers adds the base)
+    return Pipeline(k, spec, off_full, off_empty,
+                    barriers=GemmBarriers(cfg, smem, off_full, off_empty, rank))
+

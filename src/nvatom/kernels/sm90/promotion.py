@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
 from nvatom.kernels.sm90.config import GemmSm90Config, GemmSm90Error
 from nvatom.kernels.sm90.emit import u32 as _u32
-from nvatom.kernels.sm90.pipeline import _barrier
 from nvatom.kernels.sm90.skeleton import _Build
-from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
 from nvatom.ptx.wgmma_emit import WgmmaSequence
 
@@ -40,16 +39,18 @@ def _promote_map(bn: int, pn: int, part: int) -> tuple[int, ...]:
 
 def _part_mmas(b: _Build, seq: WgmmaSequence, t: Sequence[Reg], a_desc0: Sequence[Reg],
                b_desc0: Sequence[Reg], stage: Reg, phase: Reg | None, part: int, first: Reg,
-               p_true: Reg, a_frag: Sequence[Sequence[Reg]] | None = None) -> None:
-    """One K block of one N part: wait ``full[stage]`` (when ``phase`` is given), then the
+               p_true: Reg, a_frag: Sequence[Sequence[Reg]] | None = None,
+               cons: Any = None) -> None:
+    """One K block of one N part: wait ``full[stage]`` (when ``phase`` is given: the
+    consumer role ``cons`` begins its iteration at ``stage`` and waits), then the
     K block's WGMMAs into temporary ``t`` (the first with scale-d ``first``); A by
     descriptor, or (``promote_rs``) from ``a_frag``, each k-step's 4 registers
     (:func:`_load_a_frag`)."""
     k, cfg, plan = b.k, b.cfg, b.plan
     form = cfg.part_form
     if phase is not None:
-        full = _barrier(k, b.smem, b.off_full, stage)
-        TE.mbarrier_wait_parity(k, full, phase)
+        cons.begin(at=(stage, phase))
+        cons.wait()
     if a_frag is None:
         sa_off = _u32(k, "mul.lo.u32", stage, cfg.a_stage_bytes >> 4)
     sb_off = _u32(k, "mul.lo.u32", stage, cfg.b_stage_bytes >> 4)

@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from nvatom.kernels.pipeline import Pipeline
 from nvatom.kernels.sm90 import fusion
 from nvatom.kernels.sm90.config import GemmSm90Config
 from nvatom.kernels.sm90.emit import u32 as _u32
@@ -55,6 +56,8 @@ class _Build:
     # scale_b for every group); the groups' row ends follow tile_ends in its buffer
     scale_step: Param | None = None
     epi_params: dict[str, Param] = dataclasses.field(default_factory=dict)  # fused epilogue
+    # the stage ring as a pipeline object (its roles check the main loops; set by the build)
+    ring: Pipeline | None = None
 
 
 def _prologue(k: Kernel, cfg: GemmSm90Config, plan: GemmSm90Plan, target_: str) -> _Build:

@@ -1,0 +1,80 @@
+"""The SM90 attention kernel's K and V stage rings as pipeline objects
+(:class:`~nvatom.kernels.pipeline.Pipeline`): their barrier operations spelled as the kernel
+always did (:class:`KvBarriers`), and :class:`WgmmaGroups`, which tells each ring's consumer
+role which of its WGMMA groups a ``wgmma.wait_group`` retired when the groups of both rings
+share the warpgroup's one queue (PTX ISA "mbarrier", "wgmma.wait_group")."""
+
+from __future__ import annotations
+
+from nvatom.kernels.pipeline import Barriers, ConsumerRole, Pipeline, PipelineSpec
+from nvatom.kernels.sm90.attention_skeleton import _Build
+from nvatom.ptx import tma_emit as TE
+from nvatom.ptx.builder import Reg
+
+
+class KvBarriers(Barriers):
+    """The K (``which`` "k") or V ring's operations: ``full`` is ``k[s]`` / ``v[s]``; the
+    empty barrier is ``ek[s]`` for K and ``e[s]`` for V with ``split_release``, else ``e[s]``
+    for both (K's acquire waits for it once for both; V's release arrives on it for both, so
+    K's release emits nothing)."""
+
+    def __init__(self, b: _Build, which: str) -> None:
+        self.b, self.which = b, which
+
+    def _shared(self) -> bool:
+        return self.which == "k" and not self.b.cfg.split_release
+
+    def acquire(self, pipe: Pipeline, stage: Reg, phase: Reg) -> Reg:
+        b = self.b
+        if b.cfg.split_release:  # K's slot frees when S retires, V's when P V does
+            TE.mbarrier_wait_parity(b.k, b.bar("ek" if self.which == "k" else "e", stage),
+                                    phase)
+        elif self.which == "k":
+            TE.mbarrier_wait_parity(b.k, b.bar("e", stage), phase)
+        full = b.bar(self.which, stage)
+        TE.mbarrier_arrive_expect_tx(b.k, full, pipe.spec.tx_bytes)
+        return full
+
+    def wait(self, pipe: Pipeline, stage: Reg, phase: Reg) -> None:
+        TE.mbarrier_wait_parity(self.b.k, self.b.bar(self.which, stage), phase)
+
+    def release(self, pipe: Pipeline, stage: Reg, pred: Reg | None) -> None:
+        if self._shared():  # V's release of the same e[s] frees K's slot
+            return
+        k = self.b.k
+        assert pred is not None
+        skip = k.fresh_label("no_release")
+        k.bra(skip, f"!{pred}")
+        TE.mbarrier_arrive(k, self.b.bar("ek" if self.which == "k" else "e", stage))
+        k.label(skip)
+
+
+def kv_rings(b: _Build) -> tuple[Pipeline, Pipeline]:
+    """The K ring and the V ring: ``stages`` stages of ``kv_bytes`` each, read and released
+    by both consumer warpgroups (``empty`` counts 2, as the prologue initialises them)."""
+    cfg = b.cfg
+    k_ring, v_ring = (Pipeline(b.k, PipelineSpec(f"attention_{w}", cfg.stages, cfg.kv_bytes,
+                                                 consumers=2),
+                               b.off_bar, b.off_bar, barriers=KvBarriers(b, w))
+                      for w in ("k", "v"))
+    return k_ring, v_ring
+
+
+class WgmmaGroups:
+    """The warpgroup's WGMMA groups in commit order, each read by one ring's stage:
+    ``wait(n)`` (after ``wgmma.wait_group n``) keeps the newest ``n`` pending and tells each
+    role how many of its own groups those are."""
+
+    def __init__(self, roles: tuple[ConsumerRole, ...]) -> None:
+        self.roles = roles
+        self.queue: list[ConsumerRole] = []
+
+    def read(self, role: ConsumerRole) -> None:
+        """A group (committed just before) reads ``role``'s current stage."""
+        role.read()
+        self.queue.append(role)
+
+    def wait(self, pending: int) -> None:
+        self.queue = self.queue[len(self.queue) - pending:] if pending else []
+        for role in self.roles:
+            role.wgmma_wait(sum(r is role for r in self.queue))
