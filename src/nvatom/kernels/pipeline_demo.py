@@ -23,15 +23,16 @@ Two options rebuild last rounds' bugs so that tests can show the layer refuses t
 
 from __future__ import annotations
 
+import dataclasses
 import struct
-from typing import Literal
+from typing import Any, Literal
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.kernels.pipeline import EpilogueRing, PingPongOrder, Pipeline, PipelineSpec
 from nvatom.kernels.scheduler import StaticPersistent, emit_first_and_step
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
-from nvatom.ptx.builder import Module
+from nvatom.ptx.builder import Kernel, Module, Param, Reg
 
 __all__ = ["BOX_BYTES", "build_pipeline_demo"]
 
@@ -42,6 +43,8 @@ BOX_BYTES = BOX_ROWS * BOX_COLS * 4
 CONSUMER_BAR = 1
 #: the ping-pong order's named barriers (PINGPONG_BAR + w, w = 0, 1), after the consumers' 1, 2
 PINGPONG_BAR = 3
+#: the stages' offset in the shared buffer (the staging buffers follow them)
+_OFF_STAGE = 0
 
 
 def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
@@ -55,6 +58,42 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
     ...``, its ring position skipping the other's K blocks, each stage released by one
     warpgroup, the main loops ordered by :class:`~nvatom.kernels.pipeline.PingPongOrder`."""
     mod = Module(target)
+    d = _prologue(mod, stages, consumers, schedule, empty_arrivals, target)
+    _producer(d)
+    _consumers(d, chunks, epilogue_wait)
+    d.k.label(d.done)
+    TE.bulk_wait_group(d.k, 0, read=False)
+    return mod
+
+
+@dataclasses.dataclass(frozen=True)
+class _Demo:
+    """What the producer and the consumers share, set up by :func:`_prologue`."""
+
+    k: Kernel
+    target: str
+    consumers: int
+    pingpong: bool
+    pipe: Pipeline
+    sched: StaticPersistent
+    tx: Param
+    ty: Param
+    tiles_m: Reg
+    ktiles: Reg
+    base: Reg  # the shared buffer's address: stages at 0, staging at off_c
+    off_c: int
+    tid: Reg
+    wg: Reg
+    first: Reg
+    step: Reg
+    done: str  # the exit label
+    cons_label: str  # where the consumer warpgroups start
+
+
+def _prologue(mod: Module, stages: int, consumers: int, schedule: str,
+              empty_arrivals: int | None, target: str) -> _Demo:
+    """Parameters, the shared buffer (stages, staging, barriers), the pipeline's barriers,
+    the persistent schedule and the branch to the consumers."""
     k = mod.kernel("pipeline_demo")
     threads = WARPGROUP * (1 + consumers)
     k.reqntid = (threads, 1, 1)
@@ -62,10 +101,8 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
     ty = TE.tensormap_param(k, "tmap_y")
     tiles_m = k.ld_param(k.param("tiles_m", "u32"))
     ktiles = k.ld_param(k.param("ktiles", "u32"))
-    pingpong = schedule == "pingpong"
     spec = PipelineSpec("demo", stages, BOX_BYTES, consumers=consumers, kind=schedule,
-                        empty_arrivals=empty_arrivals)
-    off_stage = 0
+                        empty_arrivals=empty_arrivals)  # type: ignore[arg-type]
     off_c = stages * BOX_BYTES
     off_bar = off_c + 2 * consumers * BOX_BYTES
     sym = k.shared("smem", off_bar + Pipeline.barrier_bytes(stages), 1024)
@@ -86,23 +123,28 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
     isp = k.reg("pred")
     k.ins("setp.ne.u32", isp, wg, 0)
     k.bra(cons_label, isp)
+    return _Demo(k, target, consumers, schedule == "pingpong", pipe, sched, tx, ty, tiles_m,
+                 ktiles, base, off_c, tid, wg, first, step, done, cons_label)
 
-    # ---------------------------------------------------------------- producer: thread 0
+
+def _producer(d: _Demo) -> None:
+    """Thread 0 loads one 4 x 32 box per stage, for every K block of the CTA's tiles."""
+    k = d.k
     k.comment("producer: thread 0 loads one 4 x 32 box per stage")
     p0 = k.reg("pred")
-    k.ins("setp.ne.u32", p0, tid, 0)
-    k.bra(done, p0)
-    prod = pipe.producer()
+    k.ins("setp.ne.u32", p0, d.tid, 0)
+    k.bra(d.done, p0)
+    prod = d.pipe.producer()
     pit = k.reg("u32")
     k.ins("mov.u32", pit, 0)
     pt = k.reg("u32")
-    k.ins("mov.u32", pt, first)
+    k.ins("mov.u32", pt, d.first)
     ptop, pend = k.fresh_label("p_tile"), k.fresh_label("p_tiles_done")
     k.label(ptop)
     pp = k.reg("pred")
-    k.ins("setp.ge.u32", pp, pt, tiles_m)
-    k.bra(done, pp)
-    mb, _ = sched.emit_tile(k, pt, tiles_m, 1)
+    k.ins("setp.ge.u32", pp, pt, d.tiles_m)
+    k.bra(d.done, pp)
+    mb, _ = d.sched.emit_tile(k, pt, d.tiles_m, 1)
     row = k.reg("u32")
     k.ins("mul.lo.u32", row, mb, BOX_ROWS)
     kb = k.reg("u32")
@@ -114,37 +156,42 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
         prod.acquire()
         assert prod.stage is not None
         dst = k.reg("u32")
-        k.ins("mad.lo.u32", dst, prod.stage, BOX_BYTES, base)
+        k.ins("mad.lo.u32", dst, prod.stage, BOX_BYTES, d.base)
         kx = k.reg("u32")
         k.ins("mul.lo.u32", kx, kb, BOX_COLS)
-        prod.load(dst, tx, [kx, row], BOX_BYTES)
+        prod.load(dst, d.tx, [kx, row], BOX_BYTES)
         prod.commit()
     k.ins("add.u32", pit, pit, 1)
     k.ins("add.u32", kb, kb, 1)
     pk = k.reg("pred")
-    k.ins("setp.lt.u32", pk, kb, ktiles)
+    k.ins("setp.lt.u32", pk, kb, d.ktiles)
     k.bra(ktop, pk)
-    k.ins("add.u32", pt, pt, step)
+    k.ins("add.u32", pt, pt, d.step)
     k.bra(ptop)
     k.label(pend)
 
-    # ---------------------------------------------------------------- consumers
-    k.label(cons_label)
+
+def _consumers(d: _Demo, chunks: int, epilogue_wait: str) -> None:
+    """The consumer warpgroups: each thread sums its element of every stage of a tile, then
+    stores ``chunks`` multiples of the sum through the staging ring."""
+    k = d.k
+    k.label(d.cons_label)
     k.comment("consumer warpgroups: each thread sums its element of every stage")
     cw = k.reg("u32")
-    k.ins("sub.u32", cw, wg, 1)
+    k.ins("sub.u32", cw, d.wg, 1)
     ltid = k.reg("u32")
-    k.ins("and.b32", ltid, tid, WARPGROUP - 1)
+    k.ins("and.b32", ltid, d.tid, WARPGROUP - 1)
     lead = k.reg("pred")
     k.ins("setp.eq.u32", lead, ltid, 0)
     bar_id = k.reg("u32")
     k.ins("add.u32", bar_id, cw, CONSUMER_BAR)
-    order = PingPongOrder(k, PINGPONG_BAR, target) if pingpong else None
-    cons = pipe.consumer("readers", arrivals=None if pingpong else consumers, order=order)
-    pipe.check_arrivals()
+    order = PingPongOrder(k, PINGPONG_BAR, d.target) if d.pingpong else None
+    cons = d.pipe.consumer("readers", arrivals=None if d.pingpong else d.consumers,
+                           order=order)
+    d.pipe.check_arrivals()
     c_buf = k.reg("u32")  # this warpgroup's two staging buffers
-    k.ins("mad.lo.u32", c_buf, cw, 2 * BOX_BYTES, base)
-    k.ins("add.u32", c_buf, c_buf, off_c)
+    k.ins("mad.lo.u32", c_buf, cw, 2 * BOX_BYTES, d.base)
+    k.ins("add.u32", c_buf, c_buf, d.off_c)
     c_buf1 = k.reg("u32")
     k.ins("add.u32", c_buf1, c_buf, BOX_BYTES)
     ring = EpilogueRing(k, "demo_staging", [c_buf, c_buf1], lead)
@@ -153,25 +200,43 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
     cit = k.reg("u32")
     k.ins("mov.u32", cit, 0)
     ct = k.reg("u32")
-    k.ins("mov.u32", ct, first)
-    cstep = step
-    if pingpong:  # warpgroup cw: tiles first + (2i + cw) step, ring past the other's blocks
-        k.ins("mad.lo.u32", ct, cw, step, first)
-        k.ins("mul.lo.u32", cit, cw, ktiles)
+    k.ins("mov.u32", ct, d.first)
+    cstep = d.step
+    if d.pingpong:  # warpgroup cw: tiles first + (2i + cw) step, ring past the other's blocks
+        k.ins("mad.lo.u32", ct, cw, d.step, d.first)
+        k.ins("mul.lo.u32", cit, cw, d.ktiles)
         cstep = k.reg("u32")
-        k.ins("shl.b32", cstep, step, 1)
+        k.ins("shl.b32", cstep, d.step, 1)
     ctop = k.fresh_label("c_tile")
     k.label(ctop)
     cp = k.reg("pred")
-    k.ins("setp.ge.u32", cp, ct, tiles_m)
-    k.bra(done, cp)
+    k.ins("setp.ge.u32", cp, ct, d.tiles_m)
+    k.bra(d.done, cp)
     if order is not None:  # my turn: not waited for on the CTA's very first tile
         first_tile = k.reg("pred")
-        k.ins("setp.eq.u32", first_tile, ct, first)
+        k.ins("setp.eq.u32", first_tile, ct, d.first)
         order.wait(cons, cw, skip=first_tile)
-    cmb, _ = sched.emit_tile(k, ct, tiles_m, 1)
+    cmb, _ = d.sched.emit_tile(k, ct, d.tiles_m, 1)
     crow = k.reg("u32")
     k.ins("mul.lo.u32", crow, cmb, BOX_ROWS)
+    acc = _consumer_k_loop(d, cons, cit, bar_id, lead)
+    if order is not None:  # the other warpgroup's main loop may start, if it has a tile
+        nxt = k.reg("u32")
+        k.ins("add.u32", nxt, ct, d.step)
+        more = k.reg("pred")
+        k.ins("setp.lt.u32", more, nxt, d.tiles_m)
+        order.signal(cons, cw, pred=more)
+        k.ins("add.u32", cit, cit, d.ktiles)  # skip the other's K blocks
+    _epilogue(d, ring, acc, crow, lane_off, bar_id, chunks, epilogue_wait)
+    cons.finish()
+    k.ins("add.u32", ct, ct, cstep)
+    k.bra(ctop)
+
+
+def _consumer_k_loop(d: _Demo, cons: Any, cit: Reg, bar_id: Reg, lead: Reg) -> Reg:
+    """One tile's K loop of a consumer warpgroup: wait, read, release each stage; returns
+    the thread's sum."""
+    k = d.k
     acc = k.reg("f32")
     k.ins("mov.f32", acc, "0f00000000")
     ckb = k.reg("u32")
@@ -183,50 +248,43 @@ def build_pipeline_demo(*, stages: int = 3, chunks: int = 3, consumers: int = 1,
         cons.wait()
         assert cons.stage is not None
         src = k.reg("u32")
-        k.ins("mad.lo.u32", src, cons.stage, BOX_BYTES, base)
-        k.ins("add.u32", src, src, off_stage)
+        k.ins("mad.lo.u32", src, cons.stage, BOX_BYTES, d.base)
+        k.ins("add.u32", src, src, _OFF_STAGE)
         v = k.reg("f32")
         k.ins("ld.shared.f32", v, f"[{src}]")
         k.ins("add.f32", acc, acc, v)
         cons.read(synchronous=True)  # an ld.shared: done when it returns
         # every thread of the warpgroup has read before its lead releases the stage
-        SE.named_barrier_sync(k, bar_id, WARPGROUP, target=target)
+        SE.named_barrier_sync(k, bar_id, WARPGROUP, target=d.target)
         cons.release(pred=lead)
     k.ins("add.u32", cit, cit, 1)
     k.ins("add.u32", ckb, ckb, 1)
     ck = k.reg("pred")
-    k.ins("setp.lt.u32", ck, ckb, ktiles)
+    k.ins("setp.lt.u32", ck, ckb, d.ktiles)
     k.bra(cktop, ck)
-    if order is not None:  # the other warpgroup's main loop may start, if it has a tile
-        nxt = k.reg("u32")
-        k.ins("add.u32", nxt, ct, step)
-        more = k.reg("pred")
-        k.ins("setp.lt.u32", more, nxt, tiles_m)
-        order.signal(cons, cw, pred=more)
-        k.ins("add.u32", cit, cit, ktiles)  # skip the other's K blocks
+    return acc
+
+
+def _epilogue(d: _Demo, ring: EpilogueRing, acc: Reg, crow: Reg, lane_off: Reg, bar_id: Reg,
+              chunks: int, epilogue_wait: str) -> None:
+    """``chunks`` TMA stores per tile through the ring of two staging buffers."""
+    k = d.k
     with ring.tile():
         for ch in range(chunks):
             buf = ch % 2
             safe = epilogue_wait == "safe" and ch == 0 and chunks % 2
             ring.wait(0 if safe else 1)
-            SE.named_barrier_sync(k, bar_id, WARPGROUP, target=target)
+            SE.named_barrier_sync(k, bar_id, WARPGROUP, target=d.target)
             addr = k.reg("u32")
             k.ins("add.u32", addr, ring.write(buf), lane_off)
             out = k.reg("f32")
             k.ins("mul.f32", out, acc, f"0f{_f32_bits(ch + 1):08X}")
             k.ins("st.shared.f32", f"[{addr}]", out)
             TE.fence_proxy_async(k)
-            SE.named_barrier_sync(k, bar_id, WARPGROUP, target=target)
+            SE.named_barrier_sync(k, bar_id, WARPGROUP, target=d.target)
             cx = k.reg("u32")
             k.ins("mov.u32", cx, ch * BOX_COLS)
-            ring.store(buf, ty, [cx, crow])
-    cons.finish()
-    k.ins("add.u32", ct, ct, cstep)
-    k.bra(ctop)
-
-    k.label(done)
-    TE.bulk_wait_group(k, 0, read=False)
-    return mod
+            ring.store(buf, d.ty, [cx, crow])
 
 
 def _f32_bits(x: float) -> int:
