@@ -168,9 +168,35 @@ def static_smem_overflow() -> None:
         T.smem_tensor(k, f"s{i}", "bf16", smem_layout(64, 64, 16, "K", 128))
 
 
+def smem_tensor_of_a_huge_layout() -> None:
+    """Fuzz finding (issue 28's campaign): 2^31 elements were evaluated one by one (a hang)
+    before the 48 KB check; the element count is checked first."""
+    k, _ = _setup()
+    T.smem_tensor(k, "sHuge", "bf16", Layout((1 << 16, 1 << 15), (1 << 15, 1)))
+
+
+def huge_view_of_a_buffer() -> None:
+    k, _ = _setup()
+    T.smem_tensor(k, "sA", "bf16", SW64).with_layout(Layout((1 << 16, 1 << 15), (1 << 15, 1)),
+                                                      "view")
+
+
+def fragment_past_the_register_file() -> None:
+    """Fuzz finding: a (thread, value) layout of 2^31 values allocated one register each."""
+    k, tiled = _setup()
+    T.fragment(k, tiled, "A", name="rHuge", layout=Layout((128, 1 << 24), (1 << 24, 1)))
+
+
+def fragment_layout_not_thread_value() -> None:
+    k, tiled = _setup()
+    T.fragment(k, tiled, "A", name="rFlat", layout=Layout(64, 1))
+
+
 def tensor_out_of_its_buffer() -> None:
     k, _ = _setup()
-    T.smem_tensor(k, "sA", "bf16", SW64).with_layout(smem_layout(64, 64, 16, "K", 128), "big")
+    # 1,024 elements (2 KB) fit the 4 KB buffer, but the row stride spans
+    # (31 * 128 + 31 + 1) x 2 = 8,000 bytes
+    T.smem_tensor(k, "sA", "bf16", SW64).with_layout(Layout((32, 32), (128, 1)), "big")
 
 
 def copy_width_does_not_hold_elements() -> None:
@@ -287,9 +313,20 @@ CASES: list[tuple[Callable[[], None], str]] = [
     (static_smem_overflow,
      "smem tensor 's6' (8192 bytes) overflows static shared memory: 57344 bytes of 49152 in "
      "kernel 't'"),
+    (smem_tensor_of_a_huge_layout,
+     "smem tensor 'sHuge' (bf16, (65536,32768):(32768,1)) has 2147483648 elements (4294967296 "
+     "bytes), more than static shared memory holds (49152 bytes)"),
+    (huge_view_of_a_buffer,
+     "has 2147483648 elements (4294967296 bytes), more than its buffer 'sA' holds (4096 "
+     "bytes)"),
+    (fragment_past_the_register_file,
+     "fragment 'rHuge' of 16777216 bf16 values a thread needs 8388608 registers; a thread has "
+     "at most 255"),
+    (fragment_layout_not_thread_value,
+     "fragment 'rFlat': its layout must be a (thread, value) layout of rank 2, got 64:1"),
     (tensor_out_of_its_buffer,
-     "smem tensor 'big' (bf16, Sw<3,3,3> o 0 o ((8,8),(64,1)):((64,512),(1,0))) spans 8192 "
-     "bytes, beyond its buffer 'sA' of 4096 bytes"),
+     "smem tensor 'big' (bf16, (32,32):(128,1)) spans 8000 bytes, beyond its buffer 'sA' of "
+     "4096 bytes"),
     (copy_width_does_not_hold_elements,
      "copy atom.universal_copy<8> from fragment 'rD' into gmem tensor 'D': 8-bit accesses do "
      "not hold whole bf16 elements"),

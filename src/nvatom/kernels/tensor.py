@@ -83,6 +83,9 @@ __all__ = ["SPACES", "SmemBuffer", "Tensor", "TensorError", "as_tiled", "convert
 SPACES = ("gmem", "smem", "rmem", "tmem")
 #: Static shared memory a CTA may declare (PTX ISA ".shared": 48 KB without the opt-in).
 STATIC_SMEM_BYTES = 48 * 1024
+#: The most registers one thread can have (PTX ISA "Register state space": 255 per thread on
+#: every target since sm_35, CUDA's -maxrregcount ceiling); a fragment past it is refused.
+MAX_THREAD_REGISTERS = 255
 _KINDS = {"gmem": "gmem tensor", "smem": "smem tensor", "rmem": "fragment", "tmem": "tmem tensor"}
 
 
@@ -203,7 +206,17 @@ def _cosize_bytes(t: Tensor) -> int:
     return (top + 1) * t.bits // 8
 
 
+def _check_elements(t: Tensor, limit_bytes: int, where: str) -> None:
+    """Refuse a memory tensor with more elements than ``limit_bytes`` can hold before its
+    offsets are evaluated one by one (a user's 2^31-element layout must not hang)."""
+    n = size(t.outer)
+    if n * t.bits > 8 * limit_bytes:
+        raise TensorError(f"{t} has {n} elements ({n * t.bits // 8} bytes), more than "
+                          f"{where} holds ({limit_bytes} bytes)")
+
+
 def _check_fits(t: Tensor, buf: SmemBuffer) -> None:
+    _check_elements(t, buf.nbytes, f"its buffer '{buf.name}'")
     need = _cosize_bytes(t)
     if need > buf.nbytes:
         raise TensorError(f"{t} spans {need} bytes, beyond its buffer '{buf.name}' of "
@@ -217,6 +230,7 @@ def smem_tensor(k: Kernel, name: str, dtype: DType | str,
                 layout: Layout | ComposedLayout) -> Tensor:
     """A static ``.shared`` buffer (128-byte aligned: whole swizzle rows) holding ``layout``."""
     t = Tensor(name, to_dtype(dtype), layout, "smem")
+    _check_elements(t, STATIC_SMEM_BYTES, "static shared memory")
     nbytes = _cosize_bytes(t)
     used = _SMEM_USED.get(k, 0) + nbytes
     if used > STATIC_SMEM_BYTES:
@@ -263,8 +277,15 @@ def fragment(k: Kernel, mma: TiledMma | MmaForm, operand: str, *, name: str | No
     form = mma.atom
     dt = to_dtype(dtype if dtype is not None else form.operand_type(op).name)  # type: ignore[attr-defined]
     lay = layout if layout is not None else mma.tv_layout(op)
+    if not isinstance(lay, Layout) or lay.rank != 2:
+        raise TensorError(f"fragment '{name or 'r' + op}': its layout must be a (thread, "
+                          f"value) layout of rank 2, got {lay}")
     rtype, per = _register_type(dt)
     nregs = -(-size(lay[1]) // per)
+    if nregs > MAX_THREAD_REGISTERS:
+        raise TensorError(f"fragment '{name or 'r' + op}' of {size(lay[1])} {dt.name} values "
+                          f"a thread needs {nregs} registers; a thread has at most "
+                          f"{MAX_THREAD_REGISTERS}")
     regs = tuple(k.regs(rtype, nregs))
     if zero:
         for r in regs:
