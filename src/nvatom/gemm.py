@@ -294,6 +294,9 @@ def route(a: TensorInfo, b: TensorInfo, out: TensorInfo, problem: GemmProblem,
     a documented input is never refused for its alignment or row pitch."""
     if provider is None:
         launch, target = plan(problem, capability)
+    elif not isinstance(provider, str):
+        raise GemmError(f"provider = {shown(provider)}: the name of a registered GEMM provider "
+                        "(a str), or None for the first that supports the problem")
     else:
         launch, target = _plan_with(problem, capability, provider)
     chosen = next((p for p in _providers() if p.name == launch.provider), None)
@@ -329,6 +332,11 @@ def explain(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str 
         import torch
 
         capability = tuple(torch.cuda.get_device_capability(ai.device))  # type: ignore[assignment]
+    elif (not isinstance(capability, (tuple, list)) or len(capability) != 2
+          or any(isinstance(x, bool) or not isinstance(x, int) for x in capability)):
+        raise GemmError(f"capability = {shown(capability)}: a compute capability is a "
+                        "(major, minor) pair of ints, e.g. (9, 0)")
+    capability = tuple(capability)  # type: ignore[assignment]  # a list keys no cache
     return route(ai, bi, oi, problem, capability, provider)  # type: ignore[arg-type]
 
 
@@ -746,9 +754,11 @@ def check_epilogue(problem: GemmProblem, device: int, *, bias: Any = None,
         raise GemmError(f"activation={activation!r} is not one of None, "
                         f"{', '.join(map(repr, ACTIVATIONS))}")
     for name, v in (("alpha", alpha), ("beta", beta)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
-                              or not math.isfinite(v)):
-            raise GemmError(f"{name}={v!r} is not a finite real number (a Python float)")
+        # the kernel takes both as .f32: a huge int (10**400) must not reach float(); alpha
+        # has no None (its default is 1.0), beta's None means 1 with c
+        if (v is not None or name == "alpha") and f32_number(v) is None:
+            raise GemmError(f"{name}={shown(v)} is not a finite real number within float32's "
+                            f"range (|{name}| <= {F32_MAX:.4g}; a Python float)")
     if beta is not None and beta != 0 and c is None:
         raise GemmError(f"beta={beta!r} given without c: beta scales the c input "
                         "(out = act(alpha * a @ b + beta * c + bias) + residual)")
@@ -1142,6 +1152,10 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
     fkey = _grouped_fast_key(a, b, offsets, out)
     if fkey is not None and (scale_a is not None or scale_b is not None or fast_accum):
         fkey += (_scale_key(scale_a), _scale_key(scale_b), fast_accum)
+        try:
+            hash(fkey)
+        except TypeError:  # e.g. fast_accum=[]: no fast path; the checks name it
+            fkey = None
     hit = CACHES.grouped_fast.get(fkey) if fkey is not None else None
     if hit is not None:
         import torch
