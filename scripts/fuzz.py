@@ -252,9 +252,15 @@ def _reached(*args: Any, **kwargs: Any) -> Any:
     raise ReachedDevice()
 
 
+def _launched(*args: Any, **kwargs: Any) -> None:
+    """A launch in the ``api`` target: nothing runs, and the call goes on (its call caches
+    fill, so a second call can hit them)."""
+    return None
+
+
 class _FakeKernel:
     """What ``get_kernel`` returns in the ``api`` target: its launcher checks the launch
-    shape as the real one does (``launch._dims``), and launching raises :class:`ReachedDevice`."""
+    shape as the real one does (``launch._dims``); launching does nothing."""
 
     def launcher(self, grid: Any, block: Any, shmem: int = 0, cluster: Any = None) -> Any:
         from nvatom.runtime.launch import _dims
@@ -263,7 +269,7 @@ class _FakeKernel:
         _dims(block, "block")
         if cluster is not None:
             _dims(cluster, "cluster")
-        return _reached
+        return _launched
 
 
 def _fake_torch(capability: tuple[int, ...]) -> Any:
@@ -336,7 +342,7 @@ def api_fakes(capability: Sequence[int]) -> Iterator[None]:
         (gp, "_encode_tiled", lambda args: tma_encode.encode_args("tiled", args)),
         (gp, "load_function", _reached), (gp, "prepare_driver_launch", _reached),
         (att, "load_function", lambda *a, **k: None),
-        (att, "prepare_driver_launch", _reached),
+        (att, "prepare_driver_launch", lambda *a, **k: _launched),
         (att, "_caps", {}), (att, "_problems", {}), (att, "_launches", {}),
     ]
     old = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
@@ -393,22 +399,43 @@ def _api_function(case: dict[str, Any]) -> Callable[..., Any]:
     raise ValueError(f"unknown api function {fn!r}")
 
 
+def _api_outcome(fn: Callable[..., Any], call: dict[str, Any]) -> str:
+    """"ok" or "clean" for one call (inside :func:`api_fakes`); raises :class:`Failure` for
+    an error that is not one line, lets anything else through (classify names it)."""
+    args = [G.materialize(x) for x in call["args"]]
+    kw = {k: G.materialize(v) for k, v in call["kw"].items()}
+    try:
+        fn(*args, **kw)
+    except ReachedDevice:
+        return "ok"
+    except _clean_type() as e:
+        text = str(e)
+        if not text or "\n" in text:
+            raise Failure("wrong", f"{type(e).__name__} not one line: {text[:2000]!r}") from e
+        return "clean"
+    return "ok"
+
+
 def run_api(case: dict[str, Any]) -> str:
+    """One call, or (``case["then"]``) a call after another one in the same process: the
+    second must end as it does alone (the call caches skip the checks on a hit, so a key
+    that misses something the checks read would let a refused call through, or refuse an
+    accepted one)."""
     fn = _api_function(case)
     with api_fakes(case["capability"]):
-        args = [G.materialize(x) for x in case["args"]]
-        kw = {k: G.materialize(v) for k, v in case["kw"].items()}
-        try:
-            fn(*args, **kw)
-        except ReachedDevice:
-            return "ok"
-        except _clean_type() as e:
-            text = str(e)
-            if not text or "\n" in text:
-                raise Failure("wrong", f"{type(e).__name__} not one line: {text[:2000]!r}") \
-                    from e
-            return "clean"
-    return "ok"
+        got = _api_outcome(fn, case)
+    then = case.get("then")
+    if then is None:
+        return got
+    with api_fakes(case["capability"]):
+        alone = _api_outcome(fn, then)
+    with api_fakes(case["capability"]):
+        _api_outcome(fn, case)
+        after = _api_outcome(fn, then)
+    if after != alone:
+        raise Failure("wrong", f"the second call ends {after!r} after the first ({got!r}) but "
+                      f"{alone!r} alone: a call cache answered for a different call")
+    return after
 
 
 RUNNERS: dict[str, Callable[[Any], str]] = {

@@ -1233,6 +1233,11 @@ def api_case(r: Rng) -> dict[str, Any]:
         for i, v in enumerate(args):
             if isinstance(v, dict) and "tensor" in v and _p(r, 0.2):
                 args[i] = mutate_tensor(r, v)
+    elif fn in ("gemm", "grouped_gemm", "attention") and _p(r, 0.2):
+        # the same call twice, the second changed in one place: the call caches must tell
+        then = {"args": json.loads(json.dumps(args)), "kw": json.loads(json.dumps(kw))}
+        _mutate_call(r, then["args"], then["kw"], 1)
+        case["then"] = then
     elif _p(r, 0.5) and not fn.startswith(("kernels.", "EpilogueSpec")):
         _mutate_call(r, args, kw, r.randint(1, 2))
     case.update({"fn": fn, "args": args, "kw": kw})

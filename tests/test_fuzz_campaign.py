@@ -303,3 +303,32 @@ def test_open_fragment_of_a_huge_layout() -> None:
                                     "kw": {"layout": {"layout": HUGE}},
                                     "capability": [9, 0], "target": "sm_80"}, time_limit=1.0)
     assert kind == "clean"
+
+
+def test_api_second_call_must_not_be_served_by_a_sloppy_call_cache(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``then`` case calls twice in one world: a call cache that answers for a call whose
+    key differs (planted: every lookup returns the last entry) lets a call the checks refuse
+    through, which is wrong output."""
+    import nvatom.gemm as gm
+
+    a, b, out = _t([64, 64]), _t([64, 64]), _t([64, 64])
+    bad_a = {"tensor": {**a["tensor"], "dtype": "torch.float32"}}
+    case = {"fn": "gemm", "args": [a, b, out], "kw": {}, "capability": [9, 0],
+            "then": {"args": [bad_a, b, out], "kw": {}}}
+    assert fuzz.classify("api", case)[0] == "clean"  # the real caches key the dtype
+
+    class AnyKey(dict):
+        def get(self, key: object, default: object = None) -> object:
+            return next(iter(self.values()), default)
+
+    real = gm.GemmCaches
+
+    def sloppy() -> object:
+        c = real()
+        c.calls = AnyKey()
+        return c
+
+    monkeypatch.setattr(gm, "GemmCaches", sloppy)
+    kind, detail = fuzz.classify("api", case)
+    assert kind == "wrong" and "a call cache answered for a different call" in detail
