@@ -282,6 +282,30 @@ def test_api_regressions_stay_clean() -> None:
                     target="sm_80")[0] == "clean"
 
 
+def test_fixed_grouped_call_cache_keys_fast_accum_by_type() -> None:
+    """Found by the campaign of 2026-11-28 (seed 20261128, api:131748, shortened): after a
+    grouped FP8 call with ``fast_accum=True`` and ``out``, the same call with
+    ``fast_accum=1.0`` hit the unchecked call cache (``1.0 == True``) and launched; alone it
+    is refused."""
+    def e(shape: list, strides: list, dtype: str, ptr: int) -> dict:
+        return {"tensor": {"shape": shape, "strides": strides, "dtype": f"torch.{dtype}",
+                           "ptr": ptr, "device": ["cuda", 0]}}
+
+    a = e([128, 256], [256, 1], "float8_e4m3fn", 0x7F0000000000)
+    b = e([2, 256, 128], [32768, 1, 256], "float8_e5m2", 0x7F0001000000)
+    kw = {"out": e([128, 128], [128, 1], "bfloat16", 0x7F0002000000),
+          "scale_a": 1.0, "scale_b": 1.0, "fast_accum": True}
+    case = {"fn": "grouped_gemm", "args": [a, b, [40, 128]], "kw": kw, "capability": [9, 0],
+            "then": {"args": [a, b, [40, 128]], "kw": {**kw, "fast_accum": 1.0}}}
+    assert fuzz.classify("api", case)[0] == "clean"
+    b2 = e([256, 128], [1, 256], "float8_e5m2", 0x7F0001000000)  # gemm's own call caches
+    for extra in ({}, {"activation": "relu"}):
+        kw2 = {**kw, **extra}
+        case = {"fn": "gemm", "args": [a, b2], "kw": kw2, "capability": [9, 0],
+                "then": {"args": [a, b2], "kw": {**kw2, "fast_accum": 1.0}}}
+        assert fuzz.classify("api", case)[0] == "clean", extra
+
+
 FORM_NAME = "sm80.mma.m16n8k16.f32.bf16.bf16.f32"
 HUGE = "(2147483648,2):(2,1)"
 

@@ -658,7 +658,8 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     key: tuple[Any, ...] | None = None
     try:
         key = (a.data_ptr(), b.data_ptr(), a.shape, b.shape, a.stride(), b.stride(), a.dtype,
-               b.dtype, a.device, b.device, acc, provider, fast_accum)
+               b.dtype, a.device, b.device, acc, provider, type(fast_accum), fast_accum)
+        # (fast_accum's type: 1.0 == True, and a hit skips the check that refuses 1.0)
         if out is not None:
             key += (out.data_ptr(), out.shape, out.stride(), out.dtype, out.device)
         if scale_a is not None or scale_b is not None:  # bf16/f16 calls pay nothing
@@ -878,8 +879,9 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
     key: tuple[Any, ...] | None = None
     try:
         key = (a.data_ptr(), b.data_ptr(), a.shape, b.shape, a.stride(), b.stride(), a.dtype,
-               b.dtype, a.device, b.device, acc, provider, fast_accum, _scale_key(scale_a),
-               _scale_key(scale_b), *((n, _epilogue_key(v)) for n, v in epilogue.items()))
+               b.dtype, a.device, b.device, acc, provider, type(fast_accum), fast_accum,
+               _scale_key(scale_a), _scale_key(scale_b),
+               *((n, _epilogue_key(v)) for n, v in epilogue.items()))
         if out is not None:
             key += (out.data_ptr(), out.shape, out.stride(), out.dtype, out.device)
         hit = CACHES.fused_calls.get(key)
@@ -1151,7 +1153,8 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
     shapes, strides, dtypes and devices and the offsets' values)."""
     fkey = _grouped_fast_key(a, b, offsets, out)
     if fkey is not None and (scale_a is not None or scale_b is not None or fast_accum):
-        fkey += (_scale_key(scale_a), _scale_key(scale_b), fast_accum)
+        # fast_accum's type too: 1.0 == True, and a hit skips the check that refuses 1.0
+        fkey += (_scale_key(scale_a), _scale_key(scale_b), type(fast_accum), fast_accum)
         try:
             hash(fkey)
         except TypeError:  # e.g. fast_accum=[]: no fast path; the checks name it
