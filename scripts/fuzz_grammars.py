@@ -22,7 +22,8 @@ and calls of the Python APIs (GEMM, grouped GEMM, attention, torch operators, th
 layer's tensors, ``EpilogueSpec``) on duck-typed tensors (:class:`FakeTensor`).
 
 This module imports only the standard library and nvatom (hypothesis only inside
-:func:`hypothesis_strategy`), so the campaign script and the CPU tests share it.
+:func:`hypothesis_strategy`, numpy, nvatom's dependency, only inside :func:`materialize`), so
+the campaign script and the CPU tests share it.
 """
 
 from __future__ import annotations
