@@ -326,9 +326,10 @@ def _api_modules() -> dict[str, Any]:
 @contextlib.contextmanager
 def api_fakes(capability: Sequence[int]) -> Iterator[None]:
     """The ``api`` target's world for one input: a fake ``torch`` (``sys.modules``), kernels
-    that raise :class:`ReachedDevice` when launched, tensor maps by the pure-Python encoder
-    (its checks run; no driver), fresh host caches (an input's outcome is its own), no
-    recipe written to disk.  Everything is restored afterwards (the CI test runs in-process,
+    whose launches check their grid and do nothing (:class:`_FakeKernel`), device-side work
+    that raises :class:`ReachedDevice`, tensor maps by the pure-Python encoder (its checks
+    run; no driver), fresh host caches (an input's outcome is its own), no recipe written to
+    disk.  Everything is restored afterwards (the CI test runs in-process,
     beside tests that need the real modules)."""
     from nvatom.descriptors import tma_encode
 
@@ -353,7 +354,8 @@ def api_fakes(capability: Sequence[int]) -> Iterator[None]:
         for c, _ in enc:
             c.encoder = lambda tm: tm.encode()
             c.clear()
-        gp._GROUPED_MAPS.clear() if hasattr(gp, "_GROUPED_MAPS") else None
+        if hasattr(gp, "_GROUPED_MAPS"):
+            gp._GROUPED_MAPS.clear()
         sys.modules["torch"] = _fake_torch(tuple(capability))
         yield
     finally:
