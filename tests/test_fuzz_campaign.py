@@ -5,7 +5,7 @@ once with a fixed seed and once with a random seed that is printed (replay:
 for one input).  Every input
 must end in success or a clean error: no traceback, hang, internal error or MemoryError.
 
-``NVATOM_FUZZ_SCALE`` multiplies the budget (default 1: about 5,000 inputs per seed, a few
+``NVATOM_FUZZ_SCALE`` multiplies the budget (default 1: about 5,400 inputs per seed, a few
 seconds each on an idle core).  The tests after it check that the tool's classification can
 fail: planted bugs of each kind are counted as failures, with their reproducer.
 """
