@@ -12,15 +12,22 @@ Targets (generators: scripts/fuzz_grammars.py):
 * ``descriptor``: decoding SM90 (WGMMA) and SM100 (UMMA) shared-memory descriptors, tcgen05
   instruction descriptors per kind, and CUDA tensor maps (128 bytes), then ``explain()``;
 * ``cli``: ``nvatom.cli.main(argv)`` in-process, stdout/stderr captured;
-* ``ir``: MLIR modules through ``nvatom.ir.driver`` parse, verify and ``lower``.
+* ``ir``: MLIR modules through ``nvatom.ir.driver`` parse, verify and ``lower``;
+* ``api``: Python API calls on duck-typed tensors (``fuzz_grammars.FakeTensor``): ``nvatom.gemm``
+  (fused epilogue, FP8 scales, ``provider``, ``out``), ``gemm.explain``, ``nvatom.grouped_gemm``,
+  ``nvatom.attention`` and ``attention.check_inputs``, the ``nvatom.torch_ops`` implementations
+  and fakes, the kernel layer's ``gmem_tensor``/``smem_tensor``/``fragment`` and
+  ``EpilogueSpec``, under a fake ``torch`` (:func:`api_fakes`): a call that passes every check
+  stops where it would launch (:class:`ReachedDevice`, counted a success).
 
 Each input ends in one class: ``ok`` (success), ``clean`` (a clean error: an NvatomError
-subclass; for the CLI exit 2 with one line ``nvatom: error: ...``, or exit 1 with located IR
-diagnostics; for IR an IRError whose diagnostics are located and not internal), or a failure:
-``traceback`` (any other exception), ``internal`` (CLI exit 70 or an IR ``internal error``
-diagnostic), ``hang`` (over the per-input time limit), ``memory`` (MemoryError, or the worker
-killed over its address-space limit), ``crash`` (the worker died otherwise) or ``wrong``
-(malformed error output, an unexpected exit status, a print/parse round trip that differs).
+subclass (for ``api``, of one line); for the CLI exit 2 with one line ``nvatom: error: ...``,
+or exit 1 with located IR diagnostics; for IR an IRError whose diagnostics are located and not
+internal), or a failure: ``traceback`` (any other exception), ``internal`` (CLI exit 70 or an
+IR ``internal error`` diagnostic), ``hang`` (over the per-input time limit), ``memory``
+(MemoryError, or the worker killed over its address-space limit), ``crash`` (the worker died
+otherwise) or ``wrong`` (malformed error output, an unexpected exit status, a print/parse round
+trip that differs).
 
 Every input is a pure function of (seed, target, index): ``random.Random(f"{seed}:{target}:
 {index}")`` feeds the grammar, so ``--replay TARGET:INDEX --seed S`` rebuilds one input.
@@ -50,7 +57,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +75,7 @@ FAILURES = ("traceback", "internal", "hang", "memory", "crash", "wrong")
 CLASSES = ("ok", "clean", *FAILURES)
 #: The default share of --inputs per target (cheap targets get more; IR is slow).
 WEIGHTS = {"layout": 0.25, "swizzle": 0.22, "descriptor": 0.2, "atom_name": 0.15,
-           "cli": 0.12, "ir": 0.06}
+           "cli": 0.12, "ir": 0.06, "api": 0.1}
 DEFAULT_TIME_LIMIT = 10.0
 DEFAULT_MEMORY_GIB = 4.0
 
@@ -232,9 +239,210 @@ def run_ir(case: dict[str, Any]) -> str:
     return "ok"
 
 
+# --------------------------------------------------------------------------- the api target
+
+
+class ReachedDevice(BaseException):
+    """Raised by the fakes where a call would start work on the GPU (a kernel launch, a
+    device-side computation): every check passed, so the input counts as a success.  A
+    BaseException, so no ``except Exception`` on the way swallows it."""
+
+
+def _reached(*args: Any, **kwargs: Any) -> Any:
+    raise ReachedDevice()
+
+
+def _launched(*args: Any, **kwargs: Any) -> None:
+    """A launch in the ``api`` target: nothing runs, and the call goes on (its call caches
+    fill, so a second call can hit them)."""
+    return None
+
+
+class _FakeKernel:
+    """What ``get_kernel`` returns in the ``api`` target: its launcher checks the launch
+    shape as the real one does (``launch._dims``); launching does nothing."""
+
+    def launcher(self, grid: Any, block: Any, shmem: int = 0, cluster: Any = None) -> Any:
+        from nvatom.runtime.launch import _dims
+
+        _dims(grid, "grid")
+        _dims(block, "block")
+        if cluster is not None:
+            _dims(cluster, "cluster")
+        return _launched
+
+
+def _fake_torch(capability: tuple[int, ...]) -> Any:
+    """A stand-in ``torch``: allocations make :class:`fuzz_grammars.FakeTensor` objects, the
+    device reports ``capability``, anything that computes raises :class:`ReachedDevice`."""
+    import types
+
+    torch = types.ModuleType("torch")
+    for name in ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2", "uint8",
+                 "int32", "int64"):
+        setattr(torch, name, f"torch.{name}")
+
+    def empty(shape: Any, dtype: Any = None, device: Any = None) -> Any:
+        return G.contiguous(shape, dtype or "torch.float32", device)
+
+    def full(shape: Any, value: Any, dtype: Any = None, device: Any = None) -> Any:
+        return G.contiguous(shape, dtype or "torch.float32", G.FakeDevice())
+
+    def frombuffer(buf: Any, dtype: Any = None) -> Any:
+        return G.contiguous((len(buf),), dtype, G.FakeDevice("cpu", None))
+
+    torch.empty, torch.full, torch.frombuffer = empty, full, frombuffer  # type: ignore[attr-defined]
+    torch.zeros = _reached  # type: ignore[attr-defined]  # the fused epilogue on K = 0
+    def from_dlpack(x: Any) -> Any:  # a numpy array or scalar: a CPU tensor, as torch's
+        shape = tuple(int(s) for s in x.shape)
+        return G.FakeTensor(shape, tuple(int(s) // x.itemsize for s in x.strides),
+                            f"torch.{x.dtype}", 0x10000, G.FakeDevice("cpu", None))
+
+    torch.from_dlpack = from_dlpack  # type: ignore[attr-defined]
+    stream = types.SimpleNamespace(cuda_stream=0)
+    torch.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
+        current_stream=lambda device=None: stream, current_device=lambda: 0,
+        get_device_capability=lambda device=None: capability,
+        get_device_properties=lambda device=None: types.SimpleNamespace(
+            multi_processor_count=132))
+    return torch
+
+
+def _api_modules() -> dict[str, Any]:
+    import nvatom.attention
+    import nvatom.gemm
+    import nvatom.gemm_providers
+    import nvatom.kernels.sm90.fusion
+    import nvatom.kernels.tensor
+    import nvatom.runtime.gemm_recipe
+    import nvatom.torch_ops  # before a fake torch is installed (it looks for torch)
+
+    return {"gemm": nvatom.gemm, "attention": sys.modules["nvatom.attention"],
+            "gp": nvatom.gemm_providers, "gr": nvatom.runtime.gemm_recipe,
+            "tensor": nvatom.kernels.tensor, "fusion": nvatom.kernels.sm90.fusion,
+            "torch_ops": nvatom.torch_ops}
+
+
+@contextlib.contextmanager
+def api_fakes(capability: Sequence[int]) -> Iterator[None]:
+    """The ``api`` target's world for one input: a fake ``torch`` (``sys.modules``), kernels
+    whose launches check their grid and do nothing (:class:`_FakeKernel`), device-side work
+    that raises :class:`ReachedDevice`, tensor maps by the pure-Python encoder (its checks
+    run; no driver), fresh host caches (an input's outcome is its own), no recipe written to
+    disk.  Everything is restored afterwards (the CI test runs in-process,
+    beside tests that need the real modules)."""
+    from nvatom.descriptors import tma_encode
+
+    m = _api_modules()
+    gm, att, gp = m["gemm"], m["attention"], m["gp"]
+    saved_torch = sys.modules.get("torch", _MISSING)
+    patches = [
+        (gm, "get_kernel", lambda *a, **k: _FakeKernel()),
+        (gm, "_record_recipe", lambda *a, **k: None),
+        (gm, "CACHES", gm.GemmCaches()),
+        (gp, "_encode_tiled", lambda args: tma_encode.encode_args("tiled", args)),
+        (gp, "load_function", _reached), (gp, "prepare_driver_launch", _reached),
+        (att, "load_function", lambda *a, **k: None),
+        (att, "prepare_driver_launch", lambda *a, **k: _launched),
+        (att, "_caps", {}), (att, "_problems", {}), (att, "_launches", {}),
+    ]
+    old = [(obj, name, getattr(obj, name)) for obj, name, _ in patches]
+    enc = [(c, c.encoder) for c in (gp.TENSOR_MAPS, att._TMAPS)]
+    try:
+        for obj, name, value in patches:
+            setattr(obj, name, value)
+        for c, _ in enc:
+            c.encoder = lambda tm: tm.encode()
+            c.clear()
+        if hasattr(gp, "_GROUPED_MAPS"):
+            gp._GROUPED_MAPS.clear()
+        sys.modules["torch"] = _fake_torch(tuple(capability))
+        yield
+    finally:
+        if saved_torch is _MISSING:
+            sys.modules.pop("torch", None)
+        else:
+            sys.modules["torch"] = saved_torch
+        for obj, name, value in old:
+            setattr(obj, name, value)
+        for c, e in enc:
+            c.encoder = e
+            c.clear()
+
+
+_MISSING = object()
+
+
+def _api_function(case: dict[str, Any]) -> Callable[..., Any]:
+    """The function an ``api`` case calls (a kernel-layer constructor gets a fresh kernel of
+    the case's target as its first argument)."""
+    m = _api_modules()
+    fn = case["fn"]
+    if fn in ("gemm", "explain", "grouped_gemm"):
+        return getattr(m["gemm"], fn)  # type: ignore[no-any-return]
+    if fn in ("attention", "check_inputs"):
+        return getattr(m["attention"], fn)  # type: ignore[no-any-return]
+    if fn.startswith("torch_ops."):
+        return getattr(m["torch_ops"], fn.removeprefix("torch_ops."))  # type: ignore[no-any-return]
+    if fn == "EpilogueSpec":
+        def spec(**kw: Any) -> Any:
+            s = m["fusion"].EpilogueSpec(**kw)
+            return s.tag, s.params
+        return spec
+    if fn.startswith("kernels.tensor."):
+        from nvatom.ptx.builder import Module
+
+        ctor = getattr(m["tensor"], fn.removeprefix("kernels.tensor."))
+
+        def build(*args: Any, **kw: Any) -> Any:
+            k = Module(case["target"]).kernel("t")
+            return str(ctor(k, *args, **kw))
+        return build
+    raise ValueError(f"unknown api function {fn!r}")
+
+
+def _api_outcome(fn: Callable[..., Any], call: dict[str, Any]) -> str:
+    """"ok" or "clean" for one call (inside :func:`api_fakes`); raises :class:`Failure` for
+    an error that is not one line, lets anything else through (classify names it)."""
+    args = [G.materialize(x) for x in call["args"]]
+    kw = {k: G.materialize(v) for k, v in call["kw"].items()}
+    try:
+        fn(*args, **kw)
+    except ReachedDevice:
+        return "ok"
+    except _clean_type() as e:
+        text = str(e)
+        if not text or "\n" in text:
+            raise Failure("wrong", f"{type(e).__name__} not one line: {text[:2000]!r}") from e
+        return "clean"
+    return "ok"
+
+
+def run_api(case: dict[str, Any]) -> str:
+    """One call, or (``case["then"]``) a call after another one in the same process: the
+    second must end as it does alone (the call caches skip the checks on a hit, so a key
+    that misses something the checks read would let a refused call through, or refuse an
+    accepted one)."""
+    fn = _api_function(case)
+    with api_fakes(case["capability"]):
+        got = _api_outcome(fn, case)
+    then = case.get("then")
+    if then is None:
+        return got
+    with api_fakes(case["capability"]):
+        alone = _api_outcome(fn, then)
+    with api_fakes(case["capability"]):
+        _api_outcome(fn, case)
+        after = _api_outcome(fn, then)
+    if after != alone:
+        raise Failure("wrong", f"the second call ends {after!r} after the first ({got!r}) but "
+                      f"{alone!r} alone: a call cache answered for a different call")
+    return after
+
+
 RUNNERS: dict[str, Callable[[Any], str]] = {
     "layout": run_layout, "swizzle": run_swizzle, "atom_name": run_atom_name,
-    "descriptor": run_descriptor, "cli": run_cli, "ir": run_ir,
+    "descriptor": run_descriptor, "cli": run_cli, "ir": run_ir, "api": run_api,
 }
 
 
@@ -295,6 +503,7 @@ def _prepare() -> None:
     G.tma_corpus()
     G.ir_seeds()
     _resolvers()
+    _api_modules()
     import nvatom.cli
     import nvatom.ir.lower  # noqa: F401
 

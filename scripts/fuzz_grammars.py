@@ -16,15 +16,19 @@ components and recombined or damaged), descriptor words built field by field fro
 descriptor tables (``nvatom.descriptors``; SM90 "Matrix Descriptor Format", SM100 shared
 memory descriptor and tcgen05 instruction descriptor, PTX ISA 9.7.15.5.1 and 9.7.16.4) and
 CUDA ``CUtensorMap`` bytes recorded from the driver (tests/data/tma_driver_corpus.json.gz),
-CLI argument vectors (``nvatom --help``'s sub-commands and options), and MLIR modules (the
-files under tests/ir, mutated, spliced, or generated around layouts from the layout grammar).
+CLI argument vectors (``nvatom --help``'s sub-commands and options), MLIR modules (the
+files under tests/ir, mutated, spliced, or generated around layouts from the layout grammar),
+and calls of the Python APIs (GEMM, grouped GEMM, attention, torch operators, the kernel
+layer's tensors, ``EpilogueSpec``) on duck-typed tensors (:class:`FakeTensor`).
 
 This module imports only the standard library and nvatom (hypothesis only inside
-:func:`hypothesis_strategy`), so the campaign script and the CPU tests share it.
+:func:`hypothesis_strategy`, numpy, nvatom's dependency, only inside :func:`materialize`), so
+the campaign script and the CPU tests share it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gzip
 import json
@@ -610,6 +614,638 @@ def ir_case(r: Rng) -> dict[str, Any]:
             "target": r.choice([None, None, None, "sm_80", "sm_90a", "sm_100a", "sm_120a"])}
 
 
+# --------------------------------------------------------------------------- Python APIs
+#
+# The ``api`` target calls nvatom's Python entry points (``nvatom.gemm`` with its fused
+# epilogue, ``nvatom.grouped_gemm``, ``nvatom.attention`` and ``attention.check_inputs``,
+# the torch operators' implementations and fakes of ``nvatom.torch_ops``, the kernel layer's
+# ``gmem_tensor`` / ``smem_tensor`` / ``fragment`` and ``EpilogueSpec``) with duck-typed
+# tensors.  A case is JSON (so a failure is saved and replayed like any other input): values
+# are plain JSON, or one-key objects that :func:`materialize` turns into Python objects
+# (``{"tensor": ...}`` a :class:`FakeTensor`, ``{"np": "float32", "v": 2.0}`` a numpy
+# scalar, ``{"nparray": ...}``, ``{"tuple": [...]}``, ``{"layout": "(4,8):(8,1)"}``, ...).
+
+
+@dataclasses.dataclass(frozen=True)
+class FakeDevice:
+    """``torch.device``'s duck surface: ``.type`` and ``.index``."""
+
+    type: str = "cuda"
+    index: int | None = 0
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+
+#: Bytes per element of the torch dtypes the fakes know (others: 4).
+_ELEMENT_SIZE = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "float8_e4m3fn": 1,
+                 "float8_e5m2": 1, "int8": 1, "uint8": 1, "int32": 4, "int64": 8, "bool": 1,
+                 "int16": 2, "complex64": 8}
+
+
+@dataclasses.dataclass(eq=False)
+class FakeTensor:
+    """The duck-typed surface of a torch tensor that nvatom's checks and launch paths read
+    (``shape``, ``stride()``, ``dtype`` as ``"torch.<name>"``, ``data_ptr()``, ``device``,
+    ``dim()``, ``b[g]``, ``tolist()``, ``new_empty``/``copy_``/``zero_``/``as_strided``):
+    the stand-in the CPU tests and the ``api`` fuzz target use where torch is absent."""
+
+    shape: tuple[Any, ...]
+    strides: tuple[Any, ...]
+    dtype: Any = "torch.bfloat16"
+    ptr: int = 0x7F0000000000
+    device: Any = dataclasses.field(default_factory=FakeDevice)
+    values: list[Any] | None = None  # what tolist() gives (offsets)
+
+    def stride(self, i: int | None = None) -> Any:
+        return self.strides if i is None else self.strides[i]
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def element_size(self) -> int:
+        return _ELEMENT_SIZE.get(str(self.dtype).removeprefix("torch."), 4)
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= int(s)
+        return n
+
+    def is_contiguous(self) -> bool:
+        want, step = [], 1
+        for s in reversed(self.shape):
+            want.insert(0, step)
+            step *= int(s)
+        return all(int(s) <= 1 or st == w for s, st, w in
+                   zip(self.shape, self.strides, want, strict=False))
+
+    @property
+    def is_cuda(self) -> bool:
+        return getattr(self.device, "type", None) == "cuda"
+
+    @property
+    def T(self) -> FakeTensor:  # torch's name
+        return dataclasses.replace(self, shape=self.shape[::-1], strides=self.strides[::-1])
+
+    def __getitem__(self, i: Any) -> FakeTensor:
+        if isinstance(i, slice):  # x[start:] along dimension 0
+            start, stop, _ = i.indices(int(self.shape[0]))
+            return dataclasses.replace(
+                self, shape=(max(stop - start, 0), *self.shape[1:]),
+                ptr=self.ptr + start * int(self.strides[0]) * self.element_size())
+        if not self.shape or not -int(self.shape[0]) <= i < int(self.shape[0]):
+            raise IndexError(f"index {i} is out of bounds for dimension 0 with size "
+                             f"{self.shape[0] if self.shape else 0}")
+        i %= int(self.shape[0])
+        return dataclasses.replace(self, shape=self.shape[1:], strides=self.strides[1:],
+                                   ptr=self.ptr + i * int(self.strides[0]) * self.element_size())
+
+    def __len__(self) -> int:
+        return int(self.shape[0]) if self.shape else 0
+
+    def tolist(self) -> list[Any]:
+        if self.values is not None:
+            return list(self.values)
+        return [0] * (int(self.shape[0]) if len(self.shape) == 1 else 0)
+
+    def new_empty(self, shape: Sequence[int], dtype: Any = None) -> FakeTensor:
+        return contiguous(tuple(shape), dtype or self.dtype, self.device)
+
+    def copy_(self, other: Any) -> FakeTensor:
+        return self
+
+    def zero_(self) -> FakeTensor:
+        return self
+
+    def float(self) -> FakeTensor:
+        return dataclasses.replace(self, dtype="torch.float32")
+
+    def as_strided(self, shape: Sequence[int], strides: Sequence[int],
+                   offset: int = 0) -> FakeTensor:
+        return dataclasses.replace(self, shape=tuple(shape), strides=tuple(strides),
+                                   ptr=self.ptr + offset * self.element_size())
+
+    def to(self, *args: Any, **kwargs: Any) -> FakeTensor:
+        return self
+
+
+_NEXT_PTR = [0x7E0000000000]
+
+
+def contiguous(shape: Any, dtype: Any = "torch.bfloat16", device: Any = None) -> FakeTensor:
+    """A fresh contiguous fake (``torch.empty``'s), 256-byte aligned as torch's allocator."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(int(s) < 0 for s in shape):
+        raise RuntimeError(f"Trying to create tensor with negative dimension: {shape}")
+    strides, step = [], 1
+    for s in reversed(shape):
+        strides.insert(0, step)
+        step *= max(int(s), 1)
+    _NEXT_PTR[0] += 1 << 20
+    return FakeTensor(tuple(shape), tuple(strides), dtype, _NEXT_PTR[0],
+                      device if device is not None else FakeDevice())
+
+
+def materialize(spec: Any) -> Any:
+    """A case's value as the Python object it describes (see the section comment)."""
+    if isinstance(spec, list):
+        return [materialize(x) for x in spec]
+    if not isinstance(spec, dict):
+        return spec
+    (kind, v), = spec.items() if len(spec) == 1 else (("", spec),)
+    if kind == "tensor":
+        dev = v.get("device", ["cuda", 0])
+        return FakeTensor(tuple(v["shape"]), tuple(v["strides"]), v.get("dtype"), v["ptr"],
+                          FakeDevice(dev[0], dev[1]) if isinstance(dev, list) else dev,
+                          v.get("values"))
+    if kind == "np":  # a value outside the type's range wraps, as numpy's casts do
+        import numpy as np
+
+        with np.errstate(all="ignore"):
+            return np.array(v["v"], dtype=object).astype(np.float64).astype(v["type"])[()] \
+                if not isinstance(v["v"], bool) else getattr(np, v["type"])(v["v"])
+    if kind == "nparray":
+        import numpy as np
+
+        with np.errstate(all="ignore"):
+            return np.array(v["v"], dtype=np.float64).astype(v["type"]).reshape(
+                v.get("shape", -1))
+    if kind == "tuple":
+        return tuple(materialize(x) for x in v)
+    if kind == "object":
+        return object()
+    if kind == "layout":
+        from nvatom.layout import parse_layout
+
+        return parse_layout(v)
+    if kind == "mma_form":
+        from nvatom.atoms.registry import mma_form
+
+        return mma_form(v)
+    if kind == "tiled_mma":
+        from nvatom.atoms.registry import mma_form
+        from nvatom.atoms.tiled_mma import make_tiled_mma
+
+        return make_tiled_mma(mma_form(v["form"]), tuple(v["atoms"]))
+    return {k: materialize(x) for k, x in spec.items()}
+
+
+TORCH_DTYPE_NAMES = ("bfloat16", "float16", "float32", "float8_e4m3fn", "float8_e5m2")
+ODD_DTYPES = ("float64", "int32", "int64", "uint8", "bool", "complex64", "float8_e4m3fnuz",
+              "", "bf16", "torch.bfloat16")
+_SIZES = (0, 1, 2, 3, 7, 8, 16, 24, 40, 63, 64, 96, 100, 128, 129, 192, 256, 384, 1000)
+_HUGE = (2**31 - 1, 2**31, 2**32, 2**40, 2**63 - 1, 2**64, 10**30)
+_BASE = 0x7F0000000000
+
+
+def _size(r: Rng) -> int:
+    x = r.random()
+    if x < 0.85:
+        return r.choice(_SIZES)
+    if x < 0.95:
+        return r.randint(0, 5000)
+    return r.choice(_HUGE)
+
+
+def _ptr(r: Rng) -> int:
+    x = r.random()
+    if x < 0.8:
+        return _BASE + (r.randint(0, 1 << 16) << 8)
+    if x < 0.95:
+        return _BASE + r.choice([1, 2, 4, 8, 16, 32, 64, 128]) * r.randint(1, 1000)
+    return r.choice([0, 1, 2**48, 2**64 - 16, 2**64, 2**70])
+
+
+def _device(r: Rng) -> list[Any]:
+    x = r.random()
+    if x < 0.92:
+        return ["cuda", r.choice([0, 0, 0, None])]
+    return r.choice([["cpu", None], ["cuda", 1], ["meta", None], ["cuda", -1], ["mps", 0]])
+
+
+def tensor_spec(r: Rng, shape: Sequence[int], dtype: str, major: str = "row",
+                ld_pad: int = 0) -> dict[str, Any]:
+    """A matrix (or N-D tensor) of ``shape``: row-major (last dim contiguous, rows padded
+    by ``ld_pad`` elements) or column-major (2-D, ``x.t()`` of a row-major one)."""
+    shape = list(shape)
+    if major == "col" and len(shape) >= 2:
+        rows, cols = shape[-2], shape[-1]
+        ld = rows + ld_pad
+        strides = [1, ld]
+        outer = cols * ld
+    else:
+        strides, step = [], 1
+        for i, s in enumerate(reversed(shape)):
+            strides.insert(0, step)
+            step *= max(s, 1) + (ld_pad if i == 0 else 0)
+        outer = step
+    if len(shape) > 2 and major == "col":
+        for s in reversed(shape[:-2]):
+            strides.insert(0, outer)
+            outer *= max(s, 1)
+    return {"tensor": {"shape": shape, "strides": strides, "dtype": f"torch.{dtype}",
+                       "ptr": _ptr(r), "device": ["cuda", 0]}}
+
+
+def _number(r: Rng, usual: Sequence[Any] = (1.0, 0.5, 2.0, 2)) -> Any:
+    """A Python or numpy number: usually plausible, sometimes at or past a limit."""
+    x = r.random()
+    if x < 0.6:
+        return r.choice(list(usual))
+    if x < 0.75:
+        return {"np": {"type": r.choice(["float32", "float64", "float16", "int32", "int64",
+                                         "uint8", "bool_"]),
+                       "v": r.choice([1.0, 0.5, 3.0, -1.0, 0.0, 1e30, 7e38, 70000.0, 2.0])}}
+    if x < 0.95:
+        return r.choice([0, 0.0, -1.0, -0.0, 1e-45, 3.4e38, 3.5e38, 1.7e308, float("nan"),
+                         float("inf"), -float("inf"), 10**400, -(10**400), 2**64, 2**31,
+                         True, False, 1e-300, 5e-324])
+    return weird_value(r)
+
+
+def weird_value(r: Rng) -> Any:
+    """Something of the wrong kind for almost any argument."""
+    return r.choice([None, True, 0, -1, 1.5, float("nan"), 10**400, "x", "", "bf16",
+                     [], [1, 2], {"tuple": [1, 2]}, {"object": 1},
+                     {"np": {"type": "float32", "v": 2.0}}, {"np": {"type": "int64", "v": 3}},
+                     {"nparray": {"type": "float32", "v": [1.0]}},
+                     {"tensor": {"shape": [], "strides": [], "dtype": "torch.float32",
+                                 "ptr": _BASE, "device": ["cuda", 0]}}])
+
+
+def mutate_tensor(r: Rng, spec: dict[str, Any]) -> dict[str, Any]:
+    """One field of a tensor spec changed: a size, a stride, the dtype, the address, the
+    device, or a dimension added or dropped."""
+    t = json.loads(json.dumps(spec["tensor"]))
+    what = r.choice(["shape", "strides", "dtype", "ptr", "device", "rank"])
+    if what in ("shape", "strides") and t[what]:
+        i = r.randint(0, len(t[what]) - 1)
+        t[what][i] = (r.choice([0, 1, 2, 3, 7, 9, 2**31, 2**32 + 1, 2**63, 10**20])
+                      if _p(r, 0.7) else r.randint(0, 4096))
+    elif what == "dtype":
+        t["dtype"] = (f"torch.{r.choice(TORCH_DTYPE_NAMES + ODD_DTYPES)}" if _p(r, 0.9)
+                      else r.choice([None, 5, "torch."]))
+    elif what == "ptr":
+        t["ptr"] = t["ptr"] + r.choice([1, 2, 4, 8, 3, 17]) if _p(r, 0.8) else _ptr(r)
+    elif what == "device":
+        t["device"] = r.choice([["cpu", None], ["cuda", 1], ["meta", None], ["cuda", None],
+                                "cuda:0", None])
+    else:
+        if t["shape"] and _p(r, 0.5):
+            t["shape"].pop()
+            t["strides"].pop()
+        else:
+            t["shape"].append(r.choice([1, 2, 8]))
+            t["strides"].append(1)
+    return {"tensor": t}
+
+
+def _mutate_call(r: Rng, args: list[Any], kw: dict[str, Any], rounds: int) -> None:
+    """``rounds`` changes to a call: a tensor argument's field, or an argument replaced by a
+    weird value or a number."""
+    for _ in range(rounds):
+        slots = [("a", i) for i in range(len(args))] + [("k", k) for k in kw]
+        if not slots:
+            return
+        where, key = r.choice(slots)
+        cur = args[key] if where == "a" else kw[key]
+        if isinstance(cur, dict) and "tensor" in cur and _p(r, 0.75):
+            new = mutate_tensor(r, cur)
+        elif _p(r, 0.5):
+            new = weird_value(r)
+        else:
+            new = _number(r)
+        if where == "a":
+            args[key] = new
+        else:
+            kw[key] = new
+
+
+_FP8 = ("float8_e4m3fn", "float8_e5m2")
+
+
+def _scales(r: Rng, m: int, n: int, k: int, groups: int | None = None
+            ) -> tuple[Any, Any]:
+    """FP8 scales of a mode: per-tensor (numbers or one-element tensors), row-wise or block
+    (``groups``: grouped_gemm's shapes)."""
+    def f32(shape: Sequence[int], major: str = "row") -> dict[str, Any]:
+        return tensor_spec(r, shape, "float32", major)
+
+    mode = r.choice(["tensor", "tensor", "row", "block"])
+    kb, nb = -(-k // 128), -(-n // 128)
+    if mode == "tensor":
+        one = [lambda: _number(r), lambda: f32([1]), lambda: f32([]), lambda: f32([1, 1])]
+        sa = r.choice(one)()
+        sb = f32([groups]) if groups and _p(r, 0.3) else r.choice(one)()
+    elif mode == "row":
+        sa = f32([m, 1] if groups is None or _p(r, 0.5) else [m])
+        sb = f32([1, n] if groups is None else [groups, n])
+    else:
+        sa = f32([m, kb])
+        sb = f32([kb, nb], "col") if groups is None else f32([groups, kb, nb], "col")
+    return sa, sb
+
+
+def _epilogue(r: Rng, m: int, n: int, out_dtype: str) -> dict[str, Any]:
+    kw: dict[str, Any] = {}
+    if _p(r, 0.4):
+        kind = r.choice(["col", "col1", "row"])
+        shape = {"col": [n], "col1": [1, n], "row": [m, 1]}[kind]
+        kw["bias"] = tensor_spec(r, shape, r.choice([out_dtype, "float32"]))
+    if _p(r, 0.4):
+        kw["activation"] = r.choice(["relu", "gelu", "gelu_tanh", "silu", None, "tanh",
+                                     "RELU", "", 5])
+    if _p(r, 0.3):
+        kw["alpha"] = _number(r)
+    if _p(r, 0.3):
+        kw["c"] = tensor_spec(r, [m, n], out_dtype, ld_pad=r.choice([0, 0, 2, 1]))
+        if _p(r, 0.5):
+            kw["beta"] = _number(r, (1.0, 0.0, 0.5))
+    elif _p(r, 0.05):
+        kw["beta"] = _number(r)
+    if _p(r, 0.25):
+        kw["residual"] = tensor_spec(r, [m, n], out_dtype)
+    return kw
+
+
+def _gemm_call(r: Rng) -> tuple[list[Any], dict[str, Any], str]:
+    """``gemm(a, b, out, **kw)``'s arguments for a plausible problem; the output dtype."""
+    m, n, k = _size(r), _size(r), _size(r)
+    if _p(r, 0.7):
+        n += n % 2
+    fp8 = _p(r, 0.3)
+    dt = r.choice(_FP8) if fp8 else r.choice(["bfloat16", "float16", "bfloat16"])
+    bdt = r.choice(_FP8) if fp8 else dt
+    a = tensor_spec(r, [m, k], dt, "row" if fp8 or _p(r, 0.8) else "col",
+                    ld_pad=r.choice([0, 0, 0, 8, 1]))
+    b = tensor_spec(r, [k, n], bdt, "col" if fp8 or _p(r, 0.3) else "row",
+                    ld_pad=r.choice([0, 0, 0, 8, 1]))
+    out_dt = "bfloat16" if fp8 else r.choice([dt, dt, "float32"])
+    args: list[Any] = [a, b]
+    kw: dict[str, Any] = {}
+    if _p(r, 0.5):
+        args.append(tensor_spec(r, [m, n], out_dt, ld_pad=r.choice([0, 0, 8, 1])))
+    else:
+        out_dt = "bfloat16" if fp8 else dt
+    if fp8:
+        kw["scale_a"], kw["scale_b"] = _scales(r, m, n, k)
+        if _p(r, 0.2):
+            kw["fast_accum"] = r.choice([True, False, 1, None])
+    if _p(r, 0.4):
+        kw.update(_epilogue(r, m, n, out_dt))
+    if _p(r, 0.1):
+        kw["provider"] = r.choice(["sm90", "sm80", "sm100", "", None])
+    if _p(r, 0.03):
+        kw["acc"] = r.choice(["f32", "f16", "bf16", None])
+    return args, kw, out_dt
+
+
+def _offsets(r: Rng, total: int, groups: int) -> Any:
+    """Cumulative row ends of ``groups`` groups: sorted cuts (odd, empty groups), then as a
+    list, tuple, numpy array or tensor, sometimes with odd elements."""
+    cuts = sorted(r.randint(0, max(total, 0)) for _ in range(max(groups - 1, 0)))
+    ends: list[Any] = [*cuts, total if _p(r, 0.8) else r.randint(0, max(total, 0))][:groups]
+    if _p(r, 0.15) and ends:
+        i = r.randint(0, len(ends) - 1)
+        ends[i] = r.choice([-1, total + 1, 2**31, 2**63, 10**30, 1.0, float("nan"), True,
+                            None, "8", {"np": {"type": "int32", "v": 4}},
+                            {"np": {"type": "int64", "v": total}},
+                            {"np": {"type": "float32", "v": 4.0}}])
+    x = r.random()
+    if x < 0.45:
+        return ends
+    if x < 0.55:
+        return {"tuple": ends}
+    plain = [e for e in ends if type(e) is int and abs(e) < 2**62]
+    if len(plain) != len(ends):
+        return ends
+    if x < 0.8:
+        return {"nparray": {"type": r.choice(["int32", "int64", "int32", "uint32", "float32",
+                                              "int8"]), "v": plain}}
+    t = tensor_spec(r, [len(plain)], r.choice(["int32", "int32", "int64", "float32"]))
+    t["tensor"]["values"] = plain
+    t["tensor"]["device"] = r.choice([["cpu", None], ["cpu", None], ["cuda", 0]])
+    if _p(r, 0.1):
+        t["tensor"]["shape"] = [1, len(plain)]
+        t["tensor"]["strides"] = [len(plain), 1]
+    return t
+
+
+def _grouped_call(r: Rng) -> tuple[list[Any], dict[str, Any]]:
+    groups = r.choice([1, 2, 3, 4, 8, 0, 16, 1])
+    total, n, k = _size(r), _size(r), _size(r)
+    if _p(r, 0.7):
+        n, k = n - n % 8, k - k % 8
+    fp8 = _p(r, 0.3)
+    dt = r.choice(_FP8) if fp8 else r.choice(["bfloat16", "float16"])
+    a = tensor_spec(r, [total, k], dt, ld_pad=r.choice([0, 0, 0, 8, 3]))
+    b = tensor_spec(r, [groups, k, n], r.choice(_FP8) if fp8 else dt,
+                    "col" if fp8 or _p(r, 0.3) else "row")
+    args: list[Any] = [a, b, _offsets(r, total, groups)]
+    kw: dict[str, Any] = {}
+    if _p(r, 0.5):
+        kw["out"] = tensor_spec(r, [total, n], "bfloat16" if fp8 else
+                                r.choice([dt, dt, "float32"]))
+    if fp8:
+        kw["scale_a"], kw["scale_b"] = _scales(r, total, n, k, groups)
+        if _p(r, 0.2):
+            kw["fast_accum"] = r.choice([True, False, 1])
+    return args, kw
+
+
+def _attention_call(r: Rng) -> tuple[list[Any], dict[str, Any]]:
+    b = r.choice([1, 1, 2, 3, 0, 4])
+    h = r.choice([1, 2, 4, 8, 3, 16])
+    hkv = r.choice([h, h, 1, 2, max(h // 2, 1), 0, 3])
+    sq, sk = _size(r), _size(r)
+    d = r.choice([64, 128, 256]) if _p(r, 0.8) else r.choice([32, 96, 0, 512, 1])
+    dt = r.choice(["bfloat16", "float16"]) if _p(r, 0.85) else r.choice(["float32",
+                                                                          "float8_e4m3fn"])
+
+    def qkv(heads: int, seq: int) -> dict[str, Any]:
+        t = tensor_spec(r, [b, heads, seq, d], dt)
+        if _p(r, 0.3):  # x.transpose(1, 2) of a (B, S, H, D) tensor
+            t["tensor"]["strides"] = [seq * heads * d, d, heads * d, 1]
+        return t
+
+    args = [qkv(h, sq), qkv(hkv, sk), qkv(hkv, sk)]
+    kw: dict[str, Any] = {}
+    if _p(r, 0.5):
+        kw["causal"] = r.choice([True, False, True, 1, None, "yes"])
+    if _p(r, 0.5):
+        kw["scale"] = _number(r, (None, 0.125, 0.088, 1.0, 1e-3))
+    return args, kw
+
+
+_KERNEL_TARGETS = ["sm_80", "sm_80", "sm_90a", "sm_86", "sm_100a", "sm_70", "sm_120a", "x"]
+_MMA_NAMES = ["sm80.mma.m16n8k16.f32.bf16.bf16.f32", "sm80.mma.m16n8k16.f32.f16.f16.f32",
+              "sm80.mma.m16n8k8.f32.bf16.bf16.f32", "sm80.mma.m16n8k32.s32.s8.s8.s32",
+              "sm80.mma.m16n8k8.f32.tf32.tf32.f32", "sm70.mma.m8n8k4.row.col.f32.f16.f16.f32",
+              "sm89.mma.m16n8k32.f32.e4m3.e4m3.f32", "sm80.mma.m8n8k4.f64.f64.f64.f64",
+              "sm80.mma.m16n8k16.f16.f16.f16.f16", "no.such.mma"]
+_KDTYPES = ["bf16", "f16", "f32", "e4m3", "e5m2", "s8", "u8", "tf32", "f64", "e2m1", "b1",
+            "s32", "x", "", "BF16"]
+
+
+def _kernel_layout(r: Rng, huge: float = 0.1) -> dict[str, Any]:
+    """A layout that parses: a 1-3 mode shape with plausible strides, sometimes large
+    (``huge``: the chance of a mode of 2^12 to 2^40 elements), sometimes swizzled."""
+    rank = r.randint(1, 3)
+    shape = [r.choice([1, 2, 4, 8, 16, 32, 64, 128, 3]) if not _p(r, huge)
+             else r.choice([1 << 12, 1 << 20, 1 << 31, 1 << 40]) for _ in range(rank)]
+    strides, step = [], 1
+    for s in reversed(shape):
+        strides.insert(0, step if _p(r, 0.85) else r.choice([0, 1, 2, 1 << 20, 1 << 40]))
+        step *= s
+    text = f"({','.join(map(str, shape))}):({','.join(map(str, strides))})"
+    if _p(r, 0.3):
+        text = f"Sw<{r.randint(0, 3)},{r.randint(3, 4)},3> o 0 o {text}"
+    return {"layout": text}
+
+
+def _kernel_call(r: Rng) -> tuple[str, list[Any], dict[str, Any]]:
+    fn = r.choice(["gmem_tensor", "smem_tensor", "fragment", "fragment"])
+    name = r.choice(["A", "sA", "t", "", "a b", "1x", "\u00e9", "x" * 300, "%r", "A.B"])
+    dtype: Any = r.choice(_KDTYPES) if _p(r, 0.95) else r.choice([None, 5])
+    if fn == "gmem_tensor":
+        rank = r.randint(0, 4)
+        shape = [_size(r) for _ in range(rank)]
+        strides = [r.choice([1, 8, 64, 0, 2**40]) for _ in range(rank if _p(r, 0.9)
+                                                                 else r.randint(0, 4))]
+        return fn, [name, dtype, shape, strides], {}
+    if fn == "smem_tensor":
+        # huge layouts rarely: smem_tensor evaluates every element before its 48 KB check
+        # (an open finding, docs/reliability.md), so each costs the per-input time limit
+        return fn, [name, dtype, _kernel_layout(r, huge=0.001)], {}
+    form = r.choice(_MMA_NAMES)
+    mma: Any = ({"mma_form": form} if _p(r, 0.5) else
+                {"tiled_mma": {"form": form, "atoms": r.choice([[1, 1, 1], [2, 2, 1],
+                                                                [4, 1, 1], [2, 2, 2]])}})
+    kw: dict[str, Any] = {}
+    if _p(r, 0.3):
+        kw["dtype"] = dtype
+    if _p(r, 0.3):  # huge rarely: fragment allocates a register per value (open finding)
+        kw["layout"] = _kernel_layout(r, huge=0.003)
+    if _p(r, 0.3):
+        kw["zero"] = r.choice([True, False])
+    if _p(r, 0.2):
+        kw["name"] = name
+    return fn, [mma, r.choice(["A", "B", "C", "D", "a", "c", "x", "", "AB"])], kw
+
+
+def _epilogue_spec_call(r: Rng) -> dict[str, Any]:
+    kw: dict[str, Any] = {}
+    for name in ("alpha", "c", "residual"):
+        if _p(r, 0.5):
+            kw[name] = r.choice([True, False, True, 1, 0, None, "yes"])
+    if _p(r, 0.6):
+        kw["bias"] = r.choice(["col", "row", "", "COL", "both", None, 1])
+    if _p(r, 0.6):
+        kw["bias_dtype"] = r.choice(["bf16", "f16", "f32", "", "e4m3", "f64", None])
+    if _p(r, 0.5):
+        kw["activation"] = r.choice(["relu", "gelu", "gelu_tanh", "silu", "", "tanh", None])
+    return kw
+
+
+#: The ``api`` target's calls, and the share of the inputs each gets.
+API_CALLS = {"gemm": 0.3, "grouped_gemm": 0.2, "attention": 0.1, "check_inputs": 0.06,
+             "explain": 0.04, "torch_ops": 0.1, "kernel_tensor": 0.12, "epilogue_spec": 0.08}
+_TORCH_OPS = ("_gemm_impl", "_gemm_fake", "_gemm_out_impl", "_gemm_out_fake",
+              "_gemm_epilogue_impl", "_gemm_epilogue_fake", "gemm_output_spec",
+              "epilogue_output_spec")
+
+
+def api_case(r: Rng) -> dict[str, Any]:
+    """One call of a Python API: ``{"fn", "args", "kw", "capability"}`` (``capability``: what
+    the fake ``torch.cuda.get_device_capability`` answers), mutated (1-2 changes) half the
+    time."""
+    x, acc, which = r.random(), 0.0, "gemm"
+    for name, w in API_CALLS.items():
+        acc += w
+        if x < acc:
+            which = name
+            break
+    kw: dict[str, Any]
+    case: dict[str, Any] = {"capability": [9, 0] if _p(r, 0.85) else
+                            r.choice([[8, 0], [8, 9], [10, 0], [12, 0], [9, 0]])}
+    if which == "gemm":
+        args, kw, _ = _gemm_call(r)
+        fn = "gemm"
+    elif which == "explain":
+        args, kw, _ = _gemm_call(r)
+        for name in ("bias", "activation", "alpha", "beta", "c", "residual"):
+            kw.pop(name, None)
+        if _p(r, 0.5):
+            kw["capability"] = r.choice([{"tuple": [9, 0]}, {"tuple": [8, 0]},
+                                         {"tuple": [12, 0]}, {"tuple": [10, 0]}])
+        fn = "explain"
+    elif which == "grouped_gemm":
+        args, kw = _grouped_call(r)
+        fn = "grouped_gemm"
+    elif which in ("attention", "check_inputs"):
+        args, kw = _attention_call(r)
+        fn = which
+    elif which == "torch_ops":
+        fn = r.choice(_TORCH_OPS)
+        gargs, gkw, _ = _gemm_call(r)
+        a, b = gargs[:2]
+        sa, sb = gkw.get("scale_a"), gkw.get("scale_b")
+        if any(v is not None and not (isinstance(v, dict) and "tensor" in v) for v in (sa, sb)):
+            sa, sb = tensor_spec(r, [1], "float32"), tensor_spec(r, [1], "float32")  # Tensor?
+        kw = {}
+        if fn in ("gemm_output_spec", "epilogue_output_spec"):
+            ta, tb = a["tensor"], b["tensor"]
+            args = [ta["shape"], ta["dtype"], tb["shape"], tb["dtype"]]
+            kw["scaled"] = sa is not None
+            if fn == "epilogue_output_spec":
+                for name in ("bias", "c", "residual"):
+                    if name in gkw and _p(r, 0.8):
+                        kw[f"{name}_shape"] = gkw[name]["tensor"]["shape"]
+        elif fn.startswith("_gemm_out"):
+            out = gargs[2] if len(gargs) > 2 else tensor_spec(r, [1, 1], "bfloat16")
+            args = [a, b, out, sa, sb]
+        else:
+            args = [a, b, sa, sb]
+            if fn.startswith("_gemm_epilogue"):
+                args += [gkw.get("bias"), gkw.get("c"), gkw.get("residual")]
+                for name in ("activation", "alpha", "beta"):  # as the schema types them
+                    v = gkw.get(name)
+                    if name == "activation" and (v is None or isinstance(v, str)):
+                        kw[name] = v
+                    elif name != "activation" and type(v) is float:
+                        kw[name] = v
+        if _p(r, 0.4) and not fn.startswith("_gemm_out"):
+            kw["out_dtype"] = r.choice(["torch.bfloat16", "torch.float16", "torch.float32",
+                                        "float32", "torch.float8_e4m3fn", "torch.int8"])
+        fn = f"torch_ops.{fn}"
+    elif which == "kernel_tensor":
+        name, args, kw = _kernel_call(r)
+        case["target"] = r.choice(_KERNEL_TARGETS)
+        fn = f"kernels.tensor.{name}"
+    else:
+        args, kw = [], _epilogue_spec_call(r)
+        fn = "EpilogueSpec"
+    if fn.startswith("torch_ops."):
+        # torch's dispatcher enforces the schema: tensors stay tensors, only their fields vary
+        for i, v in enumerate(args):
+            if isinstance(v, dict) and "tensor" in v and _p(r, 0.2):
+                args[i] = mutate_tensor(r, v)
+    elif fn in ("gemm", "grouped_gemm", "attention") and _p(r, 0.2):
+        # the same call twice, the second changed in one place: the call caches must tell
+        then = {"args": json.loads(json.dumps(args)), "kw": json.loads(json.dumps(kw))}
+        _mutate_call(r, then["args"], then["kw"], 1)
+        case["then"] = then
+    elif _p(r, 0.5) and not fn.startswith(("kernels.", "EpilogueSpec")):
+        _mutate_call(r, args, kw, r.randint(1, 2))
+    case.update({"fn": fn, "args": args, "kw": kw})
+    return case
+
+
+
 # --------------------------------------------------------------------------- hypothesis
 
 
@@ -628,4 +1264,5 @@ GENERATORS: dict[str, Callable[[Any], Any]] = {
     "descriptor": descriptor_case,
     "cli": argv_case,
     "ir": ir_case,
+    "api": api_case,
 }

@@ -1,10 +1,11 @@
-"""A bounded fuzzing campaign in CI (issue 17): scripts/fuzz.py's six targets (layout strings,
-swizzles, atom names, descriptor words, CLI argv, IR modules), in-process, once with a fixed
-seed and once with a random seed that is printed (replay: ``NVATOM_FUZZ_SEED=<seed>``, or
-``python scripts/fuzz.py --seed <seed> --replay TARGET:INDEX`` for one input).  Every input
+"""A bounded fuzzing campaign in CI (issue 17): scripts/fuzz.py's seven targets (layout strings,
+swizzles, atom names, descriptor words, CLI argv, IR modules, Python API calls), in-process,
+once with a fixed seed and once with a random seed that is printed (replay:
+``NVATOM_FUZZ_SEED=<seed>``, or ``python scripts/fuzz.py --seed <seed> --replay TARGET:INDEX``
+for one input).  Every input
 must end in success or a clean error: no traceback, hang, internal error or MemoryError.
 
-``NVATOM_FUZZ_SCALE`` multiplies the budget (default 1: about 5,000 inputs per seed, a few
+``NVATOM_FUZZ_SCALE`` multiplies the budget (default 1: about 5,400 inputs per seed, a few
 seconds each on an idle core).  The tests after it check that the tool's classification can
 fail: planted bugs of each kind are counted as failures, with their reproducer.
 """
@@ -25,14 +26,20 @@ RANDOM_SEED = int(os.environ.get("NVATOM_FUZZ_SEED", str(random.randrange(1 << 3
 #: Inputs per target and seed: the cheap targets get many, atom names (each resolved through
 #: seven registries, ~20 ms) and CLI runs (~8 ms) fewer.
 BUDGET = {"layout": 1500, "swizzle": 1500, "descriptor": 1500, "atom_name": 60, "cli": 150,
-          "ir": 300}
+          "ir": 300, "api": 400}
 
 
 #: Bugs a campaign found and that are still open (docs/reliability.md, "Fuzzing"), each a
 #: predicate on a failure record: the random-seed run prints a failure that matches one but
-#: does not fail on it.  Empty: the four bugs the first campaigns found are fixed, and their
-#: reproducers are the test_fixed_* regression tests below.
-KNOWN_OPEN: dict[str, Callable[[dict], bool]] = {}
+#: does not fail on it.  The four bugs the first campaigns found are fixed (their reproducers
+#: are the test_fixed_* regression tests below); the two open ones are in the kernel layer
+#: (src/nvatom/kernels/tensor.py, another branch's), each with a strict xfail test below.
+KNOWN_OPEN: dict[str, Callable[[dict], bool]] = {
+    "smem_tensor of a huge layout": lambda f: f["target"] == "api" and f["class"] in (
+        "hang", "memory") and f["input"]["fn"] == "kernels.tensor.smem_tensor",
+    "fragment of a huge layout": lambda f: f["target"] == "api" and f["class"] in (
+        "hang", "memory") and f["input"]["fn"] == "kernels.tensor.fragment",
+}
 
 
 def _known(f: dict) -> str | None:
@@ -183,3 +190,169 @@ def test_fixed_int_type_width_followed_by_a_dash() -> None:
         with pytest.raises(driver.IRError) as e:
             driver.verify(driver.parse(text, "t.mlir"))
         assert "is too wide (the limit is 16777215 bits" in str(e.value.diagnostics[0]), ty
+
+
+# --------------------------------------------------------------------------- the api target
+
+
+def _api(fn: str, args: list, kw: dict | None = None, **extra: object) -> tuple[str, str]:
+    return fuzz.classify("api", {"fn": fn, "args": args, "kw": kw or {},
+                                 "capability": [9, 0], **extra})
+
+
+def _t(shape: list, dtype: str = "bfloat16", strides: list | None = None) -> dict:
+    return grammars.tensor_spec(random.Random(0), shape, dtype) if strides is None else \
+        {"tensor": {"shape": shape, "strides": strides, "dtype": f"torch.{dtype}",
+                    "ptr": 0x7F0000000000, "device": ["cuda", 0]}}
+
+
+def test_api_calls_reach_the_device_seam_and_leave_no_fakes() -> None:
+    """A call that passes every check stops where it would launch (counted a success): the
+    GEMM, the fused GEMM, the grouped GEMM and attention; the fakes are gone afterwards."""
+    import sys
+
+    before = sys.modules.get("torch")
+    a, b = _t([256, 512]), _t([512, 384])
+    assert _api("gemm", [a, b]) == ("ok", "")
+    assert _api("gemm", [a, b], {"bias": _t([384], "float32"), "activation": "gelu"}) == \
+        ("ok", "")
+    grouped = [_t([256, 512]), _t([2, 512, 384]), [100, 256]]
+    assert _api("grouped_gemm", grouped) == ("ok", "")
+    q = _t([1, 8, 128, 128])
+    assert _api("attention", [q, q, q], {"causal": True}) == ("ok", "")
+    assert _api("gemm", [a, _t([384, 512])])[0] == "clean"  # shapes do not chain
+    assert _api("kernels.tensor.fragment", [{"mma_form": "sm80.mma.m16n8k16.f32.bf16.bf16.f32"},
+                                            "A"], target="sm_80") == ("ok", "")
+    assert sys.modules.get("torch") is before
+    import nvatom.gemm as gm
+
+    assert gm.get_kernel.__module__ == "nvatom.runtime.launch"  # the real one again
+
+
+def test_api_planted_bugs_are_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any exception but an NvatomError is a traceback; an NvatomError of two lines is wrong
+    output."""
+    import nvatom.gemm as gm
+    from nvatom.errors import NvatomError
+
+    a, b = _t([64, 64]), _t([64, 64])
+
+    def boom(*args: object, **kw: object) -> None:
+        raise KeyError("planted")
+
+    monkeypatch.setattr(gm, "check_operands", boom)
+    kind, detail = _api("gemm", [a, b])
+    assert kind == "traceback" and "KeyError: 'planted'" in detail
+
+    def two_lines(*args: object, **kw: object) -> None:
+        raise gm.GemmError("one\ntwo")
+
+    monkeypatch.setattr(gm, "check_operands", two_lines)
+    assert _api("gemm", [a, b])[0] == "wrong"
+    monkeypatch.setattr(gm, "check_operands", lambda *a, **k: (_ for _ in ()).throw(
+        NvatomError("one line")))
+    assert _api("gemm", [a, b])[0] == "clean"
+
+
+def test_api_regressions_stay_clean() -> None:
+    """The api target's findings (fixed): each input ends in a clean error now."""
+    a, b = _t([64, 64]), _t([64, 64])
+    for kw in ({"alpha": 10**400}, {"alpha": None, "activation": "relu"},
+               {"c": _t([64, 64]), "beta": -(10**400)}, {"provider": ["sm90"]}):
+        assert _api("gemm", [a, b], kw)[0] == "clean", kw
+    assert _api("explain", [a, b], {"capability": {"np": {"type": "float32", "v": 9.0}}})[0] \
+        == "clean"
+    assert _api("explain", [a, b], {"capability": [9, 0]})[0] == "ok"
+    grouped = [_t([64, 128]), _t([2, 128, 64]), [32, 64]]
+    assert _api("grouped_gemm", grouped, {"out": _t([64, 64]), "fast_accum": [1]})[0] == "clean"
+    # the lead's: a numpy-scalar scale, 10**400 scales, an attention scale past float32
+    e4, e4b = _t([64, 128], "float8_e4m3fn"), {"tensor": {
+        "shape": [2, 128, 64], "strides": [8192, 1, 128], "dtype": "torch.float8_e4m3fn",
+        "ptr": 0x7F0000000000, "device": ["cuda", 0]}}
+    assert _api("grouped_gemm", [e4, e4b, [32, 64]],
+                {"scale_a": {"np": {"type": "float32", "v": 2.0}}, "scale_b": 1.0})[0] == "clean"
+    assert _api("grouped_gemm", [e4, e4b, [32, 64]],  # np.float64 is a float
+                {"scale_a": {"np": {"type": "float64", "v": 2.0}}, "scale_b": 1.0})[0] == "ok"
+    assert _api("grouped_gemm", [e4, e4b, [32, 64]],
+                {"scale_a": 10**400, "scale_b": 1.0})[0] == "clean"
+    q = _t([1, 8, 128, 128])
+    assert _api("attention", [q, q, q], {"scale": 3e38})[0] == "clean"  # x log2(e) > f32
+    for operand in ("", "AB"):
+        assert _api("kernels.tensor.fragment", [{"mma_form": FORM_NAME}, operand],
+                    target="sm_80")[0] == "clean"
+
+
+def test_fixed_grouped_call_cache_keys_fast_accum_by_type() -> None:
+    """Found by the campaign of 2026-11-28 (seed 20261128, api:131748, shortened): after a
+    grouped FP8 call with ``fast_accum=True`` and ``out``, the same call with
+    ``fast_accum=1.0`` hit the unchecked call cache (``1.0 == True``) and launched; alone it
+    is refused."""
+    def e(shape: list, strides: list, dtype: str, ptr: int) -> dict:
+        return {"tensor": {"shape": shape, "strides": strides, "dtype": f"torch.{dtype}",
+                           "ptr": ptr, "device": ["cuda", 0]}}
+
+    a = e([128, 256], [256, 1], "float8_e4m3fn", 0x7F0000000000)
+    b = e([2, 256, 128], [32768, 1, 256], "float8_e5m2", 0x7F0001000000)
+    kw = {"out": e([128, 128], [128, 1], "bfloat16", 0x7F0002000000),
+          "scale_a": 1.0, "scale_b": 1.0, "fast_accum": True}
+    case = {"fn": "grouped_gemm", "args": [a, b, [40, 128]], "kw": kw, "capability": [9, 0],
+            "then": {"args": [a, b, [40, 128]], "kw": {**kw, "fast_accum": 1.0}}}
+    assert fuzz.classify("api", case)[0] == "clean"
+    b2 = e([256, 128], [1, 256], "float8_e5m2", 0x7F0001000000)  # gemm's own call caches
+    for extra in ({}, {"activation": "relu"}):
+        kw2 = {**kw, **extra}
+        case = {"fn": "gemm", "args": [a, b2], "kw": kw2, "capability": [9, 0],
+                "then": {"args": [a, b2], "kw": {**kw2, "fast_accum": 1.0}}}
+        assert fuzz.classify("api", case)[0] == "clean", extra
+
+
+FORM_NAME = "sm80.mma.m16n8k16.f32.bf16.bf16.f32"
+HUGE = "(2147483648,2):(2,1)"
+
+
+@pytest.mark.xfail(strict=True, reason="open: kernels/tensor.py's smem_tensor evaluates every "
+                   "element of the layout (_cosize_bytes) before its 48 KB check")
+def test_open_smem_tensor_of_a_huge_layout() -> None:
+    kind, _ = fuzz.classify("api", {"fn": "kernels.tensor.smem_tensor",
+                                    "args": ["sA", "bf16", {"layout": HUGE}], "kw": {},
+                                    "capability": [9, 0], "target": "sm_80"}, time_limit=1.0)
+    assert kind == "clean"
+
+
+@pytest.mark.xfail(strict=True, reason="open: kernels/tensor.py's fragment allocates one "
+                   "register per value of the layout it is given (no 255-register limit)")
+def test_open_fragment_of_a_huge_layout() -> None:
+    kind, _ = fuzz.classify("api", {"fn": "kernels.tensor.fragment",
+                                    "args": [{"mma_form": FORM_NAME}, "A"],
+                                    "kw": {"layout": {"layout": HUGE}},
+                                    "capability": [9, 0], "target": "sm_80"}, time_limit=1.0)
+    assert kind == "clean"
+
+
+def test_api_second_call_must_not_be_served_by_a_sloppy_call_cache(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``then`` case calls twice in one world: a call cache that answers for a call whose
+    key differs (planted: every lookup returns the last entry) lets a call the checks refuse
+    through, which is wrong output."""
+    import nvatom.gemm as gm
+
+    a, b, out = _t([64, 64]), _t([64, 64]), _t([64, 64])
+    bad_a = {"tensor": {**a["tensor"], "dtype": "torch.float32"}}
+    case = {"fn": "gemm", "args": [a, b, out], "kw": {}, "capability": [9, 0],
+            "then": {"args": [bad_a, b, out], "kw": {}}}
+    assert fuzz.classify("api", case)[0] == "clean"  # the real caches key the dtype
+
+    class AnyKey(dict):
+        def get(self, key: object, default: object = None) -> object:
+            return next(iter(self.values()), default)
+
+    real = gm.GemmCaches
+
+    def sloppy() -> object:
+        c = real()
+        c.calls = AnyKey()
+        return c
+
+    monkeypatch.setattr(gm, "GemmCaches", sloppy)
+    kind, detail = fuzz.classify("api", case)
+    assert kind == "wrong" and "a call cache answered for a different call" in detail

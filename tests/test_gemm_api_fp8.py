@@ -270,6 +270,19 @@ def test_gemm_fp8_hot_path_keys_the_scales(fake_torch) -> None:
                 scale_b=s2)
 
 
+def test_gemm_hot_path_keys_fast_accum_by_type(fake_torch) -> None:
+    """Found by the api fuzz target (a second call in one process): ``1.0 == True``, so a
+    call with ``fast_accum=1.0`` hit the entry of a ``fast_accum=True`` call and skipped the
+    check that refuses it."""
+    a, b, d = _abd(256, 384, 512)
+    assert gm.gemm(a, b, d, scale_a=1.0, scale_b=1.0, fast_accum=True) is d
+    for fast in (1.0, 1):
+        with pytest.raises(GemmError, match=f"fast_accum = {fast} is not a bool"):
+            gm.gemm(a, b, d, scale_a=1.0, scale_b=1.0, fast_accum=fast)
+    with pytest.raises(GemmError, match="fast_accum = 1.0 is not a bool"):  # fused: its own
+        gm.gemm(a, b, d, scale_a=1.0, scale_b=1.0, fast_accum=1.0, activation="relu")
+
+
 def test_gemm_fp8_float_scales_made_once(fake_torch) -> None:
     a, b, d = _abd(128, 256, 64)
     gm.gemm(a, b, d, scale_a=0.5, scale_b=2.0)
@@ -287,7 +300,8 @@ def test_gemm_bf16_call_key_has_no_scale_entries(fake_torch) -> None:
     a, b, d = _abd(256, 384, 512, dtype="torch.bfloat16")
     gm.gemm(a, b, d)
     (key,) = gm.CACHES.calls
-    assert len(key) == 18  # pointers, shapes, strides, dtypes, devices, acc, provider, fast
+    assert len(key) == 19  # pointers, shapes, strides, dtypes, devices, acc, provider,
+    # fast_accum's type and value, out's five
     assert len(fake_torch.launches[0][0].data(5)) == 4  # K: the last of six arguments
     with pytest.raises(IndexError):
         fake_torch.launches[0][0].data(6)

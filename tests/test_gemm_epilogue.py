@@ -67,6 +67,12 @@ def test_spec_from_arguments() -> None:
                              r"'gelu_tanh', 'silu'"),
     ({"activation": "relu", "alpha": float("nan")}, r"alpha=nan is not a finite real"),
     ({"alpha": True}, r"alpha=True is not a finite real number"),
+    # found by the api fuzz target: float(10**400) raised OverflowError, alpha=None TypeError
+    ({"alpha": 10**400}, r"alpha=an integer of 1329 bits is not a finite real number within "
+                         r"float32's range"),
+    ({"alpha": None}, r"alpha=None is not a finite real number"),
+    ({"c": mat(M, N), "beta": -(10**400)}, r"beta=an integer of 1329 bits is not a finite"),
+    ({"alpha": 1e39}, r"alpha=1e\+39 is not a finite real number within float32's range"),
     ({"beta": 2.0}, r"beta=2.0 given without c"),
     ({"bias": vec(M + 1)}, r"bias has shape \(257,\): a bias is per column, \(384,\) or "
                            r"\(1, 384\) .* or per row, \(256, 1\)"),

@@ -155,6 +155,15 @@ def test_grouped_errors(args, err, match) -> None:
         grouped_gemm(*args, out=out)
 
 
+def test_grouped_unhashable_fast_accum_is_named() -> None:
+    """Found by the api fuzz target: an unhashable ``fast_accum`` went into the unchecked
+    call-cache key (TypeError: unhashable type: 'list') instead of reaching the check."""
+    out = FakeTensor((64, 64), (64, 1), ptr=0x7F8000000000)
+    with pytest.raises(GemmError, match=r"fast_accum = \[1\]: True or False"):
+        grouped_gemm(_a(64, 128), Fake3((2, 128, 64), (128 * 64, 64, 1)), [32, 64], out=out,
+                     fast_accum=[1])
+
+
 class _T:
     """A hashable stand-in for a tensor (what the call-cache key reads)."""
 

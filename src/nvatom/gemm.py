@@ -294,6 +294,9 @@ def route(a: TensorInfo, b: TensorInfo, out: TensorInfo, problem: GemmProblem,
     a documented input is never refused for its alignment or row pitch."""
     if provider is None:
         launch, target = plan(problem, capability)
+    elif not isinstance(provider, str):
+        raise GemmError(f"provider = {shown(provider)}: the name of a registered GEMM provider "
+                        "(a str), or None for the first that supports the problem")
     else:
         launch, target = _plan_with(problem, capability, provider)
     chosen = next((p for p in _providers() if p.name == launch.provider), None)
@@ -329,6 +332,11 @@ def explain(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str 
         import torch
 
         capability = tuple(torch.cuda.get_device_capability(ai.device))  # type: ignore[assignment]
+    elif (not isinstance(capability, (tuple, list)) or len(capability) != 2
+          or any(isinstance(x, bool) or not isinstance(x, int) for x in capability)):
+        raise GemmError(f"capability = {shown(capability)}: a compute capability is a "
+                        "(major, minor) pair of ints, e.g. (9, 0)")
+    capability = tuple(capability)  # type: ignore[assignment]  # a list keys no cache
     return route(ai, bi, oi, problem, capability, provider)  # type: ignore[arg-type]
 
 
@@ -660,7 +668,8 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     key: tuple[Any, ...] | None = None
     try:
         key = (a.data_ptr(), b.data_ptr(), a.shape, b.shape, a.stride(), b.stride(), a.dtype,
-               b.dtype, a.device, b.device, acc, provider, fast_accum)
+               b.dtype, a.device, b.device, acc, provider, type(fast_accum), fast_accum)
+        # (fast_accum's type: 1.0 == True, and a hit skips the check that refuses 1.0)
         if out is not None:
             key += (out.data_ptr(), out.shape, out.stride(), out.dtype, out.device)
         if scale_a is not None or scale_b is not None:  # bf16/f16 calls pay nothing
@@ -754,9 +763,11 @@ def check_epilogue(problem: GemmProblem, device: int, *, bias: Any = None,
         raise GemmError(f"activation={activation!r} is not one of None, "
                         f"{', '.join(map(repr, ACTIVATIONS))}")
     for name, v in (("alpha", alpha), ("beta", beta)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
-                              or not math.isfinite(v)):
-            raise GemmError(f"{name}={v!r} is not a finite real number (a Python float)")
+        # the kernel takes both as .f32: a huge int (10**400) must not reach float(); alpha
+        # has no None (its default is 1.0), beta's None means 1 with c
+        if (v is not None or name == "alpha") and f32_number(v) is None:
+            raise GemmError(f"{name}={shown(v)} is not a finite real number within float32's "
+                            f"range (|{name}| <= {F32_MAX:.4g}; a Python float)")
     if beta is not None and beta != 0 and c is None:
         raise GemmError(f"beta={beta!r} given without c: beta scales the c input "
                         "(out = act(alpha * a @ b + beta * c + bias) + residual)")
@@ -876,8 +887,9 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
     key: tuple[Any, ...] | None = None
     try:
         key = (a.data_ptr(), b.data_ptr(), a.shape, b.shape, a.stride(), b.stride(), a.dtype,
-               b.dtype, a.device, b.device, acc, provider, fast_accum, _scale_key(scale_a),
-               _scale_key(scale_b), *((n, _epilogue_key(v)) for n, v in epilogue.items()))
+               b.dtype, a.device, b.device, acc, provider, type(fast_accum), fast_accum,
+               _scale_key(scale_a), _scale_key(scale_b),
+               *((n, _epilogue_key(v)) for n, v in epilogue.items()))
         if out is not None:
             key += (out.data_ptr(), out.shape, out.stride(), out.dtype, out.device)
         hit = CACHES.fused_calls.get(key)
@@ -1147,7 +1159,12 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
     shapes, strides, dtypes and devices and the offsets' values)."""
     fkey = _grouped_fast_key(a, b, offsets, out)
     if fkey is not None and (scale_a is not None or scale_b is not None or fast_accum):
-        fkey += (_scale_key(scale_a), _scale_key(scale_b), fast_accum)
+        # fast_accum's type too: 1.0 == True, and a hit skips the check that refuses 1.0
+        fkey += (_scale_key(scale_a), _scale_key(scale_b), type(fast_accum), fast_accum)
+        try:
+            hash(fkey)
+        except TypeError:  # e.g. fast_accum=[]: no fast path; the checks name it
+            fkey = None
     hit = CACHES.grouped_fast.get(fkey) if fkey is not None else None
     if hit is not None:
         import torch

@@ -464,3 +464,14 @@ func.func @f() {{
         T.mma(k, tiled, acc, r_a, r_b, acc)
     shared = (f"expects Mma atom layout of {tiled.tv_layout('A')} for operand A, but got {bad}")
     assert shared in ir_text and str(tensor_err.value).endswith(shared)
+
+
+@pytest.mark.parametrize("operand", ["", "AB", "x"])
+def test_fragment_of_an_unknown_operand_is_named(operand: str) -> None:
+    """Found by the api fuzz target: ``MmaForm.operand_type`` raised ``KeyError: ''``."""
+    from nvatom.atoms.mma import MmaFormError
+
+    k, tiled = _setup()
+    with pytest.raises(MmaFormError, match=f"{FORM.name} has no operand '{operand.upper()}' "
+                                           r"\(A, B, C or D\)"):
+        T.fragment(k, tiled, operand)

@@ -346,6 +346,22 @@ def test_explain_reports_the_route() -> None:
     assert "out's data pointer 0x7f0000000004 is not 16-byte aligned (TMA" in r.why[0]
     r = explain(view(64, 64, ld=64), view(64, 64, ld=64), capability=(8, 0))
     assert (r.provider, r.target, r.staged) == ("sm80", "sm_80", ())
+    r = explain(view(64, 64, ld=64), view(64, 64, ld=64), capability=[8, 0])  # a list too
+    assert r.provider == "sm80"
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    # found by the api fuzz target: TypeError (a float is not iterable; a list is unhashable)
+    ({"capability": 9.0}, r"capability = 9\.0: a compute capability is a \(major, minor\) "
+                          r"pair of ints"),
+    ({"capability": (9, 0, 1)}, r"capability = \(9, 0, 1\)"),
+    ({"capability": (True, 0)}, r"capability = \(True, 0\)"),
+    ({"capability": SM90, "provider": ["sm90"]}, r"provider = \['sm90'\]: the name of a "
+                                                 r"registered GEMM provider \(a str\)"),
+])
+def test_explain_refuses_odd_capabilities_and_providers(kw, match) -> None:
+    with pytest.raises(GemmError, match=match):
+        explain(view(64, 64, ld=64), view(64, 64, ld=64), **kw)
 
 
 # --------------------------------------------------------------------------- size limits

@@ -180,8 +180,11 @@ class MmaForm(MnkShaped, FeatureGated, MmaAtom):
         return size(self.tv_layout(operand)[1])
 
     def operand_type(self, operand: str) -> DType:
-        op = operand.upper()
-        return {"A": self.a, "B": self.b, "C": self.c, "D": self.d}[op]
+        op = operand.upper() if isinstance(operand, str) else operand
+        types = {"A": self.a, "B": self.b, "C": self.c, "D": self.d}
+        if op not in types:
+            raise MmaFormError(f"{self.name} has no operand {operand!r} (A, B, C or D)")
+        return types[op]
 
     def registers(self, operand: str) -> int:
         """PTX registers in the operand's vector ({a0, a1, ...})."""
