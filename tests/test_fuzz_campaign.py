@@ -31,15 +31,10 @@ BUDGET = {"layout": 1500, "swizzle": 1500, "descriptor": 1500, "atom_name": 60, 
 
 #: Bugs a campaign found and that are still open (docs/reliability.md, "Fuzzing"), each a
 #: predicate on a failure record: the random-seed run prints a failure that matches one but
-#: does not fail on it.  The four bugs the first campaigns found are fixed (their reproducers
-#: are the test_fixed_* regression tests below); the two open ones are in the kernel layer
-#: (src/nvatom/kernels/tensor.py, another branch's), each with a strict xfail test below.
-KNOWN_OPEN: dict[str, Callable[[dict], bool]] = {
-    "smem_tensor of a huge layout": lambda f: f["target"] == "api" and f["class"] in (
-        "hang", "memory") and f["input"]["fn"] == "kernels.tensor.smem_tensor",
-    "fragment of a huge layout": lambda f: f["target"] == "api" and f["class"] in (
-        "hang", "memory") and f["input"]["fn"] == "kernels.tensor.fragment",
-}
+#: does not fail on it.  None is open: the bugs the campaigns found are fixed, their
+#: reproducers the test_fixed_* regression tests below (the last two, the kernel layer's huge
+#: layouts, fixed in src/nvatom/kernels/tensor.py after the 1M run on c6f21ec).
+KNOWN_OPEN: dict[str, Callable[[dict], bool]] = {}
 
 
 def _known(f: dict) -> str | None:
@@ -310,18 +305,18 @@ FORM_NAME = "sm80.mma.m16n8k16.f32.bf16.bf16.f32"
 HUGE = "(2147483648,2):(2,1)"
 
 
-@pytest.mark.xfail(strict=True, reason="open: kernels/tensor.py's smem_tensor evaluates every "
-                   "element of the layout (_cosize_bytes) before its 48 KB check")
-def test_open_smem_tensor_of_a_huge_layout() -> None:
+def test_fixed_smem_tensor_of_a_huge_layout() -> None:
+    """The 1M campaign's hangs: smem_tensor evaluated every element of a 2^32-element layout
+    before its 48 KB check; the element count is checked first now."""
     kind, _ = fuzz.classify("api", {"fn": "kernels.tensor.smem_tensor",
                                     "args": ["sA", "bf16", {"layout": HUGE}], "kw": {},
                                     "capability": [9, 0], "target": "sm_80"}, time_limit=1.0)
     assert kind == "clean"
 
 
-@pytest.mark.xfail(strict=True, reason="open: kernels/tensor.py's fragment allocates one "
-                   "register per value of the layout it is given (no 255-register limit)")
-def test_open_fragment_of_a_huge_layout() -> None:
+def test_fixed_fragment_of_a_huge_layout() -> None:
+    """The 1M campaign's hangs: fragment allocated one register per value of a huge layout;
+    more than 255 registers a thread is refused now."""
     kind, _ = fuzz.classify("api", {"fn": "kernels.tensor.fragment",
                                     "args": [{"mma_form": FORM_NAME}, "A"],
                                     "kw": {"layout": {"layout": HUGE}},

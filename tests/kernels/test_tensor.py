@@ -187,6 +187,11 @@ def fragment_past_the_register_file() -> None:
     T.fragment(k, tiled, "A", name="rHuge", layout=Layout((128, 1 << 24), (1 << 24, 1)))
 
 
+def fragment_of_more_threads_than_a_cta() -> None:
+    k, tiled = _setup()
+    T.fragment(k, tiled, "A", name="rWide", layout=Layout((1 << 31, 2), (2, 1)))
+
+
 def fragment_layout_not_thread_value() -> None:
     k, tiled = _setup()
     T.fragment(k, tiled, "A", name="rFlat", layout=Layout(64, 1))
@@ -322,6 +327,9 @@ CASES: list[tuple[Callable[[], None], str]] = [
     (fragment_past_the_register_file,
      "fragment 'rHuge' of 16777216 bf16 values a thread needs 8388608 registers; a thread has "
      "at most 255"),
+    (fragment_of_more_threads_than_a_cta,
+     "fragment 'rWide': its layout (2147483648,2):(2,1) spans 2147483648 threads; a CTA has at "
+     "most 1024"),
     (fragment_layout_not_thread_value,
      "fragment 'rFlat': its layout must be a (thread, value) layout of rank 2, got 64:1"),
     (tensor_out_of_its_buffer,

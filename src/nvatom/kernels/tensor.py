@@ -86,6 +86,8 @@ STATIC_SMEM_BYTES = 48 * 1024
 #: The most registers one thread can have (PTX ISA "Register state space": 255 per thread on
 #: every target since sm_35, CUDA's -maxrregcount ceiling); a fragment past it is refused.
 MAX_THREAD_REGISTERS = 255
+#: The most threads of one CTA (PTX ISA ".maxntid": 1024 on every target since sm_20).
+MAX_CTA_THREADS = 1024
 _KINDS = {"gmem": "gmem tensor", "smem": "smem tensor", "rmem": "fragment", "tmem": "tmem tensor"}
 
 
@@ -280,6 +282,9 @@ def fragment(k: Kernel, mma: TiledMma | MmaForm, operand: str, *, name: str | No
     if not isinstance(lay, Layout) or lay.rank != 2:
         raise TensorError(f"fragment '{name or 'r' + op}': its layout must be a (thread, "
                           f"value) layout of rank 2, got {lay}")
+    if size(lay[0]) > MAX_CTA_THREADS:
+        raise TensorError(f"fragment '{name or 'r' + op}': its layout {lay} spans "
+                          f"{size(lay[0])} threads; a CTA has at most {MAX_CTA_THREADS}")
     rtype, per = _register_type(dt)
     nregs = -(-size(lay[1]) // per)
     if nregs > MAX_THREAD_REGISTERS:
