@@ -59,7 +59,7 @@ from nvatom.ptx.pipeline_state import PipelineError
 from nvatom.ptx.tma_emit import Operand
 
 __all__ = ["Barriers", "ConsumerRole", "EpilogueRing", "PingPongOrder", "Pipeline", "PipelineError",
-           "PipelineSpec", "ProducerRole"]
+           "PipelineSpec", "ProducerRole", "SingleBuffer"]
 
 
 Kind = Literal["ordered", "pingpong"]
@@ -129,10 +129,12 @@ class _Role:
         self.stage: Reg | None = None
         self.phase: Reg | None = None
 
-    def loop(self) -> contextlib.AbstractContextManager[None]:
+    def loop(self, may_skip: bool = False) -> contextlib.AbstractContextManager[None]:
         """Record the body of a loop over this role's iterations; at its end, replay it from
-        the state it left (the back edge) so the checks see two consecutive iterations."""
-        return self.state.loop()
+        the state it left (the back edge) so the checks see two consecutive iterations.
+        ``may_skip``: a branch may jump over the loop (it runs zero times): what follows is
+        checked from both states."""
+        return self.state.loop(may_skip)
 
     def _begin(self, it: Operand | None, at: tuple[Reg, Reg] | None) -> None:
         if at is not None:  # the kernel's own ring-position registers: nothing emitted
@@ -276,11 +278,21 @@ class PingPongOrder:
     def holding(self, role: ConsumerRole) -> bool:
         return id(role) in self._turn
 
-    def wait(self, role: ConsumerRole, wg: Operand, *, skip: Reg | None = None,
-             bar: Operand | None = None) -> None:
+    def first_turn(self, first: Reg, wg: int = 1) -> None:
+        """Before the main loops: warpgroup ``wg`` (where predicate ``first`` holds) hands
+        the first turn to the other (``bar.arrive`` on the other's barrier), so that one
+        starts without waiting for an earlier turn."""
+        label = self.k.fresh_label("pp_start")
+        self.k.bra(label, f"!{first}")
+        SE.named_barrier_arrive(self.k, self._bar(wg, 1), 2 * WARPGROUP, target=self.target)
+        self.k.label(label)
+
+    def wait(self, role: ConsumerRole | Sequence[ConsumerRole], wg: Operand, *,
+             skip: Reg | None = None, bar: Operand | None = None) -> None:
         """Warpgroup ``wg`` (0/1, a register or int) waits for its turn (``skip``: a
         predicate under which it need not, e.g. the CTA's first tile; ``bar``: the barrier
-        ``base + wg`` computed by the caller)."""
+        ``base + wg`` computed by the caller).  ``role``: the consumer role (or the roles of
+        several pipelines) whose waits the turn covers."""
         bar = self._bar(wg, 0) if bar is None else bar
         label = None
         if skip is not None:
@@ -289,27 +301,33 @@ class PingPongOrder:
         SE.named_barrier_sync(self.k, bar, 2 * WARPGROUP, target=self.target)
         if label is not None:
             self.k.label(label)
-        self._turn.add(id(role))
-        role.state.turn(True)
+        for r in _roles(role):
+            self._turn.add(id(r))
+            r.state.turn(True)
 
-    def signal(self, role: ConsumerRole, wg: Operand, *, pred: Reg | None = None,
-               bar: Operand | None = None) -> None:
+    def signal(self, role: ConsumerRole | Sequence[ConsumerRole], wg: Operand, *,
+               pred: Reg | None = None, skip: Reg | None = None, bar: Operand | None = None,
+               label: str = "pp_nosig") -> None:
         """Warpgroup ``wg`` ends its turn: the other may run its main loop (``pred``: only
-        when the other has a tile left; ``bar``: the other's barrier, computed by the
-        caller)."""
-        if id(role) not in self._turn:
-            raise PipelineError(f"ping-pong consumer '{role.name}' ends a turn it never "
-                                "waited for (order barrier wait before signal)")
-        label = None
-        if pred is not None:
-            label = self.k.fresh_label("pp_nosig")
-            self.k.bra(label, f"!{pred}")
+        when the other has a tile left; ``skip``: not where this predicate holds, e.g. the
+        warpgroup whose last hand-off has no taker; ``bar``: the other's barrier, computed
+        by the caller; ``label``: the stem of the branch's label)."""
+        for r in _roles(role):
+            if id(r) not in self._turn:
+                raise PipelineError(f"ping-pong consumer '{r.name}' of pipeline "
+                                    f"'{r.pipe.spec.name}' ends a turn it never waited for "
+                                    "(order barrier wait before signal)")
+        target = None
+        if pred is not None or skip is not None:
+            target = self.k.fresh_label(label)
+            self.k.bra(target, f"!{pred}" if pred is not None else skip)
         SE.named_barrier_arrive(self.k, self._bar(wg, 1) if bar is None else bar,
                                 2 * WARPGROUP, target=self.target)
-        if label is not None:
-            self.k.label(label)
-        self._turn.discard(id(role))
-        role.state.turn(False)
+        if target is not None:
+            self.k.label(target)
+        for r in _roles(role):
+            self._turn.discard(id(r))
+            r.state.turn(False)
 
     def _bar(self, wg: Operand, other: int) -> Operand:
         if isinstance(wg, int):
@@ -320,6 +338,10 @@ class PingPongOrder:
         else:
             self.k.ins("add.u32", r, wg, self.base)
         return r
+
+
+def _roles(role: ConsumerRole | Sequence[ConsumerRole]) -> Sequence[ConsumerRole]:
+    return (role,) if isinstance(role, ConsumerRole) else role
 
 
 class Barriers:
@@ -412,6 +434,57 @@ class Pipeline:
                 f"pipeline '{self.spec.name}', every stage: empty[s] waits for "
                 f"{self.spec.empty_count} arrivals but the consumers give {total}: the "
                 "producer's acquire never completes")
+
+
+class SingleBuffer:
+    """A shared-memory buffer loaded once by TMA on its own mbarrier and read by WGMMA groups,
+    never released: the state machine :class:`~nvatom.ptx.pipeline_state.BufferState`.  The
+    producer ``arm()``s its barrier (``expect_tx`` of ``tx_bytes``), ``load``s and
+    ``commit``s; the readers ``wait()`` on the barrier (parity 0: one phase), ``read()`` it
+    (a WGMMA group), report each ``wgmma_wait`` and may ``write()`` it (the epilogue staging
+    its output there) only after every group reading it retired.  ``bar`` computes the
+    barrier's address where a role uses it (each role's instruction stream its own)."""
+
+    def __init__(self, k: Kernel, name: str, bar: Callable[[], Operand], tx_bytes: int, *,
+                 producer: str = "producer", reader: str = "consumers") -> None:
+        self.k, self.bar = k, bar
+        self.state = PS.BufferState(name, tx_bytes, producer, reader)
+        self.full: Operand | None = None
+
+    def arm(self) -> Operand:
+        """``mbarrier.arrive.expect_tx`` of the buffer's bytes; returns the barrier."""
+        self.state.arm()
+        self.full = self.bar()
+        TE.mbarrier_arrive_expect_tx(self.k, self.full, self.state.tx_bytes)
+        return self.full
+
+    def load(self, dst: Operand, tmap: Operand, coords: Sequence[Operand], nbytes: int,
+             **kwargs: Any) -> None:
+        self.state.load(nbytes)
+        TE.tma_load(self.k, dst, tmap, coords, self.full, **kwargs)
+
+    def commit(self) -> None:
+        self.state.commit()
+
+    def wait(self) -> None:
+        self.state.wait()
+        TE.mbarrier_wait_parity(self.k, self.bar(), 0)
+
+    def read(self) -> None:
+        """A WGMMA group (committed just before) reads the buffer."""
+        self.state.read()
+
+    def wgmma_wait(self, pending: int) -> None:
+        """After a ``wgmma.wait_group``, ``pending`` of the groups reading the buffer remain
+        (the newest of them, as a ring's consumer role counts its own)."""
+        self.state.wgmma_wait(pending)
+
+    def write(self) -> None:
+        """The readers' threads write the buffer (``st.shared``, ``stmatrix``)."""
+        self.state.write()
+
+    def loop(self, may_skip: bool = False) -> contextlib.AbstractContextManager[None]:
+        return self.state.loop(may_skip)
 
 
 # ============================================================================ epilogue ring

@@ -25,12 +25,13 @@ the outer one).
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from nvatom.errors import NvatomError
 
-__all__ = ["ConsumerState", "PipelineError", "ProducerState", "StagingState"]
+__all__ = ["BufferState", "ConsumerState", "PipelineError", "ProducerState", "StagingState"]
 
 FREE, ACQUIRED, COMMITTED = "free", "acquired", "committed"
 FULL, READ, RELEASED = "full", "read", "released"
@@ -54,12 +55,16 @@ class _Machine:
         self._recs: list[list[tuple[str, tuple[Any, ...], Any]]] = []
         self.replaying = False
         self.at: Any = None
+        self.skipped = False  # this copy models the path on which a loop ran zero times
+        self._alts: list[_Machine] = []  # such copies, run alongside (loop(may_skip=True))
 
     def _do(self, op: str, *args: Any) -> None:
         if not self.replaying:
             for rec in self._recs:
                 rec.append((op, args, self.at))
         self._run(op, args, self.at)
+        for alt in self._alts:
+            alt._run(op, args, self.at)
 
     def _run(self, op: str, args: tuple[Any, ...], at: Any) -> None:
         try:
@@ -70,8 +75,11 @@ class _Machine:
             raise
 
     @contextlib.contextmanager
-    def loop(self) -> Iterator[None]:
-        """Record the body of a loop; at its end replay it from the state it left."""
+    def loop(self, may_skip: bool = False) -> Iterator[None]:
+        """Record the body of a loop; at its end replay it from the state it left.
+        ``may_skip``: the loop may run zero times at run time (a branch around it), so the
+        state before it is kept too and every later event is checked on both paths."""
+        skip = self._copy() if may_skip else None
         rec: list[tuple[str, tuple[Any, ...], Any]] = []
         self._recs.append(rec)
         try:
@@ -82,10 +90,25 @@ class _Machine:
         try:
             for op, args, at in rec:
                 self._run(op, args, at)
+                for alt in self._alts:
+                    alt._run(op, args, at)
         finally:
             self.replaying = outer
+        if skip is not None:
+            self._alts.append(skip)
+
+    def _copy(self) -> _Machine:
+        """This machine's state now, as the path that skips a loop continues from it."""
+        alt = copy.copy(self)
+        for key, val in vars(self).items():
+            if key not in ("_recs", "_alts") and isinstance(val, (dict, list, set)):
+                setattr(alt, key, copy.deepcopy(val))
+        alt._recs, alt._alts, alt.skipped = [], [], True
+        return alt
 
     def _where(self) -> str:
+        if self.skipped:
+            return " (on the path where the loop runs zero times)"
         return " (next iteration, at the loop's back edge)" if self.replaying else ""
 
 
@@ -288,6 +311,9 @@ class ConsumerState(_RoleState):
 
     def finish(self) -> None:
         """Every stage read was released (else the producer's acquire waits forever)."""
+        self._do("finish")
+
+    def _finish(self) -> None:
         for off, st in sorted(self.state.items()):
             if st in (FULL, READ):
                 self._fail(off, f"never released (it is {st}): the producer's acquire of it "
@@ -403,3 +429,90 @@ class StagingState(_Machine):
         self.groups.append(tuple(self.open))
         self.visible.append(tuple(self.open))
         self.open = []
+
+
+class BufferState(_Machine):
+    """A shared-memory buffer loaded once by TMA on its own mbarrier (attention's Q tile), read
+    by WGMMA groups and never released, then overwritten by the reading threads (the O
+    staging): ``arm`` (``expect_tx``), ``load(bytes)``..., ``commit`` (the producer);
+    ``wait``, ``read`` (a committed WGMMA group reads it), ``wgmma_wait(n)``, ``write`` (the
+    readers).  The last read must come before the write, and every group reading it must
+    have retired (``wgmma.wait_group``) before it: the hardware orders neither."""
+
+    def __init__(self, name: str, tx_bytes: int, producer: str, reader: str) -> None:
+        super().__init__()
+        self.name, self.tx_bytes = name, tx_bytes
+        self.producer, self.reader = producer, reader
+        self.armed = False
+        self.bytes = 0
+        self.waited = False
+        self.written = False
+        self.groups = 0  # the WGMMA groups reading it not yet retired
+
+    def _fail(self, role: str, rule: str) -> None:
+        raise PipelineError(f"buffer '{self.name}', {role}{self._where()}: {rule}")
+
+    def arm(self) -> None:
+        self._do("arm")
+
+    def load(self, nbytes: int) -> None:
+        self._do("load", nbytes)
+
+    def commit(self) -> None:
+        self._do("commit")
+
+    def wait(self) -> None:
+        self._do("wait")
+
+    def read(self) -> None:
+        self._do("read")
+
+    def wgmma_wait(self, pending: int) -> None:
+        """After a ``wgmma.wait_group``, ``pending`` of the groups reading it remain."""
+        self._do("wgmma_wait", pending)
+
+    def write(self) -> None:
+        self._do("write")
+
+    def _arm(self) -> None:
+        self.armed, self.bytes = True, 0
+
+    def _load(self, nbytes: int) -> None:
+        if not self.armed:
+            self._fail(f"producer '{self.producer}'", "filled by TMA before expect_tx "
+                       "announced its bytes on its barrier (its phase may complete early)")
+        self.bytes += nbytes
+
+    def _commit(self) -> None:
+        if self.bytes != self.tx_bytes:
+            self._fail(f"producer '{self.producer}'", f"its loads deliver {self.bytes} bytes "
+                       f"but expect_tx announced {self.tx_bytes} (its barrier's phase would "
+                       "complete early or never)")
+
+    def _wait(self) -> None:
+        self.waited = True
+
+    def _read(self) -> None:
+        who = f"consumer '{self.reader}'"
+        if not self.waited:
+            self._fail(who, "read before its barrier was waited on (wait before read: TMA "
+                            "may still be writing it)")
+        if self.written:
+            self._fail(who, "read after the threads overwrote it (the last read must come "
+                            "before the write)")
+        self.groups += 1
+
+    def _wgmma_wait(self, pending: int) -> None:
+        self.groups = pending
+
+    def _write(self) -> None:
+        who = f"consumer '{self.reader}'"
+        if not self.waited:
+            self._fail(who, "overwritten before its barrier was waited on (TMA may still be "
+                            "writing it)")
+        if self.groups:
+            n = self.groups
+            self._fail(who, f"overwritten while a WGMMA group still reads it ({n} group"
+                            f"{'s' if n > 1 else ''} pending after wgmma.wait_group): write "
+                            "it only after every group reading it retired")
+        self.written = True
