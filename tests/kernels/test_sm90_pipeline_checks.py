@@ -283,3 +283,109 @@ def test_attention_o_staging_is_checked(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(PipelineError, match=r"staging ring 'attention_o', buffer 0: stored "
                        r"before its writes were fenced"):
         build_attention_sm90(cfg)
+
+
+# ------------------------------------------------- attention's Q tile and ping-pong turns
+def _attention(**kw: object) -> object:
+    from nvatom.kernels.sm90.attention_config import default_config
+
+    return dataclasses.replace(default_config("bf16", 128, False), **kw)
+
+
+def test_attention_q_read_before_its_wait_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The consumers' wait on Q's barrier dropped: the first S group reads a Q tile TMA may
+    still be writing."""
+    from nvatom.kernels.pipeline import SingleBuffer
+    from nvatom.kernels.sm90.attention import build_attention_sm90
+
+    build_attention_sm90(_attention())
+    monkeypatch.setattr(SingleBuffer, "wait", lambda self: None)
+    with pytest.raises(PipelineError, match=r"^buffer 'attention_q', consumer 'consumers': "
+                       r"read before its barrier was waited on \(wait before read: TMA may "
+                       r"still be writing it\)$"):
+        build_attention_sm90(_attention())
+
+
+def test_attention_q_short_load_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Q box missing: Q's barrier expects q_bytes, the loads deliver less."""
+    from nvatom.kernels.pipeline import SingleBuffer
+    from nvatom.kernels.sm90.attention import build_attention_sm90
+
+    real = SingleBuffer.load
+    seen: list[int] = []
+
+    def load(self: SingleBuffer, *args: object, **kw: object) -> None:
+        seen.append(1)
+        if len(seen) > 1:  # the first box only
+            real(self, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SingleBuffer, "load", load)
+    with pytest.raises(PipelineError, match=r"^buffer 'attention_q', producer "
+                       r"'attention_q_producer': its loads deliver 16384 bytes but expect_tx "
+                       r"announced 32768"):
+        build_attention_sm90(_attention())
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_attention_o_written_into_q_before_s_retired_is_refused(
+        overlap: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The O staging's write into the Q tile moved before the ``wgmma.wait_group`` that
+    retires the S group reading Q (here: right after an S group's commit, as an epilogue
+    overlapping the next S would): refused by the Q buffer, not left to the accumulators."""
+    from nvatom.kernels.sm90 import attention_consumer as AC
+    from nvatom.kernels.sm90.attention import build_attention_sm90
+
+    cfg = _attention(overlap=overlap, epilogue="tma")
+    build_attention_sm90(cfg)
+    real = AC._Consumer.issue_s
+
+    def issue_s(self: AC._Consumer, stage: object, phase: object) -> None:
+        real(self, stage, phase)  # type: ignore[arg-type]
+        self.b.q.write()
+
+    monkeypatch.setattr(AC._Consumer, "issue_s", issue_s)
+    with pytest.raises(PipelineError, match=r"^buffer 'attention_q', consumer 'consumers': "
+                       r"overwritten while a WGMMA group still reads it \(1 group pending "
+                       r"after wgmma.wait_group\): write it only after every group reading "
+                       r"it retired$"):
+        build_attention_sm90(cfg)
+
+
+def test_attention_q_read_after_the_o_write_is_refused() -> None:
+    """The buffer's rules on their own: Q overwritten, then read by another S group."""
+    from nvatom.ptx.pipeline_state import BufferState
+
+    q = BufferState("attention_q", 32768, "p", "consumers")
+    q.wait()
+    q.read()
+    q.wgmma_wait(0)
+    q.write()
+    with pytest.raises(PipelineError, match=r"^buffer 'attention_q', consumer 'consumers': "
+                       r"read after the threads overwrote it"):
+        q.read()
+    fresh = BufferState("attention_q", 32768, "p", "consumers")
+    with pytest.raises(PipelineError, match=r"overwritten before its barrier was waited on"):
+        fresh.write()
+
+
+def test_a_loop_that_may_run_zero_times_is_checked_on_both_paths() -> None:
+    """``loop(may_skip=True)``: what follows the loop is checked from the state before it
+    too.  S_0's group retired only inside the KV loop: with one KV tile the loop is skipped
+    and O overwrites Q while S_0 still reads it (the loop path alone is correct)."""
+    from nvatom.ptx.pipeline_state import BufferState
+
+    def kernel(may_skip: bool) -> None:
+        q = BufferState("attention_q", 32768, "p", "consumers")
+        q.wait()
+        q.read()  # S_0, no wgmma.wait_group before the loop
+        with q.loop(may_skip=may_skip):
+            q.wgmma_wait(0)  # retires the previous S
+            q.read()
+            q.wgmma_wait(0)
+        q.write()
+
+    kernel(may_skip=False)
+    with pytest.raises(PipelineError, match=r"^buffer 'attention_q', consumer 'consumers' \(on "
+                       r"the path where the loop runs zero times\): overwritten while a WGMMA "
+                       r"group still reads it \(1 group pending"):
+        kernel(may_skip=True)

@@ -63,7 +63,7 @@ from nvatom.kernels.sm90.attention_config import AttentionSm90Config
 from nvatom.kernels.sm90.attention_consumer import _consumer
 from nvatom.kernels.sm90.attention_plan import attention_plan
 from nvatom.kernels.sm90.attention_producer import _producer
-from nvatom.kernels.sm90.attention_rings import kv_rings
+from nvatom.kernels.sm90.attention_rings import kv_rings, q_buffer
 from nvatom.kernels.sm90.attention_skeleton import _prologue
 from nvatom.ptx.builder import Module
 
@@ -83,7 +83,7 @@ def build_attention_sm90(cfg: AttentionSm90Config, target_: str = "sm_90a") -> M
     mod = Module(target_, features=feats)
     k = mod.kernel(cfg.name)
     b = _prologue(k, cfg, plan, target_)
-    b = dataclasses.replace(b, rings=kv_rings(b))
+    b = dataclasses.replace(b, rings=kv_rings(b), q=q_buffer(b))
     pp = k.reg("pred")
     k.ins("setp.eq.u32", pp, b.wg, 0)
     prod = k.fresh_label("producer")

@@ -17,7 +17,6 @@ from nvatom.kernels.sm90.emit import desc_base as _desc_base
 from nvatom.kernels.sm90.emit import next_stage as _next_stage
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.ptx import sync_emit as SE
-from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Reg
 from nvatom.ptx.wgmma_emit import WgmmaSequence
 
@@ -74,7 +73,7 @@ class _Consumer:
             seq.mma(b.cfg.s_form, self.s, self.q_desc[i], kd[i],
                     self.p_false if i == 0 else self.p_true, _S_IMM)
         seq.commit()
-        self.groups.read(self.kr)
+        self.groups.read(self.kr, self.b.q)  # the group reads K's stage and the Q tile
 
     def issue_o(self, stage: Reg, phase: Reg) -> None:
         b, seq, p = self.b, self.seq, self.p
@@ -174,7 +173,7 @@ def _consumer_setup(b: _Build) -> tuple[_Consumer, _Softmax, Reg, Reg, Reg, Reg]
                   p_false)
     assert b.rings is not None  # both warpgroups run this code: 2 releases of each stage
     c.kr, c.vr = (ring.consumer("consumers", arrivals=2) for ring in b.rings)
-    c.groups = WgmmaGroups((c.kr, c.vr))
+    c.groups = WgmmaGroups((c.kr, c.vr, b.q))
     # ping-pong: a consumer issues its WGMMAs only after the other one has issued its own
     # (named barriers 1 and 2: "consumer c may issue"); consumer 1 lets consumer 0 go first.
     c.my_bar = _u32(k, "add.u32", cw, 1)
@@ -234,7 +233,7 @@ def _consumer(b: _Build) -> None:
     k = b.k
     c, st, lane, q_sm, ltid, warp = _consumer_setup(b)
     seq, s = c.seq, c.s
-    TE.mbarrier_wait_parity(k, b.bar("q"), 0)
+    b.q.wait()
     stage = _u32(k, "mov.u32", 0)
     phase = _u32(k, "mov.u32", 0)
     # first tile: S_0, softmax, P_0
@@ -255,7 +254,9 @@ def _consumer(b: _Build) -> None:
     k.bra(tail, done_loop)
     top = k.fresh_label("c_kv")
     k.label(top)
-    with c.kr.loop(), c.vr.loop():  # the KV loop, replayed at its back edge
+    # the KV loop, replayed at its back edge; skipped for a single KV tile (both paths
+    # checked from here on)
+    with c.kr.loop(may_skip=True), c.vr.loop(may_skip=True), b.q.loop(may_skip=True):
         _kv_tile(c, st, stage, phase, j)
         k.ins("add.u32", j, j, 1)
         more = k.reg("pred")

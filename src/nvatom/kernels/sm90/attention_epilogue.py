@@ -86,6 +86,7 @@ def _store_tma(b: _Build, o: list[Reg], inv: list[Reg], cw: Reg, q_sm: Reg, ltid
     if b.off_q:
         k.ins("add.u32", base, base, b.off_q)
     per_chunk = _CHUNK // 16
+    b.q.write()  # O overwrites Q: only after every S group reading it retired
     # the chunks of this half of the Q tile: staging buffers written once, stored as one
     # bulk group by the lead thread (of a half not entirely past seqlen_q)
     ring = EpilogueRing.at_offsets(k, "attention_o", q_sm,

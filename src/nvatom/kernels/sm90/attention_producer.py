@@ -9,12 +9,12 @@ from nvatom.kernels.sm90.attention_skeleton import _Build
 from nvatom.kernels.sm90.emit import next_stage as _next_stage
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.ptx import sync_emit as SE
-from nvatom.ptx import tma_emit as TE
 
 
 def _producer(b: _Build) -> None:
-    """Warpgroup 0: one thread loads Q, then K and V of every KV tile into the ring: K and V
-    as the producer roles of two pipelines (``b.rings``,
+    """Warpgroup 0: one thread loads Q (``b.q``, a
+    :class:`~nvatom.kernels.pipeline.SingleBuffer`), then K and V of every KV tile into the
+    ring: K and V as the producer roles of two pipelines (``b.rings``,
     :func:`~nvatom.kernels.sm90.attention_rings.kv_rings`) at the kernel's ring
     registers, so each stage's acquire comes before its loads and the loads deliver the
     announced bytes."""
@@ -25,12 +25,12 @@ def _producer(b: _Build) -> None:
     k.ins("setp.ne.u32", pl, b.tid, 0)
     k.bra(b.done, pl)
     tq, tk, tv, _ = b.tmaps
-    qbar = b.bar("q")
-    TE.mbarrier_arrive_expect_tx(k, qbar, cfg.q_bytes)
+    assert b.rings is not None and b.q is not None
+    b.q.arm()  # Q: its own barrier, the boxes delivering q_bytes
     for c, off in enumerate(plan.q_boxes):
         dst = _u32(k, "add.u32", b.smem, b.off_q + off)
-        TE.tma_load(k, dst, tq, [c * _CHUNK, b.m0, b.head, b.batch], qbar)
-    assert b.rings is not None
+        b.q.load(dst, tq, [c * _CHUNK, b.m0, b.head, b.batch], cfg.q_bytes // len(plan.q_boxes))
+    b.q.commit()
     roles = [ring.producer(f"{ring.spec.name}_producer") for ring in b.rings]
     stage = _u32(k, "mov.u32", 0)
     phase = _u32(k, "mov.u32", 1)  # a fresh barrier's previous phase counts as complete

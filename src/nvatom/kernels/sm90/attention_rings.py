@@ -1,12 +1,16 @@
-"""The SM90 attention kernel's K and V stage rings as pipeline objects
-(:class:`~nvatom.kernels.pipeline.Pipeline`): their barrier operations spelled as the kernel
-always did (:class:`KvBarriers`), and :class:`WgmmaGroups`, which tells each ring's consumer
-role which of its WGMMA groups a ``wgmma.wait_group`` retired when the groups of both rings
-share the warpgroup's one queue (PTX ISA "mbarrier", "wgmma.wait_group")."""
+"""The SM90 attention kernel's shared-memory buffers as pipeline objects: the K and V stage
+rings (:class:`~nvatom.kernels.pipeline.Pipeline`, their barrier operations spelled as the
+kernel always did: :class:`KvBarriers`), the Q tile (:func:`q_buffer`, a
+:class:`~nvatom.kernels.pipeline.SingleBuffer`: loaded once, read by every S group, then
+overwritten by the O staging), and :class:`WgmmaGroups`, which tells each reader which of
+its WGMMA groups a ``wgmma.wait_group`` retired when the groups of both rings and Q share the
+warpgroup's one queue (PTX ISA "mbarrier", "wgmma.wait_group")."""
 
 from __future__ import annotations
 
-from nvatom.kernels.pipeline import Barriers, ConsumerRole, Pipeline, PipelineSpec
+from typing import Any
+
+from nvatom.kernels.pipeline import Barriers, Pipeline, PipelineSpec, SingleBuffer
 from nvatom.kernels.sm90.attention_skeleton import _Build
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Reg
@@ -60,21 +64,30 @@ def kv_rings(b: _Build) -> tuple[Pipeline, Pipeline]:
     return k_ring, v_ring
 
 
+def q_buffer(b: _Build) -> SingleBuffer:
+    """The Q tile: ``q_bytes`` loaded once on barrier ``q`` by the producer thread, read by
+    both consumer warpgroups' S groups (each its own 64 rows: one model), never released;
+    the ``"tma"`` epilogue stages O in it."""
+    return SingleBuffer(b.k, "attention_q", lambda: b.bar("q"), b.cfg.q_bytes,
+                        producer="attention_q_producer")
+
+
 class WgmmaGroups:
-    """The warpgroup's WGMMA groups in commit order, each read by one ring's stage:
+    """The warpgroup's WGMMA groups in commit order, each reading one ring's stage (and Q):
     ``wait(n)`` (after ``wgmma.wait_group n``) keeps the newest ``n`` pending and tells each
-    role how many of its own groups those are."""
+    reader how many of its own groups those are."""
 
-    def __init__(self, roles: tuple[ConsumerRole, ...]) -> None:
-        self.roles = roles
-        self.queue: list[ConsumerRole] = []
+    def __init__(self, readers: tuple[Any, ...]) -> None:
+        self.readers = readers
+        self.queue: list[tuple[Any, ...]] = []
 
-    def read(self, role: ConsumerRole) -> None:
-        """A group (committed just before) reads ``role``'s current stage."""
-        role.read()
-        self.queue.append(role)
+    def read(self, *readers: Any) -> None:
+        """A group (committed just before) reads each reader's current stage or buffer."""
+        for r in readers:
+            r.read()
+        self.queue.append(readers)
 
     def wait(self, pending: int) -> None:
         self.queue = self.queue[len(self.queue) - pending:] if pending else []
-        for role in self.roles:
-            role.wgmma_wait(sum(r is role for r in self.queue))
+        for r in self.readers:
+            r.wgmma_wait(sum(r in g for g in self.queue))

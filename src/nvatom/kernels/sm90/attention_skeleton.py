@@ -49,6 +49,7 @@ class _Build:
     c: Reg  # scale * log2(e)
     done: str
     rings: tuple[Any, Any] | None = None  # the K and V rings (attention_rings.kv_rings)
+    q: Any = None  # the Q tile (attention_rings.q_buffer)
 
     def bar(self, which: str, stage: Reg | int = 0) -> Reg:
         """Shared address of barrier ``q_full`` / ``k_full[s]`` / ``v_full[s]`` / ``empty[s]``
