@@ -368,6 +368,52 @@ def test_attention_q_read_after_the_o_write_is_refused() -> None:
         fresh.write()
 
 
+def test_attention_pingpong_wait_outside_its_turn_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ping-pong attention: the first S issued without the order barrier's wait; then the
+    tail's P V without it (the turn of the other calls kept)."""
+    from nvatom.kernels.sm90 import attention_consumer as AC
+    from nvatom.kernels.sm90.attention import build_attention_sm90
+
+    cfg = _attention(pingpong=True, overlap=True)
+    build_attention_sm90(cfg)
+    with monkeypatch.context() as m:
+        m.setattr(PingPongOrder, "wait", lambda self, role, wg, **kw: None)
+        with pytest.raises(PipelineError, match=r"^pipeline 'attention_k', consumer "
+                           r"'consumers', stage s: a ping-pong consumer waits on a stage "
+                           r"outside its turn \(wait on its order barrier first\)$"):
+            build_attention_sm90(cfg)
+    real = AC._Consumer.turn_begin
+    calls: list[int] = []
+
+    def turn_begin(self: AC._Consumer) -> None:
+        calls.append(1)
+        if len(calls) != 3:  # the first tile's, the KV loop's, not the tail's
+            real(self)
+
+    monkeypatch.setattr(AC._Consumer, "turn_begin", turn_begin)
+    with pytest.raises(PipelineError, match=r"^pipeline 'attention_v', consumer 'consumers', "
+                       r"stage s( \(on the path where the loop runs zero times\))?: a "
+                       r"ping-pong consumer waits on a stage outside its turn"):
+        build_attention_sm90(cfg)
+
+
+def test_attention_pingpong_signal_without_its_turn_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hand-off (``bar.arrive`` on the other's barrier) by a warpgroup that never waited
+    for its turn."""
+    from nvatom.kernels.sm90 import attention_consumer as AC
+    from nvatom.kernels.sm90.attention import build_attention_sm90
+
+    cfg = _attention(pingpong=True, overlap=True)
+    real = AC._Consumer.turn_end
+    monkeypatch.setattr(AC._Consumer, "turn_end",
+                        lambda self, last=False: (real(self, last), real(self, last)))
+    with pytest.raises(PipelineError, match=r"^ping-pong consumer 'consumers' of pipeline "
+                       r"'attention_k' ends a turn it never waited for"):
+        build_attention_sm90(cfg)
+
+
 def test_a_loop_that_may_run_zero_times_is_checked_on_both_paths() -> None:
     """``loop(may_skip=True)``: what follows the loop is checked from the state before it
     too.  S_0's group retired only inside the KV loop: with one KV tile the loop is skipped

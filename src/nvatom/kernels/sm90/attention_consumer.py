@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
+from nvatom.kernels.pipeline import PingPongOrder
 from nvatom.kernels.sm90.attention_epilogue import _store
 from nvatom.kernels.sm90.attention_rings import WgmmaGroups
 from nvatom.kernels.sm90.attention_skeleton import _Build
@@ -47,6 +48,7 @@ class _Consumer:
     p_false: Reg
     my_bar: Reg | None = None  # ping-pong: named barrier "this consumer may issue"
     other_bar: Reg | None = None
+    order: PingPongOrder | None = None  # ping-pong: the turns over both rings' roles
     kr: Any = None  # the K ring's and the V ring's consumer roles (attention_rings)
     vr: Any = None
     groups: Any = None  # their WGMMA groups in commit order (WgmmaGroups)
@@ -105,22 +107,19 @@ class _Consumer:
         self.groups.wait(pending)
 
     def turn_begin(self) -> None:
-        if self.b.cfg.pingpong:
-            SE.named_barrier_sync(self.b.k, self.my_bar, 2 * WARPGROUP, target=self.b.target)
+        if self.order is not None:
+            self.order.wait((self.kr, self.vr), self.cw, bar=self.my_bar)
 
     def turn_end(self, last: bool = False) -> None:
         k = self.b.k
-        if not self.b.cfg.pingpong:
+        if self.order is None:
             return
         skip = None
         if last:  # consumer 1's final hand-off has no taker (it handed off first)
-            skip = k.fresh_label("pp_last")
-            pz = k.reg("pred")
-            k.ins("setp.eq.u32", pz, self.cw, 1)
-            k.bra(skip, pz)
-        SE.named_barrier_arrive(k, self.other_bar, 2 * WARPGROUP, target=self.b.target)
-        if skip:
-            k.label(skip)
+            skip = k.reg("pred")
+            k.ins("setp.eq.u32", skip, self.cw, 1)
+        self.order.signal((self.kr, self.vr), self.cw, skip=skip, bar=self.other_bar,
+                          label="pp_last")
 
     def rescale(self, alphas: list[Reg]) -> None:
         d = self.b.cfg.head_dim
@@ -171,20 +170,18 @@ def _consumer_setup(b: _Build) -> tuple[_Consumer, _Softmax, Reg, Reg, Reg, Reg]
     k.ins("setp.ne.u32", p_false, 0, 0)
     c = _Consumer(b, WgmmaSequence(k), cw, is_lead, q_desc, k_desc0, v_desc0, s, o, p, p_true,
                   p_false)
-    assert b.rings is not None  # both warpgroups run this code: 2 releases of each stage
-    c.kr, c.vr = (ring.consumer("consumers", arrivals=2) for ring in b.rings)
-    c.groups = WgmmaGroups((c.kr, c.vr, b.q))
     # ping-pong: a consumer issues its WGMMAs only after the other one has issued its own
     # (named barriers 1 and 2: "consumer c may issue"); consumer 1 lets consumer 0 go first.
+    c.order = PingPongOrder(k, 1, b.target) if cfg.pingpong else None
+    assert b.rings is not None  # both warpgroups run this code: 2 releases of each stage
+    c.kr, c.vr = (ring.consumer("consumers", arrivals=2, order=c.order) for ring in b.rings)
+    c.groups = WgmmaGroups((c.kr, c.vr, b.q))
     c.my_bar = _u32(k, "add.u32", cw, 1)
     c.other_bar = _u32(k, "sub.u32", 2, cw)
-    if cfg.pingpong:
+    if c.order is not None:
         p1 = k.reg("pred")
         k.ins("setp.eq.u32", p1, cw, 1)
-        sk_ = k.fresh_label("pp_start")
-        k.bra(sk_, f"!{p1}")
-        SE.named_barrier_arrive(k, 1, 2 * WARPGROUP, target=b.target)
-        k.label(sk_)
+        c.order.first_turn(p1)
     return c, st, lane, q_sm, ltid, warp
 
 
