@@ -38,7 +38,9 @@ operations, ``begin(at=(stage, phase))`` its own ring-position registers, and
 
 Ping-pong (two consumer warpgroups on alternate tiles, each stage released by one):
 :class:`PingPongOrder` emits the named-barrier hand-off that orders their main loops, and a
-ping-pong consumer may only wait on a stage inside its turn.  docs/pipelines.md.
+ping-pong consumer may only wait on a stage inside its turn.  A buffer loaded once and never
+released (attention's Q tile, later overwritten by the O staging) is a
+:class:`SingleBuffer`.  docs/pipelines.md.
 """
 
 from __future__ import annotations

@@ -14,12 +14,17 @@ The hardware checks none of these rules (PTX ISA "mbarrier", "wgmma.wait_group",
   ``release`` (only once every group reading it retired: ``wgmma_wait(n)`` keeps the newest
   ``n`` groups pending) -> released;
 * staging buffer: ``write`` -> written -> ``store`` (one bulk group) -> read by the store ->
-  ``wait(n)`` retiring the group -> free.
+  ``wait(n)`` retiring the group -> free;
+* a buffer loaded once (:class:`BufferState`, attention's Q tile): ``arm`` -> ``load``... ->
+  ``commit`` (the bytes announced); ``wait`` -> ``read`` (WGMMA groups) -> ``wgmma_wait``
+  retiring them -> ``write`` (the readers overwrite it; no read after).
 
 Stage offsets are symbolic (0: the role's current iteration, -1: the previous one).
 ``with state.loop():`` records a loop body and replays it once from the state it left (the
 back edge); loops may nest (an inner body is replayed at its own end and recorded once into
-the outer one).
+the outer one).  ``loop(may_skip=True)``: the loop may run zero times (a branch around it),
+so a copy of the state from before it goes on too and every later event is checked on both
+paths (a failure on the copy says "on the path where the loop runs zero times").
 """
 
 from __future__ import annotations
