@@ -134,8 +134,9 @@ def gmem_matrix(k: Kernel, name: str, dtype: DType | str, extents: Sequence[Reg 
     for i, s in enumerate(strides):
         _u32(f"stride {i} of gmem matrix '{name}'", s)
     if 1 not in strides:
+        got = ", ".join(str(x) for x in strides)
         raise T.TensorError(f"gmem matrix '{name}': one stride must be 1 (the contiguous "
-                            f"dimension the accesses vectorise along), got {tuple(strides)}")
+                            f"dimension the accesses vectorise along), got ({got})")
     t = T.gmem_tensor(k, name, dtype, (1, 1), (0, 0))  # the parameter and its base
     assert t.base is not None
     return GmemMatrix(name, to_dtype(dtype), t.base, (extents[0], extents[1]),
