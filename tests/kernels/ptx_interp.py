@@ -7,6 +7,7 @@ threads in lockstep, instruction by instruction:
   completes all but the newest N committed groups), so a missing wait reads the NaN that
   shared memory starts as; with a ``src-size`` operand it reads that many bytes and fills the
   rest of the 16 with zeros ("cp.async": "the remaining bytes ... are filled with zeros");
+  its source must lie in a global array even when it reads nothing;
 * ``ldmatrix .m8n8 .x{1,2,4} [.trans] .b16``: lanes ``8 j .. 8 j + 7`` give the row addresses
   of matrix ``j``; register ``j`` of lane ``t`` holds row ``t / 4``, columns ``2 (t % 4) + {0,
   1}`` of matrix ``j`` (with ``.trans``: column ``t / 4``, rows ``2 (t % 4) + {0, 1}``) -- the
@@ -41,7 +42,8 @@ _ALU = {"shr.u32": lambda x, y: x >> y, "and.b32": lambda x, y: x & y,
         "mul.wide.u32": lambda x, y: x * y, "mul.lo.u64": lambda x, y: x * y,
         "shl.b64": lambda x, y: x << y, "selp.b32": lambda x, y, p: x if p else y,
         "setp.lt.u32": lambda x, y: x < y, "setp.ge.u32": lambda x, y: x >= y,
-        "setp.gt.s32": lambda x, y: x > y, "and.pred": lambda x, y: x and y,
+        "setp.gt.s32": lambda x, y: x > y, "setp.ne.u32": lambda x, y: x != y,
+        "selp.b64": lambda x, y, p: x if p else y, "and.pred": lambda x, y: x and y,
         "xor.pred": lambda x, y: x != y, "add.f32": lambda x, y: x + y,
         "max.f32": max}
 _COPY = ("cvta.to.global.u64", "cvt.u64.u32", "mov.b32", "mov.u64", "mov.f32")
@@ -190,7 +192,9 @@ class Machine:
             assert ops[2] == "16", line
             nbytes = int(v(ops[3])) if len(ops) > 3 else 16  # type: ignore[call-overload]
             assert 0 <= nbytes <= 16 and nbytes % 2 == 0, line
-            self.groups[-1].append((address(r, ops[0]), address(r, ops[1]), nbytes))
+            src = address(r, ops[1])
+            self.global_at(src)  # even a zero-byte chunk must point into its array
+            self.groups[-1].append((address(r, ops[0]), src, nbytes))
         elif op in ("ld.global.v2.b32", "ld.global.b32"):
             arr, i = self.global_at(address(r, ops[1]))
             for j, reg in enumerate(ops[0].split(";")):

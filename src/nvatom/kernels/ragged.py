@@ -12,7 +12,8 @@ multiples of the tile.
   for whichever stage runs (one :class:`~nvatom.kernels.tensor.SmemBuffer` records it).
 * :func:`copy_ragged`: a tiled ``cp.async`` from a ragged gmem tile with the zero-filling
   atom ``atom.simt_async_copy<16>.src_size``: a chunk's ``src-size`` is the bytes of it
-  inside the matrix (0 past the non-contiguous extent), the rest of the 16 bytes is zeros;
+  inside the matrix (0 past the non-contiguous extent), the rest of the 16 bytes is zeros,
+  and a chunk that reads nothing points at the matrix's first element (never past it);
   and predicated fragment loads (zeros outside) and stores (nothing outside; a 16-bit pair
   cut by the extent stores its low half) between a fragment and a ragged gmem tile.
 
@@ -326,10 +327,6 @@ def _cp_async_ragged(k: Kernel, tc: TiledCopy, src: GmemTile | T.Tensor,
     dsts = T._addresses(k, dst, acc)
     for d, idx in zip(dsts, _coords(k, src, acc, what), strict=True):
         line_ok = _inside(k, idx[1 - cd], m.extents[1 - cd])
-        line = idx[1 - cd]
-        if line_ok is not None:  # keep the address inside the matrix when the line is not
-            line = k.reg("u32")
-            k.ins("selp.b32", line, idx[1 - cd], 0, line_ok)
         fill = k.reg("u32")
         if m.extents[cd] is None:
             k.ins("mov.u32", fill, vec * esize)
@@ -341,8 +338,12 @@ def _cp_async_ragged(k: Kernel, tc: TiledCopy, src: GmemTile | T.Tensor,
             k.ins("mul.lo.u32", fill, left, esize)
         if line_ok is not None:
             k.ins("selp.b32", fill, fill, 0, line_ok)
-        pair = (line, idx[1]) if cd == 1 else (idx[0], line)
-        copy_emit.emit_cp_async(k, cp, d, _gaddr(k, m, pair), fill=fill)
+        src_addr = _gaddr(k, m, idx)
+        if line_ok is not None or m.extents[cd] is not None:
+            reads = k.reg("pred")  # a chunk that reads nothing points at the matrix itself
+            k.ins("setp.ne.u32", reads, fill, 0)
+            k.ins("selp.b64", src_addr, src_addr, m.base, reads)
+        copy_emit.emit_cp_async(k, cp, d, src_addr, fill=fill)
 
 
 def _fragment_ragged(k: Kernel, atom: UniversalCopy, src: GmemTile | T.Tensor,
