@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import textwrap
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -45,8 +47,8 @@ def test_assembles_without_spills(dtype: str, target: str) -> None:
 
 
 def _run(m: int, n: int, kk: int, *, a_major: str = "K", b_major: str = "N", stages: int = 3,
-         bias: bool = True, relu: bool = False, dtype: str = "bf16", seed: int = 0
-         ) -> None:
+         bias: bool = True, relu: bool = False, dtype: str = "bf16", seed: int = 0,
+         plant: Callable[[str], str] = lambda p: p) -> None:
     rng = np.random.default_rng(seed)
     a = rng.integers(-2, 3, (m, kk)).astype(np.float64)
     b = rng.integers(-1, 2, (kk, n)).astype(np.float64)
@@ -69,7 +71,7 @@ def _run(m: int, n: int, kk: int, *, a_major: str = "K", b_major: str = "N", sta
     params["D"] = (d, 2)
     ptx = G.build_sm80_gemm_tiled(dtype, a_major=a_major, b_major=b_major, stages=stages,
                                   bias=bias, relu=relu).emit()
-    mach = Machine(ptx, params)
+    mach = Machine(plant(ptx), params)
     gx, gy, _ = G.grid(m, n)
     for y in range(gy):
         for x in range(gx):
@@ -96,3 +98,21 @@ def test_storage_orders_stages_and_epilogues(a_major: str, b_major: str, stages:
                                              bias: bool, relu: bool) -> None:
     _run(67, 45, 83, a_major=a_major, b_major=b_major, stages=stages, bias=bias, relu=relu,
          dtype="f16", seed=stages)
+
+
+_PLANTED = {
+    "src-size always 16": lambda p: re.sub(
+        r"(cp\.async\.cg\.shared\.global [^;]*, 16), %r\d+;", r"\1, 16;", p),
+    "a wait for one stage fewer": lambda p: p.replace("cp.async.wait_group 1;",
+                                                      "cp.async.wait_group 2;"),
+    "unguarded stores": lambda p: re.sub(r"@%p\d+ (st\.global)", r"\1", p),
+    "one K iteration": lambda p: p.replace("bra.uni", "// bra.uni"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(_PLANTED))
+def test_the_interpreter_catches_planted_bugs(bug: str) -> None:
+    """The CPU check is not vacuous: each planted PTX bug fails it (NaN padding read, a stage
+    read before it lands, a store past N, the K loop cut short)."""
+    with pytest.raises(AssertionError):
+        _run(70, 37, 50, seed=1, plant=_PLANTED[bug])
