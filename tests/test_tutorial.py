@@ -84,10 +84,10 @@ def test_typed_tensor_steps(ran) -> None:  # type: ignore[no-untyped-def]
     """Section 9: two 64 x 32 bf16 tiles (4096 B each) in shared memory, the tiled MMA's
     fragments (A: 4 regs x 2 M reps, B: 2 x 4 N reps, C: 4 x 8), both mistakes refused, and
     the tile's PTX computes relu(A @ B + bias) in the CPU interpreter of
-    tests/kernels/test_sm80_tile.py (ldmatrix, cp.async and mma.sync from the PTX ISA)."""
+    tests/kernels/ptx_interp.py (ldmatrix, cp.async and mma.sync from the PTX ISA)."""
     import numpy as np
 
-    from tests.kernels.test_sm80_tile import _Machine
+    from tests.kernels.test_sm80_tile import _run
 
     assert "tiles: (32, 32) (64, 16)" in _out(ran, "tiles:")
     assert "8 A + 8 B registers, 32 accumulators" in _out(ran, "B registers, 32")
@@ -104,7 +104,7 @@ def test_typed_tensor_steps(ran) -> None:  # type: ignore[no-untyped-def]
     a = rng.integers(-2, 3, (64, 32)).astype(np.float64)
     b = rng.integers(-1, 2, (32, 64)).astype(np.float64)
     bias = rng.integers(-8, 9, 64).astype(np.float64)
-    d = _Machine(ptx, a, b, bias).run(ptx)
+    d = _run(ptx, a, b, bias)
     np.testing.assert_array_equal(d, np.maximum(a @ b + bias, 0))
 
 

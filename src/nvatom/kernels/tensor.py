@@ -77,8 +77,8 @@ from nvatom.ptx.layout_eval import emit_composed_offset, emit_layout_offset
 from nvatom.ptx.tiled_mma_emit import Fragment, emit_tiled_mma, repetitions
 
 __all__ = ["SPACES", "SmemBuffer", "Tensor", "TensorError", "as_tiled", "convert", "copy",
-           "elementwise", "fragment", "fragment_like", "gmem_tensor", "mma", "smem_tensor",
-           "thread_index", "thread_offsets", "tmem_tensor"]
+           "elementwise", "fragment", "fragment_copy_plan", "fragment_like", "gmem_tensor", "mma",
+           "smem_tensor", "thread_index", "thread_offsets", "tiled_copy_plan", "tmem_tensor"]
 
 SPACES = ("gmem", "smem", "rmem", "tmem")
 #: Static shared memory a CTA may declare (PTX ISA ".shared": 48 KB without the opt-in).
@@ -512,6 +512,15 @@ def _copy(k: Kernel, atom: Any, src: Tensor, dst: Tensor, tile: Sequence[int],
 
 
 def _copy_tiled(k: Kernel, tc: TiledCopy, src: Tensor, dst: Tensor, what: str) -> None:
+    acc = tiled_copy_plan(k, tc, src, dst, what)
+    for d, s in zip(_addresses(k, dst, acc), _addresses(k, src, acc), strict=True):
+        copy_emit.emit_cp_async(k, tc.atom, d, s)  # type: ignore[arg-type]
+
+
+def tiled_copy_plan(k: Kernel, tc: TiledCopy, src: Tensor, dst: Tensor,
+                    what: str) -> P.Accesses:
+    """Every check of a tiled cp.async ``src`` -> ``dst`` (the buffers' writer/reader layouts
+    noted), and its partition; shared with the ragged copies of ``nvatom.kernels.ragged``."""
     atom = tc.atom
     if not isinstance(atom, SimtAsyncCopy):
         raise TensorError(f"{what}: a tiled copy of {atom.name} is not emitted here (cp.async)")
@@ -531,8 +540,7 @@ def _copy_tiled(k: Kernel, tc: TiledCopy, src: Tensor, dst: Tensor, what: str) -
         _check_accesses(what, t, acc, atom.nbytes)
     _check_read(what, src)
     _note_write(what, dst)
-    for d, s in zip(_addresses(k, dst, acc), _addresses(k, src, acc), strict=True):
-        copy_emit.emit_cp_async(k, atom, d, s)
+    return acc
 
 
 def _check_threads(k: Kernel, what: str, n: int) -> None:
@@ -607,6 +615,20 @@ def _copy_ldsm(k: Kernel, atom: MatrixCopy, src: Tensor, dst: Tensor, tile: Sequ
 
 def _copy_fragment(k: Kernel, atom: UniversalCopy, src: Tensor, dst: Tensor, what: str) -> None:
     frag, mem = (src, dst) if src.space == "rmem" else (dst, src)
+    acc, groups = fragment_copy_plan(k, atom, src, dst, what)
+    for regs, addr in zip(groups, _addresses(k, mem, acc), strict=True):
+        space = mem.space
+        if frag is src:
+            copy_emit.emit_st(k, atom, space, addr, regs)
+        else:
+            copy_emit.emit_ld(k, atom, space, regs, addr)
+
+
+def fragment_copy_plan(k: Kernel, atom: UniversalCopy, src: Tensor, dst: Tensor,
+                       what: str) -> tuple[P.Accesses, list[list[Any]]]:
+    """Every check of a fragment <-> memory copy, its partition and the registers each access
+    moves; shared with the predicated copies of ``nvatom.kernels.ragged``."""
+    frag, mem = (src, dst) if src.space == "rmem" else (dst, src)
     if mem.space not in ("gmem", "smem"):
         raise TensorError(f"{what}: moves a fragment to or from gmem/smem, not {mem}")
     mma, op, _ = _check_fragment(what, frag)
@@ -641,13 +663,7 @@ def _copy_fragment(k: Kernel, atom: UniversalCopy, src: Tensor, dst: Tensor, wha
     else:
         _note_write(what, mem)
     _check_register_count(what, frag, -(-nval // per_reg))
-    groups = P.retile(frag.regs, len(acc.deltas))
-    for regs, addr in zip(groups, _addresses(k, mem, acc), strict=True):
-        space = mem.space
-        if frag is src:
-            copy_emit.emit_st(k, atom, space, addr, regs)
-        else:
-            copy_emit.emit_ld(k, atom, space, regs, addr)
+    return acc, P.retile(frag.regs, len(acc.deltas))
 
 
 # --------------------------------------------------------------------------- mma

@@ -1,0 +1,397 @@
+"""Run-time tiles and predicated copies for the typed-tensor layer: what a GEMM needs for a
+run-time K loop over a ring of shared-memory stages and for problem sizes that are not
+multiples of the tile.
+
+* :class:`GmemMatrix` (:func:`gmem_matrix`): a global matrix whose extents and leading
+  dimension are run-time ``.u32`` registers (one stride is 1: the contiguous dimension).
+  :meth:`GmemMatrix.tile_at` takes a tile at a run-time tile coordinate (registers or ints);
+  elements past the extents are *outside* and are never read or written.
+* :class:`StageRing` (:func:`stage_ring`): ``stages`` equal shared buffers in one ``.shared``
+  array; :meth:`StageRing.at` is the stage picked by a run-time index register.  Every stage
+  has the one layout, so the writer/reader swizzle check of ``nvatom.kernels.tensor`` holds
+  for whichever stage runs (one :class:`~nvatom.kernels.tensor.SmemBuffer` records it).
+* :func:`copy_ragged`: a tiled ``cp.async`` from a ragged gmem tile with the zero-filling
+  atom ``atom.simt_async_copy<16>.src_size``: a chunk's ``src-size`` is the bytes of it
+  inside the matrix (0 past the non-contiguous extent), the rest of the 16 bytes is zeros,
+  and a chunk that reads nothing points at the matrix's first element (never past it);
+  and predicated fragment loads (zeros outside) and stores (nothing outside; a 16-bit pair
+  cut by the extent stores its low half) between a fragment and a ragged gmem tile.
+
+Every check of ``nvatom.kernels.tensor`` runs first, on a *stand-in* tensor of the tile's
+shape whose run-time leading dimension is replaced by the smallest 16-byte multiple that holds
+a tile row (the accesses' contiguity and alignment depend only on the contiguous dimension):
+the atoms' verifiers, vectorisation, element types, swizzle agreement and thread counts.  The
+run-time leading dimension itself must be a multiple of 16 bytes (the host checks it, as for
+``nvatom.kernels.gemm_sm80``).
+
+Sources: PTX ISA "cp.async" (``cp-size``, ``src-size``: "the remaining bytes ... are filled
+with zeros"), "setp", "selp", "ld", "st" ("Operand Size Exceeding Instruction-Type Size":
+``st.b16`` of a 32-bit register stores its low half).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from nvatom.atoms.copy import SimtAsyncCopy, UniversalCopy
+from nvatom.atoms.tiled_copy import TiledCopy
+from nvatom.dtypes import DType
+from nvatom.dtypes import dtype as to_dtype
+from nvatom.kernels import partition as P
+from nvatom.kernels import tensor as T
+from nvatom.layout import ComposedLayout, Layout
+from nvatom.ptx import copy_emit
+from nvatom.ptx.builder import Kernel, Reg
+from nvatom.ptx.layout_eval import emit_layout_offset
+
+__all__ = ["GmemMatrix", "GmemTile", "StageRing", "copy_ragged", "gmem_matrix",
+           "stage_ring"]
+
+_U32 = ("u32", "b32", "s32")
+
+
+def _is_u32(x: object) -> bool:
+    return isinstance(x, Reg) and x.type in _U32
+
+
+def _u32(what: str, x: object, *, allow_int: bool = True, allow_none: bool = False) -> None:
+    ok = _is_u32(x) or (allow_int and isinstance(x, int) and not isinstance(x, bool)
+                        and x >= 0) or (allow_none and x is None)
+    if not ok:
+        kinds = ".u32 register" + (" or an int >= 0" if allow_int else "") + \
+            (" or None" if allow_none else "")
+        got = f"{x.name} of type .{x.type}" if isinstance(x, Reg) else repr(x)
+        raise T.TensorError(f"{what} must be a {kinds}, got {got}")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GmemMatrix:
+    """A global matrix with run-time extents (None: unbounded) and strides (one is 1)."""
+
+    name: str
+    dtype: DType
+    base: Reg
+    extents: tuple[Reg | None, Reg | None]
+    strides: tuple[Reg | int, Reg | int]
+
+    @property
+    def contiguous(self) -> int:
+        return 0 if self.strides[0] == 1 else 1
+
+    def tile_at(self, k: Kernel, tiler: Sequence[int], coord: Sequence[Reg | int]) -> GmemTile:
+        """The ``tiler``-shaped tile at tile coordinate ``coord`` (run-time registers or
+        ints): CuTe's ``local_tile`` with a run-time coordinate; it may reach past the
+        extents (a ragged tile)."""
+        if len(tiler) != 2 or len(coord) != 2 or any(t <= 0 for t in tiler):
+            raise T.TensorError(f"gmem matrix '{self.name}': a tile takes 2 positive sizes and "
+                                f"2 coordinates, got {tuple(tiler)} at {tuple(coord)}")
+        origin: list[Reg | int] = []
+        for i, (c, t) in enumerate(zip(coord, tiler, strict=True)):
+            _u32(f"tile coordinate {i} of gmem matrix '{self.name}'", c)
+            if isinstance(c, int):
+                origin.append(c * t)
+            else:
+                r = k.reg("u32")
+                k.ins("mul.lo.u32", r, c, t)
+                origin.append(r)
+        cd = self.contiguous
+        shape = (tiler[0], tiler[1])
+        row = -(-shape[cd] * self.dtype.storage_bits // 128) * 128 // self.dtype.storage_bits
+        strides = [s if isinstance(s, int) else row for s in self.strides]
+        stand_in = T.Tensor(self.name, self.dtype, Layout(shape, tuple(strides)), "gmem",
+                            self.base)
+        return GmemTile(self, shape, (origin[0], origin[1]), stand_in)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GmemTile:
+    """A tile of a :class:`GmemMatrix` at run-time element coordinates ``origin``."""
+
+    matrix: GmemMatrix
+    shape: tuple[int, int]
+    origin: tuple[Reg | int, Reg | int]
+    stand_in: T.Tensor  # the static tensor every check runs on
+
+    @property
+    def kind(self) -> str:
+        return "ragged gmem tile"
+
+    @property
+    def name(self) -> str:
+        return self.matrix.name
+
+
+def gmem_matrix(k: Kernel, name: str, dtype: DType | str, extents: Sequence[Reg | None],
+                strides: Sequence[Reg | int]) -> GmemMatrix:
+    """A global matrix passed as the ``.u64`` parameter ``name``; ``extents`` are ``.u32``
+    registers (or None: no bound, e.g. a stride-0 broadcast), one of ``strides`` is 1 and the
+    other an int or a ``.u32`` register (in elements; a multiple of 16 bytes at run time)."""
+    if len(extents) != 2 or len(strides) != 2:
+        raise T.TensorError(f"gmem matrix '{name}' is 2-D: 2 extents and 2 strides, got "
+                            f"{len(extents)} and {len(strides)}")
+    for i, e in enumerate(extents):
+        _u32(f"extent {i} of gmem matrix '{name}'", e, allow_int=False, allow_none=True)
+    for i, s in enumerate(strides):
+        _u32(f"stride {i} of gmem matrix '{name}'", s)
+    if 1 not in strides:
+        got = ", ".join(str(x) for x in strides)
+        raise T.TensorError(f"gmem matrix '{name}': one stride must be 1 (the contiguous "
+                            f"dimension the accesses vectorise along), got ({got})")
+    t = T.gmem_tensor(k, name, dtype, (1, 1), (0, 0))  # the parameter and its base
+    assert t.base is not None
+    return GmemMatrix(name, to_dtype(dtype), t.base, (extents[0], extents[1]),
+                      (strides[0], strides[1]))
+
+
+# --------------------------------------------------------------------------- stage ring
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class StageRing:
+    """``stages`` shared buffers of one layout, ``stage_bytes`` apart in one array."""
+
+    name: str
+    stages: int
+    stage_bytes: int
+    first: T.Tensor  # stage 0; every stage is this tensor at another base
+
+    def stage(self, k: Kernel, i: int) -> T.Tensor:
+        """Stage ``i`` (a build-time index)."""
+        if not isinstance(i, int) or not 0 <= i < self.stages:
+            raise T.TensorError(f"stage {i!r} of the {self.stages}-stage ring '{self.name}'")
+        return self.at(k, i) if i else self.first
+
+    def at(self, k: Kernel, stage: Reg | int) -> T.Tensor:
+        """The stage whose index the ``.u32`` register ``stage`` holds at run time."""
+        _u32(f"the stage index of ring '{self.name}'", stage)
+        assert self.first.base is not None
+        b = k.reg("u32")
+        if isinstance(stage, int):
+            k.ins("add.u32", b, self.first.base, stage * self.stage_bytes)
+        else:
+            k.ins("mad.lo.u32", b, stage, self.stage_bytes, self.first.base)
+        return dataclasses.replace(self.first, base=b)
+
+    def advance(self, k: Kernel, stage: Reg) -> None:
+        """``stage = (stage + 1) % stages`` in place."""
+        _u32(f"the stage index of ring '{self.name}'", stage, allow_int=False)
+        wrap = k.reg("pred")
+        k.ins("add.u32", stage, stage, 1)
+        k.ins("setp.ge.u32", wrap, stage, self.stages)
+        k.ins("selp.b32", stage, 0, stage, wrap)
+
+
+def stage_ring(k: Kernel, name: str, dtype: DType | str,
+               layout: Layout | ComposedLayout | Sequence[Layout | ComposedLayout],
+               stages: int) -> StageRing:
+    """``stages`` shared buffers holding ``layout`` (or one layout per stage: they must be
+    the same, since a run-time index picks the buffer and the checks must hold for each)."""
+    lays = list(layout) if isinstance(layout, (list, tuple)) else [layout] * stages
+    if not isinstance(stages, int) or stages < 1 or len(lays) != stages:
+        raise T.TensorError(f"ring '{name}': {stages!r} stages and {len(lays)} layouts")
+    for i, lay in enumerate(lays[1:], 1):
+        if lay != lays[0]:
+            raise T.TensorError(f"ring '{name}': stage {i} has layout {lay}, stage 0 "
+                                f"{lays[0]}: every stage of a ring has one layout (a "
+                                "run-time index picks the stage)")
+    probe = T.Tensor(name, to_dtype(dtype), lays[0], "smem")
+    T._check_elements(probe, T.STATIC_SMEM_BYTES, "static shared memory")
+    stage_bytes = -(-T._cosize_bytes(probe) // 128) * 128  # whole swizzle rows per stage
+    nbytes = stage_bytes * stages
+    used = T._SMEM_USED.get(k, 0) + nbytes
+    if used > T.STATIC_SMEM_BYTES:
+        raise T.TensorError(f"ring '{name}' ({stages} x {stage_bytes} bytes) overflows "
+                            f"static shared memory: {used} bytes of {T.STATIC_SMEM_BYTES} in "
+                            f"kernel '{k.name}'")
+    T._SMEM_USED[k] = used
+    k.shared(name, nbytes, align=128)
+    base = k.reg("u32")
+    k.ins("mov.u32", base, name)
+    first = dataclasses.replace(probe, base=base, buffer=T.SmemBuffer(name, stage_bytes),
+                                view=lays[0])
+    return StageRing(name, stages, stage_bytes, first)
+
+
+# --------------------------------------------------------------------------- predicated copies
+
+
+def _coords(k: Kernel, tile: GmemTile, acc: P.Accesses, what: str
+            ) -> list[tuple[Reg, Reg]]:
+    """(dim 0, dim 1) matrix coordinates of every access's first element, as registers:
+    the tile origin plus a layout of the thread index plus a constant (checked)."""
+    rows = tile.shape[0]
+    n = acc.threads
+    lays = [P.affine_layout([f(acc.thread(t)) for t in range(n)])
+            for f in (lambda x: x % rows, lambda x: x // rows)]
+    for s in acc.starts:
+        for t in range(n):
+            x, b = acc.thread(t) + s, acc.thread(t)
+            if lays[0] is None or lays[1] is None or \
+                    (x % rows - b % rows, x // rows - b // rows) != (s % rows, s // rows):
+                raise T.TensorError(f"{what}: the accesses are not a layout of the thread "
+                                    "index plus a constant row and column")
+    tid = T.thread_index(k)
+    base = []
+    for d in (0, 1):
+        r = emit_layout_offset(k, lays[d], tid)  # type: ignore[arg-type]
+        o = tile.origin[d]
+        if o != 0:
+            k.ins("add.u32", r, r, o)
+        base.append(r)
+    out = []
+    for s in acc.starts:
+        pair = []
+        for d, c in enumerate((s % rows, s // rows)):
+            if c:
+                r = k.reg("u32")
+                k.ins("add.u32", r, base[d], c)
+                pair.append(r)
+            else:
+                pair.append(base[d])
+        out.append((pair[0], pair[1]))
+    return out
+
+
+def _inside(k: Kernel, idx: Reg, extent: Reg | None, extra: int = 0) -> Reg | None:
+    """``idx + extra < extent`` as a predicate (None: no bound)."""
+    if extent is None:
+        return None
+    if extra:
+        r = k.reg("u32")
+        k.ins("add.u32", r, idx, extra)
+        idx = r
+    p = k.reg("pred")
+    k.ins("setp.lt.u32", p, idx, extent)
+    return p
+
+
+def _and(k: Kernel, a: Reg | None, b: Reg | None) -> Reg | None:
+    if a is None or b is None:
+        return a or b
+    p = k.reg("pred")
+    k.ins("and.pred", p, a, b)
+    return p
+
+
+def _gaddr(k: Kernel, m: GmemMatrix, idx: tuple[Reg, Reg]) -> Reg:
+    """``base + (i0 * stride0 + i1 * stride1) * bytes`` in 64 bits."""
+    off = k.reg("u64")
+    k.ins("mov.u64", off, 0)
+    for i, s in zip(idx, m.strides, strict=True):
+        if s == 0:
+            continue
+        t = k.reg("u64")
+        if s == 1:
+            k.ins("cvt.u64.u32", t, i)
+        else:
+            k.ins("mul.wide.u32", t, i, s)
+        k.ins("add.s64", off, off, t)
+    k.ins("mul.lo.u64", off, off, m.dtype.storage_bits // 8)
+    a = k.reg("u64")
+    k.ins("add.s64", a, m.base, off)
+    return a
+
+
+def copy_ragged(k: Kernel, atom: TiledCopy | UniversalCopy, src: GmemTile | T.Tensor,
+                dst: GmemTile | T.Tensor) -> None:
+    """A tiled zero-filling cp.async from a ragged gmem tile into a smem tensor, or a
+    predicated universal copy between a fragment and a ragged gmem tile."""
+    name = getattr(atom, "atom", atom).name
+    what = f"copy {name} from {src.kind} '{src.name}' into {dst.kind} '{dst.name}'"
+    try:
+        if isinstance(atom, TiledCopy):
+            _cp_async_ragged(k, atom, src, dst, what)
+        elif isinstance(atom, UniversalCopy):
+            _fragment_ragged(k, atom, src, dst, what)
+        else:
+            raise T.TensorError(f"{what}: ragged tiles take a tiled cp.async or a universal "
+                                "copy")
+    except P.PartitionError as e:
+        raise T.TensorError(f"{what}: {e}") from None
+
+
+def _cp_async_ragged(k: Kernel, tc: TiledCopy, src: GmemTile | T.Tensor,
+                     dst: GmemTile | T.Tensor, what: str) -> None:
+    cp = tc.atom
+    if not isinstance(src, GmemTile) or not isinstance(dst, T.Tensor):
+        raise T.TensorError(f"{what}: copies a ragged gmem tile (GmemMatrix.tile_at) into an "
+                            "smem tensor")
+    if not isinstance(cp, SimtAsyncCopy) or cp.fill != "src_size":
+        raise T.TensorError(f"{what}: a ragged tile needs the zero-filling atom "
+                            "'atom.simt_async_copy<16>.src_size' (src-size bytes past the "
+                            "matrix read as zeros)")
+    acc = T.tiled_copy_plan(k, tc, src.stand_in, dst, what)
+    m, vec = src.matrix, acc.vector
+    cd, esize = m.contiguous, m.dtype.storage_bits // 8
+    dsts = T._addresses(k, dst, acc)
+    for d, idx in zip(dsts, _coords(k, src, acc, what), strict=True):
+        line_ok = _inside(k, idx[1 - cd], m.extents[1 - cd])
+        fill = k.reg("u32")
+        if m.extents[cd] is None:
+            k.ins("mov.u32", fill, vec * esize)
+        else:
+            left = k.reg("s32")
+            k.ins("sub.s32", left, m.extents[cd], idx[cd])
+            k.ins("max.s32", left, left, 0)
+            k.ins("min.s32", left, left, vec)
+            k.ins("mul.lo.u32", fill, left, esize)
+        if line_ok is not None:
+            k.ins("selp.b32", fill, fill, 0, line_ok)
+        src_addr = _gaddr(k, m, idx)
+        if line_ok is not None or m.extents[cd] is not None:
+            reads = k.reg("pred")  # a chunk that reads nothing points at the matrix itself
+            k.ins("setp.ne.u32", reads, fill, 0)
+            k.ins("selp.b64", src_addr, src_addr, m.base, reads)
+        copy_emit.emit_cp_async(k, cp, d, src_addr, fill=fill)
+
+
+def _fragment_ragged(k: Kernel, atom: UniversalCopy, src: GmemTile | T.Tensor,
+                     dst: GmemTile | T.Tensor, what: str) -> None:
+    tile, frag = (src, dst) if isinstance(src, GmemTile) else (dst, src)
+    if not isinstance(tile, GmemTile) or not isinstance(frag, T.Tensor):
+        raise T.TensorError(f"{what}: moves a fragment to or from a ragged gmem tile")
+    store = frag is src
+    s, d = (frag, tile.stand_in) if store else (tile.stand_in, frag)
+    acc, groups = T.fragment_copy_plan(k, atom, s, d, what)
+    m, vec = tile.matrix, acc.vector
+    cd = m.contiguous
+    packed = frag.bits < 32
+    if cd == 0 and vec > 1:
+        raise T.TensorError(f"{what}: a fragment's vectors run along dimension 1; gmem "
+                            f"matrix '{m.name}' is contiguous along dimension 0")
+    if not store and packed and vec > 1 and m.extents[cd] is not None:
+        raise T.TensorError(f"{what}: a ragged load of packed {frag.dtype.name} pairs could "
+                            "cut a register; load 32-bit values")
+    k.need_atom(atom, T.TensorError, name_feature=False)
+    for regs, idx in zip(groups, _coords(k, tile, acc, what), strict=True):
+        line_ok = _inside(k, idx[1 - cd], m.extents[1 - cd])
+        full = _and(k, line_ok, _inside(k, idx[cd], m.extents[cd], vec - 1))
+        addr = f"[{_gaddr(k, m, idx)}]"
+        guard = str(full) if full is not None else None
+        if store:
+            k.ins(atom.st_opcode("gmem"), addr, _vec(regs), pred=guard)
+        else:
+            for r in regs:
+                k.ins(f"mov.b{max(32, frag.bits)}", r, 0)
+            k.ins(atom.ld_opcode("gmem"), _vec(regs), addr, pred=guard)
+        if vec == 1 or m.extents[cd] is None:
+            continue
+        # a vector cut by the extent: its elements inside, one at a time (stores only)
+        for e in range(vec - 1):
+            ok = _and(k, line_ok, _inside(k, idx[cd], m.extents[cd], e))
+            cut = k.reg("pred")
+            k.ins("xor.pred", cut, ok, full)  # element e inside, the whole vector not
+            off = e * frag.bits // 8
+            eaddr = f"[{addr[1:-1]}+{off}]" if off else addr
+            if packed and e % 2:
+                raise T.TensorError(f"{what}: a cut vector of more than one packed pair")
+            r = regs[e // 2] if packed else regs[e]  # st.b16 of a .b32 stores its low half
+            if store:
+                k.ins(f"st.global.b{frag.bits}", eaddr, r, pred=str(cut))
+            else:
+                k.ins(f"ld.global.b{frag.bits}", r, eaddr, pred=str(cut))
+
+
+def _vec(regs: Sequence[Reg]) -> Reg | list[Reg]:
+    return regs[0] if len(regs) == 1 else list(regs)
