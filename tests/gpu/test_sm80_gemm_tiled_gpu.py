@@ -18,19 +18,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
 from nvatom.kernels import sm80_gemm_tiled as G  # noqa: E402
-
-DT = {"bf16": torch.bfloat16, "f16": torch.float16}
-U = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}
-
-
-def _need_sm80() -> str:
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA device")
-    if torch.cuda.get_device_capability() < (8, 0):
-        pytest.skip("cp.async, ldmatrix and mma.sync bf16 need sm_80 or newer")
-    from nvatom.arch import device_target
-
-    return device_target(torch.cuda.get_device_capability()).name
+from tests.gpu.test_sm80_tile_gpu import DT, U, _need_sm80  # noqa: E402  (the tile's helpers)
 
 
 def _padded(x: torch.Tensor) -> tuple[torch.Tensor, int]:
