@@ -584,6 +584,16 @@ def check_group_scales(scale_a: Any, scale_b: Any, in_dtype: str, device: int, g
 
 
 
+def _fresh_out(problem: GemmProblem, odt: Any, device: Any, dev: int) -> tuple[Any, TensorInfo]:
+    """A call-cache hit without ``out``: a new row-major (M, N) output of torch dtype ``odt``
+    and the TensorInfo the cached argument packer takes for it."""
+    import torch
+
+    out = torch.empty((problem.m, problem.n), dtype=odt, device=device)
+    return out, TensorInfo("out", out.data_ptr(), problem.out_dtype, (problem.m, problem.n),
+                           (problem.n, 1), dev, "row")
+
+
 def _capability(dev: int) -> tuple[int, ...]:
     """Device ``dev``'s compute capability, asked of torch once (``CACHES.capabilities``)."""
     cap = CACHES.capabilities.get(dev)
@@ -684,9 +694,7 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
             hit[0](hit[1], torch.cuda.current_stream(hit[2]).cuda_stream)
             return out
         run, packer, ai, bi, problem, scales, odt, dev, _ = hit
-        out = torch.empty((problem.m, problem.n), dtype=odt, device=a.device)
-        oi = TensorInfo("out", out.data_ptr(), problem.out_dtype, (problem.m, problem.n),
-                        (problem.n, 1), dev, "row")
+        out, oi = _fresh_out(problem, odt, a.device, dev)
         run(packer.packed(ai, bi, oi, problem, scales),
             torch.cuda.current_stream(dev).cuda_stream)
         return out
@@ -900,9 +908,7 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
 
         run, launch, ai, bi, oi, problem, scales, dev, _ = hit
         if out is None:
-            out = torch.empty((problem.m, problem.n), dtype=oi, device=a.device)
-            oi = TensorInfo("out", out.data_ptr(), problem.out_dtype, (problem.m, problem.n),
-                            (problem.n, 1), dev, "row")
+            out, oi = _fresh_out(problem, oi, a.device, dev)
         run(launch.packed(ai, bi, oi, problem, scales),
             torch.cuda.current_stream(dev).cuda_stream)
         return out
