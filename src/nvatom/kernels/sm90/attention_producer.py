@@ -7,8 +7,8 @@ from __future__ import annotations
 from nvatom.kernels.sm90.attention_config import _CHUNK
 from nvatom.kernels.sm90.attention_skeleton import _Build
 from nvatom.kernels.sm90.emit import next_stage as _next_stage
+from nvatom.kernels.sm90.emit import producer_thread
 from nvatom.kernels.sm90.emit import u32 as _u32
-from nvatom.ptx import sync_emit as SE
 
 
 def _producer(b: _Build) -> None:
@@ -19,11 +19,7 @@ def _producer(b: _Build) -> None:
     registers, so each stage's acquire comes before its loads and the loads deliver the
     announced bytes."""
     k, cfg, plan = b.k, b.cfg, b.plan
-    k.comment("producer warpgroup: one thread issues every TMA load")
-    SE.setmaxnreg(k, "dec", cfg.producer_regs, target=b.target)
-    pl = k.reg("pred")
-    k.ins("setp.ne.u32", pl, b.tid, 0)
-    k.bra(b.done, pl)
+    producer_thread(k, cfg.producer_regs, b.tid, b.done, b.target)
     tq, tk, tv, _ = b.tmaps
     assert b.rings is not None and b.q is not None
     b.q.arm()  # Q: its own barrier, the boxes delivering q_bytes

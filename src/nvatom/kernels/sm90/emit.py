@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from nvatom.descriptors.wgmma import FIELDS, WgmmaDescriptor
+from nvatom.ptx import sync_emit as SE
 from nvatom.ptx.builder import Kernel, Reg
 
 __all__ = ["desc_base", "next_stage", "stmatrix_lane_offset", "u32"]
@@ -63,3 +64,13 @@ def stmatrix_lane_offset(k: Kernel, lane: Reg, warp: Reg, row_bytes: int) -> Reg
     k.ins("xor.b32", col, col, t)
     k.ins("shl.b32", col, col, 4)
     return u32(k, "mad.lo.u32", row, row_bytes, col)
+
+
+def producer_thread(k: Kernel, regs: int, tid: Reg, done: str, target: str) -> None:
+    """The producer warpgroup's entry: give registers back (``setmaxnreg.dec`` to ``regs``),
+    then every thread but thread 0, which issues all TMA loads, goes to ``done``."""
+    k.comment("producer warpgroup: one thread issues every TMA load")
+    SE.setmaxnreg(k, "dec", regs, target=target)
+    pl = k.reg("pred")
+    k.ins("setp.ne.u32", pl, tid, 0)
+    k.bra(done, pl)

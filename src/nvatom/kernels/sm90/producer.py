@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from nvatom.kernels.pipeline import ProducerRole
 from nvatom.kernels.sm90.emit import next_stage as _next_stage
+from nvatom.kernels.sm90.emit import producer_thread
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.kernels.sm90.scheduler import TileScheduler
 from nvatom.kernels.sm90.skeleton import _Build
-from nvatom.ptx import sync_emit as SE
 from nvatom.ptx.builder import Reg
 
 
@@ -20,11 +20,7 @@ def _producer(b: _Build) -> None:
     and multicast: half of B each, to both CTAs)."""
     k, cfg = b.k, b.cfg
     bm, bn, bk = cfg.block_m, cfg.block_n, cfg.block_k
-    k.comment("producer warpgroup: one thread issues every TMA load")
-    SE.setmaxnreg(k, "dec", cfg.producer_regs, target=b.target)
-    pl = k.reg("pred")
-    k.ins("setp.ne.u32", pl, b.tid, 0)
-    k.bra(b.done, pl)
+    producer_thread(k, cfg.producer_regs, b.tid, b.done, b.target)
     mask = None
     if cfg.mcast:
         mask = k.reg("b16")
