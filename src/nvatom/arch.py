@@ -32,6 +32,8 @@ from nvatom.errors import TargetError, lookup
 
 __all__ = [
     "FEATURES",
+    "MAX_CTA_THREADS",
+    "MAX_THREAD_REGISTERS",
     "TARGETS",
     "Feature",
     "PtxVersion",
@@ -200,6 +202,12 @@ def _make_target(name: str, min_ptx: PtxVersion, release: str) -> Target:
     major, minor, suffix = _parse_name(name)
     return Target(name, major, minor, suffix, _tier_of(major, minor), min_ptx, release)
 
+
+#: The most threads of one CTA on every target here (PTX ISA ".maxntid"/".reqntid": 1024).
+MAX_CTA_THREADS = 1024
+#: The most 32-bit registers one thread can have on every target here (255, the ceiling of
+#: ".maxnreg" and of "setmaxnreg"-free kernels from sm_70 to sm_121).
+MAX_THREAD_REGISTERS = 255
 
 TARGETS: dict[str, Target] = {n: _make_target(n, v, r) for n, v, r in _TARGET_TABLE}
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from nvatom import diagnostics as D
-from nvatom.arch import Target, Tier, feature
+from nvatom.arch import MAX_THREAD_REGISTERS, Target, Tier, feature
 from nvatom.atoms import tma as T
 from nvatom.atoms.copy import (
     CopyUse,
@@ -272,8 +272,8 @@ class AllocRmemOp(_AllocOp):
 
     name = "cute.alloc_rmem"
     SPACE = "rmem"
-    #: registers a thread can have (CUDA: 255 32-bit registers per thread on sm_70..sm_121)
-    MAX_REGISTERS: ClassVar[int] = 255
+    #: registers a thread can have (nvatom.arch.MAX_THREAD_REGISTERS)
+    MAX_REGISTERS: ClassVar[int] = MAX_THREAD_REGISTERS
 
     def verify_ir(self, v: VerifyCtx) -> None:
         m = TY.memref_of(self.results[0].type)

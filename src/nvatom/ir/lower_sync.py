@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from nvatom.arch import MAX_CTA_THREADS, MAX_THREAD_REGISTERS
 from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.ir import types as TY
 from nvatom.ir import xdsl_adapter as X
@@ -56,11 +57,11 @@ def _fn_int(low: Low, key: str, lo: int, hi: int, multiple: int = 1) -> int | No
 def kernel_attributes(low: Low) -> None:
     """``threads = N`` (the CTA's threads: ``.reqntid N``, the launch's block) and
     ``max_registers = R`` (``.maxnreg R``: the budget at entry, needed with setmaxnreg)."""
-    n = _fn_int(low, "threads", 1, 1024)
+    n = _fn_int(low, "threads", 1, MAX_CTA_THREADS)
     if n is not None:
         low.k.reqntid = (n, 1, 1)
         low.ext["threads"] = n
-    r = _fn_int(low, "max_registers", 24, 255)
+    r = _fn_int(low, "max_registers", 24, MAX_THREAD_REGISTERS)
     if r is not None:
         low.k.maxnreg = r
 

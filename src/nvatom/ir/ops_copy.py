@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from nvatom.arch import MAX_CTA_THREADS
 from nvatom.atoms.copy import CopyUse, SimtAsyncCopy, UniversalCopy, element_bits
 from nvatom.atoms.tiled_copy import make_tiled_copy
 from nvatom.atoms.verify import OperandUse
@@ -84,9 +85,9 @@ class MakeTiledCopyOp(DL.NvOp):
         tc = make_tiled_copy(atom, _layout_attr(self, "thr_layout"),
                              _layout_attr(self, "val_layout"))
         n = tc.threads
-        if n & (n - 1) or n > 1024:
+        if n & (n - 1) or n > MAX_CTA_THREADS:
             DL._fail(f"a tiled copy of {n} threads: the lowering takes a power of two up to "
-                     "1024 (the thread index is %tid.x modulo it)")
+                     f"{MAX_CTA_THREADS} (the thread index is %tid.x modulo it)")
         v.facts[self] = tc
 
 

@@ -41,6 +41,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+from nvatom.arch import MAX_CTA_THREADS, MAX_THREAD_REGISTERS
 from nvatom.atoms.copy import (
     CopyUse,
     MatrixCopy,
@@ -83,11 +84,6 @@ __all__ = ["SPACES", "SmemBuffer", "Tensor", "TensorError", "as_tiled", "convert
 SPACES = ("gmem", "smem", "rmem", "tmem")
 #: Static shared memory a CTA may declare (PTX ISA ".shared": 48 KB without the opt-in).
 STATIC_SMEM_BYTES = 48 * 1024
-#: The most registers one thread can have (PTX ISA "Register state space": 255 per thread on
-#: every target since sm_35, CUDA's -maxrregcount ceiling); a fragment past it is refused.
-MAX_THREAD_REGISTERS = 255
-#: The most threads of one CTA (PTX ISA ".maxntid": 1024 on every target since sm_20).
-MAX_CTA_THREADS = 1024
 _KINDS = {"gmem": "gmem tensor", "smem": "smem tensor", "rmem": "fragment", "tmem": "tmem tensor"}
 
 
