@@ -250,6 +250,8 @@ class _OperandState:
     gptr: list[Reg]  # per chunk: global byte address of the current k-tile
     line_ok: list[Reg | None]  # per chunk: predicate "the line is inside the problem"
     step_bytes: Reg | int  # bytes the pointers advance per k-tile
+    base: Reg | None = None  # the operand's global base: the address a chunk that reads
+    # nothing (src-size 0) is given, so no copy names memory outside the tensor
 
 
 def build_gemm_sm80(spec: GemmSm80Spec, target_: Target | str = "sm_80") -> Module:
@@ -490,12 +492,12 @@ def _copy_setup(k: Kernel, op: _Operand, smem_base: int, tid: Reg, nthr: int, gb
         k.ins("min.s32", left, left, per_chunk)
         k.ins("shl.b32", left, left, 1)
         line_ok = [None] * nchunks
-        st = _OperandState(op, smem_base, soff, gptr, line_ok, step)
+        st = _OperandState(op, smem_base, soff, gptr, line_ok, step, gbase)
         st.fixed_bytes = left  # type: ignore[attr-defined]
         st.line = line  # type: ignore[attr-defined]
         st.lines_per_pass = lines_per_pass  # type: ignore[attr-defined]
         return st
-    st = _OperandState(op, smem_base, soff, gptr, line_ok, step)
+    st = _OperandState(op, smem_base, soff, gptr, line_ok, step, gbase)
     st.cchunk = cchunk  # type: ignore[attr-defined]
     return st
 
@@ -543,7 +545,13 @@ def _issue_copies(k: Kernel, cp: SimtAsyncCopy, st: _OperandState, sbase: Reg, s
             k.ins("setp.gt.s32", ok, rel, first)
             k.ins("selp.b32", src, st.fixed_bytes, 0, ok)  # type: ignore[attr-defined]
         dst = _add32(k, _add32(k, dst0, so), st.smem_base)
-        copy_emit.emit_cp_async(k, cp, dst, gp, fill=src)
+        # a chunk past the problem (src-size 0) reads nothing, but its address would still
+        # point past the tensor (compute-sanitizer's initcheck reports such copies as reads
+        # of uninitialized memory): it is given the tensor's base instead
+        reads, addr = k.reg("pred"), k.reg("u64")
+        k.ins("setp.ne.u32", reads, src, 0)
+        k.ins("selp.b64", addr, gp, st.base, reads)
+        copy_emit.emit_cp_async(k, cp, dst, addr, fill=src)
         k.ins("add.s64", gp, gp, st.step_bytes)
 
 
