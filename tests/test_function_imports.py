@@ -54,6 +54,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("gemm.py", "nvatom.kernels.sm90.gemm"): RECIPE,
     ("gemm.py", "nvatom.kernels.sm90.launch"): RECIPE,
     ("gemm.py", "nvatom.kernels.sm90.fusion"): RECIPE,
+    ("gemm.py", "nvatom.kernels.sm90.group_table"): RECIPE,
+    ("gemm.py", "nvatom.ptx.tma_emit"): RECIPE,
     ("ir/tcgen05.py", "nvatom.ir.types"): OPTIONAL,
     ("ir/tcgen05.py", "nvatom.ir.xdsl_adapter"): OPTIONAL,
 }

@@ -13,11 +13,12 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "attention", "gemm", "grouped_gemm"]
+__all__ = ["__version__", "attention", "gemm", "grouped_gemm", "grouped_gemm_masked"]
 
 
 def __getattr__(name: str) -> Any:
-    """``nvatom.gemm`` / ``nvatom.grouped_gemm`` / ``nvatom.attention``: imported on first use."""
+    """``nvatom.gemm`` / ``nvatom.grouped_gemm`` / ``nvatom.grouped_gemm_masked`` /
+    ``nvatom.attention``: imported on first use."""
     if name == "gemm":
         # the module nvatom/gemm.py, which is callable (``nvatom.gemm(a, b)`` runs its
         # ``gemm``): one object, however it is reached (``import nvatom.gemm as g`` too)
@@ -27,11 +28,12 @@ def __getattr__(name: str) -> Any:
 
         globals()["attention"] = attention
         return attention
-    if name == "grouped_gemm":
-        from nvatom.gemm import grouped_gemm
+    if name in ("grouped_gemm", "grouped_gemm_masked"):
+        from nvatom.gemm import grouped_gemm, grouped_gemm_masked
 
-        globals()["grouped_gemm"] = grouped_gemm
-        return grouped_gemm
+        fn = grouped_gemm if name == "grouped_gemm" else grouped_gemm_masked
+        globals()[name] = fn
+        return fn
     raise AttributeError(f"module 'nvatom' has no attribute {name!r}")
 
 

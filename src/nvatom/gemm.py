@@ -92,6 +92,7 @@ __all__ = [
     "explain",
     "gemm",
     "grouped_gemm",
+    "grouped_gemm_masked",
     "plan",
     "register_provider",
     "route",
@@ -1128,7 +1129,7 @@ def _host_offsets(offsets: Any) -> list[int]:
 
 
 def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any = None,
-                 scale_b: Any = None, fast_accum: bool = False) -> Any:
+                 scale_b: Any = None, fast_accum: bool = False, status: Any = None) -> Any:
     """A grouped GEMM for mixture-of-experts layers: ``out[rows of g] = a[rows of g] @ b[g]``
     for every group ``g``, in one persistent launch of the SM90 kernel.
 
@@ -1146,10 +1147,15 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
     accumulation every 128 K elements).  ``offsets``: the groups' cumulative
     row ends, ``offsets[g]`` = the end of group g's rows (int32, as ``torch._grouped_mm``'s
     ``offs``): group g is rows ``offsets[g-1]..offsets[g]`` (group 0 from row 0); groups may be
-    empty; non-decreasing, at most total_M.  A CPU tensor or a list costs nothing; a CUDA
-    tensor is read back (one synchronisation).  ``out``: (total_M, N) row-major bf16, f16 or
-    f32 (default: a new tensor of ``a``'s dtype; rows past ``offsets[-1]`` are zero there and
-    untouched in a given ``out``).
+    empty; non-decreasing, at most total_M.  A CPU tensor or a list: checked on the host.  A
+    CUDA int32 tensor is never read by the host (no synchronisation; the call can be captured
+    in a CUDA graph, and a replay follows the offsets' new values): a small kernel builds the
+    group table on the GPU first (:mod:`nvatom.kernels.sm90.group_table`).  Offsets the host
+    cannot check are clamped there: each into [0, total_M] and up to the previous end (a
+    decreasing end makes an empty group), and ``status`` (an int32 CUDA tensor, one element
+    or more; optional) gets ``status[0] |= 1`` when any was changed.  ``out``: (total_M, N)
+    row-major bf16, f16 or f32 (default: a new tensor of ``a``'s dtype; rows past
+    ``offsets[-1]`` are zero there and untouched in a given ``out``).
 
     Each group gets its own three tensor maps (A and D at its first row with its M, B at its
     matrix), built on the host into a device array the kernel indexes per tile, so TMA clips
@@ -1217,8 +1223,10 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
     if groups > 1 and gstride % 16:
         raise TensorArgumentError(f"b's group stride {b.stride(0)} elements ({gstride} bytes) "
                                   "is not a multiple of 16 bytes (TMA)")
-    ends = _host_offsets(offsets)
-    if len(ends) != groups:
+    dev_offs = _device_offsets(offsets, groups, ai.device, "offsets")
+    _check_status(status, ai.device)
+    ends = [] if dev_offs else _host_offsets(offsets)
+    if not dev_offs and len(ends) != groups:
         raise GemmError(f"offsets has {len(ends)} entries but b has {groups} groups: one "
                         "cumulative row end per group")
     prev = 0
@@ -1235,7 +1243,9 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
 
         out = torch.empty((total_m, n), dtype=torch.bfloat16 if fp8 else a.dtype,
                           device=a.device)
-        if ends and ends[-1] < total_m:
+        if dev_offs:  # the rows past the last end are not known here
+            out.zero_()
+        elif ends and ends[-1] < total_m:
             out[ends[-1]:].zero_()
         elif not ends:
             out.zero_()
@@ -1246,6 +1256,9 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
     if oi.lines > 1 and oi.ld < n:
         raise TensorArgumentError(f"out's rows overlap (row stride {oi.ld} < N = {n})")
     check_sizes(total_m, n, k)
+    if dev_offs:
+        return _grouped_device(ai, b, b0, oi, out, offsets, status, groups, n, k, gstride,
+                               fp8, mode, sb_step, scale_a, scale_b, fast_accum, False)
     if not ends or ends[-1] == 0 or n == 0:
         return out
     import torch
@@ -1331,6 +1344,183 @@ def _remember_fast(fkey: tuple[Any, ...] | None, hit: tuple[Any, Any, Any], dev:
     """Enter a checked and planned call into the unchecked grouped call cache."""
     if fkey is not None:
         CACHES.grouped_fast[fkey] = (*hit, dev)
+
+
+def _device_offsets(offsets: Any, groups: int, device: int, name: str) -> bool:
+    """True when ``offsets`` is a CUDA tensor (then checked: int32, (G,), contiguous, on the
+    operands' GPU; its values stay on the device)."""
+    if not getattr(offsets, "is_cuda", False) or not callable(getattr(offsets, "dim", None)):
+        return False
+    dt = str(offsets.dtype).removeprefix("torch.")
+    if dt != "int32":
+        raise GemmError(f"{name} has dtype {dt}: on the GPU the groups' offsets are int32 "
+                        "(torch._grouped_mm's offs)")
+    if offsets.dim() != 1 or int(offsets.shape[0]) != groups:
+        raise GemmError(f"{name} has shape {tuple(offsets.shape)}: one int32 per group, "
+                        f"({groups},)")
+    if groups > 1 and int(offsets.stride(0)) != 1:
+        raise GemmError(f"{name} has stride {offsets.stride(0)}: pass a contiguous tensor")
+    if int(offsets.device.index) != device:
+        raise GemmError(f"{name} is on cuda:{offsets.device.index}, the operands on "
+                        f"cuda:{device}")
+    return True
+
+
+def _check_status(status: Any, device: int) -> None:
+    """``status``: None or an int32 CUDA tensor of at least one element on ``device``."""
+    if status is None:
+        return
+    if not getattr(status, "is_cuda", False) or not callable(getattr(status, "numel", None)):
+        raise GemmError(f"status is a {type(status).__name__}: an int32 CUDA tensor (one "
+                        "element), which the GPU flags when it clamps offsets")
+    dt = str(status.dtype).removeprefix("torch.")
+    if dt != "int32" or status.numel() < 1 or int(status.device.index) != device:
+        raise GemmError(f"status is {dt} with {status.numel()} elements on "
+                        f"cuda:{status.device.index}: an int32 tensor of at least one element "
+                        f"on cuda:{device}")
+
+
+def _grouped_device(ai: TensorInfo, b: Any, b0: TensorInfo, oi: TensorInfo, out: Any,
+                    offsets: Any, status: Any, groups: int, n: int, k: int, gstride: int,
+                    fp8: bool, mode: str, sb_step: int, scale_a: Any, scale_b: Any,
+                    fast_accum: bool, masked: bool, rows: int | None = None,
+                    a_group: int = 0, d_group: int = 0) -> Any:
+    """The grouped GEMM with offsets (or masked counts) on the GPU: the table kernel
+    (:mod:`nvatom.kernels.sm90.group_table`) then the grouped SM90 kernel, two launches on
+    the current stream and no host read of the offsets (capturable).  ``rows``: the stacked
+    rows (contiguous) or M_max (masked); ``a_group`` / ``d_group``: bytes per group
+    (masked)."""
+    import torch
+
+    rows = ai.shape[0] if rows is None else rows
+    if n == 0 or rows == 0:
+        return out
+    if k == 0:
+        raise GemmError("K = 0 with offsets on the GPU: the product is zero on rows the host "
+                        "does not know; pass the offsets as a list or CPU tensor")
+    dev = ai.device
+    cap = _capability(dev)
+    if tuple(cap) != (9, 0):
+        raise GemmError(f"grouped_gemm runs on the SM90 kernel (compute capability 9.0, "
+                        f"WGMMA and TMA); this GPU is {_cc(cap)}")
+    sptr = 0 if status is None else int(status.data_ptr())
+    key = ("device", masked, ai, b0, oi, tuple(int(x) for x in b.stride()), groups, rows,
+           int(offsets.data_ptr()), sptr)
+    if fp8:
+        key += (_scale_key(scale_a), _scale_key(scale_b), fast_accum)
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    hit = CACHES.grouped_calls.get(key)
+    if hit is not None:
+        hit[0](hit[1], stream)
+        return out
+    from nvatom.gemm_providers import grouped_device_plan
+    from nvatom.kernels.sm90.gemm import build_gemm_sm90
+    from nvatom.kernels.sm90.group_table import (
+        ENTRY_BYTES,
+        PARAMS,
+        THREADS,
+        build_group_table,
+    )
+    from nvatom.kernels.sm90.launch import kernel_params
+    from nvatom.ptx.tma_emit import TENSORMAP_ALIGN, tensormap_param_type
+
+    try:
+        plan = grouped_device_plan(
+            ai.dtype, oi.dtype, "N" if b0.major == "row" else "K", rows, groups, n, k, ai.ptr,
+            ai.ld, int(b.data_ptr()), gstride, b0.ld, oi.ptr, oi.ld, _sm_count(dev),
+            masked=masked, **(dict(b_dtype=b0.dtype, scale_mode=mode, fast_accum=fast_accum)
+                              if fp8 else {}))
+    except NvatomError as e:  # a size TMA cannot describe (check_problem)
+        raise GemmError(f"grouped_gemm: {e}") from None
+    ts = plan.table
+    tparams = (*PARAMS, *((f"t{x}", tensormap_param_type(TENSORMAP_ALIGN)) for x in "ABD"))
+    tsrc = KernelSource(repr(ts), ts.name, tparams,
+                        lambda t, s=ts: build_group_table(s, t).emit())
+    trun = get_kernel(tsrc, "sm_90a", device=dev, backend="driver").launcher(
+        (1, 1, 1), (THREADS, 1, 1))
+    table = torch.empty(plan.buffer_bytes, dtype=torch.uint8, device=f"cuda:{dev}")
+    tb, tm = int(table.data_ptr()), plan.templates
+    targs = [int(offsets.data_ptr()), groups, rows, plan.tiles_n, ai.ptr,
+             ai.ld * ai.element_bytes, a_group, int(b.data_ptr()), gstride, oi.ptr,
+             oi.ld * oi.element_bytes, d_group, tb, sptr, tm[:128], tm[128:256], tm[256:]]
+    cfg = plan.cfg
+    src = KernelSource(repr(cfg), cfg.name, kernel_params(cfg),
+                       lambda t, c=cfg: build_gemm_sm90(c, t).emit())
+    grun = get_kernel(src, "sm_90a", device=dev, backend="driver").launcher(
+        (plan.grid, 1, 1), (cfg.threads, 1, 1), shmem=cfg.smem_bytes)
+    args = [tb, tb + groups * ENTRY_BYTES, groups, n, k]
+    keep: tuple[Any, ...] = (table, offsets, status)
+    if fp8:
+        sa, sb = _scale_tensor(scale_a, dev), _scale_tensor(scale_b, dev)
+        args += [int(sa.data_ptr()), int(sb.data_ptr()), sb_step]
+        keep += (sa, sb)
+    packed = (PackedParams.of(tparams, targs), PackedParams.of(src.params, args))
+
+    def run(pp: tuple[Any, Any], stream: Any) -> None:
+        trun(pp[0], stream)
+        grun(pp[1], stream)
+
+    run(packed, stream)
+    CACHES.grouped_calls[key] = (run, packed, keep)
+    return out
+
+
+def grouped_gemm_masked(a: Any, b: Any, counts: Any, out: Any = None, *,
+                        status: Any = None) -> Any:
+    """DeepGEMM's masked grouped layout (MoE decode with CUDA graphs): ``out[g, :c] =
+    a[g, :c] @ b[g]`` with ``c = counts[g]`` for every group ``g``; rows past ``c`` are
+    neither read nor written.
+
+    ``a``: (G, M_max, K) bf16 or f16, each ``a[g]`` row-major; ``b``: (G, K, N) as
+    :func:`grouped_gemm`'s; ``counts``: (G,) int32 on the GPU (never read by the host: the
+    call can be captured in a CUDA graph and a replay follows new counts) or a list / CPU
+    tensor (checked on the host, then copied); ``out``: (G, M_max, N) row-major of ``a``'s
+    dtype or f32 (default: new, zeros).  A count outside [0, M_max] is clamped on the GPU and
+    flags ``status`` (as :func:`grouped_gemm`'s).  One table kernel and one persistent
+    launch of the SM90 grouped kernel; compute capability 9.0; K and N multiples of 8."""
+    import torch
+
+    for name, t in (("a", a), ("b", b)):
+        if not (hasattr(t, "dim") and hasattr(t, "stride")) or t.dim() != 3:
+            raise GemmError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}: "
+                            "grouped_gemm_masked takes a (G, M_max, K) and b (G, K, N)")
+    groups, m_max, k = (int(x) for x in a.shape)
+    if groups < 1 or tuple(b.shape[:2]) != (groups, k):
+        raise GemmError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a (G, M_max, K) and "
+                        "b (G, K, N) with G >= 1 and one K")
+    n = int(b.shape[2])
+    ai = check_matrix(a[0], "a[g]", dtypes=PLAIN_DTYPES, majors=("row",), align_bytes=16)
+    if b.dtype != a.dtype:
+        raise TensorArgumentError(f"a is {ai.dtype} but b is {dtype_name(b.dtype)}: one "
+                                  "element type")
+    b0 = check_matrix(b[0], "b[g]", dtypes=(ai.dtype,), majors=("row", "col"),
+                      align_bytes=16, device=ai.device)
+    if not _device_offsets(counts, groups, ai.device, "counts"):
+        vals = _host_offsets(counts)
+        if len(vals) != groups or any(not 0 <= v <= m_max for v in vals):
+            raise GemmError(f"counts = {vals}: one count per group ({groups}), each in "
+                            f"0..M_max = {m_max}")
+        counts = torch.tensor(vals, dtype=torch.int32, device=f"cuda:{ai.device}")
+    _check_status(status, ai.device)
+    if out is None:
+        out = torch.zeros((groups, m_max, n), dtype=a.dtype, device=a.device)
+    if not (hasattr(out, "dim") and hasattr(out, "stride")) or tuple(out.shape) != (
+            groups, m_max, n):
+        raise GemmError(f"out has shape {tuple(getattr(out, 'shape', ()))}, the product is "
+                        f"{(groups, m_max, n)}")
+    oi = check_matrix(out[0], "out[g]", dtypes=OUT_DTYPES, majors=("row",), align_bytes=16,
+                      device=ai.device)
+    strides = []
+    for name, t, info in (("a", a, ai), ("b", b, b0), ("out", out, oi)):
+        step = int(t.stride(0)) * info.element_bytes
+        if groups > 1 and step % 16:
+            raise TensorArgumentError(f"{name}'s group stride {t.stride(0)} elements ({step} "
+                                      "bytes) is not a multiple of 16 bytes (TMA)")
+        strides.append(step)
+    check_sizes(m_max, n, k)
+    return _grouped_device(ai, b, b0, oi, out, counts, status, groups, n, k, strides[1],
+                           False, "tensor", 0, None, None, False, True, rows=m_max,
+                           a_group=strides[0], d_group=strides[2])
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from typing import Any
 
 from nvatom.arch import target as arch_target
 from nvatom.descriptors.tma import MAX_GLOBAL_STRIDE
+from nvatom.errors import NvatomError
 from nvatom.kernels import gemm_sm80 as sm80
 from nvatom.kernels.sm90.config import (
     FP8_DTYPES,
@@ -33,6 +34,7 @@ from nvatom.kernels.sm90.config import (
     b_major_of,
 )
 from nvatom.kernels.sm90.gemm import build_gemm_sm90
+from nvatom.kernels.sm90.group_table import ENTRY_BYTES, GroupTableSpec
 from nvatom.kernels.sm90.launch import (
     MAX_TILES,
     check_problem,
@@ -62,8 +64,9 @@ from nvatom.runtime.launch import (
 from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import TORCH_DTYPES, torch_dtype
 
-__all__ = ["PROVIDERS", "TENSOR_MAPS", "GroupedPlan", "Sm80Provider", "Sm90Provider",
-           "grouped_plan", "prepare_gemm_sm90", "run_gemm_sm90", "symbolic_maps"]
+__all__ = ["PROVIDERS", "TENSOR_MAPS", "GroupedDevicePlan", "GroupedPlan", "Sm80Provider",
+           "Sm90Provider", "grouped_config", "grouped_device_plan", "grouped_plan",
+           "prepare_gemm_sm90", "run_gemm_sm90", "symbolic_maps"]
 
 #: Encoded tensor maps of the SM90 provider path (the driver's ``cuTensorMapEncodeTiled``
 #: through :meth:`nvatom.descriptors.tma.TensorMap.encode_with_driver`), keyed by the whole
@@ -561,6 +564,36 @@ _GROUPED_MAPS: dict[tuple[Any, ...], Any] = {}
 _GROUPED_FP8_TILES: dict[tuple[str, bool], dict[str, Any]] = {("row", True): {"block_n": 192}}
 
 
+def grouped_config(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int], n: int,
+                   k: int, *, config: Any = None, group_sched: str | None = None,
+                   b_dtype: str = "", scale_mode: str = "tensor", fast_accum: bool = False
+                   ) -> tuple[Any, Any]:
+    """(the plain kernel's configuration, its grouped form) for :func:`grouped_plan` and
+    :func:`grouped_device_plan` (``ends``: the groups' cumulative row ends, or an estimate of
+    them where only the device knows them)."""
+    if config is None and in_dtype in FP8_DTYPES:
+        config = default_config(in_dtype, out_dtype, "K", b_dtype=b_dtype,
+                                fast_accum=fast_accum, scale_mode=scale_mode)
+        config = dataclasses.replace(config, row_scale_stage=False,  # plain kernel only
+                                     **_GROUPED_FP8_TILES.get((scale_mode, fast_accum), {}))
+    base = config or default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K",
+                                    schedule=grouped_schedule(
+                                             (in_dtype, out_dtype, b_major), ends, n, k))
+    cfg = dataclasses.replace(base, grouped=True)
+    if group_sched is not None:
+        cfg = dataclasses.replace(cfg, group_sched=group_sched)
+    return base, cfg
+
+
+def _grouped_symbols(base: Any, sms: int) -> Any:
+    key = (base, sms)
+    sym = _GROUPED_MAPS.get(key)
+    if sym is None:
+        sym = _GROUPED_MAPS[key] = symbolic_maps(base, sms)
+    assert sym is not None
+    return sym
+
+
 def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int], n: int,
                  k: int, a_ptr: int, lda: int, b_ptr: int, b_group_stride: int, ldb: int,
                  d_ptr: int, ldd: int, sms: int,
@@ -579,22 +612,10 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
     differs, K-major B): the plain FP8 default of ``scale_mode`` and ``fast_accum`` (its
     128 x 192 promoted tile: no per-size choice, the groups' sizes differ)."""
 
-    if config is None and in_dtype in FP8_DTYPES:
-        config = default_config(in_dtype, out_dtype, "K", b_dtype=b_dtype,
-                                fast_accum=fast_accum, scale_mode=scale_mode)
-        config = dataclasses.replace(config, row_scale_stage=False,  # plain kernel only
-                                     **_GROUPED_FP8_TILES.get((scale_mode, fast_accum), {}))
-    base = config or default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K",
-                                    schedule=grouped_schedule(
-                                             (in_dtype, out_dtype, b_major), ends, n, k))
-    cfg = dataclasses.replace(base, grouped=True)
-    if group_sched is not None:
-        cfg = dataclasses.replace(cfg, group_sched=group_sched)
-    key = (base, sms)
-    sym = _GROUPED_MAPS.get(key)
-    if sym is None:
-        sym = _GROUPED_MAPS[key] = symbolic_maps(base, sms)
-    assert sym is not None
+    base, cfg = grouped_config(in_dtype, out_dtype, b_major, ends, n, k, config=config,
+                               group_sched=group_sched, b_dtype=b_dtype,
+                               scale_mode=scale_mode, fast_accum=fast_accum)
+    sym = _grouped_symbols(base, sms)
     ib, ob = base.in_bytes, base.out_bytes
     tiles_n = -(-n // base.block_n)
     blob = bytearray()
@@ -617,3 +638,59 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
         start = end
     return GroupedPlan(cfg, bytes(blob), tuple(tile_ends), min(total, sms),
                        tuple(ends) if cfg.fp8 else ())
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupedDevicePlan:
+    """A grouped launch whose group table the GPU builds
+    (:mod:`nvatom.kernels.sm90.group_table`): the GEMM's config, the table kernel's spec,
+    the three template maps (A, B, D of the whole tensors, 384 bytes), ``tiles_n``, the
+    persistent grid (an upper bound of the tiles, capped at the SM count: a CTA past the
+    last tile exits at once) and the table buffer's size."""
+
+    cfg: Any
+    table: GroupTableSpec
+    templates: bytes
+    tiles_n: int
+    grid: int
+    buffer_bytes: int
+
+
+def _m_axes(tmap: dict[str, Any], name: str) -> tuple[int, ...]:
+    """The dimensions of a symbolic map whose extent is M (the group's rows)."""
+    axes = tuple(i for i, d in enumerate(tmap["dims"]) if d == {"sym": "m"})
+    if not axes or any(isinstance(d, dict) and d.get("sym") == "m" and d != {"sym": "m"}
+                       for d in tmap["dims"]):
+        raise NvatomError(f"the {name} map's dimensions {tmap['dims']} do not hold M as one "
+                          "extent: its groups cannot be set on the device")
+    return axes
+
+
+def grouped_device_plan(in_dtype: str, out_dtype: str, b_major: str, rows: int, groups: int,
+                        n: int, k: int, a_ptr: int, lda: int, b_ptr: int,
+                        b_group_stride: int, ldb: int, d_ptr: int, ldd: int, sms: int, *,
+                        masked: bool = False, encode: Any = None, b_dtype: str = "",
+                        scale_mode: str = "tensor", fast_accum: bool = False
+                        ) -> GroupedDevicePlan:
+    """Plan a grouped GEMM whose offsets only the GPU knows: ``rows`` is the stacked rows'
+    count (contiguous) or each group's M_max (``masked``, A and D ``(G, M_max, .)``).  The
+    schedule is chosen for groups of equal size (the sizes are not known here); the
+    templates are the maps of the whole A (``rows`` rows, or one group's M_max), B (matrix
+    0) and D, which the table kernel re-points per group."""
+    est = [(g + 1) * rows // groups for g in range(groups)] if not masked else [
+        (g + 1) * rows for g in range(groups)]
+    base, cfg = grouped_config(in_dtype, out_dtype, b_major, est, n, k, b_dtype=b_dtype,
+                               scale_mode=scale_mode, fast_accum=fast_accum)
+    sym = _grouped_symbols(base, sms)
+    check_problem(base, max(rows, 1), n, k)
+    env = {"m": max(rows, 1), "n": n, "k": k, "lda": lda, "ldb": ldb, "ldd": ldd,
+           "a": a_ptr, "b": b_ptr, "out": d_ptr}
+    enc = encode or _encode_tiled
+    templates = b"".join(enc(args) for args in evaluate_maps(sym, env))
+    spec = GroupTableSpec(masked=masked, block_m=base.block_m, a_m_axes=_m_axes(sym[0], "A"),
+                          d_m_axes=_m_axes(sym[2], "D"), row_ends=cfg.fp8)
+    tiles_n = -(-n // base.block_n)
+    per_group = -(-rows // base.block_m)
+    upper = (groups * per_group if masked else per_group + groups) * tiles_n
+    nbytes = groups * (ENTRY_BYTES + 4 * (2 if cfg.fp8 else 1))
+    return GroupedDevicePlan(cfg, spec, templates, tiles_n, max(1, min(upper, sms)), nbytes)
