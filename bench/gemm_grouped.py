@@ -14,8 +14,11 @@ checks) and, on the anchor, the plain GEMM of the same work (one 16384 x 4096 x 
 with a rotating order; ``--batch`` calls between two CUDA events (host time per call counts
 where it exceeds the GPU's); the median over rounds and the spread.  Each output is checked
 first against float64 (relative error, Frobenius), NaN-poisoned (every group's rows written,
-the rows past the last group untouched).  ``torch._grouped_mm(a, b, offs=)`` takes B as (G, K,
-N); its layout requirement is probed (row-major, else K-major).  Writes JSON with the device
+the rows past the last group untouched).  Rows "device offsets" pass the offsets as a CUDA
+tensor (the group table is built on the GPU, no host read); "graph" rows replay a CUDA graph
+of one call (nvatom's and ``torch._grouped_mm``'s, each captured after a warm-up).
+``torch._grouped_mm(a, b, offs=)`` takes B as (G, K, N); its layout requirement is probed
+(row-major, else K-major).  Writes JSON with the device
 and commit; asserts nothing (a wrong output is marked WRONG in the table).
 """
 
@@ -48,6 +51,17 @@ def _variant(nvatom: Any, torch: Any, a: Any, b: Any, ends: list[int], out: Any,
     def call(run: Any = run, params: Any = params, buf: Any = buf) -> None:
         run(params, stream)
     return call
+
+
+def _graphed(torch: Any, fn: Any) -> Any:
+    """``fn`` captured in a CUDA graph (after one warm-up call outside it); returns the
+    graph's replay."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +107,20 @@ def main(argv: list[str] | None = None) -> int:
                                                                                 out=out),
             "torch._grouped_mm": lambda a=a[:total], tb=tb, o=offs: torch._grouped_mm(
                 a, tb, offs=o)}
+        # offsets on the GPU (no host read: the group table is built by a kernel), and both
+        # libraries captured in CUDA graphs (issue 27's targets)
+        out_d = torch.empty_like(out)
+        outs["nvatom (device offsets)"] = out_d
+        fns["nvatom (device offsets)"] = (lambda a=a, b=b, o=offs, out=out_d:
+                                          nvatom.grouped_gemm(a, b, o, out=out))
+        out_g = torch.empty_like(out)
+        outs["nvatom (device offsets, graph)"] = out_g
+        fns["nvatom (device offsets, graph)"] = _graphed(
+            torch, lambda a=a, b=b, o=offs, out=out_g: nvatom.grouped_gemm(a, b, o, out=out))
+        tg: dict[str, Any] = {}
+        fns["torch._grouped_mm (graph)"] = _graphed(
+            torch, lambda a=a[:total], tb=tb, o=offs, tg=tg: tg.__setitem__(
+                "out", torch._grouped_mm(a, tb, offs=o)))
         if args.variants:
             for sched in args.scheds.split(","):
                 o = torch.empty_like(out)
@@ -110,11 +138,15 @@ def main(argv: list[str] | None = None) -> int:
         for name, fn in fns.items():
             if name == "nvatom":
                 out.fill_(float("nan"))
+            elif name in outs:
+                outs[name].fill_(float("nan"))
             r = fn()
-            if name.startswith("nvatom["):
+            if name in outs:
                 r = outs[name]
             elif name == "nvatom":
                 r = out
+            elif name == "torch._grouped_mm (graph)":
+                r = tg["out"]
             if "one M=total" in name:
                 checks[name] = {"rel_err": float((r.double() - a[:total].double() @ b[0].double())
                                                  .norm() / (a[:total].double() @ b[0].double())

@@ -167,6 +167,22 @@ def _configs() -> list[tuple[str, Callable[[], None]]]:
             b = rnd(g, kk, nn)
             nvatom.grouped_gemm(a, b, ends, nan(ends[-1], nn))
     out.append(("grouped_bf16_empty_groups", run_grouped))
+
+    def run_grouped_device(masked: bool = False) -> None:  # the group table built on the GPU
+        ends, kk, nn = groups(), 256, 1000
+        if masked:
+            counts = torch.tensor([0, 700, 1, 128, 0, 5, 1024, 900], dtype=torch.int32,
+                                  device="cuda")
+            a, b = rnd(len(ends), 1024, kk), rnd(len(ends), kk, nn)
+            out_m = torch.full((len(ends), 1024, nn), float("nan"), device="cuda",
+                               dtype=torch.bfloat16)
+            nvatom.grouped_gemm_masked(a, b, counts, out_m)
+            return
+        offs = torch.tensor(ends, dtype=torch.int32, device="cuda")
+        nvatom.grouped_gemm(rnd(ends[-1], kk), rnd(len(ends), kk, nn), offs,
+                            nan(ends[-1], nn))
+    out.append(("grouped_bf16_device_offsets", run_grouped_device))
+    out.append(("grouped_bf16_masked_device_counts", lambda: run_grouped_device(True)))
     out.append(("grouped_e4m3_rowwise_empty_groups", lambda: run_grouped(True)))
 
     # attention forward: head dims, causal or not, GQA, ragged lengths
