@@ -1465,7 +1465,8 @@ def _grouped_device(ai: TensorInfo, b: Any, b0: TensorInfo, oi: TensorInfo, out:
     return out
 
 
-def grouped_gemm_masked(a: Any, b: Any, counts: Any, out: Any = None, *,
+def grouped_gemm_masked(a: Any, b: Any, counts: Any, out: Any = None, *, scale_a: Any = None,
+                        scale_b: Any = None, fast_accum: bool = False,
                         status: Any = None) -> Any:
     """DeepGEMM's masked grouped layout (MoE decode with CUDA graphs): ``out[g, :c] =
     a[g, :c] @ b[g]`` with ``c = counts[g]`` for every group ``g``; rows past ``c`` are
@@ -1475,9 +1476,13 @@ def grouped_gemm_masked(a: Any, b: Any, counts: Any, out: Any = None, *,
     :func:`grouped_gemm`'s; ``counts``: (G,) int32 on the GPU (never read by the host: the
     call can be captured in a CUDA graph and a replay follows new counts) or a list / CPU
     tensor (checked on the host, then copied); ``out``: (G, M_max, N) row-major of ``a``'s
-    dtype or f32 (default: new, zeros).  A count outside [0, M_max] is clamped on the GPU and
-    flags ``status`` (as :func:`grouped_gemm`'s).  One table kernel and one persistent
-    launch of the SM90 grouped kernel; compute capability 9.0; K and N multiples of 8."""
+    dtype or f32 (default: new, zeros).  FP8 (e4m3/e5m2, each ``b[g]`` K-major, bf16
+    output) takes :func:`grouped_gemm`'s scales with A's rows as (G, M_max): per-tensor,
+    row-wise ``scale_a`` (G, M_max) and ``scale_b`` (G, N), block ``scale_a`` (G, M_max,
+    ceil(K/128)) and ``scale_b`` (G, ceil(K/128), ceil(N/128)); ``fast_accum`` as
+    :func:`gemm`'s.  A count outside [0, M_max] is clamped on the GPU and flags ``status``
+    (as :func:`grouped_gemm`'s).  One table kernel and one persistent launch of the SM90
+    grouped kernel; compute capability 9.0; K and N multiples of 8 (16 for FP8)."""
     import torch
 
     for name, t in (("a", a), ("b", b)):
@@ -1489,12 +1494,24 @@ def grouped_gemm_masked(a: Any, b: Any, counts: Any, out: Any = None, *,
         raise GemmError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a (G, M_max, K) and "
                         "b (G, K, N) with G >= 1 and one K")
     n = int(b.shape[2])
-    ai = check_matrix(a[0], "a[g]", dtypes=PLAIN_DTYPES, majors=("row",), align_bytes=16)
-    if b.dtype != a.dtype:
+    ai = check_matrix(a[0], "a[g]", dtypes=(*PLAIN_DTYPES, *SCALED_DTYPES), majors=("row",),
+                      align_bytes=16)
+    fp8 = ai.dtype in SCALED_DTYPES
+    if b.dtype != a.dtype and not (fp8 and dtype_name(b.dtype) in SCALED_DTYPES):
         raise TensorArgumentError(f"a is {ai.dtype} but b is {dtype_name(b.dtype)}: one "
-                                  "element type")
-    b0 = check_matrix(b[0], "b[g]", dtypes=(ai.dtype,), majors=("row", "col"),
-                      align_bytes=16, device=ai.device)
+                                  "element type (FP8: e4m3 and e5m2 mix)")
+    b0 = check_matrix(b[0], "b[g]", dtypes=SCALED_DTYPES if fp8 else (ai.dtype,),
+                      majors=("col",) if fp8 else ("row", "col"), align_bytes=16,
+                      device=ai.device)
+    if not isinstance(fast_accum, bool) or (fast_accum and not fp8):
+        raise GemmError(f"fast_accum = {fast_accum!r}: True or False, and True only with FP8 "
+                        "operands")
+    mode, sb_step = "tensor", 0
+    if fp8:
+        mode, sb_step = check_group_scales(_stacked_scale(scale_a, groups, m_max), scale_b,
+                                           ai.dtype, ai.device, groups, groups * m_max, n, k)
+    elif scale_a is not None or scale_b is not None:
+        raise GemmError(f"scale_a/scale_b apply to FP8 operands; a and b are {ai.dtype}")
     if not _device_offsets(counts, groups, ai.device, "counts"):
         vals = _host_offsets(counts)
         if len(vals) != groups or any(not 0 <= v <= m_max for v in vals):
@@ -1503,13 +1520,14 @@ def grouped_gemm_masked(a: Any, b: Any, counts: Any, out: Any = None, *,
         counts = torch.tensor(vals, dtype=torch.int32, device=f"cuda:{ai.device}")
     _check_status(status, ai.device)
     if out is None:
-        out = torch.zeros((groups, m_max, n), dtype=a.dtype, device=a.device)
+        out = torch.zeros((groups, m_max, n), dtype=torch.bfloat16 if fp8 else a.dtype,
+                          device=a.device)
     if not (hasattr(out, "dim") and hasattr(out, "stride")) or tuple(out.shape) != (
             groups, m_max, n):
         raise GemmError(f"out has shape {tuple(getattr(out, 'shape', ()))}, the product is "
                         f"{(groups, m_max, n)}")
-    oi = check_matrix(out[0], "out[g]", dtypes=OUT_DTYPES, majors=("row",), align_bytes=16,
-                      device=ai.device)
+    oi = check_matrix(out[0], "out[g]", dtypes=(SCALED_OUT_DTYPE,) if fp8 else OUT_DTYPES,
+                      majors=("row",), align_bytes=16, device=ai.device)
     strides = []
     for name, t, info in (("a", a, ai), ("b", b, b0), ("out", out, oi)):
         step = int(t.stride(0)) * info.element_bytes
@@ -1519,8 +1537,23 @@ def grouped_gemm_masked(a: Any, b: Any, counts: Any, out: Any = None, *,
         strides.append(step)
     check_sizes(m_max, n, k)
     return _grouped_device(ai, b, b0, oi, out, counts, status, groups, n, k, strides[1],
-                           False, "tensor", 0, None, None, False, True, rows=m_max,
-                           a_group=strides[0], d_group=strides[2])
+                           fp8, mode, sb_step, _stacked_scale(scale_a, groups, m_max),
+                           scale_b, fast_accum, True, rows=m_max, a_group=strides[0],
+                           d_group=strides[2])
+
+
+def _stacked_scale(scale_a: Any, groups: int, m_max: int) -> Any:
+    """A masked call's ``scale_a`` with its (G, M_max) rows as one stacked dimension (a view:
+    the kernel reads the caller's tensor), as :func:`check_group_scales` takes it."""
+    shape = tuple(getattr(scale_a, "shape", ()))
+    if len(shape) < 2 or shape[:2] != (groups, m_max):
+        return scale_a  # per-tensor, or a wrong shape the check names
+    try:
+        return scale_a.view(groups * m_max, *shape[2:])
+    except RuntimeError:
+        raise GemmError(f"scale_a has shape {shape} and strides {tuple(scale_a.stride())}: its "
+                        "(G, M_max) rows must be one stacked dimension; pass "
+                        "scale_a.contiguous()") from None
 
 
 @contextlib.contextmanager

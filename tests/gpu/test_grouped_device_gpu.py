@@ -254,3 +254,45 @@ def test_device_offsets_refused_on_the_host(offs, status, msg: str) -> None:
     a, b = _bf16(64, 2, 64, 64)
     with pytest.raises(GemmError, match=re.escape(msg)):
         nvatom.grouped_gemm(a, b, offs(), status=None if status is None else status())
+
+
+@pytest.mark.parametrize(("mode", "fast"), MODES, ids=lambda v: str(v))
+def test_masked_fp8(mode: str, fast: bool) -> None:
+    """The masked layout in FP8: A's scales as (G, M_max) rows (row-wise (G, M_max), block
+    (G, M_max, ceil(K/128))), B's as grouped_gemm's; rows past each count stay NaN."""
+    _require_sm90()
+    import nvatom
+
+    g, m_max, n, k = 4, 192, 264, 384
+    counts = [0, 192, 77, 1]
+    gen = torch.Generator(device="cuda").manual_seed(21)
+    a = (torch.randn(g, m_max, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+    w = (torch.randn(g, n, k, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+    b = w.transpose(1, 2)
+    kb, nb = -(-k // 128), -(-n // 128)
+
+    def rnd(*shape):
+        return torch.rand(*shape, device="cuda", generator=gen) + 0.25
+
+    if mode == "tensor":
+        sa, sb = rnd(()), rnd(g)
+        ea = sa.double().expand(g, m_max, k)
+        eb = sb.double().view(g, 1, 1).expand(g, k, n)
+    elif mode == "row":
+        sa, sb = rnd(g, m_max), rnd(g, n)
+        ea = sa.double()[:, :, None].expand(g, m_max, k)
+        eb = sb.double()[:, None, :].expand(g, k, n)
+    else:
+        sa, sb = rnd(g, m_max, kb), rnd(g, nb, kb).transpose(1, 2)
+        ea = sa.double().repeat_interleave(128, 2)[:, :, :k]
+        eb = sb.double().repeat_interleave(128, 1)[:, :k].repeat_interleave(128, 2)[:, :, :n]
+    out = torch.full((g, m_max, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    nvatom.grouped_gemm_masked(a, b, _offs(counts), out=out, scale_a=sa, scale_b=sb,
+                               fast_accum=fast)
+    torch.cuda.synchronize()
+    for i, c in enumerate(counts):
+        if c:
+            ref = (a[i, :c].double() * ea[i, :c]) @ (b[i].double() * eb[i])
+            err = ((out[i, :c].double() - ref).norm() / ref.norm()).item()
+            assert err < 6e-3, (mode, i, err)
+        assert torch.isnan(out[i, c:]).all(), f"group {i}: rows past {c} written"

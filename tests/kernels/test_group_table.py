@@ -18,6 +18,7 @@ SPECS = [
     GT.GroupTableSpec(masked=True, block_m=128, a_m_axes=(1,), d_m_axes=(1,)),
     GT.GroupTableSpec(masked=False, block_m=64, a_m_axes=(1,), d_m_axes=(1,), row_ends=True),
     GT.GroupTableSpec(masked=False, block_m=128, a_m_axes=(2,), d_m_axes=(1, 3)),
+    GT.GroupTableSpec(masked=True, block_m=128, a_m_axes=(1,), d_m_axes=(1,), row_ends=True),
 ]
 
 
@@ -64,7 +65,6 @@ def test_reference_masked_hand_worked() -> None:
     (dict(block_m=0), "block_m = 0"),
     (dict(a_m_axes=()), "A's map has M at dimensions ()"),
     (dict(d_m_axes=(5,)), "D's map has M at dimensions (5,)"),
-    (dict(masked=True, row_ends=True), "masked layout has none"),
 ])
 def test_spec_refuses(kw: dict, msg: str) -> None:
     args = dict(masked=False, block_m=128, a_m_axes=(1,), d_m_axes=(1,)) | kw
@@ -77,6 +77,7 @@ def test_spec_refuses(kw: dict, msg: str) -> None:
     (True, "f16", "K", {}),
     (False, "e4m3", "K", dict(b_dtype="e4m3", scale_mode="row")),
     (False, "e4m3", "K", dict(b_dtype="e4m3", scale_mode="block")),
+    (True, "e4m3", "K", dict(b_dtype="e4m3", scale_mode="row")),
 ])
 def test_device_plan(masked: bool, dt: str, b_major: str, extra: dict) -> None:
     """The plan's templates are the three maps of the whole tensors (the driver's encoding

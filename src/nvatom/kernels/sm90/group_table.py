@@ -11,6 +11,11 @@ host writes it.  With device offsets this kernel does, from
   end of group g over the stacked rows of A and D;
 * **masked** groups (DeepGEMM's decode layout): A is ``(G, M_max, K)``, D ``(G, M_max, N)``,
   ``offs[g]`` the count of valid rows of group g (rows past it are neither read nor written).
+  The FP8 kernel indexes the scales of A's rows by ``row_ends``: group g's first scale row is
+  ``row_ends[g - 1]`` and ``row_ends[g] - row_ends[g - 1]`` bounds its scale rows, so the
+  masked table writes ``row_ends[g] = (g + 1) M_max``: the scales of ``(G, M_max)`` rows,
+  each group's whole M_max (rows past the count are computed in a partial tile, but never
+  stored: D's map ends at the count).
 
 Bad values cannot be refused on the host (it never sees them); they get a defined outcome,
 and a flag: each value is clamped into ``[0, rows]`` (contiguous: also raised to the running
@@ -84,8 +89,6 @@ class GroupTableSpec:
             if not axes or any(not 0 <= x < self.rank for x in axes):
                 raise GroupTableError(f"{name}'s map has M at dimensions {axes}: at least one, "
                                       f"each in 0..{self.rank - 1}")
-        if self.masked and self.row_ends:
-            raise GroupTableError("row ends index stacked rows: the masked layout has none")
 
     @property
     def name(self) -> str:
@@ -219,8 +222,9 @@ def _write_entry(k: Kernel, spec: GroupTableSpec, p: dict[str, Reg], tmpl: list[
     at = k.reg("u64")
     k.ins("mad.wide.u32", at, g, 4, ends)
     k.ins("st.global.u32", f"[{at}]", tile_end)
-    if spec.row_ends:
-        row_end = _u32(k, "add.u32", start, m)
+    if spec.row_ends:  # masked: the group's whole M_max rows (its scales' rows)
+        row_end = (_u32(k, "mad.lo.u32", g, p["rows"], p["rows"]) if spec.masked
+                   else _u32(k, "add.u32", start, m))
         k.ins("mad.wide.u32", at, G, 4, at)
         k.ins("st.global.u32", f"[{at}]", row_end)
     dim = _u32(k, "max.u32", m, 1)  # an empty group's maps are never read; extents are >= 1
