@@ -260,3 +260,26 @@ def test_compiled_fullgraph_equals_eager(cpu_kernel) -> None:
     torch._dynamo.reset()
     got = torch.compile(f, fullgraph=True, backend="aot_eager")(a, b, c)
     assert torch.equal(got, f(a, b, c))
+
+
+def test_attention_output_spec() -> None:
+    """nvatom::attention's fake shapes: out (B, H, Sq, D), lse (B, H, Sq); mismatched k and v
+    or a wrong rank refused (no torch needed)."""
+    from nvatom.attention import AttentionError
+
+    assert T.attention_output_spec((2, 8, 77, 128), (2, 2, 300, 128), (2, 2, 300, 128)) == (
+        (2, 8, 77, 128), (2, 8, 77))
+    for q, k, v in (((2, 8, 77), (2, 2, 300, 128), (2, 2, 300, 128)),
+                    ((2, 8, 77, 128), (2, 2, 300, 128), (2, 2, 301, 128))):
+        with pytest.raises(AttentionError, match="q is \\(B, H, Sq, D\\)"):
+            T.attention_output_spec(q, k, v)
+
+
+def test_attention_op_rows() -> None:
+    """The attention operator is differentiable (its backward row is registered with it) and
+    its backward operator takes the forward's saved outputs."""
+    rows = {s.name: s for s in T.OPS}
+    assert rows["attention"].autograd is not None
+    assert rows["attention_backward"].autograd is None
+    assert "Tensor? dlse" in rows["attention_backward"].schema
+    assert rows["attention"].schema.endswith("-> (Tensor, Tensor)")

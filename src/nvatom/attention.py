@@ -44,7 +44,8 @@ from nvatom.runtime.launch import TensorMapCache
 from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import TORCH_DTYPES
 
-__all__ = ["AttentionError", "AttentionProblem", "attention", "check_inputs", "prepare"]
+__all__ = ["AttentionError", "AttentionProblem", "attention", "attention_backward",
+           "check_inputs", "prepare"]
 
 #: The largest element count of q or of the output: the kernel indexes them in 32 bits.
 MAX_ELEMENTS = 2**31 - 1
@@ -271,3 +272,60 @@ class _AttentionModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _AttentionModule
+
+
+#: Elements of one (B, H, rows, Sk) float32 block of the backward's score matrices: the
+#: query rows per step are as many as keep each of its four temporaries at 64 MiB.
+BACKWARD_BLOCK_ELEMENTS = 1 << 24
+
+
+def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
+                       causal: bool = False, scale: float | None = None,
+                       dlse: Any = None) -> tuple[Any, Any, Any]:
+    """``(dq, dk, dv)`` of :func:`attention` for the output gradient ``dout`` (and ``dlse``,
+    the gradient of the log-sum-exp, where it is used), given the forward's ``out`` and
+    ``lse``.
+
+    **A reference in torch operations, not an nvatom kernel** (issue 26 asks for one; this is
+    what the autograd op runs until it exists): FlashAttention's backward algorithm in float32,
+    blocked over the query rows so that its extra memory is linear in the sequence length
+    (:data:`BACKWARD_BLOCK_ELEMENTS` per temporary): per block ``P = exp(scale q k^T -
+    lse)`` (causal: zero above the diagonal, aligned at the top left as the forward),
+    ``dV += P^T dO``, ``dS = P (dO V^T - rowsum(dO * O) + dlse)``, ``dQ = scale dS K``,
+    ``dK += scale dS^T Q``; grouped-query heads' dK and dV summed over each KV head's group.
+    Every step is a torch operation with no host synchronisation (CUDA-graph capturable)."""
+    import torch
+
+    p = check_inputs(q, k, v, causal=causal, scale=scale)
+    b, h, sq, d = p.batch, p.heads, p.seqlen_q, p.head_dim
+    hk, sk, grp = p.kv_heads, p.seqlen_k, p.group
+    for name, t, shape in (("dout", dout, (b, h, sq, d)), ("out", out, (b, h, sq, d)),
+                           ("lse", lse, (b, h, sq)), ("dlse", dlse, (b, h, sq))):
+        if t is not None and tuple(t.shape) != shape:
+            raise AttentionError(f"{name} has shape {tuple(t.shape)}, expected {shape}")
+    f32 = torch.float32
+    kf = k.to(f32).repeat_interleave(grp, dim=1)  # (B, H, Sk, D): each query head's KV
+    vf = v.to(f32).repeat_interleave(grp, dim=1)
+    dq = torch.empty((b, h, sq, d), dtype=f32, device=q.device)
+    dk = torch.zeros((b, h, sk, d), dtype=f32, device=q.device)
+    dv = torch.zeros((b, h, sk, d), dtype=f32, device=q.device)
+    rowsum = (dout.to(f32) * out.to(f32)).sum(-1)  # (B, H, Sq)
+    if dlse is not None:
+        rowsum = rowsum - dlse.to(f32)
+    step = max(1, min(sq, BACKWARD_BLOCK_ELEMENTS // max(1, b * h * sk)))
+    cols = torch.arange(sk, device=q.device)
+    for i0 in range(0, sq, step):
+        i1 = min(sq, i0 + step)
+        qb, dob = q[:, :, i0:i1].to(f32), dout[:, :, i0:i1].to(f32)
+        pb = torch.exp(torch.matmul(qb, kf.transpose(-1, -2)) * p.scale
+                       - lse[:, :, i0:i1, None].to(f32))
+        if causal:
+            rows = torch.arange(i0, i1, device=q.device)
+            pb = pb.masked_fill(cols[None, :] > rows[:, None], 0.0)
+        dv += torch.matmul(pb.transpose(-1, -2), dob)
+        ds = pb * (torch.matmul(dob, vf.transpose(-1, -2)) - rowsum[:, :, i0:i1, None])
+        dq[:, :, i0:i1] = torch.matmul(ds, kf) * p.scale
+        dk += torch.matmul(ds.transpose(-1, -2), qb) * p.scale
+    dk = dk.view(b, hk, grp, sk, d).sum(2)
+    dv = dv.view(b, hk, grp, sk, d).sum(2)
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)

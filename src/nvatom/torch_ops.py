@@ -30,6 +30,13 @@ Operators:
   residual=None, *, activation=None, alpha=1.0, beta=None, out_dtype=None) -> Tensor``:
   ``act(alpha * (a @ b) * scales + beta * c + bias) + residual`` in a new tensor, the
   epilogue fused into the SM90 kernel (:func:`nvatom.gemm`'s arguments of those names).
+* ``torch.ops.nvatom.attention(q, k, v, causal=False, scale=None) -> (Tensor, Tensor)``:
+  :func:`nvatom.attention`'s ``(out, lse)``, differentiable (``register_autograd``): its
+  backward is ``torch.ops.nvatom.attention_backward(dout, dlse, q, k, v, out, lse, causal,
+  scale) -> (dq, dk, dv)``, which runs :func:`nvatom.attention.attention_backward`, **a
+  float32 reference in torch operations** (blocked, linear extra memory; not an nvatom
+  kernel yet).  :func:`flash_attn_func` is FlashAttention's entry point over it, on
+  (batch, seqlen, heads, head_dim) tensors.
 
 :func:`gemm` and :func:`gemm_out` are eager conveniences over them: they register first, take
 DLPack arrays (``torch.from_dlpack``; results are torch tensors) and Python-number scales.
@@ -42,6 +49,7 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nvatom.attention import AttentionError, attention, attention_backward
 from nvatom.errors import NvatomError
 from nvatom.gemm import SCALED_OUT_DTYPE, GemmError
 from nvatom.gemm import gemm as _run_gemm
@@ -54,6 +62,8 @@ __all__ = [
     "OPS",
     "OpSpec",
     "TorchOpsError",
+    "attention_output_spec",
+    "flash_attn_func",
     "gemm",
     "gemm_epilogue",
     "gemm_out",
@@ -84,6 +94,8 @@ class OpSpec:
     impl: Callable[..., Any]
     fake: Callable[..., Any]
     doc: str = ""
+    # (backward, setup_context) for torch.library.register_autograd, or None
+    autograd: tuple[Callable[..., Any], Callable[..., Any]] | None = None
 
     @property
     def qualname(self) -> str:
@@ -231,7 +243,63 @@ def _gemm_epilogue_fake(a: Any, b: Any, scale_a: Any = None, scale_b: Any = None
     return a.new_empty(shape, dtype=_torch_dtype(dt))
 
 
-#: Every operator, in registration order.  Grouped GEMM and attention add rows here.
+# ------------------------------------------------------------------ nvatom::attention
+
+
+def attention_output_spec(q_shape: Sequence[Any], k_shape: Sequence[Any],
+                          v_shape: Sequence[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The shapes of ``nvatom::attention``'s ``out`` (B, H, Sq, D) and ``lse`` (B, H, Sq) for
+    q (B, H, Sq, D), k and v (B, Hkv, Sk, D), as the fake reports them (shapes may be
+    symbolic: compared, never converted); the full checks run with the real tensors."""
+    if len(q_shape) != 4 or len(k_shape) != 4 or tuple(k_shape) != tuple(v_shape):
+        raise AttentionError(f"q {tuple(q_shape)}, k {tuple(k_shape)}, v {tuple(v_shape)}: "
+                             "q is (B, H, Sq, D) and k, v one (B, Hkv, Sk, D) shape")
+    b, h, sq, d = q_shape
+    return (b, h, sq, d), (b, h, sq)
+
+
+def _attention_impl(q: Any, k: Any, v: Any, causal: bool = False,
+                    scale: float | None = None) -> tuple[Any, Any]:
+    return attention(q, k, v, causal=causal, scale=scale)
+
+
+def _attention_fake(q: Any, k: Any, v: Any, causal: bool = False,
+                    scale: float | None = None) -> tuple[Any, Any]:
+    import torch
+
+    o, lse = attention_output_spec(q.shape, k.shape, v.shape)
+    return q.new_empty(o), q.new_empty(lse, dtype=torch.float32)
+
+
+def _attention_bwd_impl(dout: Any, dlse: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
+                        causal: bool = False, scale: float | None = None
+                        ) -> tuple[Any, Any, Any]:
+    return attention_backward(dout, q, k, v, out, lse, causal=causal, scale=scale, dlse=dlse)
+
+
+def _attention_bwd_fake(dout: Any, dlse: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
+                        causal: bool = False, scale: float | None = None
+                        ) -> tuple[Any, Any, Any]:
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _attention_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[Any, Any]) -> None:
+    q, k, v, causal, scale = inputs
+    ctx.save_for_backward(q, k, v, *output)
+    ctx.causal, ctx.scale = causal, scale
+
+
+def _attention_grad(ctx: Any, dout: Any, dlse: Any) -> tuple[Any, ...]:
+    import torch
+
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = torch.ops.nvatom.attention_backward(
+        dout.contiguous(), None if dlse is None else dlse.contiguous(), q, k, v, out, lse,
+        ctx.causal, ctx.scale)
+    return dq, dk, dv, None, None
+
+
+#: Every operator, in registration order.  Grouped GEMM adds rows here.
 OPS: tuple[OpSpec, ...] = (
     OpSpec("gemm",
            "(Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None, *, "
@@ -248,6 +316,16 @@ OPS: tuple[OpSpec, ...] = (
            "ScalarType? out_dtype=None) -> Tensor",
            (), _gemm_epilogue_impl, _gemm_epilogue_fake,
            "act(alpha * a @ b + beta * c + bias) + residual in a new tensor"),
+    OpSpec("attention_backward",
+           "(Tensor dout, Tensor? dlse, Tensor q, Tensor k, Tensor v, Tensor out, "
+           "Tensor lse, bool causal=False, float? scale=None) -> (Tensor, Tensor, Tensor)",
+           (), _attention_bwd_impl, _attention_bwd_fake,
+           "(dq, dk, dv) of nvatom::attention (a float32 reference in torch operations)"),
+    OpSpec("attention",
+           "(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None) "
+           "-> (Tensor, Tensor)",
+           (), _attention_impl, _attention_fake, "(out, lse) of scaled dot-product attention",
+           (_attention_grad, _attention_setup)),
 )
 
 #: name -> the registered ``CustomOpDef`` (filled by :func:`register`).
@@ -276,6 +354,8 @@ def register(ops: Sequence[OpSpec] = OPS) -> dict[str, Any]:
         op = torch.library.custom_op(spec.qualname, spec.impl, mutates_args=spec.mutates,
                                      schema=spec.schema)
         op.register_fake(spec.fake)
+        if spec.autograd is not None:
+            op.register_autograd(spec.autograd[0], setup_context=spec.autograd[1])
         _registered[spec.name] = op
     return dict(_registered)
 
@@ -341,6 +421,35 @@ def gemm_out(a: Any, b: Any, out: Any, *, scale_a: Any = None, scale_b: Any = No
     torch.ops.nvatom.gemm_out(a, b, out, scale_a=_scale(scale_a, a),
                               scale_b=_scale(scale_b, a))
     return out
+
+
+def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
+                    softmax_scale: float | None = None, causal: bool = False,
+                    window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                    alibi_slopes: Any = None, deterministic: bool = False,
+                    return_attn_probs: bool = False) -> Any:
+    """FlashAttention's ``flash_attn_func`` over ``torch.ops.nvatom.attention``: q (batch,
+    seqlen_q, heads, head_dim), k and v (batch, seqlen_k, kv_heads, head_dim); returns the
+    output (batch, seqlen_q, heads, head_dim) (a view of the kernel's (B, H, S, D) output),
+    differentiable.  ``deterministic`` is accepted (the backward is deterministic).  Not
+    supported yet, refused naming the value: ``dropout_p`` other than 0, a sliding
+    ``window_size``, ``softcap``, ``alibi_slopes``, ``return_attn_probs``."""
+    torch = _torch()
+    register()
+    for name, value, default in (("dropout_p", dropout_p, 0.0),
+                                 ("window_size", tuple(window_size), (-1, -1)),
+                                 ("softcap", softcap, 0.0), ("alibi_slopes", alibi_slopes, None),
+                                 ("return_attn_probs", return_attn_probs, False)):
+        if (value is not None) if default is None else value != default:
+            raise AttentionError(f"flash_attn_func: {name} = {value!r} is not supported yet "
+                                 f"(nvatom's attention takes {name} = {default!r})")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if getattr(t, "dim", lambda: 0)() != 4:
+            raise AttentionError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}: "
+                                 "flash_attn_func takes (batch, seqlen, heads, head_dim)")
+    out, _ = torch.ops.nvatom.attention(q.transpose(1, 2), k.transpose(1, 2),
+                                        v.transpose(1, 2), causal, softmax_scale)
+    return out.transpose(1, 2)
 
 
 if importlib.util.find_spec("torch") is not None:  # registered on import where torch is
