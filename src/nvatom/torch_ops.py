@@ -69,7 +69,9 @@ __all__ = [
     "gemm_out",
     "gemm_output_spec",
     "register",
+    "register_transformers",
     "registered",
+    "transformers_attention",
 ]
 
 #: The torch.library namespace: ``torch.ops.nvatom.<name>``.
@@ -450,6 +452,64 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
     out, _ = torch.ops.nvatom.attention(q.transpose(1, 2), k.transpose(1, 2),
                                         v.transpose(1, 2), causal, softmax_scale)
     return out.transpose(1, 2)
+
+
+def transformers_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
+                           scaling: float | None = None, dropout: float = 0.0,
+                           **kwargs: Any) -> tuple[Any, None]:
+    """A Hugging Face ``transformers`` attention function (its ``AttentionInterface``
+    signature: query (B, H, S, D), key and value (B, Hkv, S, D); returns (B, S, H, D) and no
+    weights) over ``torch.ops.nvatom.attention``: causal when the module is (``is_causal``,
+    default True) and the query has more than one row.  Refused by name, never computed
+    wrongly: dropout, an attention mask that is not the plain causal one (padding), causal
+    attention with more keys than queries (a KV cache: its mask is aligned at the bottom
+    right, nvatom's at the top left)."""
+    torch = _torch()
+    if dropout:
+        raise AttentionError(f"nvatom attention: dropout = {dropout} is not supported")
+    sq, sk = int(query.shape[2]), int(key.shape[2])
+    causal = bool(getattr(module, "is_causal", True)) and sq > 1
+    if causal and sq != sk:
+        raise AttentionError(f"nvatom attention: causal with {sq} queries and {sk} keys (a KV "
+                             "cache) needs a bottom-right-aligned mask; not supported yet")
+    if attention_mask is not None:
+        m = attention_mask[..., :sq, :sk]
+        allowed = torch.ones(sq, sk, dtype=torch.bool, device=query.device)
+        if causal:
+            allowed = allowed.tril()
+        keep = m if m.dtype == torch.bool else m == 0
+        if not bool((keep == allowed).all()):
+            raise AttentionError("nvatom attention: the attention mask is not the plain "
+                                 f"{'causal' if causal else 'full'} mask (padding?); "
+                                 "masks are not supported yet")
+    out, _ = torch.ops.nvatom.attention(query, key, value, causal, scaling)
+    return out.transpose(1, 2).contiguous(), None
+
+
+def _no_mask(*args: Any, **kwargs: Any) -> None:
+    """transformers' mask function for "nvatom": none (the attention applies the causal
+    mask itself)."""
+    return None
+
+
+def register_transformers(name: str = "nvatom") -> str:
+    """Register :func:`transformers_attention` as ``attn_implementation=name`` with Hugging
+    Face ``transformers`` (its ``AttentionInterface``; and, where the version has one, its
+    ``AttentionMaskInterface`` with no mask: the kernel masks causally itself).  Returns
+    ``name``."""
+    _torch()
+    register()
+    try:
+        import transformers
+    except ImportError as e:
+        raise TorchOpsError(f"register_transformers needs transformers: {e}") from None
+    if not hasattr(transformers, "AttentionInterface"):
+        raise TorchOpsError(f"transformers {transformers.__version__} has no AttentionInterface "
+                            "(added in 4.48); upgrade transformers")
+    transformers.AttentionInterface.register(name, transformers_attention)
+    if hasattr(transformers, "AttentionMaskInterface"):
+        transformers.AttentionMaskInterface.register(name, _no_mask)
+    return name
 
 
 if importlib.util.find_spec("torch") is not None:  # registered on import where torch is
