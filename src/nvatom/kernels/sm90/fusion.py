@@ -254,13 +254,15 @@ def preload_groups(cfg: Any, half: int | None) -> int:
     """How many 8-column groups of a chunk the epilogue loads before the chunk's barrier
     wait (their latency then overlaps it; the others are loaded where they are used): as
     many as the registers left beside the live accumulators hold (ping-pong's first half:
-    both halves' accumulators are live), within :data:`_RESERVED_REGS`."""
+    both halves' accumulators are live), within :data:`_RESERVED_REGS` and a user
+    epilogue's own (:attr:`~nvatom.kernels.sm90.user_epilogue.UserEpilogue.registers`)."""
     spec = cfg.epilogue
     live = cfg.block_n // 2 * (2 if half == 0 else 1)
     per_pair = _BYTES[cfg.out_dtype] // 2
     cost = 2 * per_pair * (int(spec.c) + int(spec.residual))
     cost += _BYTES[spec.bias_dtype] // 2 if spec.bias == "col" else 0
     spare = cfg.consumer_regs - live - _RESERVED_REGS
+    spare -= spec.user.registers if spec.user is not None else 0
     chunk = cfg.c_chunk_cols // 8
     return chunk if cost == 0 else max(0, min(chunk, spare // cost))
 

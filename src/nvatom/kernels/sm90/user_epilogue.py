@@ -569,6 +569,15 @@ class UserEpilogue:
                 *((f"u_{n}", "u64") for n in self.tensor_names))
 
     @property
+    def registers(self) -> int:
+        """About how many registers the hook keeps beside the accumulators: its scalars,
+        its tensors' addresses (two each), a row tensor's two rows of values, N - 1 when it
+        reads columns, and every register it makes (an upper bound: some die early)."""
+        rows = sum(k == "row" for _, k, _ in self.tensors)
+        return (len(self.scalars) + 2 * len(self.tensors) + 2 * rows + int(self.uses_col)
+                + len(self.reg_types))
+
+    @property
     def tag(self) -> str:
         """The kernel-name part: ``u<name>_<10 hex digits of the fingerprint>``."""
         return f"u{self.name}_{self.fingerprint[:10]}"
