@@ -514,8 +514,7 @@ class UserEpilogue:
         self.program = tuple(b.program)
         self.reg_types = tuple(b.reg_types)
         self.uses_row, self.uses_col = b.uses_row, b.uses_col
-        text = "\n".join([name, repr(self.scalars), repr(self.tensors),
-                          *program_text(self.program)])
+        text = "\n".join([name, repr(self.scalars), repr(self.tensors), self.text])
         self.fingerprint = hashlib.sha256(text.encode()).hexdigest()
 
     def _names(self, names: Sequence[str], what: str) -> tuple[str, ...]:
@@ -567,6 +566,12 @@ class UserEpilogue:
         then ``u_<tensor>`` .u64 (an address)."""
         return (*((f"u_{s}", "f32") for s in self.scalars),
                 *((f"u_{n}", "u64") for n in self.tensor_names))
+
+    @property
+    def text(self) -> str:
+        """The recorded program as text (registers: ``%x``, ``%row``, ``%col``, the hook's
+        ``%t<i>``, a scalar ``%arg_<name>``): what the fingerprint hashes."""
+        return "\n".join(program_text(self.program))
 
     @property
     def registers(self) -> int:
