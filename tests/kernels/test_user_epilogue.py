@@ -3,8 +3,8 @@
 * The example hooks of tests/kernels/user_hooks.py (squared ReLU, leaky ReLU with an f32
   parameter, a causal mask with per-column bf16 and per-row f32 scales, row/column
   arithmetic) build into the GEMM with and without the built-in terms, on the planned bf16
-  ping-pong tile, the cooperative tile, f16 -> f32, and e4m3 (row-wise scales, fast
-  accumulation), and assemble for sm_90a without warnings, alone without spills; the
+  ping-pong tile, the cooperative tile, f16 -> f32, and e4m3 (row-wise scales, block
+  scales, fast accumulation), and assemble for sm_90a without warnings, alone without spills; the
   kernel's parameters are ``kernel_params``'s, the hook's ``u_<name>`` last.  (With every
   built-in term as well ptxas spills a few registers for the causal hook: :data:`SPILLS`.)
 * The fused epilogue's instructions with each hook, run by the interpreter of
@@ -42,6 +42,7 @@ KERNELS = {
     "f16-f32": lambda: default_config("f16", "f32"),
     "e4m3-row": lambda: default_config("e4m3", scale_mode="row"),
     "e4m3-fast": lambda: default_config("e4m3", fast_accum=True),
+    "e4m3-block": lambda: default_config("e4m3", scale_mode="block"),
 }
 
 

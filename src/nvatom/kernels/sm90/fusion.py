@@ -10,8 +10,11 @@ describes what runs on those registers between the FP8 scales and the ``cvt`` pa
 
 ``acc`` the f32 sum of ``a @ b``, ``s`` the FP8 scales (1 for bf16/f16), ``C`` and
 ``residual`` M x N matrices of the output's type, ``bias`` per column (N) or per row (M),
-``act`` one of :data:`ACTIVATIONS`.  Each term is optional; the kernel takes parameters only
-for the terms present (:meth:`EpilogueSpec.params`).  The C, residual and column-bias
+``act`` one of :data:`ACTIVATIONS`; then, last, a user's own PTX on each element
+(:class:`~nvatom.kernels.sm90.user_epilogue.UserEpilogue`, ``EpilogueSpec.user``: ``out =
+hook(act(...) + residual)``, given the element's row and column clamped into M x N).  Each
+term is optional; the kernel takes parameters only for the terms present
+(:meth:`EpilogueSpec.params`).  The C, residual and column-bias
 values are loaded from global memory per 128-byte epilogue chunk, before the chunk's barrier
 wait so that the wait hides their latency (as many as the registers allow:
 :func:`preload_groups`), as pairs of adjacent columns (``ld.global.b32`` for two 16-bit
