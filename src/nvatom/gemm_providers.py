@@ -514,7 +514,7 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config,
         f, spec.grid, spec.block, spec.smem_bytes, spec.cluster, blobs,
         lambda: torch.cuda.current_stream(dev).cuda_stream,
         fit_clusters=cfg.cluster_m > 1 and cfg.persistent, grid_cap=grid,
-        keep=(maps, a, b, out, scale_a, scale_b))
+        keep=(maps, a, b, out, scale_a, scale_b, tuple(epilogue_args)))
 
 
 def _epilogue_blob(name: str, ty: str, v: Any) -> Any:

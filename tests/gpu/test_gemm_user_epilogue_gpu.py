@@ -1,7 +1,8 @@
 """User epilogues on an sm_90 GPU against torch in float64.
 
 The hooks of tests/kernels/user_hooks.py (squared ReLU; leaky ReLU with an f32 parameter;
-a causal mask with a per-column bf16 and a per-row f32 scale; row/column arithmetic), each
+a causal mask with a per-column bf16 and a per-row f32 scale; row/column arithmetic; a
+column tensor named ``col``), each
 after built-in terms (bias and an activation; alpha, C and residual), with bf16 and e4m3
 operands (per-tensor scales), on the ragged and multi-tile shapes of
 tests/gpu/test_gemm_epilogue_gpu.py; fresh random inputs per case, ``out`` poisoned with NaN.
@@ -44,13 +45,17 @@ import nvatom  # noqa: E402
 DTYPES = {"bf16": torch.bfloat16, "e4m3": E4M3}
 #: built-in terms before each hook (tests/gpu/test_gemm_epilogue_gpu.py's names)
 TERMS = {"relu2": ((), None), "leaky": (("bias_col",), "gelu"),
-         "causal": (("alpha", "c", "residual"), None), "ramp": (("bias_row",), "silu")}
+         "causal": (("alpha", "c", "residual"), None), "ramp": (("bias_row",), "silu"),
+         "colidx": (("residual",), "relu")}
 
 
 def _hook_args(name: str, m: int, n: int, gen) -> tuple[dict, dict]:
     """(nvatom.gemm's epilogue_args, the float64 reference's arguments)."""
     if name == "leaky":
         return {"slope": 0.125}, {"slope": 0.125}
+    if name == "colidx":
+        t = torch.randn(n, device="cuda", generator=gen) / n
+        return {"col": t}, {"col": t.double()}
     if name != "causal":
         return {}, {}
     scale = (torch.rand(n, device="cuda", generator=gen) + 0.5).bfloat16()
@@ -70,7 +75,8 @@ def _hook_reference(name: str, y, tol, args: dict):
         carried = (args["scale"][cols] * args["rs"][rows]).abs() * tol
     else:
         carried = tol
-    return out, carried + 2.0**-21 * (out.abs() + y.abs() + cols) + 1e-30
+    extra = cols * args["col"][cols].abs() if name == "colidx" else 0
+    return out, carried + 2.0**-21 * (out.abs() + y.abs() + cols + extra) + 1e-30
 
 
 @pytest.mark.parametrize("name", sorted(HOOKS))

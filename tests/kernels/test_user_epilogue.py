@@ -2,10 +2,11 @@
 
 * The example hooks of tests/kernels/user_hooks.py (squared ReLU, leaky ReLU with an f32
   parameter, a causal mask with per-column bf16 and per-row f32 scales, row/column
-  arithmetic) build into the GEMM with and without the built-in terms, on the planned bf16
-  ping-pong tile, the cooperative tile, f16 -> f32, and e4m3 (row-wise scales, block
-  scales, fast accumulation), and assemble for sm_90a without warnings, alone without spills; the
-  kernel's parameters are ``kernel_params``'s, the hook's ``u_<name>`` last.  (With every
+  arithmetic, a column tensor named ``col``) build into the GEMM with and without the
+  built-in terms, on the planned bf16 ping-pong tile, the cooperative tile, f16 -> f32, and
+  e4m3 (row-wise scales, block scales, fast accumulation), and assemble for sm_90a without
+  warnings, alone without spills; the kernel's parameters are ``kernel_params``'s, the
+  hook's ``u_<name>`` last.  (With every
   built-in term as well ptxas spills a few registers for the causal hook: :data:`SPILLS`.)
 * The fused epilogue's instructions with each hook, run by the interpreter of
   tests/kernels/test_fusion.py as threads of a ragged corner tile (cooperative and both
@@ -94,6 +95,9 @@ def _hook_args(name: str, rng, mem: _Memory, m: int, n: int) -> tuple[dict, dict
     """(the hook's kernel parameter values, its float64 arguments for the reference)."""
     if name == "leaky":
         return {"u_slope": np.float32(0.125)}, {"slope": 0.125}
+    if name == "colidx":
+        t = rng.standard_normal(n).astype(np.float32)
+        return {"u_col": mem.add(t)}, {"col": t.astype(np.float64)}
     if name != "causal":
         return {}, {}
     scale = _bf16(rng.standard_normal(n).astype(np.float32))
@@ -139,7 +143,9 @@ def test_emitted_hook_computes_its_reference(name, dt, half) -> None:
             y = REFS["relu"](0.75 * float(accv[i])) + float(res[row, col])
             want = float(reference(name, np.float64(y), row, col, hargs, np))
             got = float(regs[str(r)])
-            assert abs(got - want) <= 1e-5 * (abs(want) + abs(y) + 1), (t, i, got, want)
+            scale = abs(want) + abs(y) + 1 + (col * abs(hargs["col"][col]) if "col" in hargs
+                                              else 0)
+            assert abs(got - want) <= 1e-5 * scale, (t, i, got, want)
 
 
 # --------------------------------------------------------------------------- misuse
@@ -233,6 +239,19 @@ def test_parameter_misuse() -> None:
         UserEpilogue("p", 3)  # type: ignore[arg-type]
     with pytest.raises(EpilogueError, match="epilogue user must be a UserEpilogue or None"):
         EpilogueSpec(user=_ok)  # type: ignore[arg-type]
+
+
+def test_names_and_literals_are_whole() -> None:
+    """A name or literal with a trailing newline (or anything after it) is refused whole,
+    and a UserEpilogue cannot be changed once made (its fingerprint names its kernel)."""
+    with pytest.raises(EpilogueError, match="a user epilogue's name must be a letter"):
+        UserEpilogue("ok\n", _ok)
+    assert ue._imm("5\n", "u32") is None and ue._imm("5", "u32") == "5"
+    with pytest.raises(EpilogueError, match=r"'0x10;\\n' is not an immediate"):
+        UserEpilogue("p", lambda k, x, r, c: k.ins("add.u32", k.reg("u32"), r, "0x10;\n"))
+    h = UserEpilogue("p", _ok)
+    with pytest.raises(AttributeError, match="a UserEpilogue is immutable"):
+        h.program = ()
 
 
 def test_immediates_and_types() -> None:

@@ -7,7 +7,9 @@ each with a float64 reference of what it computes on the epilogue's value ``y`` 
 * ``causal``: a per-column scale (bf16 tensor ``scale``, one per column) and a per-row one
   (f32 ``rs``), then zero above the diagonal (``col > row``): ``y scale[col] rs[row]``;
 * ``ramp``: row and column arithmetic: ``y + col / 2`` where ``row >= col`` (their signed
-  difference chooses, ``slct``), else ``y``.
+  difference chooses, ``slct``), else ``y``;
+* ``colidx``: a column tensor named ``col`` beside the ``col`` register: ``y + col
+  t[col]``.
 
 The references take ``xp``, numpy or torch (``where`` and broadcasting are all they use).
 """
@@ -46,11 +48,18 @@ def _ramp(k: Any, x: Any, row: Any, col: Any) -> None:
     k.ins("slct.f32.s32", x, y, x, d)
 
 
+def _colidx(k: Any, x: Any, row: Any, col: Any) -> None:
+    c = k.reg("f32")
+    k.ins("cvt.rn.f32.u32", c, col)
+    k.ins("fma.rn.f32", x, c, k.load("col"), x)
+
+
 RELU2 = UserEpilogue("relu2", _relu2)
 LEAKY = UserEpilogue("leaky", _leaky, scalars=("slope",))
 CAUSAL = UserEpilogue("causal", _causal, tensors={"scale": ("col", "bf16"), "rs": ("row", "f32")})
 RAMP = UserEpilogue("ramp", _ramp)
-HOOKS = {h.name: h for h in (RELU2, LEAKY, CAUSAL, RAMP)}
+COLIDX = UserEpilogue("colidx", _colidx, tensors={"col": ("col", "f32")})
+HOOKS = {h.name: h for h in (RELU2, LEAKY, CAUSAL, RAMP, COLIDX)}
 
 
 def reference(name: str, y: Any, rows: Any, cols: Any, args: dict[str, Any], xp: Any) -> Any:
@@ -63,5 +72,7 @@ def reference(name: str, y: Any, rows: Any, cols: Any, args: dict[str, Any], xp:
     if name == "causal":
         z = y * args["scale"][cols] * args["rs"][rows]
         return xp.where(cols > rows, 0 * z, z)
+    if name == "colidx":
+        return y + cols * args["col"][cols]
     assert name == "ramp", name
     return xp.where(rows >= cols, y + cols / 2, y)

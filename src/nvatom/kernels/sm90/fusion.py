@@ -341,9 +341,9 @@ class FusedEpilogue:
         a row tensor's once per slab."""
         k, user = self.k, self.user
         assert user is not None
-        col = cache.get(("col", e))
+        col = cache.get(("%col", e))  # (a tensor's name is an identifier: no '%')
         if col is None and user.uses_col:
-            col = cache[("col", e)] = _u32(k, "add.u32", self.col, 8 * j + e)
+            col = cache[("%col", e)] = _u32(k, "add.u32", self.col, 8 * j + e)
             k.ins("min.u32", col, col, self.nlast)
         row = self.rows[h]
 

@@ -168,8 +168,8 @@ _REFUSED = {
                      "setmaxnreg", "tcgen05"),
                     "warp-wide and tensor-core instructions are refused"),
 }
-_INT_LITERAL = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)U?$")
-_HOOK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}$")
+_INT_LITERAL = re.compile(r"-?(?:0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)U?")
+_HOOK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 
 
 def _kind(t: str) -> str:
@@ -208,7 +208,7 @@ def _imm(value: Any, want: str) -> str | None:
         return value if want in ("f32", "b32") else None
     if re.fullmatch(r"0[dD][0-9a-fA-F]{16}", value):
         return value if want in ("f64", "b64") else None
-    return value if _INT_LITERAL.match(value) and want not in _FLOATS else None
+    return value if _INT_LITERAL.fullmatch(value) and want not in _FLOATS else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -475,11 +475,11 @@ class UserEpilogue:
     ``fn`` runs here, once: what it emits is checked and recorded (:attr:`program`).  Two
     UserEpilogues are equal when their name, parameters and recorded program are (they build
     the same kernel); :attr:`fingerprint` hashes those, :attr:`tag` (in the kernel's name)
-    is the name and the fingerprint's first 10 hex digits."""
+    is the name and the fingerprint's first 10 hex digits.  A UserEpilogue is immutable."""
 
     def __init__(self, name: str, fn: HookFn, *, scalars: Sequence[str] = (),
                  tensors: Mapping[str, tuple[str, str]] | None = None) -> None:
-        if not isinstance(name, str) or not _HOOK_NAME.match(name):
+        if not isinstance(name, str) or not _HOOK_NAME.fullmatch(name):
             raise EpilogueError(f"a user epilogue's name must be a letter then up to 31 "
                                 f"letters, digits or '_' (it is part of the kernel's name), "
                                 f"got {name!r}")
@@ -516,6 +516,13 @@ class UserEpilogue:
         self.uses_row, self.uses_col = b.uses_row, b.uses_col
         text = "\n".join([name, repr(self.scalars), repr(self.tensors), self.text])
         self.fingerprint = hashlib.sha256(text.encode()).hexdigest()
+        self._frozen = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"a UserEpilogue is immutable (its fingerprint names its "
+                                 f"kernel): make a new one instead of setting {name!r}")
+        super().__setattr__(name, value)
 
     def _names(self, names: Sequence[str], what: str) -> tuple[str, ...]:
         if isinstance(names, str) or not all(isinstance(n, str) and n.isidentifier()
