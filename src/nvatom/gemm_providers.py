@@ -504,10 +504,11 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config,
                                         f"(row-wise scales), got {t.dtype} {shape}")
         blobs += [ctypes.c_uint64(scale_a.data_ptr()), ctypes.c_uint64(scale_b.data_ptr())]
     params = cfg.epilogue.params if cfg.epilogue is not None else ()
-    if len(epilogue_args) != len(params):
+    epilogue_args = () if epilogue_args is None else epilogue_args
+    if not isinstance(epilogue_args, (tuple, list)) or len(epilogue_args) != len(params):
         raise GemmSm90Error(f"the epilogue takes {len(params)} arguments "
-                                 f"({', '.join(n for n, _ in params)}), got "
-                                 f"{len(epilogue_args)}")
+                            f"({', '.join(n for n, _ in params)}), a list in that order; got "
+                            f"{shown(epilogue_args)}")
     blobs += [_epilogue_blob(name, ty, v) for (name, ty), v in zip(params, epilogue_args,
                                                                  strict=True)]
     return prepare_driver_launch(

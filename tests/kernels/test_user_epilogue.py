@@ -15,7 +15,8 @@
   (rows and columns past M and N are clamped).
 * Every misuse (a hook that raises, writes a wrong-typed register, changes x's type, writes
   row, uses a guard, a branch, a label, shared memory, a barrier, emits nothing or never
-  writes x, ...) is an EpilogueError naming the hook and the instruction.
+  writes x, a form ptxas refuses, ...) is an EpilogueError naming the hook and the
+  instruction.
 * Identity: the kernel name and its build-cache key follow the hook's name and code.
 """
 
@@ -201,6 +202,13 @@ MISUSE = [
     (lambda k, x, r, c: k.reg("f8"), r"no register type 'f8'"),
     (lambda k, x, r, c: [k.ins("mov.f32", x, 1.0) for _ in range(ue.MAX_INSTRUCTIONS + 1)],
      r"more than 128 instructions"),
+    (lambda k, x, r, c: k.ins("setp.ge.b16", k.reg("pred"), 1, 2), r"'setp' with .b16 does "
+                                                                   r"not take .ge"),
+    (lambda k, x, r, c: k.ins("add.ftz.f64", x, x, x), r"'add' with .f64 does not take .ftz"),
+    # what the table lets through and ptxas refuses: the probe names the instruction
+    (lambda k, x, r, c: k.ins("div.ftz.full.f32", x, x, 3.0),
+     r"ptxas refuses it: Unknown modifier '.full' \(in `div.ftz.full.f32 %x, %x, "
+     r"0f40400000;`\)"),
 ]
 
 
@@ -227,6 +235,8 @@ def test_parameter_misuse() -> None:
                                               r"\(kind, dtype\) with kind one of row, col"),
         ({"tensors": {"s": ("col", "e4m3")}}, r"dtype one of bf16, f16, f32"),
         ({"scalars": "slope"}, r"scalars must be a sequence of parameter names"),
+        ({"scalars": None}, r"scalars must be a sequence of parameter names"),
+        ({"tensors": ["s"]}, r"tensors must be a mapping name -> \(kind, dtype\)"),
         ({"scalars": ("a", "a")}, r"repeat a name"),
         ({"scalars": ("s",), "tensors": {"s": ("col", "f32")}}, r"'s' is both a scalar and"),
     ]:
@@ -235,6 +245,8 @@ def test_parameter_misuse() -> None:
     for name in ("", "9x", "a-b", "x" * 33, None):
         with pytest.raises(EpilogueError, match="a user epilogue's name must be a letter"):
             UserEpilogue(name, _ok)  # type: ignore[arg-type]
+    assert UserEpilogue("p", _ok, tensors={"s": ["row", "f16"]}).tensors == (
+        ("s", "row", "f16"),)
     with pytest.raises(EpilogueError, match="fn must be callable"):
         UserEpilogue("p", 3)  # type: ignore[arg-type]
     with pytest.raises(EpilogueError, match="epilogue user must be a UserEpilogue or None"):

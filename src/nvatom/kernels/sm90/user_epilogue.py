@@ -33,7 +33,11 @@ instruction):
   ``.f32`` or ``.b32`` form writes it); ``row``, ``col``, parameters and loaded values are
   read-only; no register is read before it is written;
 * the hook emits at least one instruction, writes ``x``, returns nothing, and stays within
-  :data:`MAX_INSTRUCTIONS`; an exception it raises becomes an EpilogueError.
+  :data:`MAX_INSTRUCTIONS`; an exception it raises becomes an EpilogueError;
+* last, ptxas assembles the recorded program in a small sm_90a kernel of its own
+  (:meth:`UserEpilogue._probe`; skipped where no ptxas is found): what the table above lets
+  through and ptxas refuses (modifiers in the wrong order, a ``cvt`` form that does not
+  exist, ...) is an EpilogueError naming the instruction and ptxas's message.
 
 The kernel's name carries :attr:`UserEpilogue.tag` (the name and a fingerprint of the
 recorded program and parameters) and its build-cache key the whole fingerprint, so two hooks
@@ -49,8 +53,9 @@ import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from nvatom.errors import NvatomError
-from nvatom.ptx.builder import Kernel, Reg
+from nvatom.errors import NvatomError, PtxasError
+from nvatom.ptx.builder import Kernel, Module, Reg
+from nvatom.runtime import ptxas
 
 __all__ = [
     "MAX_INSTRUCTIONS",
@@ -83,6 +88,7 @@ _SIZE = {"pred": 1, "b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16,
 REG_TYPES = tuple(_SIZE)
 _FLOATS = ("f32", "f64")
 _INTS = ("u16", "s16", "u32", "s32", "u64", "s64")
+_SIGNED = ("s16", "s32", "s64")
 _BITS = ("b16", "b32", "b64")
 _ROUND = frozenset({"rn", "rz", "rm", "rp"})
 _IROUND = frozenset({"rni", "rzi", "rmi", "rpi"})
@@ -111,6 +117,42 @@ def _f(shape: str, mods: set[str] | frozenset[str] = frozenset(),
     return OpForm(shape, _FLOATS, frozenset(mods), frozenset(), frozenset(needs))
 
 
+def _f32(shape: str, mods: set[str], needs: set[str]) -> OpForm:
+    return OpForm(shape, ("f32",), frozenset(mods), frozenset(), frozenset(needs))
+
+
+#: Comparisons by the kind of the compared type (PTX ISA "setp"): bit types eq/ne only,
+#: unsigned types also lo/ls/hi/hs, floats the unordered forms and num/nan.
+_CMP_OF = {"b": frozenset({"eq", "ne"}), "s": frozenset({"eq", "ne", "lt", "le", "gt", "ge"}),
+           "u": frozenset({"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs"}),
+           "f": frozenset({"eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu",
+                           "gtu", "geu", "num", "nan"})}
+#: Modifiers only an .f32 form takes (not .f64), and .sat of an integer only .s32 takes.
+_F32_ONLY = frozenset({"ftz", "sat", "NaN", "approx", "full"})
+
+
+def _type_rule(base: str, types: list[str], mods: frozenset[str]) -> str | None:
+    """What the modifiers ``mods`` of ``base`` break for its ``types`` beyond the table, or
+    None: one rounding at most; .ftz/.sat/.NaN/.approx/.full on .f32 only (of the floats),
+    .sat of an integer on .s32 only; a comparison of the compared type's kind; .ftz of slct
+    with an .f32 selector only."""
+    t = types[0]
+    if len(mods & (_ROUND | _IROUND)) > 1:
+        return "takes one rounding modifier"
+    if base not in ("cvt", "setp", "slct") and t == "f64" and mods & _F32_ONLY:
+        return f"with .f64 does not take .{sorted(mods & _F32_ONLY)[0]}"
+    if base not in ("cvt",) and _kind(t) in "su" and "sat" in mods and t != "s32":
+        return f"takes .sat with .s32 only, not .{t}"
+    if base == "setp":
+        cmp = mods & _CMP
+        kind = _kind(t)
+        if cmp - _CMP_OF[kind] or ("ftz" in mods and t != "f32"):
+            return f"with .{t} does not take .{sorted((cmp - _CMP_OF[kind]) or {'ftz'})[0]}"
+    if base == "slct" and "ftz" in mods and types[1] != "f32":
+        return "takes .ftz with an .f32 selector only"
+    return None
+
+
 _ARITH = {"ftz", "sat"} | _ROUND
 #: The opcodes a hook may use (the first word of the opcode; see :class:`OpForm`).
 OPS: dict[str, OpForm] = {
@@ -126,16 +168,16 @@ OPS: dict[str, OpForm] = {
     "rem": OpForm("bin", _INTS),
     "min": OpForm("bin", _FLOATS + _INTS, frozenset({"ftz", "NaN"})),
     "max": OpForm("bin", _FLOATS + _INTS, frozenset({"ftz", "NaN"})),
-    "abs": OpForm("un", _FLOATS + _INTS, frozenset({"ftz"})),
-    "neg": OpForm("un", _FLOATS + _INTS, frozenset({"ftz"})),
+    "abs": OpForm("un", _FLOATS + _SIGNED, frozenset({"ftz"})),
+    "neg": OpForm("un", _FLOATS + _SIGNED, frozenset({"ftz"})),
     "copysign": _f("bin"),
     "rcp": _f("un", {"approx", "ftz"} | _ROUND, {"approx"} | _ROUND),
     "sqrt": _f("un", {"approx", "ftz"} | _ROUND, {"approx"} | _ROUND),
-    "rsqrt": _f("un", {"approx", "ftz"}, {"approx"}),
-    "sin": _f("un", {"approx", "ftz"}, {"approx"}),
-    "cos": _f("un", {"approx", "ftz"}, {"approx"}),
-    "lg2": _f("un", {"approx", "ftz"}, {"approx"}),
-    "ex2": _f("un", {"approx", "ftz"}, {"approx"}),
+    "rsqrt": _f32("un", {"approx", "ftz"}, {"approx"}),
+    "sin": _f32("un", {"approx", "ftz"}, {"approx"}),
+    "cos": _f32("un", {"approx", "ftz"}, {"approx"}),
+    "lg2": _f32("un", {"approx", "ftz"}, {"approx"}),
+    "ex2": _f32("un", {"approx", "ftz"}, {"approx"}),
     "tanh": OpForm("un", ("f32",), frozenset({"approx"}), float_needs=frozenset({"approx"})),
     "and": OpForm("bin", (*_BITS, "pred")),
     "or": OpForm("bin", (*_BITS, "pred")),
@@ -146,7 +188,7 @@ OPS: dict[str, OpForm] = {
     "shr": OpForm("shift", _BITS + _INTS),
     "mov": OpForm("un", (*_FLOATS, *_INTS, *_BITS, "pred")),
     "cvt": OpForm("cvt", (*_FLOATS, "f16", "bf16", *_INTS), frozenset(
-        {"ftz", "sat", "relu"} | _ROUND | _IROUND), frozenset({"sat"} | _IROUND)),
+        {"ftz", "sat"} | _ROUND | _IROUND), frozenset({"sat"} | _IROUND)),
     "setp": OpForm("setp", _FLOATS + _INTS + _BITS, frozenset({"ftz"} | _CMP), _CMP,
                    _CMP, _CMP),
     "selp": OpForm("selp", _FLOATS + _INTS + _BITS),
@@ -291,6 +333,9 @@ def _signature(base: str, form: OpForm, parts: list[str]) -> tuple[str, tuple[st
     if needs and len(mods & needs) != 1:
         raise ValueError(f"'{base}' with .{t} needs one of "
                          f"{' '.join('.' + m for m in sorted(needs))}")
+    why = _type_rule(base, types, mods)
+    if why:
+        raise ValueError(f"'{base}' {why}")
     if form.shape == "cvt":
         why = _cvt_rounding(types[0], types[1], mods)
         if why:
@@ -516,6 +561,7 @@ class UserEpilogue:
         self.uses_row, self.uses_col = b.uses_row, b.uses_col
         text = "\n".join([name, repr(self.scalars), repr(self.tensors), self.text])
         self.fingerprint = hashlib.sha256(text.encode()).hexdigest()
+        self._probe()
         self._frozen = True
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -525,8 +571,9 @@ class UserEpilogue:
         super().__setattr__(name, value)
 
     def _names(self, names: Sequence[str], what: str) -> tuple[str, ...]:
-        if isinstance(names, str) or not all(isinstance(n, str) and n.isidentifier()
-                                             and n.isascii() and len(n) <= 32 for n in names):
+        if not isinstance(names, (tuple, list)) or not all(
+                isinstance(n, str) and n.isidentifier() and n.isascii() and len(n) <= 32
+                for n in names):
             raise EpilogueError(f"user epilogue '{self.name}': {what} must be a sequence of "
                                 f"parameter names (identifiers), got {names!r}")
         out = tuple(names)
@@ -545,8 +592,8 @@ class UserEpilogue:
         out = []
         for n in names:
             spec = tensors[n]
-            if (not isinstance(spec, tuple) or len(spec) != 2 or spec[0] not in TENSOR_KINDS
-                    or spec[1] not in TENSOR_DTYPES):
+            if (not isinstance(spec, (tuple, list)) or len(spec) != 2
+                    or spec[0] not in TENSOR_KINDS or spec[1] not in TENSOR_DTYPES):
                 raise EpilogueError(
                     f"user epilogue '{self.name}': tensor {n!r} is {spec!r}; a tensor is "
                     f"(kind, dtype) with kind one of {', '.join(TENSOR_KINDS)} and dtype one "
@@ -608,12 +655,52 @@ class UserEpilogue:
         return (f"UserEpilogue({self.name!r}, scalars={self.scalars!r}, "
                 f"tensors={self.tensors!r}, fingerprint={self.fingerprint!r})")
 
+    def _probe(self) -> None:
+        """Assemble the recorded program for sm_90a in a small kernel of its own (``x`` read
+        from memory, ``row``, ``col`` and the scalars from parameters, each ``k.load`` one
+        ``ld.global.f32``), so that a form ptxas refuses (a modifier in the wrong order or
+        on a type that has none, ...) is an EpilogueError naming the instruction now, not a
+        ptxas error when the GEMM is first built.  Skipped where no ptxas is found (building
+        the GEMM needs one).  ptxas's results are cached by content: once per hook."""
+        mod = Module("sm_90a")
+        k = mod.kernel(f"user_epilogue_{self.name}")
+        ptr = k.ld_param(k.param("p", "u64"))
+        x = k.reg("f32")
+        k.ins("ld.global.f32", x, f"[{ptr}]")
+        row, col = (k.ld_param(k.param(n, "u32")) for n in ("row", "col"))
+        args = {s: k.ld_param(k.param(f"u_{s}", "f32")) for s in self.scalars}
+
+        def load(name: str) -> Reg:
+            r = k.reg("f32")
+            k.ins("ld.global.f32", r, f"[{ptr}+4]")
+            return r
+
+        self.emit(k, x, row, col, args, load, lambda i: k.comment(f"hook instruction {i}"))
+        k.ins("st.global.f32", f"[{ptr}]", x)
+        text = mod.emit()
+        try:
+            ok, diags = ptxas.check(text, "sm_90a")
+        except PtxasError:  # no ptxas that takes sm_90a here
+            return
+        if ok:
+            return
+        err = next((d for d in diags if d.severity in ("error", "fatal")), None)
+        lines = text.splitlines()
+        at = err.line if err is not None and err.line else len(lines)
+        mark = next((m for m in (re.search(r"// hook instruction (\d+)$", ln)
+                                 for ln in lines[at - 1:]) if m), None)
+        where = program_text(self.program)[int(mark.group(1))] if mark else None
+        raise EpilogueError(f"user epilogue '{self.name}': ptxas refuses it: "
+                            f"{err.message if err else 'failed'}"
+                            + (f" (in `{where}`)" if where else ""))
+
     def emit(self, k: Kernel, x: Reg, row: Reg | None, col: Reg | None,
-             args: Mapping[str, Reg], load: Callable[[str], Reg]) -> None:
+             args: Mapping[str, Reg], load: Callable[[str], Reg],
+             mark: Callable[[int], None] | None = None) -> None:
         """Replay :attr:`program` on accumulator ``x`` (``row`` and ``col``: the element's,
         needed when :attr:`uses_row` / :attr:`uses_col`; ``args``: scalar name -> its f32
         register; ``load(name)``: tensor ``name``'s f32 value at this element), with fresh
-        registers for the hook's own."""
+        registers for the hook's own; ``mark(i)`` (if given) after instruction ``i``."""
         regs: dict[str, Reg] = {}
         fixed: dict[str, Any] = {"x": x, "row": row, "col": col}
 
@@ -624,7 +711,7 @@ class UserEpilogue:
                 return args[tok[1]]
             return tok[1] if tok[0] == "imm" else fixed[tok[0]]
 
-        for ins in self.program:
+        for i, ins in enumerate(self.program):
             first = ins.operands[0]
             if ins.opcode == "//":
                 k.comment(first[1])
@@ -634,3 +721,5 @@ class UserEpilogue:
                 if first[0] == "t" and first[1] not in regs:
                     regs[first[1]] = k.reg(self.reg_types[int(first[1])])
                 k.ins(ins.opcode, *(op(t) for t in ins.operands))
+            if mark is not None:
+                mark(i)
