@@ -80,7 +80,6 @@ TENSOR_DTYPES = ("bf16", "f16", "f32")
 #: The most instructions a hook may emit (it is replayed for every accumulator element).
 MAX_INSTRUCTIONS = 128
 
-_BYTES = {"bf16": 2, "f16": 2, "f32": 4}
 _SIZE = {"pred": 1, "b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16,
          "b32": 32, "u32": 32, "s32": 32, "f32": 32, "f16x2": 32, "bf16x2": 32,
          "b64": 64, "u64": 64, "s64": 64, "f64": 64}
@@ -375,7 +374,7 @@ class HookBuilder:
         return EpilogueError(f"user epilogue '{self._hook.name}': {text}{at}")
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("_"):  # private and special names: the usual AttributeError
             raise AttributeError(name)
         why = {"label": "labels", "bra": "branches", "fresh_label": "labels",
                "shared": "shared memory", "dynamic_shared": "shared memory",
