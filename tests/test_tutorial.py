@@ -108,6 +108,27 @@ def test_typed_tensor_steps(ran) -> None:  # type: ignore[no-untyped-def]
     np.testing.assert_array_equal(d, np.maximum(a @ b + bias, 0))
 
 
+def test_user_epilogue_steps(ran) -> None:  # type: ignore[no-untyped-def]
+    """Section 10: the hooks are recorded (the masked one reads its column tensor and
+    compares col with row), the leaky one's slope is the kernel's last parameter, its tag
+    ends the kernel's name, the kernel assembles for sm_90a without spills, and both
+    mistakes are EpilogueErrors naming the hook and the instruction."""
+    ns = ran[0]
+    leaky, masked, cfg = ns["leaky"], ns["masked"], ns["cfg10"]
+    assert f"{leaky.tag} (('u_slope', 'f32'),)" in _out(ran, "u_slope")
+    text = _out(ran, "load scale")
+    assert "setp.gt.u32 %t0, %col, %row;" in text and "mul.rn.f32 %x, %x, %t1;" in text
+    assert masked.uses_row and masked.uses_col and not leaky.uses_col
+    assert cfg.name.endswith("_ep_bcolbf16_" + leaky.tag)
+    assert "'bias', 'u_slope']" in _out(ran, "'u_slope']")
+    assert re.search(r"^\d+ registers, 0 B smem, 0 B stack, 0/0 B spill",
+                     _out(ran, cfg.name), re.M)
+    errors = _out(ran, "user epilogue 'sloppy'")
+    assert ("user epilogue 'sloppy': writes .f32 into %t0, a .u32 register (in `add.f32 %t0, "
+            "%x, 1.0`)") in errors
+    assert "user epilogue 'branchy': branches and calls are refused" in errors
+
+
 def test_gpu_blocks_compile_and_find_their_names(ran) -> None:  # type: ignore[no-untyped-def]
     """Every name a GPU block reads is a builtin, defined by the CPU blocks or by an earlier
     GPU block (they run unseen here: a typo must not wait for a GPU to show up)."""

@@ -45,7 +45,7 @@ import functools
 import math
 import sys
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from nvatom.dtypes import dtype as _dtype
@@ -607,7 +607,8 @@ def _capability(dev: int) -> tuple[int, ...]:
 def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | None = None,
          scale_a: Any = None, scale_b: Any = None, fast_accum: bool = False,
          bias: Any = None, activation: str | None = None, alpha: float = 1.0,
-         beta: float | None = None, c: Any = None, residual: Any = None) -> Any:
+         beta: float | None = None, c: Any = None, residual: Any = None,
+         epilogue: Any = None, epilogue_args: Mapping[str, Any] | None = None) -> Any:
     """``a @ b`` for 2-D CUDA torch tensors (bf16 or f16 operands, f32 accumulation), or
     ``(a @ b) * scale_a * scale_b`` in bf16 for e4m3 (``torch.float8_e4m3fn``) operands.
 
@@ -626,6 +627,15 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     itself; row-major with an even row stride (0 broadcasts one row) they are read in place,
     any other storage (and a bias with a stride or offset) through a contiguous copy.  The
     SM80 kernel and ``grouped_gemm`` fuse nothing (:class:`GemmError`).
+    ``epilogue``: a user epilogue, :class:`nvatom.kernels.sm90.fusion.UserEpilogue` (a
+    Python hook that emits PTX on each f32 accumulator, recorded and checked when it is
+    made), applied last: ``out = hook(act(...) + residual)``; ``epilogue_args``: the values
+    of its parameters by name (``{name: value}``: a Python number for each of its scalars, a
+    CUDA tensor for each of its tensors: a "col" one of shape (N,) or (1, N), a "row" one of
+    (M,) or (M, 1), of the dtype it declares; a strided one is read through a contiguous
+    copy).  Equal hooks (same name, parameters and emitted code) share a kernel; K = 0 runs
+    the kernel on a zero product (the hook exists only as PTX).  The torch operator
+    ``nvatom::gemm_epilogue`` cannot carry a hook (its schema takes no Python function).
 
     ``out``: an optional row-major (M x N) tensor of bf16, f16 or f32 to write (default: a new
     tensor of ``a``'s dtype; bf16 for e4m3, the only output FP8 gives).  Operands may be row-
@@ -671,11 +681,12 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     epilogue has its own call cache (:data:`CACHES`.fused_calls, same rule) and writes no recipe.
     """
     if (bias is not None or activation is not None or c is not None or residual is not None
-            or type(alpha) not in (int, float) or alpha != 1.0 or beta is not None):
+            or type(alpha) not in (int, float) or alpha != 1.0 or beta is not None
+            or epilogue is not None or epilogue_args is not None):
         return _gemm_fused(a, b, out, acc=acc, provider=provider, scale_a=scale_a,
                            scale_b=scale_b, fast_accum=fast_accum, bias=bias,
                            activation=activation, alpha=alpha, beta=beta, c=c,
-                           residual=residual)
+                           residual=residual, epilogue=epilogue, epilogue_args=epilogue_args)
     key: tuple[Any, ...] | None = None
     try:
         key = (a.data_ptr(), b.data_ptr(), a.shape, b.shape, a.stride(), b.stride(), a.dtype,
@@ -756,12 +767,14 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
 
 def check_epilogue(problem: GemmProblem, device: int, *, bias: Any = None,
                    activation: str | None = None, alpha: Any = 1.0, beta: Any = None,
-                   c: Any = None, residual: Any = None) -> tuple[Any, tuple[Any, ...]]:
+                   c: Any = None, residual: Any = None, epilogue: Any = None,
+                   epilogue_args: Any = None) -> tuple[Any, tuple[Any, ...]]:
     """Check :func:`gemm`'s fused-epilogue arguments against the product ``problem`` (M x N,
     ``out``'s dtype) on ``device`` and return the kernel's
     :class:`nvatom.kernels.sm90.fusion.EpilogueSpec` (None: nothing to fuse) and its argument
     values in the spec's ``params`` order (alpha, beta, c's address, its row stride, bias's
-    address, residual's address, its row stride: those present).  Every wrong value raises
+    address, residual's address, its row stride: those present; then a user epilogue's
+    scalars and its tensors' addresses, :func:`check_user_epilogue`).  Every wrong value raises
     :class:`GemmError` naming it (a tensor the kernel cannot read where it lies -- strides,
     alignment -- one that :func:`gemm` replaces by a contiguous copy).  Needs no GPU
     (duck-typed tensors suffice)."""
@@ -796,16 +809,88 @@ def check_epilogue(problem: GemmProblem, device: int, *, bias: Any = None,
         values.append(ptr)
     if residual is not None:
         values += list(_epilogue_matrix(residual, "residual", m, n, odt, device))
-    if not (alpha != 1.0 or use_c or bias is not None or activation or residual is not None):
+    user, user_values = check_user_epilogue(epilogue, epilogue_args, m, n, device)
+    values += user_values
+    if not (alpha != 1.0 or use_c or bias is not None or activation or residual is not None
+            or user is not None):
         return None, ()
     spec = EpilogueSpec(alpha=alpha != 1.0, c=use_c, bias=bias_kind, bias_dtype=bias_dtype,
-                        activation=activation or "", residual=residual is not None)
+                        activation=activation or "", residual=residual is not None, user=user)
     return spec, tuple(values)
 
 
-def _epilogue_tensor(t: Any, name: str, device: int, dtypes: Sequence[str]) -> tuple[
+def check_user_epilogue(hook: Any, args: Any, m: int, n: int, device: int
+                        ) -> tuple[Any, list[Any]]:
+    """Check :func:`gemm`'s ``epilogue`` (a UserEpilogue or None) and ``epilogue_args`` (its
+    parameters' values by name) for an M x N product on ``device``; returns the hook (None
+    without one) and the values in its ``params`` order (scalars as floats, tensors as
+    addresses).  A tensor the kernel cannot read where it lies (strided, misaligned) raises
+    :class:`_EpilogueStorage` (:func:`gemm` reads a contiguous copy)."""
+    from nvatom.kernels.sm90.fusion import UserEpilogue
+
+    if hook is None:
+        if args is not None:
+            raise GemmError(f"epilogue_args={shown(args)} given without epilogue: they are "
+                            "the values of a user epilogue's parameters "
+                            "(epilogue=UserEpilogue(...))")
+        return None, []
+    if not isinstance(hook, UserEpilogue):
+        raise GemmError(f"epilogue={shown(hook)} is not a UserEpilogue "
+                        "(nvatom.kernels.sm90.fusion.UserEpilogue(name, fn, ...): a hook "
+                        "that emits PTX on the accumulators); the built-in terms are the "
+                        "arguments bias, activation, alpha, beta, c and residual")
+    names = ", ".join(hook.arg_names) or "none"
+    args = {} if args is None else args
+    if not isinstance(args, Mapping):
+        raise GemmError(f"epilogue_args={shown(args)} is not a mapping from the names of "
+                        f"user epilogue '{hook.name}''s parameters ({names}) to values")
+    missing = [a for a in hook.arg_names if a not in args]
+    extra = [shown(a) for a in args if a not in hook.arg_names]
+    if missing or extra:
+        raise GemmError(f"epilogue_args for user epilogue '{hook.name}' (parameters: "
+                        f"{names}): " + "; ".join(
+                            [f"missing {', '.join(missing)}"] * bool(missing)
+                            + [f"unknown {', '.join(extra)}"] * bool(extra)))
+    values: list[Any] = []
+    for name in hook.scalars:
+        if f32_number(args[name]) is None:
+            raise GemmError(f"epilogue_args[{name!r}]={shown(args[name])} is not a finite "
+                            f"real number within float32's range (|x| <= {F32_MAX:.4g}; a "
+                            f"scalar of user epilogue '{hook.name}')")
+        values.append(float(args[name]))
+    for name, kind, dt in hook.tensors:
+        values.append(_hook_tensor(args[name], name, kind, dt, m if kind == "row" else n,
+                                   device, hook.name))
+    return hook, values
+
+
+def _hook_tensor(t: Any, name: str, kind: str, dt: str, length: int, device: int,
+                 hook: str) -> int:
+    """A user epilogue's tensor ``name``: one ``dt`` value per row (``length`` M: (M,) or
+    (M, 1)) or per column (N: (N,) or (1, N)), contiguous along it; returns its address."""
+    label = f"epilogue_args[{name!r}]"
+    shape, strides, _, ptr = _epilogue_tensor(t, label, device, (dt,),
+                                              f"as user epilogue '{hook}' declares it")
+    shapes = ((length,), (length, 1)) if kind == "row" else ((length,), (1, length))
+    if shape not in shapes:
+        raise GemmError(f"{label} has shape {shape}: user epilogue '{hook}' reads one value "
+                        f"per {kind} ({' or '.join(map(str, shapes))})")
+    if length > 1 and strides[shape.index(length)] != 1:
+        raise _EpilogueStorage(("epilogue_args", name),
+                               f"{label} with shape {shape} has strides {strides}: its "
+                               f"elements must be contiguous; pass it .contiguous()")
+    if ptr % _bytes(dt):
+        raise _EpilogueStorage(("epilogue_args", name),
+                               f"{label}'s data pointer 0x{ptr:x} is not {_bytes(dt)}-byte "
+                               "aligned; pass it .clone()")
+    return ptr
+
+
+def _epilogue_tensor(t: Any, name: str, device: int, dtypes: Sequence[str],
+                     why: str | None = None) -> tuple[
         tuple[int, ...], tuple[int, ...], str, int]:
-    """(shape, strides, nvatom dtype, address) of a fused-epilogue tensor on ``device``."""
+    """(shape, strides, nvatom dtype, address) of a fused-epilogue tensor on ``device``
+    (``why``: the reason for its dtype, in a refusal; default: the output's type)."""
     if not (hasattr(t, "data_ptr") and hasattr(t, "stride") and hasattr(t, "shape")):
         raise GemmError(f"{name} is a {type(t).__name__}, not a torch CUDA tensor")
     dev = getattr(t, "device", None)
@@ -820,9 +905,9 @@ def _epilogue_tensor(t: Any, name: str, device: int, dtypes: Sequence[str]) -> t
     except TensorArgumentError:
         dt = str(t.dtype).removeprefix("torch.")
     if dt not in dtypes:
+        why = why or ("the output's type" + (" or float32" if len(dtypes) > 1 else ""))
         raise GemmError(f"{name} has dtype {str(t.dtype).removeprefix('torch.')}; the fused "
-                        f"epilogue takes {' or '.join(dtypes)} here (the output's type"
-                        + (" or float32)" if len(dtypes) > 1 else ")"))
+                        f"epilogue takes {' or '.join(dtypes)} here ({why})")
     return (tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride()), dt,
             int(t.data_ptr()))
 
@@ -831,9 +916,9 @@ class _EpilogueStorage(GemmError):
     """An epilogue tensor of the right shape, dtype and device that the kernel cannot read
     where it lies (strides, alignment): :func:`gemm` reads a contiguous copy instead."""
 
-    def __init__(self, arg: str, text: str) -> None:
+    def __init__(self, arg: str | tuple[str, str], text: str) -> None:
         super().__init__(text)
-        self.arg = arg
+        self.arg = arg  # an argument of gemm, or ("epilogue_args", name)
 
 
 def _bytes(name: str) -> int:
@@ -919,15 +1004,23 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
     scale_a, scale_b = from_dlpack(scale_a), from_dlpack(scale_b)
     epilogue = {k: from_dlpack(v) if k in ("bias", "c", "residual") else v
                 for k, v in epilogue.items()}
+    user_args = epilogue.get("epilogue_args")
+    if isinstance(user_args, Mapping):
+        epilogue["epilogue_args"] = user_args = {n: from_dlpack(v) for n, v in user_args.items()}
     ai, bi, oi, problem = check_operands(a, b, out, acc=acc, scale_a=scale_a, scale_b=scale_b,
                                          fast_accum=fast_accum)
-    for _ in range(3):  # c, bias, residual: each copied once at most
+    # c, bias, residual and a user epilogue's tensors: each copied once at most
+    for _ in range(3 + (len(user_args) if isinstance(user_args, Mapping) else 0)):
         try:
             spec, values = check_epilogue(problem, ai.device, **epilogue)
             break
         except _EpilogueStorage as e:  # readable once contiguous and freshly allocated
-            t = epilogue[e.arg]
-            epilogue[e.arg] = t.new_empty(tuple(t.shape)).copy_(t)
+            if isinstance(e.arg, tuple):  # a user epilogue's tensor
+                t = user_args[e.arg[1]]  # type: ignore[index]
+                user_args[e.arg[1]] = t.new_empty(tuple(t.shape)).copy_(t)  # type: ignore[index]
+            else:
+                t = epilogue[e.arg]
+                epilogue[e.arg] = t.new_empty(tuple(t.shape)).copy_(t)
             copied = True
     else:  # pragma: no cover - a fresh contiguous tensor always passes
         spec, values = check_epilogue(problem, ai.device, **epilogue)
@@ -936,8 +1029,8 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
                     fast_accum=fast_accum)
     if provider not in (None, "sm90"):
         raise GemmError(f"provider={provider!r} with a fused epilogue: only the SM90 kernel "
-                        "(provider 'sm90', sm_90a) fuses bias, activation, alpha/beta/c and "
-                        "residual")
+                        "(provider 'sm90', sm_90a) fuses bias, activation, alpha/beta/c, "
+                        "residual and a user epilogue")
     import torch
 
     if out is None:
@@ -952,8 +1045,12 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
     if tuple(cap) != (9, 0):
         raise GemmError(f"a fused epilogue ({spec.tag}) runs on the SM90 kernel only (sm_90a, "
                         f"compute capability 9.0); this GPU is compute capability {_cc(cap)}")
+    if problem.k == 0 and spec.user is not None:  # the hook is PTX: the kernel on zeros
+        return _hook_on_zeros(a, b, out, problem, epilogue, acc=acc, provider=provider,
+                              fast_accum=fast_accum)
     if problem.k == 0:  # no product: the epilogue on zeros, by torch
-        _epilogue_torch(out, **epilogue)
+        _epilogue_torch(out, **{k: v for k, v in epilogue.items()
+                                if k not in ("epilogue", "epilogue_args")})
         return out
     launch, rules = _fused_plan(problem, spec, cap)  # type: ignore[arg-type]
     scales: tuple[Any, ...] = ()
@@ -990,10 +1087,33 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
 
 def _epilogue_key(v: Any) -> Any:
     """What the fused call cache keys an epilogue argument by: a number, string or None by
-    value, a tensor by everything :func:`check_epilogue` reads and its address."""
+    value, a tensor by everything :func:`check_epilogue` reads and its address, a mapping
+    (``epilogue_args``) by its items keyed so, anything else (a user epilogue) by itself:
+    UserEpilogues are equal when they build the same kernel (name, parameters and the
+    fingerprint of their code)."""
     if v is None or type(v) in (int, float, str):
         return (type(v), v)
+    if isinstance(v, Mapping):
+        return (dict, tuple((n, _epilogue_key(x)) for n, x in v.items()))
+    if not hasattr(v, "data_ptr"):
+        return (type(v), v)
     return (v.data_ptr(), v.dtype, v.shape, v.stride(), v.device)
+
+
+def _hook_on_zeros(a: Any, b: Any, out: Any, problem: GemmProblem, epilogue: dict[str, Any],
+                   **kw: Any) -> Any:
+    """K = 0 with a user epilogue, which exists only as PTX: the kernel runs on a zero
+    product instead (16 zero columns of ``a`` and rows of ``b`` in their types and storage
+    order; FP8 with unit per-tensor scales), so the hook sees the zero accumulators that
+    ``a @ b`` has."""
+    import torch
+
+    m, n, kz = problem.m, problem.n, 16
+    a0 = torch.zeros((m, kz), dtype=a.dtype, device=a.device)
+    b0 = (torch.zeros((n, kz), dtype=b.dtype, device=b.device).t() if problem.b_major == "K"
+          else torch.zeros((kz, n), dtype=b.dtype, device=b.device))
+    scales = {"scale_a": 1.0, "scale_b": 1.0} if problem.in_dtype in SCALED_DTYPES else {}
+    return gemm(a0, b0, out, **kw, **scales, **epilogue)
 
 
 def _fused_plan(problem: GemmProblem, spec: Any, cap: tuple[int, ...]) -> tuple[Any, Any]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from nvatom.arch import target as arch_target
 from nvatom.descriptors.tma import MAX_GLOBAL_STRIDE
-from nvatom.errors import NvatomError
+from nvatom.errors import NvatomError, f32_number, shown
 from nvatom.kernels import gemm_sm80 as sm80
 from nvatom.kernels.sm90.config import (
     FP8_DTYPES,
@@ -445,7 +445,11 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config,
     """Check torch tensors against ``cfg`` and return a zero-argument callable that launches
     the kernel on the current stream (tensor maps encoded once, by the driver).  ``grid``
     caps the number of CTAs of a persistent launch (tuning).  ``epilogue_args``: the values
-    of ``cfg.epilogue.params`` (unchecked: :func:`nvatom.gemm.gemm` checks them)."""
+    of ``cfg.epilogue.params``, in order (a user epilogue's last): numbers for the .f32
+    ones, ints for the .u32 ones, addresses (ints, or tensors: their ``data_ptr()``) for the
+    .u64 ones; only their kinds are checked here (:func:`nvatom.gemm.gemm` checks shapes,
+    dtypes and devices too), so a tensor a hook reads must hold a value for every row or
+    column it reads."""
     import torch
 
     want_a, want_b = torch_dtype(cfg.in_dtype), torch_dtype(cfg.b_type)
@@ -502,17 +506,33 @@ def prepare_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config,
                                         f"(row-wise scales), got {t.dtype} {shape}")
         blobs += [ctypes.c_uint64(scale_a.data_ptr()), ctypes.c_uint64(scale_b.data_ptr())]
     params = cfg.epilogue.params if cfg.epilogue is not None else ()
-    if len(epilogue_args) != len(params):
+    epilogue_args = () if epilogue_args is None else epilogue_args
+    if not isinstance(epilogue_args, (tuple, list)) or len(epilogue_args) != len(params):
         raise GemmSm90Error(f"the epilogue takes {len(params)} arguments "
-                                 f"({', '.join(n for n, _ in params)}), got "
-                                 f"{len(epilogue_args)}")
-    ctype = {"f32": ctypes.c_float, "u32": ctypes.c_uint32, "u64": ctypes.c_uint64}
-    blobs += [ctype[ty](v) for (_, ty), v in zip(params, epilogue_args, strict=True)]
+                            f"({', '.join(n for n, _ in params)}), a list in that order; got "
+                            f"{shown(epilogue_args)}")
+    blobs += [_epilogue_blob(name, ty, v) for (name, ty), v in zip(params, epilogue_args,
+                                                                 strict=True)]
     return prepare_driver_launch(
         f, spec.grid, spec.block, spec.smem_bytes, spec.cluster, blobs,
         lambda: torch.cuda.current_stream(dev).cuda_stream,
         fit_clusters=cfg.cluster_m > 1 and cfg.persistent, grid_cap=grid,
-        keep=(maps, a, b, out, scale_a, scale_b))
+        keep=(maps, a, b, out, scale_a, scale_b, tuple(epilogue_args)))
+
+
+def _epilogue_blob(name: str, ty: str, v: Any) -> Any:
+    """One epilogue argument as its ctypes value: an f32 a real number, a u32 an int, a u64
+    (an address) an int or a tensor (its ``data_ptr()``); anything else is refused."""
+    if ty == "u64" and hasattr(v, "data_ptr"):
+        v = int(v.data_ptr())
+    ok = f32_number(v) is not None if ty == "f32" else (
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << (32 if ty == "u32"
+                                                                          else 64))
+    if not ok:
+        what = "a finite float32 number" if ty == "f32" else (
+            "an address (an int or a tensor)" if ty == "u64" else "a 32-bit unsigned int")
+        raise GemmSm90Error(f"epilogue argument {name} (.{ty}) = {shown(v)} is not {what}")
+    return {"f32": ctypes.c_float, "u32": ctypes.c_uint32, "u64": ctypes.c_uint64}[ty](v)
 
 
 def run_gemm_sm90(a: Any, b: Any, out: Any, cfg: GemmSm90Config | None = None, *,

@@ -29,7 +29,11 @@ Operators:
 * ``torch.ops.nvatom.gemm_epilogue(a, b, scale_a=None, scale_b=None, bias=None, c=None,
   residual=None, *, activation=None, alpha=1.0, beta=None, out_dtype=None) -> Tensor``:
   ``act(alpha * (a @ b) * scales + beta * c + bias) + residual`` in a new tensor, the
-  epilogue fused into the SM90 kernel (:func:`nvatom.gemm`'s arguments of those names).
+  epilogue fused into the SM90 kernel (:func:`nvatom.gemm`'s arguments of those names).  It
+  cannot carry a user epilogue (``nvatom.gemm``'s ``epilogue=``, a Python function that
+  emits PTX): an operator's schema takes tensors, numbers, strings and dtypes only, so
+  :func:`gemm_epilogue` refuses ``epilogue`` and ``epilogue_args`` with
+  :class:`TorchOpsError`; call ``nvatom.gemm(a, b, epilogue=hook, epilogue_args=...)``.
 * ``torch.ops.nvatom.attention(q, k, v, causal=False, scale=None) -> (Tensor, Tensor)``:
   :func:`nvatom.attention`'s ``(out, lse)``, differentiable (``register_autograd``): its
   backward is ``torch.ops.nvatom.attention_backward(dout, dlse, q, k, v, out, lse, causal,
@@ -400,9 +404,17 @@ def gemm(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None,
 def gemm_epilogue(a: Any, b: Any, *, scale_a: Any = None, scale_b: Any = None,
                   bias: Any = None, activation: str | None = None, alpha: float = 1.0,
                   beta: float | None = None, c: Any = None, residual: Any = None,
-                  out_dtype: Any = None) -> Any:
+                  out_dtype: Any = None, epilogue: Any = None,
+                  epilogue_args: Any = None) -> Any:
     """``torch.ops.nvatom.gemm_epilogue`` after :func:`register` (DLPack arrays and
-    Python-number scales taken as :func:`gemm` takes them)."""
+    Python-number scales taken as :func:`gemm` takes them).  ``epilogue`` and
+    ``epilogue_args`` are refused (:class:`TorchOpsError`): the operator cannot carry a
+    user epilogue (a Python function), :func:`nvatom.gemm` can."""
+    if epilogue is not None or epilogue_args is not None:
+        raise TorchOpsError("torch.ops.nvatom.gemm_epilogue cannot carry a user epilogue: a "
+                            "torch operator's schema takes tensors, numbers, strings and "
+                            "dtypes, not a Python function; call nvatom.gemm(a, b, "
+                            "epilogue=hook, epilogue_args={...}) instead")
     torch = _torch()
     register()
     a, b = _as_tensor(a, "a"), _as_tensor(b, "b")

@@ -310,6 +310,10 @@ def _bits_f32(b: int) -> np.float32:
     return np.uint32(b & 0xFFFFFFFF).view(np.float32)
 
 
+_SETP_U32 = {"setp.lt.u32": lambda a, b: a < b, "setp.gt.u32": lambda a, b: a > b,
+             "setp.ge.u32": lambda a, b: a >= b, "setp.eq.u32": lambda a, b: a == b}
+
+
 def _interpret(lines, regs: dict, params: dict, mem: _Memory) -> None:
     """Run the straight-line PTX ``lines`` (the fused epilogue's instructions) on ``regs``
     (name -> int for integer and b16/b32 registers, np.float32 for f32, bool for
@@ -356,17 +360,25 @@ def _interpret(lines, regs: dict, params: dict, mem: _Memory) -> None:
             regs[d] = val(s[0]) * val(s[1])
         elif op in ("mad.lo.u64", "mad.wide.u32"):
             regs[d] = (val(s[0]) * val(s[1]) + val(s[2])) & (2**64 - 1)
-        elif op == "setp.lt.u32":
-            regs[d] = val(s[0]) < val(s[1])
+        elif op in _SETP_U32:
+            regs[d] = _SETP_U32[op](val(s[0]), val(s[1]))
+        elif op == "sub.s32":  # two's complement, kept as the u32 bit pattern
+            regs[d] = (val(s[0]) - val(s[1])) & 0xFFFFFFFF
+        elif op == "cvt.rn.f32.u32":
+            regs[d] = np.float32(val(s[0]))
+        elif op == "slct.f32.s32":  # a if c >= 0 else b, c read as signed
+            c = val(s[2])
+            regs[d] = val(s[0]) if c < 2**31 else val(s[1])
         elif op == "selp.u32":
             regs[d] = val(s[0]) if regs[s[2]] else val(s[1])
-        elif op in ("ld.global.b32", "ld.global.nc.b16", "ld.global.nc.f32", "ld.global.v2.f32"):
+        elif op in ("ld.global.b32", "ld.global.nc.b16", "ld.global.nc.f32", "ld.global.v2.f32",
+                    "ld.global.b16", "ld.global.f32"):
             addr = regs[s[0].strip("[]")]
             if op == "ld.global.b32":
                 regs[d] = int.from_bytes(mem.read(addr, 4), "little")
-            elif op == "ld.global.nc.b16":
+            elif op in ("ld.global.nc.b16", "ld.global.b16"):
                 regs[d] = int.from_bytes(mem.read(addr, 2), "little")
-            elif op == "ld.global.nc.f32":
+            elif op in ("ld.global.nc.f32", "ld.global.f32"):
                 regs[d] = np.frombuffer(mem.read(addr, 4), np.float32)[0]
             else:
                 v = np.frombuffer(mem.read(addr, 8), np.float32)
@@ -405,6 +417,45 @@ def _interpret(lines, regs: dict, params: dict, mem: _Memory) -> None:
             raise AssertionError(f"the interpreter does not know {op!r} ({line})")
 
 
+def slab_config(dt: str, spec: EpilogueSpec, half: int | None) -> GemmSm90Config:
+    """A ping-pong 128 x 128 kernel (``half`` 0 or 1) or a cooperative 128 x 256 one (None)
+    writing ``dt`` with the fused epilogue ``spec``."""
+    schedule = {"schedule": "pingpong", "block_n": 128, "stages": 6} if half is not None \
+        else {"schedule": "cooperative", "block_n": 256, "stages": 4}
+    in_dt = "bf16" if dt == "f32" else dt
+    return GemmSm90Config(in_dtype=in_dt, out_dtype=dt, epilogue=spec, **schedule)
+
+
+def emit_slab(cfg: GemmSm90Config, half: int | None) -> tuple[list[str], dict, list]:
+    """The instructions FusedEpilogue emits for one 64-row slab (every chunk), its kernel
+    parameters and the accumulator registers; the registers it reads besides them are
+    the first six of the kernel: tid, row0, col0, M, N, K (%r0..%r5)."""
+    from nvatom.ptx.builder import Kernel
+
+    k = Kernel("sim")
+    params = fusion.declare_params(k, cfg.epilogue)
+    tid, row0, col0, m_r, n_r, k_r = (k.reg("u32") for _ in range(6))
+    acc = k.regs("f32", cfg.block_n // 2)
+    fused = fusion.FusedEpilogue(k, cfg, params, tid, row0, col0, (m_r, n_r, k_r), half)
+    cc = cfg.c_chunk_cols
+    for ch in range(cfg.block_n // cc):
+        groups = range(ch * cc // 8, (ch + 1) * cc // 8)
+        fused.apply(acc, groups, fused.load(groups))
+    return k._body, params, acc
+
+
+def run_slab(lines: list[str], params: dict, pvals: dict, mem: _Memory, acc: list,
+             accv: np.ndarray, t: int, tile: tuple[int, int], dims: tuple[int, int]) -> dict:
+    """Interpret :func:`emit_slab`'s ``lines`` as consumer thread ``t`` (of the second
+    warpgroup) of the slab at ``tile`` (row0, col0) of an M x N = ``dims`` output, its
+    accumulators ``accv``; ``pvals``: parameter name -> value.  Returns the registers."""
+    regs = {str(r): v for r, v in zip(acc, accv, strict=True)}
+    regs.update(dict(zip(("%r0", "%r1", "%r2", "%r3", "%r4", "%r5"),
+                         (128 + t, *tile, *dims, 64), strict=True)))
+    _interpret(lines, regs, {p.name: pvals[n] for n, p in params.items()}, mem)
+    return regs
+
+
 def _bf16(x: np.ndarray) -> np.ndarray:
     """float32 -> nearest bf16 values (as float32) and their 16-bit patterns."""
     bits = x.astype(np.float32).view(np.uint32)
@@ -426,24 +477,11 @@ def test_emitted_epilogue_computes_the_formula(dt, bias_kind, bias_dt, act, half
     (row, column) of each accumulator register from nvatom.atoms.wgmma_fragments), and no
     load leaves the tensors (rows and columns past the edges are clamped)."""
     from nvatom.atoms.wgmma_fragments import accumulator_coord
-    from nvatom.ptx.builder import Kernel
 
     spec = EpilogueSpec(alpha=True, c=True, bias=bias_kind, bias_dtype=bias_dt,
                         activation=act, residual=True)
-    schedule = {"schedule": "pingpong", "block_n": 128, "stages": 6} if half is not None \
-        else {"schedule": "cooperative", "block_n": 256, "stages": 4}
-    in_dt = "bf16" if dt == "f32" else dt
-    cfg = GemmSm90Config(in_dtype=in_dt, out_dtype=dt, epilogue=spec, **schedule)
-    k = Kernel("sim")
-    params = fusion.declare_params(k, spec)
-    tid, row0, col0, m_r, n_r, k_r = (k.reg("u32") for _ in range(6))
-    acc = k.regs("f32", cfg.block_n // 2)
-    fused = fusion.FusedEpilogue(k, cfg, params, tid, row0, col0, (m_r, n_r, k_r), half)
-    cc = cfg.c_chunk_cols
-    for ch in range(cfg.block_n // cc):
-        groups = range(ch * cc // 8, (ch + 1) * cc // 8)
-        fused.apply(acc, groups, fused.load(groups))
-    lines = k._body
+    cfg = slab_config(dt, spec, half)
+    lines, params, acc = emit_slab(cfg, half)
 
     rng = np.random.default_rng(1)
     M, N = 64 * 3 + 37, cfg.block_n * 2 + 40  # the tile below is the last one: ragged
@@ -475,10 +513,7 @@ def test_emitted_epilogue_computes_the_formula(dt, bias_kind, bias_dt, act, half
              "residual": rptr, "ldr": ldr}
     for t in (0, 5, 37, 70, 127):
         accv = rng.standard_normal(len(acc)).astype(np.float32) * 2
-        regs = {str(r): v for r, v in zip(acc, accv, strict=True)}
-        regs.update({str(tid): 128 + t, str(row0): t_row0, str(col0): t_col0, str(m_r): M,
-                     str(n_r): N, str(k_r): 64})
-        _interpret(lines, regs, {p.name: pvals[n] for n, p in params.items()}, mem)
+        regs = run_slab(lines, params, pvals, mem, acc, accv, t, (t_row0, t_col0), (M, N))
         for i, r in enumerate(acc):
             rr, cc_ = accumulator_coord(cfg.block_n, t, i)
             row, col = t_row0 + rr, t_col0 + cc_

@@ -10,8 +10,11 @@ describes what runs on those registers between the FP8 scales and the ``cvt`` pa
 
 ``acc`` the f32 sum of ``a @ b``, ``s`` the FP8 scales (1 for bf16/f16), ``C`` and
 ``residual`` M x N matrices of the output's type, ``bias`` per column (N) or per row (M),
-``act`` one of :data:`ACTIVATIONS`.  Each term is optional; the kernel takes parameters only
-for the terms present (:meth:`EpilogueSpec.params`).  The C, residual and column-bias
+``act`` one of :data:`ACTIVATIONS`; then, last, a user's own PTX on each element
+(:class:`~nvatom.kernels.sm90.user_epilogue.UserEpilogue`, ``EpilogueSpec.user``: ``out =
+hook(act(...) + residual)``, given the element's row and column clamped into M x N).  Each
+term is optional; the kernel takes parameters only for the terms present
+(:meth:`EpilogueSpec.params`).  The C, residual and column-bias
 values are loaded from global memory per 128-byte epilogue chunk, before the chunk's barrier
 wait so that the wait hides their latency (as many as the registers allow:
 :func:`preload_groups`), as pairs of adjacent columns (``ld.global.b32`` for two 16-bit
@@ -42,8 +45,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
-from nvatom.errors import NvatomError
 from nvatom.kernels.sm90.emit import u32 as _u32
+from nvatom.kernels.sm90.user_epilogue import EpilogueError, UserEpilogue
 from nvatom.ptx.builder import Kernel, Param, Reg
 
 __all__ = [
@@ -53,6 +56,7 @@ __all__ = [
     "EpilogueError",
     "EpilogueSpec",
     "FusedEpilogue",
+    "UserEpilogue",
     "declare_params",
 ]
 
@@ -107,10 +111,6 @@ ACTIVATION_PROGRAMS: dict[str, tuple[Instr, ...]] = {
 }
 
 
-class EpilogueError(NvatomError, ValueError):
-    """An epilogue description the SM90 GEMM cannot fuse."""
-
-
 @dataclasses.dataclass(frozen=True)
 class EpilogueSpec:
     """What the fused epilogue computes (``out = act(alpha acc s + beta C + bias) +
@@ -118,7 +118,9 @@ class EpilogueSpec:
     * C``: parameters ``beta``, ``c``, ``ldc``; C has the output's type), ``bias`` ("" none,
     "col" one per column, "row" one per row; parameter ``bias``) of ``bias_dtype`` (the
     output's type or f32), ``activation`` ("" none, or one of :data:`ACTIVATIONS`) and
-    ``residual`` (parameters ``residual``, ``ldr``; the output's type).  Part of the
+    ``residual`` (parameters ``residual``, ``ldr``; the output's type), then ``user``, a
+    :class:`~nvatom.kernels.sm90.user_epilogue.UserEpilogue` applied last (``out =
+    user(act(...) + residual)``; its parameters ``u_<name>`` after the others).  Part of the
     kernel's configuration: its :attr:`tag` is in the kernel's name."""
 
     alpha: bool = False
@@ -127,6 +129,7 @@ class EpilogueSpec:
     bias_dtype: str = ""
     activation: str = ""
     residual: bool = False
+    user: UserEpilogue | None = None
 
     def __post_init__(self) -> None:
         for name in ("alpha", "c", "residual"):
@@ -145,18 +148,24 @@ class EpilogueSpec:
         if self.activation not in ("", *ACTIVATIONS):
             raise EpilogueError(f"epilogue activation {self.activation!r} is not one of "
                                 f"{', '.join(ACTIVATIONS)}")
-        if not (self.alpha or self.c or self.bias or self.activation or self.residual):
+        if self.user is not None and not isinstance(self.user, UserEpilogue):
+            raise EpilogueError(f"epilogue user must be a UserEpilogue or None, got "
+                                f"{self.user!r}")
+        if not (self.alpha or self.c or self.bias or self.activation or self.residual
+                or self.user):
             raise EpilogueError("an EpilogueSpec with nothing to do: use epilogue=None")
 
     @property
     def tag(self) -> str:
-        """The kernel-name suffix, e.g. ``ep_a_c_bcolbf16_gelu_r``."""
+        """The kernel-name suffix, e.g. ``ep_a_c_bcolbf16_gelu_r`` (a user epilogue adds
+        its :attr:`~nvatom.kernels.sm90.user_epilogue.UserEpilogue.tag`)."""
         parts = ["ep"]
         parts += ["a"] if self.alpha else []
         parts += ["c"] if self.c else []
         parts += [f"b{self.bias}{self.bias_dtype}"] if self.bias else []
         parts += [self.activation] if self.activation else []
         parts += ["r"] if self.residual else []
+        parts += [self.user.tag] if self.user is not None else []
         return "_".join(parts)
 
     @property
@@ -171,6 +180,8 @@ class EpilogueSpec:
             out.append(("bias", "u64"))
         if self.residual:
             out += [("residual", "u64"), ("ldr", "u32")]
+        if self.user is not None:
+            out += self.user.params
         return tuple(out)
 
 
@@ -246,13 +257,15 @@ def preload_groups(cfg: Any, half: int | None) -> int:
     """How many 8-column groups of a chunk the epilogue loads before the chunk's barrier
     wait (their latency then overlaps it; the others are loaded where they are used): as
     many as the registers left beside the live accumulators hold (ping-pong's first half:
-    both halves' accumulators are live), within :data:`_RESERVED_REGS`."""
+    both halves' accumulators are live), within :data:`_RESERVED_REGS` and a user
+    epilogue's own (:attr:`~nvatom.kernels.sm90.user_epilogue.UserEpilogue.registers`)."""
     spec = cfg.epilogue
     live = cfg.block_n // 2 * (2 if half == 0 else 1)
     per_pair = _BYTES[cfg.out_dtype] // 2
     cost = 2 * per_pair * (int(spec.c) + int(spec.residual))
     cost += _BYTES[spec.bias_dtype] // 2 if spec.bias == "col" else 0
     spare = cfg.consumer_regs - live - _RESERVED_REGS
+    spare -= spec.user.registers if spec.user is not None else 0
     chunk = cfg.c_chunk_cols // 8
     return chunk if cost == 0 else max(0, min(chunk, spare // cost))
 
@@ -304,6 +317,48 @@ class FusedEpilogue:
                 addr = k.reg("u64")
                 k.ins("mad.wide.u32", addr, rh, bb, self.bias_ptr)
                 self.bias_rows.append(self._load_one(addr, spec.bias_dtype))
+        self.rows, self.user = rows, spec.user
+        if self.user is not None:
+            self._user_setup(p)
+
+    def _user_setup(self, p: dict[str, Reg]) -> None:
+        """A user epilogue's per-slab setup: its scalars' registers, its tensors' global
+        addresses and, when it reads columns, N - 1 (the last column)."""
+        k, user = self.k, self.user
+        assert user is not None
+        k.comment(f"user epilogue '{user.name}' ({user.tag}): last, on every element")
+        self.user_args = {s: p[f"u_{s}"] for s in user.scalars}
+        self.user_ptrs: dict[str, Reg] = {}
+        for name in user.tensor_names:
+            ptr = self.user_ptrs[name] = p[f"u_{name}"]
+            k.ins("cvta.to.global.u64", ptr, ptr)
+        self.nlast = _u32(k, "sub.u32", self.n, 1) if user.uses_col else None
+        self.user_rows: dict[tuple[str, int], Reg] = {}  # a row tensor's values, per slab
+
+    def _apply_user(self, x: Reg, j: int, h: int, e: int, cache: dict[Any, Reg]) -> None:
+        """The user epilogue on element ``4 j + 2 h + e`` (row half h, column 8 j + e): its
+        column (clamped to N - 1) and tensor values made once per column group (``cache``),
+        a row tensor's once per slab."""
+        k, user = self.k, self.user
+        assert user is not None
+        col = cache.get(("%col", e))  # (a tensor's name is an identifier: no '%')
+        if col is None and user.uses_col:
+            col = cache[("%col", e)] = _u32(k, "add.u32", self.col, 8 * j + e)
+            k.ins("min.u32", col, col, self.nlast)
+        row = self.rows[h]
+
+        def load(name: str) -> Reg:
+            kind, dt = user.tensor(name)
+            store, key = (self.user_rows, (name, h)) if kind == "row" else (cache, (name, e))
+            got = store.get(key)
+            if got is None:
+                addr = k.reg("u64")
+                k.ins("mad.wide.u32", addr, row if kind == "row" else col, _BYTES[dt],
+                      self.user_ptrs[name])
+                got = store[key] = self._load_one(addr, dt, nc=False)
+            return got
+
+        user.emit(k, x, row, col, self.user_args, load)
 
     def _row_addresses(self, p: dict[str, Reg], ptr: str, ld: str, rows: Sequence[Reg],
                        eb: int) -> list[Reg]:
@@ -318,15 +373,16 @@ class FusedEpilogue:
             out.append(addr)
         return out
 
-    def _load_one(self, addr: Reg, dt: str) -> Reg:
-        """One element at ``addr`` (read-only data: ``.nc``) as f32."""
+    def _load_one(self, addr: Reg, dt: str, nc: bool = True) -> Reg:
+        """One element at ``addr`` as f32 (read-only data: ``.nc``, unless not ``nc``)."""
         k = self.k
         f = k.reg("f32")
+        cache = ".nc" if nc else ""
         if dt == "f32":
-            k.ins("ld.global.nc.f32", f, f"[{addr}]")
+            k.ins(f"ld.global{cache}.f32", f, f"[{addr}]")
             return f
         h = k.reg("b16")
-        k.ins("ld.global.nc.b16", h, f"[{addr}]")
+        k.ins(f"ld.global{cache}.b16", h, f"[{addr}]")
         k.ins(f"cvt.f32.{dt}", f, h)
         return f
 
@@ -392,11 +448,13 @@ class FusedEpilogue:
 
     def apply(self, acc: Sequence[Reg], groups: range,
               raw: dict[tuple[str, int, int], Any]) -> None:
-        """Emit ``acc[i] = act(alpha acc[i] + beta C + bias) + residual`` for the elements of
-        column groups ``groups`` (element ``4 j + 2 h + e``: row half h, column 8 j + e)."""
+        """Emit ``acc[i] = act(alpha acc[i] + beta C + bias) + residual`` (then the user
+        epilogue) for the elements of column groups ``groups`` (element ``4 j + 2 h + e``: row
+        half h, column 8 j + e)."""
         k, spec, dt = self.k, self.spec, self.out_dtype
         program = ACTIVATION_PROGRAMS.get(spec.activation, ())
         for j in groups:
+            cache: dict[Any, Reg] = {}  # a user epilogue's columns and column values
             if ("c", j, 0) not in raw and ("b", j, 0) not in raw and ("r", j, 0) not in raw:
                 raw.update(self.load(range(j, j + 1), all_=True))
             bias = self._unpack(raw[("b", j, 0)], spec.bias_dtype) if spec.bias == "col" \
@@ -417,4 +475,6 @@ class FusedEpilogue:
                     emit_program(k, program, x)
                     if rv is not None:
                         k.ins("add.rn.f32", x, x, rv[e])
+                    if self.user is not None:
+                        self._apply_user(x, j, h, e, cache)
 
