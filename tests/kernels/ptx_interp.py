@@ -7,16 +7,26 @@ threads in lockstep, instruction by instruction:
   completes all but the newest N committed groups), so a missing wait reads the NaN that
   shared memory starts as; with a ``src-size`` operand it reads that many bytes and fills the
   rest of the 16 with zeros ("cp.async": "the remaining bytes ... are filled with zeros");
-  its source must lie in a global array even when it reads nothing;
+  both addresses are 16-byte aligned (the ISA: aligned to cp-size); its source must lie in
+  a global array even when it reads nothing;
 * ``ldmatrix .m8n8 .x{1,2,4} [.trans] .b16``: lanes ``8 j .. 8 j + 7`` give the row addresses
   of matrix ``j``; register ``j`` of lane ``t`` holds row ``t / 4``, columns ``2 (t % 4) + {0,
   1}`` of matrix ``j`` (with ``.trans``: column ``t / 4``, rows ``2 (t % 4) + {0, 1}``) -- the
   ISA's "Matrix fragment for ldmatrix" figure;
-* ``mma.sync.m16n8k16`` is tests/ptx/test_tiled_mma_run.py's (the ISA's fragment formulas);
+* ``mma.sync.m16n8k16`` is tests/ptx/test_tiled_mma_run.py's (the ISA's fragment formulas),
+  per warp of the CTA;
 * ``@p`` / ``@!p`` guards per thread, ``setp``, ``selp``, ``and/xor.pred``; ``bra`` must be
   uniform over the CTA (a divergent branch fails the test), labels are jump targets;
+* ``setp.CmpOp.BoolOp`` ("setp": ``p = (a CmpOp b) BoolOp c``, here ``.and``);
+* integers as the ISA's types ("Integer Arithmetic Instructions"): an ``.u32``/``.b32``
+  result wraps modulo 2^32, an ``.s32`` one is two's complement, and a comparison reads its
+  operands as its type (a negative ``.s32`` value compared ``.u32`` is huge);
+  ``mad.wide.u32`` / ``mul.wide.u32`` ("mad", "mul": ``.wide``) take 32-bit factors and give
+  64 bits, ``mad.wide``'s addend is 64-bit; ``min``/``max``/``sub`` of ``.u32``;
+* dynamic shared memory ("Dynamic shared memory", ``.extern .shared .align A .b8 name[]``)
+  of the size passed to :class:`Machine` (as at launch), after the static arrays;
 * ``st.global.b16`` of a 32-bit register stores its low half ("Operand Size Exceeding
-  Instruction-Type Size").
+  Instruction-Type Size"); ``st.global.v2.b32`` stores two 32-bit registers ("st": ``.v2``).
 
 Values are Python numbers (f32 registers hold floats, a packed 16-bit pair a tuple ``(low,
 high)``); the tests use small integers so every product, sum and rounding is exact.  Global
@@ -25,35 +35,71 @@ arrays may hold NaN where the kernel must not read (padding) or has not written 
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from tests.ptx.test_tiled_mma_run import _mma
 
 _STRIDE = 0x1000000  # global arrays live at k * _STRIDE, k = 1, 2, ...
+_BITS = {"u32": 32, "b32": 32, "s32": 32, "u64": 64, "b64": 64, "s64": 64}
 _ALU = {"shr.u32": lambda x, y: x >> y, "and.b32": lambda x, y: x & y,
         "shl.b32": lambda x, y: x << y, "add.u32": lambda x, y: x + y,
         "xor.b32": lambda x, y: x ^ y, "mul.lo.u32": lambda x, y: x * y,
         "add.s64": lambda x, y: x + y, "mad.lo.u32": lambda x, y, z: x * y + z,
+        "mad.wide.u32": lambda x, y, z: x * y + z,
         "div.u32": lambda x, y: x // y, "rem.u32": lambda x, y: x % y,
         "sub.s32": lambda x, y: x - y, "max.s32": max, "min.s32": min,
         "mul.wide.u32": lambda x, y: x * y, "mul.lo.u64": lambda x, y: x * y,
         "shl.b64": lambda x, y: x << y, "selp.b32": lambda x, y, p: x if p else y,
         "setp.lt.u32": lambda x, y: x < y, "setp.ge.u32": lambda x, y: x >= y,
         "setp.gt.s32": lambda x, y: x > y, "setp.ne.u32": lambda x, y: x != y,
+        "setp.gt.and.s32": lambda x, y, p: x > y and p, "sub.u32": lambda x, y: x - y,
+        "min.u32": min, "max.u32": max,
         "selp.b64": lambda x, y, p: x if p else y, "and.pred": lambda x, y: x and y,
         "xor.pred": lambda x, y: x != y, "add.f32": lambda x, y: x + y,
         "max.f32": max}
-_COPY = ("cvta.to.global.u64", "cvt.u64.u32", "mov.b32", "mov.u64", "mov.f32")
+_COPY = ("cvta.to.global.u64", "cvt.u64.u32", "mov.b32", "mov.u64", "mov.b64", "mov.f32")
+
+
+def _typed(x: object, ty: str | None) -> object:
+    """An integer as the PTX type ``ty`` holds it (floats, pairs and predicates as they are)."""
+    bits = _BITS.get(ty) if ty is not None else None
+    if bits is None or type(x) is not int:
+        return x
+    x &= (1 << bits) - 1
+    return x - (1 << bits) if ty[0] == "s" and x >> (bits - 1) else x  # type: ignore[index]
+
+
+@functools.cache
+def _alu_types(op: str) -> tuple[tuple[str | None, ...], str | None]:
+    """The types ``op`` reads its operands (up to 3) as, and gives its result as (None: as
+    computed): a ``.wide`` product takes 32-bit factors and a 64-bit addend and gives 64 bits,
+    a comparison gives a predicate."""
+    ty = op.rsplit(".", 1)[1]
+    if ".wide." in op:
+        return (ty, ty, "u64"), "u64"
+    out = None if op.startswith(("setp", "and.pred", "xor.pred")) else ty
+    return (ty, ty, ty), out
+
+
+def _immediate(x: str) -> object:
+    return 0.0 if x == "0f00000000" else int(x)
+
+
+@functools.cache
+def _address_parts(text: str) -> tuple[str, int]:
+    m = re.fullmatch(r"\[?(%\w+)(?:\+(\d+))?\]?", text.strip())
+    assert m is not None, text
+    return m.group(1), int(m.group(2) or 0)
 
 
 def address(regs: Mapping[str, int], text: str) -> int:
     """``[%r]`` or ``[%r+imm]`` (PTX ISA "Addresses as Operands")."""
-    m = re.fullmatch(r"\[?(%\w+)(?:\+(\d+))?\]?", text.strip())
-    assert m is not None, text
-    return regs[m.group(1)] + int(m.group(2) or 0)
+    reg, imm = _address_parts(text)
+    return regs[reg] + imm
 
 
 def _operands(args: str) -> list[str]:
@@ -65,7 +111,8 @@ class Machine:
     """Runs one kernel of ``ptx``; ``params`` maps each parameter to an int (a scalar) or to
     ``(array, element bytes)`` (a global array, passed by address; written in place)."""
 
-    def __init__(self, ptx: str, params: Mapping[str, object], threads: int = 128) -> None:
+    def __init__(self, ptx: str, params: Mapping[str, object], threads: int = 128,
+                 dynamic_smem: int = 0) -> None:
         self.threads = threads
         self.param: dict[str, int] = {}
         self.glob: dict[int, tuple[np.ndarray, int]] = {}
@@ -79,6 +126,11 @@ class Machine:
         for name, n in re.findall(r"\.shared \.align \d+ \.b8 (\w+)\[(\d+)\]", ptx):
             self.shared_base[name] = top
             top += int(n)
+        for align, name in re.findall(r"\.extern \.shared \.align (\d+) \.b8 (\w+)\[\]",
+                                      ptx):
+            top = -(-top // int(align)) * int(align)
+            self.shared_base[name] = top
+            top += dynamic_smem
         self.smem_elems = top // 2
         body = ptx[ptx.index("{", ptx.index(".entry")):]
         self.code: list[tuple[str | None, str, list[str], str]] = []
@@ -166,6 +218,15 @@ class Machine:
             self.groups.append([])
         elif op == "cp.async.wait_group":
             self._wait(int(ops[0]))
+        elif op in _ALU:  # the common case, without the per-thread dispatch
+            f, (types, out) = _ALU[op], _alu_types(op)
+            srcs = [(x, None) if x.startswith("%") else ("", _immediate(x)) for x in ops[1:]]
+            dst = ops[0]
+            for tid, r in enumerate(self.regs):
+                if on[tid]:
+                    args = [_typed(r[x] if x else c, t) for (x, c), t in zip(srcs, types,
+                                                                               strict=False)]
+                    r[dst] = _typed(f(*args), out)
         elif op != "bar.sync":
             for tid, r in enumerate(self.regs):
                 if on[tid]:
@@ -173,9 +234,7 @@ class Machine:
 
     def _thread(self, line: str, op: str, ops: list[str], tid: int, r: dict) -> None:
         def v(x: str) -> object:
-            if x.startswith("%"):
-                return r[x]
-            return 0.0 if x == "0f00000000" else int(x)
+            return r[x] if x.startswith("%") else _immediate(x)
 
         if op.startswith("ld.param"):
             r[ops[0]] = self.param[ops[1].strip("[]")]
@@ -185,16 +244,15 @@ class Machine:
                          else self.ctaid[1] if src == "%ctaid.y" else
                          self.shared_base[src] if src in self.shared_base else v(src))
         elif op in _COPY:
-            r[ops[0]] = v(ops[1])
-        elif op in _ALU:
-            r[ops[0]] = _ALU[op](*(v(o) for o in ops[1:]))
+            r[ops[0]] = _typed(v(ops[1]), op.rsplit(".", 1)[1])
         elif op == "cp.async.cg.shared.global":
             assert ops[2] == "16", line
             nbytes = int(v(ops[3])) if len(ops) > 3 else 16  # type: ignore[call-overload]
             assert 0 <= nbytes <= 16 and nbytes % 2 == 0, line
-            src = address(r, ops[1])
+            src, dst = address(r, ops[1]), address(r, ops[0])
+            assert src % 16 == 0 and dst % 16 == 0, f"'{line}': not 16-byte aligned"
             self.global_at(src)  # even a zero-byte chunk must point into its array
-            self.groups[-1].append((address(r, ops[0]), src, nbytes))
+            self.groups[-1].append((dst, src, nbytes))
         elif op in ("ld.global.v2.b32", "ld.global.b32"):
             arr, i = self.global_at(address(r, ops[1]))
             for j, reg in enumerate(ops[0].split(";")):
@@ -207,5 +265,26 @@ class Machine:
             n = 2 if op.endswith("b32") and isinstance(val, tuple) else 1
             assert np.isnan(arr[i:i + n]).all(), f"element {i} written twice ('{line}')"
             arr[i:i + n] = val[:n] if isinstance(val, tuple) else val
+        elif op == "st.global.v2.b32":
+            arr, i = self.global_at(address(r, ops[0]))
+            vals = [r[x.strip()] for x in ops[1].split(";")]
+            assert arr.itemsize and not any(isinstance(x, tuple) for x in vals), line
+            assert np.isnan(arr[i:i + 2]).all(), f"element {i} written twice ('{line}')"
+            arr[i:i + 2] = vals
         else:
             raise AssertionError(f"the interpreter does not know '{line}'")
+
+
+def planted_bugs(stages: int) -> dict[str, Callable[[str], str]]:
+    """Edits of a correct multistage GEMM's PTX (``stages`` shared-memory stages) that each
+    break it, for the tests that show their CPU check is not vacuous: src-size always 16 (the
+    NaN padding past K, M or N is read), a wait for one stage fewer (a stage read before it
+    lands), stores without their predicate (past M or N), the K loop's back edge removed."""
+    return {
+        "src-size always 16": lambda p: re.sub(
+            r"(cp\.async\.cg\.shared\.global [^;]*, 16), %r\d+;", r"\1, 16;", p),
+        "a wait for one stage fewer": lambda p: p.replace(
+            f"cp.async.wait_group {stages - 2};", f"cp.async.wait_group {stages - 1};"),
+        "unguarded stores": lambda p: re.sub(r"@%p\d+ (st\.global)", r"\1", p),
+        "one K iteration": lambda p: p.replace("bra.uni", "// bra.uni"),
+    }

@@ -1,31 +1,35 @@
-"""The SM80 GEMM kernel without a GPU: its data movement checked against the PTX ISA's
-semantics of cp.async and ldmatrix, and every variant assembled by ptxas.
+"""The SM80 GEMM kernel without a GPU: its data movement (the kernel layer's partitions of the
+production tiles) checked against the PTX ISA's semantics of cp.async and ldmatrix, every
+variant assembled by ptxas, and its K loop no longer than the hand-written kernel's was.
 
-The model: each thread's cp.async chunk lands at ``tile(thread coordinate)``; the PTX computes
-the global (mn, k) of the same chunk from the thread index separately, so the two must agree
-and cover the tile once.  ldmatrix (PTX ISA "ldmatrix"): matrix q takes its 8 row addresses
-from lanes 8q..8q+7; lane l receives in register q the elements (row l/4, columns 2(l%4),
-2(l%4)+1) of matrix q, or with ``.trans`` (rows 2(l%4), 2(l%4)+1; column l/4).  Following the
-row addresses through the shared tile must give each lane exactly the (m|n, k) elements the
-MMA fragment (the form's (lane, value) layout) wants.
+The model: each thread's cp.async chunk lands at ``tile(coordinate)``; the chunks must be 16
+contiguous bytes in shared memory and cover the tile once.  ldmatrix (PTX ISA "ldmatrix"):
+matrix q takes its 8 row addresses from lanes 8q..8q+7; lane l receives in register q the
+elements (row l/4, columns 2(l%4), 2(l%4)+1) of matrix q, or with ``.trans`` (rows 2(l%4),
+2(l%4)+1; column l/4).  Following the row addresses through the shared tile must give each
+lane exactly the (m|n, k) elements the tiled MMA's fragment (its (thread, value) layout)
+wants, B's ``.x4`` loading two n8 fragments.  The whole kernel runs on the CPU in
+tests/kernels/test_gemm_sm80_run.py.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
+from nvatom.kernels import partition as P
 from nvatom.kernels.gemm_sm80 import (
     GemmSm80Config,
     GemmSm80Error,
     GemmSm80Spec,
-    copy_plan,
+    Operand,
     emit_ptx,
-    ldsm_atoms,
-    ldsm_plan,
     operands,
+    tiled_mma,
 )
+from nvatom.layout import size
 from nvatom.runtime.ptxas import assemble
 
 LAYOUTS = list(itertools.product(("K", "M"), ("N", "K")))
@@ -33,22 +37,18 @@ CONFIGS = [GemmSm80Config(), GemmSm80Config(bm=64, bn=128, bk=64, warps_m=1, war
                                             stages=3)]
 
 
-def _smem_map(spec: GemmSm80Spec, name: str) -> dict[int, tuple[int, int]]:
+def _smem_map(op: Operand, threads: int) -> dict[int, tuple[int, int]]:
     """smem element offset -> (mn, k) the copy stage puts there (checked to be a bijection)."""
-    op = operands(spec)[0 if name == "A" else 1]
-    thr, deltas, lines_per_pass = copy_plan(op, spec.config.threads)
-    cpr = op.contiguous // 8
+    acc = P.tiled_copy_partition(op.copy, (op.mn, op.bk), 8)
+    assert acc.threads == threads
     where: dict[int, tuple[int, int]] = {}
-    for t in range(spec.config.threads):
-        for i, d in enumerate(deltas):
-            # the global side, as the PTX computes it: chunk t % cpr, line t // cpr + i * step
-            c, line = (t % cpr) * 8, t // cpr + i * lines_per_pass
-            mn, kk = (line, c) if op.major == "K" else (c, line)
-            assert op.idx(mn, kk) == thr(t) + d, (t, i)
-            base = int(op.tile(thr(t) + d))
-            for e in range(8):  # 8 consecutive 16-bit elements along the contiguous dim
-                coord = (mn, kk + e) if op.major == "K" else (mn + e, kk)
-                off = int(op.tile(op.idx(*coord)))
+    for t in range(threads):
+        for d in acc.deltas:
+            base = int(op.layout(acc.thread(t) + d[0]))
+            for e, dx in enumerate(d):  # 8 consecutive 16-bit elements along the contiguous dim
+                x = acc.thread(t) + dx
+                coord = (x % op.mn, x // op.mn)
+                off = int(op.layout(x))
                 assert off == base + e, "a 16-byte chunk is not contiguous in shared memory"
                 assert off not in where, f"two chunks write smem element {off}"
                 where[off] = coord
@@ -56,47 +56,45 @@ def _smem_map(spec: GemmSm80Spec, name: str) -> dict[int, tuple[int, int]]:
     return where
 
 
+def _ldsm_rows(op: Operand, where: dict[int, tuple[int, int]], addr: list[int], ln: int,
+               q: int, trans: bool) -> list[tuple[int, int]]:
+    """The (mn, k) elements lane ``ln`` receives in register ``q`` (PTX ISA "ldmatrix")."""
+    got = []
+    for e in range(2):
+        r, c = (2 * (ln % 4) + e, ln // 4) if trans else (ln // 4, 2 * (ln % 4) + e)
+        mn0, k0 = where[addr[8 * q + r]]  # element c of the 8-element row at that address
+        mn, kk = (mn0, k0 + c) if op.major == "K" else (mn0 + c, k0)
+        assert where[int(op.layout(mn + op.mn * kk))] == (mn, kk)
+        got.append((mn, kk))
+    return got
+
+
 @pytest.mark.parametrize("config", CONFIGS, ids=["128x128x32", "64x128x64"])
 @pytest.mark.parametrize(("a_major", "b_major"), LAYOUTS)
 def test_ldmatrix_delivers_mma_fragments(a_major: str, b_major: str,
                                          config: GemmSm80Config) -> None:
     spec = GemmSm80Spec("bf16", "f32", a_major, b_major, config)
-    form = spec.form
-    cfg = spec.config
-    for name in ("A", "B"):
-        op = operands(spec)[0 if name == "A" else 1]
-        where = _smem_map(spec, name)
-        atom, _ = ldsm_atoms(spec)[name]
-        trans = atom.name.endswith(".trans>")
-        thr, deltas = ldsm_plan(spec, name)
-        tv = form.tv_layout(name)  # (lane, value) -> m + 16 k (A) or n + 8 k (B)
-        rows_mn = form.m if name == "A" else form.n
-        for warp in range(cfg.warps_m * cfg.warps_n):
-            wm, wn = warp % cfg.warps_m, warp // cfg.warps_m
-            for (j, ks), d in deltas.items():
-                addr = [int(op.tile(thr(32 * warp + ln) + d)) for ln in range(32)]
-                for ln in range(32):
-                    for q in range(4):
-                        got = []
-                        for e in range(2):
-                            r, c = (2 * (ln % 4) + e, ln // 4) if trans else \
-                                (ln // 4, 2 * (ln % 4) + e)
-                            start = addr[8 * q + r]
-                            # element c of the 8-element row at `start`, in smem order
-                            mn0, k0 = where[start]
-                            mn, kk = (mn0, k0 + c) if op.major == "K" else (mn0 + c, k0)
-                            assert where[int(op.tile(op.idx(mn, kk)))] == (mn, kk)
-                            got.append((mn, kk))
-                        # expected: the fragment's values 2q', 2q'+1 of the tile this reg feeds
-                        if name == "A":
-                            tile_mn, reg = j * 16 + wm * cfg.warp_m, q
-                        else:  # regs 0,1: n8 tile 2j; regs 2,3: n8 tile 2j+1
-                            tile_mn, reg = j * 16 + 8 * (q // 2) + wn * cfg.warp_n, q % 2
-                        want = []
-                        for e in range(2):
-                            el = int(tv(ln, 2 * reg + e))
-                            want.append((tile_mn + el % rows_mn, ks * 16 + el // rows_mn))
-                        assert got == want, (name, warp, j, ks, ln, q)
+    tiled, form = tiled_mma(spec), spec.form
+    for op in operands(spec):
+        where = _smem_map(op, config.threads)
+        trans = op.ldsm.name.endswith(".trans>")
+        per = form.registers(op.name)  # registers of one fragment (A: 4, B: 2)
+        tv = tiled.tv_layout(op.name)  # (thread, value) -> row + op.mn * k of the k16 tile
+        nval = size(form.tv_layout(op.name)[1])  # values of one atom's fragment
+        for ks in range(config.bk // 16):
+            acc = P.ldsm_partition(op.ldsm, tiled, op.name, op.major, (op.mn, op.bk), (0, ks))
+            for warp, (j, s) in itertools.product(range(config.threads // 32),
+                                                  enumerate(acc.starts)):
+                addr = [int(op.layout(acc.thread(32 * warp + ln) + s)) for ln in range(32)]
+                for ln, q in itertools.product(range(32), range(op.ldsm.registers)):
+                    got = _ldsm_rows(op, where, addr, ln, q, trans)
+                    # the fragment value pair register q of instruction j holds
+                    rep, reg = j * (op.ldsm.registers // per) + q // per, q % per
+                    want = []
+                    for e in range(2):
+                        x = int(tv(32 * warp + ln, rep * nval + 2 * reg + e))
+                        want.append((x % op.mn, ks * 16 + x // op.mn))
+                    assert got == want, (op.name, warp, ks, j, ln, q)
 
 
 def test_all_variants_assemble() -> None:
@@ -108,6 +106,52 @@ def test_all_variants_assemble() -> None:
         r = res.kernel(spec.kernel_name)
         assert r.spills == 0 and r.stack_frame == 0, r.summary()
         assert r.registers <= 255
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["128x128x32", "64x128x64"])
+@pytest.mark.parametrize(("a_major", "b_major"), LAYOUTS)
+def test_shipped_configs_assemble_for_sm_90a_without_spills(a_major: str, b_major: str,
+                                                           config: GemmSm80Config) -> None:
+    spec = GemmSm80Spec("f16", "f32", a_major, b_major, config)
+    r = assemble(emit_ptx(spec, "sm_90a"), "sm_90a").kernel(spec.kernel_name)
+    assert r.spills == 0 and r.stack_frame == 0, r.summary()
+
+
+def loop_body(ptx: str) -> list[str]:
+    """The instructions between the K loop's label and its back-branch (both included)."""
+    lines = [ln.strip() for ln in ptx.splitlines()]
+    m = re.search(r"bra\.uni (\$K_LOOP_\d+);", ptx)
+    assert m is not None and ptx.count("bra") == 1, "one branch: the K loop's back edge"
+    start = lines.index(f"{m.group(1)}:")
+    end = next(i for i, ln in enumerate(lines) if ln.endswith(f"bra.uni {m.group(1)};"))
+    return [ln for ln in lines[start + 1:end + 1] if ln and not ln.startswith("//")]
+
+
+#: PTX instructions of the K loop body of the hand-written kernel this one replaced (commit
+#: b436a5b, its loop from K_LOOP to the back-branch), per (config, A major, B major): the
+#: typed kernel's must not be longer.
+HAND_WRITTEN_LOOP = {("128x128x32", "K", "N"): 196, ("128x128x32", "K", "K"): 192,
+                     ("128x128x32", "M", "N"): 200, ("128x128x32", "M", "K"): 196,
+                     ("64x128x64", "K", "N"): 444, ("64x128x64", "K", "K"): 416,
+                     ("64x128x64", "M", "N"): 456, ("64x128x64", "M", "K"): 428}
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["128x128x32", "64x128x64"])
+@pytest.mark.parametrize(("a_major", "b_major"), LAYOUTS)
+def test_k_loop_is_no_longer_than_the_hand_written_one(a_major: str, b_major: str,
+                                                       config: GemmSm80Config) -> None:
+    spec = GemmSm80Spec("bf16", "bf16", a_major, b_major, config)
+    body = loop_body(emit_ptx(spec))
+    ops = [ln.split()[1] if ln.startswith("@") else ln.split()[0] for ln in body]
+    ksteps = config.bk // 16
+    mma = ksteps * (config.warp_m // 16) * (config.warp_n // 8)
+    assert sum(o.startswith("mma.sync") for o in ops) == mma
+    assert sum(o.startswith("ldmatrix") for o in ops) == ksteps * (config.warp_m // 16
+                                                                   + config.warp_n // 16)
+    chunks = (config.bm + config.bn) * config.bk * 2 // 16 // config.threads
+    assert sum(o.startswith("cp.async.cg") for o in ops) == chunks
+    key = (f"{config.bm}x{config.bn}x{config.bk}", a_major, b_major)
+    assert len(body) <= HAND_WRITTEN_LOOP[key], (len(body), HAND_WRITTEN_LOOP[key])
 
 
 def test_config_and_spec_errors() -> None:

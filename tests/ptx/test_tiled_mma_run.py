@@ -82,7 +82,8 @@ class _Memory:
 
 
 def _mma(regs: list[dict], d: list[str], a: list[str], b: list[str], c: list[str]) -> None:
-    for w in range(THREADS // 32):
+    """The MMA of every warp of the threads whose registers ``regs`` are."""
+    for w in range(len(regs) // 32):
         am, bm, cm = np.zeros((16, 16)), np.zeros((16, 8)), np.zeros((16, 8))
         for lane in range(32):
             r, g, t = regs[32 * w + lane], lane >> 2, lane % 4

@@ -867,6 +867,7 @@ def _need_major(fn: str, major: str | None) -> str:
     return major
 
 
+@functools.lru_cache(maxsize=512)  # pure; kernels ask it once per tile and K step
 def _placement(atom: MatrixCopy, form: MmaForm | str, operand: str,
                major: str) -> tuple[Layout, int] | None:
     """Reference bit -> smem bit of the operand tile when the matrix copy's registers are the

@@ -19,6 +19,7 @@ Sources: the (thread, value) layouts of ``nvatom.atoms.tiled_copy`` (CuTe's
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
 
 from nvatom.atoms.copy import MatrixCopy, row_addresses
@@ -28,7 +29,7 @@ from nvatom.errors import NvatomError
 from nvatom.layout import Layout, coalesce, size
 
 __all__ = ["Accesses", "PartitionError", "affine_layout", "fragment_partition",
-           "ldsm_partition", "operand_tile", "retile", "tiled_copy_partition"]
+           "ldsm_group", "ldsm_partition", "operand_tile", "retile", "tiled_copy_partition"]
 
 WARP = 32
 # Which (M, N, K) dimensions span an operand's tile: A is M x K, B is N x K, C is M x N.
@@ -96,6 +97,17 @@ def _accesses(threads: int, n_access: int, width: int, fn: Callable[[int, int, i
     return Accesses(threads, thread, deltas)
 
 
+def _tv(layout: Layout, t: int, v: int) -> int:
+    """``layout(t, v)`` of a (thread, value) layout, as its 1-D (colexicographic) index: the
+    same value, evaluated without the coordinate recursion (partitions check every thread)."""
+    return int(layout(t + _threads(layout) * v))
+
+
+@functools.lru_cache(maxsize=256)
+def _threads(layout: Layout) -> int:
+    return size(layout[0])
+
+
 def _tile_index(shape: tuple[int, int], tile_shape: tuple[int, int], tile: Sequence[int],
                 x: int) -> int:
     """Column-major coordinate ``x`` of tile ``tile`` (of ``tile_shape``) -> coordinate of
@@ -105,6 +117,7 @@ def _tile_index(shape: tuple[int, int], tile_shape: tuple[int, int], tile: Seque
     return (tile[0] * tr + r) + shape[0] * (tile[1] * tc + c)
 
 
+@functools.lru_cache(maxsize=256)  # pure; a kernel partitions alike often
 def tiled_copy_partition(tc: TiledCopy, shape: tuple[int, int], vector: int) -> Accesses:
     """partition_S / partition_D: every thread's values of every tile of a ``shape`` tensor
     made of whole tiles of the tiled copy, ``vector`` values per access."""
@@ -122,11 +135,12 @@ def tiled_copy_partition(tc: TiledCopy, shape: tuple[int, int], vector: int) -> 
     def fn(t: int, j: int, e: int) -> int:
         tile_i, vec = divmod(j, per_tile)
         tile = (tile_i % grid[0], tile_i // grid[0])
-        return _tile_index(shape, (tr, tcols), tile, tc.layout_tv(t, vec * vector + e))
+        return _tile_index(shape, (tr, tcols), tile, _tv(tc.layout_tv, t, vec * vector + e))
 
     return _accesses(tc.threads, grid[0] * grid[1] * per_tile, vector, fn, "tiled copy")
 
 
+@functools.lru_cache(maxsize=256)  # pure; a kernel partitions alike often
 def fragment_partition(mma: TiledMma, operand: str, layout: Layout, vector: int) -> Accesses:
     """A register fragment (``layout``: (thread, value) -> column-major coordinate of the
     operand's tile) moved to/from a tensor of the operand tile's shape, ``vector``
@@ -137,7 +151,7 @@ def fragment_partition(mma: TiledMma, operand: str, layout: Layout, vector: int)
                              f"{vector} one access moves")
 
     def fn(t: int, j: int, e: int) -> int:
-        return int(layout(t, j * vector + e))  # the tile's coordinate is the tensor's
+        return int(_tv(layout, t, j * vector + e))  # the tile's coordinate is the tensor's
 
     return _accesses(mma.threads, nval // vector, vector, fn, f"operand {operand} fragment")
 
@@ -148,36 +162,66 @@ def operand_tile(mma: TiledMma, operand: str) -> tuple[int, int]:
     return mma.tile[d0], mma.tile[d1]
 
 
+def ldsm_group(atom: MatrixCopy, form: object, operand: str) -> tuple[MatrixCopy, int]:
+    """(the atom one fragment of ``operand`` needs, how many of it ``atom`` issues at once):
+    an ``ldmatrix .x4`` moving twice the registers of one B fragment of ``m16n8k16`` is two
+    ``.x2`` side by side (lanes 0-15 address the first, 16-31 the second; registers 0-1 and
+    2-3), loading two consecutive repetitions of the fragment in one instruction."""
+    per = form.registers(operand)  # type: ignore[attr-defined]
+    if atom.registers % per or atom.num % (atom.registers // per):
+        raise PartitionError(f"{atom.name} moves {atom.registers} registers, not a multiple "
+                             f"of the {per} of one operand {operand} fragment")
+    group = atom.registers // per
+    return dataclasses.replace(atom, num=atom.num // group), group
+
+
 def ldsm_partition(atom: MatrixCopy, mma: TiledMma, operand: str, major: str,
                    shape: tuple[int, int], tile: Sequence[int]) -> Accesses:
-    """The row each thread's ldmatrix reads, for every atom repetition of ``operand``'s
+    """The row each thread's ldmatrix reads, for every instruction that loads ``operand``'s
     fragment, in tile ``tile`` of a tensor of ``shape`` (``major``: its contiguous dim).
 
-    Lane ``l`` points at the row ``row_addresses(atom, form, operand, major)(l)`` of the atom
-    tile; the atom tile of warp ``w`` and repetition ``r`` starts where the tiled MMA's
-    (thread, value) layout puts value ``r * atom values`` of thread ``32 w``.  Access ``j`` is
-    repetition ``j``, whose registers are ``per_atom`` consecutive fragment registers."""
+    An instruction loads ``group`` consecutive atom repetitions (:func:`ldsm_group`: one, or
+    two for an ``.x4`` of two ``.x2`` fragments): lane ``l`` of sub-instruction ``i`` points
+    at the row ``row_addresses(sub atom, form, operand, major)(l)`` of the atom tile of
+    repetition ``group * j + i``, which for warp ``w`` starts where the tiled MMA's (thread,
+    value) layout puts value ``r * atom values`` of thread ``32 w``.  Access ``j``'s registers
+    are ``group * per_atom`` consecutive fragment registers."""
+    return _ldsm_partition(atom, mma, operand, major, (shape[0], shape[1]),
+                           (tile[0], tile[1]))
+
+
+@functools.lru_cache(maxsize=256)  # pure; a K loop asks it per K step of every kernel build
+def _ldsm_partition(atom: MatrixCopy, mma: TiledMma, operand: str, major: str,
+                    shape: tuple[int, int], tile: tuple[int, int]) -> Accesses:
     form = mma.atom
     d0, d1 = _DIMS[operand]
     am, ak = form.shape_mnk[d0], form.shape_mnk[d1]  # type: ignore[attr-defined]
     tm, tk = operand_tile(mma, operand)
-    rows = row_addresses(atom, form, operand, major)  # type: ignore[arg-type]
+    sub, group = ldsm_group(atom, form, operand)
+    rows = row_addresses(sub, form, operand, major)  # type: ignore[arg-type]
     contiguous_k = major == "K"
     atom_tv = form.tv_layout(operand)  # type: ignore[attr-defined]
     tiled_tv = mma.tv_layout(operand)
     nval_atom = size(atom_tv[1])
     reps = size(tiled_tv[1]) // nval_atom
+    first_dim = size(tiled_tv[1][1][0]) if tiled_tv[1].rank > 1 else reps
+    if first_dim % group:
+        raise PartitionError(f"{atom.name} loads {group} repetitions of operand {operand} at "
+                             f"once; the tile has {first_dim} along its first dimension")
     a0 = atom_tv(0, 0)
     a0_rc = (a0 % am, a0 // am)
+    lanes = sub.address_lanes
 
     def lane_rc(lane: int) -> tuple[int, int]:
-        o = rows(lane % atom.address_lanes)
+        o = rows(lane % lanes)
         return divmod(o, ak) if contiguous_k else (o % am, o // am)
 
     def fn(t: int, j: int, e: int) -> int:
-        x = tiled_tv(WARP * (t // WARP), j * nval_atom)
+        lane = t % WARP
+        rep = j * group + lane // lanes % group
+        x = _tv(tiled_tv, WARP * (t // WARP), rep * nval_atom)
         r0, c0 = x % tm - a0_rc[0], x // tm - a0_rc[1]
-        lr, lc = lane_rc(t % WARP)
+        lr, lc = lane_rc(lane)
         r, c = r0 + lr, c0 + lc
         if contiguous_k:
             c += e
@@ -185,7 +229,7 @@ def ldsm_partition(atom: MatrixCopy, mma: TiledMma, operand: str, major: str,
             r += e
         return _tile_index(shape, (tm, tk), tile, r + tm * c)
 
-    return _accesses(mma.threads, reps, atom.cols, fn, f"{atom.name} rows")
+    return _accesses(mma.threads, reps // group, atom.cols, fn, f"{atom.name} rows")
 
 
 def retile(regs: Sequence[object], groups: int) -> list[list[object]]:

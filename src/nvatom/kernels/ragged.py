@@ -5,11 +5,14 @@ multiples of the tile.
 * :class:`GmemMatrix` (:func:`gmem_matrix`): a global matrix whose extents and leading
   dimension are run-time ``.u32`` registers (one stride is 1: the contiguous dimension).
   :meth:`GmemMatrix.tile_at` takes a tile at a run-time tile coordinate (registers or ints);
-  elements past the extents are *outside* and are never read or written.
+  elements past the extents are *outside* and are never read or written.  An extent known
+  to be a multiple of a vector (``multiple_of``, e.g. an even N) never cuts one.
 * :class:`StageRing` (:func:`stage_ring`): ``stages`` equal shared buffers in one ``.shared``
   array; :meth:`StageRing.at` is the stage picked by a run-time index register.  Every stage
   has the one layout, so the writer/reader swizzle check of ``nvatom.kernels.tensor`` holds
   for whichever stage runs (one :class:`~nvatom.kernels.tensor.SmemBuffer` records it).
+  :func:`stage_rings`: rings in the kernel's dynamic shared memory, each stage holding
+  several tensors (a GEMM's A and B tiles), :func:`stages_at` picking a stage of all.
 * :func:`copy_ragged`: a tiled ``cp.async`` from a ragged gmem tile with the zero-filling
   atom ``atom.simt_async_copy<16>.src_size``: a chunk's ``src-size`` is the bytes of it
   inside the matrix (0 past the non-contiguous extent), the rest of the 16 bytes is zeros,
@@ -24,9 +27,12 @@ the atoms' verifiers, vectorisation, element types, swizzle agreement and thread
 run-time leading dimension itself must be a multiple of 16 bytes (the host checks it, as for
 ``nvatom.kernels.gemm_sm80``).
 
+Loops over tiles use the hoisted forms of these copies (``nvatom.kernels.hoisted``).
+
 Sources: PTX ISA "cp.async" (``cp-size``, ``src-size``: "the remaining bytes ... are filled
-with zeros"), "setp", "selp", "ld", "st" ("Operand Size Exceeding Instruction-Type Size":
-``st.b16`` of a 32-bit register stores its low half).
+with zeros"), "setp", "selp", "mad" (``.wide``), "ld", "st" ("Operand Size Exceeding
+Instruction-Type Size": ``st.b16`` of a 32-bit register stores its low half), "Dynamic shared
+memory" (``.extern .shared``), "Addresses as Operands" (``[reg+imm]``).
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ from nvatom.ptx.builder import Kernel, Reg
 from nvatom.ptx.layout_eval import emit_layout_offset
 
 __all__ = ["GmemMatrix", "GmemTile", "StageRing", "copy_ragged", "gmem_matrix",
-           "stage_ring"]
+           "stage_ring", "stage_rings", "stages_at"]
 
 _U32 = ("u32", "b32", "s32")
 
@@ -74,6 +80,7 @@ class GmemMatrix:
     base: Reg
     extents: tuple[Reg | None, Reg | None]
     strides: tuple[Reg | int, Reg | int]
+    multiple_of: tuple[int, int] = (1, 1)  # each extent is a multiple of this (host-checked)
 
     @property
     def contiguous(self) -> int:
@@ -123,10 +130,18 @@ class GmemTile:
 
 
 def gmem_matrix(k: Kernel, name: str, dtype: DType | str, extents: Sequence[Reg | None],
-                strides: Sequence[Reg | int]) -> GmemMatrix:
+                strides: Sequence[Reg | int], *, multiple_of: Sequence[int] = (1, 1),
+                base: Reg | None = None) -> GmemMatrix:
     """A global matrix passed as the ``.u64`` parameter ``name``; ``extents`` are ``.u32``
     registers (or None: no bound, e.g. a stride-0 broadcast), one of ``strides`` is 1 and the
-    other an int or a ``.u32`` register (in elements; a multiple of 16 bytes at run time)."""
+    other an int or a ``.u32`` register (in elements; a multiple of 16 bytes at run time).
+    ``multiple_of``: what each extent is known to be a multiple of (the host checks it, e.g.
+    an even N): a vector store that such an extent cannot cut needs no element-wise path.
+    ``base``: the matrix's global address, when the kernel declared the parameter itself
+    (e.g. to keep its parameter order), instead of the parameter ``name`` declared here."""
+    if len(multiple_of) != 2 or any(not isinstance(x, int) or x < 1 for x in multiple_of):
+        raise T.TensorError(f"gmem matrix '{name}': multiple_of takes 2 positive ints, got "
+                            f"{tuple(multiple_of)}")
     if len(extents) != 2 or len(strides) != 2:
         raise T.TensorError(f"gmem matrix '{name}' is 2-D: 2 extents and 2 strides, got "
                             f"{len(extents)} and {len(strides)}")
@@ -138,10 +153,14 @@ def gmem_matrix(k: Kernel, name: str, dtype: DType | str, extents: Sequence[Reg 
         got = ", ".join(str(x) for x in strides)
         raise T.TensorError(f"gmem matrix '{name}': one stride must be 1 (the contiguous "
                             f"dimension the accesses vectorise along), got ({got})")
-    t = T.gmem_tensor(k, name, dtype, (1, 1), (0, 0))  # the parameter and its base
-    assert t.base is not None
-    return GmemMatrix(name, to_dtype(dtype), t.base, (extents[0], extents[1]),
-                      (strides[0], strides[1]))
+    if base is None:
+        base = T.gmem_tensor(k, name, dtype, (1, 1), (0, 0)).base  # the parameter's address
+    elif base.type not in ("u64", "b64", "s64"):
+        raise T.TensorError(f"gmem matrix '{name}': its base must be a 64-bit register, got "
+                            f"{base.name} of type .{base.type}")
+    assert base is not None
+    return GmemMatrix(name, to_dtype(dtype), base, (extents[0], extents[1]),
+                      (strides[0], strides[1]), (multiple_of[0], multiple_of[1]))
 
 
 # --------------------------------------------------------------------------- stage ring
@@ -213,13 +232,65 @@ def stage_ring(k: Kernel, name: str, dtype: DType | str,
     return StageRing(name, stages, stage_bytes, first)
 
 
+def stage_rings(k: Kernel, name: str, dtype: DType | str,
+                parts: Sequence[tuple[str, Layout | ComposedLayout]], stages: int, *,
+                align: int = 1024) -> tuple[StageRing, ...]:
+    """``stages`` stages in the kernel's dynamic shared memory (``.extern .shared .align
+    align .b8 name[]``, sized at launch: ``stages * stage_bytes``), each stage holding the
+    tensors ``parts`` -- ``(name, layout)`` -- one after another, each rounded to 128 bytes.
+    Ring ``i`` is part ``i`` of every stage (its own buffer record: one writer layout each);
+    its stage 0 lies ``offset`` elements past the array's start and its stages
+    ``stage_bytes`` apart, so :func:`stages_at` picks a stage of every ring with one
+    ``mad``."""
+    if not isinstance(stages, int) or stages < 1 or not parts:
+        raise T.TensorError(f"rings '{name}': {stages!r} stages of {len(parts)} parts")
+    dt = to_dtype(dtype)
+    probes = [T.Tensor(n, dt, lay, "smem") for n, lay in parts]
+    sizes = [-(-T._cosize_bytes(p) // 128) * 128 for p in probes]
+    stage_bytes = sum(sizes)
+    k.dynamic_shared(name, align=align)
+    base = k.reg("u32")
+    k.ins("mov.u32", base, name)
+    rings, off = [], 0
+    for p, nbytes in zip(probes, sizes, strict=True):
+        first = dataclasses.replace(p, base=base, offset=off * 8 // dt.storage_bits,
+                                    buffer=T.SmemBuffer(p.name, off + nbytes), view=p.layout)
+        rings.append(StageRing(p.name, stages, stage_bytes, first))
+        off += nbytes
+    return tuple(rings)
+
+
+def stages_at(k: Kernel, rings: Sequence[StageRing], stage: Reg | int
+              ) -> tuple[T.Tensor, ...]:
+    """Stage ``stage`` (a ``.u32`` register, or a build-time int) of rings made together by
+    :func:`stage_rings`: their tensors at one base register."""
+    names = ", ".join(f"'{r.name}'" for r in rings)
+    _u32(f"the stage index of rings {names}", stage)
+    first = rings[0].first
+    if any(r.first.base is not first.base or r.stage_bytes != rings[0].stage_bytes
+           or r.stages != rings[0].stages for r in rings):
+        raise T.TensorError(f"rings {names} do not share their stages (make them with one "
+                            "stage_rings)")
+    if isinstance(stage, int) and not stage < rings[0].stages:
+        raise T.TensorError(f"stage {stage} of the {rings[0].stages}-stage rings {names}")
+    if isinstance(stage, int) and stage == 0:
+        return tuple(r.first for r in rings)
+    b = k.reg("u32")
+    if isinstance(stage, int):
+        k.ins("add.u32", b, first.base, stage * rings[0].stage_bytes)
+    else:
+        k.ins("mad.lo.u32", b, stage, rings[0].stage_bytes, first.base)
+    return tuple(dataclasses.replace(r.first, base=b) for r in rings)
+
+
 # --------------------------------------------------------------------------- predicated copies
 
 
-def _coords(k: Kernel, tile: GmemTile, acc: P.Accesses, what: str
-            ) -> list[tuple[Reg, Reg]]:
-    """(dim 0, dim 1) matrix coordinates of every access's first element, as registers:
-    the tile origin plus a layout of the thread index plus a constant (checked)."""
+def _thread_coords(k: Kernel, tile: GmemTile, acc: P.Accesses, what: str
+                   ) -> tuple[list[Reg], list[tuple[int, int]]]:
+    """The matrix coordinates of every access's first element as (dim 0, dim 1) registers of
+    the thread (the tile origin plus a layout of the thread index) and a constant (row,
+    column) per access, checked for every thread."""
     rows = tile.shape[0]
     n = acc.threads
     lays = [P.affine_layout([f(acc.thread(t)) for t in range(n)])
@@ -239,10 +310,17 @@ def _coords(k: Kernel, tile: GmemTile, acc: P.Accesses, what: str
         if o != 0:
             k.ins("add.u32", r, r, o)
         base.append(r)
+    return base, [(s % rows, s // rows) for s in acc.starts]
+
+
+def _coords(k: Kernel, tile: GmemTile, acc: P.Accesses, what: str
+            ) -> list[tuple[Reg, Reg]]:
+    """(dim 0, dim 1) matrix coordinates of every access's first element, as registers."""
+    base, consts = _thread_coords(k, tile, acc, what)
     out = []
-    for s in acc.starts:
+    for cs in consts:
         pair = []
-        for d, c in enumerate((s % rows, s // rows)):
+        for d, c in enumerate(cs):
             if c:
                 r = k.reg("u32")
                 k.ins("add.u32", r, base[d], c)
@@ -346,6 +424,38 @@ def _cp_async_ragged(k: Kernel, tc: TiledCopy, src: GmemTile | T.Tensor,
         copy_emit.emit_cp_async(k, cp, d, src_addr, fill=fill)
 
 
+class _Memo:
+    """Per-thread values derived once per distinct constant: the predicates ``coordinate +
+    c < extent`` along each dimension and the addresses of the strided dimension's rows."""
+
+    def __init__(self, k: Kernel, m: GmemMatrix, base: list[Reg]) -> None:
+        self.k, self.m, self.base = k, m, base
+        self.preds: dict[tuple[int, int], Reg | None] = {}
+        self.rows: dict[int, Reg] = {}
+        self.addr = _gaddr(k, m, (base[0], base[1]))
+
+    def inside(self, d: int, c: int) -> Reg | None:
+        if (d, c) not in self.preds:
+            self.preds[d, c] = _inside(self.k, self.base[d], self.m.extents[d], c)
+        return self.preds[d, c]
+
+    def address(self, c: tuple[int, int], extra: int = 0) -> str:
+        """``[reg+imm]`` of the element ``c`` (plus ``extra`` bytes) from the thread's."""
+        m, k = self.m, self.k
+        esize = m.dtype.storage_bits // 8
+        imm, reg = extra, self.addr
+        for d in (0, 1):
+            s = m.strides[d]
+            if isinstance(s, int):
+                imm += c[d] * s * esize
+            elif c[d]:
+                if c[d] not in self.rows:
+                    self.rows[c[d]] = k.reg("u64")
+                    k.ins("mad.wide.u32", self.rows[c[d]], s, c[d] * esize, self.addr)
+                reg = self.rows[c[d]]
+        return f"[{reg}+{imm}]" if imm else f"[{reg}]"
+
+
 def _fragment_ragged(k: Kernel, atom: UniversalCopy, src: GmemTile | T.Tensor,
                      dst: GmemTile | T.Tensor, what: str) -> None:
     tile, frag = (src, dst) if isinstance(src, GmemTile) else (dst, src)
@@ -360,14 +470,18 @@ def _fragment_ragged(k: Kernel, atom: UniversalCopy, src: GmemTile | T.Tensor,
     if cd == 0 and vec > 1:
         raise T.TensorError(f"{what}: a fragment's vectors run along dimension 1; gmem "
                             f"matrix '{m.name}' is contiguous along dimension 0")
-    if not store and packed and vec > 1 and m.extents[cd] is not None:
+    # a vector is never cut when the extent and the vector's start are multiples of it
+    whole = m.extents[cd] is None or vec == 1 or m.multiple_of[cd] % vec == 0
+    if not store and packed and not whole:
         raise T.TensorError(f"{what}: a ragged load of packed {frag.dtype.name} pairs could "
                             "cut a register; load 32-bit values")
     k.need_atom(atom, T.TensorError, name_feature=False)
-    for regs, idx in zip(groups, _coords(k, tile, acc, what), strict=True):
-        line_ok = _inside(k, idx[1 - cd], m.extents[1 - cd])
-        full = _and(k, line_ok, _inside(k, idx[cd], m.extents[cd], vec - 1))
-        addr = f"[{_gaddr(k, m, idx)}]"
+    base, consts = _thread_coords(k, tile, acc, what)
+    memo = _Memo(k, m, base)
+    for regs, c in zip(groups, consts, strict=True):
+        line_ok = memo.inside(1 - cd, c[1 - cd])
+        full = _and(k, line_ok, memo.inside(cd, c[cd] + (0 if whole else vec - 1)))
+        addr = memo.address(c)
         guard = str(full) if full is not None else None
         if store:
             k.ins(atom.st_opcode("gmem"), addr, _vec(regs), pred=guard)
@@ -375,22 +489,20 @@ def _fragment_ragged(k: Kernel, atom: UniversalCopy, src: GmemTile | T.Tensor,
             for r in regs:
                 k.ins(f"mov.b{max(32, frag.bits)}", r, 0)
             k.ins(atom.ld_opcode("gmem"), _vec(regs), addr, pred=guard)
-        if vec == 1 or m.extents[cd] is None:
+        if whole:
             continue
         # a vector cut by the extent: its elements inside, one at a time (stores only)
         for e in range(vec - 1):
-            ok = _and(k, line_ok, _inside(k, idx[cd], m.extents[cd], e))
+            ok = _and(k, line_ok, memo.inside(cd, c[cd] + e))
             cut = k.reg("pred")
             k.ins("xor.pred", cut, ok, full)  # element e inside, the whole vector not
-            off = e * frag.bits // 8
-            eaddr = f"[{addr[1:-1]}+{off}]" if off else addr
             if packed and e % 2:
                 raise T.TensorError(f"{what}: a cut vector of more than one packed pair")
             r = regs[e // 2] if packed else regs[e]  # st.b16 of a .b32 stores its low half
-            if store:
-                k.ins(f"st.global.b{frag.bits}", eaddr, r, pred=str(cut))
-            else:
-                k.ins(f"ld.global.b{frag.bits}", r, eaddr, pred=str(cut))
+            op = "st" if store else "ld"
+            eaddr = memo.address(c, e * frag.bits // 8)
+            k.ins(f"{op}.global.b{frag.bits}", *((eaddr, r) if store else (r, eaddr)),
+                  pred=str(cut))
 
 
 def _vec(regs: Sequence[Reg]) -> Reg | list[Reg]:

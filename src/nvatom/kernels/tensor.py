@@ -78,8 +78,9 @@ from nvatom.ptx.layout_eval import emit_composed_offset, emit_layout_offset
 from nvatom.ptx.tiled_mma_emit import Fragment, emit_tiled_mma, repetitions
 
 __all__ = ["SPACES", "SmemBuffer", "Tensor", "TensorError", "as_tiled", "convert", "copy",
-           "elementwise", "fragment", "fragment_copy_plan", "fragment_like", "gmem_tensor", "mma",
-           "smem_tensor", "thread_index", "thread_offsets", "tiled_copy_plan", "tmem_tensor"]
+           "elementwise", "fragment", "fragment_copy_plan", "fragment_like", "gmem_tensor",
+           "ldsm_plan", "mma", "smem_tensor", "thread_index", "thread_offsets",
+           "tiled_copy_plan", "tmem_tensor"]
 
 SPACES = ("gmem", "smem", "rmem", "tmem")
 #: Static shared memory a CTA may declare (PTX ISA ".shared": 48 KB without the opt-in).
@@ -312,8 +313,8 @@ def thread_offsets(k: Kernel, tid: Reg, nthreads: int, tile: Layout | ComposedLa
 
     The first is evaluated in PTX (the thread layout, then the tile's layout and swizzle); each
     other is derived from it by an ``add`` or ``xor`` of a constant when that is right for
-    every thread (checked here), else evaluated afresh.  The kernel layer's accesses and
-    ``nvatom.kernels.gemm_sm80``'s copies and ldmatrix rows share this derivation.
+    every thread (checked here), else evaluated afresh.  Every access of the kernel layer
+    (direct, ragged and hoisted) derives its addresses here.
     """
     def py(t: int, d: int) -> int:
         return int(tile(thread_idx(t) + d))
@@ -483,7 +484,8 @@ def copy(k: Kernel, atom: Any, src: Tensor, dst: Tensor, *,
 
     * ``TiledCopy`` of cp.async: gmem -> smem, tensors of the same shape made of whole tiles;
     * ``MatrixCopy`` (ldmatrix): smem -> the fragment of a tiled MMA; ``tile`` picks the
-      operand tile of the smem tensor (``(0, k)``: the k-th K step);
+      operand tile of the smem tensor (``(0, k)``: the k-th K step); an atom moving several
+      fragments' registers (``.x4`` for two B fragments) loads consecutive repetitions;
     * ``UniversalCopy``: a fragment <-> a gmem/smem tensor of the operand tile's shape.
     """
     name = getattr(atom, "atom", atom).name
@@ -572,18 +574,32 @@ def _major(t: Tensor, operand: str) -> str:
 
 def _copy_ldsm(k: Kernel, atom: MatrixCopy, src: Tensor, dst: Tensor, tile: Sequence[int],
                what: str) -> None:
+    acc, per = ldsm_plan(k, atom, src, dst, tile, what)
+    for j, addr in enumerate(_addresses(k, src, acc)):
+        copy_emit.emit_matrix_copy(k, atom, list(dst.regs[j * per:(j + 1) * per]), addr)
+
+
+def ldsm_plan(k: Kernel, atom: MatrixCopy, src: Tensor, dst: Tensor, tile: Sequence[int],
+              what: str) -> tuple[P.Accesses, int]:
+    """Every check of an ldmatrix ``src`` -> fragment ``dst`` (tile ``tile`` of ``src``), its
+    partition and the registers one instruction moves (an ``.x4`` may load two consecutive
+    ``.x2`` fragments: :func:`nvatom.kernels.partition.ldsm_group`); shared with the hoisted
+    readers of ``nvatom.kernels.hoisted``."""
     if src.space != "smem":
         raise TensorError(f"{what}: ldmatrix reads shared memory, not {src}")
     mma, op, form = _check_fragment(what, dst)
     _check_types(what, src, dst)
     major = _major(src, op)
-    if not ldsm_matches_mma(atom, form, op, major):
+    per = form.registers(op)
+    sub, group = (P.ldsm_group(atom, form, op) if atom.registers > per
+                  and atom.registers % per == 0 else (atom, 1))
+    if not ldsm_matches_mma(sub, form, op, major):
         raise TensorError(f"{what}: the atom's thread layout {atom.register_layout()} does not "
                           f"produce operand {op} of {form.name} {form.tv_layout(op)} from a "
                           f"{major}-major tile")
-    if atom.registers != form.registers(op):
+    if atom.registers != per * group:
         raise TensorError(f"{what}: the atom moves {atom.registers} registers, one {op} "
-                          f"fragment of {form.name} is {form.registers(op)}")
+                          f"fragment of {form.name} is {per}")
     _check_threads(k, what, mma.threads)
     rows, cols = P.operand_tile(mma, op)
     tiles = (src.shape[0] // rows, src.shape[1] // cols)
@@ -603,10 +619,8 @@ def _copy_ldsm(k: Kernel, atom: MatrixCopy, src: Tensor, dst: Tensor, tile: Sequ
         _target(k), CopyUse(check_swizzled_rows(atom, smem_use, "src"), _use(dst, None))))
     _check_accesses(what, src, acc, 16)
     _check_read(what, src)
-    per = form.registers(op)
-    _check_register_count(what, dst, per * len(acc.deltas))
-    for j, addr in enumerate(_addresses(k, src, acc)):
-        copy_emit.emit_matrix_copy(k, atom, list(dst.regs[j * per:(j + 1) * per]), addr)
+    _check_register_count(what, dst, atom.registers * len(acc.deltas))
+    return acc, atom.registers
 
 
 def _copy_fragment(k: Kernel, atom: UniversalCopy, src: Tensor, dst: Tensor, what: str) -> None:
