@@ -64,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--batch", type=int, default=10)
     ap.add_argument("--out", type=Path, default=ROOT / "reports/bench/gemm_sm80_port.json")
+    ap.add_argument("--shapes", help="MxNxK[:AB] comma-separated (A major K/M, B major N/K; "
+                    "default KN), instead of the default list")
     args = ap.parse_args(argv)
     if args.emit_old:
         return emit_old(args.emit_old)
@@ -75,8 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     from nvatom.runtime.launch import PackedParams
     from nvatom.runtime.load import load_kernel
 
+    shapes = SHAPES
+    if args.shapes:
+        shapes = []
+        for item in args.shapes.split(","):
+            dims, _, majors = item.partition(":")
+            m_, n_, k_ = (int(x) for x in dims.split("x"))
+            shapes.append((m_, n_, k_, *(tuple(majors) if majors else ("K", "N"))))
     rows = []
-    for m, n, k, am, bm in SHAPES:
+    for m, n, k, am, bm in shapes:
         a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         b = torch.randn(k, n, device="cuda").to(torch.bfloat16)
         a_st = a if am == "K" else a.t().contiguous().t()  # A^T row-major for M-major
