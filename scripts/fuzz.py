@@ -291,7 +291,13 @@ def _fake_torch(capability: tuple[int, ...]) -> Any:
     def frombuffer(buf: Any, dtype: Any = None) -> Any:
         return G.contiguous((len(buf),), dtype, G.FakeDevice("cpu", None))
 
+    def tensor(values: Any, dtype: Any = None, device: Any = None) -> Any:
+        t = G.contiguous((len(values),), dtype or "torch.int64", G.FakeDevice())
+        t.values = list(values)
+        return t
+
     torch.empty, torch.full, torch.frombuffer = empty, full, frombuffer  # type: ignore[attr-defined]
+    torch.tensor = tensor  # type: ignore[attr-defined]
     torch.zeros = _reached  # type: ignore[attr-defined]  # the fused epilogue on K = 0
     def from_dlpack(x: Any) -> Any:  # a numpy array or scalar: a CPU tensor, as torch's
         shape = tuple(int(s) for s in x.shape)
@@ -378,8 +384,10 @@ def _api_function(case: dict[str, Any]) -> Callable[..., Any]:
     the case's target as its first argument)."""
     m = _api_modules()
     fn = case["fn"]
-    if fn in ("gemm", "explain", "grouped_gemm"):
+    if fn in ("gemm", "explain", "grouped_gemm", "grouped_gemm_masked"):
         return getattr(m["gemm"], fn)  # type: ignore[no-any-return]
+    if fn == "UserEpilogue":
+        return _user_epilogue
     if fn in ("attention", "check_inputs"):
         return getattr(m["attention"], fn)  # type: ignore[no-any-return]
     if fn.startswith("torch_ops."):
@@ -399,6 +407,38 @@ def _api_function(case: dict[str, Any]) -> Callable[..., Any]:
             return str(ctor(k, *args, **kw))
         return build
     raise ValueError(f"unknown api function {fn!r}")
+
+
+def _user_epilogue(spec: dict[str, Any]) -> Any:
+    """A :class:`~nvatom.kernels.sm90.user_epilogue.UserEpilogue` whose hook emits
+    ``spec["program"]`` (fuzz_grammars._hook_call): each step an opcode and operand roles --
+    ``f``/``u``/``p`` a new register of .f32/.u32/.pred (reused once made), ``x``, ``r``
+    (row), ``c`` (col), ``s`` the scalar ``s``, ``l`` the loaded tensor ``l``, ``1`` an
+    immediate, ``L`` a label, anything else as text -- then ends as ``spec["end"]`` says."""
+    from nvatom.kernels.sm90.user_epilogue import UserEpilogue
+
+    def fn(k: Any, x: Any, row: Any, col: Any) -> Any:
+        regs: dict[str, Any] = {}
+
+        def operand(role: str) -> Any:
+            if role in "fup":
+                if role not in regs:
+                    regs[role] = k.reg({"f": "f32", "u": "u32", "p": "pred"}[role])
+                return regs[role]
+            return {"x": x, "r": row, "c": col, "1": 1.5, "L": "$L1"}.get(role) or (
+                k.arg("s") if role == "s" else k.load("l") if role == "l" else role)
+
+        for step in spec["program"]:
+            op, roles, *guard = step
+            k.ins(op, *(operand(c) for c in roles), **({"pred": guard[0]} if guard else {}))
+        if spec["end"] == "raise":
+            raise ValueError("the hook failed")
+        if spec["end"] == "return":
+            return 1
+        return None
+
+    hook = UserEpilogue(spec["name"], fn, **spec["kw"])
+    return hook.tag, hook.params
 
 
 def _api_outcome(fn: Callable[..., Any], call: dict[str, Any]) -> str:

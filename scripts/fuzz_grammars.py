@@ -691,6 +691,27 @@ class FakeTensor:
     def T(self) -> FakeTensor:  # torch's name
         return dataclasses.replace(self, shape=self.shape[::-1], strides=self.strides[::-1])
 
+    def view(self, *shape: Any) -> FakeTensor:
+        """torch's ``view`` of a contiguous tensor (any other raises as torch does)."""
+        shape = tuple(int(x) for x in (shape[0] if len(shape) == 1 and isinstance(
+            shape[0], (tuple, list)) else shape))
+        if -1 in shape:
+            rest = 1
+            for x in shape:
+                rest *= x if x != -1 else 1
+            shape = tuple(self.numel() // max(rest, 1) if x == -1 else x for x in shape)
+        n = 1
+        for x in shape:
+            n *= x
+        if n != self.numel() or not self.is_contiguous():
+            raise RuntimeError(f"view size {shape} is not compatible with input tensor's size "
+                               f"{self.shape} and stride {self.strides}")
+        strides, step = [], 1
+        for x in reversed(shape):
+            strides.insert(0, step)
+            step *= x
+        return dataclasses.replace(self, shape=shape, strides=tuple(strides))
+
     def __getitem__(self, i: Any) -> FakeTensor:
         if isinstance(i, slice):  # x[start:] along dimension 0
             start, stop, _ = i.indices(int(self.shape[0]))
@@ -1028,7 +1049,8 @@ def _offsets(r: Rng, total: int, groups: int) -> Any:
                                               "int8"]), "v": plain}}
     t = tensor_spec(r, [len(plain)], r.choice(["int32", "int32", "int64", "float32"]))
     t["tensor"]["values"] = plain
-    t["tensor"]["device"] = r.choice([["cpu", None], ["cpu", None], ["cuda", 0]])
+    t["tensor"]["device"] = r.choice([["cpu", None], ["cpu", None], ["cuda", 0], ["cuda", 0],
+                                      ["cuda", None], ["cuda", 1]])
     if _p(r, 0.1):
         t["tensor"]["shape"] = [1, len(plain)]
         t["tensor"]["strides"] = [len(plain), 1]
@@ -1054,7 +1076,102 @@ def _grouped_call(r: Rng) -> tuple[list[Any], dict[str, Any]]:
         kw["scale_a"], kw["scale_b"] = _scales(r, total, n, k, groups)
         if _p(r, 0.2):
             kw["fast_accum"] = r.choice([True, False, 1])
+    if _p(r, 0.15):
+        kw["status"] = _status(r)
     return args, kw
+
+
+def _status(r: Rng) -> Any:
+    """``status=``: an int32 CUDA word, or something that is not one."""
+    t = tensor_spec(r, [r.choice([1, 1, 4, 0])], r.choice(["int32", "int32", "int64",
+                                                           "float32"]))
+    if _p(r, 0.2):
+        t["tensor"]["device"] = r.choice([["cpu", None], ["cuda", 1], ["cuda", None]])
+    return t if _p(r, 0.85) else r.choice([None, [0], 0, "status"])
+
+
+def _masked_call(r: Rng) -> tuple[list[Any], dict[str, Any]]:
+    """``grouped_gemm_masked(a (G, M_max, K), b (G, K, N), counts, out, ...)``."""
+    groups = r.choice([1, 2, 3, 4, 8, 0, 16])
+    m_max, n, k = _size(r), _size(r), _size(r)
+    if _p(r, 0.7):
+        n, k = n - n % 16, k - k % 16
+    fp8 = _p(r, 0.3)
+    dt = r.choice(_FP8) if fp8 else r.choice(["bfloat16", "float16"])
+    a = tensor_spec(r, [groups, m_max, k], dt, ld_pad=r.choice([0, 0, 8, 3]))
+    b = tensor_spec(r, [groups, k, n], r.choice(_FP8) if fp8 else dt,
+                    "col" if fp8 or _p(r, 0.3) else "row")
+    counts: Any = [r.randint(0, max(m_max, 0)) for _ in range(groups)]
+    if _p(r, 0.15) and counts:
+        counts[r.randint(0, len(counts) - 1)] = r.choice([-1, m_max + 1, 2**40, 1.5, None])
+    if _p(r, 0.6) and all(type(c) is int and abs(c) < 2**31 for c in counts):
+        t = tensor_spec(r, [len(counts)], r.choice(["int32", "int32", "int32", "int64"]))
+        t["tensor"]["values"] = counts
+        t["tensor"]["device"] = r.choice([["cuda", 0], ["cuda", 0], ["cpu", None]])
+        counts = t
+    kw: dict[str, Any] = {}
+    if _p(r, 0.5):
+        kw["out"] = tensor_spec(r, [groups, m_max, n], "bfloat16" if fp8 else
+                                r.choice([dt, dt, "float32"]))
+    if fp8:
+        kw["scale_a"], kw["scale_b"] = _scales(r, groups * m_max, n, k, groups)
+        if _p(r, 0.5) and isinstance(kw["scale_a"], dict) and "tensor" in kw["scale_a"]:
+            sa = kw["scale_a"]["tensor"]  # the masked form: (G, M_max[, Kb])
+            if sa["shape"] and sa["shape"][0] == groups * m_max:
+                sa["shape"] = [groups, m_max, *sa["shape"][1:]]
+                sa["strides"] = [m_max * (sa["strides"][0] or 1), *sa["strides"]]
+        if _p(r, 0.2):
+            kw["fast_accum"] = r.choice([True, False, 1])
+    if _p(r, 0.2):
+        kw["status"] = _status(r)
+    return [a, b, counts], kw
+
+
+#: a user epilogue's instructions: (opcode, operand roles); roles name registers the hook
+#: made ("f", "u", "p"), x/row/col, a parameter, or an immediate
+_HOOK_OPS = [("max.f32", "xxf"), ("mul.f32", "xxf"), ("add.f32", "fxf"), ("fma.rn.f32", "xxff"),
+             ("mul.f32", "ff1"), ("setp.lt.f32", "pxf"), ("selp.f32", "xxfp"),
+             ("cvt.rn.f32.u32", "fr"), ("cvt.rn.f32.u32", "fc"), ("mov.f32", "f1"),
+             ("ex2.approx.ftz.f32", "xx"), ("rcp.approx.ftz.f32", "ff"), ("abs.f32", "xx"),
+             ("neg.f32", "ff"), ("add.u32", "urc"), ("setp.lt.u32", "prc"),
+             ("mov.f32", "xs"), ("mul.f32", "xxl"), ("max.u32", "uur"), ("mov.b32", "xu"),
+             ("mul.f32", "xx1"),
+             # refused: memory, control, barriers, wrong types, nonsense
+             ("ld.global.f32", "fu"), ("st.shared.f32", "ux"), ("bar.sync", "1"), ("bra", "L"),
+             ("mul.f32", "ru1"), ("add.f64", "xxx"), ("cvt.f32.f16", "xx"), ("mov.f32", "r1"),
+             ("garbage", "x"), ("mul.f32.f32", "xxx"), ("mul.f32", "xx"), ("fma.rn.f32", "xxx1"),
+             ("max.f32", "x?x")]
+
+
+_HOOK_LEGAL = 21  # the legal forms lead _HOOK_OPS
+
+
+def _hook_call(r: Rng) -> dict[str, Any]:
+    """``UserEpilogue(name, fn, scalars=, tensors=)`` with ``fn`` a random program of
+    :data:`_HOOK_OPS` (mostly legal, sometimes refused forms, guards, a raise or a return)."""
+    legal = _HOOK_OPS[:_HOOK_LEGAL]
+    n = r.choice([1, 2, 3, 5, 8]) if _p(r, 0.95) else r.choice([0, 200])
+    prog = [list(r.choice(legal if _p(r, 0.97) else _HOOK_OPS)) for _ in range(n)]
+    if prog and _p(r, 0.9):  # registers written before they are read, x written last
+        prog = [["mov.f32", "f1"], ["add.u32", "urc"], ["setp.lt.u32", "prc"], *prog,
+                ["mul.f32", "xx1"]]
+    for step in prog:
+        if _p(r, 0.02):
+            step.append(r.choice(["p", "!p", "%p9"]))  # a guard: refused
+    kw: dict[str, Any] = {}
+    uses = {role for _, roles, *_ in prog for role in roles}
+    if "s" in uses or _p(r, 0.2):
+        kw["scalars"] = ["s"] if _p(r, 0.9) else r.choice(
+            [["s", "t"], [], ["s", "s"], ["1s"], "s"])
+    if "l" in uses or _p(r, 0.2):
+        kw["tensors"] = r.choice([{"l": ["row", "f32"]}, {"l": ["col", "bf16"]},
+                                  {"l": ["col", "f16"]}]) if _p(r, 0.9) else r.choice(
+            [{"l": ["diag", "f32"]}, {"l": ["row", "e4m3"]}, {"s": ["row", "f32"]},
+             {"l": "row"}])
+    end = r.choice(["none"] * 30 + ["raise", "return"])
+    name = r.choice(["h", "relu2", "my_hook", "hook_2"]) if _p(r, 0.9) else r.choice(
+        ["", "1h", "h" * 40, "h-1", "\u00e9"])
+    return {"name": name, "program": prog, "end": end, "kw": kw}
 
 
 def _attention_call(r: Rng) -> tuple[list[Any], dict[str, Any]]:
@@ -1152,11 +1269,12 @@ def _epilogue_spec_call(r: Rng) -> dict[str, Any]:
 
 
 #: The ``api`` target's calls, and the share of the inputs each gets.
-API_CALLS = {"gemm": 0.3, "grouped_gemm": 0.2, "attention": 0.1, "check_inputs": 0.06,
-             "explain": 0.04, "torch_ops": 0.1, "kernel_tensor": 0.12, "epilogue_spec": 0.08}
+API_CALLS = {"gemm": 0.28, "grouped_gemm": 0.18, "grouped_gemm_masked": 0.05,
+             "attention": 0.1, "check_inputs": 0.05, "explain": 0.04, "torch_ops": 0.1,
+             "kernel_tensor": 0.12, "epilogue_spec": 0.05, "user_epilogue": 0.03}
 _TORCH_OPS = ("_gemm_impl", "_gemm_fake", "_gemm_out_impl", "_gemm_out_fake",
               "_gemm_epilogue_impl", "_gemm_epilogue_fake", "gemm_output_spec",
-              "epilogue_output_spec")
+              "epilogue_output_spec", "attention_output_spec")
 
 
 def api_case(r: Rng) -> dict[str, Any]:
@@ -1186,6 +1304,12 @@ def api_case(r: Rng) -> dict[str, Any]:
     elif which == "grouped_gemm":
         args, kw = _grouped_call(r)
         fn = "grouped_gemm"
+    elif which == "grouped_gemm_masked":
+        args, kw = _masked_call(r)
+        fn = "grouped_gemm_masked"
+    elif which == "user_epilogue":
+        args, kw = [_hook_call(r)], {}
+        fn = "UserEpilogue"
     elif which in ("attention", "check_inputs"):
         args, kw = _attention_call(r)
         fn = which
@@ -1197,7 +1321,11 @@ def api_case(r: Rng) -> dict[str, Any]:
         if any(v is not None and not (isinstance(v, dict) and "tensor" in v) for v in (sa, sb)):
             sa, sb = tensor_spec(r, [1], "float32"), tensor_spec(r, [1], "float32")  # Tensor?
         kw = {}
-        if fn in ("gemm_output_spec", "epilogue_output_spec"):
+        if fn == "attention_output_spec":
+            aargs, _ = _attention_call(r)
+            args = [t["tensor"]["shape"] if isinstance(t, dict) and "tensor" in t else t
+                    for t in aargs]
+        elif fn in ("gemm_output_spec", "epilogue_output_spec"):
             ta, tb = a["tensor"], b["tensor"]
             args = [ta["shape"], ta["dtype"], tb["shape"], tb["dtype"]]
             kw["scaled"] = sa is not None
@@ -1218,7 +1346,7 @@ def api_case(r: Rng) -> dict[str, Any]:
                         kw[name] = v
                     elif name != "activation" and type(v) is float:
                         kw[name] = v
-        if _p(r, 0.4) and not fn.startswith("_gemm_out"):
+        if _p(r, 0.4) and not fn.startswith(("_gemm_out", "attention_output_spec")):
             kw["out_dtype"] = r.choice(["torch.bfloat16", "torch.float16", "torch.float32",
                                         "float32", "torch.float8_e4m3fn", "torch.int8"])
         fn = f"torch_ops.{fn}"
@@ -1234,12 +1362,12 @@ def api_case(r: Rng) -> dict[str, Any]:
         for i, v in enumerate(args):
             if isinstance(v, dict) and "tensor" in v and _p(r, 0.2):
                 args[i] = mutate_tensor(r, v)
-    elif fn in ("gemm", "grouped_gemm", "attention") and _p(r, 0.2):
+    elif fn in ("gemm", "grouped_gemm", "grouped_gemm_masked", "attention") and _p(r, 0.2):
         # the same call twice, the second changed in one place: the call caches must tell
         then = {"args": json.loads(json.dumps(args)), "kw": json.loads(json.dumps(kw))}
         _mutate_call(r, then["args"], then["kw"], 1)
         case["then"] = then
-    elif _p(r, 0.5) and not fn.startswith(("kernels.", "EpilogueSpec")):
+    elif _p(r, 0.5) and not fn.startswith(("kernels.", "EpilogueSpec", "UserEpilogue")):
         _mutate_call(r, args, kw, r.randint(1, 2))
     case.update({"fn": fn, "args": args, "kw": kw})
     return case

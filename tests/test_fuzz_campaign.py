@@ -351,3 +351,46 @@ def test_api_second_call_must_not_be_served_by_a_sloppy_call_cache(
     monkeypatch.setattr(gm, "GemmCaches", sloppy)
     kind, detail = fuzz.classify("api", case)
     assert kind == "wrong" and "a call cache answered for a different call" in detail
+
+
+def _offs_tensor(values: list, dtype: str = "int32", device: list | None = None) -> dict:
+    t = _t([len(values)], dtype)
+    t["tensor"]["values"] = values
+    t["tensor"]["device"] = device or ["cuda", 0]
+    return t
+
+
+def test_api_device_offsets_and_masked_layout() -> None:
+    """Offsets and counts on the GPU reach the launch without a host read (the table kernel
+    and the GEMM are planned); a tensor on "cuda" without an index (the current device) is
+    taken, not an internal error (campaign seed 7001, input 15840: int(None)); wrong dtypes,
+    shapes, devices and status words are clean refusals."""
+    grouped = [_t([256, 512]), _t([2, 512, 384])]
+    assert _api("grouped_gemm", [*grouped, _offs_tensor([100, 256])]) == ("ok", "")
+    assert _api("grouped_gemm", [*grouped, _offs_tensor([100, 256], device=["cuda", None])]
+                ) == ("ok", "")
+    for offs in (_offs_tensor([100, 256], "int64"), _offs_tensor([100, 200, 256]),
+                 _offs_tensor([100, 256], device=["cuda", 1])):
+        assert _api("grouped_gemm", [*grouped, offs])[0] == "clean", offs
+    for status in (_t([1], "int64"), [0], _t([0], "int32")):
+        assert _api("grouped_gemm", [*grouped, _offs_tensor([100, 256])],
+                    {"status": status})[0] == "clean", status
+    assert _api("grouped_gemm", [*grouped, _offs_tensor([100, 256])],
+                {"status": _t([1], "int32")}) == ("ok", "")
+    masked = [_t([2, 192, 512]), _t([2, 512, 384])]
+    assert _api("grouped_gemm_masked", [*masked, _offs_tensor([3, 192])],
+                {"out": _t([2, 192, 384])}) == ("ok", "")
+    assert _api("grouped_gemm_masked", [*masked, [3, 193]])[0] == "clean"  # > M_max
+    assert _api("grouped_gemm_masked", [_t([2, 192]), masked[1], [3, 4]])[0] == "clean"
+
+
+def test_api_user_epilogue_programs() -> None:
+    """A user epilogue built from a program: a legal one is made (its tag and parameters),
+    an illegal one (a load, a guard, a raise) is a clean EpilogueError."""
+    ok = {"name": "h", "program": [["mov.f32", "f1"], ["max.f32", "xxf"]], "end": "none",
+          "kw": {}}
+    assert _api("UserEpilogue", [ok]) == ("ok", "")
+    for bad in ({**ok, "program": [["ld.global.f32", "fu"]]},
+                {**ok, "program": [["max.f32", "xxf", "p"]]}, {**ok, "end": "raise"},
+                {**ok, "name": "1h"}):
+        assert _api("UserEpilogue", [bad])[0] == "clean", bad

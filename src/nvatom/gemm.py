@@ -1480,10 +1480,20 @@ def _device_offsets(offsets: Any, groups: int, device: int, name: str) -> bool:
                         f"({groups},)")
     if groups > 1 and int(offsets.stride(0)) != 1:
         raise GemmError(f"{name} has stride {offsets.stride(0)}: pass a contiguous tensor")
-    if int(offsets.device.index) != device:
-        raise GemmError(f"{name} is on cuda:{offsets.device.index}, the operands on "
+    if _cuda_index(offsets) != device:
+        raise GemmError(f"{name} is on cuda:{_cuda_index(offsets)}, the operands on "
                         f"cuda:{device}")
     return True
+
+
+def _cuda_index(t: Any) -> int:
+    """The CUDA device a tensor is on (a device without an index is the current one)."""
+    idx = getattr(t.device, "index", None)
+    if idx is None:
+        import torch
+
+        return int(torch.cuda.current_device())
+    return int(idx)
 
 
 def _check_status(status: Any, device: int) -> None:
@@ -1494,9 +1504,9 @@ def _check_status(status: Any, device: int) -> None:
         raise GemmError(f"status is a {type(status).__name__}: an int32 CUDA tensor (one "
                         "element), which the GPU flags when it clamps offsets")
     dt = str(status.dtype).removeprefix("torch.")
-    if dt != "int32" or status.numel() < 1 or int(status.device.index) != device:
+    if dt != "int32" or status.numel() < 1 or _cuda_index(status) != device:
         raise GemmError(f"status is {dt} with {status.numel()} elements on "
-                        f"cuda:{status.device.index}: an int32 tensor of at least one element "
+                        f"cuda:{_cuda_index(status)}: an int32 tensor of at least one element "
                         f"on cuda:{device}")
 
 
