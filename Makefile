@@ -56,9 +56,12 @@ wheel-check: $(STAMP)
 	cd $(WHEEL_VENV) && env -u PYTHONPATH bin/python $(CURDIR)/scripts/wheel_smoke.py $(CURDIR)/src/nvatom
 
 # On a machine with an NVIDIA GPU, from a working tree, with the system python3 that has
-# numpy/cupy/pytest (no network needed): runs the `gpu` tests, writes reports/hw/latest.json.
+# numpy/cupy/pytest (no network needed): runs the `gpu` tests (on 6 workers where pytest-xdist
+# is installed), then `make sanitize`'s run, and writes reports/hw/latest.json (with the
+# sanitizer's summary) and reports/sanitize.json.
 hw:
-	PYTHONPATH=src $(PYTHON) scripts/hw_report.py --out reports/hw/latest.json
+	PYTHONPATH=src $(PYTHON) scripts/hw_report.py --out reports/hw/latest.json -- \
+		$$($(PYTHON) -c "import xdist" 2>/dev/null && echo "-n 6 --dist loadfile")
 
 # On a GPU machine: every shipped kernel configuration under compute-sanitizer's memcheck,
 # racecheck, synccheck and initcheck (scripts/sanitize.py); writes reports/sanitize.json.

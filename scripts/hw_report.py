@@ -5,7 +5,11 @@ Used by `make hw` on a GPU machine (see docs/hardware.md).  The report holds the
 name, driver, compute capability, date, git commit, software versions, every test with
 its outcome, and ``cpu_model_agreement``: how many MMA forms the GPU ran and how many agreed
 with the CPU models of nvatom.ref (tests/gpu/test_ref_models_gpu.py appends to the file
-named by $NVATOM_REF_AGREEMENT).  Exits non-zero when a test failed, or when no GPU test ran at all.
+named by $NVATOM_REF_AGREEMENT), and ``sanitize``: the summary of scripts/sanitize.py's run
+(every shipped kernel configuration under compute-sanitizer's memcheck, racecheck, synccheck
+and initcheck; its full report in reports/sanitize.json; ``--no-sanitize`` skips it).  Exits
+non-zero when a test failed, when no GPU test ran at all, or when the sanitizer found a
+kernel error, did not complete or missed a canary.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -117,9 +122,35 @@ def _model_agreement(path: Path) -> dict:
     }
 
 
+def _sanitize() -> dict[str, object]:
+    """Run scripts/sanitize.py (its four tools at once) into reports/sanitize.json and return
+    the summary the GPU report carries: configurations, kernel and API errors, whether every
+    tool completed and caught its planted canary."""
+    if not (shutil.which("compute-sanitizer")
+            or Path("/usr/local/cuda/bin/compute-sanitizer").exists()):
+        return {"ran": False, "why": "compute-sanitizer not found"}
+    out = ROOT / "reports" / "sanitize.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "sanitize.py"), "--jobs",
+                           "4", "--out", str(out)], capture_output=True, text=True)
+    print(proc.stdout[-2000:], proc.stderr[-2000:], sep="", flush=True)
+    try:
+        rep = json.loads(out.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        return {"ran": True, "exit": proc.returncode, "error": f"no report: {e}"}
+    return {"ran": True, "exit": proc.returncode, "report": "reports/sanitize.json",
+            "configs": len(rep.get("configs", [])),
+            **{k: rep.get(k) for k in ("kernel_errors", "api_errors", "all_completed",
+                                       "canaries_caught")}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "reports/hw/latest.json"))
+    ap.add_argument("--sanitize", action=argparse.BooleanOptionalAction, default=True,
+                    help="also run scripts/sanitize.py (every shipped kernel configuration "
+                    "under compute-sanitizer's four tools; reports/sanitize.json) and put its "
+                    "summary in the report (default on; skipped where compute-sanitizer is "
+                    "missing)")
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments")
     args = ap.parse_args()
 
@@ -144,6 +175,7 @@ def main() -> int:
         "pytest_exit": int(rc),
         "summary": counts,
         "cpu_model_agreement": _model_agreement(agreement),
+        "sanitize": _sanitize() if args.sanitize else {"ran": False, "why": "--no-sanitize"},
         "tests": tests,
     }
     agreement_dir.cleanup()
@@ -156,7 +188,13 @@ def main() -> int:
     if counts.get("passed", 0) == 0:
         print("no GPU test passed", file=sys.stderr)
         return 1
-    return 0 if counts.get("failed", 0) == counts.get("error", 0) == 0 else 1
+    san = report["sanitize"]
+    if san.get("ran"):
+        print(f"sanitize: {san.get('configs')} configurations, {san.get('kernel_errors')} kernel "
+              f"errors, all completed {san.get('all_completed')}, canaries caught "
+              f"{san.get('canaries_caught')}")
+    san_ok = not san.get("ran") or san.get("exit") == 0
+    return 0 if counts.get("failed", 0) == counts.get("error", 0) == 0 and san_ok else 1
 
 
 if __name__ == "__main__":
