@@ -1195,6 +1195,8 @@ def _attention_call(r: Rng) -> tuple[list[Any], dict[str, Any]]:
         kw["causal"] = r.choice([True, False, True, 1, None, "yes"])
     if _p(r, 0.5):
         kw["scale"] = _number(r, (None, 0.125, 0.088, 1.0, 1e-3))
+    if _p(r, 0.2):
+        kw["softcap"] = _number(r, (0.0, 30.0, 50.0, 1.5, 0))
     return args, kw
 
 

@@ -269,6 +269,10 @@ def test_good_input_is_accepted() -> None:
     ({}, dict(scale=3e38), "scale = 3e+38 must be a positive finite number below 2.359e+38"),
     ({}, dict(scale=float("inf")), "scale = inf"),
     ({}, dict(scale="0.1"), "scale = '0.1'"),
+    ({}, dict(softcap=-1.0), "softcap = -1.0 must be 0 (none) or a positive"),
+    ({}, dict(softcap=float("inf")), "softcap = inf"),
+    ({}, dict(softcap=1e-45), "softcap = 1e-45"),
+    ({}, dict(softcap="30"), "softcap = '30'"),
     (dict(v=_Fake((2, 2, 120, 128), index=1)), {}, "cuda:0, cuda:0, cuda:1; they must share"),
     (dict(k=_Fake((2, 2, 0, 128)), v=_Fake((2, 2, 0, 128))), {},
      "k and v have sequence length 0: at least one key"),
@@ -295,3 +299,32 @@ def test_nvatom_attention_is_lazy_and_callable() -> None:
     assert "attention" in nvatom.__all__
     with pytest.raises(A.AttentionError, match="q is on device 'cpu'"):
         A(**_qkv(q=_Fake((2, 8, 100, 128), dev="cpu")))
+
+
+@pytest.mark.parametrize(("d", "causal"), [(64, False), (128, True), (256, False)])
+def test_softcap_kernel(d: int, causal: bool) -> None:
+    """A softcap configuration: one more f32 parameter (scale / softcap), every S score
+    multiplied by it and passed through tanh.approx.f32 before the mask (PTX ISA "tanh"),
+    assembled without spills; the other configurations' PTX is unchanged (the fingerprint)."""
+    cfg = default_config("bf16", d, causal, softcap=True)
+    assert cfg.name.endswith("_cap")
+    ptx = build_attention_sm90(cfg).emit()
+    res = assemble(ptx, "sm_90a").kernel(cfg.name)
+    assert res.spills == 0 and res.stack_frame == 0, res
+    assert kernel_params(cfg)[-1] == ("softcap_pre", "f32")
+    assert kernel_params(default_config("bf16", d, causal))[-1] == ("scale_log2", "f32")
+    assert ".param .f32 softcap_pre" in ptx
+    # per S tile a consumer holds block_n / 2 scores; two mask sites (the first tile and the
+    # loop body, overlapped or not) each cap all of them
+    assert ptx.count("tanh.approx.f32") == 2 * cfg.block_n // 2
+    assert "tanh.approx" not in build_attention_sm90(default_config("bf16", d, causal)).emit()
+    plain = dataclasses.replace(cfg, overlap=False, pingpong=False)  # the other loop body
+    ptx = build_attention_sm90(plain).emit()
+    assert ptx.count("tanh.approx.f32") == cfg.block_n
+    assert assemble(ptx, "sm_90a").kernel(plain.name).spills == 0
+
+
+def test_softcap_problem() -> None:
+    p = A.check_inputs(**_qkv(), softcap=30)
+    assert p.softcap == 30.0 and "softcap=30.0" in repr(p)
+    assert A.check_inputs(**_qkv(), softcap=0).softcap == 0.0

@@ -15,6 +15,9 @@
   the tensor and the stride (pass ``x.contiguous()``).
 * ``causal``: the mask ``col <= row`` aligned at the top left, as SDPA's ``is_causal``.
 * ``scale``: defaults to ``1 / sqrt(D)``; a positive finite number.
+* ``softcap``: 0 (none) or a positive number ``c``: the scores ``scale * q @ k^T`` become
+  ``c * tanh(scale * q @ k^T / c)`` before the mask and the softmax (Gemma 2's logit
+  softcapping, FlashAttention's ``softcap``); ``lse`` is of the capped scores.
 * Sequence lengths are any positive ints (the last tiles are masked / clipped).
 
 ``out`` is a new contiguous (B, H, Sq, D) tensor of q's dtype and ``lse`` (B, H, Sq)
@@ -38,7 +41,12 @@ from nvatom.kernels.sm90.attention_config import (
     AttentionSm90Config,
     default_config,
 )
-from nvatom.kernels.sm90.attention_launch import launch_geometry, scale_log2, tensor_maps
+from nvatom.kernels.sm90.attention_launch import (
+    launch_geometry,
+    scale_log2,
+    softcap_params,
+    tensor_maps,
+)
 from nvatom.runtime.driver_launch import load_function, prepare_driver_launch
 from nvatom.runtime.launch import TensorMapCache
 from nvatom.runtime.ptxas import assemble
@@ -60,19 +68,22 @@ class AttentionProblem:
     """The checked shape of one call."""
 
     __slots__ = ("batch", "causal", "device", "dtype", "group", "head_dim", "heads",
-                 "kv_heads", "scale", "seqlen_k", "seqlen_q")
+                 "kv_heads", "scale", "seqlen_k", "seqlen_q", "softcap")
 
     def __init__(self, batch: int, heads: int, kv_heads: int, seqlen_q: int, seqlen_k: int,
-                 head_dim: int, dtype: str, device: int, causal: bool, scale: float) -> None:
+                 head_dim: int, dtype: str, device: int, causal: bool, scale: float,
+                 softcap: float = 0.0) -> None:
         self.batch, self.heads, self.kv_heads = batch, heads, kv_heads
         self.seqlen_q, self.seqlen_k, self.head_dim = seqlen_q, seqlen_k, head_dim
         self.dtype, self.device, self.causal, self.scale = dtype, device, causal, scale
+        self.softcap = softcap
         self.group = heads // kv_heads if kv_heads else 1
 
     def __repr__(self) -> str:
         return (f"AttentionProblem(B={self.batch}, H={self.heads}, Hkv={self.kv_heads}, "
                 f"Sq={self.seqlen_q}, Sk={self.seqlen_k}, D={self.head_dim}, {self.dtype}, "
-                f"causal={self.causal}, scale={self.scale})")
+                f"causal={self.causal}, scale={self.scale}"
+                f"{f', softcap={self.softcap}' if self.softcap else ''})")
 
 
 def _tensor(t: Any, name: str) -> tuple[str, tuple[int, ...], tuple[int, ...], int]:
@@ -119,7 +130,7 @@ def _check_strides(t: Any, name: str, shape: tuple[int, ...], strides: tuple[int
 
 
 def check_inputs(q: Any, k: Any, v: Any, *, causal: bool = False,
-                 scale: float | None = None) -> AttentionProblem:
+                 scale: float | None = None, softcap: float = 0.0) -> AttentionProblem:
     """Validate a call; raises :class:`AttentionError` naming what is wrong.  No GPU needed."""
     if not isinstance(causal, bool):
         raise AttentionError(f"causal = {causal!r} is not a bool")
@@ -160,7 +171,18 @@ def check_inputs(q: Any, k: Any, v: Any, *, causal: bool = False,
         raise AttentionError(f"scale = {shown(scale)} must be a positive finite number below "
                              f"{F32_MAX / scale_log2(1.0):.4g} (the kernel multiplies it by "
                              "log2(e) in float32)")
-    return AttentionProblem(b, h, hk, s_q, s_k, d, dq, devq, causal, f)
+    cap = 0.0
+    if softcap is not None and not (isinstance(softcap, (int, float)) and not
+                                    isinstance(softcap, bool) and softcap == 0):
+        c = f32_number(softcap)
+        # the kernel takes softcap * log2(e) and scale / softcap as .f32 numbers
+        if (c is None or c <= 0 or f32_number(c * 1.4426950408889634) is None
+                or not f32_number(f / c)):
+            raise AttentionError(f"softcap = {shown(softcap)} must be 0 (none) or a positive "
+                                 "finite number whose scale / softcap and softcap * log2(e) "
+                                 "are finite, nonzero float32s")
+        cap = c
+    return AttentionProblem(b, h, hk, s_q, s_k, d, dq, devq, causal, f, cap)
 
 
 def _capability(device: int) -> tuple[int, int]:
@@ -188,8 +210,9 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
     if cap != (9, 0):
         raise AttentionError(f"nvatom.attention needs compute capability 9.0 (sm_90a: WGMMA, "
                              f"TMA), the tensors are on a {cap[0]}.{cap[1]} device")
-    cfg = config or default_config(p.dtype, p.head_dim, p.causal)
-    if (cfg.dtype, cfg.head_dim, cfg.causal) != (p.dtype, p.head_dim, p.causal):
+    cfg = config or default_config(p.dtype, p.head_dim, p.causal, softcap=bool(p.softcap))
+    if (cfg.dtype, cfg.head_dim, cfg.causal, cfg.softcap) != (
+            p.dtype, p.head_dim, p.causal, bool(p.softcap)):
         raise AttentionError(f"config {cfg.name} does not fit {p!r}")
     want = (p.batch, p.heads, p.seqlen_q, p.head_dim)
     if tuple(out.shape) != want or not out.is_contiguous() or out.dtype != q.dtype:
@@ -206,8 +229,12 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
     params: list[Any] = [(ctypes.c_uint64 * 16).from_buffer_copy(r) for r in raw]
     params += [ctypes.c_uint64(int(out.data_ptr())), ctypes.c_uint64(int(lse.data_ptr())),
                ctypes.c_uint32(p.seqlen_q), ctypes.c_uint32(p.seqlen_k),
-               ctypes.c_uint32(p.heads), ctypes.c_uint32(p.group),
-               ctypes.c_float(scale_log2(p.scale))]
+               ctypes.c_uint32(p.heads), ctypes.c_uint32(p.group)]
+    if p.softcap:
+        c, pre = softcap_params(p.scale, p.softcap)
+        params += [ctypes.c_float(c), ctypes.c_float(pre)]
+    else:
+        params.append(ctypes.c_float(scale_log2(p.scale)))
     dev = p.device
     return prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params,
                                  lambda: torch.cuda.current_stream(dev).cuda_stream,
@@ -215,7 +242,7 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False,
-              scale: float | None = None) -> tuple[Any, Any]:
+              scale: float | None = None, softcap: float = 0.0) -> tuple[Any, Any]:
     """``(out, lse)`` of scaled dot-product attention (module docstring).
 
     Host cost: a call whose q, k, v match an earlier one in everything the checks read
@@ -226,12 +253,13 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False,
     key: tuple[Any, ...] | None
     try:
         key = (*((t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
-                 for t in (q, k, v)), type(causal), causal, type(scale), scale)
+                 for t in (q, k, v)), type(causal), causal, type(scale), scale,
+               type(softcap), softcap)
         p = _problems.get(key)
     except Exception:  # not tensors, or unhashable: the checks say what is wrong
         key, p = None, None
     if p is None:
-        p = check_inputs(q, k, v, causal=causal, scale=scale)
+        p = check_inputs(q, k, v, causal=causal, scale=scale, softcap=softcap)
         if key is not None:
             _remember(_problems, key, p)
     import torch
@@ -281,7 +309,7 @@ BACKWARD_BLOCK_ELEMENTS = 1 << 24
 
 def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
                        causal: bool = False, scale: float | None = None,
-                       dlse: Any = None) -> tuple[Any, Any, Any]:
+                       dlse: Any = None, softcap: float = 0.0) -> tuple[Any, Any, Any]:
     """``(dq, dk, dv)`` of :func:`attention` for the output gradient ``dout`` (and ``dlse``,
     the gradient of the log-sum-exp, where it is used), given the forward's ``out`` and
     ``lse``.
@@ -292,11 +320,13 @@ def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
     (:data:`BACKWARD_BLOCK_ELEMENTS` per temporary): per block ``P = exp(scale q k^T -
     lse)`` (causal: zero above the diagonal, aligned at the top left as the forward),
     ``dV += P^T dO``, ``dS = P (dO V^T - rowsum(dO * O) + dlse)``, ``dQ = scale dS K``,
-    ``dK += scale dS^T Q``; grouped-query heads' dK and dV summed over each KV head's group.
+    ``dK += scale dS^T Q`` (with ``softcap`` c the scores are ``c tanh(scale q k^T / c)`` and
+    dS carries their derivative ``1 - tanh^2``); grouped-query heads' dK and dV summed over
+    each KV head's group.
     Every step is a torch operation with no host synchronisation (CUDA-graph capturable)."""
     import torch
 
-    p = check_inputs(q, k, v, causal=causal, scale=scale)
+    p = check_inputs(q, k, v, causal=causal, scale=scale, softcap=softcap)
     b, h, sq, d = p.batch, p.heads, p.seqlen_q, p.head_dim
     hk, sk, grp = p.kv_heads, p.seqlen_k, p.group
     for name, t, shape in (("dout", dout, (b, h, sq, d)), ("out", out, (b, h, sq, d)),
@@ -317,13 +347,18 @@ def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
     for i0 in range(0, sq, step):
         i1 = min(sq, i0 + step)
         qb, dob = q[:, :, i0:i1].to(f32), dout[:, :, i0:i1].to(f32)
-        pb = torch.exp(torch.matmul(qb, kf.transpose(-1, -2)) * p.scale
-                       - lse[:, :, i0:i1, None].to(f32))
+        sb = torch.matmul(qb, kf.transpose(-1, -2)) * p.scale
+        if p.softcap:
+            tb = torch.tanh(sb / p.softcap)
+            sb = tb * p.softcap
+        pb = torch.exp(sb - lse[:, :, i0:i1, None].to(f32))
         if causal:
             rows = torch.arange(i0, i1, device=q.device)
             pb = pb.masked_fill(cols[None, :] > rows[:, None], 0.0)
         dv += torch.matmul(pb.transpose(-1, -2), dob)
         ds = pb * (torch.matmul(dob, vf.transpose(-1, -2)) - rowsum[:, :, i0:i1, None])
+        if p.softcap:
+            ds = ds * (1.0 - tb * tb)
         dq[:, :, i0:i1] = torch.matmul(ds, kf) * p.scale
         dk += torch.matmul(ds.transpose(-1, -2), qb) * p.scale
     dk = dk.view(b, hk, grp, sk, d).sum(2)

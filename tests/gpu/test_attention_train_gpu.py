@@ -43,11 +43,14 @@ def _inputs(b, h, hk, sq, sk, d, dt, seed):
     return q, k, v, gout, glse
 
 
-def _reference_grads(q, k, v, causal, scale, gout, glse):
-    """float64 autograd of the math: (dq, dk, dv) of sum(out * gout) + sum(lse * glse)."""
+def _reference_grads(q, k, v, causal, scale, gout, glse, softcap=0.0, want_out=False):
+    """float64 autograd of the math: (dq, dk, dv) of sum(out * gout) + sum(lse * glse)
+    (scores capped as softcap * tanh(s / softcap) when softcap is given)."""
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
     grp = q.shape[1] // k.shape[1]
     s = qd @ kd.repeat_interleave(grp, 1).transpose(-1, -2) * scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
     if causal:
         mask = torch.ones(s.shape[-2:], dtype=torch.bool, device=q.device).tril()
         s = s.masked_fill(~mask, float("-inf"))
@@ -55,7 +58,8 @@ def _reference_grads(q, k, v, causal, scale, gout, glse):
     loss = (out * gout.double()).sum()
     if glse is not None:
         loss = loss + (torch.logsumexp(s, -1) * glse.double()).sum()
-    return torch.autograd.grad(loss, (qd, kd, vd))
+    grads = torch.autograd.grad(loss, (qd, kd, vd))
+    return (grads, out.detach()) if want_out else grads
 
 
 def _ours(q, k, v, causal, gout, glse):
@@ -194,7 +198,6 @@ def test_flash_attn_func_bshd() -> None:
 
 @pytest.mark.parametrize(("kw", "msg"), [
     (dict(window_size=(128, 0)), "window_size = (128, 0) is not supported yet"),
-    (dict(softcap=30.0), "softcap = 30.0 is not supported yet"),
     (dict(dropout_p=0.1), "dropout_p = 0.1 is not supported yet"),
     (dict(return_attn_probs=True), "return_attn_probs = True is not supported yet"),
 ])
@@ -206,3 +209,26 @@ def test_flash_attn_func_refuses_what_it_lacks(kw: dict, msg: str) -> None:
     q = torch.randn(1, 64, 2, 64, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(AttentionError, match=msg.replace("(", r"\(").replace(")", r"\)")):
         T.flash_attn_func(q, q, q, **kw)
+
+
+@pytest.mark.parametrize(("d", "causal"), [(128, False), (64, True), (256, True)])
+def test_softcap_forward_and_gradients(d: int, causal: bool) -> None:
+    """Logit softcapping (softcap * tanh(scale q k^T / softcap)) with a cap small enough to
+    bend most scores: the forward (the kernel's tanh.approx) and the gradients (the
+    reference backward) against float64."""
+    _require_sm90()
+    _ops()
+    q, k, v, gout, glse = _inputs(2, 4, 2, 200, 333, d, torch.bfloat16, seed=50 + d)
+    cap = 1.5
+    (ref_g, ref_o) = _reference_grads(q, k, v, causal, 1 / math.sqrt(d), gout, glse, cap,
+                                      want_out=True)
+    qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out, lse = torch.ops.nvatom.attention(qg, kg, vg, causal, None, cap)
+    assert _rel(out, ref_o) < 1e-2, _rel(out, ref_o)
+    ((out.float() * gout).sum() + (lse * glse).sum()).backward()
+    for name, g, r in zip(("dq", "dk", "dv"), (qg.grad, kg.grad, vg.grad), ref_g, strict=True):
+        assert _rel(g, r) < 2e-2, (name, _rel(g, r))
+    # through FlashAttention's entry point too
+    out2 = _ops().flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                  causal=causal, softcap=cap)
+    assert _rel(out2.transpose(1, 2), ref_o) < 1e-2

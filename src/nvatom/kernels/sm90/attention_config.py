@@ -57,6 +57,10 @@ class AttentionSm90Config:
     consumer_regs: int = 240
     producer_regs: int = 24
     epilogue: str = "tma"
+    # logit softcapping (Gemma 2, FlashAttention's softcap): scores become
+    # softcap * tanh(scale q.k / softcap); the kernel takes scale / softcap ("softcap_pre")
+    # and softcap * log2(e) in place of scale * log2(e)
+    softcap: bool = False
 
     def __post_init__(self) -> None:
         if self.epilogue not in EPILOGUES:
@@ -103,7 +107,7 @@ class AttentionSm90Config:
                 f"_s{self.stages}{'_causal' if self.causal else ''}"
                 f"{'_ov' if self.overlap else ''}{'_sr' if self.split_release else ''}"
                 f"{'_pp' if self.pingpong else ''}_r{self.consumer_regs}"
-                f"{'_otma' if self.epilogue == 'tma' else ''}")
+                f"{'_otma' if self.epilogue == 'tma' else ''}{'_cap' if self.softcap else ''}")
 
     @property
     def s_form(self) -> WgmmaForm:
@@ -120,8 +124,8 @@ def _form(n: int, t: str, src: str) -> WgmmaForm:
                                      f.satfinite) == (n, t, t, "f32", src, False))
 
 
-def default_config(dtype: str = "bf16", head_dim: int = 128, causal: bool = False
-                   ) -> AttentionSm90Config:
+def default_config(dtype: str = "bf16", head_dim: int = 128, causal: bool = False,
+                   softcap: bool = False) -> AttentionSm90Config:
     """The tuned configuration per head dim (docs/perf.md, "Attention"): KV tiles of 128 rows
     (64 for D = 256, whose O takes 128 registers), 2 stages (4 for D = 64), overlap and split
     release always, ping-pong for causal masks (it won 6 of 6 causal shapes, lost or tied
@@ -131,7 +135,7 @@ def default_config(dtype: str = "bf16", head_dim: int = 128, causal: bool = Fals
     bn, stages = {64: (128, 4), 128: (128, 2), 256: (64, 2)}.get(head_dim, (128, 2))
     epilogue = "direct" if head_dim == 64 and not causal else "tma"
     return AttentionSm90Config(dtype, head_dim, bn, stages, causal, pingpong=causal,
-                               epilogue=epilogue)
+                               epilogue=epilogue, softcap=softcap)
 
 
 assert math.isclose(_LOG2E * _LN2, 1.0)

@@ -13,17 +13,20 @@ __all__ = [
     "kernel_params",
     "launch_geometry",
     "scale_log2",
+    "softcap_params",
     "tensor_maps",
 ]
 
 
-def kernel_params() -> tuple[tuple[str, str], ...]:
-    """The kernel's parameters as ``(name, PTX type)``."""
+def kernel_params(cfg: AttentionSm90Config | None = None) -> tuple[tuple[str, str], ...]:
+    """The kernel's parameters as ``(name, PTX type)`` (``softcap_pre`` last, for a softcap
+    configuration)."""
     tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
     return (("tmap_q", tmap), ("tmap_k", tmap), ("tmap_v", tmap), ("tmap_o", tmap),
             ("o_ptr", "u64"),
             ("lse_ptr", "u64"), ("seqlen_q", "u32"), ("seqlen_k", "u32"), ("heads", "u32"),
-            ("group", "u32"), ("scale_log2", "f32"))
+            ("group", "u32"), ("scale_log2", "f32"),
+            *((("softcap_pre", "f32"),) if cfg is not None and cfg.softcap else ()))
 
 
 def launch_geometry(cfg: AttentionSm90Config, batch: int, heads: int, seqlen_q: int
@@ -57,3 +60,9 @@ def tensor_maps(cfg: AttentionSm90Config, q: _Tensor, k: _Tensor, v: _Tensor,
 def scale_log2(scale: float) -> float:
     """The folded softmax scale ``scale * log2(e)`` the kernel takes."""
     return scale * _LOG2E
+
+
+def softcap_params(scale: float, softcap: float) -> tuple[float, float]:
+    """A softcap kernel's ``(scale_log2, softcap_pre)``: ``softcap * log2(e)`` (the factor of
+    the capped scores ``tanh(.)`` in the softmax and the lse) and ``scale / softcap``."""
+    return softcap * _LOG2E, scale / softcap

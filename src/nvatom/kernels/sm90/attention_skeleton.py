@@ -50,6 +50,7 @@ class _Build:
     done: str
     rings: tuple[Any, Any] | None = None  # the K and V rings (attention_rings.kv_rings)
     q: Any = None  # the Q tile (attention_rings.q_buffer)
+    pre: Reg | None = None  # softcap: scale / softcap (c is then softcap * log2(e))
 
     def bar(self, which: str, stage: Reg | int = 0) -> Reg:
         """Shared address of barrier ``q_full`` / ``k_full[s]`` / ``v_full[s]`` / ``empty[s]``
@@ -73,6 +74,7 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     po, pl = k.param("o_ptr", "u64"), k.param("lse_ptr", "u64")
     psq, psk, ph, pg = (k.param(n, "u32") for n in ("seqlen_q", "seqlen_k", "heads", "group"))
     pc = k.param("scale_log2", "f32")
+    ppre = k.param("softcap_pre", "f32") if cfg.softcap else None
     dsm = k.dynamic_shared("smem", align=1024)
     off_q = 0
     off_k = cfg.q_bytes
@@ -83,6 +85,7 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     wg = _u32(k, "shr.u32", tid, 7)
     sq, sk, heads, group = (k.ld_param(p) for p in (psq, psk, ph, pg))
     c = k.ld_param(pc)
+    pre = k.ld_param(ppre) if ppre is not None else None
     o_ptr, lse_ptr = k.ld_param(po), k.ld_param(pl)
     k.ins("cvta.to.global.u64", o_ptr, o_ptr)
     k.ins("cvta.to.global.u64", lse_ptr, lse_ptr)
@@ -110,7 +113,7 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
 
     b = _Build(k, cfg, plan, target_, off_q, off_k, off_v, off_bar, smem, tid, wg,
                (tm[0], tm[1], tm[2], tm[3]), m0, head, kv_head, batch, sq, sk, heads, n_tiles,
-               o_ptr, lse_ptr, c, k.fresh_label("exit"))
+               o_ptr, lse_ptr, c, k.fresh_label("exit"), pre=pre)
     k.comment("barriers: q_full (1 + TMA bytes), k_full[s], v_full[s] (1 + bytes), empty[s] (2)")
     p0 = k.reg("pred")
     k.ins("setp.eq.u32", p0, tid, 0)

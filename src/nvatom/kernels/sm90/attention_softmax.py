@@ -63,9 +63,16 @@ def _half_indices(bn: int, half: int) -> list[int]:
 
 def _mask(b: _Build, s: list[Reg], st: _Softmax, n0: Reg) -> None:
     """Set the scores of columns at or past each row's limit to -inf: the limit is Sk (ragged
-    last tile) and, causal, row + 1.  Skipped (branch) when the tile needs no mask."""
+    last tile) and, causal, row + 1.  Skipped (branch) when the tile needs no mask.  With
+    softcap, first every score becomes ``tanh(scale s / softcap)`` (``tanh.approx.f32``, PTX
+    ISA "tanh"; the softmax's factor ``c`` is then ``softcap log2(e)``)."""
     k, cfg = b.k, b.cfg
     bn = cfg.block_n
+    if cfg.softcap:
+        assert b.pre is not None
+        for r in s:
+            k.ins("mul.f32", r, r, b.pre)
+            k.ins("tanh.approx.f32", r, r)
     lims = []
     for h in (0, 1):
         lim = _u32(k, "mov.u32", b.sk)
