@@ -450,7 +450,9 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
     differentiable; ``softcap`` as :func:`nvatom.attention`'s.  ``deterministic`` is accepted
     (the backward is deterministic).  Not supported yet, refused naming the value:
     ``dropout_p`` other than 0, a sliding ``window_size``, ``alibi_slopes``,
-    ``return_attn_probs``."""
+    ``return_attn_probs``, and ``causal`` with seqlen_q != seqlen_k (FlashAttention aligns
+    that mask at the bottom right; nvatom's kernel, as SDPA's ``is_causal``, at the top
+    left)."""
     torch = _torch()
     register()
     for name, value, default in (("dropout_p", dropout_p, 0.0),
@@ -464,6 +466,11 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
         if getattr(t, "dim", lambda: 0)() != 4:
             raise AttentionError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}: "
                                  "flash_attn_func takes (batch, seqlen, heads, head_dim)")
+    if causal and int(q.shape[1]) != int(k.shape[1]):
+        raise AttentionError(
+            f"flash_attn_func: causal with seqlen_q = {int(q.shape[1])} != seqlen_k = "
+            f"{int(k.shape[1])} is not supported yet (FlashAttention aligns that mask at the "
+            "bottom right, nvatom's kernel at the top left)")
     out, _ = torch.ops.nvatom.attention(q.transpose(1, 2), k.transpose(1, 2),
                                         v.transpose(1, 2), causal, softmax_scale,
                                         float(softcap or 0.0))

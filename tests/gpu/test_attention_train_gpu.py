@@ -211,6 +211,20 @@ def test_flash_attn_func_refuses_what_it_lacks(kw: dict, msg: str) -> None:
         T.flash_attn_func(q, q, q, **kw)
 
 
+def test_flash_attn_func_refuses_bottom_right_causal() -> None:
+    """FlashAttention's causal mask for seqlen_q != seqlen_k is aligned at the bottom right;
+    nvatom's at the top left: refused, not computed differently."""
+    _require_sm90()
+    T = _ops()
+    from nvatom.attention import AttentionError
+
+    q = torch.randn(1, 32, 2, 64, device="cuda", dtype=torch.bfloat16)
+    kv = torch.randn(1, 80, 2, 64, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(AttentionError, match="bottom right"):
+        T.flash_attn_func(q, kv, kv, causal=True)
+    assert T.flash_attn_func(q, kv, kv, causal=False).shape == (1, 32, 2, 64)
+
+
 @pytest.mark.parametrize(("d", "causal"), [(128, False), (64, True), (256, True)])
 def test_softcap_forward_and_gradients(d: int, causal: bool) -> None:
     """Logit softcapping (softcap * tanh(scale q k^T / softcap)) with a cap small enough to
