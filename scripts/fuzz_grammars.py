@@ -1197,6 +1197,9 @@ def _attention_call(r: Rng) -> tuple[list[Any], dict[str, Any]]:
         kw["scale"] = _number(r, (None, 0.125, 0.088, 1.0, 1e-3))
     if _p(r, 0.2):
         kw["softcap"] = _number(r, (0.0, 30.0, 50.0, 1.5, 0))
+    if _p(r, 0.2):
+        kw["window"] = r.choice([(-1, -1), (64, 0), (-1, 16), (0, 0), (128, 128), [8, 8],
+                                 (-2, 0), (1, 2, 3), 5, (2**31, 0), (True, 0), None])
     return args, kw
 
 

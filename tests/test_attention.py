@@ -269,6 +269,11 @@ def test_good_input_is_accepted() -> None:
     ({}, dict(scale=3e38), "scale = 3e+38 must be a positive finite number below 2.359e+38"),
     ({}, dict(scale=float("inf")), "scale = inf"),
     ({}, dict(scale="0.1"), "scale = '0.1'"),
+    ({}, dict(window=(1, 2, 3)), "window = (1, 2, 3): a pair (left, right)"),
+    ({}, dict(window=5), "window = 5: a pair"),
+    ({}, dict(window=(-2, 0)), "window left = -2: an int, -1 (unbounded)"),
+    ({}, dict(window=(0, True)), "window right = True"),
+    ({}, dict(window=(0, 2**31)), "window right = 2147483648"),
     ({}, dict(softcap=-1.0), "softcap = -1.0 must be 0 (none) or a positive"),
     ({}, dict(softcap=float("inf")), "softcap = inf"),
     ({}, dict(softcap=1e-45), "softcap = 1e-45"),
@@ -328,3 +333,40 @@ def test_softcap_problem() -> None:
     p = A.check_inputs(**_qkv(), softcap=30)
     assert p.softcap == 30.0 and "softcap=30.0" in repr(p)
     assert A.check_inputs(**_qkv(), softcap=0).softcap == 0.0
+
+
+@pytest.mark.parametrize(("d", "causal", "softcap"), [(64, False, False), (128, True, False),
+                                                       (256, False, True)])
+def test_window_kernel(d: int, causal: bool, softcap: bool) -> None:
+    """A sliding-window configuration: two more u32 parameters (left, right), the KV walk
+    starting at the window's first tile (the producer's coordinates and the consumers' mask
+    offset both shifted), both edges masked; assembled without spills, both loop bodies;
+    the other configurations' PTX unchanged (the fingerprint)."""
+    cfg = default_config("bf16", d, causal, softcap=softcap, window=True)
+    assert cfg.name.endswith("_win")
+    assert kernel_params(cfg)[-2:] == (("win_left", "u32"), ("win_right", "u32"))
+    for c in (cfg, dataclasses.replace(cfg, overlap=False, pingpong=False)):
+        ptx = build_attention_sm90(c).emit()
+        assert assemble(ptx, "sm_90a").kernel(c.name).spills == 0
+        assert ".param .u32 win_left" in ptx and ".param .u32 win_right" in ptx
+        # the left edge: one setp.ge.and per score of each of the two mask sites
+        assert ptx.count("setp.ge.and.s32") == 2 * c.block_n // 2
+
+
+def test_window_problem() -> None:
+    """Effective window edges: -1 (unbounded) as far as the sequences reach, the right edge
+    0 under a causal mask (the diagonal); a window that covers everything is none."""
+    qkv = _qkv()  # Sq 100, Sk 120
+    p = A.check_inputs(**qkv, window=(16, -1))
+    assert p.windowed and p.window_params() == (16, 120)
+    p = A.check_inputs(**qkv, window=(-1, 4))
+    assert p.windowed and p.window_params() == (220, 4)
+    p = A.check_inputs(**qkv, window=(-1, 4), causal=True)
+    assert not p.windowed  # the causal mask is stricter than right = 4
+    p = A.check_inputs(**qkv, window=(7, 3), causal=True)
+    assert p.windowed and p.window_params() == (7, 0)
+    assert not A.check_inputs(**qkv).windowed
+    # Sq 100 > Sk 120 + left never: rows past Sk + left would have no key
+    q = _Fake((2, 8, 200, 128))
+    with pytest.raises(A.AttentionError, match="leaves query rows 130 .. 199 without a key"):
+        A.check_inputs(**_qkv(q=q), window=(10, 0))

@@ -15,6 +15,9 @@
   the tensor and the stride (pass ``x.contiguous()``).
 * ``causal``: the mask ``col <= row`` aligned at the top left, as SDPA's ``is_causal``.
 * ``scale``: defaults to ``1 / sqrt(D)``; a positive finite number.
+* ``window``: ``(left, right)``, FlashAttention's ``window_size`` aligned at the top left
+  (row ``i`` sees keys ``i - left .. i + right``; -1: unbounded; with ``causal`` the right
+  edge is the diagonal); every query row must keep a key (``Sq <= Sk + left``).
 * ``softcap``: 0 (none) or a positive number ``c``: the scores ``scale * q @ k^T`` become
   ``c * tanh(scale * q @ k^T / c)`` before the mask and the softmax (Gemma 2's logit
   softcapping, FlashAttention's ``softcap``); ``lse`` is of the capped scores.
@@ -68,22 +71,37 @@ class AttentionProblem:
     """The checked shape of one call."""
 
     __slots__ = ("batch", "causal", "device", "dtype", "group", "head_dim", "heads",
-                 "kv_heads", "scale", "seqlen_k", "seqlen_q", "softcap")
+                 "kv_heads", "scale", "seqlen_k", "seqlen_q", "softcap", "window")
 
     def __init__(self, batch: int, heads: int, kv_heads: int, seqlen_q: int, seqlen_k: int,
                  head_dim: int, dtype: str, device: int, causal: bool, scale: float,
-                 softcap: float = 0.0) -> None:
+                 softcap: float = 0.0, window: tuple[int, int] = (-1, -1)) -> None:
         self.batch, self.heads, self.kv_heads = batch, heads, kv_heads
         self.seqlen_q, self.seqlen_k, self.head_dim = seqlen_q, seqlen_k, head_dim
         self.dtype, self.device, self.causal, self.scale = dtype, device, causal, scale
-        self.softcap = softcap
+        self.softcap, self.window = softcap, window
         self.group = heads // kv_heads if kv_heads else 1
 
     def __repr__(self) -> str:
         return (f"AttentionProblem(B={self.batch}, H={self.heads}, Hkv={self.kv_heads}, "
                 f"Sq={self.seqlen_q}, Sk={self.seqlen_k}, D={self.head_dim}, {self.dtype}, "
                 f"causal={self.causal}, scale={self.scale}"
-                f"{f', softcap={self.softcap}' if self.softcap else ''})")
+                f"{f', softcap={self.softcap}' if self.softcap else ''}"
+                f"{f', window={self.window}' if self.window != (-1, -1) else ''})")
+
+    @property
+    def windowed(self) -> bool:
+        """A sliding window the kernel must apply (a causal mask alone covers the right)."""
+        left, right = self.window
+        return left >= 0 or (right >= 0 and not self.causal)
+
+    def window_params(self) -> tuple[int, int]:
+        """The kernel's (win_left, win_right): the window's edges, an unbounded one (-1)
+        and the right edge of a causal mask as far as the sequences reach."""
+        left, right = self.window
+        return (left if left >= 0 else self.seqlen_q + self.seqlen_k,
+                0 if self.causal else min(right, self.seqlen_k) if right >= 0
+                else self.seqlen_k)
 
 
 def _tensor(t: Any, name: str) -> tuple[str, tuple[int, ...], tuple[int, ...], int]:
@@ -130,7 +148,8 @@ def _check_strides(t: Any, name: str, shape: tuple[int, ...], strides: tuple[int
 
 
 def check_inputs(q: Any, k: Any, v: Any, *, causal: bool = False,
-                 scale: float | None = None, softcap: float = 0.0) -> AttentionProblem:
+                 scale: float | None = None, softcap: float = 0.0,
+                 window: Any = (-1, -1)) -> AttentionProblem:
     """Validate a call; raises :class:`AttentionError` naming what is wrong.  No GPU needed."""
     if not isinstance(causal, bool):
         raise AttentionError(f"causal = {causal!r} is not a bool")
@@ -182,7 +201,28 @@ def check_inputs(q: Any, k: Any, v: Any, *, causal: bool = False,
                                  "finite number whose scale / softcap and softcap * log2(e) "
                                  "are finite, nonzero float32s")
         cap = c
-    return AttentionProblem(b, h, hk, s_q, s_k, d, dq, devq, causal, f, cap)
+    win = _check_window(window, s_q, s_k)
+    return AttentionProblem(b, h, hk, s_q, s_k, d, dq, devq, causal, f, cap, win)
+
+
+def _check_window(window: Any, s_q: int, s_k: int) -> tuple[int, int]:
+    """``window = (left, right)``: two ints, each -1 (unbounded) or 0 .. 2^31 - 1; every query
+    row must keep a key (``seqlen_q <= seqlen_k + left``: the window is aligned at the top
+    left, row i sees keys i - left .. i + right)."""
+    try:
+        left, right = window
+    except (TypeError, ValueError):
+        raise AttentionError(f"window = {shown(window)}: a pair (left, right) of ints, -1 for "
+                             "unbounded") from None
+    for name, v in (("left", left), ("right", right)):
+        if isinstance(v, bool) or not isinstance(v, int) or not -1 <= v < 2**31:
+            raise AttentionError(f"window {name} = {shown(v)}: an int, -1 (unbounded) or "
+                                 "0 .. 2^31 - 1")
+    if left >= 0 and s_q > s_k + left:
+        raise AttentionError(f"window = ({left}, {right}) leaves query rows {s_k + left} .. "
+                             f"{s_q - 1} without a key (the window is aligned at the top "
+                             f"left: row i sees keys i - {left} .. ; seqlen_k = {s_k})")
+    return left, right
 
 
 def _capability(device: int) -> tuple[int, int]:
@@ -210,9 +250,10 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
     if cap != (9, 0):
         raise AttentionError(f"nvatom.attention needs compute capability 9.0 (sm_90a: WGMMA, "
                              f"TMA), the tensors are on a {cap[0]}.{cap[1]} device")
-    cfg = config or default_config(p.dtype, p.head_dim, p.causal, softcap=bool(p.softcap))
-    if (cfg.dtype, cfg.head_dim, cfg.causal, cfg.softcap) != (
-            p.dtype, p.head_dim, p.causal, bool(p.softcap)):
+    cfg = config or default_config(p.dtype, p.head_dim, p.causal, softcap=bool(p.softcap),
+                                   window=p.windowed)
+    if (cfg.dtype, cfg.head_dim, cfg.causal, cfg.softcap, cfg.window) != (
+            p.dtype, p.head_dim, p.causal, bool(p.softcap), p.windowed):
         raise AttentionError(f"config {cfg.name} does not fit {p!r}")
     want = (p.batch, p.heads, p.seqlen_q, p.head_dim)
     if tuple(out.shape) != want or not out.is_contiguous() or out.dtype != q.dtype:
@@ -235,6 +276,8 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
         params += [ctypes.c_float(c), ctypes.c_float(pre)]
     else:
         params.append(ctypes.c_float(scale_log2(p.scale)))
+    if p.windowed:
+        params += [ctypes.c_uint32(x) for x in p.window_params()]
     dev = p.device
     return prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params,
                                  lambda: torch.cuda.current_stream(dev).cuda_stream,
@@ -242,7 +285,8 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
 
 
 def attention(q: Any, k: Any, v: Any, *, causal: bool = False,
-              scale: float | None = None, softcap: float = 0.0) -> tuple[Any, Any]:
+              scale: float | None = None, softcap: float = 0.0,
+              window: tuple[int, int] = (-1, -1)) -> tuple[Any, Any]:
     """``(out, lse)`` of scaled dot-product attention (module docstring).
 
     Host cost: a call whose q, k, v match an earlier one in everything the checks read
@@ -254,12 +298,12 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False,
     try:
         key = (*((t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype, t.device)
                  for t in (q, k, v)), type(causal), causal, type(scale), scale,
-               type(softcap), softcap)
+               type(softcap), softcap, _hashable(window))
         p = _problems.get(key)
     except Exception:  # not tensors, or unhashable: the checks say what is wrong
         key, p = None, None
     if p is None:
-        p = check_inputs(q, k, v, causal=causal, scale=scale, softcap=softcap)
+        p = check_inputs(q, k, v, causal=causal, scale=scale, softcap=softcap, window=window)
         if key is not None:
             _remember(_problems, key, p)
     import torch
@@ -277,6 +321,11 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False,
             _remember(_launches, lkey, run)
     run()
     return out, lse
+
+
+def _hashable(x: Any) -> Any:
+    """``x`` as a cache-key part: a list becomes a tuple (the checks name anything odd)."""
+    return tuple(x) if isinstance(x, list) else x
 
 
 #: checked calls (q, k, v attributes, causal, scale) -> problem; and (that, out and lse
@@ -309,7 +358,8 @@ BACKWARD_BLOCK_ELEMENTS = 1 << 24
 
 def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
                        causal: bool = False, scale: float | None = None,
-                       dlse: Any = None, softcap: float = 0.0) -> tuple[Any, Any, Any]:
+                       dlse: Any = None, softcap: float = 0.0,
+                       window: tuple[int, int] = (-1, -1)) -> tuple[Any, Any, Any]:
     """``(dq, dk, dv)`` of :func:`attention` for the output gradient ``dout`` (and ``dlse``,
     the gradient of the log-sum-exp, where it is used), given the forward's ``out`` and
     ``lse``.
@@ -326,7 +376,7 @@ def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
     Every step is a torch operation with no host synchronisation (CUDA-graph capturable)."""
     import torch
 
-    p = check_inputs(q, k, v, causal=causal, scale=scale, softcap=softcap)
+    p = check_inputs(q, k, v, causal=causal, scale=scale, softcap=softcap, window=window)
     b, h, sq, d = p.batch, p.heads, p.seqlen_q, p.head_dim
     hk, sk, grp = p.kv_heads, p.seqlen_k, p.group
     for name, t, shape in (("dout", dout, (b, h, sq, d)), ("out", out, (b, h, sq, d)),
@@ -352,9 +402,13 @@ def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
             tb = torch.tanh(sb / p.softcap)
             sb = tb * p.softcap
         pb = torch.exp(sb - lse[:, :, i0:i1, None].to(f32))
+        rows = torch.arange(i0, i1, device=q.device)
         if causal:
-            rows = torch.arange(i0, i1, device=q.device)
             pb = pb.masked_fill(cols[None, :] > rows[:, None], 0.0)
+        if p.window[0] >= 0:
+            pb = pb.masked_fill(cols[None, :] < rows[:, None] - p.window[0], 0.0)
+        if p.window[1] >= 0:
+            pb = pb.masked_fill(cols[None, :] > rows[:, None] + p.window[1], 0.0)
         dv += torch.matmul(pb.transpose(-1, -2), dob)
         ds = pb * (torch.matmul(dob, vf.transpose(-1, -2)) - rowsum[:, :, i0:i1, None])
         if p.softcap:

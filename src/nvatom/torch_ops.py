@@ -265,12 +265,15 @@ def attention_output_spec(q_shape: Sequence[Any], k_shape: Sequence[Any],
 
 
 def _attention_impl(q: Any, k: Any, v: Any, causal: bool = False,
-                    scale: float | None = None, softcap: float = 0.0) -> tuple[Any, Any]:
-    return attention(q, k, v, causal=causal, scale=scale, softcap=softcap)
+                    scale: float | None = None, softcap: float = 0.0, window_left: int = -1,
+                    window_right: int = -1) -> tuple[Any, Any]:
+    return attention(q, k, v, causal=causal, scale=scale, softcap=softcap,
+                     window=(window_left, window_right))
 
 
 def _attention_fake(q: Any, k: Any, v: Any, causal: bool = False,
-                    scale: float | None = None, softcap: float = 0.0) -> tuple[Any, Any]:
+                    scale: float | None = None, softcap: float = 0.0, window_left: int = -1,
+                    window_right: int = -1) -> tuple[Any, Any]:
     import torch
 
     o, lse = attention_output_spec(q.shape, k.shape, v.shape)
@@ -279,21 +282,23 @@ def _attention_fake(q: Any, k: Any, v: Any, causal: bool = False,
 
 def _attention_bwd_impl(dout: Any, dlse: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
                         causal: bool = False, scale: float | None = None,
-                        softcap: float = 0.0) -> tuple[Any, Any, Any]:
+                        softcap: float = 0.0, window_left: int = -1, window_right: int = -1
+                        ) -> tuple[Any, Any, Any]:
     return attention_backward(dout, q, k, v, out, lse, causal=causal, scale=scale, dlse=dlse,
-                              softcap=softcap)
+                              softcap=softcap, window=(window_left, window_right))
 
 
 def _attention_bwd_fake(dout: Any, dlse: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
                         causal: bool = False, scale: float | None = None,
-                        softcap: float = 0.0) -> tuple[Any, Any, Any]:
+                        softcap: float = 0.0, window_left: int = -1, window_right: int = -1
+                        ) -> tuple[Any, Any, Any]:
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _attention_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[Any, Any]) -> None:
-    q, k, v, causal, scale, softcap = inputs
+    q, k, v, causal, scale, softcap, left, right = inputs
     ctx.save_for_backward(q, k, v, *output)
-    ctx.causal, ctx.scale, ctx.softcap = causal, scale, softcap
+    ctx.causal, ctx.scale, ctx.softcap, ctx.window = causal, scale, softcap, (left, right)
 
 
 def _attention_grad(ctx: Any, dout: Any, dlse: Any) -> tuple[Any, ...]:
@@ -302,8 +307,8 @@ def _attention_grad(ctx: Any, dout: Any, dlse: Any) -> tuple[Any, ...]:
     q, k, v, out, lse = ctx.saved_tensors
     dq, dk, dv = torch.ops.nvatom.attention_backward(
         dout.contiguous(), None if dlse is None else dlse.contiguous(), q, k, v, out, lse,
-        ctx.causal, ctx.scale, ctx.softcap)
-    return dq, dk, dv, None, None, None
+        ctx.causal, ctx.scale, ctx.softcap, *ctx.window)
+    return dq, dk, dv, None, None, None, None, None
 
 
 #: Every operator, in registration order.  Grouped GEMM adds rows here.
@@ -325,13 +330,13 @@ OPS: tuple[OpSpec, ...] = (
            "act(alpha * a @ b + beta * c + bias) + residual in a new tensor"),
     OpSpec("attention_backward",
            "(Tensor dout, Tensor? dlse, Tensor q, Tensor k, Tensor v, Tensor out, "
-           "Tensor lse, bool causal=False, float? scale=None, float softcap=0.0) "
-           "-> (Tensor, Tensor, Tensor)",
+           "Tensor lse, bool causal=False, float? scale=None, float softcap=0.0, "
+           "int window_left=-1, int window_right=-1) -> (Tensor, Tensor, Tensor)",
            (), _attention_bwd_impl, _attention_bwd_fake,
            "(dq, dk, dv) of nvatom::attention (a float32 reference in torch operations)"),
     OpSpec("attention",
            "(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
-           "float softcap=0.0) -> (Tensor, Tensor)",
+           "float softcap=0.0, int window_left=-1, int window_right=-1) -> (Tensor, Tensor)",
            (), _attention_impl, _attention_fake, "(out, lse) of scaled dot-product attention",
            (_attention_grad, _attention_setup)),
 )
@@ -447,16 +452,15 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
     """FlashAttention's ``flash_attn_func`` over ``torch.ops.nvatom.attention``: q (batch,
     seqlen_q, heads, head_dim), k and v (batch, seqlen_k, kv_heads, head_dim); returns the
     output (batch, seqlen_q, heads, head_dim) (a view of the kernel's (B, H, S, D) output),
-    differentiable; ``softcap`` as :func:`nvatom.attention`'s.  ``deterministic`` is accepted
-    (the backward is deterministic).  Not supported yet, refused naming the value:
-    ``dropout_p`` other than 0, a sliding ``window_size``, ``alibi_slopes``,
-    ``return_attn_probs``, and ``causal`` with seqlen_q != seqlen_k (FlashAttention aligns
-    that mask at the bottom right; nvatom's kernel, as SDPA's ``is_causal``, at the top
-    left)."""
+    differentiable; ``softcap`` and ``window_size`` as :func:`nvatom.attention`'s ``softcap``
+    and ``window``.  ``deterministic`` is accepted (the backward is deterministic).  Not
+    supported yet, refused naming the value: ``dropout_p`` other than 0, ``alibi_slopes``,
+    ``return_attn_probs``, and ``causal`` or a window with seqlen_q != seqlen_k
+    (FlashAttention aligns those masks at the bottom right; nvatom's kernel, as SDPA's
+    ``is_causal``, at the top left)."""
     torch = _torch()
     register()
     for name, value, default in (("dropout_p", dropout_p, 0.0),
-                                 ("window_size", tuple(window_size), (-1, -1)),
                                  ("alibi_slopes", alibi_slopes, None),
                                  ("return_attn_probs", return_attn_probs, False)):
         if (value is not None) if default is None else value != default:
@@ -466,14 +470,21 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
         if getattr(t, "dim", lambda: 0)() != 4:
             raise AttentionError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}: "
                                  "flash_attn_func takes (batch, seqlen, heads, head_dim)")
-    if causal and int(q.shape[1]) != int(k.shape[1]):
+    try:
+        left, right = (int(x) for x in window_size)
+    except (TypeError, ValueError):
+        raise AttentionError(f"flash_attn_func: window_size = {window_size!r}: a pair "
+                             "(left, right), -1 for unbounded") from None
+    windowed = (left, right) != (-1, -1)
+    if (causal or windowed) and int(q.shape[1]) != int(k.shape[1]):
+        what = "causal" if causal else f"window_size = {(left, right)}"
         raise AttentionError(
-            f"flash_attn_func: causal with seqlen_q = {int(q.shape[1])} != seqlen_k = "
+            f"flash_attn_func: {what} with seqlen_q = {int(q.shape[1])} != seqlen_k = "
             f"{int(k.shape[1])} is not supported yet (FlashAttention aligns that mask at the "
             "bottom right, nvatom's kernel at the top left)")
     out, _ = torch.ops.nvatom.attention(q.transpose(1, 2), k.transpose(1, 2),
                                         v.transpose(1, 2), causal, softmax_scale,
-                                        float(softcap or 0.0))
+                                        float(softcap or 0.0), left, right)
     return out.transpose(1, 2)
 
 
@@ -484,8 +495,8 @@ def transformers_attention(module: Any, query: Any, key: Any, value: Any, attent
     signature: query (B, H, S, D), key and value (B, Hkv, S, D); returns (B, S, H, D) and no
     weights) over ``torch.ops.nvatom.attention``: causal when the module is (``is_causal``,
     default True) and the query has more than one row; a ``softcap`` keyword (Gemma 2) caps
-    the scores.  Refused by name, never computed
-    wrongly: dropout, an attention mask that is not the plain causal one (padding), causal
+    the scores.  Refused by name, never computed wrongly: a ``sliding_window`` keyword (not
+    supported yet), dropout, an attention mask that is not the plain causal one (padding), causal
     attention with more keys than queries (a KV cache: its mask is aligned at the bottom
     right, nvatom's at the top left)."""
     torch = _torch()
@@ -506,6 +517,9 @@ def transformers_attention(module: Any, query: Any, key: Any, value: Any, attent
             raise AttentionError("nvatom attention: the attention mask is not the plain "
                                  f"{'causal' if causal else 'full'} mask (padding?); "
                                  "masks are not supported yet")
+    if kwargs.get("sliding_window") is not None:
+        raise AttentionError(f"nvatom attention: sliding_window = {kwargs['sliding_window']} "
+                             "(transformers' convention) is not supported yet")
     softcap = kwargs.get("softcap")
     out, _ = torch.ops.nvatom.attention(query, key, value, causal, scaling,
                                         float(softcap or 0.0))

@@ -43,7 +43,8 @@ def _inputs(b, h, hk, sq, sk, d, dt, seed):
     return q, k, v, gout, glse
 
 
-def _reference_grads(q, k, v, causal, scale, gout, glse, softcap=0.0, want_out=False):
+def _reference_grads(q, k, v, causal, scale, gout, glse, softcap=0.0, want_out=False,
+                     window=(-1, -1)):
     """float64 autograd of the math: (dq, dk, dv) of sum(out * gout) + sum(lse * glse)
     (scores capped as softcap * tanh(s / softcap) when softcap is given)."""
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
@@ -51,9 +52,16 @@ def _reference_grads(q, k, v, causal, scale, gout, glse, softcap=0.0, want_out=F
     s = qd @ kd.repeat_interleave(grp, 1).transpose(-1, -2) * scale
     if softcap:
         s = softcap * torch.tanh(s / softcap)
+    rows = torch.arange(s.shape[-2], device=q.device)[:, None]
+    cols = torch.arange(s.shape[-1], device=q.device)[None, :]
+    keep = torch.ones(s.shape[-2:], dtype=torch.bool, device=q.device)
     if causal:
-        mask = torch.ones(s.shape[-2:], dtype=torch.bool, device=q.device).tril()
-        s = s.masked_fill(~mask, float("-inf"))
+        keep &= cols <= rows
+    if window[0] >= 0:
+        keep &= cols >= rows - window[0]
+    if window[1] >= 0:
+        keep &= cols <= rows + window[1]
+    s = s.masked_fill(~keep, float("-inf"))
     out = torch.softmax(s, -1) @ vd.repeat_interleave(grp, 1)
     loss = (out * gout.double()).sum()
     if glse is not None:
@@ -197,7 +205,6 @@ def test_flash_attn_func_bshd() -> None:
 
 
 @pytest.mark.parametrize(("kw", "msg"), [
-    (dict(window_size=(128, 0)), "window_size = (128, 0) is not supported yet"),
     (dict(dropout_p=0.1), "dropout_p = 0.1 is not supported yet"),
     (dict(return_attn_probs=True), "return_attn_probs = True is not supported yet"),
 ])
@@ -222,6 +229,8 @@ def test_flash_attn_func_refuses_bottom_right_causal() -> None:
     kv = torch.randn(1, 80, 2, 64, device="cuda", dtype=torch.bfloat16)
     with pytest.raises(AttentionError, match="bottom right"):
         T.flash_attn_func(q, kv, kv, causal=True)
+    with pytest.raises(AttentionError, match="window_size = \\(8, 8\\) with seqlen_q"):
+        T.flash_attn_func(q, kv, kv, window_size=(8, 8))
     assert T.flash_attn_func(q, kv, kv, causal=False).shape == (1, 32, 2, 64)
 
 
@@ -246,3 +255,37 @@ def test_softcap_forward_and_gradients(d: int, causal: bool) -> None:
     out2 = _ops().flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                   causal=causal, softcap=cap)
     assert _rel(out2.transpose(1, 2), ref_o) < 1e-2
+
+
+WINDOWS = [
+    # (B, H, Hkv, Sq, Sk, D, causal, window, softcap)
+    (2, 4, 2, 700, 700, 128, False, (100, 100), 0.0),  # both edges, several KV tiles
+    (1, 8, 8, 513, 513, 64, True, (255, -1), 0.0),  # causal + left: the walk starts late
+    (2, 2, 1, 300, 900, 256, False, (-1, 40), 0.0),  # right only, Sk > Sq
+    (1, 4, 2, 1030, 1030, 128, False, (0, 0), 0.0),  # each row sees itself only
+    (1, 4, 4, 400, 400, 64, True, (64, 0), 2.0),  # with softcap
+]
+
+
+@pytest.mark.parametrize("case", range(len(WINDOWS)))
+def test_sliding_window_forward_and_gradients(case: int) -> None:
+    """FlashAttention's window_size (aligned at the top left) in the forward kernel: the
+    output and lse against float64 with the output NaN-poisoned through the cache of
+    out/lse addresses (a fresh call), and the gradients (the reference backward)."""
+    _require_sm90()
+    _ops()
+    b, h, hk, sq, sk, d, causal, window, cap = WINDOWS[case]
+    q, k, v, gout, glse = _inputs(b, h, hk, sq, sk, d, torch.bfloat16, seed=60 + case)
+    ref_g, ref_o = _reference_grads(q, k, v, causal, 1 / math.sqrt(d), gout, glse, cap,
+                                    want_out=True, window=window)
+    qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    out, lse = torch.ops.nvatom.attention(qg, kg, vg, causal, None, cap, *window)
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any()
+    assert _rel(out, ref_o) < 1e-2, (WINDOWS[case], _rel(out, ref_o))
+    ((out.float() * gout).sum() + (lse * glse).sum()).backward()
+    for name, g, r in zip(("dq", "dk", "dv"), (qg.grad, kg.grad, vg.grad), ref_g, strict=True):
+        assert _rel(g, r) < 2e-2, (WINDOWS[case], name, _rel(g, r))
+    if sq == sk:  # FlashAttention's entry point
+        out2 = _ops().flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                      causal=causal, window_size=window, softcap=cap)
+        assert _rel(out2.transpose(1, 2), ref_o) < 1e-2

@@ -61,6 +61,11 @@ class AttentionSm90Config:
     # softcap * tanh(scale q.k / softcap); the kernel takes scale / softcap ("softcap_pre")
     # and softcap * log2(e) in place of scale * log2(e)
     softcap: bool = False
+    # a sliding window (FlashAttention's window_size, aligned at the top left): row i sees
+    # keys i - left .. i + right; the kernel takes left and right ("win_left", "win_right",
+    # the host's effective values: never past the sequences), starts each CTA's KV walk at
+    # the first tile its window reaches and masks both bounds
+    window: bool = False
 
     def __post_init__(self) -> None:
         if self.epilogue not in EPILOGUES:
@@ -107,7 +112,8 @@ class AttentionSm90Config:
                 f"_s{self.stages}{'_causal' if self.causal else ''}"
                 f"{'_ov' if self.overlap else ''}{'_sr' if self.split_release else ''}"
                 f"{'_pp' if self.pingpong else ''}_r{self.consumer_regs}"
-                f"{'_otma' if self.epilogue == 'tma' else ''}{'_cap' if self.softcap else ''}")
+                f"{'_otma' if self.epilogue == 'tma' else ''}{'_cap' if self.softcap else ''}"
+                f"{'_win' if self.window else ''}")
 
     @property
     def s_form(self) -> WgmmaForm:
@@ -125,7 +131,7 @@ def _form(n: int, t: str, src: str) -> WgmmaForm:
 
 
 def default_config(dtype: str = "bf16", head_dim: int = 128, causal: bool = False,
-                   softcap: bool = False) -> AttentionSm90Config:
+                   softcap: bool = False, window: bool = False) -> AttentionSm90Config:
     """The tuned configuration per head dim (docs/perf.md, "Attention"): KV tiles of 128 rows
     (64 for D = 256, whose O takes 128 registers), 2 stages (4 for D = 64), overlap and split
     release always, ping-pong for causal masks (it won 6 of 6 causal shapes, lost or tied
@@ -135,7 +141,7 @@ def default_config(dtype: str = "bf16", head_dim: int = 128, causal: bool = Fals
     bn, stages = {64: (128, 4), 128: (128, 2), 256: (64, 2)}.get(head_dim, (128, 2))
     epilogue = "direct" if head_dim == 64 and not causal else "tma"
     return AttentionSm90Config(dtype, head_dim, bn, stages, causal, pingpong=causal,
-                               epilogue=epilogue, softcap=softcap)
+                               epilogue=epilogue, softcap=softcap, window=window)
 
 
 assert math.isclose(_LOG2E * _LN2, 1.0)

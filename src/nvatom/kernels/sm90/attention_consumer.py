@@ -195,6 +195,8 @@ def _kv_tile(c: _Consumer, st: _Softmax, stage: Reg, phase: Reg, j: Reg) -> None
     nphase = _u32(k, "mov.u32", phase)
     _next_stage(k, nstage, nphase, cfg.stages)
     n0 = _u32(k, "mul.lo.u32", j, cfg.block_n)
+    if b.kv0 is not None:  # a window: the walk starts at its first tile
+        k.ins("add.u32", n0, n0, b.kv0)
     if cfg.overlap:
         c.turn_begin()
         c.issue_s(nstage, nphase)  # S_{j} while P_{j-1} V_{j-1} runs
@@ -240,7 +242,7 @@ def _consumer(b: _Build) -> None:
     c.wait(0)
     c.release(stage, "ek")
     seq.read(s)
-    zero = _u32(k, "mov.u32", 0)
+    zero = _u32(k, "mov.u32", 0) if b.kv0 is None else b.kv0
     _mask(b, s, st, zero)
     _softmax(b, s, st, first=True)
     _pack_p(b, s, c.p)

@@ -19,14 +19,16 @@ __all__ = [
 
 
 def kernel_params(cfg: AttentionSm90Config | None = None) -> tuple[tuple[str, str], ...]:
-    """The kernel's parameters as ``(name, PTX type)`` (``softcap_pre`` last, for a softcap
-    configuration)."""
+    """The kernel's parameters as ``(name, PTX type)`` (then ``softcap_pre`` for a softcap
+    configuration, ``win_left``, ``win_right`` for a window)."""
     tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
     return (("tmap_q", tmap), ("tmap_k", tmap), ("tmap_v", tmap), ("tmap_o", tmap),
             ("o_ptr", "u64"),
             ("lse_ptr", "u64"), ("seqlen_q", "u32"), ("seqlen_k", "u32"), ("heads", "u32"),
             ("group", "u32"), ("scale_log2", "f32"),
-            *((("softcap_pre", "f32"),) if cfg is not None and cfg.softcap else ()))
+            *((("softcap_pre", "f32"),) if cfg is not None and cfg.softcap else ()),
+            *((("win_left", "u32"), ("win_right", "u32")) if cfg is not None and cfg.window
+              else ()))
 
 
 def launch_geometry(cfg: AttentionSm90Config, batch: int, heads: int, seqlen_q: int

@@ -35,6 +35,8 @@ def _producer(b: _Build) -> None:
     k.label(top)
     with roles[0].loop(), roles[1].loop():
         n0 = _u32(k, "mul.lo.u32", j, cfg.block_n)
+        if b.kv0 is not None:  # a window: the walk starts at its first tile
+            k.ins("add.u32", n0, n0, b.kv0)
         for (tmap, region, boxes), role in zip(((tk, b.off_k, plan.k_boxes),
                                                 (tv, b.off_v, plan.v_boxes)), roles,
                                                strict=True):

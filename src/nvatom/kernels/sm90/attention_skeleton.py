@@ -51,6 +51,8 @@ class _Build:
     rings: tuple[Any, Any] | None = None  # the K and V rings (attention_rings.kv_rings)
     q: Any = None  # the Q tile (attention_rings.q_buffer)
     pre: Reg | None = None  # softcap: scale / softcap (c is then softcap * log2(e))
+    kv0: Reg | None = None  # window: the first KV row of the CTA's walk (a tile multiple)
+    win: tuple[Reg, Reg] | None = None  # window: (left, right)
 
     def bar(self, which: str, stage: Reg | int = 0) -> Reg:
         """Shared address of barrier ``q_full`` / ``k_full[s]`` / ``v_full[s]`` / ``empty[s]``
@@ -75,6 +77,7 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     psq, psk, ph, pg = (k.param(n, "u32") for n in ("seqlen_q", "seqlen_k", "heads", "group"))
     pc = k.param("scale_log2", "f32")
     ppre = k.param("softcap_pre", "f32") if cfg.softcap else None
+    pwin = (k.param("win_left", "u32"), k.param("win_right", "u32")) if cfg.window else None
     dsm = k.dynamic_shared("smem", align=1024)
     off_q = 0
     off_k = cfg.q_bytes
@@ -103,17 +106,30 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     head = _u32(k, "mov.u32", "%ctaid.y")
     batch = _u32(k, "mov.u32", "%ctaid.z")
     kv_head = _u32(k, "div.u32", head, group)
-    # KV tiles: ceil(min(Sk, m0 + 128) / BN) when causal, else ceil(Sk / BN)
+    # KV tiles: ceil(min(Sk, m0 + 128) / BN) when causal, else ceil(Sk / BN); with a window
+    # ceil(min(Sk, m0 + 128 + right) / BN) less the tiles left of row m0 - left
     lim = _u32(k, "mov.u32", sk)
     if cfg.causal:
         end = _u32(k, "add.u32", m0, BLOCK_M)
         k.ins("min.u32", lim, lim, end)
+    win = kv0 = None
+    if pwin is not None:
+        win = (k.ld_param(pwin[0]), k.ld_param(pwin[1]))
+        end = _u32(k, "add.u32", m0, BLOCK_M)
+        k.ins("add.u32", end, end, win[1])
+        k.ins("min.u32", lim, lim, end)
+        lo = _u32(k, "max.u32", m0, win[0])  # max(m0 - left, 0) without wrapping
+        k.ins("sub.u32", lo, lo, win[0])
+        t0 = _u32(k, "div.u32", lo, cfg.block_n)
+        kv0 = _u32(k, "mul.lo.u32", t0, cfg.block_n)
     n_tiles = _u32(k, "add.u32", lim, cfg.block_n - 1)
     k.ins("div.u32", n_tiles, n_tiles, cfg.block_n)
+    if kv0 is not None:
+        k.ins("sub.u32", n_tiles, n_tiles, t0)
 
     b = _Build(k, cfg, plan, target_, off_q, off_k, off_v, off_bar, smem, tid, wg,
                (tm[0], tm[1], tm[2], tm[3]), m0, head, kv_head, batch, sq, sk, heads, n_tiles,
-               o_ptr, lse_ptr, c, k.fresh_label("exit"), pre=pre)
+               o_ptr, lse_ptr, c, k.fresh_label("exit"), pre=pre, kv0=kv0, win=win)
     k.comment("barriers: q_full (1 + TMA bytes), k_full[s], v_full[s] (1 + bytes), empty[s] (2)")
     p0 = k.reg("pred")
     k.ins("setp.eq.u32", p0, tid, 0)

@@ -63,7 +63,8 @@ def _half_indices(bn: int, half: int) -> list[int]:
 
 def _mask(b: _Build, s: list[Reg], st: _Softmax, n0: Reg) -> None:
     """Set the scores of columns at or past each row's limit to -inf: the limit is Sk (ragged
-    last tile) and, causal, row + 1.  Skipped (branch) when the tile needs no mask.  With
+    last tile) and, causal, row + 1; with a window also row + right + 1, and the columns
+    before row - left.  Skipped (branch) when the tile needs no mask.  With
     softcap, first every score becomes ``tanh(scale s / softcap)`` (``tanh.approx.f32``, PTX
     ISA "tanh"; the softmax's factor ``c`` is then ``softcap log2(e)``)."""
     k, cfg = b.k, b.cfg
@@ -73,25 +74,39 @@ def _mask(b: _Build, s: list[Reg], st: _Softmax, n0: Reg) -> None:
         for r in s:
             k.ins("mul.f32", r, r, b.pre)
             k.ins("tanh.approx.f32", r, r)
-    lims = []
+    lims, lows = [], []
     for h in (0, 1):
         lim = _u32(k, "mov.u32", b.sk)
         if cfg.causal:
             r1 = _u32(k, "add.u32", st.rows[h], 1)
             k.ins("min.u32", lim, lim, r1)
+        if b.win is not None:  # the window's right edge: row + right + 1
+            r1 = _u32(k, "add.u32", st.rows[h], b.win[1])
+            k.ins("add.u32", r1, r1, 1)
+            k.ins("min.u32", lim, lim, r1)
+            low = k.reg("s32")  # its left edge, row - left, relative to the tile
+            k.ins("sub.s32", low, st.rows[h], b.win[0])
+            k.ins("sub.s32", low, low, n0)
+            lows.append(low)
         rel = k.reg("s32")
         k.ins("sub.s32", rel, lim, n0)
         lims.append(rel)
     need = k.reg("pred")
     k.ins("setp.lt.s32", need, lims[0], bn)  # row 0 has the smaller limit
+    if lows:  # ... and row 1 the larger left edge
+        k.ins("setp.gt.or.s32", need, lows[1], 0, need)
     skip = k.fresh_label("no_mask")
     k.bra(skip, f"!{need}")
     for h in (0, 1):
         k.ins("sub.s32", lims[h], lims[h], st.tig2)
+        if lows:
+            k.ins("sub.s32", lows[h], lows[h], st.tig2)
         for i in _half_indices(bn, h):
             _, col = accumulator_coord(bn, 0, i)  # thread 0: tig = 0
             p = k.reg("pred")
             k.ins("setp.lt.s32", p, col, lims[h])
+            if lows:
+                k.ins("setp.ge.and.s32", p, col, lows[h], p)
             k.ins("selp.f32", s[i], s[i], _NEG_INF, p)
     k.label(skip)
 
