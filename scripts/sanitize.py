@@ -193,6 +193,16 @@ def _configs() -> list[tuple[str, Callable[[], None]]]:
                 kv = rnd(2, 2, 1029, d), rnd(2, 2, 1029, d)
                 nvatom.attention(q, *kv, causal=causal)
             out.append((f"attention_d{d}{'_causal' if causal else ''}_gqa_ragged", run_attn))
+    # softcap and sliding windows (the _cap / _win configurations): ragged, GQA
+    for d, causal, window, cap in ((128, False, (100, 37), 0.0), (64, True, (300, -1), 30.0),
+                                   (256, False, (-1, -1), 2.0)):
+        def run_attn_opt(d=d, causal=causal, window=window, cap=cap) -> None:
+            q = rnd(2, 8, 777, d)
+            kv = rnd(2, 2, 1029, d), rnd(2, 2, 1029, d)
+            nvatom.attention(q, *kv, causal=causal, window=window, softcap=cap)
+        tag = f"{'_causal' if causal else ''}{'_window' if window != (-1, -1) else ''}"
+        out.append((f"attention_d{d}{tag}{'_softcap' if cap else ''}_gqa_ragged",
+                    run_attn_opt))
     return out
 
 
