@@ -22,8 +22,9 @@ stage, ``.extern .shared`` of :meth:`GemmSm80Config.smem_bytes` bytes):
    (:func:`nvatom.kernels.hoisted.ldsm_reader`), checked against the MMA's fragments.
 3. **mma.sync** of the tiled MMA (:func:`nvatom.kernels.tensor.mma`).
 4. **epilogue**: the accumulators rounded (:func:`nvatom.kernels.tensor.convert`) or kept as
-   f32 and stored as column pairs predicated on M and N
-   (:func:`nvatom.kernels.ragged.copy_ragged`; N is even, so a pair is never cut).
+   f32 and stored as column pairs (:func:`nvatom.kernels.ragged.copy_ragged`; N is even, so
+   a pair is never cut): a CTA whose tile lies inside M and N stores them unpredicated, an
+   edge CTA predicated on M and N (``interior=True``: one uniform branch on the tile).
 
 Every address, predicate and fragment mapping is derived by the layer from the atoms' layouts
 and checked for every thread; this module only chooses the atoms and tiles.
@@ -340,16 +341,18 @@ class _Build:
         emit_wait_group(k, 0)  # the zero-filled copies past K, before the CTA exits
 
     def epilogue(self) -> None:
-        """D = acc, rounded to bf16/f16 or f32 pairs, predicated on M and N."""
+        """D = acc, rounded to bf16/f16 or f32 pairs; an edge tile's stores predicated on M
+        and N."""
         k, spec, cfg = self.k, self.spec, self.spec.config
-        k.comment("epilogue: accumulator pairs -> D, predicated on M and N")
+        k.comment("epilogue: accumulator pairs -> D (interior tile: unpredicated)")
         tile = self.gD.tile_at(k, (cfg.bm, cfg.bn), (self.tm, self.tn))
         if spec.out_dtype == "f32":
-            R.copy_ragged(k, copy_atom("atom.universal_copy<64>.v2.b32"), self.acc, tile)
+            R.copy_ragged(k, copy_atom("atom.universal_copy<64>.v2.b32"), self.acc, tile,
+                          interior=True)
             return
         out = T.fragment_like(k, self.acc, dtype=spec.out_dtype, name="rD")
         T.convert(k, self.acc, out)
-        R.copy_ragged(k, copy_atom("atom.universal_copy<32>"), out, tile)
+        R.copy_ragged(k, copy_atom("atom.universal_copy<32>"), out, tile, interior=True)
 
 
 def _ceil_div(k: Kernel, x: Reg, d: int) -> Reg:
