@@ -121,10 +121,26 @@ def loop_body(ptx: str) -> list[str]:
     """The instructions between the K loop's label and its back-branch (both included)."""
     lines = [ln.strip() for ln in ptx.splitlines()]
     m = re.search(r"bra\.uni (\$K_LOOP_\d+);", ptx)
-    assert m is not None and ptx.count("bra") == 1, "one branch: the K loop's back edge"
+    assert m is not None and ptx.count(m.group(1)) == 2, "the K loop: a label, a back edge"
     start = lines.index(f"{m.group(1)}:")
     end = next(i for i, ln in enumerate(lines) if ln.endswith(f"bra.uni {m.group(1)};"))
-    return [ln for ln in lines[start + 1:end + 1] if ln and not ln.startswith("//")]
+    body = [ln for ln in lines[start + 1:end + 1] if ln and not ln.startswith("//")]
+    assert sum("bra" in ln for ln in body) == 1, "one branch in the loop: its back edge"
+    return body
+
+
+def epilogue_paths(ptx: str) -> dict[str, list[str]]:
+    """The instructions after the K loop's back-branch that an interior tile and an edge tile
+    execute (the epilogue's uniform branch on the tile's origin picks one store sequence)."""
+    lines = [ln.strip() for ln in ptx.splitlines()]
+    back = next(i for i, ln in enumerate(lines) if re.search(r"bra\.uni \$K_LOOP_\d+;", ln))
+    rest = [ln for ln in lines[back + 1:] if ln and ln != "}" and not ln.startswith("//")]
+    (edge,) = re.findall(r"@!%p\d+ bra\.uni (\$EDGE_TILE_\d+);", ptx)
+    (done,) = re.findall(r"^\s*bra\.uni (\$TILE_DONE_\d+);", ptx, re.M)
+    fork = next(i for i, ln in enumerate(rest) if ln.endswith(f"{edge};"))
+    at_edge, at_done = rest.index(f"{edge}:"), rest.index(f"{done}:")
+    return {"interior": rest[:at_edge] + rest[at_done + 1:],
+            "edge": rest[:fork + 1] + rest[at_edge + 1:at_done] + rest[at_done + 1:]}
 
 
 #: PTX instructions of the K loop body of the hand-written kernel this one replaced (commit
@@ -152,6 +168,32 @@ def test_k_loop_is_no_longer_than_the_hand_written_one(a_major: str, b_major: st
     assert sum(o.startswith("cp.async.cg") for o in ops) == chunks
     key = (f"{config.bm}x{config.bn}x{config.bk}", a_major, b_major)
     assert len(body) <= HAND_WRITTEN_LOOP[key], (len(body), HAND_WRITTEN_LOOP[key])
+
+
+#: PTX instructions after the K loop of the hand-written kernel (commit b436a5b), per output
+#: width (the same for both shipped tilings): each path of the typed kernel's epilogue must
+#: not be longer.
+HAND_WRITTEN_EPILOGUE = {"bf16": 273, "f32": 209}
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["128x128x32", "64x128x64"])
+@pytest.mark.parametrize("out", ["bf16", "f32"])
+def test_epilogue_is_no_longer_than_the_hand_written_one(out: str,
+                                                         config: GemmSm80Config) -> None:
+    """Interior tiles store without predicates; edge tiles fold both bounds into one
+    ``setp`` per store; neither path is longer than the hand-written epilogue."""
+    spec = GemmSm80Spec("bf16", out, "K", "N", config)
+    paths = epilogue_paths(emit_ptx(spec))
+    stores = config.bm * config.bn // config.threads // 2  # one per column pair
+    for name, body in paths.items():
+        ops = [ln.split()[1] if ln.startswith("@") else ln.split()[0] for ln in body]
+        assert sum(o.startswith("st.global") for o in ops) == stores, name
+        assert len(body) <= HAND_WRITTEN_EPILOGUE[out], (name, len(body))
+    interior = paths["interior"]
+    assert not [ln for ln in interior if ln.startswith("@") and "bra.uni" not in ln]
+    assert sum(ln.startswith("setp") for ln in interior) == 2  # the tile inside M and N
+    edge = paths["edge"]
+    assert sum(ln.startswith("@%p") and "st.global" in ln for ln in edge) == stores
 
 
 def test_config_and_spec_errors() -> None:

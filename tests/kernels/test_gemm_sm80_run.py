@@ -124,3 +124,33 @@ def test_the_interpreter_catches_planted_bugs(bug: str) -> None:
     with pytest.raises(AssertionError):
         _run(GemmSm80Spec("bf16", "bf16", "K", "N", BIG), 77, 46, 100,
              plant=_PLANTED[bug])
+
+
+#: Edits that break one path of the epilogue: a uniform branch on the tile's origin sends an
+#: interior tile to stores without predicates and an edge tile to the predicated ones.
+_ONE_PATH = {
+    "every tile takes the interior path": lambda p: re.sub(
+        r"@!%p\d+ bra\.uni \$EDGE_TILE_\d+;", "", p),
+    "the interior path stores nothing": lambda p: re.sub(
+        r"\n\s*st\.global[^;]*;", "", p),
+}
+
+
+@pytest.mark.parametrize("bug", [None, *sorted(_ONE_PATH)])
+def test_interior_and_edge_tiles_take_their_paths(bug: str | None) -> None:
+    """Tile (0, 0) of a 300 x 270 problem lies inside M and N, the last one does not: the
+    first stores through the unpredicated sequence, the last through the predicated one.
+    Both run and are checked: removing the interior path's stores fails the run (the
+    interior tile took it), and so does sending the edge tile down it."""
+    spec = GemmSm80Spec("bf16", "bf16", "K", "N", BIG)
+    plant = (lambda p: p) if bug is None else _ONE_PATH[bug]
+    if bug is None:
+        _run(spec, 300, 270, 40, corners=2, plant=plant)
+    else:
+        with pytest.raises(AssertionError):
+            _run(spec, 300, 270, 40, corners=2, plant=plant)
+
+
+def test_a_problem_of_interior_tiles_only() -> None:
+    """M and N multiples of the tile: every CTA takes the unpredicated stores (f32 pairs)."""
+    _run(GemmSm80Spec("f16", "f32", "M", "K", WIDE), 128, 256, 72)

@@ -119,6 +119,15 @@ def test_a_ragged_tile_needs_the_src_size_atom() -> None:
         R.copy_ragged(k, plain, _a(k, s).tile_at(k, (64, 32), (0, 0)), ring.at(k, 0))
 
 
+def test_interior_takes_a_fragment_copy() -> None:
+    k, _, s = _setup()
+    ring = R.stage_ring(k, "sA", "bf16", SW64, 2)
+    with pytest.raises(T.TensorError, match=r"interior= takes a fragment copy; a cp.async of "
+                       r"a ragged tile needs no branch"):
+        R.copy_ragged(k, ALONG_K, _a(k, s).tile_at(k, (64, 32), (0, 0)), ring.at(k, 0),
+                      interior=True)
+
+
 def test_element_types_are_checked_on_ragged_tiles() -> None:
     k, _, s = _setup()
     ring = R.stage_ring(k, "sA", "f16", SW64, 2)

@@ -142,6 +142,15 @@ def test_gemm_uses_the_shared_emitters() -> None:
         assert sp in text, sp
 
 
+def test_cvt_pack_into_a_given_register() -> None:
+    k = Kernel("c")
+    r = k.reg("b32")
+    assert SE.cvt_pack_f32(k, "bf16", "%f1", "%f2", into=r) is r
+    assert f"cvt.rn.bf16x2.f32 {r}, %f1, %f2;" in k.emit()
+    with pytest.raises(SE.SyncEmitError, match="needs a 32-bit register"):
+        SE.cvt_pack_f32(k, "bf16", "%f1", "%f2", into=k.reg("u64"))
+
+
 @pytest.mark.parametrize(("call", "needle"), [
     (lambda k: SE.setmaxnreg(k, "up", 40), "'up'"),
     (lambda k: SE.setmaxnreg(k, "inc", 41), "41"),

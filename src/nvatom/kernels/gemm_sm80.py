@@ -22,8 +22,12 @@ stage, ``.extern .shared`` of :meth:`GemmSm80Config.smem_bytes` bytes):
    (:func:`nvatom.kernels.hoisted.ldsm_reader`), checked against the MMA's fragments.
 3. **mma.sync** of the tiled MMA (:func:`nvatom.kernels.tensor.mma`).
 4. **epilogue**: the accumulators rounded (:func:`nvatom.kernels.tensor.convert`) or kept as
-   f32 and stored as column pairs predicated on M and N
-   (:func:`nvatom.kernels.ragged.copy_ragged`; N is even, so a pair is never cut).
+   f32 and stored as column pairs (:func:`nvatom.kernels.ragged.copy_ragged`; N is even, so
+   a pair is never cut): a CTA whose tile lies inside M and N stores them unpredicated, an
+   edge CTA predicated on M and N (``interior=True``: one uniform branch on the tile).
+
+The setup the first mma needs and the first loads do not (ldmatrix row offsets, zeroed
+accumulators) is emitted after the prologue's cp.asyncs, while they are in flight.
 
 Every address, predicate and fragment mapping is derived by the layer from the atoms' layouts
 and checked for every thread; this module only chooses the atoms and tiles.
@@ -296,13 +300,7 @@ class _Build:
                                                                (self.tm, 0)), sA),
                       H.ragged_loader(k, op_b.copy, gB.tile_at(k, (cfg.bn, cfg.bk),
                                                                (self.tn, 0)), sB))
-        k.comment("hoisted: ldmatrix row offsets of every k16 step")
-        steps = [(0, ks) for ks in range(cfg.bk // 16)]
-        self.frags = [(T.fragment(k, tiled, "A", name=f"rA{ks}"),
-                       T.fragment(k, tiled, "B", name=f"rB{ks}")) for _, ks in steps]
-        self.readers = (H.ldsm_reader(k, op_a.ldsm, sA, self.frags[0][0], steps),
-                        H.ldsm_reader(k, op_b.ldsm, sB, self.frags[0][1], steps))
-        self.acc = T.fragment(k, tiled, "C", name="acc", zero=True)
+        self.ldsm = (op_a.ldsm, op_b.ldsm)
 
     def load(self, stage: Reg | int) -> None:
         """cp.async the loaders' next k-tile into ``stage``; one commit group."""
@@ -317,6 +315,15 @@ class _Build:
         k.comment(f"prologue: fill {cfg.stages - 1} stages")
         for s in range(cfg.stages - 1):
             self.load(s)
+        # what the first mma needs and the first loads do not, while those are in flight
+        k.comment("hoisted: ldmatrix row offsets of every k16 step")
+        sA, sB = (r.first for r in self.rings)
+        steps = [(0, ks) for ks in range(cfg.bk // 16)]
+        self.frags = [(T.fragment(k, self.tiled, "A", name=f"rA{ks}"),
+                       T.fragment(k, self.tiled, "B", name=f"rB{ks}")) for _, ks in steps]
+        self.readers = (H.ldsm_reader(k, self.ldsm[0], sA, self.frags[0][0], steps),
+                        H.ldsm_reader(k, self.ldsm[1], sB, self.frags[0][1], steps))
+        self.acc = T.fragment(k, self.tiled, "C", name="acc", zero=True)
         kt, read, write = k.reg("u32"), k.reg("u32"), k.reg("u32")
         for r, v in ((kt, 0), (read, 0), (write, cfg.stages - 1)):
             k.ins("mov.u32", r, v)
@@ -340,16 +347,18 @@ class _Build:
         emit_wait_group(k, 0)  # the zero-filled copies past K, before the CTA exits
 
     def epilogue(self) -> None:
-        """D = acc, rounded to bf16/f16 or f32 pairs, predicated on M and N."""
+        """D = acc, rounded to bf16/f16 or f32 pairs; an edge tile's stores predicated on M
+        and N."""
         k, spec, cfg = self.k, self.spec, self.spec.config
-        k.comment("epilogue: accumulator pairs -> D, predicated on M and N")
+        k.comment("epilogue: accumulator pairs -> D (interior tile: unpredicated)")
         tile = self.gD.tile_at(k, (cfg.bm, cfg.bn), (self.tm, self.tn))
         if spec.out_dtype == "f32":
-            R.copy_ragged(k, copy_atom("atom.universal_copy<64>.v2.b32"), self.acc, tile)
+            R.copy_ragged(k, copy_atom("atom.universal_copy<64>.v2.b32"), self.acc, tile,
+                          interior=True)
             return
         out = T.fragment_like(k, self.acc, dtype=spec.out_dtype, name="rD")
         T.convert(k, self.acc, out)
-        R.copy_ragged(k, copy_atom("atom.universal_copy<32>"), out, tile)
+        R.copy_ragged(k, copy_atom("atom.universal_copy<32>"), out, tile, interior=True)
 
 
 def _ceil_div(k: Kernel, x: Reg, d: int) -> Reg:

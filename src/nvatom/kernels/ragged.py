@@ -18,7 +18,12 @@ multiples of the tile.
   inside the matrix (0 past the non-contiguous extent), the rest of the 16 bytes is zeros,
   and a chunk that reads nothing points at the matrix's first element (never past it);
   and predicated fragment loads (zeros outside) and stores (nothing outside; a 16-bit pair
-  cut by the extent stores its low half) between a fragment and a ragged gmem tile.
+  cut by the extent stores its low half) between a fragment and a ragged gmem tile: the
+  thread's address once, a row pointer per distinct row, the columns as address
+  immediates; the elements left along each dimension once, a predicate per distinct
+  constant of one dimension, the other's comparison folded onto it (one ``setp.and`` per
+  access).  With ``interior=True`` the copy is also emitted without predicates and a
+  uniform branch on the tile's origin picks that one when the whole tile is inside.
 
 Every check of ``nvatom.kernels.tensor`` runs first, on a *stand-in* tensor of the tile's
 shape whose run-time leading dimension is replaced by the smallest 16-byte multiple that holds
@@ -30,9 +35,10 @@ run-time leading dimension itself must be a multiple of 16 bytes (the host check
 Loops over tiles use the hoisted forms of these copies (``nvatom.kernels.hoisted``).
 
 Sources: PTX ISA "cp.async" (``cp-size``, ``src-size``: "the remaining bytes ... are filled
-with zeros"), "setp", "selp", "mad" (``.wide``), "ld", "st" ("Operand Size Exceeding
-Instruction-Type Size": ``st.b16`` of a 32-bit register stores its low half), "Dynamic shared
-memory" (``.extern .shared``), "Addresses as Operands" (``[reg+imm]``).
+with zeros"), "setp" (``setp.CmpOp.BoolOp``), "bra" (``.uni``: the branch is not
+divergent), "selp", "mad" (``.wide``), "ld", "st" ("Operand Size Exceeding Instruction-Type
+Size": ``st.b16`` of a 32-bit register stores its low half), "Dynamic shared memory"
+(``.extern .shared``), "Addresses as Operands" (``[reg+imm]``).
 """
 
 from __future__ import annotations
@@ -344,44 +350,54 @@ def _inside(k: Kernel, idx: Reg, extent: Reg | None, extra: int = 0) -> Reg | No
     return p
 
 
-def _and(k: Kernel, a: Reg | None, b: Reg | None) -> Reg | None:
-    if a is None or b is None:
-        return a or b
-    p = k.reg("pred")
-    k.ins("and.pred", p, a, b)
-    return p
-
-
 def _gaddr(k: Kernel, m: GmemMatrix, idx: tuple[Reg, Reg]) -> Reg:
-    """``base + (i0 * stride0 + i1 * stride1) * bytes`` in 64 bits."""
-    off = k.reg("u64")
-    k.ins("mov.u64", off, 0)
-    for i, s in zip(idx, m.strides, strict=True):
+    """``base + (i0 * stride0 + i1 * stride1) * bytes`` in 64 bits: the unit-stride index
+    widened, the other multiplied onto it (``mad.wide``), scaled to bytes, added to the base."""
+    off: Reg | None = None
+    for d in sorted((0, 1), key=lambda d: m.strides[d] != 1):  # the unit stride first
+        i, s = idx[d], m.strides[d]
         if s == 0:
             continue
-        t = k.reg("u64")
-        if s == 1:
-            k.ins("cvt.u64.u32", t, i)
+        if s == 1 and off is None:
+            off = k.reg("u64")
+            k.ins("cvt.u64.u32", off, i)
+        elif off is None:
+            off = k.reg("u64")
+            k.ins("mul.wide.u32", off, i, s)
         else:
-            k.ins("mul.wide.u32", t, i, s)
-        k.ins("add.s64", off, off, t)
-    k.ins("mul.lo.u64", off, off, m.dtype.storage_bits // 8)
+            k.ins("mad.wide.u32", off, i, s, off)
     a = k.reg("u64")
+    if off is None:
+        k.ins("mov.u64", a, m.base)
+        return a
+    esize = m.dtype.storage_bits // 8
+    if esize & (esize - 1):
+        k.ins("mul.lo.u64", off, off, esize)
+    elif esize > 1:
+        k.ins("shl.b64", off, off, esize.bit_length() - 1)
     k.ins("add.s64", a, m.base, off)
     return a
 
 
 def copy_ragged(k: Kernel, atom: TiledCopy | UniversalCopy, src: GmemTile | T.Tensor,
-                dst: GmemTile | T.Tensor) -> None:
+                dst: GmemTile | T.Tensor, *, interior: bool = False) -> None:
     """A tiled zero-filling cp.async from a ragged gmem tile into a smem tensor, or a
-    predicated universal copy between a fragment and a ragged gmem tile."""
+    predicated universal copy between a fragment and a ragged gmem tile.
+
+    ``interior`` (fragment copies): also emit the copy without predicates, taken when the
+    whole tile lies inside the matrix -- one ``setp`` on the tile's origin and a ``bra.uni``
+    choose it or the predicated copy, so the tile coordinates must be the same for every
+    thread of the CTA (as a tile picked from ``%ctaid`` is)."""
     name = getattr(atom, "atom", atom).name
     what = f"copy {name} from {src.kind} '{src.name}' into {dst.kind} '{dst.name}'"
     try:
         if isinstance(atom, TiledCopy):
+            if interior:
+                raise T.TensorError(f"{what}: interior= takes a fragment copy; a cp.async "
+                                    "of a ragged tile needs no branch (it zero-fills)")
             _cp_async_ragged(k, atom, src, dst, what)
         elif isinstance(atom, UniversalCopy):
-            _fragment_ragged(k, atom, src, dst, what)
+            _fragment_ragged(k, atom, src, dst, what, interior)
         else:
             raise T.TensorError(f"{what}: ragged tiles take a tiled cp.async or a universal "
                                 "copy")
@@ -425,19 +441,42 @@ def _cp_async_ragged(k: Kernel, tc: TiledCopy, src: GmemTile | T.Tensor,
 
 
 class _Memo:
-    """Per-thread values derived once per distinct constant: the predicates ``coordinate +
-    c < extent`` along each dimension and the addresses of the strided dimension's rows."""
+    """Per-thread values derived once: the elements left along each dimension (``extent -
+    coordinate``, s32), the predicates ``left > c`` of the dimension ``memo`` per distinct
+    constant, the addresses of the strided dimension's rows."""
 
-    def __init__(self, k: Kernel, m: GmemMatrix, base: list[Reg]) -> None:
-        self.k, self.m, self.base = k, m, base
-        self.preds: dict[tuple[int, int], Reg | None] = {}
+    def __init__(self, k: Kernel, m: GmemMatrix, base: list[Reg], memo: int) -> None:
+        self.k, self.m, self.base, self.memo = k, m, base, memo
+        self.lefts: dict[int, Reg] = {}
+        self.preds: dict[int, Reg | None] = {}
         self.rows: dict[int, Reg] = {}
         self.addr = _gaddr(k, m, (base[0], base[1]))
 
-    def inside(self, d: int, c: int) -> Reg | None:
-        if (d, c) not in self.preds:
-            self.preds[d, c] = _inside(self.k, self.base[d], self.m.extents[d], c)
-        return self.preds[d, c]
+    def left(self, d: int) -> Reg:
+        if d not in self.lefts:
+            self.lefts[d] = r = self.k.reg("s32")
+            self.k.ins("sub.s32", r, self.m.extents[d], self.base[d])
+        return self.lefts[d]
+
+    def inside(self, c: tuple[int, int]) -> Reg | None:
+        """Element ``c`` (from the thread's first) inside the matrix: the memoized predicate
+        of one dimension, the other's comparison folded onto it (``setp.gt.and``)."""
+        d, f = self.memo, 1 - self.memo
+        if self.m.extents[d] is None:
+            p = None
+        elif c[d] not in self.preds:
+            p = self.preds[c[d]] = self.k.reg("pred")
+            self.k.ins("setp.gt.s32", p, self.left(d), c[d])
+        else:
+            p = self.preds[c[d]]
+        if self.m.extents[f] is None:
+            return p
+        q = self.k.reg("pred")
+        if p is None:
+            self.k.ins("setp.gt.s32", q, self.left(f), c[f])
+        else:
+            self.k.ins("setp.gt.and.s32", q, self.left(f), c[f], p)
+        return q
 
     def address(self, c: tuple[int, int], extra: int = 0) -> str:
         """``[reg+imm]`` of the element ``c`` (plus ``extra`` bytes) from the thread's."""
@@ -456,8 +495,26 @@ class _Memo:
         return f"[{reg}+{imm}]" if imm else f"[{reg}]"
 
 
+def _tile_inside(k: Kernel, tile: GmemTile) -> Reg | None:
+    """The whole tile inside the matrix (``extent - origin >= size`` along both dimensions),
+    as one predicate; None when no extent bounds it."""
+    p: Reg | None = None
+    for d in (0, 1):
+        extent = tile.matrix.extents[d]
+        if extent is None:
+            continue
+        rest, q = k.reg("s32"), k.reg("pred")
+        k.ins("sub.s32", rest, extent, tile.origin[d])
+        if p is None:
+            k.ins("setp.gt.s32", q, rest, tile.shape[d] - 1)
+        else:
+            k.ins("setp.gt.and.s32", q, rest, tile.shape[d] - 1, p)
+        p = q
+    return p
+
+
 def _fragment_ragged(k: Kernel, atom: UniversalCopy, src: GmemTile | T.Tensor,
-                     dst: GmemTile | T.Tensor, what: str) -> None:
+                     dst: GmemTile | T.Tensor, what: str, interior: bool) -> None:
     tile, frag = (src, dst) if isinstance(src, GmemTile) else (dst, src)
     if not isinstance(tile, GmemTile) or not isinstance(frag, T.Tensor):
         raise T.TensorError(f"{what}: moves a fragment to or from a ragged gmem tile")
@@ -477,32 +534,44 @@ def _fragment_ragged(k: Kernel, atom: UniversalCopy, src: GmemTile | T.Tensor,
                             "cut a register; load 32-bit values")
     k.need_atom(atom, T.TensorError, name_feature=False)
     base, consts = _thread_coords(k, tile, acc, what)
-    memo = _Memo(k, m, base)
-    for regs, c in zip(groups, consts, strict=True):
-        line_ok = memo.inside(1 - cd, c[1 - cd])
-        full = _and(k, line_ok, memo.inside(cd, c[cd] + (0 if whole else vec - 1)))
-        addr = memo.address(c)
+    # memoize the predicates of the dimension with fewer distinct constants, fold the other
+    memo = _Memo(k, m, base, min((0, 1), key=lambda d: len({c[d] for c in consts})))
+    ebytes = frag.bits // 8
+    addrs = [(memo.address(c), [memo.address(c, e * ebytes) for e in range(vec - 1)])
+             for c in consts]  # before any branch: both paths use them
+    ld, st = atom.ld_opcode("gmem"), atom.st_opcode("gmem")
+    whole_tile = _tile_inside(k, tile) if interior else None
+    if whole_tile is not None:
+        edge, done = k.fresh_label("EDGE_TILE"), k.fresh_label("TILE_DONE")
+        k.bra(edge, f"!{whole_tile}", uni=True)
+        for regs, (addr, _) in zip(groups, addrs, strict=True):
+            k.ins(*((st, addr, _vec(regs)) if store else (ld, _vec(regs), addr)))
+        k.bra(done, uni=True)
+        k.label(edge)
+    for regs, c, (addr, eaddrs) in zip(groups, consts, addrs, strict=True):
+        full = memo.inside((c[0], c[1] + (0 if whole else vec - 1)))
         guard = str(full) if full is not None else None
         if store:
-            k.ins(atom.st_opcode("gmem"), addr, _vec(regs), pred=guard)
+            k.ins(st, addr, _vec(regs), pred=guard)
         else:
             for r in regs:
                 k.ins(f"mov.b{max(32, frag.bits)}", r, 0)
-            k.ins(atom.ld_opcode("gmem"), _vec(regs), addr, pred=guard)
+            k.ins(ld, _vec(regs), addr, pred=guard)
         if whole:
             continue
         # a vector cut by the extent: its elements inside, one at a time (stores only)
         for e in range(vec - 1):
-            ok = _and(k, line_ok, memo.inside(cd, c[cd] + e))
+            ok = memo.inside((c[0], c[1] + e))
             cut = k.reg("pred")
             k.ins("xor.pred", cut, ok, full)  # element e inside, the whole vector not
             if packed and e % 2:
                 raise T.TensorError(f"{what}: a cut vector of more than one packed pair")
             r = regs[e // 2] if packed else regs[e]  # st.b16 of a .b32 stores its low half
             op = "st" if store else "ld"
-            eaddr = memo.address(c, e * frag.bits // 8)
-            k.ins(f"{op}.global.b{frag.bits}", *((eaddr, r) if store else (r, eaddr)),
+            k.ins(f"{op}.global.b{frag.bits}", *((eaddrs[e], r) if store else (r, eaddrs[e])),
                   pred=str(cut))
+    if whole_tile is not None:
+        k.label(done)
 
 
 def _vec(regs: Sequence[Reg]) -> Reg | list[Reg]:

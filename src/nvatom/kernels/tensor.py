@@ -747,5 +747,4 @@ def convert(k: Kernel, src: Tensor, dst: Tensor) -> None:
                           f"{dst.dtype.name}")
     for i, r in enumerate(dst.regs):
         lo, hi = src.regs[2 * i], src.regs[2 * i + 1]
-        packed = SE.cvt_pack_f32(k, dst.dtype.name, hi, lo)  # cvt packs its first source high
-        k.ins("mov.b32", r, packed)
+        SE.cvt_pack_f32(k, dst.dtype.name, hi, lo, into=r)  # cvt packs its first source high

@@ -237,13 +237,16 @@ def barrier_cluster_wait(k: Kernel, *, sem: str = "acquire", aligned: bool = Tru
 
 
 def cvt_pack_f32(k: Kernel, dtype: str, hi: Operand, lo: Operand, *,
-                 target: Target | str | None = None) -> Reg:
-    """``cvt.rn.<dtype>x2.f32 d, hi, lo``: a new b32 register holding ``lo`` rounded to
-    ``dtype`` in bits 0-15 and ``hi`` in bits 16-31."""
+                 target: Target | str | None = None, into: Reg | None = None) -> Reg:
+    """``cvt.rn.<dtype>x2.f32 d, hi, lo``: a b32 register (a new one, or ``into``) holding
+    ``lo`` rounded to ``dtype`` in bits 0-15 and ``hi`` in bits 16-31."""
     opcode = spell("cvt.pack", type=dtype)
     check_target("cvt.pack", target, k)
     _operand("cvt hi", hi)
     _operand("cvt lo", lo)
-    r = k.reg("b32")
+    if into is not None and into.type not in ("b32", "u32", "s32"):
+        raise SyncEmitError(f"cvt into {into.name} of type .{into.type}: needs a 32-bit "
+                            "register")
+    r = k.reg("b32") if into is None else into
     k.ins(opcode, r, hi, lo)
     return r
