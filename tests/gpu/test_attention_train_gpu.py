@@ -251,10 +251,11 @@ def test_softcap_forward_and_gradients(d: int, causal: bool) -> None:
     ((out.float() * gout).sum() + (lse * glse).sum()).backward()
     for name, g, r in zip(("dq", "dk", "dv"), (qg.grad, kg.grad, vg.grad), ref_g, strict=True):
         assert _rel(g, r) < 2e-2, (name, _rel(g, r))
-    # through FlashAttention's entry point too
-    out2 = _ops().flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                  causal=causal, softcap=cap)
-    assert _rel(out2.transpose(1, 2), ref_o) < 1e-2
+    if not causal:  # through FlashAttention's entry point too (its causal mask for Sq != Sk
+        # is bottom-right aligned: refused there, tests/gpu: test_flash_attn_func_refuses_...)
+        out2 = _ops().flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                      causal=causal, softcap=cap)
+        assert _rel(out2.transpose(1, 2), ref_o) < 1e-2
 
 
 WINDOWS = [
