@@ -394,3 +394,15 @@ def test_api_user_epilogue_programs() -> None:
                 {**ok, "program": [["max.f32", "xxf", "p"]]}, {**ok, "end": "raise"},
                 {**ok, "name": "1h"}):
         assert _api("UserEpilogue", [bad])[0] == "clean", bad
+
+
+def test_api_status_is_part_of_the_grouped_call_cache_key() -> None:
+    """Campaign seed 20261128, input api:37266: a grouped call with a good status word, then
+    the same call with status=0.5, was served by the call cache (whose key had no status)
+    instead of refused as it is alone."""
+    grouped = [_t([256, 512]), _t([2, 512, 384]), [100, 256]]
+    first = {"out": _t([256, 384]), "status": _t([1], "int32")}
+    second = {"out": first["out"], "status": 0.5}
+    assert _api("grouped_gemm", grouped, second)[0] == "clean"
+    assert _api("grouped_gemm", grouped, first,
+                then={"args": grouped, "kw": second})[0] == "clean"

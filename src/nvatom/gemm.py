@@ -1297,6 +1297,15 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
             hash(fkey)
         except TypeError:  # e.g. fast_accum=[]: no fast path; the checks name it
             fkey = None
+    if fkey is not None and status is not None:
+        # the status word too: a hit skips the check that refuses a wrong one (fuzz campaign
+        # seed 20261128, api:37266: status=0.5 after a call with a good one was served)
+        try:
+            fkey += ("status", status.data_ptr(), str(status.dtype), tuple(status.shape),
+                     str(status.device))
+            hash(fkey)
+        except Exception:  # not a tensor: no fast path; the checks name it
+            fkey = None
     hit = CACHES.grouped_fast.get(fkey) if fkey is not None else None
     if hit is not None:
         import torch
