@@ -406,3 +406,17 @@ def test_api_status_is_part_of_the_grouped_call_cache_key() -> None:
     assert _api("grouped_gemm", grouped, second)[0] == "clean"
     assert _api("grouped_gemm", grouped, first,
                 then={"args": grouped, "kw": second})[0] == "clean"
+
+
+@pytest.mark.parametrize("name", [
+    "sm100.mma_bs.mxf8f6f4.cta2.m128n16k32.ss.f32.e4m3.e2m1.ue8m0.vs32" + "9" * 5000,
+    "sm100.mma.f16.cta1.m128n" + "2" * 5000 + "k16.ss.f32.f16.f16",
+    "SM120.mma_bs.m16n8k64.row.col.f32.e2m1.e2m1.f32.ue8m0.sfa_b1" + "9" * 5000 + "t0.sfb_b0t0",
+    "atom.tmem_load<32x32b.x" + "4" * 5000 + ">",
+    "atom.tmem_store<16x32bx2.x2@" + "8" * 5000 + ">",
+])
+def test_atom_names_with_huge_numbers_are_clean(name: str) -> None:
+    """Campaign seed 20261201, input atom_name:17885: a UMMA name with a 5,002-digit vector
+    size raised Python's int-digit-limit ValueError; numbers in atom names now have at most
+    9 digits (longer is no atom), for the SM100, SM120-selector and TMEM parsers alike."""
+    assert fuzz.classify("atom_name", name)[0] == "clean"

@@ -981,10 +981,12 @@ def make_umma_atom(kind: str, cta_group: int, m: int, n: int, d: DType | str, a:
                a_major, b_major, dtype(sf) if sf is not None else None, vec_size)
 
 
+# numbers of at most 9 digits: a longer one is no atom, and int() of 4,300+ digits raises
+# (the 1M fuzz campaign, seed 20261201, atom_name:17885: a 5,002-digit vs)
 _NAME_RE = re.compile(
     r"(?P<mn>sm100\.mma(?:_bs)?(?:_sp)?)\.(?P<kind>\w+)\.cta(?P<cta>[12])\."
-    r"m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)\.(?P<src>ss|ts)(?P<ws>\.ws)?\."
-    r"(?P<d>\w+)\.(?P<a>\w+)\.(?P<b>\w+)(?:\.(?P<sf>ue8m0|ue4m3)\.vs(?P<vs>\d+))?"
+    r"m(?P<m>\d{1,9})n(?P<n>\d{1,9})k(?P<k>\d{1,9})\.(?P<src>ss|ts)(?P<ws>\.ws)?\."
+    r"(?P<d>\w+)\.(?P<a>\w+)\.(?P<b>\w+)(?:\.(?P<sf>ue8m0|ue4m3)\.vs(?P<vs>\d{1,9}))?"
     r"(?P<amn>\.amn)?(?P<bmn>\.bmn)?$"
 )
 

@@ -578,7 +578,8 @@ def _by_name() -> dict[str, MmaBsForm | MmaForm]:
     return table
 
 
-_SEL_RE = re.compile(r"^(?P<base>.*)\.sfa_b(?P<ba>\d+)t(?P<ta>\d+)\.sfb_b(?P<bb>\d+)t(?P<tb>\d+)$")
+_SEL_RE = re.compile(  # numbers of at most 9 digits (int() of 4,300+ digits raises)
+    r"^(?P<base>.*)\.sfa_b(?P<ba>\d{1,9})t(?P<ta>\d{1,9})\.sfb_b(?P<bb>\d{1,9})t(?P<tb>\d{1,9})$")
 
 
 class UnknownSm120AtomError(NvatomError):

@@ -416,8 +416,8 @@ def tmem_atom(name: str) -> TmemCopyAtom | S2tCopyAtom:
     or ``atom.s2t_copy<cta_group::1.128x256b[.b8x16.b4x16_p64]>`` (the names atoms print)."""
 
     s = name.strip()
-    m = re.fullmatch(r"atom\.tmem_(load|store)<(\w+)\.x(\d+)(\.(?:un)?pack::16b)?(?:@(\d+))?>",
-                     s)
+    m = re.fullmatch(  # numbers of at most 9 digits (int() of 4,300+ digits raises)
+        r"atom\.tmem_(load|store)<(\w+)\.x(\d{1,9})(\.(?:un)?pack::16b)?(?:@(\d{1,9}))?>", s)
     if m:
         d = m.group(1)
         if m.group(4) and (m.group(4) == ".pack::16b") != (d == "load"):
