@@ -131,26 +131,31 @@ def test_no_host_synchronisation() -> None:
     _check_groups(a, b, ends, out)
 
 
-@pytest.mark.parametrize("fp8", [False, True])
-def test_graph_replay_follows_new_offsets(fp8: bool) -> None:
+@pytest.mark.parametrize("kind", ["bf16", "f16", "e4m3-tensor", "e4m3-row", "e4m3-block"])
+def test_graph_replay_follows_new_offsets(kind: str) -> None:
     """Captured once; each replay after new offsets are written on the device (including
-    empty groups and all rows in one group) computes the new grouping."""
+    empty groups and all rows in one group) computes the new grouping: bf16, f16 and e4m3
+    with per-tensor, row-wise and block scales."""
     _require_sm90()
     import nvatom
 
     g, n, k, total = 6, 264, 256, 900
+    fp8 = kind.startswith("e4m3")
     if fp8:
         a, b, sa, sb, ea, eb = _fp8_inputs([total - 29] + [0] * (g - 1), n, k, "e4m3", "e4m3",
-                                           "row", seed=3)
+                                           kind.split("-")[1], seed=3)
         kw = dict(scale_a=sa, scale_b=sb)
     else:
         a, b = _bf16(total, g, n, k, kmajor=True, seed=3)
+        if kind == "f16":
+            a, b = a.to(torch.float16), b.to(torch.float16)
         kw = {}
     rows = a.shape[0]
     splits = [[0, 300, 300, 450, 860, 871], [129, 129, 600, 601, 700, rows - 3],
               [0, 0, 0, 0, 0, rows], [rows] * g]
     offs = _offs(splits[0])
-    out = torch.full((rows, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    out = torch.full((rows, n), float("nan"), device="cuda",
+                     dtype=torch.float16 if kind == "f16" else torch.bfloat16)
     nvatom.grouped_gemm(a, b, offs, out=out, **kw)  # warm-up outside the capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
