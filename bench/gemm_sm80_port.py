@@ -31,19 +31,28 @@ from bench import _report as R  # noqa: E402
 SHAPES = [(4096, 4096, 4096, "K", "N"), (8192, 8192, 4096, "K", "N"),
           (3000, 2008, 1000, "K", "N"), (4096, 4096, 4096, "M", "K"),
           (4096, 4096, 4096, "K", "K")]
-CONFIGS = ("default", "64x128x64")
+#: the tilings compared; "default-blocked" is the default tiling with the blocked warp
+#: order (each warp one contiguous 64 x 64 block, as the hand-written kernel had it), against
+#: the old default build
+CONFIGS = ("default", "64x128x64", "default-blocked")
+_OLD = {"default-blocked": "default"}  # the old build a new tiling is compared with
 
 
 def _spec(a_major: str, b_major: str, cfg: str) -> Any:
     from nvatom.kernels import gemm_sm80 as sm80
 
-    c = sm80.GemmSm80Config() if cfg == "default" else sm80.GemmSm80Config(
-        bm=64, bn=128, bk=64, warps_m=1, warps_n=2, stages=3, group_m=8)
+    if cfg == "64x128x64":
+        c = sm80.GemmSm80Config(bm=64, bn=128, bk=64, warps_m=1, warps_n=2, stages=3,
+                                group_m=8)
+    elif cfg == "default-blocked":  # (a field the old build does not have)
+        c = sm80.GemmSm80Config(warp_order="blocked")
+    else:
+        c = sm80.GemmSm80Config()
     return sm80.GemmSm80Spec("bf16", "bf16", a_major, b_major, c)
 
 
 def _file(a_major: str, b_major: str, cfg: str) -> str:
-    return f"sm80_{cfg}_a{a_major}_b{b_major}.ptx"
+    return f"sm80_{_OLD.get(cfg, cfg)}_a{a_major}_b{b_major}.ptx"
 
 
 def emit_old(out: Path) -> int:
@@ -52,7 +61,9 @@ def emit_old(out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for _, _, _, am, bm in SHAPES:
         for cfg in CONFIGS:
-            (out / _file(am, bm, cfg)).write_text(sm80.emit_ptx(_spec(am, bm, cfg), "sm_90a"))
+            if cfg not in _OLD:
+                (out / _file(am, bm, cfg)).write_text(sm80.emit_ptx(_spec(am, bm, cfg),
+                                                                    "sm_90a"))
     print(f"old PTX -> {out}")
     return 0
 
@@ -98,9 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         checks: dict[str, float] = {}
         for cfg in CONFIGS:
             spec = _spec(am, bm, cfg)
-            for build, ptx in (("old", (args.old / _file(am, bm, cfg)).read_text()),
-                               ("new", sm80.emit_ptx(spec, "sm_90a"))):
-                kern = load_kernel(ptx, "sm_90a", spec.kernel_name, params=sm80.kernel_params())
+            old_spec = _spec(am, bm, _OLD.get(cfg, cfg))
+            for build, ptx, name in (
+                    ("old", (args.old / _file(am, bm, cfg)).read_text(), old_spec.kernel_name),
+                    ("new", sm80.emit_ptx(spec, "sm_90a"), spec.kernel_name)):
+                kern = load_kernel(ptx, "sm_90a", name, params=sm80.kernel_params())
                 launcher = kern.launcher(spec.grid(m, n), spec.block(),
                                          shmem=spec.config.smem_bytes())
                 packed = PackedParams.of(sm80.kernel_params(), [

@@ -14,6 +14,7 @@ keep every product, sum and rounding exact, so D must equal the float64 product 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 
@@ -100,7 +101,12 @@ def test_ragged_problem_within_a_tile(a_major: str, b_major: str, config: GemmSm
     (WIDE, ("bf16", "bf16"), ("M", "N"), (150, 270, 136), 2),
     (WIDE, ("f16", "f32"), ("K", "K"), (150, 270, 136), 2),
     (SMALL, ("bf16", "bf16"), ("M", "N"), (100, 150, 75), 4),
-], ids=["128-KN", "128-MK", "64-MN", "64-KK", "32-MN"])
+    # the blocked warp order (each warp one contiguous block; atoms.tiled_mma.WARP_ORDERS)
+    (dataclasses.replace(BIG, warp_order="blocked"), ("bf16", "bf16"), ("K", "N"),
+     (300, 270, 100), 2),
+    (dataclasses.replace(WIDE, warp_order="blocked"), ("f16", "f32"), ("M", "K"),
+     (150, 270, 136), 2),
+], ids=["128-KN", "128-MK", "64-MN", "64-KK", "32-MN", "128-KN-blocked", "64-MK-blocked"])
 def test_ragged_problem_spanning_tiles(config: GemmSm80Config, dtypes: tuple[str, str],
                                        majors: tuple[str, str], shape: tuple[int, int, int],
                                        corners: int) -> None:

@@ -3,7 +3,9 @@
 ``make_tiled_mma(atom, atom_layout=(LM, LN, LK), tile=(TM, TN, TK))`` follows CuTe's TiledMMA:
 ``LM x LN x LK`` copies of the atom (one per warp) cover an ``(atomM*LM, atomN*LN, atomK*LK)``
 tile; a larger ``tile`` (CuTe's permutation given as tile sizes) repeats that pattern, the
-repetitions becoming extra values of each thread.
+repetitions becoming extra values of each thread: interleaved by default (the warps' atoms
+side by side, the pattern repeated), or ``warp_order="blocked"`` (each warp's repetitions
+side by side: one contiguous block of the tile per warp).
 
 Each operand's tiled (thread, value) layout is built by the layout algebra: the atom's layout
 is composed with the embedding of the atom tile into the tiled tile, the warp modes are
@@ -37,10 +39,18 @@ from nvatom.layout import (
     zipped_divide,
 )
 
-__all__ = ["TiledMma", "check_fragment_layout", "check_gemm_operands", "make_tiled_mma"]
+__all__ = ["WARP_ORDERS", "TiledMma", "check_fragment_layout", "check_gemm_operands",
+           "make_tiled_mma"]
 
 # Which tile dimensions (of M, N, K) each operand's tile spans, in CuTe's order.
 _DIMS = {"A": (0, 2), "B": (1, 2), "C": (0, 1)}
+
+
+#: How a tile larger than the warps' atoms is shared out (``make_tiled_mma(warp_order=)``):
+#: "interleaved" (CuTe's TiledMMA: warps one atom apart, each warp's repetitions one
+#: atom-layout apart) or "blocked" (each warp one contiguous block of atoms: the
+#: repetitions one atom apart, the warps one block apart).
+WARP_ORDERS = ("interleaved", "blocked")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +58,7 @@ class TiledMma:
     atom: MmaAtom
     atom_layout: tuple[int, int, int]
     tile: tuple[int, int, int]
+    warp_order: str = "interleaved"
 
     @property
     def atom_threads(self) -> int:
@@ -72,11 +83,16 @@ class TiledMma:
         thr, val = atom_in_tile[0], atom_in_tile[1]
         # Warp modes over (M, N, K): a step of one atom along the operand's dimensions,
         # stride 0 (replication) along the other one.
-        step = {d0: amnk[d0], d1: amnk[d1] * rows}
+        reps = tuple(self.tile[i] // (amnk[i] * self.atom_layout[i]) for i in (d0, d1))
+        if self.warp_order == "blocked":  # a warp's atoms side by side, warps a block apart
+            step = {d0: amnk[d0] * reps[0], d1: amnk[d1] * reps[1] * rows}
+            rep_stride = (amnk[d0], amnk[d1] * rows)
+        else:  # interleaved: warps an atom apart, repetitions an atom layout apart
+            step = {d0: amnk[d0], d1: amnk[d1] * rows}
+            rep_stride = (amnk[d0] * self.atom_layout[d0],
+                          amnk[d1] * self.atom_layout[d1] * rows)
         warp_shape = self.atom_layout
         warp_stride = tuple(step.get(i, 0) for i in range(3))
-        reps = tuple(self.tile[i] // (amnk[i] * self.atom_layout[i]) for i in (d0, d1))
-        rep_stride = (amnk[d0] * self.atom_layout[d0], amnk[d1] * self.atom_layout[d1] * rows)
         return Layout(
             ((thr.shape, warp_shape), (val.shape, reps)),
             ((thr.stride, warp_stride), (val.stride, rep_stride)),
@@ -125,8 +141,13 @@ def make_tiled_mma(
     atom: MmaAtom,
     atom_layout: tuple[int, int, int] = (1, 1, 1),
     tile: tuple[int, int, int] | None = None,
+    warp_order: str = "interleaved",
 ) -> TiledMma:
-    """Repeat ``atom`` over ``atom_layout`` warps; ``tile`` enlarges the tile (multiples)."""
+    """Repeat ``atom`` over ``atom_layout`` warps; ``tile`` enlarges the tile (multiples),
+    shared out as ``warp_order`` says (:data:`WARP_ORDERS`)."""
+    if warp_order not in WARP_ORDERS:
+        raise AtomVerificationError(f"warp order {warp_order!r} is not one of "
+                                    f"{', '.join(WARP_ORDERS)}")
     if len(atom_layout) != 3 or any(int(x) < 1 for x in atom_layout):
         raise AtomVerificationError(f"atom layout must be three positive sizes, got {atom_layout}")
     base = tuple(s * r for s, r in zip(atom.shape_mnk, atom_layout, strict=True))
@@ -135,7 +156,8 @@ def make_tiled_mma(
         raise AtomVerificationError(
             f"tile {tile} is not a multiple of the atom tile times the atom layout {base}"
         )
-    return TiledMma(atom, tuple(int(x) for x in atom_layout), tile)  # type: ignore[arg-type]
+    return TiledMma(atom, tuple(int(x) for x in atom_layout), tile,  # type: ignore[arg-type]
+                    warp_order)
 
 
 def check_gemm_operands(a: object, b: object, c: object, d: object | None = None) -> None:

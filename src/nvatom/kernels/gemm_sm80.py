@@ -51,7 +51,7 @@ from nvatom.atoms.mma import MmaForm
 from nvatom.atoms.registry import mma_form
 from nvatom.atoms.smem import smem_layout, smem_swizzle
 from nvatom.atoms.tiled_copy import TiledCopy, make_tiled_copy
-from nvatom.atoms.tiled_mma import TiledMma, make_tiled_mma
+from nvatom.atoms.tiled_mma import WARP_ORDERS, TiledMma, make_tiled_mma
 from nvatom.dtypes import dtype
 from nvatom.errors import NvatomError
 from nvatom.kernels import hoisted as H
@@ -106,6 +106,10 @@ class GemmSm80Config:
     warps_n: int = 2
     stages: int = 4
     group_m: int = 8  # CTAs along M that share a band of B (L2 reuse)
+    # how the warps share the tile (atoms.tiled_mma.WARP_ORDERS): "interleaved" (CuTe's;
+    # the default) or "blocked" (each warp one contiguous warp_m x warp_n block, as the
+    # hand-written kernel had it: measured against the default in bench/gemm_sm80_port.py)
+    warp_order: str = "interleaved"
 
     def __post_init__(self) -> None:
         for name in ("bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m"):
@@ -120,6 +124,9 @@ class GemmSm80Config:
             raise GemmSm80Error(f"bk={self.bk}: must be a multiple of 32 (64-byte rows)")
         if self.stages < 2:
             raise GemmSm80Error(f"stages={self.stages}: the pipeline needs at least 2")
+        if self.warp_order not in WARP_ORDERS:
+            raise GemmSm80Error(f"warp_order={self.warp_order!r}: one of "
+                                f"{', '.join(WARP_ORDERS)}")
 
     @property
     def threads(self) -> int:
@@ -166,7 +173,8 @@ class GemmSm80Spec:
     def kernel_name(self) -> str:
         c = self.config
         return (f"gemm_sm80_{self.in_dtype}_{self.out_dtype}_a{self.a_major}_b{self.b_major}_"
-                f"{c.bm}x{c.bn}x{c.bk}_w{c.warps_m}x{c.warps_n}_s{c.stages}_g{c.group_m}")
+                f"{c.bm}x{c.bn}x{c.bk}_w{c.warps_m}x{c.warps_n}_s{c.stages}_g{c.group_m}"
+                f"{'_wb' if c.warp_order == 'blocked' else ''}")
 
     @property
     def form(self) -> MmaForm:
@@ -242,7 +250,7 @@ def tiled_mma(spec: GemmSm80Spec) -> TiledMma:
     """The CTA's tiled MMA for one k16 step: ``warps_m x warps_n`` warps over ``bm x bn``."""
     c = spec.config
     return make_tiled_mma(spec.form, atom_layout=(c.warps_m, c.warps_n, 1),
-                          tile=(c.bm, c.bn, 16))
+                          tile=(c.bm, c.bn, 16), warp_order=c.warp_order)
 
 
 def build_gemm_sm80(spec: GemmSm80Spec, target_: Target | str = "sm_80") -> Module:
