@@ -811,7 +811,8 @@ def materialize(spec: Any) -> Any:
         from nvatom.atoms.registry import mma_form
         from nvatom.atoms.tiled_mma import make_tiled_mma
 
-        return make_tiled_mma(mma_form(v["form"]), tuple(v["atoms"]))
+        return make_tiled_mma(mma_form(v["form"]), tuple(v["atoms"]),
+                              warp_order=v.get("order", "interleaved"))
     return {k: materialize(x) for k, x in spec.items()}
 
 
@@ -1246,7 +1247,8 @@ def _kernel_call(r: Rng) -> tuple[str, list[Any], dict[str, Any]]:
     form = r.choice(_MMA_NAMES)
     mma: Any = ({"mma_form": form} if _p(r, 0.5) else
                 {"tiled_mma": {"form": form, "atoms": r.choice([[1, 1, 1], [2, 2, 1],
-                                                                [4, 1, 1], [2, 2, 2]])}})
+                                                                [4, 1, 1], [2, 2, 2]]),
+                               "order": r.choice(["interleaved", "blocked"])}})
     kw: dict[str, Any] = {}
     if _p(r, 0.3):
         kw["dtype"] = dtype
