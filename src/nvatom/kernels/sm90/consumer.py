@@ -81,11 +81,13 @@ def _consumer(b: _Build) -> None:
     seq = WgmmaSequence(k)
     if cfg.promote:
         rows = None if block_ptrs is None else _block_scale_rows(b, block_ptrs, cw, mb, nb)
-        with cons.loop():  # the tile loop: replayed, the next tile's first K blocks
+        # the tile loop: replayed (the next tile's first K blocks); may_skip: a CTA past the
+        # last tile runs it zero times (grouped grids of every SM)
+        with cons.loop(may_skip=True):
             _mainloop_promoted(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead,
                                p_true, p_first, rows, cons=cons)
     else:
-        with cons.loop():
+        with cons.loop(may_skip=True):  # the tile loop, as above
             kt, prev, kloop = _open_k_loop(b, p_acc, cons)
             with cons.loop():  # the K loop
                 _wait_stage(cons, stage, phase)
@@ -160,7 +162,8 @@ def _consumer_pingpong(b: _Build) -> None:
     phase0 = _u32(k, "div.u32", pos, cfg.stages)
     k.ins("and.b32", phase0, phase0, 1)
     stage, phase, tile, top, mb, nb = sched.tile_loop("c_tile", phase0, (2,), stage0)
-    with cons.loop():  # the tile loop (its turn, main loop, release): replayed
+    # the tile loop (its turn, main loop, release): replayed; may run zero times
+    with cons.loop(may_skip=True):
         k.ins("setp.eq.u32", p_acc, tile, cta_first)  # the CTA's first tile: nobody to wait for
         order.wait(cons, cw, skip=p_acc, bar=wait_bar)
         nxt = _u32(k, "add.u32", tile, cta_step)  # the other warpgroup's next tile
