@@ -23,6 +23,14 @@ Method (docs/perf.md, "Attention"):
 * ratio = nvatom / the fastest SDPA backend of the same shape in the same run;
 * before timing, nvatom's output is compared with cuDNN's (max |difference|).
 
+``--backward``: one training step per call instead (forward and backward through
+``torch.ops.nvatom.attention``, whose backward is for now the float32 reference in torch
+operations, against SDPA's cuDNN and flash backends' forward + backward; TFLOP/s = 3.5 x the
+forward's FLOPs / t, FlashAttention's convention), written to
+``reports/bench/attention_backward.json``.  ``--memory S``: the peak memory of one nvatom
+forward + backward step at sequence length S (batch 1, head dim 128, 16 heads, causal)
+beyond its inputs, against SDPA's cuDNN backend (the issue's "O(sequence) extra memory").
+
 Writes ``reports/bench/attention.json`` (device, driver, torch, commit, date, rows) and
 prints a table.  No assertions about speed.  Commit from ``NVATOM_COMMIT`` where the tree
 has no git.
@@ -57,8 +65,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--head-dims", default="64,128,256")
     ap.add_argument("--seqlens", default="4096,16384")
     ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--backward", action="store_true",
+                    help="time forward + backward steps (reports/bench/attention_backward.json)")
+    ap.add_argument("--memory", type=int, metavar="S",
+                    help="only the peak memory of one step at sequence length S")
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
+    if args.memory:
+        return _memory(args.memory, args.dtype)
+    if args.backward:
+        return _backward(args)
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -156,6 +172,117 @@ def main(argv: list[str] | None = None) -> int:
                         "of the same shape in the same run",
               "rows": rows}
     print(f"wrote {R.write_json(args.out, report, indent=2)}")
+    return 0
+
+
+def _step(torch: Any, attn: Any, q: Any, k: Any, v: Any, gout: Any) -> Any:
+    """A training step's attention: forward, then backward of sum(out * gout)."""
+    qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+    out = attn(qg, kg, vg)
+    return torch.autograd.grad(out, (qg, kg, vg), gout)
+
+
+def _backward(args: Any) -> int:
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import nvatom.torch_ops as T
+
+    T.register()
+    dt = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
+    rows = []
+    for d in (int(x) for x in args.head_dims.split(",")):
+        for s in (int(x) for x in args.seqlens.split(",")):
+            for causal in (False, True):
+                b, h = BATCH.get(s, 1), HEADS[d]
+                torch.manual_seed(0)
+                q, k, v, gout = (torch.randn(b, h, s, d, dtype=dt, device="cuda")
+                                 for _ in range(4))
+                flops = 3.5 * 4 * b * h * s * s * d / (2 if causal else 1)
+
+                def ours(q: Any, k: Any, v: Any, causal: bool = causal) -> Any:
+                    return torch.ops.nvatom.attention(q, k, v, causal, None)[0]
+
+                fns: dict[str, Any] = {"nvatom": functools.partial(_step, torch, ours, q, k, v,
+                                                                   gout)}
+                for name, be in (("cudnn", SDPBackend.CUDNN_ATTENTION),
+                                 ("flash", SDPBackend.FLASH_ATTENTION)):
+                    def theirs(q: Any, k: Any, v: Any, be: Any = be, causal: bool = causal
+                               ) -> Any:
+                        with sdpa_kernel([be]):
+                            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    f = functools.partial(_step, torch, theirs, q, k, v, gout)
+                    try:
+                        f()
+                    except RuntimeError as e:
+                        print(f"{name}: unavailable ({str(e)[:120]})")
+                        continue
+                    fns[name] = f
+                for fn in fns.values():
+                    fn()
+                torch.cuda.synchronize()
+                iters = {n: max(1, int(0.05 / max(R.cuda_seconds(torch, fn, 1), 1e-6)))
+                         for n, fn in fns.items()}
+                times = R.rotating_rounds(torch, {n: (lambda fn=fn, i=iters[n]: [
+                    fn() for _ in range(i)]) for n, fn in fns.items()}, args.rounds, 1)
+                res = {n: {"tflops": round(flops * iters[n] / statistics.median(ts) / 1e12, 1),
+                           "ms_median": round(statistics.median(ts) / iters[n] * 1e3, 3)}
+                       for n, ts in times.items()}
+                best = max((x["tflops"] for n, x in res.items() if n != "nvatom"), default=0)
+                if best:
+                    res["nvatom"]["ratio_to_fastest_sdpa"] = round(res["nvatom"]["tflops"]
+                                                                   / best, 3)
+                rows.append({"head_dim": d, "seqlen": s, "batch": b, "heads": h,
+                             "causal": causal, "dtype": args.dtype, "results": res})
+                print(f"fwd+bwd d={d} S={s} B={b} H={h} causal={causal}: " + "  ".join(
+                    f"{n} {x['tflops']} TF/s" for n, x in res.items()), flush=True)
+                del q, k, v, gout
+                fns.clear()
+                torch.cuda.empty_cache()
+    out = Path(args.out).with_name("attention_backward.json")
+    method = ("forward + backward steps; median of interleaved rounds; TFLOP/s = 3.5 x "
+              "4 B H S^2 D / t (/2 causal); nvatom backward = the float32 reference in torch "
+              "operations")
+    report = {**R.torch_header(torch), "rows": rows, "method": method}
+    print(f"wrote {R.write_json(out, report, indent=2)}")
+    return 0
+
+
+def _memory(s: int, dtype: str) -> int:
+    """Peak memory beyond the inputs of one forward + backward step at sequence length ``s``
+    (batch 1, 16 heads, head dim 128, causal): nvatom's operator and SDPA's cuDNN backend."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import nvatom.torch_ops as T
+
+    T.register()
+    dt = {"bf16": torch.bfloat16, "f16": torch.float16}[dtype]
+    q, k, v, gout = (torch.randn(1, 16, s, 128, dtype=dt, device="cuda") for _ in range(4))
+
+    def ours(q: Any, k: Any, v: Any) -> Any:
+        return torch.ops.nvatom.attention(q, k, v, True, None)[0]
+
+    def cudnn(q: Any, k: Any, v: Any) -> Any:
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    res = {}
+    for name, f in (("nvatom", ours), ("cudnn", cudnn)):
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        grads = _step(torch, f, q, k, v, gout)
+        torch.cuda.synchronize()
+        res[name] = {"peak_extra_bytes": torch.cuda.max_memory_allocated() - base,
+                     "inputs_bytes": 4 * q.numel() * q.element_size()}
+        del grads
+        print(f"S={s} {name}: peak {res[name]['peak_extra_bytes'] / 2**20:.1f} MiB beyond "
+              f"the inputs ({res[name]['inputs_bytes'] / 2**20:.1f} MiB)", flush=True)
+    R.write_json(ROOT / "reports" / "bench" / f"attention_memory_s{s}.json",
+                 {**R.torch_header(torch), "seqlen": s, "results": res})
     return 0
 
 
