@@ -595,6 +595,16 @@ def _fresh_out(problem: GemmProblem, odt: Any, device: Any, dev: int) -> tuple[A
                            (problem.n, 1), dev, "row")
 
 
+def _default_out(a: Any, ai: TensorInfo, problem: GemmProblem) -> tuple[Any, TensorInfo]:
+    """The output a call without ``out`` gets: a new row-major (M, N) tensor of ``a``'s dtype
+    (bf16 for FP8 operands) on ``a``'s device, checked as a given one would be."""
+    import torch
+
+    odt = torch.bfloat16 if ai.dtype in SCALED_DTYPES else a.dtype
+    out = torch.empty((problem.m, problem.n), dtype=odt, device=a.device)
+    return out, check_matrix(out, "out", dtypes=(problem.out_dtype,), align_bytes=1)
+
+
 def _capability(dev: int) -> tuple[int, ...]:
     """Device ``dev``'s compute capability, asked of torch once (``CACHES.capabilities``)."""
     cap = CACHES.capabilities.get(dev)
@@ -719,9 +729,7 @@ def gemm(a: Any, b: Any, out: Any = None, *, acc: str = "f32", provider: str | N
     import torch
 
     if out is None:
-        odt = torch.bfloat16 if ai.dtype in SCALED_DTYPES else a.dtype
-        out = torch.empty((problem.m, problem.n), dtype=odt, device=a.device)
-        oi = check_matrix(out, "out", dtypes=(problem.out_dtype,), align_bytes=1)
+        out, oi = _default_out(a, ai, problem)
     assert oi is not None
     if problem.m == 0 or problem.n == 0:
         return out
@@ -1034,9 +1042,7 @@ def _gemm_fused(a: Any, b: Any, out: Any, *, acc: str, provider: str | None, sca
     import torch
 
     if out is None:
-        odt = torch.bfloat16 if ai.dtype in SCALED_DTYPES else a.dtype
-        out = torch.empty((problem.m, problem.n), dtype=odt, device=a.device)
-        oi = check_matrix(out, "out", dtypes=(problem.out_dtype,), align_bytes=1)
+        out, oi = _default_out(a, ai, problem)
     assert oi is not None
     if problem.m == 0 or problem.n == 0:
         return out
