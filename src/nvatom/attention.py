@@ -195,8 +195,7 @@ def check_inputs(q: Any, k: Any, v: Any, *, causal: bool = False,
                                     isinstance(softcap, bool) and softcap == 0):
         c = f32_number(softcap)
         # the kernel takes softcap * log2(e) and scale / softcap as .f32 numbers
-        if (c is None or c <= 0 or f32_number(c * 1.4426950408889634) is None
-                or not f32_number(f / c)):
+        if c is None or c <= 0 or not all(f32_number(x) for x in softcap_params(f, c)):
             raise AttentionError(f"softcap = {shown(softcap)} must be 0 (none) or a positive "
                                  "finite number whose scale / softcap and softcap * log2(e) "
                                  "are finite, nonzero float32s")

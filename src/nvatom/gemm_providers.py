@@ -653,7 +653,7 @@ def grouped_plan(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[int
                 blob += enc(args)
             total += -(-m // base.block_m) * tiles_n
         else:
-            blob += bytes(3 * 128)
+            blob += bytes(ENTRY_BYTES)
         tile_ends.append(total)
         start = end
     return GroupedPlan(cfg, bytes(blob), tuple(tile_ends), min(total, sms),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from nvatom.kernels.sm90.emit import u32 as _u32
+from nvatom.kernels.sm90.group_table import ENTRY_BYTES
 from nvatom.kernels.sm90.skeleton import _Build
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Reg
@@ -112,7 +113,7 @@ class TileScheduler:
         tiles_m = _u32(k, "sub.u32", end, start)
         k.ins("div.u32", tiles_m, tiles_m, self.b.tiles_n)
         base = k.reg("u64")
-        k.ins("mad.wide.u32", base, g, 3 * TE.TENSORMAP_BYTES, maps)
+        k.ins("mad.wide.u32", base, g, ENTRY_BYTES, maps)
         for i, t in enumerate(self.b.tmaps):
             k.ins("add.s64", t, base, i * TE.TENSORMAP_BYTES)
             TE.fence_tensormap_acquire(k, t)
@@ -144,7 +145,7 @@ class TileScheduler:
         k.ins("sub.u32", tiles_m, end, start)
         k.ins("div.u32", tiles_m, tiles_m, self.b.tiles_n)
         base = k.reg("u64")
-        k.ins("mad.wide.u32", base, g, 3 * TE.TENSORMAP_BYTES, maps)
+        k.ins("mad.wide.u32", base, g, ENTRY_BYTES, maps)
         for i in self.maps_used:
             k.ins("add.s64", self.b.tmaps[i], base, i * TE.TENSORMAP_BYTES)
             if self.gpend is not None:  # acquired in the main loop (late_acquire)
@@ -164,7 +165,7 @@ class TileScheduler:
             k.bra(same, last)
             for i in self.maps_used:
                 t = k.reg("u64")
-                k.ins("add.s64", t, base, 3 * TE.TENSORMAP_BYTES + i * TE.TENSORMAP_BYTES)
+                k.ins("add.s64", t, base, ENTRY_BYTES + i * TE.TENSORMAP_BYTES)
                 TE.fence_tensormap_acquire(k, t)
                 TE.prefetch_tensormap(k, t)
         k.label(same)
