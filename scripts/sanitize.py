@@ -185,24 +185,18 @@ def _configs() -> list[tuple[str, Callable[[], None]]]:
     out.append(("grouped_bf16_masked_device_counts", lambda: run_grouped_device(True)))
     out.append(("grouped_e4m3_rowwise_empty_groups", lambda: run_grouped(True)))
 
-    # attention forward: head dims, causal or not, GQA, ragged lengths
-    for d in (64, 128, 256):
-        for causal in (False, True):
-            def run_attn(d=d, causal=causal) -> None:
-                q = rnd(2, 8, 777, d)
-                kv = rnd(2, 2, 1029, d), rnd(2, 2, 1029, d)
-                nvatom.attention(q, *kv, causal=causal)
-            out.append((f"attention_d{d}{'_causal' if causal else ''}_gqa_ragged", run_attn))
-    # softcap and sliding windows (the _cap / _win configurations): ragged, GQA
-    for d, causal, window, cap in ((128, False, (100, 37), 0.0), (64, True, (300, -1), 30.0),
-                                   (256, False, (-1, -1), 2.0)):
-        def run_attn_opt(d=d, causal=causal, window=window, cap=cap) -> None:
+    # attention forward: head dims, causal or not, GQA, ragged lengths; then softcap and
+    # sliding windows (the _cap / _win configurations)
+    plain = [(d, causal, (-1, -1), 0.0) for d in (64, 128, 256) for causal in (False, True)]
+    for d, causal, window, cap in (*plain, (128, False, (100, 37), 0.0),
+                                   (64, True, (300, -1), 30.0), (256, False, (-1, -1), 2.0)):
+        def run_attn(d=d, causal=causal, window=window, cap=cap) -> None:
             q = rnd(2, 8, 777, d)
             kv = rnd(2, 2, 1029, d), rnd(2, 2, 1029, d)
             nvatom.attention(q, *kv, causal=causal, window=window, softcap=cap)
-        tag = f"{'_causal' if causal else ''}{'_window' if window != (-1, -1) else ''}"
-        out.append((f"attention_d{d}{tag}{'_softcap' if cap else ''}_gqa_ragged",
-                    run_attn_opt))
+        tag = (f"{'_causal' if causal else ''}{'_window' if window != (-1, -1) else ''}"
+               f"{'_softcap' if cap else ''}")
+        out.append((f"attention_d{d}{tag}_gqa_ragged", run_attn))
     return out
 
 
