@@ -420,3 +420,38 @@ def test_atom_names_with_huge_numbers_are_clean(name: str) -> None:
     size raised Python's int-digit-limit ValueError; numbers in atom names now have at most
     9 digits (longer is no atom), for the SM100, SM120-selector and TMEM parsers alike."""
     assert fuzz.classify("atom_name", name)[0] == "clean"
+
+
+def _direct(fn: str, args: list, kw: dict | None = None) -> str:
+    """The message a call raises inside the api target's world (fake torch, no GPU)."""
+    import nvatom.gemm as gm
+
+    with fuzz.api_fakes((9, 0)):
+        with pytest.raises(gm.NvatomError) as e:
+            getattr(gm, fn)(*[grammars.materialize(x) for x in args],
+                            **{k: grammars.materialize(v) for k, v in (kw or {}).items()})
+    return str(e.value)
+
+
+def test_device_path_and_masked_layout_messages() -> None:
+    """Each refusal of the device-offset and masked paths names what is wrong."""
+    offs = _offs_tensor([100, 256])
+    assert "K = 0 with offsets on the GPU" in _direct(
+        "grouped_gemm", [_t([256, 0]), _t([2, 0, 384]), offs], {"out": _t([256, 384])})
+    assert "offsets has dtype int64" in _direct(
+        "grouped_gemm", [_t([256, 512]), _t([2, 512, 384]), _offs_tensor([1, 2], "int64")])
+    assert "status is a list" in _direct(
+        "grouped_gemm", [_t([256, 512]), _t([2, 512, 384]), offs], {"status": [0]})
+    a, b = _t([2, 192, 512]), _t([2, 512, 384])
+    assert "grouped_gemm_masked takes a (G, M_max, K)" in _direct(
+        "grouped_gemm_masked", [_t([192, 512]), b, [3, 4]])
+    assert "a (G, M_max, K) and b (G, K, N)" in _direct(
+        "grouped_gemm_masked", [a, _t([3, 512, 384]), [3, 4]])
+    assert "counts = [3, 193]: one count per group (2), each in 0..M_max = 192" in _direct(
+        "grouped_gemm_masked", [a, b, [3, 193]])
+    assert "out has shape (2, 192, 385), the product is (2, 192, 384)" in _direct(
+        "grouped_gemm_masked", [a, b, [3, 4]], {"out": _t([2, 192, 385])})
+    assert "scale_a/scale_b apply to FP8 operands" in _direct(
+        "grouped_gemm_masked", [a, b, [3, 4]], {"scale_a": _t([1], "float32")})
+    assert "fast_accum = True: True or False, and True only with FP8" in _direct(
+        "grouped_gemm_masked", [a, b, [3, 4]], {"fast_accum": True})

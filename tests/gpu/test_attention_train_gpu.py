@@ -231,6 +231,8 @@ def test_flash_attn_func_refuses_bottom_right_causal() -> None:
         T.flash_attn_func(q, kv, kv, causal=True)
     with pytest.raises(AttentionError, match="window_size = \\(8, 8\\) with seqlen_q"):
         T.flash_attn_func(q, kv, kv, window_size=(8, 8))
+    with pytest.raises(AttentionError, match="window_size = 'x': a pair"):
+        T.flash_attn_func(q, q, q, window_size="x")
     assert T.flash_attn_func(q, kv, kv, causal=False).shape == (1, 32, 2, 64)
 
 

@@ -61,3 +61,35 @@ def test_llama_forward_and_training_step_match_sdpa() -> None:
         cos = torch.nn.functional.cosine_similarity(go.double().flatten(),
                                                     gr.double().flatten(), dim=0).item()
         assert cos > 0.99 and _rel(go, gr) < 0.1, (n, cos, _rel(go, gr))
+
+
+@pytest.mark.parametrize(("kw", "mask", "sk", "msg"), [
+    (dict(dropout=0.1), None, 64, "dropout = 0.1 is not supported"),
+    (dict(sliding_window=32), None, 64, "sliding_window = 32"),
+    ({}, None, 96, "causal with 64 queries and 96 keys"),
+    ({}, "padding", 64, "not the plain causal mask"),
+])
+def test_transformers_attention_refuses_by_name(kw: dict, mask: object, sk: int,
+                                                msg: str) -> None:
+    """What the transformers function cannot compute is refused, never computed otherwise:
+    dropout, a sliding window (transformers' convention), a KV cache's bottom-right causal
+    mask, a padding mask; the plain causal mask is accepted."""
+    _require_sm90()
+    import types
+
+    import nvatom.torch_ops as T
+    from nvatom.attention import AttentionError
+
+    q = torch.randn(1, 4, 64, 64, device="cuda", dtype=torch.bfloat16)
+    kv = torch.randn(1, 2, sk, 64, device="cuda", dtype=torch.bfloat16)
+    module = types.SimpleNamespace(is_causal=True)
+    causal = torch.ones(64, sk, dtype=torch.bool, device="cuda").tril()[None, None]
+    if mask == "padding":
+        causal = causal.clone()
+        causal[..., :, :3] = False  # the first three keys are padding
+    with pytest.raises(AttentionError, match=msg):
+        T.transformers_attention(module, q, kv, kv, causal if mask else None, **kw)
+    if sk == 64:  # the plain causal mask, as a bool mask or as no mask, is accepted
+        plain = torch.ones(64, 64, dtype=torch.bool, device="cuda").tril()[None, None]
+        out, w = T.transformers_attention(module, q, kv, kv, plain)
+        assert out.shape == (1, 64, 4, 64) and w is None

@@ -211,6 +211,8 @@ def test_config_and_spec_errors() -> None:
         GemmSm80Spec("bf16", "e4m3")
     with pytest.raises(GemmSm80Error, match="b_major 'M'"):
         GemmSm80Spec(b_major="M")
+    with pytest.raises(GemmSm80Error, match="warp_order='rows': one of interleaved, blocked"):
+        GemmSm80Config(warp_order="rows")
 
 
 def test_launch_shape() -> None:
