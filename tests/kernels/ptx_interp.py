@@ -26,7 +26,11 @@ threads in lockstep, instruction by instruction:
 * dynamic shared memory ("Dynamic shared memory", ``.extern .shared .align A .b8 name[]``)
   of the size passed to :class:`Machine` (as at launch), after the static arrays;
 * ``st.global.b16`` of a 32-bit register stores its low half ("Operand Size Exceeding
-  Instruction-Type Size"); ``st.global.v2.b32`` stores two 32-bit registers ("st": ``.v2``).
+  Instruction-Type Size"); ``st.global.v2.b32`` stores two 32-bit registers ("st": ``.v2``),
+  ``.v4`` four;
+* ``st.shared`` / ``ld.shared`` of ``.b32`` words (``.v2``/``.v4``: 2/4 consecutive words,
+  aligned to the whole vector, "Vectors" in "ld"): kept per 4-byte word apart from the
+  16-bit array ``cp.async`` and ``ldmatrix`` use; reading a word no store wrote fails.
 
 Values are Python numbers (f32 registers hold floats, a packed 16-bit pair a tuple ``(low,
 high)``); the tests use small integers so every product, sum and rounding is exact.  Global
@@ -155,6 +159,7 @@ class Machine:
     def run(self, ctaid: tuple[int, int] = (0, 0)) -> None:
         self.ctaid = ctaid
         self.smem = np.full(self.smem_elems, np.nan)  # 16-bit elements
+        self.words: dict[int, object] = {}  # st.shared / ld.shared: 4-byte words
         self.groups: list[list[tuple[int, int, int]]] = [[]]
         self.regs: list[dict] = [{} for _ in range(self.threads)]
         pc = 0
@@ -265,12 +270,27 @@ class Machine:
             n = 2 if op.endswith("b32") and isinstance(val, tuple) else 1
             assert np.isnan(arr[i:i + n]).all(), f"element {i} written twice ('{line}')"
             arr[i:i + n] = val[:n] if isinstance(val, tuple) else val
-        elif op == "st.global.v2.b32":
+        elif op in ("st.global.v2.b32", "st.global.v4.b32"):
             arr, i = self.global_at(address(r, ops[0]))
-            vals = [r[x.strip()] for x in ops[1].split(";")]
-            assert arr.itemsize and not any(isinstance(x, tuple) for x in vals), line
-            assert np.isnan(arr[i:i + 2]).all(), f"element {i} written twice ('{line}')"
-            arr[i:i + 2] = vals
+            vals = []
+            for x in ops[1].split(";"):
+                val = r[x.strip()]
+                vals.extend(val if isinstance(val, tuple) else (val,))
+            assert np.isnan(arr[i:i + len(vals)]).all(), f"element {i} written twice ('{line}')"
+            arr[i:i + len(vals)] = vals
+        elif op.startswith(("st.shared", "ld.shared")) and op.endswith(".b32"):
+            store = op.startswith("st")
+            regs = [x.strip() for x in ops[1 if store else 0].split(";")]
+            addr = address(r, ops[0 if store else 1])
+            assert addr % (4 * len(regs)) == 0 and 0 <= addr and \
+                addr + 4 * len(regs) <= 2 * self.smem.size, f"'{line}': address {addr}"
+            for j, reg in enumerate(regs):
+                if store:
+                    self.words[addr + 4 * j] = r[reg]
+                else:
+                    assert addr + 4 * j in self.words, \
+                        f"'{line}' reads shared word {addr + 4 * j} no store wrote"
+                    r[reg] = self.words[addr + 4 * j]
         else:
             raise AssertionError(f"the interpreter does not know '{line}'")
 

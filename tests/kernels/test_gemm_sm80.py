@@ -14,6 +14,7 @@ tests/kernels/test_gemm_sm80_run.py.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 
@@ -180,8 +181,10 @@ HAND_WRITTEN_EPILOGUE = {"bf16": 273, "f32": 209}
 @pytest.mark.parametrize("out", ["bf16", "f32"])
 def test_epilogue_is_no_longer_than_the_hand_written_one(out: str,
                                                          config: GemmSm80Config) -> None:
-    """Interior tiles store without predicates; edge tiles fold both bounds into one
-    ``setp`` per store; neither path is longer than the hand-written epilogue."""
+    """The direct epilogue: interior tiles store without predicates; edge tiles fold both
+    bounds into one ``setp`` per store; neither path is longer than the hand-written
+    epilogue."""
+    config = dataclasses.replace(config, epilogue="direct")
     spec = GemmSm80Spec("bf16", out, "K", "N", config)
     paths = epilogue_paths(emit_ptx(spec))
     stores = config.bm * config.bn // config.threads // 2  # one per column pair
@@ -194,6 +197,42 @@ def test_epilogue_is_no_longer_than_the_hand_written_one(out: str,
     assert sum(ln.startswith("setp") for ln in interior) == 2  # the tile inside M and N
     edge = paths["edge"]
     assert sum(ln.startswith("@%p") and "st.global" in ln for ln in edge) == stores
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["128x128x32", "64x128x64"])
+@pytest.mark.parametrize("out", ["bf16", "f32"])
+def test_staged_epilogue_stores_whole_lines(out: str, config: GemmSm80Config) -> None:
+    """The staged epilogue (the default): an interior tile writes its pairs to shared memory
+    between two barriers and leaves it in 16-byte stores, none predicated; an edge tile
+    stores the pairs predicated, as the direct epilogue does."""
+    spec = GemmSm80Spec("bf16", out, "K", "N", config)
+    assert config.epilogue == "staged"
+    paths = epilogue_paths(emit_ptx(spec))
+    ebytes = 2 if out == "bf16" else 4
+    pairs = config.bm * config.bn // config.threads // 2
+    chunks = config.bm * config.bn * ebytes // 16 // config.threads  # per thread
+    ops = [ln.split()[1] if ln.startswith("@") else ln.split()[0]
+           for ln in paths["interior"]]
+    assert sum(o.startswith("st.shared") for o in ops) == pairs
+    assert ops.count("ld.shared.v4.b32") == chunks
+    assert [o for o in ops if o.startswith("st.global")] == ["st.global.v4.b32"] * chunks
+    assert ops.count("bar.sync") == 2
+    assert not [ln for ln in paths["interior"] if ln.startswith("@") and "bra.uni" not in ln]
+    edge = paths["edge"]
+    assert sum(ln.startswith("@%p") and "st.global" in ln for ln in edge) == pairs
+    assert not [ln for ln in edge if "shared" in ln or "bar.sync" in ln]
+
+
+def test_staged_epilogue_refusals() -> None:
+    with pytest.raises(GemmSm80Error, match="epilogue='fused': one of staged, direct"):
+        GemmSm80Config(epilogue="fused")
+    # a 64x256 f32 tile (64 KB) does not fit two stages of 64x256x32 (2 x 20 KB)
+    cfg = GemmSm80Config(bm=64, bn=256, warps_m=1, warps_n=4, stages=2)
+    with pytest.raises(GemmSm80Error, match="does not fit the ring's 40960 bytes; use "
+                                            "epilogue='direct'"):
+        emit_ptx(GemmSm80Spec("bf16", "f32", "K", "N", cfg))
+    emit_ptx(GemmSm80Spec("bf16", "f32", "K", "N",
+                          dataclasses.replace(cfg, epilogue="direct")))
 
 
 def test_config_and_spec_errors() -> None:

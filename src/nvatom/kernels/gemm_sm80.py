@@ -22,9 +22,13 @@ stage, ``.extern .shared`` of :meth:`GemmSm80Config.smem_bytes` bytes):
    (:func:`nvatom.kernels.hoisted.ldsm_reader`), checked against the MMA's fragments.
 3. **mma.sync** of the tiled MMA (:func:`nvatom.kernels.tensor.mma`).
 4. **epilogue**: the accumulators rounded (:func:`nvatom.kernels.tensor.convert`) or kept as
-   f32 and stored as column pairs (:func:`nvatom.kernels.ragged.copy_ragged`; N is even, so
-   a pair is never cut): a CTA whose tile lies inside M and N stores them unpredicated, an
-   edge CTA predicated on M and N (``interior=True``: one uniform branch on the tile).
+   f32.  A CTA whose tile lies inside M and N (one uniform branch on the tile) stages them:
+   its column pairs into a 128-byte-swizzled smem tile over the ring
+   (:func:`nvatom.kernels.ragged.reuse_rings`, between two barriers), then 16-byte stores of
+   whole rows (:func:`nvatom.kernels.ragged.store_tile`); an edge CTA stores the pairs
+   predicated on M and N (:func:`nvatom.kernels.ragged.copy_ragged`; N is even, so a pair is
+   never cut).  ``epilogue="direct"`` stores an interior tile's pairs unpredicated instead
+   (2-3% slower at short K, where the epilogue is up to a quarter of the time: docs/perf.md).
 
 The setup the first mma needs and the first loads do not (ldmatrix row offsets, zeroed
 accumulators) is emitted after the prologue's cp.asyncs, while they are in flight.
@@ -86,7 +90,9 @@ DYNAMIC_SMEM = "gemm_smem"
 #: Parameters in order: three global pointers, the sizes and the row strides (elements).
 _PARAMS = (("A", "u64"), ("B", "u64"), ("D", "u64"), ("M", "u32"), ("N", "u32"),
            ("K", "u32"), ("lda", "u32"), ("ldb", "u32"), ("ldd", "u32"))
-_CHUNK = 16  # bytes per cp.async
+_CHUNK = 16  # bytes per cp.async (and per staged-epilogue store)
+#: GemmSm80Config.epilogue's values
+EPILOGUES = ("staged", "direct")
 _ESIZE = dtype(IN_DTYPES[0]).storage_bits // 8  # bytes per input element (all 16-bit)
 assert all(dtype(t).storage_bits == 8 * _ESIZE for t in IN_DTYPES)
 
@@ -110,6 +116,10 @@ class GemmSm80Config:
     # the default) or "blocked" (each warp one contiguous warp_m x warp_n block, as the
     # hand-written kernel had it: measured against the default in bench/gemm_sm80_port.py)
     warp_order: str = "interleaved"
+    # how an interior tile's D leaves the registers (EPILOGUES): "staged" through the ring's
+    # shared memory (swizzled), then 16-byte stores of whole lines (the default: measured
+    # in bench/gemm_sm80_port.py); "direct": each thread's column pairs straight to gmem
+    epilogue: str = "staged"
 
     def __post_init__(self) -> None:
         for name in ("bm", "bn", "bk", "warps_m", "warps_n", "stages", "group_m"):
@@ -127,6 +137,8 @@ class GemmSm80Config:
         if self.warp_order not in WARP_ORDERS:
             raise GemmSm80Error(f"warp_order={self.warp_order!r}: one of "
                                 f"{', '.join(WARP_ORDERS)}")
+        if self.epilogue not in EPILOGUES:
+            raise GemmSm80Error(f"epilogue={self.epilogue!r}: one of {', '.join(EPILOGUES)}")
 
     @property
     def threads(self) -> int:
@@ -174,7 +186,8 @@ class GemmSm80Spec:
         c = self.config
         return (f"gemm_sm80_{self.in_dtype}_{self.out_dtype}_a{self.a_major}_b{self.b_major}_"
                 f"{c.bm}x{c.bn}x{c.bk}_w{c.warps_m}x{c.warps_n}_s{c.stages}_g{c.group_m}"
-                f"{'_wb' if c.warp_order == 'blocked' else ''}")
+                f"{'_wb' if c.warp_order == 'blocked' else ''}"
+                f"{'_ed' if c.epilogue == 'direct' else ''}")
 
     @property
     def form(self) -> MmaForm:
@@ -244,6 +257,33 @@ def operands(spec: GemmSm80Spec) -> tuple[Operand, Operand]:
         out.append(Operand(name, mn, cfg.bk, major,
                            smem_layout(mn, cfg.bk, _ESIZE * 8, major, swizzle), tc, ldsm))
     return out[0], out[1]
+
+
+def staging_layout(spec: GemmSm80Spec) -> Layout | ComposedLayout:
+    """The staged epilogue's ``bm x bn`` smem tile of D: rows of the 128-byte swizzle (the
+    K-major operand layout with N as K), so the fragments' pairs (8 rows x 16 bytes a warp)
+    and the 16-byte row reads both spread over all banks."""
+    cfg, bits = spec.config, dtype(spec.out_dtype).storage_bits
+    if cfg.bm * cfg.bn * bits // 8 > cfg.smem_bytes():
+        raise GemmSm80Error(f"epilogue='staged': the {cfg.bm}x{cfg.bn} {spec.out_dtype} tile "
+                            f"does not fit the ring's {cfg.smem_bytes()} bytes; use "
+                            "epilogue='direct'")
+    return smem_layout(cfg.bm, cfg.bn, bits, "K", smem_swizzle("SW128"))
+
+
+def staging_copy(spec: GemmSm80Spec) -> TiledCopy:
+    """smem -> gmem of the staged tile: ``atom.universal_copy<128>``, consecutive threads
+    along a row (a warp stores whole 128-byte lines)."""
+    cfg = spec.config
+    per = _CHUNK * 8 // dtype(spec.out_dtype).storage_bits  # elements per 16-byte store
+    cpr = cfg.bn // per
+    if cfg.bn % per or cfg.threads % cpr or (cfg.bm * cpr) % cfg.threads:
+        raise GemmSm80Error(f"epilogue='staged': a {cfg.bm}x{cfg.bn} {spec.out_dtype} tile "
+                            f"does not split into 16-byte row chunks over {cfg.threads} "
+                            "threads; use epilogue='direct'")
+    lines = cfg.threads // cpr
+    return make_tiled_copy(copy_atom("atom.universal_copy<128>"),
+                           Layout((lines, cpr), (cpr, 1)), Layout((1, per)))
 
 
 def tiled_mma(spec: GemmSm80Spec) -> TiledMma:
@@ -355,18 +395,35 @@ class _Build:
         emit_wait_group(k, 0)  # the zero-filled copies past K, before the CTA exits
 
     def epilogue(self) -> None:
-        """D = acc, rounded to bf16/f16 or f32 pairs; an edge tile's stores predicated on M
-        and N."""
+        """D = acc, rounded to bf16/f16 or kept f32.  An interior tile: staged (the pairs into
+        a swizzled smem tile over the ring, then 16-byte stores of whole rows) or direct
+        (the pairs unpredicated); an edge tile: the pairs predicated on M and N."""
         k, spec, cfg = self.k, self.spec, self.spec.config
-        k.comment("epilogue: accumulator pairs -> D (interior tile: unpredicated)")
         tile = self.gD.tile_at(k, (cfg.bm, cfg.bn), (self.tm, self.tn))
         if spec.out_dtype == "f32":
-            R.copy_ragged(k, copy_atom("atom.universal_copy<64>.v2.b32"), self.acc, tile,
-                          interior=True)
+            out, pair = self.acc, copy_atom("atom.universal_copy<64>.v2.b32")
+        else:
+            out, pair = (T.fragment_like(k, self.acc, dtype=spec.out_dtype, name="rD"),
+                         copy_atom("atom.universal_copy<32>"))
+            T.convert(k, self.acc, out)
+        if cfg.epilogue == "direct":
+            k.comment("epilogue: accumulator pairs -> D (interior tile: unpredicated)")
+            R.copy_ragged(k, pair, out, tile, interior=True)
             return
-        out = T.fragment_like(k, self.acc, dtype=spec.out_dtype, name="rD")
-        T.convert(k, self.acc, out)
-        R.copy_ragged(k, copy_atom("atom.universal_copy<32>"), out, tile, interior=True)
+        k.comment("epilogue: interior tile staged through smem, edge tile predicated pairs")
+        edge, done = k.fresh_label("EDGE_TILE"), k.fresh_label("TILE_DONE")
+        whole = R.tile_inside(k, tile)
+        assert whole is not None  # D's extents are M and N
+        k.bra(edge, f"!{whole}", uni=True)
+        k.ins("bar.sync", 0)  # every warp's last ldmatrix of the ring is done
+        sD = R.reuse_rings(k, self.rings, "sD", spec.out_dtype, staging_layout(spec))
+        T.copy(k, pair, out, sD)
+        k.ins("bar.sync", 0)  # the whole tile is in smem
+        R.store_tile(k, staging_copy(spec), sD, tile)
+        k.bra(done, uni=True)
+        k.label(edge)
+        R.copy_ragged(k, pair, out, tile)
+        k.label(done)
 
 
 def _ceil_div(k: Kernel, x: Reg, d: int) -> Reg:

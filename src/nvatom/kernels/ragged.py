@@ -495,7 +495,7 @@ class _Memo:
         return f"[{reg}+{imm}]" if imm else f"[{reg}]"
 
 
-def _tile_inside(k: Kernel, tile: GmemTile) -> Reg | None:
+def tile_inside(k: Kernel, tile: GmemTile) -> Reg | None:
     """The whole tile inside the matrix (``extent - origin >= size`` along both dimensions),
     as one predicate; None when no extent bounds it."""
     p: Reg | None = None
@@ -540,15 +540,20 @@ def _fragment_ragged(k: Kernel, atom: UniversalCopy, src: GmemTile | T.Tensor,
     addrs = [(memo.address(c), [memo.address(c, e * ebytes) for e in range(vec - 1)])
              for c in consts]  # before any branch: both paths use them
     ld, st = atom.ld_opcode("gmem"), atom.st_opcode("gmem")
-    whole_tile = _tile_inside(k, tile) if interior else None
+    # row by row, along the contiguous dimension within a row: a thread's consecutive
+    # accesses touch neighbouring bytes of one line (measured: bench/gemm_sm80_port.py)
+    order = sorted(range(len(consts)), key=lambda i: (consts[i][1 - cd], consts[i][cd]))
+    whole_tile = tile_inside(k, tile) if interior else None
     if whole_tile is not None:
         edge, done = k.fresh_label("EDGE_TILE"), k.fresh_label("TILE_DONE")
         k.bra(edge, f"!{whole_tile}", uni=True)
-        for regs, (addr, _) in zip(groups, addrs, strict=True):
+        for i in order:
+            regs, addr = groups[i], addrs[i][0]
             k.ins(*((st, addr, _vec(regs)) if store else (ld, _vec(regs), addr)))
         k.bra(done, uni=True)
         k.label(edge)
-    for regs, c, (addr, eaddrs) in zip(groups, consts, addrs, strict=True):
+    for i in order:
+        regs, c, (addr, eaddrs) = groups[i], consts[i], addrs[i]
         full = memo.inside((c[0], c[1] + (0 if whole else vec - 1)))
         guard = str(full) if full is not None else None
         if store:
@@ -572,6 +577,48 @@ def _fragment_ragged(k: Kernel, atom: UniversalCopy, src: GmemTile | T.Tensor,
                   pred=str(cut))
     if whole_tile is not None:
         k.label(done)
+
+
+def store_tile(k: Kernel, tc: TiledCopy, src: T.Tensor, dst: GmemTile) -> None:
+    """A tiled universal copy of a whole smem tile into a gmem tile, unpredicated: each
+    access ``ld.shared`` into registers, then ``st.global`` (``atom.universal_copy<128>``:
+    16 bytes a thread, whole lines a warp).  The tile must lie inside the matrix: call it on
+    the taken side of :func:`tile_inside` (a ragged tile's edge is stored from the fragment
+    with :func:`copy_ragged`)."""
+    name = getattr(tc, "atom", tc).name
+    what = f"copy {name} from {src.kind} '{src.name}' into {dst.kind} '{dst.name}'"
+    try:
+        if not isinstance(tc, TiledCopy) or not isinstance(tc.atom, UniversalCopy):
+            raise T.TensorError(f"{what}: stores a tile with a tiled universal copy")
+        if not isinstance(src, T.Tensor) or src.space != "smem" or \
+                not isinstance(dst, GmemTile):
+            raise T.TensorError(f"{what}: copies an smem tensor into a gmem tile "
+                                "(GmemMatrix.tile_at)")
+        acc = T.tiled_copy_plan(k, tc, src, dst.stand_in, what)
+        base, consts = _thread_coords(k, dst, acc, what)
+        memo = _Memo(k, dst.matrix, base, 0)
+        for s_addr, c in zip(T._addresses(k, src, acc), consts, strict=True):
+            regs = T.staging_registers(k, tc.atom)
+            copy_emit.emit_ld(k, tc.atom, "smem", regs, s_addr)
+            copy_emit.emit_st(k, tc.atom, "gmem", memo.address(c)[1:-1], regs)
+    except P.PartitionError as e:
+        raise T.TensorError(f"{what}: {e}") from None
+
+
+def reuse_rings(k: Kernel, rings: Sequence[StageRing], name: str, dtype: DType | str,
+                layout: Layout | ComposedLayout) -> T.Tensor:
+    """A tensor over the bytes of ``rings`` (one dynamic array, :func:`stage_rings`) for use
+    after the last read of every stage -- an epilogue's staging tile; the caller's barrier
+    orders it after those reads.  It is a buffer of its own (its own writer layout)."""
+    first = rings[0].first
+    total = rings[0].stages * rings[0].stage_bytes
+    t = T.Tensor(name, to_dtype(dtype), layout, "smem", first.base)
+    T._check_elements(t, total, f"rings '{rings[0].name}'")
+    need = T._cosize_bytes(t)
+    if need > total:
+        raise T.TensorError(f"{t} spans {need} bytes, beyond the {total} bytes of the rings "
+                            f"'{rings[0].name}' it reuses")
+    return dataclasses.replace(t, buffer=T.SmemBuffer(name, need), view=layout)
 
 
 def _vec(regs: Sequence[Reg]) -> Reg | list[Reg]:

@@ -510,9 +510,24 @@ def _copy(k: Kernel, atom: Any, src: Tensor, dst: Tensor, tile: Sequence[int],
 
 
 def _copy_tiled(k: Kernel, tc: TiledCopy, src: Tensor, dst: Tensor, what: str) -> None:
+    if "rmem" in (src.space, dst.space):
+        raise TensorError(f"{what}: a tiled copy moves memory to memory; a fragment is "
+                          "copied with the bare atom (its layout is the tiled MMA's)")
     acc = tiled_copy_plan(k, tc, src, dst, what)
+    if isinstance(tc.atom, UniversalCopy):  # memory -> registers -> memory, per access
+        for d, s in zip(_addresses(k, dst, acc), _addresses(k, src, acc), strict=True):
+            regs = staging_registers(k, tc.atom)
+            copy_emit.emit_ld(k, tc.atom, src.space, regs, s)
+            copy_emit.emit_st(k, tc.atom, dst.space, d, regs)
+        return
     for d, s in zip(_addresses(k, dst, acc), _addresses(k, src, acc), strict=True):
         copy_emit.emit_cp_async(k, tc.atom, d, s)  # type: ignore[arg-type]
+
+
+def staging_registers(k: Kernel, atom: UniversalCopy) -> list[Reg]:
+    """Fresh registers for one access of ``atom`` (``.v4.b32``: four ``.b32``)."""
+    va = atom.vector_access
+    return [k.reg(f"b{va.elem}") for _ in range(va.vec)]
 
 
 def tiled_copy_plan(k: Kernel, tc: TiledCopy, src: Tensor, dst: Tensor,
@@ -520,8 +535,9 @@ def tiled_copy_plan(k: Kernel, tc: TiledCopy, src: Tensor, dst: Tensor,
     """Every check of a tiled cp.async ``src`` -> ``dst`` (the buffers' writer/reader layouts
     noted), and its partition; shared with the ragged copies of ``nvatom.kernels.ragged``."""
     atom = tc.atom
-    if not isinstance(atom, SimtAsyncCopy):
-        raise TensorError(f"{what}: a tiled copy of {atom.name} is not emitted here (cp.async)")
+    if not isinstance(atom, (SimtAsyncCopy, UniversalCopy)):
+        raise TensorError(f"{what}: a tiled copy of {atom.name} is not emitted here (cp.async "
+                          "or a universal copy)")
     _check_types(what, src, dst)
     if src.shape != dst.shape:
         raise TensorError(f"{what}: shapes differ, {src.shape} -> {dst.shape}")
@@ -535,7 +551,7 @@ def tiled_copy_plan(k: Kernel, tc: TiledCopy, src: Tensor, dst: Tensor,
     vec = atom.bits // src.bits
     acc = P.tiled_copy_partition(tc, src.shape[:2], vec)  # type: ignore[arg-type]
     for t in (src, dst):
-        _check_accesses(what, t, acc, atom.nbytes)
+        _check_accesses(what, t, acc, atom.bits // 8)
     _check_read(what, src)
     _note_write(what, dst)
     return acc

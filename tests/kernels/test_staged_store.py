@@ -1,0 +1,123 @@
+"""The staged-store pieces of nvatom.kernels.ragged / tensor: a tiled universal copy
+(memory -> registers -> memory), ``reuse_rings`` (an epilogue tile over a ring's bytes),
+``store_tile`` (a whole smem tile into a gmem tile, 16 bytes a thread) and their refusals.
+Every emitted module is assembled by ptxas."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from nvatom.atoms.copy import copy_atom
+from nvatom.atoms.registry import mma_form
+from nvatom.atoms.smem import smem_layout, smem_swizzle
+from nvatom.atoms.tiled_copy import make_tiled_copy
+from nvatom.atoms.tiled_mma import make_tiled_mma
+from nvatom.kernels import ragged as R
+from nvatom.kernels import tensor as T
+from nvatom.layout import Layout
+from nvatom.ptx.builder import Kernel, Module, Reg
+from nvatom.runtime.ptxas import assemble
+
+FORM = mma_form("sm80.mma.m16n8k16.f32.bf16.bf16.f32")
+U128 = copy_atom("atom.universal_copy<128>")
+#: a 64 x 64 bf16 tile leaves 16 bytes a thread: 8 threads a row, 16 rows a pass
+ROWS = make_tiled_copy(U128, Layout((16, 8), (8, 1)), Layout((1, 8)))
+SW128 = smem_layout(64, 64, 16, "K", smem_swizzle("SW128"))
+SW64 = smem_layout(64, 64, 16, "K", smem_swizzle("SW64"))
+
+
+def _setup() -> tuple[Kernel, list[Reg]]:
+    k = Module("sm_80", features=[FORM.feature]).kernel("t")
+    k.maxntid = (128, 1, 1)
+    return k, [k.ld_param(k.param(n, "u32")) for n in ("M", "N", "ld")]
+
+
+def _d(k: Kernel, s: list[Reg]) -> R.GmemMatrix:
+    return R.gmem_matrix(k, "D", "bf16", (s[0], s[1]), (s[2], 1))
+
+
+def _rings(k: Kernel, stages: int = 2) -> tuple[R.StageRing, ...]:
+    return R.stage_rings(k, "smem", "bf16", [("sA", smem_layout(64, 32, 16, "K", 64))], stages)
+
+
+def _staged(k: Kernel, s: list[Reg], layout: object = SW128) -> T.Tensor:
+    """The accumulators of a 64 x 64 tiled MMA, converted, written into a staging tile."""
+    tiled = make_tiled_mma(FORM, (2, 2, 1), (64, 64, 16))
+    acc = T.fragment(k, tiled, "C", name="acc", zero=True)
+    out = T.fragment_like(k, acc, dtype="bf16", name="rD")
+    T.convert(k, acc, out)
+    sD = R.reuse_rings(k, _rings(k, 4), "sD", "bf16", layout)
+    T.copy(k, copy_atom("atom.universal_copy<32>"), out, sD)
+    k.ins("bar.sync", 0)
+    return sD
+
+
+def test_store_tile_moves_whole_lines_and_assembles() -> None:
+    k, s = _setup()
+    sD = _staged(k, s)
+    tile = _d(k, s).tile_at(k, (64, 64), (0, 0))
+    R.store_tile(k, ROWS, sD, tile)
+    ptx = k.module.emit()  # type: ignore[union-attr]
+    # 64 x 64 x 2 bytes over 128 threads: 4 accesses of 16 bytes each
+    assert len(re.findall(r"ld\.shared\.v4\.b32", ptx)) == 4
+    assert len(re.findall(r"st\.global\.v4\.b32", ptx)) == 4
+    assert assemble(ptx, "sm_80").kernel("t").spills == 0
+
+
+def test_a_tiled_universal_copy_between_memory_tensors_assembles() -> None:
+    k, s = _setup()
+    sD = _staged(k, s)
+    g = T.gmem_tensor(k, "G", "bf16", (64, 64), (64, 1))
+    T.copy(k, ROWS, sD, g)
+    ptx = k.module.emit()  # type: ignore[union-attr]
+    assert len(re.findall(r"st\.global\.v4\.b32", ptx)) == 4
+    assert assemble(ptx, "sm_80").kernel("t").spills == 0
+
+
+def test_the_reader_of_a_staged_tile_must_use_the_writers_swizzle() -> None:
+    k, s = _setup()
+    sD = _staged(k, s)
+    with pytest.raises(T.TensorError, match=r"reads through Sw<2,.*but buffer 'sD' was "
+                       r"written through Sw<3,.*the reader's swizzle must be the writer's"):
+        R.store_tile(k, ROWS, sD.with_layout(SW64), _d(k, s).tile_at(k, (64, 64), (0, 0)))
+
+
+def test_a_staging_tile_beyond_the_rings() -> None:
+    k, _ = _setup()
+    rings = _rings(k, 1)  # one 4 KB stage; a 64 x 64 bf16 tile needs 8 KB
+    with pytest.raises(T.TensorError, match=r"smem tensor 'sD' .* has 4096 elements \(8192 "
+                       r"bytes\), more than rings 'sA' holds \(4096 bytes\)"):
+        R.reuse_rings(k, rings, "sD", "bf16", SW128)
+
+
+def test_store_tile_refusals() -> None:
+    k, s = _setup()
+    sD = _staged(k, s)
+    d = _d(k, s)
+    tile = d.tile_at(k, (64, 64), (0, 0))
+    cp = make_tiled_copy(copy_atom("atom.simt_async_copy<16>"), Layout((16, 8), (8, 1)),
+                         Layout((1, 8)))
+    with pytest.raises(T.TensorError, match=r"stores a tile with a tiled universal copy"):
+        R.store_tile(k, cp, sD, tile)
+    g = T.gmem_tensor(k, "G", "bf16", (64, 64), (64, 1))
+    with pytest.raises(T.TensorError, match=r"copies an smem tensor into a gmem tile"):
+        R.store_tile(k, ROWS, g, tile)
+    with pytest.raises(T.TensorError, match=r"shapes differ, \(64, 64\) -> \(64, 32\)"):
+        R.store_tile(k, ROWS, sD, d.tile_at(k, (64, 32), (0, 0)))
+    col = R.gmem_matrix(k, "E", "bf16", (s[0], s[1]), (1, s[2]))  # contiguous along dim 0
+    # the stand-in's vectors would cross lines: the atom's verifier refuses them
+    with pytest.raises(T.TensorError, match=r"into ragged gmem tile 'E': 'atom.universal_copy"
+                       r"<128>' cannot vectorize copy to 8 elements"):
+        R.store_tile(k, ROWS, sD, col.tile_at(k, (64, 64), (0, 0)))
+
+
+def test_a_tiled_universal_copy_does_not_take_a_fragment() -> None:
+    k, _ = _setup()
+    tiled = make_tiled_mma(FORM, (2, 2, 1), (64, 64, 16))
+    acc = T.fragment(k, tiled, "C", name="acc")
+    g = T.gmem_tensor(k, "G", "f32", (64, 64), (64, 1))
+    with pytest.raises(T.TensorError, match=r"from fragment 'acc' into gmem tensor 'G': a tiled "
+                       r"copy moves memory to memory; a fragment is copied with the bare atom"):
+        T.copy(k, ROWS, acc, g)
