@@ -76,6 +76,42 @@ def test_block_config_rules() -> None:
         default_config("e4m3", scale_mode="block", fast_accum=True)
 
 
+def test_block_tiles_of_several_scale_blocks() -> None:
+    """128 x 256 tiles span two blocks of B's scales: accepted when every N part lies in one
+    block (n64 or n128 parts), refused when a part would span two (one n256 part)."""
+    cfg = default_config("e4m3", scale_mode="block")
+    for ok in (dict(block_n=256, promote_parts=4, promote_temps=2, promote_unroll=4),
+               dict(block_n=256, promote_parts=2, promote_temps=1),
+               dict(promote_unroll=4)):
+        GemmSm90Config(**{**cfg.__dict__, **ok})
+    with pytest.raises(GemmSm90Error, match=r"N parts that each lie in one block .* block_n "
+                       r"256, promote_parts 1"):
+        GemmSm90Config(**{**cfg.__dict__, "block_n": 256, "promote_parts": 1,
+                          "promote_temps": 1})
+
+
+@pytest.mark.parametrize(("tiling", "blocks_per_body"), [
+    (dict(block_n=256, promote_parts=4, promote_temps=2, promote_unroll=4), 5),
+    (dict(block_n=256, promote_parts=2, promote_temps=1, promote_unroll=1), 1),
+    (dict(block_n=256, promote_parts=2, promote_temps=1, promote_unroll=4), 5),
+    (dict(promote_unroll=1), 1),
+    (dict(promote_unroll=4), 5)])
+def test_wide_block_kernels_scale_each_part_by_its_block(tiling: dict,
+                                                         blocks_per_body: int) -> None:
+    """Per K block a thread loads its two ``scale_a`` values and one ``scale_b`` value per
+    128-column block of the tile; every promoted element is one fma; the unrolled loop's
+    body holds 4 K blocks and the leftover loop 1 (5 in the PTX)."""
+    cfg = GemmSm90Config(**{**default_config("e4m3", scale_mode="block").__dict__, **tiling})
+    ptx = build_gemm_sm90(cfg).emit()
+    assert assemble(ptx, "sm_90a").kernel().spills == 0
+    col_blocks = cfg.block_n // 128
+    per_thread = cfg.block_n // 2  # f32 accumulators of a thread's m64 x block_n tile
+    assert ptx.count("fma.rn.f32") == blocks_per_body * per_thread
+    assert ptx.count("add.f32") == 0
+    assert ptx.count("ld.global.nc.f32") == blocks_per_body * (2 + col_blocks)
+    assert ptx.count("mul.f32") == blocks_per_body * 2 * col_blocks
+
+
 @pytest.mark.parametrize("b_dtype", ["", "e5m2"])
 def test_block_kernel_assembles_and_scales_at_promotion(b_dtype: str) -> None:
     cfg = default_config("e4m3", b_dtype=b_dtype, scale_mode="block")
@@ -83,10 +119,13 @@ def test_block_kernel_assembles_and_scales_at_promotion(b_dtype: str) -> None:
     res = assemble(ptx, "sm_90a").kernel()
     assert res.spills == 0
     # every promoted element is one fma (two N parts of 64 columns: 32 per part per thread),
-    # no add.f32 promotion left, and no scale multiply in the epilogue
-    assert ptx.count("fma.rn.f32") == cfg.block_n // 2
+    # no add.f32 promotion left, and no scale multiply in the epilogue; 4 K blocks per
+    # iteration and one in the leftover loop: 5 K blocks in the PTX
+    assert cfg.promote_unroll == 4
+    assert ptx.count("fma.rn.f32") == 5 * cfg.block_n // 2
     assert ptx.count("add.f32") == 0
-    assert ptx.count("ld.global.nc.f32") == 3  # scale_a (two rows), scale_b per K block
+    # per K block: scale_a (two rows), scale_b
+    assert ptx.count("ld.global.nc.f32") == 5 * 3
     assert kernel_params(cfg)[-2:] == (("scale_a", "u64"), ("scale_b", "u64"))
 
 

@@ -592,8 +592,12 @@ def grouped_config(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[i
     :func:`grouped_device_plan` (``ends``: the groups' cumulative row ends, or an estimate of
     them where only the device knows them)."""
     if config is None and in_dtype in FP8_DTYPES:
+        # block scales: the tile by wave count over all groups' rows (tuning
+        # FP8_BLOCK_TILE_CHOICES); the other modes keep the plain default's tile
+        size: dict[str, Any] = ({"m": max(1, ends[-1]), "n": n}
+                                if scale_mode == "block" and ends and not fast_accum else {})
         config = default_config(in_dtype, out_dtype, "K", b_dtype=b_dtype,
-                                fast_accum=fast_accum, scale_mode=scale_mode)
+                                fast_accum=fast_accum, scale_mode=scale_mode, **size)
         config = dataclasses.replace(config, row_scale_stage=False,  # plain kernel only
                                      **_GROUPED_FP8_TILES.get((scale_mode, fast_accum), {}))
     base = config or default_config(in_dtype, out_dtype, "MN" if b_major == "N" else "K",

@@ -69,3 +69,58 @@ def test_block_scales_wrong_layout_is_a_named_error() -> None:
         nvatom.gemm(a, b, scale_a=sa, scale_b=sb.contiguous())  # row-major (Kb x Nb)
     with pytest.raises(GemmError, match="fast_accum"):
         nvatom.gemm(a, b, scale_a=sa, scale_b=sb, fast_accum=True)
+
+
+#: block-scale tilings beside the default (GemmSm90Config fields over it): 4 K blocks per
+#: loop iteration, and 128 x 256 tiles that span two blocks of B's scales (4 parts of n64
+#: through two temporaries, or 2 parts of n128 through one)
+_TILINGS = {"b128u4": {"promote_unroll": 4},
+            "b256p4u4": {"block_n": 256, "promote_parts": 4, "promote_temps": 2,
+                         "promote_unroll": 4},
+            "b256p4": {"block_n": 256, "promote_parts": 4, "promote_temps": 2},
+            "b256p2t1u4": {"block_n": 256, "promote_parts": 2, "promote_temps": 1,
+                           "promote_unroll": 4}}
+
+
+@pytest.fixture
+def only_provider(monkeypatch):
+    """Route every GEMM through one SM90 provider holding a given config (caches emptied
+    before and after, so no launch planned by another provider is reused)."""
+    import nvatom.gemm as gm
+    from nvatom.gemm_providers import Sm90Provider
+
+    def use(cfg) -> None:
+        monkeypatch.setattr(gm, "PROVIDERS", [Sm90Provider(cfg)])
+        gm.clear_caches()
+
+    yield use
+    gm.clear_caches()
+
+
+@pytest.mark.parametrize("tiling", sorted(_TILINGS))
+# N 384: the last 256-column tile covers scale blocks 2 and 3 of 3 (the clamp); K 1152: nine
+# K blocks, two unrolled iterations and one left over; M 1 and a 200 x 264 x 400 ragged one
+@pytest.mark.parametrize("m,n,k", [(256, 384, 1152), (200, 264, 400), (1, 128, 128),
+                                   (777, 1000, 640)])
+def test_block_scale_tilings_against_float64(tiling: str, m: int, n: int, k: int,
+                                             only_provider) -> None:
+    _require_sm90()
+    import dataclasses
+
+    import nvatom
+    from nvatom.gemm import explain
+    from nvatom.kernels.sm90.launch import default_config
+
+    cfg = dataclasses.replace(default_config("e4m3", scale_mode="block"), **_TILINGS[tiling])
+    only_provider(cfg)
+    a, b, sa, sb, ref = _case(m, n, k, "e4m3", "e4m3", seed=m * 13 + n * 5 + k)
+    if sa.numel() > 1 or sb.numel() > 1:
+        launched = explain(a, b, scale_a=sa, scale_b=sb).launch.source.name
+        assert f"x{cfg.block_n}_" in launched and launched.endswith("_blockscale"), launched
+        assert (f"u{cfg.promote_unroll}_" in launched) == (cfg.promote_unroll > 1), launched
+    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    nvatom.gemm(a, b, out, scale_a=sa, scale_b=sb)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any()
+    err = ((out.double() - ref).norm() / ref.norm()).item()
+    assert err < 6e-3, err

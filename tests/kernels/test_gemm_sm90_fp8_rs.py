@@ -184,7 +184,7 @@ def test_unrolled_ptx_structure(cfg: GemmSm90Config) -> None:
     ({"promote_unroll": True}, "promote_unroll True is not 1, 2 or 4"),
     ({"promote_unroll": 2, "promote": 2}, "promote_unroll 2 runs several K blocks"),
     ({"promote_unroll": 2, "promote_rs": True}, "promote_unroll 2 runs several K blocks"),
-    ({"promote_unroll": 4, "scale_mode": "block", "block_n": 128},
+    ({"promote_unroll": 4, "schedule": "pingpong", "consumers": 2, "block_n": 128},
      "promote_unroll 4 runs several K blocks"),
 ])
 def test_unroll_config_errors(kw: dict, msg: str) -> None:

@@ -47,8 +47,17 @@ def test_default_config_picks_the_tile_by_size() -> None:
     assert default_config("e4m3", scale_mode="row", m=2048, n=2048).block_n == 256
     assert default_config("e4m3", m=8192, n=8192).block_n == 192
     assert default_config("e4m3", m=8192, n=8192) == default_config("e4m3")
-    # block scales keep one 128-column block of B's scales per tile; fast accumulation its tile
-    assert default_config("e4m3", scale_mode="block", m=4096, n=4096).block_n == 128
+    # block scales: whole 128-column blocks of B's scales per tile, picked by wave count:
+    # 4096 x 4096 fills 128 x 256 tiles (512 tiles, 4 waves of 132); M 128, N 7168 has 28
+    # such tiles for 132 SMs, so the 128 x 128 tile (56, one wave at 0.85 the speed) wins
+    blk = default_config("e4m3", scale_mode="block", m=4096, n=4096)
+    assert (blk.block_n, blk.promote_parts, blk.promote_temps, blk.promote_unroll) == \
+        (256, 2, 1, 4)
+    narrow = default_config("e4m3", scale_mode="block", m=128, n=7168)
+    assert (narrow.block_n, narrow.promote_parts, narrow.promote_temps,
+            narrow.promote_unroll) == (128, 2, 2, 4)
+    assert default_config("e4m3", scale_mode="block").block_n == 128  # no sizes
+    # fast accumulation its tile
     fast = default_config("e4m3", fast_accum=True, m=4096, n=4096)
     assert (fast.block_n, fast.promote) == (256, 0)
     # 16-bit types are not affected by the sizes
@@ -72,9 +81,15 @@ def test_provider_plans_the_size_rule_and_the_recipe_keeps_to_it() -> None:
     assert gr.recipe_accepts(rec, 4096, 4096, 4096)
     assert gr.recipe_accepts(rec, 2048, 2048, 512)
     assert not gr.recipe_accepts(rec, 8192, 8192, 4096)  # the rule picks 128 x 192 there
-    # a provider with its own config, block scales and fast accumulation carry no rule
+    # block scales carry their own rule (the block tiles), a provider with its own config
+    # none
     blk = _problem(4096, 4096, "block")
-    assert prov._tile_rule(blk, prov._config(blk)) is None
+    brule = prov._tile_rule(blk, prov._config(blk))
+    assert brule == {"kind": "fp8_block", "options": [[128, 256, 1.0], [128, 128, 0.85]],
+                     "pick": 0}
+    brec = {**rec, "accepts": {**rec["accepts"], "tile_rule": brule}}
+    assert gr.recipe_accepts(brec, 4096, 4096, 4096)
+    assert not gr.recipe_accepts(brec, 128, 7168, 4096)  # the rule picks 128 x 128 there
     own = Sm90Provider(default_config("e4m3"))
     assert own._tile_rule(_problem(4096, 4096), own._config(_problem(4096, 4096))) is None
 

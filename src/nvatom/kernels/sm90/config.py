@@ -310,15 +310,18 @@ class GemmSm90Config:
                                 f"{', '.join(SCALE_MODES)}")
         if self.scale_mode != "tensor" and not fp8:
             raise GemmSm90Error(f"scale_mode {self.scale_mode!r} applies to FP8 operands only")
-        if self.scale_mode == "block" and (self.promote != 1 or self.promote_pipelined
-                                           or self.block_n != SCALE_BLOCK
-                                           or self.block_k != SCALE_BLOCK):
+        if self.scale_mode == "block" and (
+                self.promote != 1 or self.promote_pipelined or self.block_n % SCALE_BLOCK
+                or self.block_k != SCALE_BLOCK or not isinstance(self.promote_parts, int)
+                or self.promote_parts < 1 or self.block_n % self.promote_parts
+                or SCALE_BLOCK % (self.block_n // self.promote_parts)):
             raise GemmSm90Error(
                 f"scale_mode 'block' scales each K block's partial sums at promotion: it "
-                f"needs promote 1 (not pipelined), block_n {SCALE_BLOCK} (a tile is one "
-                f"block of B's scales) and {SCALE_BLOCK}-element K blocks (FP8); got "
-                f"promote {self.promote}, promote_pipelined {self.promote_pipelined}, "
-                f"block_n {self.block_n}")
+                f"needs promote 1 (not pipelined), block_n a multiple of {SCALE_BLOCK} (whole "
+                f"blocks of B's scales), N parts that each lie in one block and "
+                f"{SCALE_BLOCK}-element K blocks (FP8); got promote {self.promote}, "
+                f"promote_pipelined {self.promote_pipelined}, block_n {self.block_n}, "
+                f"promote_parts {self.promote_parts!r}")
         for name in ("promote", "promote_parts", "promote_temps"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
@@ -336,15 +339,13 @@ class GemmSm90Config:
         if isinstance(self.promote_unroll, bool) or self.promote_unroll not in (1, 2, 4):
             raise GemmSm90Error(f"promote_unroll {self.promote_unroll!r} is not 1, 2 or 4")
         if self.promote_unroll > 1 and (self.promote != 1 or self.promote_pipelined
-                                         or self.promote_rs or self.scale_mode == "block"
+                                         or self.promote_rs
                                          or self.schedule != "cooperative"):
             raise GemmSm90Error(
                 f"promote_unroll {self.promote_unroll} runs several K blocks per iteration of "
-                f"the cooperative promoted loop with promote 1, A by descriptor and per-tensor "
-                f"or row scales (got "
+                f"the cooperative promoted loop with promote 1 and A by descriptor (got "
                 f"promote {self.promote}, promote_pipelined {self.promote_pipelined}, "
-                f"promote_rs {self.promote_rs}, scale_mode {self.scale_mode!r}, schedule "
-                f"{self.schedule!r})")
+                f"promote_rs {self.promote_rs}, schedule {self.schedule!r})")
         if self.promote_rs and (self.promote != 1 or self.promote_pipelined
                                 or self.schedule != "cooperative"):
             raise GemmSm90Error(

@@ -18,6 +18,7 @@ from nvatom.kernels.sm90.plan import gemm_sm90_plan
 from nvatom.kernels.sm90.tuning import (
     DEFAULT_SCHEDULE_16BIT,
     FP8_BLOCK_PROMOTION,
+    FP8_BLOCK_TILE_CHOICES,
     FP8_PROMOTION,
     FP8_TILE_CHOICES,
     SCHEDULE_TILES,
@@ -171,11 +172,12 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
     if scale_mode == "block" and fast_accum:
         raise GemmSm90Error("block scales are applied when the partial sums are promoted: "
                             "fast_accum (no promotion) cannot take them")
-    promo = FP8_PROMOTION
-    if m is not None and n is not None and scale_mode != "block":
-        promo = FP8_TILE_CHOICES[wave_pick(fp8_tile_options(), m, n, sms)][0]
-    extra: dict[str, Any] = {} if fast_accum else dict(
-        FP8_BLOCK_PROMOTION if scale_mode == "block" else promo)
+    block = scale_mode == "block"
+    promo = FP8_BLOCK_PROMOTION if block else FP8_PROMOTION
+    if m is not None and n is not None:
+        choices = FP8_BLOCK_TILE_CHOICES if block else FP8_TILE_CHOICES
+        promo = choices[wave_pick(fp8_tile_options(block_scales=block), m, n, sms)][0]
+    extra: dict[str, Any] = {} if fast_accum else dict(promo)
     return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype or "bf16", b_major="K",
                           b_dtype="" if b_dtype == in_dtype else b_dtype,
                           scale_mode=scale_mode, row_scale_stage=scale_mode == "row", **extra)

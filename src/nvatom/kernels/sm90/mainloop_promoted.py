@@ -14,7 +14,7 @@ from nvatom.kernels.sm90.mainloop_pipelined import _mainloop_pipelined
 from nvatom.kernels.sm90.mainloop_rs import _load_a_frag, _rs_lane_base
 from nvatom.kernels.sm90.mainloop_unrolled import _mainloop_unrolled
 from nvatom.kernels.sm90.promotion import _add_part, _part_mmas, _promotion_start
-from nvatom.kernels.sm90.scales import _block_scales
+from nvatom.kernels.sm90.scales import _block_scales, part_scale_block
 from nvatom.kernels.sm90.skeleton import _Build
 from nvatom.ptx.builder import Reg
 from nvatom.ptx.wgmma_emit import WgmmaSequence
@@ -24,7 +24,7 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
                        temps: Sequence[Sequence[Reg]], a_desc0: Sequence[Reg],
                        b_desc0: Sequence[Reg], stage: Reg, phase: Reg, is_lead: Reg,
                        p_true: Reg, p_first: Reg | None,
-                       block_rows: tuple[Reg, Reg, Reg] | None = None,
+                       block_rows: Sequence[Reg] | None = None,
                        halves: Sequence[tuple[Sequence[Reg], Sequence[Reg]]] | None = None,
                        cons: Any = None) -> None:
     """The promoted FP8 main loop of one tile: per group of ``promote`` K blocks and per N
@@ -32,8 +32,9 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     ``add.f32`` adds the retired temporary into the tile's accumulators (:func:`_promote_map`);
     with two temporaries the next part's WGMMA runs while the last one's sum is added.  Then
     the group's stages are released.  Block scales (``block_rows``, :func:`_block_scale_rows`;
-    ``promote`` 1): each K block's two scales are loaded before its WGMMAs and its partial
-    sums are added scaled (``fma.rn.f32``).  ``halves`` (the ping-pong schedule): the
+    ``promote`` 1): each K block's scales (two rows, per 128-column block of the tile) are
+    loaded before its WGMMAs and each part's partial sums are added scaled by its column
+    block's (``fma.rn.f32``).  ``halves`` (the ping-pong schedule): the
     (accumulators, A descriptors) of each 64-row half of the warpgroup's tile; the N parts
     run per half, in that order (else one half: ``acc``, ``a_desc0``).  ``cons``: the stage
     ring's consumer role."""
@@ -47,7 +48,7 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
         return
     if cfg.promote_unroll > 1:
         _mainloop_unrolled(b, seq, acc, temps, a_desc0, b_desc0, stage, phase, is_lead, p_true,
-                           cons)
+                           cons, block_rows)
         return
     group, parts, nt = cfg.promote, cfg.promote_parts, len(temps)
     k.comment(f"promoted main loop: {group} K block(s) x {parts} part(s) of "
@@ -78,7 +79,8 @@ def _mainloop_promoted(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
 
         def add(u: int) -> None:
             h, q = units[u]
-            _add_part(k, seq, halves[h][0], temps[u % nt], maps[q], scales)
+            _add_part(k, seq, halves[h][0], temps[u % nt], maps[q],
+                      None if scales is None else scales[part_scale_block(cfg, q)])
 
         def prefetch() -> None:
             if rs is not None and cfg.promote_rs_prefetch:

@@ -10,6 +10,7 @@ from typing import Any
 from nvatom.kernels.sm90.emit import next_stage as _next_stage
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.kernels.sm90.promotion import _add_part, _part_mmas, _promotion_start
+from nvatom.kernels.sm90.scales import _block_scales, part_scale_block
 from nvatom.kernels.sm90.skeleton import _Build
 from nvatom.ptx.builder import Reg
 from nvatom.ptx.wgmma_emit import WgmmaSequence
@@ -19,14 +20,17 @@ def _promoted_blocks(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
                      temps: Sequence[Sequence[Reg]], a_desc0: Sequence[Reg],
                      b_desc0: Sequence[Reg], stage: Reg, phase: Reg, is_lead: Reg,
                      p_true: Reg, maps: Sequence[tuple[int, ...]], p_zero: Reg,
-                     blocks: int, cons: Any) -> None:
+                     blocks: int, cons: Any, kt: Reg,
+                     block_rows: Sequence[Reg] | None = None) -> None:
     """``blocks`` consecutive K blocks (stages ``stage``, ``stage + 1``, ...) of the promoted
     loop as one stream of (block, part) units through the temporaries in turn: a unit's
     group is retired (``wait_group nt - 1``) and added when the next ``nt - 1`` units are
     issued, a block's stage is released once its last unit is added, and everything is
     retired at the end (nothing in flight across the caller's loop edge).  Advances
     ``stage`` / ``phase`` by ``blocks``.  ``cons``: the stage ring's consumer role (a block
-    is its iteration; a release lags the newest block begun by the blocks since)."""
+    is its iteration; a release lags the newest block begun by the blocks since).  Block
+    scales (``block_rows``): K block ``kt + blk``'s scales are loaded before its first
+    WGMMA, and each part is added scaled by its column block's."""
     k, cfg = b.k, b.cfg
     parts, nt = cfg.promote_parts, len(temps)
     pos = [(stage, phase)]
@@ -37,10 +41,12 @@ def _promoted_blocks(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     units = [(blk, q) for blk in range(blocks) for q in range(parts)]
     pending: list[int] = []
     begun = [-1]  # the newest block begun
+    scales: dict[int, list[tuple[Reg, Reg]]] = {}
 
     def add(u: int) -> None:
         blk, q = units[u]
-        _add_part(k, seq, acc, temps[u % nt], maps[q])
+        _add_part(k, seq, acc, temps[u % nt], maps[q],
+                  scales[blk][part_scale_block(cfg, q)] if block_rows is not None else None)
         if q == parts - 1:  # the block's last part: its stage is free
             cons.release(begun[0] - blk, stage=pos[blk][0], pred=is_lead)
 
@@ -48,6 +54,8 @@ def _promoted_blocks(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
         st, ph = pos[blk]
         if q == 0:
             begun[0] = blk
+            if block_rows is not None:
+                scales[blk] = _block_scales(k, block_rows, kt, blk)
         _part_mmas(b, seq, temps[u % nt], a_desc0, b_desc0, st, ph if q == 0 else None, q,
                    p_zero, p_true, cons=cons)
         seq.commit()
@@ -70,10 +78,11 @@ def _promoted_blocks(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
 def _mainloop_unrolled(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
                        temps: Sequence[Sequence[Reg]], a_desc0: Sequence[Reg],
                        b_desc0: Sequence[Reg], stage: Reg, phase: Reg, is_lead: Reg,
-                       p_true: Reg, cons: Any) -> None:
+                       p_true: Reg, cons: Any,
+                       block_rows: Sequence[Reg] | None = None) -> None:
     """The promoted loop (promote 1) with ``promote_unroll`` K blocks per iteration
     (:func:`_promoted_blocks`), then the K blocks left over one at a time (``cons``: the
-    stage ring's consumer role)."""
+    stage ring's consumer role; ``block_rows``: block scales, :func:`_block_scale_rows`)."""
     k, cfg = b.k, b.cfg
     un = cfg.promote_unroll
     k.comment(f"promoted main loop, {un} K blocks per iteration: {cfg.promote_parts} part(s) "
@@ -90,7 +99,7 @@ def _mainloop_unrolled(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     k.ins("setp.lt.u32", pr, left, un)
     k.bra(rest, pr)
     with loop():
-        _promoted_blocks(*args, un, cons)
+        _promoted_blocks(*args, un, cons, kt, block_rows)
     k.ins("add.u32", kt, kt, un)
     k.bra(kloop)
     k.label(rest)
@@ -100,7 +109,7 @@ def _mainloop_unrolled(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     k.ins("setp.ge.u32", pr, kt, b.ktiles)
     k.bra(done, pr)
     with loop():
-        _promoted_blocks(*args, 1, cons)
+        _promoted_blocks(*args, 1, cons, kt, block_rows)
     k.ins("add.u32", kt, kt, 1)
     k.bra(one)
     k.label(done)

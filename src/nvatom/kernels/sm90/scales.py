@@ -1,11 +1,14 @@
 """The SM90 GEMM's FP8 scales as the consumers read them: per tensor (one product),
 row-wise (two addresses for the epilogue), block scales (DeepSeek-V3: a thread's rows of
-``scale_a`` and the tile's row of ``scale_b``, per K block) and the grouped kernel's
-per-group scales (PTX ISA "ld.global.nc")."""
+``scale_a`` and the rows of ``scale_b`` of the tile's column blocks, per K block) and the
+grouped kernel's per-group scales (PTX ISA "ld.global.nc")."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from nvatom.atoms.wgmma_fragments import WARPGROUP
+from nvatom.kernels.sm90.config import SCALE_BLOCK, GemmSm90Config
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.kernels.sm90.row_scales import _check_row_cols
 from nvatom.kernels.sm90.skeleton import _Build
@@ -85,13 +88,14 @@ def _group_scales(b: _Build, g: Reg | None) -> Reg | tuple[Reg, Reg]:
 
 
 def _block_scale_rows(b: _Build, ptrs: tuple[Reg, Reg], cw: Reg, mb: Reg,
-                      nb: Reg) -> tuple[Reg, Reg, Reg]:
+                      nb: Reg) -> tuple[Reg, ...]:
     """Block scales, once per tile: the global addresses of this thread's two rows of
     ``scale_a`` (rows ``row0`` and ``row0 + 8`` of its accumulator fragment, clamped to M - 1:
-    a row past M is dropped by the TMA store) and of the tile's row of ``scale_b``'s
-    K-major storage (N block ``nb``: a tile is one 128-column block), each at K block 0.
+    a row past M is dropped by the TMA store) and of the rows of ``scale_b``'s K-major storage
+    of the tile's ``block_n / 128`` column blocks (``nb * block_n / 128 + j``, clamped to
+    the last block of N: columns past N are dropped by the TMA store), each at K block 0.
     Both scale tensors hold ``ktiles`` = ceil(K / 128) f32 per row (A row / B column block),
-    contiguous."""
+    contiguous.  Returns ``(a row 0, a row 8, b block 0, b block 1, ...)``."""
     k, cfg = b.k, b.cfg
     assert b.dims is not None
     _check_row_cols(cfg.block_n // cfg.promote_parts)
@@ -108,24 +112,38 @@ def _block_scale_rows(b: _Build, ptrs: tuple[Reg, Reg], cw: Reg, mb: Reg,
     for h in (0, 1):
         rh = _u32(k, "add.u32", r, 8 * h)
         k.ins("min.u32", rh, rh, mlast)
-        off = k.reg("u64")
-        k.ins("mul.wide.u32", off, rh, b.ktiles)
-        addr = k.reg("u64")
-        k.ins("shl.b64", off, off, 2)
-        k.ins("add.s64", addr, ga, off)
-        out.append(addr)
+        out.append(_row_address(k, ga, rh, b.ktiles))
+    blocks = cfg.block_n // SCALE_BLOCK
+    if blocks == 1:
+        out.append(_row_address(k, gb, nb, b.ktiles))
+        return tuple(out)
+    nlast = _u32(k, "add.u32", b.dims[1], SCALE_BLOCK - 1)  # the last column block of N
+    k.ins("shr.u32", nlast, nlast, SCALE_BLOCK.bit_length() - 1)
+    k.ins("sub.u32", nlast, nlast, 1)
+    first = _u32(k, "mul.lo.u32", nb, blocks)
+    for j in range(blocks):
+        cb = _u32(k, "add.u32", first, j)
+        k.ins("min.u32", cb, cb, nlast)
+        out.append(_row_address(k, gb, cb, b.ktiles))
+    return tuple(out)
+
+
+def _row_address(k: Kernel, base: Reg, row: Reg, per_row: Reg) -> Reg:
+    """``base + row * per_row * 4``: row ``row`` of a row-major f32 matrix."""
     off = k.reg("u64")
-    k.ins("mul.wide.u32", off, nb, b.ktiles)
+    k.ins("mul.wide.u32", off, row, per_row)
     k.ins("shl.b64", off, off, 2)
     addr = k.reg("u64")
-    k.ins("add.s64", addr, gb, off)
-    return out[0], out[1], addr
+    k.ins("add.s64", addr, base, off)
+    return addr
 
 
-def _block_scales(k: Kernel, rows: tuple[Reg, Reg, Reg], kt: Reg) -> tuple[Reg, Reg]:
-    """K block ``kt``'s scales of this thread's two fragment rows:
-    ``scale_a[row, kt] * scale_b[kt, n block]`` (loaded before the K block's WGMMAs, used when
-    its partial sums are promoted)."""
+def _block_scales(k: Kernel, rows: Sequence[Reg], kt: Reg,
+                  ahead: int = 0) -> list[tuple[Reg, Reg]]:
+    """K block ``kt + ahead``'s scales of this thread's two fragment rows, per column block
+    of the tile: ``scale_a[row, kt] * scale_b[kt, n block j]`` (loaded before the K block's
+    WGMMAs, used when its partial sums are promoted); ``rows`` from
+    :func:`_block_scale_rows`."""
     off = k.reg("u64")
     k.ins("mul.wide.u32", off, kt, 4)
     vals = []
@@ -133,9 +151,17 @@ def _block_scales(k: Kernel, rows: tuple[Reg, Reg, Reg], kt: Reg) -> tuple[Reg, 
         addr = k.reg("u64")
         k.ins("add.s64", addr, base, off)
         v = k.reg("f32")
-        k.ins("ld.global.nc.f32", v, f"[{addr}]")
+        k.ins("ld.global.nc.f32", v, f"[{addr}+{4 * ahead}]" if ahead else f"[{addr}]")
         vals.append(v)
-    s0, s1 = k.reg("f32"), k.reg("f32")
-    k.ins("mul.f32", s0, vals[0], vals[2])
-    k.ins("mul.f32", s1, vals[1], vals[2])
-    return s0, s1
+    out = []
+    for sb in vals[2:]:
+        s0, s1 = k.reg("f32"), k.reg("f32")
+        k.ins("mul.f32", s0, vals[0], sb)
+        k.ins("mul.f32", s1, vals[1], sb)
+        out.append((s0, s1))
+    return out
+
+
+def part_scale_block(cfg: GemmSm90Config, part: int) -> int:
+    """The tile's column block (of 128) that N part ``part`` of the promoted loop lies in."""
+    return part * (cfg.block_n // cfg.promote_parts) // SCALE_BLOCK

@@ -15,6 +15,8 @@ from nvatom.runtime.gemm_plan import PLAIN_DTYPES, wave_pick
 __all__ = [
     "DEFAULT_SCHEDULE_16BIT",
     "FP8_BLOCK_PROMOTION",
+    "FP8_BLOCK_PROMOTION_WIDE",
+    "FP8_BLOCK_TILE_CHOICES",
     "FP8_PROMOTION",
     "FP8_PROMOTION_WIDE",
     "FP8_TILE_CHOICES",
@@ -48,8 +50,20 @@ FP8_PROMOTION_WIDE = {"promote": 1, "promote_parts": 4, "promote_temps": 2, "blo
 #: against 21 x 3/4 are taken out; 0.98 here; session 5, U2).
 FP8_TILE_CHOICES: tuple[tuple[dict[str, Any], float], ...] = (
     (FP8_PROMOTION, 1.0), (FP8_PROMOTION_WIDE, 0.98))
-#: Block scales: the promotion above with 128-column tiles (one block of B's scales each).
-FP8_BLOCK_PROMOTION = {**FP8_PROMOTION, "block_n": SCALE_BLOCK}
+#: Block scales (DeepSeek-V3; docs/perf.md "FP8 block scales, tiled"): a tile is whole
+#: 128-column blocks of B's scales and each N part lies in one.  The narrow tile, 128 x 128
+#: in 2 parts of n64 through two temporaries, and the wide one, 128 x 256 in 2 parts of n128
+#: through one (each part one scale block), both 4 K blocks per loop iteration: on an H200
+#: the wide tile ran 1.17-1.37x the earlier 128 x 128 without unrolling on DeepGEMM's large
+#: shapes, 4096^3 and 8192^3, and the narrow one 0.83-0.86x the wide per tile there (1.04-1.11x
+#: the earlier tile at M 64 and 128, where it keeps twice the CTAs busy).
+FP8_BLOCK_PROMOTION = {**FP8_PROMOTION, "block_n": SCALE_BLOCK, "promote_unroll": 4}
+FP8_BLOCK_PROMOTION_WIDE = {"promote": 1, "promote_parts": 2, "promote_temps": 1,
+                            "block_n": 2 * SCALE_BLOCK, "promote_unroll": 4}
+#: The block-scale tiles chosen per problem size by ``wave_pick`` (settings, speed of one
+#: tile relative to the first), as :data:`FP8_TILE_CHOICES`.
+FP8_BLOCK_TILE_CHOICES: tuple[tuple[dict[str, Any], float], ...] = (
+    (FP8_BLOCK_PROMOTION_WIDE, 1.0), (FP8_BLOCK_PROMOTION, 0.85))
 #: Each consumer schedule's tile and stage count (docs/perf.md, "Ping-pong consumers"):
 #: cooperative 128 x 256 (the two warpgroups 64 rows each), 4 stages; ping-pong 128 x 128
 #: per warpgroup (128 accumulator registers a thread), 6 stages; "pingpong192": ping-pong
@@ -68,10 +82,12 @@ SCHEDULE_TILES: dict[str, dict[str, Any]] = {
 DEFAULT_SCHEDULE_16BIT = "pingpong"
 
 
-def fp8_tile_options(block_m: int = 128) -> list[list[float]]:
-    """:data:`FP8_TILE_CHOICES` as ``wave_pick`` options ``[block_m, block_n, efficiency]``
-    (data a launch recipe can carry)."""
-    return [[block_m, c["block_n"], eff] for c, eff in FP8_TILE_CHOICES]
+def fp8_tile_options(block_m: int = 128, block_scales: bool = False) -> list[list[float]]:
+    """:data:`FP8_TILE_CHOICES` (``block_scales``: :data:`FP8_BLOCK_TILE_CHOICES`) as
+    ``wave_pick`` options ``[block_m, block_n, efficiency]`` (data a launch recipe can
+    carry)."""
+    choices = FP8_BLOCK_TILE_CHOICES if block_scales else FP8_TILE_CHOICES
+    return [[block_m, c["block_n"], eff] for c, eff in choices]
 
 
 #: The 16-bit schedule options (the names of :data:`SCHEDULE_TILES`) in the order the size
@@ -158,19 +174,23 @@ def size_rule(cfg: GemmSm90Config) -> dict[str, Any] | None:
     (``accepts["tile_rule"]``; :func:`nvatom.runtime.gemm_plan.rule_pick` evaluates it), or
     None where no rule chose it: 16-bit, the schedule by wave count
     (:data:`PLAIN_SCHEDULE_WAVES`, ``"kind": "schedule"`` with the schedules' ``names``);
-    promoted FP8 with per-tensor or row-wise scales, the tile by wave count
-    (:data:`FP8_TILE_CHOICES`).  ``pick`` is ``cfg``'s option."""
+    promoted FP8, the tile by wave count (:data:`FP8_TILE_CHOICES`; block scales
+    :data:`FP8_BLOCK_TILE_CHOICES`, ``"kind": "fp8_block"``).  ``pick`` is ``cfg``'s
+    option."""
     if not cfg.fp8:
         names = [name for name, _, _ in PLAIN_SCHEDULE_WAVES]
         picks = [i for i, o in enumerate(names) if all(
             getattr(cfg, f) == v for f, v in SCHEDULE_TILES[o].items())]
         return ({"kind": "schedule", "names": names, "options": plain_schedule_options(),
                  "pick": picks[0]} if picks else None)
-    if not cfg.promote or cfg.scale_mode == "block":
+    if not cfg.promote:
         return None
-    options = fp8_tile_options(cfg.block_m)
+    block = cfg.scale_mode == "block"
+    options = fp8_tile_options(cfg.block_m, block)
     picks = [i for i, o in enumerate(options) if o[1] == cfg.block_n]
-    return {"options": options, "pick": picks[0]} if picks else None
+    if not picks:
+        return None
+    return {**({"kind": "fp8_block"} if block else {}), "options": options, "pick": picks[0]}
 
 
 def rule_settings(rule: dict[str, Any]) -> list[dict[str, Any]]:
@@ -178,4 +198,6 @@ def rule_settings(rule: dict[str, Any]) -> list[dict[str, Any]]:
     (applied to the chosen configuration with ``dataclasses.replace``)."""
     if rule.get("kind") == "schedule":
         return [SCHEDULE_TILES[s] for s in rule["names"]]
+    if rule.get("kind") == "fp8_block":
+        return [c for c, _ in FP8_BLOCK_TILE_CHOICES]
     return [c for c, _ in FP8_TILE_CHOICES]
