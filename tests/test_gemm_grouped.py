@@ -185,8 +185,9 @@ class _T:
 
 
 def test_grouped_call_cache_key() -> None:
-    """The unchecked key of the grouped call cache holds the offsets' values; CUDA offsets
-    (read back), non-int lists and calls without ``out`` get no key."""
+    """The unchecked key of the grouped call cache holds host offsets' values and CUDA
+    offsets' address (the GPU reads them; their values may change between calls); non-int
+    lists and calls without ``out`` get no key."""
     from nvatom.gemm import _grouped_fast_key
 
     a, b, out = _T((900, 64), 1 << 40), _T((2, 64, 32), 2 << 40), _T((900, 32), 3 << 40)
@@ -194,7 +195,12 @@ def test_grouped_call_cache_key() -> None:
     assert k1 is not None and k1 != _grouped_fast_key(a, b, [301, 900], out)
     assert _grouped_fast_key(a, b, [300, 900], None) is None
     assert _grouped_fast_key(a, b, [300.0, 900], out) is None
-    assert _grouped_fast_key(a, b, _T((2,), 0, cuda=True, vals=(300, 900)), out) is None
+    kc = _grouped_fast_key(a, b, _T((2,), 5 << 40, cuda=True, vals=(300, 900)), out)
+    assert kc is not None and kc != k1
+    # new values at the same address: the same key (never read on the host) ...
+    assert kc == _grouped_fast_key(a, b, _T((2,), 5 << 40, cuda=True, vals=(1, 2)), out)
+    # ... another tensor: another key
+    assert kc != _grouped_fast_key(a, b, _T((2,), 6 << 40, cuda=True, vals=(300, 900)), out)
     kt = _grouped_fast_key(a, b, _T((2,), 0, cuda=False, vals=(300, 900)), out)
     assert kt is not None and kt != k1
     assert kt != _grouped_fast_key(a, b, _T((2,), 0, cuda=False, vals=(300, 899)), out)

@@ -1295,23 +1295,8 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
     G x 388 bytes; a repeated call (same pointers, strides and offsets) reuses them, and with
     ``out`` given it skips the checks too (the call cache: a key of the tensors' pointers,
     shapes, strides, dtypes and devices and the offsets' values)."""
-    fkey = _grouped_fast_key(a, b, offsets, out)
-    if fkey is not None and (scale_a is not None or scale_b is not None or fast_accum):
-        # fast_accum's type too: 1.0 == True, and a hit skips the check that refuses 1.0
-        fkey += (_scale_key(scale_a), _scale_key(scale_b), type(fast_accum), fast_accum)
-        try:
-            hash(fkey)
-        except TypeError:  # e.g. fast_accum=[]: no fast path; the checks name it
-            fkey = None
-    if fkey is not None and status is not None:
-        # the status word too: a hit skips the check that refuses a wrong one (fuzz campaign
-        # seed 20261128, api:37266: status=0.5 after a call with a good one was served)
-        try:
-            fkey += ("status", status.data_ptr(), str(status.dtype), tuple(status.shape),
-                     str(status.device))
-            hash(fkey)
-        except Exception:  # not a tensor: no fast path; the checks name it
-            fkey = None
+    fkey = _fast_key_extras(_grouped_fast_key(a, b, offsets, out), scale_a, scale_b,
+                            fast_accum, status)
     hit = CACHES.grouped_fast.get(fkey) if fkey is not None else None
     if hit is not None:
         import torch
@@ -1393,7 +1378,8 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
     check_sizes(total_m, n, k)
     if dev_offs:
         return _grouped_device(ai, b, b0, oi, out, offsets, status, groups, n, k, gstride,
-                               fp8, mode, sb_step, scale_a, scale_b, fast_accum, False)
+                               fp8, mode, sb_step, scale_a, scale_b, fast_accum, False,
+                               fkey=fkey)
     if not ends or ends[-1] == 0 or n == 0:
         return out
     import torch
@@ -1451,9 +1437,10 @@ def grouped_gemm(a: Any, b: Any, offsets: Any, out: Any = None, *, scale_a: Any 
 
 
 def _grouped_fast_key(a: Any, b: Any, offsets: Any, out: Any) -> tuple[Any, ...] | None:
-    """The call-cache key of a ``grouped_gemm`` call with ``out`` given: everything the checks
-    and the plan depend on, read without checking (None: no fast path, e.g. CUDA offsets,
-    which are read back, or anything that is not a tensor)."""
+    """The call-cache key of a ``grouped_gemm`` (or ``grouped_gemm_masked``) call with
+    ``out`` given: everything the checks and the plan depend on, read without checking
+    (None: no fast path, e.g. anything that is not a tensor).  Offsets on the host by value;
+    offsets on the GPU (never read by the host) by address, dtype, shape and strides."""
     if out is None:
         return None
     try:
@@ -1462,6 +1449,9 @@ def _grouped_fast_key(a: Any, b: Any, offsets: Any, out: Any) -> tuple[Any, ...]
             if not all(type(v) is int for v in ends):
                 return None
             okey: Any = ends
+        elif getattr(offsets, "is_cuda", False) is True:
+            okey = ("cuda", offsets.data_ptr(), offsets.dtype, tuple(offsets.shape),
+                    offsets.stride(), offsets.device)
         elif getattr(offsets, "is_cuda", True) or offsets.dim() != 1:
             return None
         else:
@@ -1473,6 +1463,29 @@ def _grouped_fast_key(a: Any, b: Any, offsets: Any, out: Any) -> tuple[Any, ...]
         return key
     except Exception:  # not tensors, or unhashable: the checks say what is wrong
         return None
+
+
+def _fast_key_extras(fkey: tuple[Any, ...] | None, scale_a: Any, scale_b: Any,
+                     fast_accum: Any, status: Any) -> tuple[Any, ...] | None:
+    """A grouped call-cache key with the scales, ``fast_accum`` and the status word added
+    (None: no fast path, e.g. a value the checks must name)."""
+    if fkey is not None and (scale_a is not None or scale_b is not None or fast_accum):
+        # fast_accum's type too: 1.0 == True, and a hit skips the check that refuses 1.0
+        fkey += (_scale_key(scale_a), _scale_key(scale_b), type(fast_accum), fast_accum)
+        try:
+            hash(fkey)
+        except TypeError:  # e.g. fast_accum=[]: no fast path; the checks name it
+            fkey = None
+    if fkey is not None and status is not None:
+        # the status word too: a hit skips the check that refuses a wrong one (fuzz campaign
+        # seed 20261128, api:37266: status=0.5 after a call with a good one was served)
+        try:
+            fkey += ("status", status.data_ptr(), str(status.dtype), tuple(status.shape),
+                     str(status.device))
+            hash(fkey)
+        except Exception:  # not a tensor: no fast path; the checks name it
+            fkey = None
+    return fkey
 
 
 def _remember_fast(fkey: tuple[Any, ...] | None, hit: tuple[Any, Any, Any], dev: Any) -> None:
@@ -1529,12 +1542,13 @@ def _grouped_device(ai: TensorInfo, b: Any, b0: TensorInfo, oi: TensorInfo, out:
                     offsets: Any, status: Any, groups: int, n: int, k: int, gstride: int,
                     fp8: bool, mode: str, sb_step: int, scale_a: Any, scale_b: Any,
                     fast_accum: bool, masked: bool, rows: int | None = None,
-                    a_group: int = 0, d_group: int = 0) -> Any:
+                    a_group: int = 0, d_group: int = 0,
+                    fkey: tuple[Any, ...] | None = None) -> Any:
     """The grouped GEMM with offsets (or masked counts) on the GPU: the table kernel
     (:mod:`nvatom.kernels.sm90.group_table`) then the grouped SM90 kernel, two launches on
     the current stream and no host read of the offsets (capturable).  ``rows``: the stacked
     rows (contiguous) or M_max (masked); ``a_group`` / ``d_group``: bytes per group
-    (masked)."""
+    (masked); ``fkey``: the unchecked call-cache key the launch is entered under."""
     import torch
 
     rows = ai.shape[0] if rows is None else rows
@@ -1557,6 +1571,7 @@ def _grouped_device(ai: TensorInfo, b: Any, b0: TensorInfo, oi: TensorInfo, out:
     hit = CACHES.grouped_calls.get(key)
     if hit is not None:
         hit[0](hit[1], stream)
+        _remember_fast(fkey, hit, dev)
         return out
     from nvatom.gemm_providers import grouped_device_plan
     from nvatom.kernels.sm90.gemm import build_gemm_sm90
@@ -1607,6 +1622,7 @@ def _grouped_device(ai: TensorInfo, b: Any, b0: TensorInfo, oi: TensorInfo, out:
 
     run(packed, stream)
     CACHES.grouped_calls[key] = (run, packed, keep)
+    _remember_fast(fkey, (run, packed, keep), dev)
     return out
 
 
@@ -1627,9 +1643,20 @@ def grouped_gemm_masked(a: Any, b: Any, counts: Any, out: Any = None, *, scale_a
     ceil(K/128)) and ``scale_b`` (G, ceil(K/128), ceil(N/128)); ``fast_accum`` as
     :func:`gemm`'s.  A count outside [0, M_max] is clamped on the GPU and flags ``status``
     (as :func:`grouped_gemm`'s).  One table kernel and one persistent launch of the SM90
-    grouped kernel; compute capability 9.0; K and N multiples of 8 (16 for FP8)."""
+    grouped kernel; compute capability 9.0; K and N multiples of 8 (16 for FP8).
+
+    Host cost: a repeated call with ``out`` given (same tensors: pointers, shapes, strides,
+    dtypes; counts on the GPU by address, on the host by value) skips the checks and
+    launches the cached plan (:func:`grouped_gemm`'s call cache)."""
     import torch
 
+    fkey = _grouped_fast_key(a, b, counts, out)
+    fkey = _fast_key_extras(None if fkey is None else ("masked", *fkey), scale_a, scale_b,
+                            fast_accum, status)
+    hit = CACHES.grouped_fast.get(fkey) if fkey is not None else None
+    if hit is not None:
+        hit[0](hit[1], torch.cuda.current_stream(hit[3]).cuda_stream)
+        return out
     for name, t in (("a", a), ("b", b)):
         if not (hasattr(t, "dim") and hasattr(t, "stride")) or t.dim() != 3:
             raise GemmError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}: "
@@ -1684,7 +1711,7 @@ def grouped_gemm_masked(a: Any, b: Any, counts: Any, out: Any = None, *, scale_a
     return _grouped_device(ai, b, b0, oi, out, counts, status, groups, n, k, strides[1],
                            fp8, mode, sb_step, _stacked_scale(scale_a, groups, m_max),
                            scale_b, fast_accum, True, rows=m_max, a_group=strides[0],
-                           d_group=strides[2])
+                           d_group=strides[2], fkey=fkey)
 
 
 def _stacked_scale(scale_a: Any, groups: int, m_max: int) -> Any:

@@ -209,6 +209,52 @@ def test_masked_layout_and_graph() -> None:
         check(new)
 
 
+def test_repeated_calls_skip_the_checks_and_follow_device_counts(monkeypatch) -> None:
+    """A call repeated with the same tensors (``out`` given) is served by the unchecked call
+    cache -- no check runs (they are made to fail after the first call) -- and still
+    computes the grouping the GPU holds now: counts / offsets rewritten on the device between
+    the calls are followed (masked layout and device offsets)."""
+    _require_sm90()
+    import nvatom
+    import nvatom.gemm as ng
+
+    ng.clear_caches()
+    g, m_max, n, k = 3, 160, 264, 136
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    a = torch.randn(g, m_max, k, device="cuda", generator=gen).to(torch.bfloat16)
+    b = torch.randn(g, n, k, device="cuda", generator=gen).to(torch.bfloat16).transpose(1, 2)
+    out = torch.full((g, m_max, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    counts = torch.tensor([5, 160, 0], dtype=torch.int32, device="cuda")
+    flat_a, flat_out = a.view(g * m_max, k), out.view(g * m_max, n)
+    offs = _offs([100, 300, 480])
+    nvatom.grouped_gemm_masked(a, b, counts, out=out)
+    nvatom.grouped_gemm(flat_a, b, offs, out=flat_out)
+    torch.cuda.synchronize()
+    assert len(ng.CACHES.grouped_fast) == 2
+
+    def no_checks(*args, **kw):
+        raise AssertionError("a cached call ran the checks")
+
+    monkeypatch.setattr(ng, "check_matrix", no_checks)
+    new_counts, new_ends = [160, 1, 77], [0, 250, 480]
+    counts.copy_(torch.tensor(new_counts, dtype=torch.int32))
+    offs.copy_(torch.tensor(new_ends, dtype=torch.int32))
+    out.fill_(float("nan"))
+    nvatom.grouped_gemm_masked(a, b, counts, out=out)
+    torch.cuda.synchronize()
+    for i, c in enumerate(new_counts):
+        ref = a[i, :c].double() @ b[i].double()
+        err = ((out[i, :c].double() - ref).norm() / ref.norm()).item()
+        assert err < 5e-3, (i, err)
+        assert torch.isnan(out[i, c:]).all(), f"group {i}: rows past {c} written"
+    flat_out.fill_(float("nan"))
+    nvatom.grouped_gemm(flat_a, b, offs, out=flat_out)
+    torch.cuda.synchronize()
+    monkeypatch.undo()
+    _check_groups(flat_a, b, new_ends, flat_out)
+    ng.clear_caches()
+
+
 def test_bad_offsets_are_clamped_and_flagged() -> None:
     """Offsets the host never sees: decreasing, negative, past total_M.  The GEMM computes
     the clamped grouping (nothing outside the tensors is touched), and status[0] is 1; good
