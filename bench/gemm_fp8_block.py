@@ -50,6 +50,18 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "b256p4": {"block_n": 256, "promote_parts": 4, "promote_temps": 2},
     "b256p2t1u4": {"block_n": 256, "promote_parts": 2, "promote_temps": 1,
                    "promote_unroll": 4},
+    # around the wide default: 2 K blocks an iteration, a 2-CTA cluster (B multicast),
+    # group-M raster of 16; and 64-row tiles (one consumer warpgroup) for small M
+    "b256p2t1u2": {"block_n": 256, "promote_parts": 2, "promote_temps": 1,
+                   "promote_unroll": 2},
+    "b256p2t1u4c2": {"block_n": 256, "promote_parts": 2, "promote_temps": 1,
+                     "promote_unroll": 4, "cluster_m": 2},
+    "b256p2t1u4g16": {"block_n": 256, "promote_parts": 2, "promote_temps": 1,
+                      "promote_unroll": 4, "raster_group": 16},
+    "m64b128u4": {"consumers": 1, "promote_unroll": 4},
+    "m64b128s8u4": {"consumers": 1, "stages": 8, "promote_unroll": 4},
+    "m64b256p2t1u4": {"consumers": 1, "block_n": 256, "promote_parts": 2, "promote_temps": 1,
+                      "promote_unroll": 4},
 }
 
 
