@@ -102,17 +102,19 @@ def _configs() -> list[tuple[str, Callable[[], None]]]:
             rnd(m, k, dtype=dt), rnd(k, n, dtype=dt), nan(m, n, torch.float32))))
     # FP8 through nvatom.gemm: per-tensor and row-wise scales promoted or fast, block scales
     # (promoted only); e5m2 B; 2000 x 2008 is more tiles than SMs.  Block scales: K of five
-    # blocks (one unrolled iteration of four and one left over), 2000 rows take the 128 x 256
-    # tile, 256 rows ("block-narrow") the 128 x 128 one (tuning.FP8_BLOCK_TILE_CHOICES)
+    # blocks (one unrolled iteration of four and one left over); by wave count
+    # (tuning.FP8_BLOCK_TILE_CHOICES) 2000 x 2008 takes the 128 x 256 tile, 256 x 7168
+    # ("block-narrow") the 128 x 128 one, 128 x 2008 ("block-small-m") the 64 x 128 one
     m8, n8, k8 = 2000, 2008, 256
+    block_mn = {"block": (m8, n8), "block-narrow": (256, 7168), "block-small-m": (128, n8)}
     for mode, fast in (("tensor", False), ("tensor", True), ("row", False), ("row", True),
-                       ("block", False), ("block-narrow", False)):
+                       ("block", False), ("block-narrow", False), ("block-small-m", False)):
         for bt in (e4m3, e5m2):
             def run8(mode=mode, fast=fast, bt=bt) -> None:
-                m8_, k8_ = ((256 if mode == "block-narrow" else m8, 640)
-                            if mode.startswith("block") else (m8, k8))
+                (m8_, n8_), k8_ = block_mn.get(mode, (m8, n8)), (640 if mode in block_mn
+                                                                 else k8)
                 a = rnd(m8_, k8_, dtype=e4m3)
-                b = rnd(n8, k8_, dtype=bt).t()
+                b = rnd(n8_, k8_, dtype=bt).t()
                 if mode == "tensor":
                     sa = torch.tensor([0.7], device="cuda")
                     sb = torch.tensor([1.3], device="cuda")
@@ -120,10 +122,10 @@ def _configs() -> list[tuple[str, Callable[[], None]]]:
                     sa = torch.rand(m8, 1, device="cuda", generator=gen) + 0.5
                     sb = torch.rand(1, n8, device="cuda", generator=gen) + 0.5
                 else:
-                    kb, nb = -(-k8_ // 128), -(-n8 // 128)
+                    kb, nb = -(-k8_ // 128), -(-n8_ // 128)
                     sa = torch.rand(m8_, kb, device="cuda", generator=gen) + 0.5
                     sb = (torch.rand(nb, kb, device="cuda", generator=gen) + 0.5).t()
-                nvatom.gemm(a, b, nan(m8_, n8), scale_a=sa, scale_b=sb, fast_accum=fast)
+                nvatom.gemm(a, b, nan(m8_, n8_), scale_a=sa, scale_b=sb, fast_accum=fast)
             tag = "e4m3" if bt is e4m3 else "e5m2"
             out.append((f"sm90_fp8_{mode}_{'fast' if fast else 'promoted'}_e4m3x{tag}", run8))
 

@@ -593,8 +593,9 @@ def grouped_config(in_dtype: str, out_dtype: str, b_major: str, ends: Sequence[i
     them where only the device knows them)."""
     if config is None and in_dtype in FP8_DTYPES:
         # block scales: the tile by wave count over all groups' rows (tuning
-        # FP8_BLOCK_TILE_CHOICES); the other modes keep the plain default's tile
-        size: dict[str, Any] = ({"m": max(1, ends[-1]), "n": n}
+        # FP8_BLOCK_TILE_CHOICES; 128-row tiles: the grouped kernel's 64-row form is not
+        # measured); the other modes keep the plain default's tile
+        size: dict[str, Any] = ({"m": max(1, ends[-1]), "n": n, "min_block_m": 128}
                                 if scale_mode == "block" and ends and not fast_accum else {})
         config = default_config(in_dtype, out_dtype, "K", b_dtype=b_dtype,
                                 fast_accum=fast_accum, scale_mode=scale_mode, **size)

@@ -47,15 +47,24 @@ def test_default_config_picks_the_tile_by_size() -> None:
     assert default_config("e4m3", scale_mode="row", m=2048, n=2048).block_n == 256
     assert default_config("e4m3", m=8192, n=8192).block_n == 192
     assert default_config("e4m3", m=8192, n=8192) == default_config("e4m3")
-    # block scales: whole 128-column blocks of B's scales per tile, picked by wave count:
-    # 4096 x 4096 fills 128 x 256 tiles (512 tiles, 4 waves of 132); M 128, N 7168 has 28
-    # such tiles for 132 SMs, so the 128 x 128 tile (56, one wave at 0.85 the speed) wins
+    # block scales: whole 128-column blocks of B's scales per tile, picked by wave count
+    # (time ~ waves x tile area / efficiency; 132 SMs):
+    # 4096 x 4096: 128 x 256 512 tiles, 4 waves x 32768 = 131072; 128 x 128 1024 tiles,
+    #   8 x 16384 / 0.85 = 154202; 64 x 128 2048 tiles, 16 x 8192 / 0.68 = 192753 -> wide
     blk = default_config("e4m3", scale_mode="block", m=4096, n=4096)
-    assert (blk.block_n, blk.promote_parts, blk.promote_temps, blk.promote_unroll) == \
-        (256, 2, 1, 4)
-    narrow = default_config("e4m3", scale_mode="block", m=128, n=7168)
-    assert (narrow.block_n, narrow.promote_parts, narrow.promote_temps,
-            narrow.promote_unroll) == (128, 2, 2, 4)
+    assert (blk.block_m, blk.block_n, blk.promote_parts, blk.promote_temps,
+            blk.promote_unroll) == (128, 256, 2, 1, 4)
+    # 256 x 7168: 56 tiles, 1 wave x 32768; 112 tiles, 1 x 19275; 224 tiles, 2 x 12047 =
+    #   24094 -> 128 x 128
+    narrow = default_config("e4m3", scale_mode="block", m=256, n=7168)
+    assert (narrow.block_m, narrow.block_n, narrow.promote_parts, narrow.promote_temps,
+            narrow.promote_unroll) == (128, 128, 2, 2, 4)
+    # 128 x 7168: 28, 56 and 112 tiles, one wave each -> the smallest area per time, 64 x 128
+    small = default_config("e4m3", scale_mode="block", m=128, n=7168)
+    assert (small.block_m, small.block_n, small.consumers, small.stages) == (64, 128, 1, 8)
+    # the grouped kernel keeps 128-row tiles
+    assert default_config("e4m3", scale_mode="block", m=128, n=7168,
+                          min_block_m=128).block_m == 128
     assert default_config("e4m3", scale_mode="block").block_n == 128  # no sizes
     # fast accumulation its tile
     fast = default_config("e4m3", fast_accum=True, m=4096, n=4096)
@@ -85,11 +94,14 @@ def test_provider_plans_the_size_rule_and_the_recipe_keeps_to_it() -> None:
     # none
     blk = _problem(4096, 4096, "block")
     brule = prov._tile_rule(blk, prov._config(blk))
-    assert brule == {"kind": "fp8_block", "options": [[128, 256, 1.0], [128, 128, 0.85]],
-                     "pick": 0}
+    assert brule == {"kind": "fp8_block", "options": [[128, 256, 1.0], [128, 128, 0.85],
+                                                      [64, 128, 0.68]], "pick": 0}
     brec = {**rec, "accepts": {**rec["accepts"], "tile_rule": brule}}
     assert gr.recipe_accepts(brec, 4096, 4096, 4096)
-    assert not gr.recipe_accepts(brec, 128, 7168, 4096)  # the rule picks 128 x 128 there
+    assert not gr.recipe_accepts(brec, 256, 7168, 4096)  # the rule picks 128 x 128 there
+    small = _problem(128, 7168, "block")
+    srule = prov._tile_rule(small, prov._config(small))
+    assert srule is not None and srule["pick"] == 2  # 64 x 128: matched by rows too
     own = Sm90Provider(default_config("e4m3"))
     assert own._tile_rule(_problem(4096, 4096), own._config(_problem(4096, 4096))) is None
 

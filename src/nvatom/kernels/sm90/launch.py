@@ -139,7 +139,8 @@ def gemm_sm90_launch_spec(cfg: GemmSm90Config, m: int, n: int, k: int, a_ptr: in
 def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
                    b_major: str = "MN", *, b_dtype: str = "", fast_accum: bool = False,
                    scale_mode: str = "tensor", schedule: str = "", m: int | None = None,
-                   n: int | None = None, sms: int = 132) -> GemmSm90Config:
+                   n: int | None = None, sms: int = 132,
+                   min_block_m: int = 64) -> GemmSm90Config:
     """The tuned configuration for a dtype pair (docs/perf.md): persistent with raster
     group 8, one wgmma group in flight, no cluster (the 2-CTA multicast cluster measured
     equal within noise).  bf16/f16: the ping-pong schedule (:data:`DEFAULT_SCHEDULE_16BIT`,
@@ -151,9 +152,11 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
     ``m`` and ``n`` (and the SM count ``sms``), promoted FP8 with per-tensor or row-wise
     scales takes the tile of :data:`FP8_TILE_CHOICES` that fills the waves best
     (:func:`~nvatom.runtime.gemm_plan.wave_pick`: 128 x 256 at 2048^3 and 4096^3, 128 x 192
-    at 8192^3); without them, 128 x 192.  Row-wise scales are staged in shared memory
-    (``row_scale_stage``: +1-2% on the H100, docs/perf.md "Row-wise scales staged in shared
-    memory").  16-bit with ``m`` and ``n`` and no ``schedule``: the
+    at 8192^3); without them, 128 x 192.  Block scales likewise from
+    :data:`FP8_BLOCK_TILE_CHOICES` (128 x 256, 128 x 128 or, for small M, 64 x 128; tiles of
+    fewer than ``min_block_m`` rows left out); without sizes 128 x 128.  Row-wise scales are
+    staged in shared memory (``row_scale_stage``: +1-2% on the H100, docs/perf.md "Row-wise
+    scales staged in shared memory").  16-bit with ``m`` and ``n`` and no ``schedule``: the
     schedule whose tiles fill the waves best (:func:`~nvatom.kernels.sm90.tuning.plain_schedule`:
     ping-pong 128 x 128 at 2048^3 and 4096^3, ping-pong 128 x 192 at 8192^3)."""
     if schedule and schedule not in SCHEDULE_TILES:
@@ -176,7 +179,10 @@ def default_config(in_dtype: str = "bf16", out_dtype: str | None = None,
     promo = FP8_BLOCK_PROMOTION if block else FP8_PROMOTION
     if m is not None and n is not None:
         choices = FP8_BLOCK_TILE_CHOICES if block else FP8_TILE_CHOICES
-        promo = choices[wave_pick(fp8_tile_options(block_scales=block), m, n, sms)][0]
+        options = fp8_tile_options(block_scales=block)
+        keep = [i for i, o in enumerate(options) if o[0] >= min_block_m]
+        pick = wave_pick([options[i] for i in keep], m, n, sms)
+        promo = choices[keep[pick]][0]
     extra: dict[str, Any] = {} if fast_accum else dict(promo)
     return GemmSm90Config(in_dtype=in_dtype, out_dtype=out_dtype or "bf16", b_major="K",
                           b_dtype="" if b_dtype == in_dtype else b_dtype,

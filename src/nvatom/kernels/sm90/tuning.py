@@ -15,6 +15,7 @@ from nvatom.runtime.gemm_plan import PLAIN_DTYPES, wave_pick
 __all__ = [
     "DEFAULT_SCHEDULE_16BIT",
     "FP8_BLOCK_PROMOTION",
+    "FP8_BLOCK_PROMOTION_SMALL_M",
     "FP8_BLOCK_PROMOTION_WIDE",
     "FP8_BLOCK_TILE_CHOICES",
     "FP8_PROMOTION",
@@ -57,13 +58,22 @@ FP8_TILE_CHOICES: tuple[tuple[dict[str, Any], float], ...] = (
 #: the wide tile ran 1.17-1.37x the earlier 128 x 128 without unrolling on DeepGEMM's large
 #: shapes, 4096^3 and 8192^3, and the narrow one 0.83-0.86x the wide per tile there (1.04-1.11x
 #: the earlier tile at M 64 and 128, where it keeps twice the CTAs busy).
-FP8_BLOCK_PROMOTION = {**FP8_PROMOTION, "block_n": SCALE_BLOCK, "promote_unroll": 4}
-FP8_BLOCK_PROMOTION_WIDE = {"promote": 1, "promote_parts": 2, "promote_temps": 1,
-                            "block_n": 2 * SCALE_BLOCK, "promote_unroll": 4}
+FP8_BLOCK_PROMOTION = {**FP8_PROMOTION, "block_n": SCALE_BLOCK, "promote_unroll": 4,
+                       "consumers": 2, "stages": 4}
+FP8_BLOCK_PROMOTION_WIDE = {**FP8_BLOCK_PROMOTION, "promote_temps": 1,
+                            "block_n": 2 * SCALE_BLOCK}
+#: The small-M tile: 64 x 128 (one consumer warpgroup), 8 stages: at M 64 and 128 on an H200
+#: 1.31-1.33x the 128 x 128 tile (four times the CTAs of the wide one); per tile area 0.67-0.71
+#: of the wide tile's speed where both fill whole waves (docs/perf.md "FP8 block scales,
+#: tiled").
+FP8_BLOCK_PROMOTION_SMALL_M = {**FP8_BLOCK_PROMOTION, "consumers": 1, "stages": 8}
 #: The block-scale tiles chosen per problem size by ``wave_pick`` (settings, speed of one
-#: tile relative to the first), as :data:`FP8_TILE_CHOICES`.
+#: tile relative to the first, per area), as :data:`FP8_TILE_CHOICES`; a choice's rows are
+#: 64 per consumer warpgroup (``consumers``).  Each choice names every field another
+#: choice sets (a launch recipe applies one over another with ``dataclasses.replace``).
 FP8_BLOCK_TILE_CHOICES: tuple[tuple[dict[str, Any], float], ...] = (
-    (FP8_BLOCK_PROMOTION_WIDE, 1.0), (FP8_BLOCK_PROMOTION, 0.85))
+    (FP8_BLOCK_PROMOTION_WIDE, 1.0), (FP8_BLOCK_PROMOTION, 0.85),
+    (FP8_BLOCK_PROMOTION_SMALL_M, 0.68))
 #: Each consumer schedule's tile and stage count (docs/perf.md, "Ping-pong consumers"):
 #: cooperative 128 x 256 (the two warpgroups 64 rows each), 4 stages; ping-pong 128 x 128
 #: per warpgroup (128 accumulator registers a thread), 6 stages; "pingpong192": ping-pong
@@ -83,11 +93,13 @@ DEFAULT_SCHEDULE_16BIT = "pingpong"
 
 
 def fp8_tile_options(block_m: int = 128, block_scales: bool = False) -> list[list[float]]:
-    """:data:`FP8_TILE_CHOICES` (``block_scales``: :data:`FP8_BLOCK_TILE_CHOICES`) as
-    ``wave_pick`` options ``[block_m, block_n, efficiency]`` (data a launch recipe can
-    carry)."""
-    choices = FP8_BLOCK_TILE_CHOICES if block_scales else FP8_TILE_CHOICES
-    return [[block_m, c["block_n"], eff] for c, eff in choices]
+    """:data:`FP8_TILE_CHOICES` (rows ``block_m``) or, with ``block_scales``,
+    :data:`FP8_BLOCK_TILE_CHOICES` (each choice's own rows) as ``wave_pick`` options
+    ``[block_m, block_n, efficiency]`` (data a launch recipe can carry)."""
+    if block_scales:
+        return [[64 * c["consumers"], c["block_n"], eff]
+                for c, eff in FP8_BLOCK_TILE_CHOICES]
+    return [[block_m, c["block_n"], eff] for c, eff in FP8_TILE_CHOICES]
 
 
 #: The 16-bit schedule options (the names of :data:`SCHEDULE_TILES`) in the order the size
@@ -187,7 +199,7 @@ def size_rule(cfg: GemmSm90Config) -> dict[str, Any] | None:
         return None
     block = cfg.scale_mode == "block"
     options = fp8_tile_options(cfg.block_m, block)
-    picks = [i for i, o in enumerate(options) if o[1] == cfg.block_n]
+    picks = [i for i, o in enumerate(options) if o[:2] == [cfg.block_m, cfg.block_n]]
     if not picks:
         return None
     return {**({"kind": "fp8_block"} if block else {}), "options": options, "pick": picks[0]}
