@@ -27,7 +27,9 @@ threads in lockstep, instruction by instruction:
   of the size passed to :class:`Machine` (as at launch), after the static arrays;
 * ``st.global.b16`` of a 32-bit register stores its low half ("Operand Size Exceeding
   Instruction-Type Size"); ``st.global.v2.b32`` stores two 32-bit registers ("st": ``.v2``),
-  ``.v4`` four;
+  ``.v4`` four; every global store's address is a multiple of its size (the ISA: "the
+  address must be naturally aligned to a multiple of the access size"; a misaligned one
+  faults on the GPU);
 * ``st.shared`` / ``ld.shared`` of ``.b32`` words (``.v2``/``.v4``: 2/4 consecutive words,
   aligned to the whole vector, "Vectors" in "ld"): kept per 4-byte word apart from the
   16-bit array ``cp.async`` and ``ldmatrix`` use; reading a word no store wrote fails.
@@ -64,7 +66,9 @@ _ALU = {"shr.u32": lambda x, y: x >> y, "and.b32": lambda x, y: x & y,
         "min.u32": min, "max.u32": max,
         "selp.b64": lambda x, y, p: x if p else y, "and.pred": lambda x, y: x and y,
         "xor.pred": lambda x, y: x != y, "add.f32": lambda x, y: x + y,
-        "max.f32": max}
+        "max.f32": max, "and.b64": lambda x, y: x & y, "setp.eq.b32": lambda x, y: x == y,
+        "setp.eq.b64": lambda x, y: x == y, "setp.ne.b64": lambda x, y: x != y,
+        "setp.eq.and.b64": lambda x, y, p: x == y and p}
 _COPY = ("cvta.to.global.u64", "cvt.u64.u32", "mov.b32", "mov.u64", "mov.b64", "mov.f32")
 
 
@@ -265,12 +269,14 @@ class Machine:
         elif op in ("cvt.rn.bf16x2.f32", "cvt.rn.f16x2.f32"):
             r[ops[0]] = (r[ops[2]], r[ops[1]])  # the first source goes high
         elif op in ("st.global.b32", "st.global.b16"):
+            _aligned(line, address(r, ops[0]), 4 if op.endswith("b32") else 2)
             arr, i = self.global_at(address(r, ops[0]))
             val = r[ops[1]]
             n = 2 if op.endswith("b32") and isinstance(val, tuple) else 1
             assert np.isnan(arr[i:i + n]).all(), f"element {i} written twice ('{line}')"
             arr[i:i + n] = val[:n] if isinstance(val, tuple) else val
         elif op in ("st.global.v2.b32", "st.global.v4.b32"):
+            _aligned(line, address(r, ops[0]), 8 if ".v2." in op else 16)
             arr, i = self.global_at(address(r, ops[0]))
             vals = []
             for x in ops[1].split(";"):
@@ -293,6 +299,10 @@ class Machine:
                     r[reg] = self.words[addr + 4 * j]
         else:
             raise AssertionError(f"the interpreter does not know '{line}'")
+
+
+def _aligned(line: str, addr: int, nbytes: int) -> None:
+    assert addr % nbytes == 0, f"'{line}': address {addr:#x} is not {nbytes}-byte aligned"
 
 
 def planted_bugs(stages: int) -> dict[str, Callable[[str], str]]:

@@ -121,3 +121,34 @@ def test_a_tiled_universal_copy_does_not_take_a_fragment() -> None:
     with pytest.raises(T.TensorError, match=r"from fragment 'acc' into gmem tensor 'G': a tiled "
                        r"copy moves memory to memory; a fragment is copied with the bare atom"):
         T.copy(k, ROWS, acc, g)
+
+
+def test_a_wider_store_than_the_matrix_is_known_aligned_needs_the_check() -> None:
+    """D known only pair-aligned (the host's rule for the SM80 output): 16-byte stores are
+    refused unless the kernel branched on ragged.aligned (which it then asserts with
+    aligned=True); the predicate assembles for a run-time and a static pitch."""
+    k, s = _setup()
+    sD = _staged(k, s)
+    d4 = R.gmem_matrix(k, "D", "bf16", (s[0], s[1]), (s[2], 1), align=4)
+    tile = d4.tile_at(k, (64, 64), (0, 0))
+    with pytest.raises(T.TensorError, match=r"16-byte accesses, but gmem matrix 'D' is only "
+                       r"known to be 4-byte aligned \(base and line pitch\); branch on "
+                       r"ragged.aligned\(k, matrix, 16\) and pass aligned=True"):
+        R.store_tile(k, ROWS, sD, tile)
+    ok = R.aligned(k, d4, 16)
+    k.bra("$done", f"!{ok}", uni=True)
+    R.store_tile(k, ROWS, sD, tile, aligned=True)
+    k.label("$done")
+    static = R.gmem_matrix(k, "E", "bf16", (s[0], s[1]), (72, 1), align=4)
+    R.aligned(k, static, 16)
+    ptx = k.module.emit()  # type: ignore[union-attr]
+    assert "setp.eq.and.b64" in ptx and "setp.eq.b64" in ptx  # run-time and static pitch
+    assert assemble(ptx, "sm_80").kernel("t").spills == 0
+
+
+@pytest.mark.parametrize("align", [0, 3, 24, True, "16"])
+def test_a_matrix_alignment_is_a_power_of_two(align: object) -> None:
+    k, s = _setup()
+    with pytest.raises(T.TensorError, match=r"gmem matrix 'D': align is a power of two of "
+                       r"bytes, got"):
+        R.gmem_matrix(k, "D", "bf16", (s[0], s[1]), (s[2], 1), align=align)  # type: ignore

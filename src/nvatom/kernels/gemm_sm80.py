@@ -25,10 +25,12 @@ stage, ``.extern .shared`` of :meth:`GemmSm80Config.smem_bytes` bytes):
    f32.  A CTA whose tile lies inside M and N (one uniform branch on the tile) stages them:
    its column pairs into a 128-byte-swizzled smem tile over the ring
    (:func:`nvatom.kernels.ragged.reuse_rings`, between two barriers), then 16-byte stores of
-   whole rows (:func:`nvatom.kernels.ragged.store_tile`); an edge CTA stores the pairs
-   predicated on M and N (:func:`nvatom.kernels.ragged.copy_ragged`; N is even, so a pair is
-   never cut).  ``epilogue="direct"`` stores an interior tile's pairs unpredicated instead
-   (2-3% slower at short K, where the epilogue is up to a quarter of the time: docs/perf.md).
+   whole rows (:func:`nvatom.kernels.ragged.store_tile`) when D's base and pitch are 16-byte
+   aligned (checked at run time: the host requires pair alignment only); an edge CTA, or
+   any CTA of a D view that is not 16-byte aligned, stores the pairs predicated on M and N
+   (:func:`nvatom.kernels.ragged.copy_ragged`; N is even, so a pair is never cut).
+   ``epilogue="direct"`` stores an interior tile's pairs unpredicated instead (2-3% slower
+   at short K, where the epilogue is up to a quarter of the time: docs/perf.md).
 
 The setup the first mma needs and the first loads do not (ldmatrix row offsets, zeroed
 accumulators) is emitted after the prologue's cp.asyncs, while they are in flight.
@@ -332,7 +334,7 @@ class _Build:
         gB = R.gmem_matrix(k, "B", t, (N, K), (ldb, 1) if op_b.major == "K" else (1, ldb),
                            base=ptr["B"])
         self.gD = R.gmem_matrix(k, "D", spec.out_dtype, (M, N), (ldd, 1), multiple_of=(1, 2),
-                                base=ptr["D"])
+                                base=ptr["D"], align=2 * spec.out_bytes)  # pairs (host rule)
         k.comment("CTA index -> (tile m, tile n), grouped along M for L2 reuse")
         cta = k.reg("u32")
         k.ins("mov.u32", cta, "%ctaid.x")
@@ -410,16 +412,19 @@ class _Build:
             k.comment("epilogue: accumulator pairs -> D (interior tile: unpredicated)")
             R.copy_ragged(k, pair, out, tile, interior=True)
             return
-        k.comment("epilogue: interior tile staged through smem, edge tile predicated pairs")
+        k.comment("epilogue: interior tile staged through smem (D 16-byte aligned), else "
+                  "predicated pairs")
         edge, done = k.fresh_label("EDGE_TILE"), k.fresh_label("TILE_DONE")
-        whole = R.tile_inside(k, tile)
-        assert whole is not None  # D's extents are M and N
+        inside = R.tile_inside(k, tile)
+        assert inside is not None  # D's extents are M and N
+        whole = k.reg("pred")  # D need only be pair-aligned (host rule): check 16 bytes here
+        k.ins("and.pred", whole, inside, R.aligned(k, self.gD, _CHUNK))
         k.bra(edge, f"!{whole}", uni=True)
         k.ins("bar.sync", 0)  # every warp's last ldmatrix of the ring is done
         sD = R.reuse_rings(k, self.rings, "sD", spec.out_dtype, staging_layout(spec))
         T.copy(k, pair, out, sD)
         k.ins("bar.sync", 0)  # the whole tile is in smem
-        R.store_tile(k, staging_copy(spec), sD, tile)
+        R.store_tile(k, staging_copy(spec), sD, tile, aligned=True)
         k.bra(done, uni=True)
         k.label(edge)
         R.copy_ragged(k, pair, out, tile)

@@ -87,6 +87,7 @@ class GmemMatrix:
     extents: tuple[Reg | None, Reg | None]
     strides: tuple[Reg | int, Reg | int]
     multiple_of: tuple[int, int] = (1, 1)  # each extent is a multiple of this (host-checked)
+    align: int = 16  # bytes the base and every line's start are a multiple of (host-checked)
 
     @property
     def contiguous(self) -> int:
@@ -137,17 +138,23 @@ class GmemTile:
 
 def gmem_matrix(k: Kernel, name: str, dtype: DType | str, extents: Sequence[Reg | None],
                 strides: Sequence[Reg | int], *, multiple_of: Sequence[int] = (1, 1),
-                base: Reg | None = None) -> GmemMatrix:
+                base: Reg | None = None, align: int = 16) -> GmemMatrix:
     """A global matrix passed as the ``.u64`` parameter ``name``; ``extents`` are ``.u32``
     registers (or None: no bound, e.g. a stride-0 broadcast), one of ``strides`` is 1 and the
-    other an int or a ``.u32`` register (in elements; a multiple of 16 bytes at run time).
+    other an int or a ``.u32`` register (in elements).
     ``multiple_of``: what each extent is known to be a multiple of (the host checks it, e.g.
     an even N): a vector store that such an extent cannot cut needs no element-wise path.
+    ``align``: the bytes the base address and every line's start are known to be a multiple
+    of (the host checks it: 16 for cp.async operands); a wider access is refused unless the
+    kernel branches on :func:`aligned`.
     ``base``: the matrix's global address, when the kernel declared the parameter itself
     (e.g. to keep its parameter order), instead of the parameter ``name`` declared here."""
     if len(multiple_of) != 2 or any(not isinstance(x, int) or x < 1 for x in multiple_of):
         raise T.TensorError(f"gmem matrix '{name}': multiple_of takes 2 positive ints, got "
                             f"{tuple(multiple_of)}")
+    if isinstance(align, bool) or not isinstance(align, int) or align < 1 or align & (align - 1):
+        raise T.TensorError(f"gmem matrix '{name}': align is a power of two of bytes, got "
+                            f"{align!r}")
     if len(extents) != 2 or len(strides) != 2:
         raise T.TensorError(f"gmem matrix '{name}' is 2-D: 2 extents and 2 strides, got "
                             f"{len(extents)} and {len(strides)}")
@@ -166,7 +173,32 @@ def gmem_matrix(k: Kernel, name: str, dtype: DType | str, extents: Sequence[Reg 
                             f"{base.name} of type .{base.type}")
     assert base is not None
     return GmemMatrix(name, to_dtype(dtype), base, (extents[0], extents[1]),
-                      (strides[0], strides[1]), (multiple_of[0], multiple_of[1]))
+                      (strides[0], strides[1]), (multiple_of[0], multiple_of[1]), align)
+
+
+def aligned(k: Kernel, m: GmemMatrix, nbytes: int) -> Reg:
+    """The predicate "the base of ``m`` and every line's start are multiples of ``nbytes``"
+    at run time (``(base | pitch in bytes) & (nbytes - 1) == 0``), for a uniform branch to a
+    copy wider than ``m.align`` (:func:`store_tile`'s ``aligned=True``)."""
+    if not isinstance(nbytes, int) or nbytes < 1 or nbytes & (nbytes - 1):
+        raise T.TensorError(f"gmem matrix '{m.name}': alignment {nbytes!r} is not a power of "
+                            "two of bytes")
+    esize = m.dtype.storage_bits // 8
+    pitch = m.strides[1 - m.contiguous]
+    low = k.reg("b64")
+    k.ins("and.b64", low, m.base, nbytes - 1)
+    p = k.reg("pred")
+    if isinstance(pitch, int):  # a static pitch: aligned lines, or never
+        k.ins("setp.eq.b64" if pitch * esize % nbytes == 0 else "setp.ne.b64", p, low,
+              0 if pitch * esize % nbytes == 0 else low)
+        return p
+    rest = k.reg("b32")
+    k.ins("mul.lo.u32", rest, pitch, esize)
+    k.ins("and.b32", rest, rest, nbytes - 1)
+    q = k.reg("pred")
+    k.ins("setp.eq.b32", q, rest, 0)
+    k.ins("setp.eq.and.b64", p, low, 0, q)
+    return p
 
 
 # --------------------------------------------------------------------------- stage ring
@@ -579,12 +611,14 @@ def _fragment_ragged(k: Kernel, atom: UniversalCopy, src: GmemTile | T.Tensor,
         k.label(done)
 
 
-def store_tile(k: Kernel, tc: TiledCopy, src: T.Tensor, dst: GmemTile) -> None:
+def store_tile(k: Kernel, tc: TiledCopy, src: T.Tensor, dst: GmemTile, *,
+               aligned: bool = False) -> None:
     """A tiled universal copy of a whole smem tile into a gmem tile, unpredicated: each
     access ``ld.shared`` into registers, then ``st.global`` (``atom.universal_copy<128>``:
     16 bytes a thread, whole lines a warp).  The tile must lie inside the matrix: call it on
     the taken side of :func:`tile_inside` (a ragged tile's edge is stored from the fragment
-    with :func:`copy_ragged`)."""
+    with :func:`copy_ragged`).  An access wider than the matrix's known ``align`` is refused
+    unless ``aligned`` says the caller branched on :func:`aligned` for that width."""
     name = getattr(tc, "atom", tc).name
     what = f"copy {name} from {src.kind} '{src.name}' into {dst.kind} '{dst.name}'"
     try:
@@ -595,6 +629,12 @@ def store_tile(k: Kernel, tc: TiledCopy, src: T.Tensor, dst: GmemTile) -> None:
             raise T.TensorError(f"{what}: copies an smem tensor into a gmem tile "
                                 "(GmemMatrix.tile_at)")
         acc = T.tiled_copy_plan(k, tc, src, dst.stand_in, what)
+        width = tc.atom.bits // 8
+        if width > dst.matrix.align and not aligned:
+            raise T.TensorError(
+                f"{what}: {width}-byte accesses, but gmem matrix '{dst.matrix.name}' is only "
+                f"known to be {dst.matrix.align}-byte aligned (base and line pitch); branch "
+                f"on ragged.aligned(k, matrix, {width}) and pass aligned=True")
         base, consts = _thread_coords(k, dst, acc, what)
         memo = _Memo(k, dst.matrix, base, 0)
         for s_addr, c in zip(T._addresses(k, src, acc), consts, strict=True):
