@@ -114,6 +114,37 @@ def test_wide_block_kernels_scale_each_part_by_its_block(tiling: dict,
     assert ptx.count("mul.f32") == blocks_per_body * 2 * col_blocks
 
 
+@pytest.mark.parametrize("early", [False, True])
+def test_scales_early_loads_an_iterations_scales_before_its_first_wgmma(early: bool) -> None:
+    """``promote_scales_early``: the unrolled iteration's 4 K blocks' scale loads (two
+    ``scale_a`` rows and two ``scale_b`` blocks each, 128 x 256) all come before its first
+    WGMMA; without it only the first block's do."""
+    import re
+
+    cfg = GemmSm90Config(**{**default_config("e4m3", scale_mode="block", m=4096,
+                                             n=4096).__dict__, "promote_scales_early": early})
+    assert cfg.block_n == 256 and cfg.promote_unroll == 4
+    ptx = build_gemm_sm90(cfg).emit()
+    assert assemble(ptx, "sm_90a").kernel().spills == 0
+    body = ptx[re.search(r"^\$c_k_\d+:", ptx, re.M).start():]  # the unrolled loop's label
+    before = body[:body.index("wgmma.mma_async")]
+    assert before.count("ld.global.nc.f32") == (4 if early else 1) * (2 + 2)
+    assert ptx.count("ld.global.nc.f32") == 5 * (2 + 2)  # 4 unrolled + 1 left over
+
+
+def test_scales_early_needs_block_scales_and_unrolling() -> None:
+    cfg = default_config("e4m3", scale_mode="block")
+    with pytest.raises(GemmSm90Error, match=r"promote_scales_early .* needs scale_mode "
+                       r"'block' and promote_unroll > 1 \(got scale_mode 'block', "
+                       r"promote_unroll 1\)"):
+        GemmSm90Config(**{**cfg.__dict__, "promote_unroll": 1, "promote_scales_early": True})
+    with pytest.raises(GemmSm90Error, match=r"scale_mode 'row'"):
+        GemmSm90Config(**{**default_config("e4m3", scale_mode="row", m=4096,
+                                           n=4096).__dict__, "promote_scales_early": True})
+    with pytest.raises(GemmSm90Error, match=r"promote_scales_early must be a bool, got 1"):
+        GemmSm90Config(**{**cfg.__dict__, "promote_scales_early": 1})
+
+
 @pytest.mark.parametrize("b_dtype", ["", "e5m2"])
 def test_block_kernel_assembles_and_scales_at_promotion(b_dtype: str) -> None:
     cfg = default_config("e4m3", b_dtype=b_dtype, scale_mode="block")

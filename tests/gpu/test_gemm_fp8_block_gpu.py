@@ -84,6 +84,11 @@ _TILINGS = {"b128u4": {"promote_unroll": 4},
                              "promote_unroll": 4, "cluster_m": 2},
             "m64b128u4": {"consumers": 1, "promote_unroll": 4},
             "m64b128s8u4": {"consumers": 1, "stages": 8, "promote_unroll": 4},
+            # every K block's scales of an unrolled iteration loaded at its start
+            "b256p2t1u4e": {"block_n": 256, "promote_parts": 2, "promote_temps": 1,
+                            "promote_unroll": 4, "promote_scales_early": True},
+            "m64b128s8u4e": {"consumers": 1, "stages": 8, "promote_unroll": 4,
+                             "promote_scales_early": True},
             "m64b256p2t1u4": {"consumers": 1, "block_n": 256, "promote_parts": 2,
                               "promote_temps": 1, "promote_unroll": 4}}
 

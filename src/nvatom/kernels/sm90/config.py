@@ -132,6 +132,12 @@ class GemmSm90Config:
     # warpgroup's WGMMA pipe drains (wait_group 0) once per iteration; nothing is in flight
     # across the loop's back edge (unlike promote_pipelined, which ptxas serialises: C7514).
     promote_unroll: int = 1
+    # Block scales with promote_unroll > 1: the scales of all K blocks of an unrolled
+    # iteration are loaded at its start (before its first WGMMA) instead of each block's
+    # before its own, so only the first block's promotion can wait for them (ncu: 31% of
+    # the wide block tile's stall cycles were these loads; docs/perf.md).  Not yet measured
+    # on a GPU: an option, not a default.
+    promote_scales_early: bool = False
     scale_mode: str = "tensor"
     # Row-wise scales staged in shared memory: at a tile's start each consumer warpgroup
     # copies its 64 rows of scale_a and the tile's block_n columns of scale_b there with
@@ -346,6 +352,15 @@ class GemmSm90Config:
                 f"the cooperative promoted loop with promote 1 and A by descriptor (got "
                 f"promote {self.promote}, promote_pipelined {self.promote_pipelined}, "
                 f"promote_rs {self.promote_rs}, schedule {self.schedule!r})")
+        if not isinstance(self.promote_scales_early, bool):
+            raise GemmSm90Error(f"promote_scales_early must be a bool, got "
+                                f"{self.promote_scales_early!r}")
+        if self.promote_scales_early and (self.scale_mode != "block"
+                                          or self.promote_unroll == 1):
+            raise GemmSm90Error(
+                f"promote_scales_early loads an unrolled iteration's block scales at its "
+                f"start: it needs scale_mode 'block' and promote_unroll > 1 (got scale_mode "
+                f"{self.scale_mode!r}, promote_unroll {self.promote_unroll})")
         if self.promote_rs and (self.promote != 1 or self.promote_pipelined
                                 or self.schedule != "cooperative"):
             raise GemmSm90Error(
@@ -487,6 +502,7 @@ class GemmSm90Config:
             extra += "rs" if self.promote_rs else ""
             extra += "p" if self.promote_rs_prefetch else ""
             extra += f"u{self.promote_unroll}" if self.promote_unroll != 1 else ""
+            extra += "e" if self.promote_scales_early else ""
         if self.scale_mode != "tensor":
             extra += f"_{self.scale_mode}scale"
         if self.row_scale_stage:

@@ -30,7 +30,8 @@ def _promoted_blocks(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     ``stage`` / ``phase`` by ``blocks``.  ``cons``: the stage ring's consumer role (a block
     is its iteration; a release lags the newest block begun by the blocks since).  Block
     scales (``block_rows``): K block ``kt + blk``'s scales are loaded before its first
-    WGMMA, and each part is added scaled by its column block's."""
+    WGMMA (``promote_scales_early``: every block's before the first block's), and each part
+    is added scaled by its column block's."""
     k, cfg = b.k, b.cfg
     parts, nt = cfg.promote_parts, len(temps)
     pos = [(stage, phase)]
@@ -42,6 +43,9 @@ def _promoted_blocks(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
     pending: list[int] = []
     begun = [-1]  # the newest block begun
     scales: dict[int, list[tuple[Reg, Reg]]] = {}
+    if block_rows is not None and cfg.promote_scales_early:  # every block's, up front
+        for blk in range(blocks):
+            scales[blk] = _block_scales(k, block_rows, kt, blk)
 
     def add(u: int) -> None:
         blk, q = units[u]
@@ -54,7 +58,7 @@ def _promoted_blocks(b: _Build, seq: WgmmaSequence, acc: Sequence[Reg],
         st, ph = pos[blk]
         if q == 0:
             begun[0] = blk
-            if block_rows is not None:
+            if block_rows is not None and blk not in scales:
                 scales[blk] = _block_scales(k, block_rows, kt, blk)
         _part_mmas(b, seq, temps[u % nt], a_desc0, b_desc0, st, ph if q == 0 else None, q,
                    p_zero, p_true, cons=cons)
