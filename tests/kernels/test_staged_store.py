@@ -152,3 +152,25 @@ def test_a_matrix_alignment_is_a_power_of_two(align: object) -> None:
     with pytest.raises(T.TensorError, match=r"gmem matrix 'D': align is a power of two of "
                        r"bytes, got"):
         R.gmem_matrix(k, "D", "bf16", (s[0], s[1]), (s[2], 1), align=align)  # type: ignore
+
+
+def test_ragged_copies_keep_to_the_matrix_alignment() -> None:
+    """The same contract for copy_ragged: a fragment's 8-byte f32 pairs into a matrix known
+    only 4-byte aligned, and 16-byte cp.async chunks from a matrix known 8-byte aligned, are
+    refused by name (the checks run on a stand-in with aligned lines)."""
+    k, s = _setup()
+    tiled = make_tiled_mma(FORM, (2, 2, 1), (64, 64, 16))
+    acc = T.fragment(k, tiled, "C", name="acc", zero=True)
+    d = R.gmem_matrix(k, "D", "f32", (s[0], s[1]), (s[2], 1), align=4)
+    with pytest.raises(T.TensorError, match=r"into ragged gmem tile 'D': 8-byte accesses, but "
+                       r"gmem matrix 'D' is only known to be 4-byte aligned \(base and line "
+                       r"pitch\)$"):
+        R.copy_ragged(k, copy_atom("atom.universal_copy<64>.v2.b32"), acc,
+                      d.tile_at(k, (64, 64), (0, 0)))
+    a = R.gmem_matrix(k, "A", "bf16", (s[0], s[1]), (s[2], 1), align=8)
+    ring = R.stage_ring(k, "sA", "bf16", smem_layout(64, 32, 16, "K", 64), 2)
+    cp = make_tiled_copy(copy_atom("atom.simt_async_copy<16>.src_size"),
+                         Layout((32, 4), (4, 1)), Layout((1, 8)))
+    with pytest.raises(T.TensorError, match=r"16-byte accesses, but gmem matrix 'A' is only "
+                       r"known to be 8-byte aligned"):
+        R.copy_ragged(k, cp, a.tile_at(k, (64, 32), (0, 0)), ring.at(k, 0))

@@ -449,6 +449,7 @@ def _cp_async_ragged(k: Kernel, tc: TiledCopy, src: GmemTile | T.Tensor,
                             "matrix read as zeros)")
     acc = T.tiled_copy_plan(k, tc, src.stand_in, dst, what)
     m, vec = src.matrix, acc.vector
+    _check_align(what, m, cp.bits // 8)
     cd, esize = m.contiguous, m.dtype.storage_bits // 8
     dsts = T._addresses(k, dst, acc)
     for d, idx in zip(dsts, _coords(k, src, acc, what), strict=True):
@@ -554,6 +555,7 @@ def _fragment_ragged(k: Kernel, atom: UniversalCopy, src: GmemTile | T.Tensor,
     s, d = (frag, tile.stand_in) if store else (tile.stand_in, frag)
     acc, groups = T.fragment_copy_plan(k, atom, s, d, what)
     m, vec = tile.matrix, acc.vector
+    _check_align(what, m, atom.bits // 8)
     cd = m.contiguous
     packed = frag.bits < 32
     if cd == 0 and vec > 1:
@@ -611,6 +613,18 @@ def _fragment_ragged(k: Kernel, atom: UniversalCopy, src: GmemTile | T.Tensor,
         k.label(done)
 
 
+def _check_align(what: str, m: GmemMatrix, width: int, escape: bool = False) -> None:
+    """Accesses of ``width`` bytes into ``m`` need its base and line pitch to be known
+    multiples of ``width`` (``m.align``, host-checked): the checks run on a stand-in with
+    aligned lines, so nothing else would catch a wider access (it faults on the GPU)."""
+    if width > m.align:
+        how = (f"; branch on ragged.aligned(k, matrix, {width}) and pass aligned=True"
+               if escape else "")
+        raise T.TensorError(f"{what}: {width}-byte accesses, but gmem matrix '{m.name}' is "
+                            f"only known to be {m.align}-byte aligned (base and line "
+                            f"pitch){how}")
+
+
 def store_tile(k: Kernel, tc: TiledCopy, src: T.Tensor, dst: GmemTile, *,
                aligned: bool = False) -> None:
     """A tiled universal copy of a whole smem tile into a gmem tile, unpredicated: each
@@ -629,12 +643,8 @@ def store_tile(k: Kernel, tc: TiledCopy, src: T.Tensor, dst: GmemTile, *,
             raise T.TensorError(f"{what}: copies an smem tensor into a gmem tile "
                                 "(GmemMatrix.tile_at)")
         acc = T.tiled_copy_plan(k, tc, src, dst.stand_in, what)
-        width = tc.atom.bits // 8
-        if width > dst.matrix.align and not aligned:
-            raise T.TensorError(
-                f"{what}: {width}-byte accesses, but gmem matrix '{dst.matrix.name}' is only "
-                f"known to be {dst.matrix.align}-byte aligned (base and line pitch); branch "
-                f"on ragged.aligned(k, matrix, {width}) and pass aligned=True")
+        if not aligned:
+            _check_align(what, dst.matrix, tc.atom.bits // 8, escape=True)
         base, consts = _thread_coords(k, dst, acc, what)
         memo = _Memo(k, dst.matrix, base, 0)
         for s_addr, c in zip(T._addresses(k, src, acc), consts, strict=True):
