@@ -408,6 +408,34 @@ def test_api_status_is_part_of_the_grouped_call_cache_key() -> None:
                 then={"args": grouped, "kw": second})[0] == "clean"
 
 
+def test_api_masked_group_strides_are_part_of_the_device_call_key() -> None:
+    """Campaign seed 20261210, input api:123044: a masked call, then the same call with
+    another group stride of a (2^63 elements: refused alone), was served the first call's
+    plan: the device path's call key had a's and out's group strides in neither the key nor
+    the plan's identity.  A stride that is legal (padding between the groups) would have
+    computed from the wrong rows on the GPU."""
+    counts = {"tensor": {"shape": [4], "strides": [1], "dtype": "torch.int32",
+                         "ptr": 0x7F0000400000, "device": ["cuda", 0],
+                         "values": [20, 7, 21, 3]}}
+    b = _t([4, 16, 96], "float16", [1536, 96, 1])
+    out = {"out": _t([4, 40, 96], "float16", [3840, 96, 1])}
+    first = [_t([4, 40, 16], "float16", [960, 24, 1]), b, counts]
+    huge = [_t([4, 40, 16], "float16", [2**63, 24, 1]), b, counts]
+    assert _api("grouped_gemm_masked", huge, out)[0] == "clean"
+    assert _api("grouped_gemm_masked", first, out,
+                then={"args": huge, "kw": out})[0] == "clean"
+    # a legal other stride (padding between the groups) gets a plan of its own
+    import nvatom.gemm as gm
+
+    gm.clear_caches()
+    with fuzz.api_fakes((9, 0)):
+        for a in (first[0], _t([4, 40, 16], "float16", [1024, 24, 1])):
+            gm.grouped_gemm_masked(*[grammars.materialize(x) for x in (a, b, counts)],
+                                   out=grammars.materialize(out["out"]))
+        assert len([key for key in gm.CACHES.grouped_calls if key[0] == "device"]) == 2
+    gm.clear_caches()
+
+
 @pytest.mark.parametrize("name", [
     "sm100.mma_bs.mxf8f6f4.cta2.m128n16k32.ss.f32.e4m3.e2m1.ue8m0.vs32" + "9" * 5000,
     "sm100.mma.f16.cta1.m128n" + "2" * 5000 + "k16.ss.f32.f16.f16",

@@ -1563,8 +1563,11 @@ def _grouped_device(ai: TensorInfo, b: Any, b0: TensorInfo, oi: TensorInfo, out:
         raise GemmError(f"grouped_gemm runs on the SM90 kernel (compute capability 9.0, "
                         f"WGMMA and TMA); this GPU is {_cc(cap)}")
     sptr = 0 if status is None else int(status.data_ptr())
+    # everything the plan and its arguments depend on: the masked layout's group strides of
+    # a and out too (fuzz campaign seed 20261210, api:123044: a call with another a group
+    # stride was served the first call's plan)
     key = ("device", masked, ai, b0, oi, tuple(int(x) for x in b.stride()), groups, rows,
-           int(offsets.data_ptr()), sptr)
+           a_group, d_group, int(offsets.data_ptr()), sptr)
     if fp8:
         key += (_scale_key(scale_a), _scale_key(scale_b), fast_accum)
     stream = torch.cuda.current_stream(dev).cuda_stream
