@@ -92,7 +92,7 @@ DYNAMIC_SMEM = "gemm_smem"
 #: Parameters in order: three global pointers, the sizes and the row strides (elements).
 _PARAMS = (("A", "u64"), ("B", "u64"), ("D", "u64"), ("M", "u32"), ("N", "u32"),
            ("K", "u32"), ("lda", "u32"), ("ldb", "u32"), ("ldd", "u32"))
-_CHUNK = 16  # bytes per cp.async (and per staged-epilogue store)
+_CHUNK = 16  # bytes per cp.async
 #: GemmSm80Config.epilogue's values
 EPILOGUES = ("staged", "direct")
 _ESIZE = dtype(IN_DTYPES[0]).storage_bits // 8  # bytes per input element (all 16-bit)
@@ -277,15 +277,15 @@ def staging_copy(spec: GemmSm80Spec) -> TiledCopy:
     """smem -> gmem of the staged tile: ``atom.universal_copy<128>``, consecutive threads
     along a row (a warp stores whole 128-byte lines)."""
     cfg = spec.config
-    per = _CHUNK * 8 // dtype(spec.out_dtype).storage_bits  # elements per 16-byte store
+    atom = copy_atom("atom.universal_copy<128>")
+    per = atom.bits // dtype(spec.out_dtype).storage_bits  # elements per store
     cpr = cfg.bn // per
     if cfg.bn % per or cfg.threads % cpr or (cfg.bm * cpr) % cfg.threads:
         raise GemmSm80Error(f"epilogue='staged': a {cfg.bm}x{cfg.bn} {spec.out_dtype} tile "
                             f"does not split into 16-byte row chunks over {cfg.threads} "
                             "threads; use epilogue='direct'")
     lines = cfg.threads // cpr
-    return make_tiled_copy(copy_atom("atom.universal_copy<128>"),
-                           Layout((lines, cpr), (cpr, 1)), Layout((1, per)))
+    return make_tiled_copy(atom, Layout((lines, cpr), (cpr, 1)), Layout((1, per)))
 
 
 def tiled_mma(spec: GemmSm80Spec) -> TiledMma:
@@ -417,14 +417,15 @@ class _Build:
         edge, done = k.fresh_label("EDGE_TILE"), k.fresh_label("TILE_DONE")
         inside = R.tile_inside(k, tile)
         assert inside is not None  # D's extents are M and N
-        whole = k.reg("pred")  # D need only be pair-aligned (host rule): check 16 bytes here
-        k.ins("and.pred", whole, inside, R.aligned(k, self.gD, _CHUNK))
+        store = staging_copy(spec)
+        whole = k.reg("pred")  # D need only be pair-aligned (host rule): check the store's
+        k.ins("and.pred", whole, inside, R.aligned(k, self.gD, store.atom.bits // 8))  # width
         k.bra(edge, f"!{whole}", uni=True)
         k.ins("bar.sync", 0)  # every warp's last ldmatrix of the ring is done
         sD = R.reuse_rings(k, self.rings, "sD", spec.out_dtype, staging_layout(spec))
         T.copy(k, pair, out, sD)
         k.ins("bar.sync", 0)  # the whole tile is in smem
-        R.store_tile(k, staging_copy(spec), sD, tile, aligned=True)
+        R.store_tile(k, store, sD, tile, aligned=True)
         k.bra(done, uni=True)
         k.label(edge)
         R.copy_ragged(k, pair, out, tile)

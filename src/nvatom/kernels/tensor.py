@@ -532,8 +532,9 @@ def staging_registers(k: Kernel, atom: UniversalCopy) -> list[Reg]:
 
 def tiled_copy_plan(k: Kernel, tc: TiledCopy, src: Tensor, dst: Tensor,
                     what: str) -> P.Accesses:
-    """Every check of a tiled cp.async ``src`` -> ``dst`` (the buffers' writer/reader layouts
-    noted), and its partition; shared with the ragged copies of ``nvatom.kernels.ragged``."""
+    """Every check of a tiled copy ``src`` -> ``dst`` (cp.async, or a universal copy between
+    memory tensors; the buffers' writer/reader layouts noted), and its partition; shared with
+    the ragged copies of ``nvatom.kernels.ragged``."""
     atom = tc.atom
     if not isinstance(atom, (SimtAsyncCopy, UniversalCopy)):
         raise TensorError(f"{what}: a tiled copy of {atom.name} is not emitted here (cp.async "

@@ -141,7 +141,8 @@ def _row_address(k: Kernel, base: Reg, row: Reg, per_row: Reg) -> Reg:
 def _block_scales(k: Kernel, rows: Sequence[Reg], kt: Reg,
                   ahead: int = 0) -> list[tuple[Reg, Reg]]:
     """K block ``kt + ahead``'s scales of this thread's two fragment rows, per column block
-    of the tile: ``scale_a[row, kt] * scale_b[kt, n block j]`` (loaded before the K block's
+    of the tile: ``scale_a[row, kb] * scale_b[kb, n block j]``, ``kb = kt + ahead``
+    (``ahead`` folded into the loads' address immediates; loaded before the K block's
     WGMMAs, used when its partial sums are promoted); ``rows`` from
     :func:`_block_scale_rows`."""
     off = k.reg("u64")
