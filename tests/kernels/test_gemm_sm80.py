@@ -233,6 +233,13 @@ def test_staged_epilogue_refusals() -> None:
         emit_ptx(GemmSm80Spec("bf16", "f32", "K", "N", cfg))
     emit_ptx(GemmSm80Spec("bf16", "f32", "K", "N",
                           dataclasses.replace(cfg, epilogue="direct")))
+    # a 96-column bf16 row is 12 chunks of 16 bytes: 32 threads are not whole rows of them
+    odd = GemmSm80Config(bm=32, bn=96, warps_m=1, warps_n=1, stages=3)
+    with pytest.raises(GemmSm80Error, match=r"epilogue='staged': a 32x96 bf16 tile does not "
+                       r"split into 16-byte row chunks over 32 threads; use "
+                       r"epilogue='direct'"):
+        emit_ptx(GemmSm80Spec("bf16", "bf16", "K", "K", odd))
+    emit_ptx(GemmSm80Spec("bf16", "bf16", "K", "K", dataclasses.replace(odd, epilogue="direct")))
 
 
 def test_config_and_spec_errors() -> None:

@@ -140,9 +140,12 @@ def test_a_wider_store_than_the_matrix_is_known_aligned_needs_the_check() -> Non
     R.store_tile(k, ROWS, sD, tile, aligned=True)
     k.label("$done")
     static = R.gmem_matrix(k, "E", "bf16", (s[0], s[1]), (72, 1), align=4)
-    R.aligned(k, static, 16)
+    R.aligned(k, static, 16)  # 144-byte lines: the base decides
+    odd = R.gmem_matrix(k, "F", "bf16", (s[0], s[1]), (66, 1), align=4)
+    R.aligned(k, odd, 16)  # 132-byte lines: never 16-byte aligned
     ptx = k.module.emit()  # type: ignore[union-attr]
-    assert "setp.eq.and.b64" in ptx and "setp.eq.b64" in ptx  # run-time and static pitch
+    # run-time pitch, static aligned pitch, static misaligned pitch (a false predicate)
+    assert "setp.eq.and.b64" in ptx and "setp.eq.b64" in ptx and "setp.ne.b64" in ptx
     assert assemble(ptx, "sm_80").kernel("t").spills == 0
 
 
@@ -174,3 +177,32 @@ def test_ragged_copies_keep_to_the_matrix_alignment() -> None:
     with pytest.raises(T.TensorError, match=r"16-byte accesses, but gmem matrix 'A' is only "
                        r"known to be 8-byte aligned"):
         R.copy_ragged(k, cp, a.tile_at(k, (64, 32), (0, 0)), ring.at(k, 0))
+
+
+@pytest.mark.parametrize("nbytes", [0, 12, 2.0])
+def test_an_alignment_to_test_is_a_power_of_two(nbytes: object) -> None:
+    k, s = _setup()
+    with pytest.raises(T.TensorError, match=r"gmem matrix 'D': alignment .* is not a power of "
+                       r"two of bytes"):
+        R.aligned(k, _d(k, s), nbytes)  # type: ignore[arg-type]
+
+
+def test_a_staging_tile_whose_layout_reaches_past_the_rings() -> None:
+    """Few elements but a layout with holes: 4096 bf16 (8 KB, the rings' two 4 KB stages)
+    whose rows lie 256 bytes apart span 16 KB."""
+    k, _ = _setup()
+    with pytest.raises(T.TensorError, match=r"spans 16256 bytes, beyond the 8192 bytes of the "
+                       r"rings 'sA' it reuses"):
+        R.reuse_rings(k, _rings(k, 2), "sD", "bf16", Layout((64, 64), (128, 1)))
+
+
+def test_a_tiled_copy_of_another_atom_is_refused() -> None:
+    """Tiled copies emit cp.async or universal ld/st; an ldmatrix repeated over threads is
+    applied to a fragment with the bare atom instead."""
+    k, s = _setup()
+    tc = make_tiled_copy(copy_atom("atom.ldsm<m8n8.x4>"), Layout((16, 8), (8, 1)),
+                         Layout((1, 8)))
+    g = T.gmem_tensor(k, "G", "bf16", (64, 64), (64, 1))
+    with pytest.raises(T.TensorError, match=r"a tiled copy of atom.ldsm<m8n8.x4> is not "
+                       r"emitted here \(cp.async or a universal copy\)"):
+        T.copy(k, tc, _staged(k, s), g)
