@@ -128,7 +128,8 @@ def test_block_scale_tilings_against_float64(tiling: str, m: int, n: int, k: int
     if sa.numel() > 1 or sb.numel() > 1:
         launched = explain(a, b, scale_a=sa, scale_b=sb).launch.source.name
         assert f"x{cfg.block_n}_" in launched and launched.endswith("_blockscale"), launched
-        assert (f"u{cfg.promote_unroll}_" in launched) == (cfg.promote_unroll > 1), launched
+        early = "e" if cfg.promote_scales_early else ""
+        assert (f"u{cfg.promote_unroll}{early}_" in launched) == (cfg.promote_unroll > 1), launched
     out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     nvatom.gemm(a, b, out, scale_a=sa, scale_b=sb)
     torch.cuda.synchronize()
