@@ -203,6 +203,19 @@ def _configs() -> list[tuple[str, Callable[[], None]]]:
         tag = (f"{'_causal' if causal else ''}{'_window' if window != (-1, -1) else ''}"
                f"{'_softcap' if cap else ''}")
         out.append((f"attention_d{d}{tag}_gqa_ragged", run_attn))
+
+    # attention backward kernel: both head dims, causal or not, GQA, ragged lengths
+    # (Sk > Sq: causal CTAs with no Q block)
+    for d, causal in ((64, False), (64, True), (128, False), (128, True)):
+        def run_bwd(d=d, causal=causal) -> None:
+            q = rnd(2, 4, 333, d)
+            kv = rnd(2, 2, 520, d), rnd(2, 2, 520, d)
+            o, lse = nvatom.attention(q, *kv, causal=causal)
+            from nvatom.attention import attention_backward
+
+            attention_backward(rnd(2, 4, 333, d), q, *kv, o, lse,
+                                                causal=causal, backend="kernel")
+        out.append((f"attention_bwd_d{d}{'_causal' if causal else ''}_gqa_ragged", run_bwd))
     return out
 
 

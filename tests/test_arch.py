@@ -46,6 +46,7 @@ PROBES = {
     "ldmatrix.b8": "ldmatrix.sync.aligned.m16n16.x1.trans.shared.b8 {r0,r1}, [r2];",
     "stmatrix.b8": "stmatrix.sync.aligned.m16n8.x1.trans.shared.b8 [r0], {r1};",
     "stmatrix": "stmatrix.sync.aligned.m8n8.x1.shared.b16 [r0], {r1};",
+    "red.vec.f32": "red.global.add.v2.f32 [rd0], {f0, f1};",
     "cluster": "barrier.cluster.arrive;",
     "tma": "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
            "[r0], [rd0, {r1, r2}], [r3];",

@@ -317,6 +317,7 @@ FEATURES: tuple[Feature, ...] = (
             "decompressing loads", 100, (8, 6), _ANY_SPECIFIC, frozenset({10, 11, 12})),
     Feature("stmatrix.b8", "stmatrix .m16n8 .trans .b8", 100, (8, 6), _ANY_SPECIFIC,
             frozenset({10, 11, 12})),
+    Feature("red.vec.f32", "red.global.add.v2/.v4.f32 (vector reductions)", 90, (8, 1)),
     Feature("cluster", "thread-block clusters (barrier.cluster)", 90, (7, 8)),
     Feature("tma", "cp.async.bulk.tensor (TMA) and multicast", 90, (8, 0)),
     Feature("tma.shared_cta", "cp.async.bulk.tensor loads into .shared::cta (no multicast)", 90,

@@ -38,6 +38,8 @@ from typing import Any
 
 from nvatom.errors import F32_MAX, NvatomError, f32_number, shown
 from nvatom.kernels.sm90.attention import build_attention_sm90
+from nvatom.kernels.sm90.attention_bwd import build_attention_bwd_sm90
+from nvatom.kernels.sm90.attention_bwd_config import BWD_HEAD_DIMS, default_bwd_config
 from nvatom.kernels.sm90.attention_config import (
     DTYPES,
     HEAD_DIMS,
@@ -45,6 +47,9 @@ from nvatom.kernels.sm90.attention_config import (
     default_config,
 )
 from nvatom.kernels.sm90.attention_launch import (
+    bwd_launch_geometry,
+    bwd_stats_rows,
+    bwd_tensor_maps,
     launch_geometry,
     scale_log2,
     softcap_params,
@@ -56,7 +61,7 @@ from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import TORCH_DTYPES
 
 __all__ = ["AttentionError", "AttentionProblem", "attention", "attention_backward",
-           "check_inputs", "prepare"]
+           "attention_backward_reference", "check_inputs", "prepare"]
 
 #: The largest element count of q or of the output: the kernel indexes them in 32 bits.
 MAX_ELEMENTS = 2**31 - 1
@@ -358,13 +363,151 @@ BACKWARD_BLOCK_ELEMENTS = 1 << 24
 def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
                        causal: bool = False, scale: float | None = None,
                        dlse: Any = None, softcap: float = 0.0,
-                       window: tuple[int, int] = (-1, -1)) -> tuple[Any, Any, Any]:
+                       window: tuple[int, int] = (-1, -1),
+                       backend: str | None = None,
+                       out_grads: tuple[Any, Any, Any] | None = None) -> tuple[Any, Any, Any]:
     """``(dq, dk, dv)`` of :func:`attention` for the output gradient ``dout`` (and ``dlse``,
     the gradient of the log-sum-exp, where it is used), given the forward's ``out`` and
     ``lse``.
 
-    **A reference in torch operations, not an nvatom kernel** (issue 26 asks for one; this is
-    what the autograd op runs until it exists): FlashAttention's backward algorithm in float32,
+    ``backend``: ``"kernel"``, the SM90 backward kernel
+    (:mod:`nvatom.kernels.sm90.attention_bwd`: head dims 64 and 128, causal or not, grouped
+    query heads, any lengths; no softcap, no window); ``"reference"``,
+    :func:`attention_backward_reference` (torch operations, every option); ``None`` (the
+    default): the kernel where it applies, else the reference.  ``out_grads``: ``(dq, dk,
+    dv)`` tensors (contiguous, q's dtype, the shapes of q, k, v) to write the gradients into
+    (returned); else new ones."""
+    p = check_inputs(q, k, v, causal=causal, scale=scale, softcap=softcap, window=window)
+    if out_grads is not None:
+        _check_out_grads(out_grads, q, k, v)
+    if backend not in (None, "kernel", "reference"):
+        raise AttentionError(f"backend = {shown(backend)} is not 'kernel', 'reference' or None")
+    why = _bwd_kernel_refusal(p)
+    if backend == "kernel" and why:
+        raise AttentionError(f"the backward kernel cannot run {p!r}: {why}")
+    if backend == "reference" or why:
+        grads = attention_backward_reference(dout, q, k, v, out, lse, causal=causal,
+                                             scale=scale, dlse=dlse, softcap=softcap,
+                                             window=window)
+        if out_grads is None:
+            return grads
+        for dst, src in zip(out_grads, grads, strict=True):
+            dst.copy_(src)
+        return tuple(out_grads)  # type: ignore[return-value]
+    return _backward_kernel(dout, q, k, v, out, lse, dlse, p, out_grads)
+
+
+def _check_out_grads(grads: Any, q: Any, k: Any, v: Any) -> None:
+    try:
+        dq, dk, dv = grads
+    except (TypeError, ValueError):
+        raise AttentionError(f"out_grads = {shown(grads)}: a tuple (dq, dk, dv) of "
+                             "tensors") from None
+    for name, g, like in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
+        if not hasattr(g, "is_contiguous") or tuple(g.shape) != tuple(like.shape) or (
+                g.dtype != like.dtype or g.device != like.device or not g.is_contiguous()):
+            raise AttentionError(f"out_grads' {name} must be a contiguous "
+                                 f"{tuple(like.shape)} tensor of {like.dtype} on "
+                                 f"{like.device}")
+
+
+def _bwd_kernel_refusal(p: AttentionProblem) -> str:
+    """Why the backward kernel cannot run ``p`` ('' when it can)."""
+    if p.head_dim not in BWD_HEAD_DIMS:
+        return f"head_dim {p.head_dim} (it takes {', '.join(map(str, BWD_HEAD_DIMS))})"
+    if p.softcap:
+        return "softcap (the reference runs it)"
+    if p.windowed:
+        return "a sliding window (the reference runs it)"
+    return ""
+
+
+def _tma_ready(t: Any) -> Any:
+    """``t`` if TMA can read it as it is (unit stride along D, 16-byte strides and base),
+    else a contiguous copy."""
+    st = t.stride()
+    if (st[3] == 1 and all((x * 2) % 16 == 0 and x > 0 for x in st[:3])
+            and int(t.data_ptr()) % 16 == 0):
+        return t
+    return t.contiguous()
+
+
+def _backward_kernel(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, dlse: Any,
+                     p: AttentionProblem, grads: Any = None) -> tuple[Any, Any, Any]:
+    """The SM90 backward kernel: the stats (``-lse log2(e)``, ``rowsum(dO * O) - dlse``, pad
+    rows -inf and 0) and a zeroed f32 dQ accumulator prepared by torch operations, the kernel
+    (dK, dV in q's dtype; dQ reduced into the accumulator), then ``dq = scale * acc``."""
+    import torch
+
+    b, h, sq, d = p.batch, p.heads, p.seqlen_q, p.head_dim
+    for name, t, shape in (("dout", dout, (b, h, sq, d)), ("out", out, (b, h, sq, d)),
+                           ("lse", lse, (b, h, sq)), ("dlse", dlse, (b, h, sq))):
+        if t is not None and tuple(t.shape) != shape:
+            raise AttentionError(f"{name} has shape {tuple(t.shape)}, expected {shape}")
+    if dout.dtype != q.dtype or dout.device != q.device:
+        raise AttentionError(f"dout is {dout.dtype} on {dout.device}; it must match q "
+                             f"({q.dtype} on {q.device})")
+    cap = _capability(p.device)
+    if cap != (9, 0):
+        raise AttentionError(f"the attention backward kernel needs compute capability 9.0, "
+                             f"the tensors are on a {cap[0]}.{cap[1]} device")
+    f32 = torch.float32
+    dq_acc = torch.zeros((b, h, sq, d), dtype=f32, device=q.device)
+    if grads is not None:
+        dq, dk, dv = grads
+    else:
+        dq = None
+        dk = torch.empty((b, p.kv_heads, p.seqlen_k, d), dtype=q.dtype, device=q.device)
+        dv = torch.empty_like(dk)
+    if sq == 0 or b * h == 0:
+        dk.zero_()
+        dv.zero_()
+        if dq is None:
+            return dq_acc.to(q.dtype), dk, dv
+        dq.zero_()
+        return dq, dk, dv
+    rows = bwd_stats_rows(sq)
+    stats = torch.empty((b, h, 2, rows), dtype=f32, device=q.device)
+    stats[:, :, 0, :sq] = lse.to(f32) * -scale_log2(1.0)  # -lse log2(e)
+    stats[:, :, 0, sq:] = float("-inf")
+    dsum = (dout.to(f32) * out.to(f32)).sum(-1)
+    if dlse is not None:
+        dsum = dsum - dlse.to(f32)
+    stats[:, :, 1, :sq] = dsum
+    stats[:, :, 1, sq:] = 0.0
+    dout = _tma_ready(dout)
+    cfg = default_bwd_config(p.dtype, d, p.causal)
+    maps = bwd_tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
+                                  for t in (q, k, v, dout, stats)))
+    raw = [_TMAPS.get(tm) for tm in maps]
+    f = load_function(cfg, lambda: assemble(build_attention_bwd_sm90(cfg).emit(),
+                                            "sm_90a").cubin,
+                      cfg.name, p.device, cfg.smem_bytes, False)
+    grid, block, smem = bwd_launch_geometry(cfg, b, p.kv_heads, p.seqlen_k)
+    params: list[Any] = [(ctypes.c_uint64 * 16).from_buffer_copy(r) for r in raw]
+    params += [ctypes.c_uint64(int(t.data_ptr())) for t in (dq_acc, dk, dv)]
+    params += [ctypes.c_uint32(x) for x in (sq, p.seqlen_k, h, p.group)]
+    params += [ctypes.c_float(scale_log2(p.scale)), ctypes.c_float(p.scale)]
+    dev = p.device
+    run = prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params,
+                                lambda: torch.cuda.current_stream(dev).cuda_stream,
+                                keep=(q, k, v, dout, stats, dq_acc, dk, dv))
+    run()
+    if dq is None:
+        return (dq_acc * p.scale).to(q.dtype), dk, dv
+    torch.mul(dq_acc, p.scale, out=dq_acc)
+    dq.copy_(dq_acc)
+    return dq, dk, dv
+
+
+def attention_backward_reference(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
+                                 causal: bool = False, scale: float | None = None,
+                                 dlse: Any = None, softcap: float = 0.0,
+                                 window: tuple[int, int] = (-1, -1)) -> tuple[Any, Any, Any]:
+    """``(dq, dk, dv)`` as :func:`attention_backward`, in torch operations: every option
+    (softcap, windows, any head dim) and the independent check of the kernel.
+
+    FlashAttention's backward algorithm in float32,
     blocked over the query rows so that its extra memory is linear in the sequence length
     (:data:`BACKWARD_BLOCK_ELEMENTS` per temporary): per block ``P = exp(scale q k^T -
     lse)`` (causal: zero above the diagonal, aligned at the top left as the forward),

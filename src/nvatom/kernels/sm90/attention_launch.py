@@ -1,15 +1,24 @@
-"""Launching the SM90 attention kernel: its parameters, grid and block, the 4-D tensor maps of
-Q, K, V and O, and the folded softmax scale (CUDA Driver API "cuTensorMapEncodeTiled")."""
+"""Launching the SM90 attention kernels: the forward's parameters, grid and block, the 4-D
+tensor maps of Q, K, V and O, and the folded softmax scale; the backward's grid, tensor maps
+and stats rows (CUDA Driver API "cuTensorMapEncodeTiled")."""
 
 from __future__ import annotations
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.descriptors.tma import TensorMap, tma_data_type
+from nvatom.kernels.sm90.attention_bwd_config import (
+    BWD_BLOCK_M,
+    BWD_BLOCK_N,
+    AttentionBwdSm90Config,
+)
 from nvatom.kernels.sm90.attention_config import _CHUNK, _LOG2E, BLOCK_M, AttentionSm90Config
 from nvatom.kernels.sm90.limits import SW128 as _SW128
 from nvatom.ptx import tma_emit as TE
 
 __all__ = [
+    "bwd_launch_geometry",
+    "bwd_stats_rows",
+    "bwd_tensor_maps",
     "kernel_params",
     "launch_geometry",
     "scale_log2",
@@ -68,3 +77,36 @@ def softcap_params(scale: float, softcap: float) -> tuple[float, float]:
     """A softcap kernel's ``(scale_log2, softcap_pre)``: ``softcap * log2(e)`` (the factor of
     the capped scores ``tanh(.)`` in the softmax and the lse) and ``scale / softcap``."""
     return softcap * _LOG2E, scale / softcap
+
+
+def bwd_launch_geometry(cfg: AttentionBwdSm90Config, batch: int, kv_heads: int, seqlen_k: int
+                        ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    """The backward's (grid, block, dynamic shared-memory bytes): one CTA per 128 KV rows of
+    each KV head."""
+    return ((-(-seqlen_k // BWD_BLOCK_N), kv_heads, batch), (3 * WARPGROUP, 1, 1),
+            cfg.smem_bytes)
+
+
+def bwd_stats_rows(seqlen_q: int) -> int:
+    """Q rows of the backward's stats tensor (B, H, 2, rows): seqlen_q padded to whole 64-row
+    blocks (the pad rows hold -inf and 0: they add nothing)."""
+    return -(-seqlen_q // BWD_BLOCK_M) * BWD_BLOCK_M
+
+
+def bwd_tensor_maps(cfg: AttentionBwdSm90Config, q: _Tensor, k: _Tensor, v: _Tensor,
+                    do: _Tensor, stats: _Tensor) -> tuple[TensorMap, ...]:
+    """The backward's 4-D tensor maps: Q and dO (boxes 64 columns x 64 rows), K and V (64 x 128),
+    128-byte swizzle, as the forward's; the stats (B, H, 2, rows) f32, box 64 x 2 unswizzled."""
+    dt = tma_data_type(cfg.dtype)
+    out = []
+    for (ptr, shape, strides), rows in ((q, BWD_BLOCK_M), (k, BWD_BLOCK_N), (v, BWD_BLOCK_N),
+                                        (do, BWD_BLOCK_M)):
+        bb, hh, ss, dd = shape
+        sb, sh, ssq, _ = strides
+        out.append(TensorMap("tiled", dt, ptr, (dd, ss, hh, bb), (ssq * 2, sh * 2, sb * 2),
+                             box_dims=(_CHUNK, rows, 1, 1), swizzle=_SW128,
+                             l2_promotion="256B"))
+    ptr, (bb, hh, two, rows), (sb, sh, s2, _) = stats
+    out.append(TensorMap("tiled", tma_data_type("f32"), ptr, (rows, two, hh, bb),
+                         (s2 * 4, sh * 4, sb * 4), box_dims=(BWD_BLOCK_M, 2, 1, 1)))
+    return tuple(out)

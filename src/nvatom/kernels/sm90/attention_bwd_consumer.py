@@ -1,0 +1,341 @@
+"""The SM90 attention backward's consumer warpgroups: per (query head, Q block) ``S^T``,
+``dP^T`` (WGMMA ss), ``P^T`` and ``dS^T`` in registers, ``dV`` and ``dK`` (WGMMA rs), dS^T
+through ``stmatrix`` into shared memory, ``dQ`` (WGMMA ss) added to global memory with
+``red.global.add.v2.f32``; then the dK / dV epilogue (PTX ISA "wgmma.mma_async",
+"stmatrix", "fence.proxy", "bar.sync", "red", "ex2")."""
+
+from __future__ import annotations
+
+from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
+from nvatom.kernels.sm90.attention_bwd_config import BWD_BLOCK_M
+from nvatom.kernels.sm90.attention_bwd_skeleton import BwdBuild, advance_q
+from nvatom.kernels.sm90.attention_config import _NEG_INF
+from nvatom.kernels.sm90.attention_plan import STSM
+from nvatom.kernels.sm90.attention_rings import WgmmaGroups
+from nvatom.kernels.sm90.emit import desc_base as _desc_base
+from nvatom.kernels.sm90.emit import next_stage as _next_stage
+from nvatom.kernels.sm90.emit import stmatrix_lane_offset as _stsm_lane
+from nvatom.kernels.sm90.emit import u32 as _u32
+from nvatom.ptx import sync_emit as SE
+from nvatom.ptx import tma_emit as TE
+from nvatom.ptx.builder import Kernel, Reg
+from nvatom.ptx.copy_emit import emit_matrix_copy
+from nvatom.ptx.wgmma_emit import WgmmaSequence
+
+__all__ = ["bwd_consumer"]
+
+#: WGMMA immediates: S^T, dP^T (scale-a, scale-b, no transposes); dV, dK (transpose B: dO
+#: and Q MN-major); dQ (transpose A and B: dS and K MN-major)
+_SS_IMM = (1, 1, 0, 0)
+_RS_IMM = (1, 1, 1)
+_DQ_IMM = (1, 1, 1, 1)
+
+
+def _step(k: Kernel, base: Reg, delta: int) -> Reg:
+    """Descriptor ``base`` moved ``delta`` bytes (the start-address field counts 16 bytes)."""
+    if not delta:
+        return base
+    r = k.reg("b64")
+    k.ins("add.s64", r, base, delta >> 4)
+    return r
+
+
+def _at(k: Kernel, base: Reg, off: Reg) -> Reg:
+    r = k.reg("b64")
+    k.ins("add.s64", r, base, off)
+    return r
+
+
+def _pack(b: BwdBuild, vals: list[Reg], out: list[Reg]) -> None:
+    """16-bit pairs of an m64n64 accumulator (:func:`pack_retile`): the rs A fragment of
+    K step ``kk`` and the stmatrix registers of 16-column block ``kk`` alike."""
+    for kk, regs in enumerate(b.plan.retile):
+        for r, (lo, hi) in enumerate(regs):
+            SE.cvt_pack_f32(b.k, b.cfg.dtype, vals[hi], vals[lo], target=b.target,
+                            into=out[4 * kk + r])
+
+
+def bwd_consumer(b: BwdBuild) -> None:
+    """Warpgroups 1 and 2: 64 KV rows each (module docstring)."""
+    k, cfg, plan, off = b.k, b.cfg, b.plan, b.off
+    d, bm = cfg.head_dim, BWD_BLOCK_M
+    k.comment("consumer warpgroups: S^T, dP^T (ss); P^T, dS^T; dV, dK (rs); dQ (ss) -> red")
+    SE.setmaxnreg(k, "inc", cfg.consumer_regs, target=b.target)
+    cw = _u32(k, "sub.u32", b.wg, 1)
+    ltid = _u32(k, "and.b32", b.tid, WARPGROUP - 1)
+    warp = _u32(k, "shr.u32", ltid, 5)
+    lane = _u32(k, "and.b32", ltid, 31)
+    g = _u32(k, "shr.u32", lane, 2)
+    tig = _u32(k, "and.b32", lane, 3)
+    tig2 = _u32(k, "shl.b32", tig, 1)
+    row16 = _u32(k, "mad.lo.u32", warp, 16, g)  # the thread's first row in a 64-row tile
+    krow = _u32(k, "mad.lo.u32", cw, 64, row16)  # ... of the CTA's 128 KV rows
+    k.ins("add.u32", krow, krow, b.n0)
+    is_lead = k.reg("pred")
+    k.ins("setp.eq.u32", is_lead, ltid, 0)
+    # descriptors of K step 0: K, V (this consumer's rows), Q and dO of stage 0 (K-major and
+    # MN-major), K as dQ's B and dS as its A (this consumer's share)
+    kv_sm = _u32(k, "mad.lo.u32", cw, plan.kv_consumer_offset, b.smem)
+    ka = _desc_base(k, kv_sm, plan.kv_descs[0], off["k"])
+    va = _desc_base(k, kv_sm, plan.kv_descs[0], off["v"])
+    tb = cfg.tile_bytes
+    qk = _desc_base(k, b.smem, plan.tile_k_descs[0], off["ring"])
+    dok = _desc_base(k, b.smem, plan.tile_k_descs[0], off["ring"] + tb)
+    qmn = _desc_base(k, b.smem, plan.tile_mn_descs[0], off["ring"])
+    domn = _desc_base(k, b.smem, plan.tile_mn_descs[0], off["ring"] + tb)
+    kq_sm = _u32(k, "mad.lo.u32", cw, plan.dq_consumer_offsets[0], b.smem)
+    kb = _desc_base(k, kq_sm, plan.k_mn_descs[0], off["k"])
+    ds_sm = _u32(k, "mad.lo.u32", cw, plan.dq_consumer_offsets[1], b.smem)
+    dsa = _desc_base(k, ds_sm, plan.ds_descs[0], off["ds"])
+    # dS^T stores: this consumer's 64 KV rows of the dS tile
+    st_base = _stsm_lane(k, lane, warp, 128)
+    k.ins("add.u32", st_base, st_base, b.smem)
+    k.ins("mad.lo.u32", st_base, cw, 64 * 128, st_base)
+    k.ins("add.u32", st_base, st_base, off["ds"])
+    # stats: this thread's columns 8 j + 2 tig (+1) of the stage's stats tile
+    stats = _u32(k, "shl.b32", tig, 3)
+    k.ins("add.u32", stats, stats, b.smem)
+    k.ins("add.u32", stats, stats, off["ring"] + 2 * tb)
+    hkv = _u32(k, "div.u32", b.heads, b.group)
+
+    s = k.regs("f32", bm // 2)  # S^T, then P^T (in place)
+    dp = k.regs("f32", bm // 2)  # dP^T, then dS^T (in place)
+    dv = k.regs("f32", d // 2)
+    dk = k.regs("f32", d // 2)
+    dq = k.regs("f32", cfg.dq_n // 2)
+    pk = k.regs("b32", bm // 4)  # P^T in 16 bits: dV's A
+    pds = k.regs("b32", bm // 4)  # dS^T in 16 bits: dK's A and the stmatrix registers
+    for r in (*s, *dp, *dv, *dk, *dq):
+        k.ins("mov.f32", r, "0f00000000")
+    p_true = k.reg("pred")
+    k.ins("setp.eq.u32", p_true, 0, 0)
+    p_false = k.reg("pred")
+    k.ins("setp.ne.u32", p_false, 0, 0)
+    seq = WgmmaSequence(k)
+    role = b.ring.consumer("attention_bwd_consumers", arrivals=2)
+    groups = WgmmaGroups((role, b.kv))
+
+    b.kv.wait()
+    stage = _u32(k, "mov.u32", 0)
+    phase = _u32(k, "mov.u32", 0)
+    it = _u32(k, "mov.u32", 0)
+    buf = _u32(k, "mov.u32", 0)
+    head = _u32(k, "mul.lo.u32", b.kv_head, b.group)
+    qi = _u32(k, "mov.u32", b.i0)
+    qend = _u32(k, "add.u32", b.i0, b.nq)
+    tail = k.fresh_label("c_tail")
+    none = k.reg("pred")
+    k.ins("setp.eq.u32", none, b.n_iters, 0)
+    k.bra(tail, none)
+    top = k.fresh_label("c_q")
+    k.label(top)
+    with role.loop(may_skip=True), b.kv.loop(may_skip=True):
+        q0 = _u32(k, "mul.lo.u32", qi, bm)
+        role.begin(at=(stage, phase))
+        role.wait()
+        soff = _u32(k, "mul.lo.u32", stage, cfg.stage_stride >> 4)
+        sw = k.reg("b64")
+        k.ins("cvt.u64.u32", sw, soff)
+        qk_s, dok_s, qmn_s, domn_s = (_at(k, x, sw) for x in (qk, dok, qmn, domn))
+        seq.fence()
+        for i in range(d // 16):
+            dlt = plan.kv_descs[i].start_address - plan.kv_descs[0].start_address
+            dlb = plan.tile_k_descs[i].start_address - plan.tile_k_descs[0].start_address
+            seq.mma(cfg.s_form, s, _step(k, ka, dlt), _step(k, qk_s, dlb),
+                    p_false if i == 0 else p_true, _SS_IMM)
+        seq.commit()
+        groups.read(role, b.kv)
+        for i in range(d // 16):
+            dlt = plan.kv_descs[i].start_address - plan.kv_descs[0].start_address
+            dlb = plan.tile_k_descs[i].start_address - plan.tile_k_descs[0].start_address
+            seq.mma(cfg.s_form, dp, _step(k, va, dlt), _step(k, dok_s, dlb),
+                    p_false if i == 0 else p_true, _SS_IMM)
+        seq.commit()
+        groups.read(role, b.kv)
+        st_s = _u32(k, "mad.lo.u32", stage, cfg.stage_stride, stats)
+        ml, dsum = [], []
+        for j in range(bm // 8):
+            pair = [k.reg("f32"), k.reg("f32")]
+            k.ins("ld.shared.v2.f32", pair, f"[{st_s}+{32 * j}]")
+            ml.append(pair)
+        # P^T = exp2(S^T c - lse log2 e): columns are Q rows
+        seq.wait(1)
+        groups.wait(1)
+        seq.read(s)
+        if cfg.causal:
+            _causal_mask(b, s, krow, q0, cw, tig2)
+        for i in range(bm // 2):
+            jj, e = i // 4, i % 2
+            k.ins("fma.rn.f32", s[i], s[i], b.c, ml[jj][e])
+            k.ins("ex2.approx.ftz.f32", s[i], s[i])
+        seq.write(s)
+        _pack(b, s, pk)
+        for j in range(bm // 8):
+            pair = [k.reg("f32"), k.reg("f32")]
+            k.ins("ld.shared.v2.f32", pair, f"[{st_s}+{4 * bm + 32 * j}]")
+            dsum.append(pair)
+        # dS^T = P^T (dP^T - rowsum(dO O))
+        seq.wait(0)
+        groups.wait(0)
+        seq.read(dp)
+        for i in range(bm // 2):
+            jj, e = i // 4, i % 2
+            t = k.reg("f32")
+            k.ins("sub.f32", t, dp[i], dsum[jj][e])
+            k.ins("mul.f32", dp[i], s[i], t)
+        seq.write(dp)
+        _pack(b, dp, pds)
+        # dV += P^T dO, dK += dS^T Q (A from registers, B the stage's tiles MN-major)
+        seq.fence()
+        for i in range(bm // 16):
+            dlt = plan.tile_mn_descs[i].start_address - plan.tile_mn_descs[0].start_address
+            seq.mma(cfg.kv_form, dv, pk[4 * i:4 * i + 4], _step(k, domn_s, dlt), p_true,
+                    _RS_IMM)
+        for i in range(bm // 16):
+            dlt = plan.tile_mn_descs[i].start_address - plan.tile_mn_descs[0].start_address
+            seq.mma(cfg.kv_form, dk, pds[4 * i:4 * i + 4], _step(k, qmn_s, dlt), p_true,
+                    _RS_IMM)
+        seq.commit()
+        groups.read(role)
+        # dS^T -> shared memory (rows: KV; columns: Q), visible to the async proxy, then
+        # both halves (dq_split "n") or this one's ("k") complete
+        base = st_base
+        if cfg.ds_buffers > 1:
+            base = _u32(k, "mad.lo.u32", buf, cfg.ds_bytes, st_base)
+        for q in range(bm // 16):
+            addr = base
+            if q:
+                addr = _u32(k, "xor.b32", base, 32 * q)
+            emit_matrix_copy(k, STSM, pds[4 * q:4 * q + 4], addr)
+        TE.fence_proxy_async(k)
+        if cfg.dq_split == "n":
+            SE.named_barrier_sync(k, 1, 2 * WARPGROUP, target=b.target)
+        else:
+            bar = _u32(k, "add.u32", cw, 1)
+            SE.named_barrier_sync(k, bar, WARPGROUP, target=b.target)
+        # dQ_i (+)= dS K: this consumer's columns ("n") or KV rows ("k")
+        dsa_b = dsa
+        if cfg.ds_buffers > 1:
+            bo = _u32(k, "mul.lo.u32", buf, cfg.ds_bytes >> 4)
+            bw = k.reg("b64")
+            k.ins("cvt.u64.u32", bw, bo)
+            dsa_b = _at(k, dsa, bw)
+        seq.fence()
+        for i in range(len(plan.ds_descs)):
+            da = plan.ds_descs[i].start_address - plan.ds_descs[0].start_address
+            db = plan.k_mn_descs[i].start_address - plan.k_mn_descs[0].start_address
+            seq.mma(cfg.dq_form, dq, _step(k, dsa_b, da), _step(k, kb, db),
+                    p_false if i == 0 else p_true, _DQ_IMM)
+        seq.commit()
+        groups.read(b.kv)
+        seq.wait(0)
+        groups.wait(0)
+        role.release(0, stage=stage, pred=is_lead)
+        seq.read(dq)
+        _dq_reduce(b, dq, head, q0, row16, tig2, cw)
+        _next_stage(k, stage, phase, cfg.stages)
+        advance_q(k, qi, head, b.i0, qend)
+        if cfg.ds_buffers > 1:
+            k.ins("xor.b32", buf, buf, 1)
+        k.ins("add.u32", it, it, 1)
+        more = k.reg("pred")
+        k.ins("setp.lt.u32", more, it, b.n_iters)
+        k.bra(top, more)
+    k.label(tail)
+    role.finish()
+    seq.finish()
+    _store_dkv(b, dk, dv, krow, tig2, hkv)
+    k.bra(b.done)
+
+
+def _causal_mask(b: BwdBuild, s: list[Reg], krow: Reg, q0: Reg, cw: Reg, tig2: Reg) -> None:
+    """``S^T`` of KV rows after the Q row (``kv > q``: top-left aligned, as the forward)
+    becomes -inf; branched over unless this consumer's last KV row passes the tile's first
+    Q row."""
+    k = b.k
+    last = _u32(k, "mad.lo.u32", cw, 64, b.n0)
+    k.ins("add.u32", last, last, 63)
+    need = k.reg("pred")
+    k.ins("setp.gt.u32", need, last, q0)
+    skip = k.fresh_label("no_mask")
+    k.bra(skip, f"!{need}")
+    for h in (0, 1):
+        lim = k.reg("s32")  # keep column c (relative to 2 tig) iff c >= kv row - q0 - 2 tig
+        k.ins("add.u32", lim, krow, 8 * h)
+        k.ins("sub.s32", lim, lim, q0)
+        k.ins("sub.s32", lim, lim, tig2)
+        for i in range(len(s)):
+            row, col = accumulator_coord(BWD_BLOCK_M, 0, i)  # thread 0: tig = g = 0
+            if row != 8 * h:
+                continue
+            p = k.reg("pred")
+            k.ins("setp.ge.s32", p, col, lim)
+            k.ins("selp.f32", s[i], s[i], _NEG_INF, p)
+    k.label(skip)
+
+
+def _dq_reduce(b: BwdBuild, dq: list[Reg], head: Reg, q0: Reg, row16: Reg, tig2: Reg,
+               cw: Reg) -> None:
+    """``red.global.add.v2.f32`` of the dQ fragment into the f32 accumulator (B, H, Sq, D) at
+    this consumer's columns (``"n"``: ``cw D/2 ..``), Q rows past seqlen_q skipped."""
+    k, cfg = b.k, b.cfg
+    d, n = cfg.head_dim, cfg.dq_n
+    bh = _u32(k, "mad.lo.u32", b.batch, b.heads, head)
+    col0 = _u32(k, "mov.u32", tig2)
+    if cfg.dq_split == "n":
+        k.ins("mad.lo.u32", col0, cw, d // 2, col0)
+    for h in (0, 1):
+        row = _u32(k, "add.u32", q0, row16)
+        if h:
+            k.ins("add.u32", row, row, 8)
+        inside = k.reg("pred")
+        k.ins("setp.lt.u32", inside, row, b.sq)
+        skip = k.fresh_label("no_dq_row")
+        k.bra(skip, f"!{inside}")
+        el = _u32(k, "mad.lo.u32", bh, b.sq, row)
+        k.ins("mad.lo.u32", el, el, d, col0)
+        ptr = k.reg("u64")
+        k.ins("mad.wide.u32", ptr, el, 4, b.dq_ptr)
+        for i in range(0, n // 2, 2):
+            rr, cc = accumulator_coord(n, 0, i)
+            if rr != 8 * h:
+                continue
+            k.ins("red.global.add.v2.f32", f"[{ptr}+{4 * cc}]", [dq[i], dq[i + 1]])
+        k.label(skip)
+
+
+def _store_dkv(b: BwdBuild, dk: list[Reg], dv: list[Reg], krow: Reg, tig2: Reg,
+               hkv: Reg) -> None:
+    """``dK * scale`` and ``dV`` in 16 bits to (B, Hkv, Sk, D), rows past seqlen_k skipped."""
+    k, cfg = b.k, b.cfg
+    d = cfg.head_dim
+    k.comment("epilogue: dK * scale, dV -> 16 bits -> st.global")
+    bh = _u32(k, "mad.lo.u32", b.batch, hkv, b.kv_head)
+    for h in (0, 1):
+        row = _u32(k, "add.u32", krow, 8 * h)
+        inside = k.reg("pred")
+        k.ins("setp.lt.u32", inside, row, b.sk)
+        skip = k.fresh_label("no_kv_row")
+        k.bra(skip, f"!{inside}")
+        el = _u32(k, "mad.lo.u32", bh, b.sk, row)
+        k.ins("mad.lo.u32", el, el, d, tig2)
+        for acc, ptr, scaled in ((dk, b.dk_ptr, True), (dv, b.dv_ptr, False)):
+            p = k.reg("u64")
+            k.ins("mad.wide.u32", p, el, 2, ptr)
+            for i in range(0, d // 2, 2):
+                rr, cc = accumulator_coord(d, 0, i)
+                if rr != 8 * h:
+                    continue
+                lo, hi = acc[i], acc[i + 1]
+                if scaled:
+                    lo = _f(k, "mul.f32", lo, b.scale)
+                    hi = _f(k, "mul.f32", hi, b.scale)
+                w = SE.cvt_pack_f32(k, cfg.dtype, hi, lo, target=b.target)
+                k.ins("st.global.b32", f"[{p}+{2 * cc}]", w)
+        k.label(skip)
+
+
+def _f(k: Kernel, op: str, *args: object) -> Reg:
+    r = k.reg("f32")
+    k.ins(op, r, *args)
+    return r
