@@ -2,6 +2,7 @@
 
     PYTHONPATH=src python3 bench/attention_bwd.py [--rounds 5] [--batch 5]
         [--out reports/bench/attention_bwd.json] [--shapes d128s2048b8h16c,...]
+        [--variants nodefer,dqk,...]
 
 Method: the backward alone.  Each contender's forward runs once before timing; then
 ``nvatom`` is ``attention_backward(dout, q, k, v, out, lse, causal=)`` (the
@@ -13,13 +14,15 @@ and d64 / d128 at S4096; bf16, contiguous (B, H, S, D).  ``--batch`` calls betwe
 events, rounds interleaved with alternating order, median over rounds with the spread.
 TFLOP/s = 2.5 x 4 B H S^2 D / t (halved for causal; FlashAttention's convention: the backward
 does five S x S x D products against the forward's two).  Before timing nvatom's gradients are
-compared with cuDNN's (relative Frobenius difference).  Writes JSON with the device and
-commit; asserts nothing.
+compared with cuDNN's (relative Frobenius difference).  ``--variants``: other kernel
+configurations (:data:`VARIANTS`), timed in the same rounds as ``nvatom-<name>``.  Writes
+JSON with the device and commit; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 from pathlib import Path
@@ -30,6 +33,14 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))  # bench._report
 
 from bench import _report as R  # noqa: E402
+
+#: kernel variants (``--variants``): name -> AttentionBwdSm90Config fields over the default
+VARIANTS: dict[str, dict[str, Any]] = {
+    "nodefer": {"defer_dq": False},
+    "dqk": {"dq_split": "k"},
+    "s1": {"stages": 1},
+    "s3": {"stages": 3},
+}
 
 #: name -> (head dim, seqlen, batch, heads, causal)
 SHAPES = {
@@ -48,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=5)
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--out", default=str(ROOT / "reports" / "bench" / "attention_bwd.json"))
+    ap.add_argument("--variants", default="", help="comma-separated names of VARIANTS")
     args = ap.parse_args(argv)
 
     import torch
@@ -56,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import nvatom
     from nvatom.attention import attention_backward
+    from nvatom.kernels.sm90.attention_bwd_config import default_bwd_config
+    from nvatom.kernels.sm90.attention_config import AttentionSm90Error
 
     rows = []
     for name in args.shapes.split(","):
@@ -67,6 +81,16 @@ def main(argv: list[str] | None = None) -> int:
         fns: dict[str, Any] = {"nvatom": lambda q=q, k=k, v=v, out=out, lse=lse, dout=dout,
                                causal=causal: attention_backward(
                                    dout, q, k, v, out, lse, causal=causal, backend="kernel")}
+        for vname in filter(None, args.variants.split(",")):
+            try:
+                vcfg = dataclasses.replace(default_bwd_config("bf16", d, causal),
+                                           **VARIANTS[vname])
+            except AttentionSm90Error as e:
+                print(f"{vname}: not for {name} ({e})")
+                continue
+            fns[f"nvatom-{vname}"] = (
+                lambda q=q, k=k, v=v, out=out, lse=lse, dout=dout, causal=causal, vcfg=vcfg:
+                attention_backward(dout, q, k, v, out, lse, causal=causal, config=vcfg))
         grads: dict[str, Any] = {}
         for cname, be in (("cudnn", SDPBackend.CUDNN_ATTENTION),
                           ("flash", SDPBackend.FLASH_ATTENTION)):
@@ -98,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             res[cname] = {"tflops": round(flops / med / 1e12, 1),
                           "ms_median": round(med * 1e3, 3),
                           "spread": round((max(ts) - min(ts)) / med, 3)}
-        best = max((x["tflops"] for n, x in res.items() if n != "nvatom"), default=0)
+        best = max((x["tflops"] for n, x in res.items() if not n.startswith("nvatom")),
+                   default=0)
         if best:
             res["nvatom"]["ratio_to_fastest_sdpa"] = round(res["nvatom"]["tflops"] / best, 3)
         rows.append({"shape": name, "head_dim": d, "seqlen": s, "batch": b, "heads": h,

@@ -39,7 +39,11 @@ from typing import Any
 from nvatom.errors import F32_MAX, NvatomError, f32_number, shown
 from nvatom.kernels.sm90.attention import build_attention_sm90
 from nvatom.kernels.sm90.attention_bwd import build_attention_bwd_sm90
-from nvatom.kernels.sm90.attention_bwd_config import BWD_HEAD_DIMS, default_bwd_config
+from nvatom.kernels.sm90.attention_bwd_config import (
+    BWD_HEAD_DIMS,
+    AttentionBwdSm90Config,
+    default_bwd_config,
+)
 from nvatom.kernels.sm90.attention_config import (
     DTYPES,
     HEAD_DIMS,
@@ -365,7 +369,8 @@ def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
                        dlse: Any = None, softcap: float = 0.0,
                        window: tuple[int, int] = (-1, -1),
                        backend: str | None = None,
-                       out_grads: tuple[Any, Any, Any] | None = None) -> tuple[Any, Any, Any]:
+                       out_grads: tuple[Any, Any, Any] | None = None,
+                       config: AttentionBwdSm90Config | None = None) -> tuple[Any, Any, Any]:
     """``(dq, dk, dv)`` of :func:`attention` for the output gradient ``dout`` (and ``dlse``,
     the gradient of the log-sum-exp, where it is used), given the forward's ``out`` and
     ``lse``.
@@ -376,14 +381,18 @@ def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
     :func:`attention_backward_reference` (torch operations, every option); ``None`` (the
     default): the kernel where it applies, else the reference.  ``out_grads``: ``(dq, dk,
     dv)`` tensors (contiguous, q's dtype, the shapes of q, k, v) to write the gradients into
-    (returned); else new ones."""
+    (returned); else new ones.  ``config``: the kernel's configuration (benchmarks and tests;
+    default :func:`~nvatom.kernels.sm90.attention_bwd_config.default_bwd_config`)."""
     p = check_inputs(q, k, v, causal=causal, scale=scale, softcap=softcap, window=window)
     if out_grads is not None:
         _check_out_grads(out_grads, q, k, v)
     if backend not in (None, "kernel", "reference"):
         raise AttentionError(f"backend = {shown(backend)} is not 'kernel', 'reference' or None")
     why = _bwd_kernel_refusal(p)
-    if backend == "kernel" and why:
+    if config is not None and (config.dtype, config.head_dim, config.causal) != (
+            p.dtype, p.head_dim, p.causal):
+        raise AttentionError(f"config {config.name} does not fit {p!r}")
+    if (backend == "kernel" or config is not None) and why:
         raise AttentionError(f"the backward kernel cannot run {p!r}: {why}")
     if backend == "reference" or why:
         grads = attention_backward_reference(dout, q, k, v, out, lse, causal=causal,
@@ -394,7 +403,7 @@ def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
         for dst, src in zip(out_grads, grads, strict=True):
             dst.copy_(src)
         return tuple(out_grads)  # type: ignore[return-value]
-    return _backward_kernel(dout, q, k, v, out, lse, dlse, p, out_grads)
+    return _backward_kernel(dout, q, k, v, out, lse, dlse, p, out_grads, config)
 
 
 def _check_out_grads(grads: Any, q: Any, k: Any, v: Any) -> None:
@@ -433,7 +442,8 @@ def _tma_ready(t: Any) -> Any:
 
 
 def _backward_kernel(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, dlse: Any,
-                     p: AttentionProblem, grads: Any = None) -> tuple[Any, Any, Any]:
+                     p: AttentionProblem, grads: Any = None,
+                     config: AttentionBwdSm90Config | None = None) -> tuple[Any, Any, Any]:
     """The SM90 backward kernel: the stats (``-lse log2(e)``, ``rowsum(dO * O) - dlse``, pad
     rows -inf and 0) and a zeroed f32 dQ accumulator prepared by torch operations, the kernel
     (dK, dV in q's dtype; dQ reduced into the accumulator), then ``dq = scale * acc``."""
@@ -476,7 +486,7 @@ def _backward_kernel(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, dlse
     stats[:, :, 1, :sq] = dsum
     stats[:, :, 1, sq:] = 0.0
     dout = _tma_ready(dout)
-    cfg = default_bwd_config(p.dtype, d, p.causal)
+    cfg = config or default_bwd_config(p.dtype, d, p.causal)
     maps = bwd_tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
                                   for t in (q, k, v, dout, stats)))
     raw = [_TMAPS.get(tm) for tm in maps]

@@ -48,6 +48,11 @@ class AttentionBwdSm90Config:
     stages: int = 2
     causal: bool = False
     dq_split: str = "n"
+    # the dQ product of Q block i retires under the S^T product of block i + 1: its
+    # reduction into global memory waits there (wait_group 1, before dP^T is issued: the
+    # dQ, S^T and dP^T accumulators are not live at once) instead of stalling the end of
+    # iteration i, which waits for dV and dK only (wait_group 1)
+    defer_dq: bool = True
     consumer_regs: int = 240
     producer_regs: int = 24
 
@@ -136,7 +141,8 @@ class AttentionBwdSm90Config:
     @property
     def name(self) -> str:
         return (f"nvatom_attn_bwd_sm90_{self.dtype}_d{self.head_dim}_s{self.stages}"
-                f"{'_causal' if self.causal else ''}_dq{self.dq_split}_r{self.consumer_regs}")
+                f"{'_causal' if self.causal else ''}_dq{self.dq_split}"
+                f"{'_defer' if self.defer_dq else ''}_r{self.consumer_regs}")
 
     @property
     def s_form(self) -> WgmmaForm:

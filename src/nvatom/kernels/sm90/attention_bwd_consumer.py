@@ -116,6 +116,14 @@ def bwd_consumer(b: BwdBuild) -> None:
     groups = WgmmaGroups((role, b.kv))
 
     b.kv.wait()
+    # a CTA whose KV rows no Q block sees (causal, n0 >= Sq) stores dK = dV = 0
+    main = k.fresh_label("c_main")
+    some = k.reg("pred")
+    k.ins("setp.ne.u32", some, b.n_iters, 0)
+    k.bra(main, some)
+    _store_dkv(b, dk, dv, krow, tig2, hkv)
+    k.bra(b.done)
+    k.label(main)
     stage = _u32(k, "mov.u32", 0)
     phase = _u32(k, "mov.u32", 0)
     it = _u32(k, "mov.u32", 0)
@@ -123,13 +131,10 @@ def bwd_consumer(b: BwdBuild) -> None:
     head = _u32(k, "mul.lo.u32", b.kv_head, b.group)
     qi = _u32(k, "mov.u32", b.i0)
     qend = _u32(k, "add.u32", b.i0, b.nq)
-    tail = k.fresh_label("c_tail")
-    none = k.reg("pred")
-    k.ins("setp.eq.u32", none, b.n_iters, 0)
-    k.bra(tail, none)
+    prev = (_u32(k, "mov.u32", head), _u32(k, "mov.u32", 0))  # the last block's head, q0
     top = k.fresh_label("c_q")
     k.label(top)
-    with role.loop(may_skip=True), b.kv.loop(may_skip=True):
+    with role.loop(), b.kv.loop():
         q0 = _u32(k, "mul.lo.u32", qi, bm)
         role.begin(at=(stage, phase))
         role.wait()
@@ -137,21 +142,25 @@ def bwd_consumer(b: BwdBuild) -> None:
         sw = k.reg("b64")
         k.ins("cvt.u64.u32", sw, soff)
         qk_s, dok_s, qmn_s, domn_s = (_at(k, x, sw) for x in (qk, dok, qmn, domn))
-        seq.fence()
-        for i in range(d // 16):
-            dlt = plan.kv_descs[i].start_address - plan.kv_descs[0].start_address
-            dlb = plan.tile_k_descs[i].start_address - plan.tile_k_descs[0].start_address
-            seq.mma(cfg.s_form, s, _step(k, ka, dlt), _step(k, qk_s, dlb),
-                    p_false if i == 0 else p_true, _SS_IMM)
-        seq.commit()
-        groups.read(role, b.kv)
-        for i in range(d // 16):
-            dlt = plan.kv_descs[i].start_address - plan.kv_descs[0].start_address
-            dlb = plan.tile_k_descs[i].start_address - plan.tile_k_descs[0].start_address
-            seq.mma(cfg.s_form, dp, _step(k, va, dlt), _step(k, dok_s, dlb),
-                    p_false if i == 0 else p_true, _SS_IMM)
-        seq.commit()
-        groups.read(role, b.kv)
+        for acc, a0, b0 in ((s, ka, qk_s), (dp, va, dok_s)):
+            seq.fence()
+            for i in range(d // 16):
+                dlt = plan.kv_descs[i].start_address - plan.kv_descs[0].start_address
+                dlb = plan.tile_k_descs[i].start_address - plan.tile_k_descs[0].start_address
+                seq.mma(cfg.s_form, acc, _step(k, a0, dlt), _step(k, b0, dlb),
+                        p_false if i == 0 else p_true, _SS_IMM)
+            seq.commit()
+            groups.read(role, b.kv)
+            if cfg.defer_dq and acc is s:  # the previous block's dQ retires under S^T
+                seq.wait(1)
+                groups.wait(1)
+                first = k.reg("pred")
+                k.ins("setp.eq.u32", first, it, 0)
+                seq.read(dq)
+                skip = k.fresh_label("no_prev_dq")
+                k.bra(skip, first)
+                _dq_reduce(b, dq, prev[0], prev[1], row16, tig2, cw)
+                k.label(skip)
         st_s = _u32(k, "mad.lo.u32", stage, cfg.stage_stride, stats)
         ml, dsum = [], []
         for j in range(bm // 8):
@@ -187,14 +196,11 @@ def bwd_consumer(b: BwdBuild) -> None:
         _pack(b, dp, pds)
         # dV += P^T dO, dK += dS^T Q (A from registers, B the stage's tiles MN-major)
         seq.fence()
-        for i in range(bm // 16):
-            dlt = plan.tile_mn_descs[i].start_address - plan.tile_mn_descs[0].start_address
-            seq.mma(cfg.kv_form, dv, pk[4 * i:4 * i + 4], _step(k, domn_s, dlt), p_true,
-                    _RS_IMM)
-        for i in range(bm // 16):
-            dlt = plan.tile_mn_descs[i].start_address - plan.tile_mn_descs[0].start_address
-            seq.mma(cfg.kv_form, dk, pds[4 * i:4 * i + 4], _step(k, qmn_s, dlt), p_true,
-                    _RS_IMM)
+        for acc, a_regs, b0 in ((dv, pk, domn_s), (dk, pds, qmn_s)):
+            for i in range(bm // 16):
+                dlt = plan.tile_mn_descs[i].start_address - plan.tile_mn_descs[0].start_address
+                seq.mma(cfg.kv_form, acc, a_regs[4 * i:4 * i + 4], _step(k, b0, dlt), p_true,
+                        _RS_IMM)
         seq.commit()
         groups.read(role)
         # dS^T -> shared memory (rows: KV; columns: Q), visible to the async proxy, then
@@ -228,11 +234,15 @@ def bwd_consumer(b: BwdBuild) -> None:
                     p_false if i == 0 else p_true, _DQ_IMM)
         seq.commit()
         groups.read(b.kv)
-        seq.wait(0)
-        groups.wait(0)
+        # dV and dK retired (their A registers and the stage are free); dQ too, or deferred
+        seq.wait(1 if cfg.defer_dq else 0)
+        groups.wait(1 if cfg.defer_dq else 0)
         role.release(0, stage=stage, pred=is_lead)
-        seq.read(dq)
-        _dq_reduce(b, dq, head, q0, row16, tig2, cw)
+        if not cfg.defer_dq:
+            seq.read(dq)
+            _dq_reduce(b, dq, head, q0, row16, tig2, cw)
+        for r, x in zip(prev, (head, q0), strict=True):
+            k.ins("mov.u32", r, x)
         _next_stage(k, stage, phase, cfg.stages)
         advance_q(k, qi, head, b.i0, qend)
         if cfg.ds_buffers > 1:
@@ -241,7 +251,11 @@ def bwd_consumer(b: BwdBuild) -> None:
         more = k.reg("pred")
         k.ins("setp.lt.u32", more, it, b.n_iters)
         k.bra(top, more)
-    k.label(tail)
+    if cfg.defer_dq:  # the last block's dQ
+        seq.wait(0)
+        groups.wait(0)
+        seq.read(dq)
+        _dq_reduce(b, dq, prev[0], prev[1], row16, tig2, cw)
     role.finish()
     seq.finish()
     _store_dkv(b, dk, dv, krow, tig2, hkv)
