@@ -2,7 +2,7 @@
 
     PYTHONPATH=src python3 bench/attention_bwd.py [--rounds 5] [--batch 5]
         [--out reports/bench/attention_bwd.json] [--shapes d128s2048b8h16c,...]
-        [--variants nodefer,dqk,...]
+        [--variants red,dqk,...]
 
 Method: the backward alone.  Each contender's forward runs once before timing; then
 ``nvatom`` is ``attention_backward(dout, q, k, v, out, lse, causal=)`` (the
@@ -36,7 +36,7 @@ from bench import _report as R  # noqa: E402
 
 #: kernel variants (``--variants``): name -> AttentionBwdSm90Config fields over the default
 VARIANTS: dict[str, dict[str, Any]] = {
-    "nodefer": {"defer_dq": False},
+    "red": {"dq_reduce": "red"},
     "dqk": {"dq_split": "k"},
     "s1": {"stages": 1},
     "s3": {"stages": 3},

@@ -488,7 +488,7 @@ def _backward_kernel(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, dlse
     dout = _tma_ready(dout)
     cfg = config or default_bwd_config(p.dtype, d, p.causal)
     maps = bwd_tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
-                                  for t in (q, k, v, dout, stats)))
+                                  for t in (q, k, v, dout, stats, dq_acc)))
     raw = [_TMAPS.get(tm) for tm in maps]
     f = load_function(cfg, lambda: assemble(build_attention_bwd_sm90(cfg).emit(),
                                             "sm_90a").cubin,

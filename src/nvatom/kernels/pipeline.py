@@ -588,17 +588,22 @@ class EpilogueRing:
         return self.buffers[buf]
 
     def store(self, buf: int, tmap: Operand, coords: Sequence[Operand] | Callable[[], Sequence[
-              Operand]], *, commit: bool = True, **kwargs: Any) -> None:
-        """The lead thread stores buffer ``buf`` (a TMA store, then
-        ``cp.async.bulk.commit_group``: the store is one bulk group; ``commit`` False: it
-        joins the group the next :meth:`commit` closes).  The caller fenced the writes
-        (``fence.proxy.async``) and synchronised the writers first.  ``coords`` may be a
-        function emitting them inside the lead thread's branch."""
+              Operand]], *, commit: bool = True, reduce: str | None = None,
+              **kwargs: Any) -> None:
+        """The lead thread stores buffer ``buf`` (a TMA store, or with ``reduce`` a TMA
+        reduction such as ``"add"`` into the global box; then ``cp.async.bulk.commit_group``:
+        the store is one bulk group; ``commit`` False: it joins the group the next
+        :meth:`commit` closes).  The caller fenced the writes (``fence.proxy.async``) and
+        synchronised the writers first.  ``coords`` may be a function emitting them inside
+        the lead thread's branch."""
         self.state.store(buf, commit)
         k = self.k
         with self._lead("no_store"):
-            TE.tma_store(k, tmap, coords() if callable(coords) else coords, self.buffers[buf],
-                         **kwargs)
+            at = coords() if callable(coords) else coords
+            if reduce is None:
+                TE.tma_store(k, tmap, at, self.buffers[buf], **kwargs)
+            else:
+                TE.tma_reduce(k, reduce, tmap, at, self.buffers[buf], **kwargs)
             if commit:
                 TE.bulk_commit_group(k)
 

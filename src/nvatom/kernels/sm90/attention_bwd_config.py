@@ -17,6 +17,8 @@ from nvatom.kernels.sm90.limits import REGS as _REGS
 __all__ = [
     "BWD_BLOCK_M",
     "BWD_HEAD_DIMS",
+    "DQ_BOX",
+    "DQ_REDUCES",
     "DQ_SPLITS",
     "AttentionBwdSm90Config",
     "default_bwd_config",
@@ -35,6 +37,11 @@ BWD_BLOCK_N = 128
 #: warpgroups, dS double-buffered); "k" each takes all D columns over its own 64 KV rows
 #: (a warpgroup-local barrier; twice the dQ atomics)
 DQ_SPLITS = ("n", "k")
+#: how a warpgroup's dQ product reaches the f32 accumulator in global memory: "tma" staged
+#: in shared memory (128-byte swizzled boxes of 32 columns) and added by TMA reductions
+#: (cp.reduce.async.bulk.tensor .add, one thread); "red" per thread, red.global.add.v2.f32
+DQ_REDUCES = ("tma", "red")
+DQ_BOX = 32  # f32 columns of one dQ staging box: one 128-byte swizzle row
 _STATS = 8  # bytes per Q row of the stats tile: (-lse log2(e), rowsum(dO * O)) as f32
 
 
@@ -48,11 +55,7 @@ class AttentionBwdSm90Config:
     stages: int = 2
     causal: bool = False
     dq_split: str = "n"
-    # the dQ product of Q block i retires under the S^T product of block i + 1: its
-    # reduction into global memory waits there (wait_group 1, before dP^T is issued: the
-    # dQ, S^T and dP^T accumulators are not live at once) instead of stalling the end of
-    # iteration i, which waits for dV and dK only (wait_group 1)
-    defer_dq: bool = True
+    dq_reduce: str = "tma"
     consumer_regs: int = 240
     producer_regs: int = 24
 
@@ -69,6 +72,9 @@ class AttentionBwdSm90Config:
             raise AttentionSm90Error(
                 f"dq_split 'n' gives each warpgroup D/2 = {self.head_dim // 2} columns of K as "
                 f"the MN-major B of dQ: not a whole {_CHUNK}-column SW128 atom; use 'k'")
+        if self.dq_reduce not in DQ_REDUCES:
+            raise AttentionSm90Error(f"dq_reduce {self.dq_reduce!r} is not one of "
+                                     f"{', '.join(DQ_REDUCES)}")
         if not isinstance(self.stages, int) or not 1 <= self.stages <= 8:
             raise AttentionSm90Error(f"stages {self.stages!r} is not in 1..8")
         if self.smem_bytes > _MAX_SMEM:
@@ -125,14 +131,20 @@ class AttentionBwdSm90Config:
         return 2 if self.dq_split == "n" else 1
 
     @property
+    def dq_stage_bytes(self) -> int:
+        """One warpgroup's dQ staging tile (64 rows x ``dq_n`` f32) with ``dq_reduce`` "tma"."""
+        return BWD_BLOCK_M * self.dq_n * 4 if self.dq_reduce == "tma" else 0
+
+    @property
     def offsets(self) -> dict[str, int]:
-        """Byte offsets in dynamic shared memory: K, V, the ring, dS, the barriers
-        (``kv_full``, ``full[stages]``, ``empty[stages]``)."""
+        """Byte offsets in dynamic shared memory: K, V, the ring, dS, the dQ staging tiles,
+        the barriers (``kv_full``, ``full[stages]``, ``empty[stages]``)."""
         off_v = self.kv_bytes
         ring = 2 * self.kv_bytes
         ds = ring + self.stages * self.stage_stride
-        bar = ds + self.ds_buffers * self.ds_bytes
-        return {"k": 0, "v": off_v, "ring": ring, "ds": ds, "bar": bar}
+        dq = ds + self.ds_buffers * self.ds_bytes
+        bar = dq + 2 * self.dq_stage_bytes
+        return {"k": 0, "v": off_v, "ring": ring, "ds": ds, "dq": dq, "bar": bar}
 
     @property
     def smem_bytes(self) -> int:
@@ -142,7 +154,7 @@ class AttentionBwdSm90Config:
     def name(self) -> str:
         return (f"nvatom_attn_bwd_sm90_{self.dtype}_d{self.head_dim}_s{self.stages}"
                 f"{'_causal' if self.causal else ''}_dq{self.dq_split}"
-                f"{'_defer' if self.defer_dq else ''}_r{self.consumer_regs}")
+                f"_{self.dq_reduce}_r{self.consumer_regs}")
 
     @property
     def s_form(self) -> WgmmaForm:

@@ -6,8 +6,11 @@ through ``stmatrix`` into shared memory, ``dQ`` (WGMMA ss) added to global memor
 
 from __future__ import annotations
 
+import contextlib
+
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
-from nvatom.kernels.sm90.attention_bwd_config import BWD_BLOCK_M
+from nvatom.kernels.pipeline import EpilogueRing
+from nvatom.kernels.sm90.attention_bwd_config import BWD_BLOCK_M, DQ_BOX
 from nvatom.kernels.sm90.attention_bwd_skeleton import BwdBuild, advance_q
 from nvatom.kernels.sm90.attention_config import _NEG_INF
 from nvatom.kernels.sm90.attention_plan import STSM
@@ -114,6 +117,24 @@ def bwd_consumer(b: BwdBuild) -> None:
     seq = WgmmaSequence(k)
     role = b.ring.consumer("attention_bwd_consumers", arrivals=2)
     groups = WgmmaGroups((role, b.kv))
+    ring = stg = None
+    if cfg.dq_reduce == "tma":  # this warpgroup's dQ staging tile and its 32-column boxes
+        dq_sm = _u32(k, "mad.lo.u32", cw, cfg.dq_stage_bytes, b.smem)
+        k.ins("add.u32", dq_sm, dq_sm, off["dq"])
+        ring = EpilogueRing.at_offsets(k, "attention_bwd_dq", dq_sm, list(plan.dq_boxes),
+                                       is_lead, lead_only=True)
+        # the thread's row address and 16-byte chunk (dq_stage_offset), per column group
+        y = _u32(k, "shr.u32", tig, 1)
+        k.ins("xor.b32", y, y, g)
+        k.ins("shl.b32", y, y, 4)
+        t1 = _u32(k, "and.b32", tig, 1)
+        k.ins("mad.lo.u32", y, t1, 8, y)
+        rowb = _u32(k, "mad.lo.u32", row16, 128, dq_sm)
+        stg = []
+        for jj in range(DQ_BOX // 8):
+            r = _u32(k, "xor.b32", y, 32 * jj)
+            k.ins("add.u32", r, r, rowb)
+            stg.append(r)
 
     b.kv.wait()
     # a CTA whose KV rows no Q block sees (causal, n0 >= Sq) stores dK = dV = 0
@@ -131,10 +152,9 @@ def bwd_consumer(b: BwdBuild) -> None:
     head = _u32(k, "mul.lo.u32", b.kv_head, b.group)
     qi = _u32(k, "mov.u32", b.i0)
     qend = _u32(k, "add.u32", b.i0, b.nq)
-    prev = (_u32(k, "mov.u32", head), _u32(k, "mov.u32", 0))  # the last block's head, q0
     top = k.fresh_label("c_q")
     k.label(top)
-    with role.loop(), b.kv.loop():
+    with role.loop(), b.kv.loop(), ring.tile() if ring else contextlib.nullcontext():
         q0 = _u32(k, "mul.lo.u32", qi, bm)
         role.begin(at=(stage, phase))
         role.wait()
@@ -151,16 +171,6 @@ def bwd_consumer(b: BwdBuild) -> None:
                         p_false if i == 0 else p_true, _SS_IMM)
             seq.commit()
             groups.read(role, b.kv)
-            if cfg.defer_dq and acc is s:  # the previous block's dQ retires under S^T
-                seq.wait(1)
-                groups.wait(1)
-                first = k.reg("pred")
-                k.ins("setp.eq.u32", first, it, 0)
-                seq.read(dq)
-                skip = k.fresh_label("no_prev_dq")
-                k.bra(skip, first)
-                _dq_reduce(b, dq, prev[0], prev[1], row16, tig2, cw)
-                k.label(skip)
         st_s = _u32(k, "mad.lo.u32", stage, cfg.stage_stride, stats)
         ml, dsum = [], []
         for j in range(bm // 8):
@@ -204,7 +214,10 @@ def bwd_consumer(b: BwdBuild) -> None:
         seq.commit()
         groups.read(role)
         # dS^T -> shared memory (rows: KV; columns: Q), visible to the async proxy, then
-        # both halves (dq_split "n") or this one's ("k") complete
+        # both halves (dq_split "n") or this one's ("k") complete; the lead thread first
+        # waits until the previous block's dQ reduction has read the staging tile
+        if ring is not None:
+            ring.wait(0)
         base = st_base
         if cfg.ds_buffers > 1:
             base = _u32(k, "mad.lo.u32", buf, cfg.ds_bytes, st_base)
@@ -215,10 +228,14 @@ def bwd_consumer(b: BwdBuild) -> None:
             emit_matrix_copy(k, STSM, pds[4 * q:4 * q + 4], addr)
         TE.fence_proxy_async(k)
         if cfg.dq_split == "n":
-            SE.named_barrier_sync(k, 1, 2 * WARPGROUP, target=b.target)
+            bar: Reg | int = 1
+            threads = 2 * WARPGROUP
         else:
-            bar = _u32(k, "add.u32", cw, 1)
-            SE.named_barrier_sync(k, bar, WARPGROUP, target=b.target)
+            bar, threads = _u32(k, "add.u32", cw, 1), WARPGROUP
+        if ring is not None:
+            ring.sync(bar, threads, target=b.target)
+        else:
+            SE.named_barrier_sync(k, bar, threads, target=b.target)
         # dQ_i (+)= dS K: this consumer's columns ("n") or KV rows ("k")
         dsa_b = dsa
         if cfg.ds_buffers > 1:
@@ -234,15 +251,14 @@ def bwd_consumer(b: BwdBuild) -> None:
                     p_false if i == 0 else p_true, _DQ_IMM)
         seq.commit()
         groups.read(b.kv)
-        # dV and dK retired (their A registers and the stage are free); dQ too, or deferred
-        seq.wait(1 if cfg.defer_dq else 0)
-        groups.wait(1 if cfg.defer_dq else 0)
+        seq.wait(0)
+        groups.wait(0)
         role.release(0, stage=stage, pred=is_lead)
-        if not cfg.defer_dq:
-            seq.read(dq)
+        seq.read(dq)
+        if ring is None:
             _dq_reduce(b, dq, head, q0, row16, tig2, cw)
-        for r, x in zip(prev, (head, q0), strict=True):
-            k.ins("mov.u32", r, x)
+        else:
+            _dq_stage(b, ring, dq, stg, head, q0, cw)
         _next_stage(k, stage, phase, cfg.stages)
         advance_q(k, qi, head, b.i0, qend)
         if cfg.ds_buffers > 1:
@@ -251,15 +267,41 @@ def bwd_consumer(b: BwdBuild) -> None:
         more = k.reg("pred")
         k.ins("setp.lt.u32", more, it, b.n_iters)
         k.bra(top, more)
-    if cfg.defer_dq:  # the last block's dQ
-        seq.wait(0)
-        groups.wait(0)
-        seq.read(dq)
-        _dq_reduce(b, dq, prev[0], prev[1], row16, tig2, cw)
+    if ring is not None:  # the staging tile stays until the last reduction has read it
+        ring.wait(0)
     role.finish()
     seq.finish()
     _store_dkv(b, dk, dv, krow, tig2, hkv)
     k.bra(b.done)
+
+
+def _dq_stage(b: BwdBuild, ring: EpilogueRing, dq: list[Reg], stg: list[Reg], head: Reg,
+              q0: Reg, cw: Reg) -> None:
+    """The dQ fragment into this warpgroup's staging tile (``st.shared.v2.f32`` at
+    :func:`~nvatom.kernels.sm90.attention_bwd_plan.dq_stage_offset`: ``stg[j % 4]`` holds
+    the thread's row address with the XOR of column group ``j % 4`` applied), fenced, the
+    warpgroup synchronised (barrier ``3 + consumer``), then the lead thread adds each
+    32-column box into the f32 accumulator with a TMA reduction (rows past seqlen_q clipped
+    by the tensor map) as one bulk group."""
+    k, cfg, plan = b.k, b.cfg, b.plan
+    n = cfg.dq_n
+    for bx in range(len(plan.dq_boxes)):
+        ring.write(bx)
+    for i in range(0, n // 2, 2):
+        j, h = i // 4, (i // 2) % 2
+        box, jj = divmod(j, DQ_BOX // 8)
+        k.ins("st.shared.v2.f32", f"[{stg[jj]}+{plan.dq_boxes[box] + 1024 * h}]",
+              [dq[i], dq[i + 1]])
+    ring.fence()
+    bar = _u32(k, "add.u32", cw, 3)  # 0: the CTA, 1 and 2: dS
+    ring.sync(bar, WARPGROUP, target=b.target)
+    with ring.lead_section(label="no_dq_store"):
+        col0 = _u32(k, "mul.lo.u32", cw, cfg.head_dim // 2) if cfg.dq_split == "n" else 0
+        for bx in range(len(plan.dq_boxes)):
+            ring.address(bx)
+            x = col0 if bx == 0 else _u32(k, "add.u32", col0, DQ_BOX * bx)
+            ring.store(bx, b.tmaps[5], [x, q0, head, b.batch], commit=False, reduce="add")
+        ring.commit()
 
 
 def _causal_mask(b: BwdBuild, s: list[Reg], krow: Reg, q0: Reg, cw: Reg, tig2: Reg) -> None:

@@ -12,10 +12,12 @@ import dataclasses
 import functools
 from typing import Any
 
+from nvatom.atoms.wgmma_fragments import accumulator_coord
 from nvatom.descriptors.wgmma import WgmmaDescriptor, make_wgmma_desc
 from nvatom.kernels.sm90.attention_bwd_config import (
     BWD_BLOCK_M,
     BWD_BLOCK_N,
+    DQ_BOX,
     AttentionBwdSm90Config,
 )
 from nvatom.kernels.sm90.attention_config import _CHUNK, AttentionSm90Error
@@ -31,7 +33,7 @@ from nvatom.kernels.sm90.limits import SW128 as _SW128
 from nvatom.layout import tile_to_shape
 from nvatom.tables.swizzles import smem_layout
 
-__all__ = ["AttentionBwdPlan", "attention_bwd_plan", "pack_retile"]
+__all__ = ["AttentionBwdPlan", "attention_bwd_plan", "dq_stage_offset", "pack_retile"]
 
 
 @functools.cache
@@ -63,6 +65,8 @@ class AttentionBwdPlan:
     kv_boxes: tuple[int, ...]  # byte offsets of the D/64 TMA boxes of K or V
     tile_boxes: tuple[int, ...]  # of Q or dO
     retile: Retile  # [K step / 16-column block][register] = accumulator values packed
+    dq_layout: Any  # a warpgroup's dQ staging tile: 64 x dq_n f32, K-major SW128
+    dq_boxes: tuple[int, ...]  # byte offsets of its 32-column TMA boxes
 
 
 def _same_bytes(name: str, a: Any, b: Any, rows: int, cols: int) -> None:
@@ -128,8 +132,41 @@ def attention_bwd_plan(cfg: AttentionBwdSm90Config) -> AttentionBwdPlan:
             if off != c * size * 128 or off % 1024:  # pragma: no cover - algebra guard
                 raise AttentionSm90Error(f"{name} box {c} at byte {off}, not {c * size * 128}")
     _check_ds_store(dsk)
+    dql = smem_layout(bm, cfg.dq_n, 32, "K", _SW128)
+    dq_boxes = tuple(dql((0, DQ_BOX * c)) * 4 for c in range(cfg.dq_n // DQ_BOX))
+    for c, off in enumerate(dq_boxes):
+        if off != c * bm * 128:  # pragma: no cover - algebra guard
+            raise AttentionSm90Error(f"dQ staging box {c} at byte {off}, not {c * bm * 128}")
+    _check_dq_stage(dql, cfg.dq_n)
     return AttentionBwdPlan(kl, tl, dsmn, kv_descs, kvoff, tile_k, tile_mn, k_mn, ds_descs,
-                            dq_off, kv_boxes, tile_boxes, pack_retile(bm))
+                            dq_off, kv_boxes, tile_boxes, pack_retile(bm), dql, dq_boxes)
+
+
+def dq_stage_offset(warp: int, lane: int, i: int) -> int:
+    """Byte offset, in a warpgroup's dQ staging tile, of value ``i`` (even: the first of a
+    ``st.shared.v2.f32`` pair) of the thread's m64n<N> dQ fragment: the PTX arithmetic of the
+    kernel, ``box + row 128 + (y ^ 32 (j % 4))`` with ``y = 16 ((tig / 2) ^ g) + 8 (tig % 2)``
+    (row ``16 warp + g + 8 h``, column ``8 j + 2 tig``, ``j = i / 4``); checked against the
+    SW128 layout by :func:`attention_bwd_plan`."""
+    g, tig = divmod(lane, 4)
+    j, h = i // 4, (i // 2) % 2
+    y = 16 * ((tig // 2) ^ g) + 8 * (tig % 2)
+    box, jj = divmod(j, DQ_BOX // 8)
+    return box * BWD_BLOCK_M * 128 + (16 * warp + g + 8 * h) * 128 + (y ^ (32 * jj))
+
+
+def _check_dq_stage(dql: Any, n: int) -> None:
+    """Every dQ value's staging address (:func:`dq_stage_offset`) is where the layout puts
+    its (row, column), and each pair's second value sits 4 bytes after the first."""
+    for warp in range(4):
+        for lane in range(32):
+            t = 32 * warp + lane
+            for i in range(0, n // 2, 2):
+                for e in (0, 1):
+                    row, col = accumulator_coord(n, t, i + e)
+                    if dq_stage_offset(warp, lane, i) + 4 * e != dql((row, col)) * 4:
+                        raise AttentionSm90Error(  # pragma: no cover - algebra guard
+                            f"dQ staging address of warp {warp} lane {lane} value {i + e}")
 
 
 def _check_ds_store(dsk: Any) -> None:

@@ -36,7 +36,7 @@ class BwdBuild:
     smem: Reg
     tid: Reg
     wg: Reg
-    tmaps: tuple[Reg, ...]  # Q, K, V, dO, stats
+    tmaps: tuple[Reg, ...]  # Q, K, V, dO, stats, the dQ accumulator
     dq_ptr: Reg
     dk_ptr: Reg
     dv_ptr: Reg
@@ -70,7 +70,8 @@ class BwdBuild:
 def bwd_kernel_params() -> tuple[tuple[str, str], ...]:
     """The kernel's parameters as ``(name, PTX type)``."""
     tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
-    return (*((n, tmap) for n in ("tmap_q", "tmap_k", "tmap_v", "tmap_do", "tmap_stats")),
+    return (*((n, tmap) for n in ("tmap_q", "tmap_k", "tmap_v", "tmap_do", "tmap_stats",
+                                  "tmap_dq")),
             ("dq_ptr", "u64"), ("dk_ptr", "u64"), ("dv_ptr", "u64"),
             ("seqlen_q", "u32"), ("seqlen_k", "u32"), ("heads", "u32"), ("group", "u32"),
             ("scale_log2", "f32"), ("scale", "f32"))
@@ -109,7 +110,7 @@ def bwd_prologue(k: Kernel, cfg: AttentionBwdSm90Config, target_: str) -> BwdBui
     k.maxnreg = _ENTRY_REGS
     params = bwd_kernel_params()
     tm_params = [k.byte_param(n, TE.TENSORMAP_BYTES, TE.GEMM_TENSORMAP_ALIGN)
-                 for n, _ in params[:5]]
+                 for n, _ in params[:6]]
     pdq, pdk, pdv = (k.param(n, "u64") for n in ("dq_ptr", "dk_ptr", "dv_ptr"))
     psq, psk, ph, pg = (k.param(n, "u32") for n in ("seqlen_q", "seqlen_k", "heads", "group"))
     pc, ps = k.param("scale_log2", "f32"), k.param("scale", "f32")
@@ -174,7 +175,7 @@ def bwd_producer(b: BwdBuild) -> None:
     iteration (query head, Q block) Q, dO and the stats tile into the ring's next stage."""
     k, cfg, plan = b.k, b.cfg, b.plan
     producer_thread(k, cfg.producer_regs, b.tid, b.done, b.target)
-    tq, tk, tv, tdo, tst = b.tmaps
+    tq, tk, tv, tdo, tst, _ = b.tmaps
     b.kv.arm()
     for tmap, region in ((tk, b.off["k"]), (tv, b.off["v"])):
         for c, off in enumerate(plan.kv_boxes):

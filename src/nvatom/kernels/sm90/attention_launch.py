@@ -9,6 +9,7 @@ from nvatom.descriptors.tma import TensorMap, tma_data_type
 from nvatom.kernels.sm90.attention_bwd_config import (
     BWD_BLOCK_M,
     BWD_BLOCK_N,
+    DQ_BOX,
     AttentionBwdSm90Config,
 )
 from nvatom.kernels.sm90.attention_config import _CHUNK, _LOG2E, BLOCK_M, AttentionSm90Config
@@ -94,9 +95,11 @@ def bwd_stats_rows(seqlen_q: int) -> int:
 
 
 def bwd_tensor_maps(cfg: AttentionBwdSm90Config, q: _Tensor, k: _Tensor, v: _Tensor,
-                    do: _Tensor, stats: _Tensor) -> tuple[TensorMap, ...]:
+                    do: _Tensor, stats: _Tensor, dq: _Tensor) -> tuple[TensorMap, ...]:
     """The backward's 4-D tensor maps: Q and dO (boxes 64 columns x 64 rows), K and V (64 x 128),
-    128-byte swizzle, as the forward's; the stats (B, H, 2, rows) f32, box 64 x 2 unswizzled."""
+    128-byte swizzle, as the forward's; the stats (B, H, 2, rows) f32, box 64 x 2 unswizzled;
+    the dQ accumulator (B, H, Sq, D) f32, boxes of 32 columns x 64 rows, 128-byte swizzle
+    (the kernel's TMA reductions)."""
     dt = tma_data_type(cfg.dtype)
     out = []
     for (ptr, shape, strides), rows in ((q, BWD_BLOCK_M), (k, BWD_BLOCK_N), (v, BWD_BLOCK_N),
@@ -109,4 +112,8 @@ def bwd_tensor_maps(cfg: AttentionBwdSm90Config, q: _Tensor, k: _Tensor, v: _Ten
     ptr, (bb, hh, two, rows), (sb, sh, s2, _) = stats
     out.append(TensorMap("tiled", tma_data_type("f32"), ptr, (rows, two, hh, bb),
                          (s2 * 4, sh * 4, sb * 4), box_dims=(BWD_BLOCK_M, 2, 1, 1)))
+    ptr, (bb, hh, ss, dd), (sb, sh, ssq, _) = dq
+    out.append(TensorMap("tiled", tma_data_type("f32"), ptr, (dd, ss, hh, bb),
+                         (ssq * 4, sh * 4, sb * 4), box_dims=(DQ_BOX, BWD_BLOCK_M, 1, 1),
+                         swizzle=_SW128))
     return tuple(out)
