@@ -205,16 +205,22 @@ def _configs() -> list[tuple[str, Callable[[], None]]]:
         out.append((f"attention_d{d}{tag}_gqa_ragged", run_attn))
 
     # attention backward kernel: both head dims, causal or not, GQA, ragged lengths
-    # (Sk > Sq: causal CTAs with no Q block)
+    # (Sk > Sq: causal CTAs with no Q block).  The forward's output is zero-filled before
+    # the forward writes it: initcheck does not count bytes written by a TMA store as
+    # initialised (scripts/initcheck_tma_probe.py: 100 errors on reading an output of the
+    # "tma" epilogue, 0 with "direct"; docs/reliability.md), and the backward's preprocess
+    # reads it with a torch kernel
     for d, causal in ((64, False), (64, True), (128, False), (128, True)):
         def run_bwd(d=d, causal=causal) -> None:
+            from nvatom.attention import attention_backward, check_inputs, prepare
+
             q = rnd(2, 4, 333, d)
             kv = rnd(2, 2, 520, d), rnd(2, 2, 520, d)
-            o, lse = nvatom.attention(q, *kv, causal=causal)
-            from nvatom.attention import attention_backward
-
+            o = torch.zeros_like(q)
+            lse = torch.zeros((2, 4, 333), device="cuda")
+            prepare(q, *kv, o, lse, check_inputs(q, *kv, causal=causal))()
             attention_backward(rnd(2, 4, 333, d), q, *kv, o, lse,
-                                                causal=causal, backend="kernel")
+                               causal=causal, backend="kernel")
         out.append((f"attention_bwd_d{d}{'_causal' if causal else ''}_gqa_ragged", run_bwd))
     return out
 
