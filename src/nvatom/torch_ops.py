@@ -37,9 +37,10 @@ Operators:
 * ``torch.ops.nvatom.attention(q, k, v, causal=False, scale=None) -> (Tensor, Tensor)``:
   :func:`nvatom.attention`'s ``(out, lse)``, differentiable (``register_autograd``): its
   backward is ``torch.ops.nvatom.attention_backward(dout, dlse, q, k, v, out, lse, causal,
-  scale) -> (dq, dk, dv)``, which runs :func:`nvatom.attention.attention_backward`, **a
-  float32 reference in torch operations** (blocked, linear extra memory; not an nvatom
-  kernel yet).  :func:`flash_attn_func` is FlashAttention's entry point over it, on
+  scale) -> (dq, dk, dv)``, which runs :func:`nvatom.attention.attention_backward`: the
+  SM90 backward kernel (head dims 64 and 128, causal or not, GQA), else (head dim 256,
+  softcap, windows) a float32 reference in torch operations (blocked, linear extra
+  memory).  :func:`flash_attn_func` is FlashAttention's entry point over it, on
   (batch, seqlen, heads, head_dim) tensors.
 
 :func:`gemm` and :func:`gemm_out` are eager conveniences over them: they register first, take

@@ -6,9 +6,10 @@ softmax(scale q k^T) v on random shapes (GQA, causal, Sq != Sk, ragged lengths, 
 dim), with the bar set by torch SDPA's own bf16/f16 gradients against the same float64
 reference; ``torch.compile(fullgraph=True)`` and CUDA-graph capture of a forward + backward
 step equal to eager; FlashAttention's (batch, seqlen, heads, head_dim) entry point; its
-refusals.  The backward is a float32 reference in torch operations (not yet an nvatom
-kernel): what is checked here is the operator, its gradients and its compile/graph
-behaviour."""
+refusals.  The backward runs the SM90 backward kernel at head dims 64 and 128 without
+softcap or window (tests/gpu/test_attention_bwd_gpu.py checks it alone) and the float32
+reference otherwise (d 256, softcap, windows): what is checked here is the operator, its
+gradients and its compile/graph behaviour."""
 
 from __future__ import annotations
 
