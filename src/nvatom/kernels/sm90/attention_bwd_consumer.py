@@ -7,6 +7,8 @@ through ``stmatrix`` into shared memory, ``dQ`` (WGMMA ss) added to global memor
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+from typing import Any
 
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
 from nvatom.kernels.pipeline import EpilogueRing
@@ -58,11 +60,157 @@ def _pack(b: BwdBuild, vals: list[Reg], out: list[Reg]) -> None:
                             into=out[4 * kk + r])
 
 
-def bwd_consumer(b: BwdBuild) -> None:
-    """Warpgroups 1 and 2: 64 KV rows each (module docstring)."""
+@dataclasses.dataclass
+class _Consumer:
+    """A consumer warpgroup's registers (its rows, the descriptors of K step 0, the
+    accumulators and packed fragments, the dS and dQ staging addresses) and the steps of one
+    (head, Q block) iteration."""
+
+    b: BwdBuild
+    seq: WgmmaSequence
+    role: Any  # the ring's consumer role
+    groups: WgmmaGroups
+    cw: Reg
+    tig2: Reg
+    row16: Reg  # the thread's first row in a 64-row tile
+    krow: Reg  # ... of the CTA's KV rows (absolute)
+    is_lead: Reg
+    desc: dict[str, Reg]  # ka, va (this consumer's K, V rows), qk, dok, qmn, domn (stage 0),
+    # kb (K as dQ's B), dsa (dS as dQ's A)
+    st_base: Reg  # this lane's stmatrix row address in the dS tile
+    stats: Reg  # this thread's columns of stage 0's stats tile
+    hkv: Reg
+    acc: dict[str, list[Reg]]  # s, dp, dv, dk, dq (f32); pk, pds (16-bit pairs)
+    p_true: Reg
+    p_false: Reg
+    ring: EpilogueRing | None = None  # dq_reduce "tma": the dQ staging tile
+    stg: list[Reg] | None = None  # its row addresses per column group
+
+    def stage_descs(self, stage: Reg) -> dict[str, Reg]:
+        k = self.b.k
+        soff = _u32(k, "mul.lo.u32", stage, self.b.cfg.stage_stride >> 4)
+        sw = k.reg("b64")
+        k.ins("cvt.u64.u32", sw, soff)
+        return {n: _at(k, self.desc[n], sw) for n in ("qk", "dok", "qmn", "domn")}
+
+    def issue_sdp(self, sd: dict[str, Reg]) -> None:
+        """S^T = K Q^T and dP^T = V dO^T, one group each."""
+        b, seq, plan, a = self.b, self.seq, self.b.plan, self.acc
+        for acc, a0, b0 in ((a["s"], self.desc["ka"], sd["qk"]),
+                            (a["dp"], self.desc["va"], sd["dok"])):
+            seq.fence()
+            for i in range(b.cfg.head_dim // 16):
+                dlt = plan.kv_descs[i].start_address - plan.kv_descs[0].start_address
+                dlb = plan.tile_k_descs[i].start_address - plan.tile_k_descs[0].start_address
+                seq.mma(b.cfg.s_form, acc, _step(b.k, a0, dlt), _step(b.k, b0, dlb),
+                        self.p_false if i == 0 else self.p_true, _SS_IMM)
+            seq.commit()
+            self.groups.read(self.role, b.kv)
+
+    def wait(self, pending: int) -> None:
+        self.seq.wait(pending)
+        self.groups.wait(pending)
+
+    def probabilities(self, stage: Reg, q0: Reg) -> None:
+        """P^T = exp2(S^T c - lse log2 e) (columns are Q rows; the mask on the diagonal),
+        then dS^T = P^T (dP^T - rowsum(dO O)), both packed to 16 bits."""
+        b, seq, a = self.b, self.seq, self.acc
+        k, bm = b.k, BWD_BLOCK_M
+        s, dp = a["s"], a["dp"]
+        st_s = _u32(k, "mad.lo.u32", stage, b.cfg.stage_stride, self.stats)
+        ml, dsum = [], []
+        for j in range(bm // 8):
+            pair = [k.reg("f32"), k.reg("f32")]
+            k.ins("ld.shared.v2.f32", pair, f"[{st_s}+{32 * j}]")
+            ml.append(pair)
+        self.wait(1)
+        seq.read(s)
+        if b.cfg.causal:
+            _causal_mask(b, s, self.krow, q0, self.cw, self.tig2)
+        for i in range(bm // 2):
+            jj, e = i // 4, i % 2
+            k.ins("fma.rn.f32", s[i], s[i], b.c, ml[jj][e])
+            k.ins("ex2.approx.ftz.f32", s[i], s[i])
+        seq.write(s)
+        _pack(b, s, a["pk"])
+        for j in range(bm // 8):
+            pair = [k.reg("f32"), k.reg("f32")]
+            k.ins("ld.shared.v2.f32", pair, f"[{st_s}+{4 * bm + 32 * j}]")
+            dsum.append(pair)
+        self.wait(0)
+        seq.read(dp)
+        for i in range(bm // 2):
+            jj, e = i // 4, i % 2
+            t = k.reg("f32")
+            k.ins("sub.f32", t, dp[i], dsum[jj][e])
+            k.ins("mul.f32", dp[i], s[i], t)
+        seq.write(dp)
+        _pack(b, dp, a["pds"])
+
+    def issue_dkv(self, sd: dict[str, Reg]) -> None:
+        """dV += P^T dO, dK += dS^T Q (A from registers, B the stage's tiles MN-major)."""
+        b, seq, plan, a = self.b, self.seq, self.b.plan, self.acc
+        seq.fence()
+        for acc, a_regs, b0 in ((a["dv"], a["pk"], sd["domn"]), (a["dk"], a["pds"], sd["qmn"])):
+            for i in range(BWD_BLOCK_M // 16):
+                dlt = plan.tile_mn_descs[i].start_address - plan.tile_mn_descs[0].start_address
+                seq.mma(b.cfg.kv_form, acc, a_regs[4 * i:4 * i + 4], _step(b.k, b0, dlt),
+                        self.p_true, _RS_IMM)
+        seq.commit()
+        self.groups.read(self.role)
+
+    def store_ds(self, buf: Reg) -> None:
+        """dS^T -> shared memory (rows: KV; columns: Q), visible to the async proxy, then
+        both halves (dq_split "n") or this one's ("k") complete; the lead thread first waits
+        until the previous block's dQ reduction has read the staging tile."""
+        b, cfg = self.b, self.b.cfg
+        k = b.k
+        if self.ring is not None:
+            self.ring.wait(0)
+        base = self.st_base
+        if cfg.ds_buffers > 1:
+            base = _u32(k, "mad.lo.u32", buf, cfg.ds_bytes, self.st_base)
+        for q in range(BWD_BLOCK_M // 16):
+            addr = base
+            if q:
+                addr = _u32(k, "xor.b32", base, 32 * q)
+            emit_matrix_copy(k, STSM, self.acc["pds"][4 * q:4 * q + 4], addr)
+        TE.fence_proxy_async(k)
+        if cfg.dq_split == "n":
+            bar: Reg | int = 1
+            threads = 2 * WARPGROUP
+        else:
+            bar, threads = _u32(k, "add.u32", self.cw, 1), WARPGROUP
+        if self.ring is not None:
+            self.ring.sync(bar, threads, target=b.target)
+        else:
+            SE.named_barrier_sync(k, bar, threads, target=b.target)
+
+    def issue_dq(self, buf: Reg) -> None:
+        """dQ_i (+)= dS K: this consumer's columns ("n") or KV rows ("k")."""
+        b, cfg, plan, seq = self.b, self.b.cfg, self.b.plan, self.seq
+        k = b.k
+        dsa = self.desc["dsa"]
+        if cfg.ds_buffers > 1:
+            bo = _u32(k, "mul.lo.u32", buf, cfg.ds_bytes >> 4)
+            bw = k.reg("b64")
+            k.ins("cvt.u64.u32", bw, bo)
+            dsa = _at(k, dsa, bw)
+        seq.fence()
+        for i in range(len(plan.ds_descs)):
+            da = plan.ds_descs[i].start_address - plan.ds_descs[0].start_address
+            db = plan.k_mn_descs[i].start_address - plan.k_mn_descs[0].start_address
+            seq.mma(cfg.dq_form, self.acc["dq"], _step(k, dsa, da),
+                    _step(k, self.desc["kb"], db), self.p_false if i == 0 else self.p_true,
+                    _DQ_IMM)
+        seq.commit()
+        self.groups.read(b.kv)
+
+
+def _setup(b: BwdBuild) -> _Consumer:
+    """A consumer warpgroup's registers (:class:`_Consumer`), zeroed accumulators."""
     k, cfg, plan, off = b.k, b.cfg, b.plan, b.off
     d, bm = cfg.head_dim, BWD_BLOCK_M
-    k.comment("consumer warpgroups: S^T, dP^T (ss); P^T, dS^T; dV, dK (rs); dQ (ss) -> red")
     SE.setmaxnreg(k, "inc", cfg.consumer_regs, target=b.target)
     cw = _u32(k, "sub.u32", b.wg, 1)
     ltid = _u32(k, "and.b32", b.tid, WARPGROUP - 1)
@@ -71,58 +219,49 @@ def bwd_consumer(b: BwdBuild) -> None:
     g = _u32(k, "shr.u32", lane, 2)
     tig = _u32(k, "and.b32", lane, 3)
     tig2 = _u32(k, "shl.b32", tig, 1)
-    row16 = _u32(k, "mad.lo.u32", warp, 16, g)  # the thread's first row in a 64-row tile
-    krow = _u32(k, "mad.lo.u32", cw, 64, row16)  # ... of the CTA's 128 KV rows
+    row16 = _u32(k, "mad.lo.u32", warp, 16, g)
+    krow = _u32(k, "mad.lo.u32", cw, 64, row16)
     k.ins("add.u32", krow, krow, b.n0)
     is_lead = k.reg("pred")
     k.ins("setp.eq.u32", is_lead, ltid, 0)
-    # descriptors of K step 0: K, V (this consumer's rows), Q and dO of stage 0 (K-major and
-    # MN-major), K as dQ's B and dS as its A (this consumer's share)
     kv_sm = _u32(k, "mad.lo.u32", cw, plan.kv_consumer_offset, b.smem)
-    ka = _desc_base(k, kv_sm, plan.kv_descs[0], off["k"])
-    va = _desc_base(k, kv_sm, plan.kv_descs[0], off["v"])
+    desc = {"ka": _desc_base(k, kv_sm, plan.kv_descs[0], off["k"]),
+            "va": _desc_base(k, kv_sm, plan.kv_descs[0], off["v"])}
     tb = cfg.tile_bytes
-    qk = _desc_base(k, b.smem, plan.tile_k_descs[0], off["ring"])
-    dok = _desc_base(k, b.smem, plan.tile_k_descs[0], off["ring"] + tb)
-    qmn = _desc_base(k, b.smem, plan.tile_mn_descs[0], off["ring"])
-    domn = _desc_base(k, b.smem, plan.tile_mn_descs[0], off["ring"] + tb)
+    for name, dd, region in (("qk", plan.tile_k_descs[0], 0), ("dok", plan.tile_k_descs[0], tb),
+                             ("qmn", plan.tile_mn_descs[0], 0),
+                             ("domn", plan.tile_mn_descs[0], tb)):
+        desc[name] = _desc_base(k, b.smem, dd, off["ring"] + region)
     kq_sm = _u32(k, "mad.lo.u32", cw, plan.dq_consumer_offsets[0], b.smem)
-    kb = _desc_base(k, kq_sm, plan.k_mn_descs[0], off["k"])
+    desc["kb"] = _desc_base(k, kq_sm, plan.k_mn_descs[0], off["k"])
     ds_sm = _u32(k, "mad.lo.u32", cw, plan.dq_consumer_offsets[1], b.smem)
-    dsa = _desc_base(k, ds_sm, plan.ds_descs[0], off["ds"])
-    # dS^T stores: this consumer's 64 KV rows of the dS tile
-    st_base = _stsm_lane(k, lane, warp, 128)
+    desc["dsa"] = _desc_base(k, ds_sm, plan.ds_descs[0], off["ds"])
+    st_base = _stsm_lane(k, lane, warp, 128)  # this consumer's 64 KV rows of the dS tile
     k.ins("add.u32", st_base, st_base, b.smem)
     k.ins("mad.lo.u32", st_base, cw, 64 * 128, st_base)
     k.ins("add.u32", st_base, st_base, off["ds"])
-    # stats: this thread's columns 8 j + 2 tig (+1) of the stage's stats tile
-    stats = _u32(k, "shl.b32", tig, 3)
+    stats = _u32(k, "shl.b32", tig, 3)  # columns 8 j + 2 tig (+1) of the stats tile
     k.ins("add.u32", stats, stats, b.smem)
     k.ins("add.u32", stats, stats, off["ring"] + 2 * tb)
     hkv = _u32(k, "div.u32", b.heads, b.group)
-
-    s = k.regs("f32", bm // 2)  # S^T, then P^T (in place)
-    dp = k.regs("f32", bm // 2)  # dP^T, then dS^T (in place)
-    dv = k.regs("f32", d // 2)
-    dk = k.regs("f32", d // 2)
-    dq = k.regs("f32", cfg.dq_n // 2)
-    pk = k.regs("b32", bm // 4)  # P^T in 16 bits: dV's A
-    pds = k.regs("b32", bm // 4)  # dS^T in 16 bits: dK's A and the stmatrix registers
-    for r in (*s, *dp, *dv, *dk, *dq):
-        k.ins("mov.f32", r, "0f00000000")
+    acc = {n: k.regs("f32", w // 2) for n, w in (("s", bm), ("dp", bm), ("dv", d), ("dk", d),
+                                                 ("dq", cfg.dq_n))}
+    acc.update({n: k.regs("b32", bm // 4) for n in ("pk", "pds")})
+    for n in ("s", "dp", "dv", "dk", "dq"):
+        for r in acc[n]:
+            k.ins("mov.f32", r, "0f00000000")
     p_true = k.reg("pred")
     k.ins("setp.eq.u32", p_true, 0, 0)
     p_false = k.reg("pred")
     k.ins("setp.ne.u32", p_false, 0, 0)
-    seq = WgmmaSequence(k)
     role = b.ring.consumer("attention_bwd_consumers", arrivals=2)
-    groups = WgmmaGroups((role, b.kv))
-    ring = stg = None
+    c = _Consumer(b, WgmmaSequence(k), role, WgmmaGroups((role, b.kv)), cw, tig2, row16, krow,
+                  is_lead, desc, st_base, stats, hkv, acc, p_true, p_false)
     if cfg.dq_reduce == "tma":  # this warpgroup's dQ staging tile and its 32-column boxes
         dq_sm = _u32(k, "mad.lo.u32", cw, cfg.dq_stage_bytes, b.smem)
         k.ins("add.u32", dq_sm, dq_sm, off["dq"])
-        ring = EpilogueRing.at_offsets(k, "attention_bwd_dq", dq_sm, list(plan.dq_boxes),
-                                       is_lead, lead_only=True)
+        c.ring = EpilogueRing.at_offsets(k, "attention_bwd_dq", dq_sm, list(plan.dq_boxes),
+                                         is_lead, lead_only=True)
         # the thread's row address and 16-byte chunk (dq_stage_offset), per column group
         y = _u32(k, "shr.u32", tig, 1)
         k.ins("xor.b32", y, y, g)
@@ -130,19 +269,27 @@ def bwd_consumer(b: BwdBuild) -> None:
         t1 = _u32(k, "and.b32", tig, 1)
         k.ins("mad.lo.u32", y, t1, 8, y)
         rowb = _u32(k, "mad.lo.u32", row16, 128, dq_sm)
-        stg = []
+        c.stg = []
         for jj in range(DQ_BOX // 8):
             r = _u32(k, "xor.b32", y, 32 * jj)
             k.ins("add.u32", r, r, rowb)
-            stg.append(r)
+            c.stg.append(r)
+    return c
 
+
+def bwd_consumer(b: BwdBuild) -> None:
+    """Warpgroups 1 and 2: 64 KV rows each (module docstring)."""
+    k, cfg = b.k, b.cfg
+    k.comment("consumer warpgroups: S^T, dP^T (ss); P^T, dS^T; dV, dK (rs); dQ (ss) -> red")
+    c = _setup(b)
+    a = c.acc
     b.kv.wait()
     # a CTA whose KV rows no Q block sees (causal, n0 >= Sq) stores dK = dV = 0
     main = k.fresh_label("c_main")
     some = k.reg("pred")
     k.ins("setp.ne.u32", some, b.n_iters, 0)
     k.bra(main, some)
-    _store_dkv(b, dk, dv, krow, tig2, hkv)
+    _store_dkv(b, a["dk"], a["dv"], c.krow, c.tig2, c.hkv)
     k.bra(b.done)
     k.label(main)
     stage = _u32(k, "mov.u32", 0)
@@ -154,111 +301,24 @@ def bwd_consumer(b: BwdBuild) -> None:
     qend = _u32(k, "add.u32", b.i0, b.nq)
     top = k.fresh_label("c_q")
     k.label(top)
-    with role.loop(), b.kv.loop(), ring.tile() if ring else contextlib.nullcontext():
-        q0 = _u32(k, "mul.lo.u32", qi, bm)
-        role.begin(at=(stage, phase))
-        role.wait()
-        soff = _u32(k, "mul.lo.u32", stage, cfg.stage_stride >> 4)
-        sw = k.reg("b64")
-        k.ins("cvt.u64.u32", sw, soff)
-        qk_s, dok_s, qmn_s, domn_s = (_at(k, x, sw) for x in (qk, dok, qmn, domn))
-        for acc, a0, b0 in ((s, ka, qk_s), (dp, va, dok_s)):
-            seq.fence()
-            for i in range(d // 16):
-                dlt = plan.kv_descs[i].start_address - plan.kv_descs[0].start_address
-                dlb = plan.tile_k_descs[i].start_address - plan.tile_k_descs[0].start_address
-                seq.mma(cfg.s_form, acc, _step(k, a0, dlt), _step(k, b0, dlb),
-                        p_false if i == 0 else p_true, _SS_IMM)
-            seq.commit()
-            groups.read(role, b.kv)
-        st_s = _u32(k, "mad.lo.u32", stage, cfg.stage_stride, stats)
-        ml, dsum = [], []
-        for j in range(bm // 8):
-            pair = [k.reg("f32"), k.reg("f32")]
-            k.ins("ld.shared.v2.f32", pair, f"[{st_s}+{32 * j}]")
-            ml.append(pair)
-        # P^T = exp2(S^T c - lse log2 e): columns are Q rows
-        seq.wait(1)
-        groups.wait(1)
-        seq.read(s)
-        if cfg.causal:
-            _causal_mask(b, s, krow, q0, cw, tig2)
-        for i in range(bm // 2):
-            jj, e = i // 4, i % 2
-            k.ins("fma.rn.f32", s[i], s[i], b.c, ml[jj][e])
-            k.ins("ex2.approx.ftz.f32", s[i], s[i])
-        seq.write(s)
-        _pack(b, s, pk)
-        for j in range(bm // 8):
-            pair = [k.reg("f32"), k.reg("f32")]
-            k.ins("ld.shared.v2.f32", pair, f"[{st_s}+{4 * bm + 32 * j}]")
-            dsum.append(pair)
-        # dS^T = P^T (dP^T - rowsum(dO O))
-        seq.wait(0)
-        groups.wait(0)
-        seq.read(dp)
-        for i in range(bm // 2):
-            jj, e = i // 4, i % 2
-            t = k.reg("f32")
-            k.ins("sub.f32", t, dp[i], dsum[jj][e])
-            k.ins("mul.f32", dp[i], s[i], t)
-        seq.write(dp)
-        _pack(b, dp, pds)
-        # dV += P^T dO, dK += dS^T Q (A from registers, B the stage's tiles MN-major)
-        seq.fence()
-        for acc, a_regs, b0 in ((dv, pk, domn_s), (dk, pds, qmn_s)):
-            for i in range(bm // 16):
-                dlt = plan.tile_mn_descs[i].start_address - plan.tile_mn_descs[0].start_address
-                seq.mma(cfg.kv_form, acc, a_regs[4 * i:4 * i + 4], _step(k, b0, dlt), p_true,
-                        _RS_IMM)
-        seq.commit()
-        groups.read(role)
-        # dS^T -> shared memory (rows: KV; columns: Q), visible to the async proxy, then
-        # both halves (dq_split "n") or this one's ("k") complete; the lead thread first
-        # waits until the previous block's dQ reduction has read the staging tile
-        if ring is not None:
-            ring.wait(0)
-        base = st_base
-        if cfg.ds_buffers > 1:
-            base = _u32(k, "mad.lo.u32", buf, cfg.ds_bytes, st_base)
-        for q in range(bm // 16):
-            addr = base
-            if q:
-                addr = _u32(k, "xor.b32", base, 32 * q)
-            emit_matrix_copy(k, STSM, pds[4 * q:4 * q + 4], addr)
-        TE.fence_proxy_async(k)
-        if cfg.dq_split == "n":
-            bar: Reg | int = 1
-            threads = 2 * WARPGROUP
+    with c.role.loop(), b.kv.loop(), c.ring.tile() if c.ring else contextlib.nullcontext():
+        q0 = _u32(k, "mul.lo.u32", qi, BWD_BLOCK_M)
+        c.role.begin(at=(stage, phase))
+        c.role.wait()
+        sd = c.stage_descs(stage)
+        c.issue_sdp(sd)
+        c.probabilities(stage, q0)
+        c.issue_dkv(sd)
+        c.store_ds(buf)
+        c.issue_dq(buf)
+        c.wait(0)
+        c.role.release(0, stage=stage, pred=c.is_lead)
+        c.seq.read(a["dq"])
+        if c.ring is None:
+            _dq_reduce(b, a["dq"], head, q0, c.row16, c.tig2, c.cw)
         else:
-            bar, threads = _u32(k, "add.u32", cw, 1), WARPGROUP
-        if ring is not None:
-            ring.sync(bar, threads, target=b.target)
-        else:
-            SE.named_barrier_sync(k, bar, threads, target=b.target)
-        # dQ_i (+)= dS K: this consumer's columns ("n") or KV rows ("k")
-        dsa_b = dsa
-        if cfg.ds_buffers > 1:
-            bo = _u32(k, "mul.lo.u32", buf, cfg.ds_bytes >> 4)
-            bw = k.reg("b64")
-            k.ins("cvt.u64.u32", bw, bo)
-            dsa_b = _at(k, dsa, bw)
-        seq.fence()
-        for i in range(len(plan.ds_descs)):
-            da = plan.ds_descs[i].start_address - plan.ds_descs[0].start_address
-            db = plan.k_mn_descs[i].start_address - plan.k_mn_descs[0].start_address
-            seq.mma(cfg.dq_form, dq, _step(k, dsa_b, da), _step(k, kb, db),
-                    p_false if i == 0 else p_true, _DQ_IMM)
-        seq.commit()
-        groups.read(b.kv)
-        seq.wait(0)
-        groups.wait(0)
-        role.release(0, stage=stage, pred=is_lead)
-        seq.read(dq)
-        if ring is None:
-            _dq_reduce(b, dq, head, q0, row16, tig2, cw)
-        else:
-            _dq_stage(b, ring, dq, stg, head, q0, cw)
+            assert c.stg is not None
+            _dq_stage(b, c.ring, a["dq"], c.stg, head, q0, c.cw)
         _next_stage(k, stage, phase, cfg.stages)
         advance_q(k, qi, head, b.i0, qend)
         if cfg.ds_buffers > 1:
@@ -267,11 +327,11 @@ def bwd_consumer(b: BwdBuild) -> None:
         more = k.reg("pred")
         k.ins("setp.lt.u32", more, it, b.n_iters)
         k.bra(top, more)
-    if ring is not None:  # the staging tile stays until the last reduction has read it
-        ring.wait(0)
-    role.finish()
-    seq.finish()
-    _store_dkv(b, dk, dv, krow, tig2, hkv)
+    if c.ring is not None:  # the staging tile stays until the last reduction has read it
+        c.ring.wait(0)
+    c.role.finish()
+    c.seq.finish()
+    _store_dkv(b, a["dk"], a["dv"], c.krow, c.tig2, c.hkv)
     k.bra(b.done)
 
 
