@@ -210,18 +210,22 @@ def _configs() -> list[tuple[str, Callable[[], None]]]:
     # initialised (scripts/initcheck_tma_probe.py: 100 errors on reading an output of the
     # "tma" epilogue, 0 with "direct"; docs/reliability.md), and the backward's preprocess
     # reads it with a torch kernel
-    for d, causal in ((64, False), (64, True), (128, False), (128, True)):
-        def run_bwd(d=d, causal=causal) -> None:
+    for d, causal, window in ((64, False, (-1, -1)), (64, True, (-1, -1)),
+                              (128, False, (-1, -1)), (128, True, (-1, -1)),
+                              (128, False, (100, 37)), (64, True, (64, -1))):
+        def run_bwd(d=d, causal=causal, window=window) -> None:
             from nvatom.attention import attention_backward, check_inputs, prepare
 
             q = rnd(2, 4, 333, d)
             kv = rnd(2, 2, 520, d), rnd(2, 2, 520, d)
             o = torch.zeros_like(q)
             lse = torch.zeros((2, 4, 333), device="cuda")
-            prepare(q, *kv, o, lse, check_inputs(q, *kv, causal=causal))()
-            attention_backward(rnd(2, 4, 333, d), q, *kv, o, lse,
-                               causal=causal, backend="kernel")
-        out.append((f"attention_bwd_d{d}{'_causal' if causal else ''}_gqa_ragged", run_bwd))
+            prepare(q, *kv, o, lse, check_inputs(q, *kv, causal=causal, window=window))()
+            attention_backward(rnd(2, 4, 333, d), q, *kv, o, lse, causal=causal,
+                               window=window, dlse=rnd(2, 4, 333, dtype=torch.float32),
+                               backend="kernel")
+        tag = f"{'_causal' if causal else ''}{'_window' if window != (-1, -1) else ''}"
+        out.append((f"attention_bwd_d{d}{tag}_gqa_ragged", run_bwd))
     return out
 
 

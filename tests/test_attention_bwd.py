@@ -104,6 +104,8 @@ def _configs() -> list[AttentionBwdSm90Config]:
     for dt, d, causal, red in itertools.product(("bf16", "f16"), (64, 128), (False, True),
                                                 ("tma", "red")):
         out.append(dataclasses.replace(default_bwd_config(dt, d, causal), dq_reduce=red))
+    out += [default_bwd_config(dt, d, causal, window=True)
+            for dt, d, causal in itertools.product(("bf16", "f16"), (64, 128), (False, True))]
     out += [dataclasses.replace(default_bwd_config("bf16", 128), dq_split="k"),
             dataclasses.replace(default_bwd_config("bf16", 128), stages=1),
             dataclasses.replace(default_bwd_config("bf16", 128, True), stages=3,
@@ -150,7 +152,8 @@ def _call(**kw: Any) -> None:
 @pytest.mark.parametrize(("kw", "needle"), [
     (dict(backend="cuda"), "backend = 'cuda'"),
     (dict(backend="kernel", softcap=30.0), "softcap"),
-    (dict(backend="kernel", window=(16, 0)), "sliding window"),
+    (dict(config=default_bwd_config("bf16", 128), window=(16, 0)), "does not fit"),
+    (dict(config=default_bwd_config("bf16", 128, window=True)), "does not fit"),
     (dict(config=default_bwd_config("bf16", 64)), "does not fit"),
     (dict(config=default_bwd_config("f16", 128)), "does not fit"),
     (dict(causal=True, config=default_bwd_config("bf16", 128)), "does not fit"),
@@ -172,3 +175,41 @@ def test_head_dim_256_is_refused_by_the_kernel_backend() -> None:
     with pytest.raises(A.AttentionError, match="head_dim 256"):
         A.attention_backward(q, q, kv, kv, q, _Fake((1, 2, 10), dtype="torch.float32"),
                              backend="kernel")
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("dlse", [False, True])
+def test_preprocess_kernel_assembles(dt: str, d: int, dlse: bool) -> None:
+    """The preprocess kernel of each type, head dim and dlse choice: ptxas-clean, its
+    parameters in the order the host packs them, one thread group of head_dim / 8 lanes per
+    row (a power of two inside a warp, for the shuffles)."""
+    from nvatom.kernels.sm90.attention_bwd_pre import (
+        PRE_THREADS,
+        BwdPreConfig,
+        build_attention_bwd_pre,
+        pre_kernel_params,
+        pre_launch_geometry,
+    )
+
+    cfg = BwdPreConfig(dt, d, dlse)
+    ptx = build_attention_bwd_pre(cfg).emit()
+    res = assemble(ptx, "sm_90a")
+    kr = res.kernel(cfg.name)
+    assert kr.spills == 0 and kr.stack_frame == 0 and not res.warnings
+    names = [n for n, _ in pre_kernel_params()]
+    assert [ptx.index(f" {n}") for n in names] == sorted(ptx.index(f" {n}") for n in names)
+    assert cfg.lanes == d // 8 and 32 % cfg.lanes == 0
+    assert (ptx.count("ld.global.nc.f32") == 2) == dlse
+    grid, block, smem = pre_launch_geometry(cfg, 2, 3, 128)
+    assert block == (PRE_THREADS, 1, 1) and smem == 0
+    assert grid[0] * cfg.rows_per_block >= 2 * 3 * 128 > (grid[0] - 1) * cfg.rows_per_block
+
+
+def test_preprocess_config_errors() -> None:
+    from nvatom.kernels.sm90.attention_bwd_pre import BwdPreConfig
+
+    with pytest.raises(AttentionSm90Error, match="head_dim 256"):
+        BwdPreConfig("bf16", 256)
+    with pytest.raises(AttentionSm90Error, match="'f32'"):
+        BwdPreConfig("f32", 64)

@@ -44,6 +44,11 @@ from nvatom.kernels.sm90.attention_bwd_config import (
     AttentionBwdSm90Config,
     default_bwd_config,
 )
+from nvatom.kernels.sm90.attention_bwd_pre import (
+    BwdPreConfig,
+    build_attention_bwd_pre,
+    pre_launch_geometry,
+)
 from nvatom.kernels.sm90.attention_config import (
     DTYPES,
     HEAD_DIMS,
@@ -376,8 +381,8 @@ def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
     ``lse``.
 
     ``backend``: ``"kernel"``, the SM90 backward kernel
-    (:mod:`nvatom.kernels.sm90.attention_bwd`: head dims 64 and 128, causal or not, grouped
-    query heads, any lengths; no softcap, no window); ``"reference"``,
+    (:mod:`nvatom.kernels.sm90.attention_bwd`: head dims 64 and 128, causal or not, sliding
+    windows, grouped query heads, any lengths; no softcap); ``"reference"``,
     :func:`attention_backward_reference` (torch operations, every option); ``None`` (the
     default): the kernel where it applies, else the reference.  ``out_grads``: ``(dq, dk,
     dv)`` tensors (contiguous, q's dtype, the shapes of q, k, v) to write the gradients into
@@ -389,8 +394,8 @@ def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
     if backend not in (None, "kernel", "reference"):
         raise AttentionError(f"backend = {shown(backend)} is not 'kernel', 'reference' or None")
     why = _bwd_kernel_refusal(p)
-    if config is not None and (config.dtype, config.head_dim, config.causal) != (
-            p.dtype, p.head_dim, p.causal):
+    if config is not None and (config.dtype, config.head_dim, config.causal,
+                               config.window) != (p.dtype, p.head_dim, p.causal, p.windowed):
         raise AttentionError(f"config {config.name} does not fit {p!r}")
     if (backend == "kernel" or config is not None) and why:
         raise AttentionError(f"the backward kernel cannot run {p!r}: {why}")
@@ -426,8 +431,6 @@ def _bwd_kernel_refusal(p: AttentionProblem) -> str:
         return f"head_dim {p.head_dim} (it takes {', '.join(map(str, BWD_HEAD_DIMS))})"
     if p.softcap:
         return "softcap (the reference runs it)"
-    if p.windowed:
-        return "a sliding window (the reference runs it)"
     return ""
 
 
@@ -444,9 +447,10 @@ def _tma_ready(t: Any) -> Any:
 def _backward_kernel(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, dlse: Any,
                      p: AttentionProblem, grads: Any = None,
                      config: AttentionBwdSm90Config | None = None) -> tuple[Any, Any, Any]:
-    """The SM90 backward kernel: the stats (``-lse log2(e)``, ``rowsum(dO * O) - dlse``, pad
-    rows -inf and 0) and a zeroed f32 dQ accumulator prepared by torch operations, the kernel
-    (dK, dV in q's dtype; dQ reduced into the accumulator), then ``dq = scale * acc``."""
+    """The SM90 backward: the preprocess kernel (:mod:`~nvatom.kernels.sm90.attention_bwd_pre`:
+    the stats ``-lse log2(e)`` and ``rowsum(dO * O) - dlse``, pad rows -inf and 0, and the
+    zeroed f32 dQ accumulator), the backward kernel (dK, dV in q's dtype; ``scale dS K``
+    reduced into the accumulator), then the accumulator rounded to q's dtype."""
     import torch
 
     b, h, sq, d = p.batch, p.heads, p.seqlen_q, p.head_dim
@@ -454,15 +458,16 @@ def _backward_kernel(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, dlse
                            ("lse", lse, (b, h, sq)), ("dlse", dlse, (b, h, sq))):
         if t is not None and tuple(t.shape) != shape:
             raise AttentionError(f"{name} has shape {tuple(t.shape)}, expected {shape}")
-    if dout.dtype != q.dtype or dout.device != q.device:
-        raise AttentionError(f"dout is {dout.dtype} on {dout.device}; it must match q "
-                             f"({q.dtype} on {q.device})")
+    for name, t in (("dout", dout), ("out", out)):
+        if t.dtype != q.dtype or t.device != q.device:
+            raise AttentionError(f"{name} is {t.dtype} on {t.device}; it must match q "
+                                 f"({q.dtype} on {q.device})")
     cap = _capability(p.device)
     if cap != (9, 0):
         raise AttentionError(f"the attention backward kernel needs compute capability 9.0, "
                              f"the tensors are on a {cap[0]}.{cap[1]} device")
     f32 = torch.float32
-    dq_acc = torch.zeros((b, h, sq, d), dtype=f32, device=q.device)
+    dq_acc = torch.empty((b, h, sq, d), dtype=f32, device=q.device)  # zeroed by the preprocess
     if grads is not None:
         dq, dk, dv = grads
     else:
@@ -478,34 +483,45 @@ def _backward_kernel(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, dlse
         return dq, dk, dv
     rows = bwd_stats_rows(sq)
     stats = torch.empty((b, h, 2, rows), dtype=f32, device=q.device)
-    stats[:, :, 0, :sq] = lse.to(f32) * -scale_log2(1.0)  # -lse log2(e)
-    stats[:, :, 0, sq:] = float("-inf")
-    dsum = (dout.to(f32) * out.to(f32)).sum(-1)
-    if dlse is not None:
-        dsum = dsum - dlse.to(f32)
-    stats[:, :, 1, :sq] = dsum
-    stats[:, :, 1, sq:] = 0.0
-    dout = _tma_ready(dout)
-    cfg = config or default_bwd_config(p.dtype, d, p.causal)
+    dout, out = _tma_ready(dout), _tma_ready(out)
+    lse = lse.to(f32).contiguous()
+    dlse = None if dlse is None else dlse.to(f32).contiguous()
+    dev = p.device
+
+    def stream() -> int:
+        return int(torch.cuda.current_stream(dev).cuda_stream)
+
+    pre = BwdPreConfig(p.dtype, d, dlse is not None)
+    fpre = load_function(pre, lambda: assemble(build_attention_bwd_pre(pre).emit(),
+                                               "sm_90a").cubin, pre.name, dev, 0, False)
+    params: list[Any] = []
+    for t in (dout, out):
+        params.append(ctypes.c_uint64(int(t.data_ptr())))
+        params += [ctypes.c_uint64(int(x)) for x in t.stride()[:3]]
+    params += [ctypes.c_uint64(int(t.data_ptr())) for t in (lse, lse if dlse is None else dlse,
+                                                            stats, dq_acc)]
+    params += [ctypes.c_uint32(x) for x in (h, sq, rows, b * h * rows)]
+    grid, block, smem = pre_launch_geometry(pre, b, h, rows)
+    prepare_driver_launch(fpre, grid, block, smem, (1, 1, 1), params, stream,
+                          keep=(dout, out, lse, dlse, stats, dq_acc))()
+    cfg = config or default_bwd_config(p.dtype, d, p.causal, p.windowed)
     maps = bwd_tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
                                   for t in (q, k, v, dout, stats, dq_acc)))
     raw = [_TMAPS.get(tm) for tm in maps]
     f = load_function(cfg, lambda: assemble(build_attention_bwd_sm90(cfg).emit(),
                                             "sm_90a").cubin,
-                      cfg.name, p.device, cfg.smem_bytes, False)
+                      cfg.name, dev, cfg.smem_bytes, False)
     grid, block, smem = bwd_launch_geometry(cfg, b, p.kv_heads, p.seqlen_k)
-    params: list[Any] = [(ctypes.c_uint64 * 16).from_buffer_copy(r) for r in raw]
+    params = [(ctypes.c_uint64 * 16).from_buffer_copy(r) for r in raw]
     params += [ctypes.c_uint64(int(t.data_ptr())) for t in (dq_acc, dk, dv)]
     params += [ctypes.c_uint32(x) for x in (sq, p.seqlen_k, h, p.group)]
     params += [ctypes.c_float(scale_log2(p.scale)), ctypes.c_float(p.scale)]
-    dev = p.device
-    run = prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params,
-                                lambda: torch.cuda.current_stream(dev).cuda_stream,
-                                keep=(q, k, v, dout, stats, dq_acc, dk, dv))
-    run()
+    if p.windowed:
+        params += [ctypes.c_uint32(x) for x in p.window_params()]
+    prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params, stream,
+                          keep=(q, k, v, dout, stats, dq_acc, dk, dv))()
     if dq is None:
-        return (dq_acc * p.scale).to(q.dtype), dk, dv
-    torch.mul(dq_acc, p.scale, out=dq_acc)
+        return dq_acc.to(q.dtype), dk, dv  # the kernel applied the scale
     dq.copy_(dq_acc)
     return dq, dk, dv
 

@@ -22,15 +22,20 @@ def _require_sm90() -> None:
         pytest.skip("the SM90 attention backward kernel needs an sm_90 (Hopper) GPU")
 
 
-def _float64_grads(q, k, v, causal, scale, gout, glse):
-    """Independent reference: float64 autograd of the forward's math (top-left causal mask)."""
+def _float64_grads(q, k, v, causal, scale, gout, glse, window=(-1, -1)):
+    """Independent reference: float64 autograd of the forward's math (top-left causal mask;
+    a window keeps keys row - left .. row + right)."""
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
     grp = q.shape[1] // k.shape[1]
     s = qd @ kd.repeat_interleave(grp, 1).transpose(-1, -2) * scale
+    rows = torch.arange(s.shape[-2], device=q.device)[:, None]
+    cols = torch.arange(s.shape[-1], device=q.device)[None, :]
     if causal:
-        rows = torch.arange(s.shape[-2], device=q.device)[:, None]
-        cols = torch.arange(s.shape[-1], device=q.device)[None, :]
         s = s.masked_fill(cols > rows, float("-inf"))
+    if window[0] >= 0:
+        s = s.masked_fill(cols < rows - window[0], float("-inf"))
+    if window[1] >= 0:
+        s = s.masked_fill(cols > rows + window[1], float("-inf"))
     out = torch.softmax(s, -1) @ vd.repeat_interleave(grp, 1)
     loss = (out * gout.double()).sum()
     if glse is not None:
@@ -132,3 +137,37 @@ def test_strided_dout_and_bshd_inputs() -> None:
                                             backend="kernel")
     for x, y in zip(a, b, strict=True):
         assert _rel(x, y.double()) < 1e-6
+
+
+@pytest.mark.parametrize(("sq", "sk", "window", "causal", "d"), [
+    (300, 300, (100, 37), False, 128),
+    (520, 700, (64, -1), True, 64),
+    (333, 200, (200, 0), False, 128),
+    (129, 777, (-1, 50), False, 64),
+    (600, 600, (1, 1), False, 128),
+    (200, 450, (300, 200), True, 128),
+])
+def test_window_kernel_against_float64(sq, sk, window, causal, d) -> None:
+    """Sliding windows in the backward kernel (both edges, one edge, with causal; windows
+    narrower than a Q block and wider than the sequence), against float64 with NaN-poisoned
+    gradients, within the reference backward's error bar."""
+    _require_sm90()
+    import nvatom
+    from nvatom.attention import attention_backward
+
+    g = torch.Generator(device="cuda").manual_seed(sq + sk + d)
+    q = torch.randn(2, 4, sq, d, device="cuda", generator=g).to(torch.bfloat16)
+    k, v = (torch.randn(2, 2, sk, d, device="cuda", generator=g).to(torch.bfloat16)
+            for _ in range(2))
+    gout = torch.randn(2, 4, sq, d, device="cuda", generator=g).to(torch.bfloat16)
+    out, lse = nvatom.attention(q, k, v, causal=causal, window=window)
+    grads = tuple(torch.full(t.shape, float("nan"), device="cuda", dtype=torch.bfloat16)
+                  for t in (q, k, v))
+    ours = attention_backward(gout, q, k, v, out, lse, causal=causal, window=window,
+                              backend="kernel", out_grads=grads)
+    ref = _float64_grads(q, k, v, causal, 1 / math.sqrt(d), gout, None, window)
+    theirs = attention_backward(gout, q, k, v, out, lse, causal=causal, window=window,
+                                backend="reference")
+    for name, o, t, r in zip(("dq", "dk", "dv"), ours, theirs, ref, strict=True):
+        assert not torch.isnan(o).any(), name
+        assert _rel(o, r) <= max(1.5 * _rel(t, r), 6e-3), (name, _rel(o, r), _rel(t, r))

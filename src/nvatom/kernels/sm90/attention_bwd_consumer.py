@@ -125,8 +125,8 @@ class _Consumer:
             ml.append(pair)
         self.wait(1)
         seq.read(s)
-        if b.cfg.causal:
-            _causal_mask(b, s, self.krow, q0, self.cw, self.tig2)
+        if b.cfg.causal or b.cfg.window:
+            _mask(b, s, self.krow, q0, self.cw, self.tig2)
         for i in range(bm // 2):
             jj, e = i // 4, i % 2
             k.ins("fma.rn.f32", s[i], s[i], b.c, ml[jj][e])
@@ -314,6 +314,9 @@ def bwd_consumer(b: BwdBuild) -> None:
         c.wait(0)
         c.role.release(0, stage=stage, pred=c.is_lead)
         c.seq.read(a["dq"])
+        for r in a["dq"]:  # dQ = scale dS K: the scale here, so the host only rounds
+            k.ins("mul.f32", r, r, b.scale)
+        c.seq.write(a["dq"])
         if c.ring is None:
             _dq_reduce(b, a["dq"], head, q0, c.row16, c.tig2, c.cw)
         else:
@@ -364,28 +367,42 @@ def _dq_stage(b: BwdBuild, ring: EpilogueRing, dq: list[Reg], stg: list[Reg], he
         ring.commit()
 
 
-def _causal_mask(b: BwdBuild, s: list[Reg], krow: Reg, q0: Reg, cw: Reg, tig2: Reg) -> None:
-    """``S^T`` of KV rows after the Q row (``kv > q``: top-left aligned, as the forward)
-    becomes -inf; branched over unless this consumer's last KV row passes the tile's first
-    Q row."""
+def _mask(b: BwdBuild, s: list[Reg], krow: Reg, q0: Reg, cw: Reg, tig2: Reg) -> None:
+    """``S^T`` of (KV row r, Q row c) outside the mask becomes -inf: causal (top-left
+    aligned, as the forward) ``r > c``; with a window, outside ``c - left <= r <= c + right``.
+    Branched over unless some element of this consumer's 64 x 64 tile is outside."""
     k = b.k
-    last = _u32(k, "mad.lo.u32", cw, 64, b.n0)
-    k.ins("add.u32", last, last, 63)
-    need = k.reg("pred")
-    k.ins("setp.gt.u32", need, last, q0)
+    first = _u32(k, "mad.lo.u32", cw, 64, b.n0)  # this consumer's first KV row
+    last = _u32(k, "add.u32", first, 63)
+    edge = q0 if b.win is None else _u32(k, "add.u32", q0, b.win[1])
+    need = k.reg("pred")  # some kv > q + right: its last row past the first column's edge
+    k.ins("setp.gt.u32", need, last, edge)
+    if b.win is not None:  # some kv < q - left: its first row before the last column's edge
+        lo = _u32(k, "add.u32", first, b.win[0])
+        k.ins("setp.lt.or.u32", need, lo, _u32(k, "add.u32", q0, 63), need)
     skip = k.fresh_label("no_mask")
     k.bra(skip, f"!{need}")
     for h in (0, 1):
-        lim = k.reg("s32")  # keep column c (relative to 2 tig) iff c >= kv row - q0 - 2 tig
-        k.ins("add.u32", lim, krow, 8 * h)
-        k.ins("sub.s32", lim, lim, q0)
-        k.ins("sub.s32", lim, lim, tig2)
+        # keep column c (relative to 2 tig) iff c >= kv row - right - q0 - 2 tig
+        # (and, with a window, c <= kv row + left - q0 - 2 tig)
+        rel = k.reg("s32")
+        k.ins("add.u32", rel, krow, 8 * h)
+        k.ins("sub.s32", rel, rel, q0)
+        k.ins("sub.s32", rel, rel, tig2)
+        lim = rel
+        if b.win is not None:
+            lim = k.reg("s32")
+            k.ins("sub.s32", lim, rel, b.win[1])
+            hi = k.reg("s32")
+            k.ins("add.s32", hi, rel, b.win[0])
         for i in range(len(s)):
             row, col = accumulator_coord(BWD_BLOCK_M, 0, i)  # thread 0: tig = g = 0
             if row != 8 * h:
                 continue
             p = k.reg("pred")
             k.ins("setp.ge.s32", p, col, lim)
+            if b.win is not None:
+                k.ins("setp.le.and.s32", p, col, hi, p)
             k.ins("selp.f32", s[i], s[i], _NEG_INF, p)
     k.label(skip)
 

@@ -55,6 +55,7 @@ class BwdBuild:
     done: str
     ring: Pipeline
     kv: SingleBuffer
+    win: tuple[Reg, Reg] | None = None  # window: (left, right)
 
     def bar(self, which: str, stage: Reg | int = 0) -> Reg:
         """Shared address of ``kv_full``, ``full[s]`` or ``empty[s]``."""
@@ -67,14 +68,18 @@ class BwdBuild:
         return r
 
 
-def bwd_kernel_params() -> tuple[tuple[str, str], ...]:
-    """The kernel's parameters as ``(name, PTX type)``."""
+def bwd_kernel_params(cfg: AttentionBwdSm90Config | None = None
+                      ) -> tuple[tuple[str, str], ...]:
+    """The kernel's parameters as ``(name, PTX type)`` (then ``win_left``, ``win_right`` for
+    a window configuration)."""
     tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
     return (*((n, tmap) for n in ("tmap_q", "tmap_k", "tmap_v", "tmap_do", "tmap_stats",
                                   "tmap_dq")),
             ("dq_ptr", "u64"), ("dk_ptr", "u64"), ("dv_ptr", "u64"),
             ("seqlen_q", "u32"), ("seqlen_k", "u32"), ("heads", "u32"), ("group", "u32"),
-            ("scale_log2", "f32"), ("scale", "f32"))
+            ("scale_log2", "f32"), ("scale", "f32"),
+            *((("win_left", "u32"), ("win_right", "u32")) if cfg is not None and cfg.window
+              else ()))
 
 
 class _RingBarriers:
@@ -114,6 +119,7 @@ def bwd_prologue(k: Kernel, cfg: AttentionBwdSm90Config, target_: str) -> BwdBui
     pdq, pdk, pdv = (k.param(n, "u64") for n in ("dq_ptr", "dk_ptr", "dv_ptr"))
     psq, psk, ph, pg = (k.param(n, "u32") for n in ("seqlen_q", "seqlen_k", "heads", "group"))
     pc, ps = k.param("scale_log2", "f32"), k.param("scale", "f32")
+    pwin = (k.param("win_left", "u32"), k.param("win_right", "u32")) if cfg.window else None
     dsm = k.dynamic_shared("smem", align=1024)
     smem = _u32(k, "mov.u32", dsm)
     tid = _u32(k, "mov.u32", "%tid.x")
@@ -138,7 +144,21 @@ def bwd_prologue(k: Kernel, cfg: AttentionBwdSm90Config, target_: str) -> BwdBui
     # it see none of the CTA's keys); none when n0 >= Sq (dK = dV = 0 still stored)
     nqb = _u32(k, "add.u32", sq, BWD_BLOCK_M - 1)
     k.ins("div.u32", nqb, nqb, BWD_BLOCK_M)
-    i0 = _u32(k, "div.u32", n0, BWD_BLOCK_M) if cfg.causal else _u32(k, "mov.u32", 0)
+    win = None
+    if pwin is not None:  # rows n0 - right .. n0 + 127 + left see the CTA's keys
+        win = (k.ld_param(pwin[0]), k.ld_param(pwin[1]))
+        lo = _u32(k, "max.u32", n0, win[1])  # max(n0 - right, 0) without wrapping
+        k.ins("sub.u32", lo, lo, win[1])
+        i0 = _u32(k, "div.u32", lo, BWD_BLOCK_M)
+        end = _u32(k, "add.u32", n0, cfg.block_n - 1)
+        k.ins("add.u32", end, end, win[0])
+        k.ins("div.u32", end, end, BWD_BLOCK_M)
+        k.ins("add.u32", end, end, 1)
+        k.ins("min.u32", nqb, nqb, end)
+    elif cfg.causal:
+        i0 = _u32(k, "div.u32", n0, BWD_BLOCK_M)
+    else:
+        i0 = _u32(k, "mov.u32", 0)
     nq = _u32(k, "max.u32", nqb, i0)
     k.ins("sub.u32", nq, nq, i0)
     n_iters = _u32(k, "mul.lo.u32", nq, group)
@@ -151,7 +171,7 @@ def bwd_prologue(k: Kernel, cfg: AttentionBwdSm90Config, target_: str) -> BwdBui
                  ptrs[0], ptrs[1], ptrs[2], sq, sk, heads, group, c, scale, n0, kv_head,
                  batch, i0, nq, n_iters, k.fresh_label("exit"), ring,
                  SingleBuffer(k, "attention_bwd_kv", lambda: holder[0].bar("kv"),
-                              2 * cfg.kv_bytes, producer="attention_bwd_kv_producer"))
+                              2 * cfg.kv_bytes, producer="attention_bwd_kv_producer"), win)
     holder.append(b)
     k.comment("barriers: kv_full (1 + K and V bytes), full[s] (1 + stage bytes), empty[s] (2)")
     p0 = k.reg("pred")
