@@ -38,8 +38,8 @@ Operators:
   :func:`nvatom.attention`'s ``(out, lse)``, differentiable (``register_autograd``): its
   backward is ``torch.ops.nvatom.attention_backward(dout, dlse, q, k, v, out, lse, causal,
   scale) -> (dq, dk, dv)``, which runs :func:`nvatom.attention.attention_backward`: the
-  SM90 backward kernel (head dims 64 and 128, causal or not, GQA), else (head dim 256,
-  softcap, windows) a float32 reference in torch operations (blocked, linear extra
+  SM90 backward kernel (head dims 64 and 128, causal or not, windows, GQA), else (head
+  dim 256, softcap) a float32 reference in torch operations (blocked, linear extra
   memory).  :func:`flash_attn_func` is FlashAttention's entry point over it, on
   (batch, seqlen, heads, head_dim) tensors.
 

@@ -7,8 +7,8 @@ dim), with the bar set by torch SDPA's own bf16/f16 gradients against the same f
 reference; ``torch.compile(fullgraph=True)`` and CUDA-graph capture of a forward + backward
 step equal to eager; FlashAttention's (batch, seqlen, heads, head_dim) entry point; its
 refusals.  The backward runs the SM90 backward kernel at head dims 64 and 128 without
-softcap or window (tests/gpu/test_attention_bwd_gpu.py checks it alone) and the float32
-reference otherwise (d 256, softcap, windows): what is checked here is the operator, its
+softcap (tests/gpu/test_attention_bwd_gpu.py checks it alone) and the float32 reference
+otherwise (d 256, softcap): what is checked here is the operator, its
 gradients and its compile/graph behaviour."""
 
 from __future__ import annotations
