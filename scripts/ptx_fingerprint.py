@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """SHA-256 of the PTX nvatom emits for every GEMM configuration the tests build (plain and
-grouped), for the attention kernel's shipped configurations (both epilogues) and for every IR
-example that lowers: the guard for behaviour-preserving refactors.
+grouped), for the attention kernel's shipped configurations (both epilogues), the attention
+backward's and its preprocess kernels, and for every IR example that lowers: the guard for
+behaviour-preserving refactors.
 
     python scripts/ptx_fingerprint.py --write   # record reports/ptx_fingerprint.json
     python scripts/ptx_fingerprint.py           # compare with it; exit 1 and name what moved
@@ -80,6 +81,18 @@ def _attention() -> dict[str, str]:
             cfg = dataclasses.replace(base, epilogue=epi)
             tag = f"{dtype}/d{d}/{'causal' if causal else 'full'}/{epi}"
             out[f"attention/{tag}"] = _h(build_attention_sm90(cfg).emit())
+    # the backward: its shipped configurations and the preprocess kernels
+    from nvatom.kernels.sm90.attention_bwd import build_attention_bwd_sm90
+    from nvatom.kernels.sm90.attention_bwd_config import default_bwd_config
+    from nvatom.kernels.sm90.attention_bwd_pre import BwdPreConfig, build_attention_bwd_pre
+
+    for dtype, d, causal, win in itertools.product(("bf16", "f16"), (64, 128), (False, True),
+                                                   (False, True)):
+        cfg = default_bwd_config(dtype, d, causal, win)
+        tag = f"{dtype}/d{d}/{'causal' if causal else 'full'}{'/window' if win else ''}"
+        out[f"attention_bwd/{tag}"] = _h(build_attention_bwd_sm90(cfg).emit())
+        pre = BwdPreConfig(dtype, d, causal)  # (dlse with the causal half: both kinds)
+        out[f"attention_bwd_pre/{pre.name}"] = _h(build_attention_bwd_pre(pre).emit())
     return out
 
 
