@@ -34,12 +34,14 @@ Operators:
   emits PTX): an operator's schema takes tensors, numbers, strings and dtypes only, so
   :func:`gemm_epilogue` refuses ``epilogue`` and ``epilogue_args`` with
   :class:`TorchOpsError`; call ``nvatom.gemm(a, b, epilogue=hook, epilogue_args=...)``.
-* ``torch.ops.nvatom.attention(q, k, v, causal=False, scale=None) -> (Tensor, Tensor)``:
+* ``torch.ops.nvatom.attention(q, k, v, causal=False, scale=None, softcap=0.0,
+  window_left=-1, window_right=-1, deterministic=False) -> (Tensor, Tensor)``:
   :func:`nvatom.attention`'s ``(out, lse)``, differentiable (``register_autograd``): its
   backward is ``torch.ops.nvatom.attention_backward(dout, dlse, q, k, v, out, lse, causal,
-  scale) -> (dq, dk, dv)``, which runs :func:`nvatom.attention.attention_backward`: the
-  SM90 backward kernel (head dims 64 and 128, causal or not, windows, GQA), else (head
-  dim 256, softcap) a float32 reference in torch operations (blocked, linear extra
+  scale, ..., deterministic) -> (dq, dk, dv)``, which runs
+  :func:`nvatom.attention.attention_backward`: the SM90 backward kernel (head dims 64 and
+  128, causal or not, windows, GQA), else (head dim 256, softcap, ``deterministic``: the
+  same bits on every run) a float32 reference in torch operations (blocked, linear extra
   memory).  :func:`flash_attn_func` is FlashAttention's entry point over it, on
   (batch, seqlen, heads, head_dim) tensors.
 
@@ -267,14 +269,14 @@ def attention_output_spec(q_shape: Sequence[Any], k_shape: Sequence[Any],
 
 def _attention_impl(q: Any, k: Any, v: Any, causal: bool = False,
                     scale: float | None = None, softcap: float = 0.0, window_left: int = -1,
-                    window_right: int = -1) -> tuple[Any, Any]:
+                    window_right: int = -1, deterministic: bool = False) -> tuple[Any, Any]:
     return attention(q, k, v, causal=causal, scale=scale, softcap=softcap,
                      window=(window_left, window_right))
 
 
 def _attention_fake(q: Any, k: Any, v: Any, causal: bool = False,
                     scale: float | None = None, softcap: float = 0.0, window_left: int = -1,
-                    window_right: int = -1) -> tuple[Any, Any]:
+                    window_right: int = -1, deterministic: bool = False) -> tuple[Any, Any]:
     import torch
 
     o, lse = attention_output_spec(q.shape, k.shape, v.shape)
@@ -283,23 +285,27 @@ def _attention_fake(q: Any, k: Any, v: Any, causal: bool = False,
 
 def _attention_bwd_impl(dout: Any, dlse: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
                         causal: bool = False, scale: float | None = None,
-                        softcap: float = 0.0, window_left: int = -1, window_right: int = -1
-                        ) -> tuple[Any, Any, Any]:
+                        softcap: float = 0.0, window_left: int = -1, window_right: int = -1,
+                        deterministic: bool = False) -> tuple[Any, Any, Any]:
+    # the kernel adds dQ with TMA reductions in the CTAs' order: deterministic takes the
+    # reference, whose torch operations give the same bits on every run
     return attention_backward(dout, q, k, v, out, lse, causal=causal, scale=scale, dlse=dlse,
-                              softcap=softcap, window=(window_left, window_right))
+                              softcap=softcap, window=(window_left, window_right),
+                              backend="reference" if deterministic else None)
 
 
 def _attention_bwd_fake(dout: Any, dlse: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
                         causal: bool = False, scale: float | None = None,
-                        softcap: float = 0.0, window_left: int = -1, window_right: int = -1
-                        ) -> tuple[Any, Any, Any]:
+                        softcap: float = 0.0, window_left: int = -1, window_right: int = -1,
+                        deterministic: bool = False) -> tuple[Any, Any, Any]:
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
 def _attention_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[Any, Any]) -> None:
-    q, k, v, causal, scale, softcap, left, right = inputs
+    q, k, v, causal, scale, softcap, left, right, deterministic = inputs
     ctx.save_for_backward(q, k, v, *output)
     ctx.causal, ctx.scale, ctx.softcap, ctx.window = causal, scale, softcap, (left, right)
+    ctx.deterministic = deterministic
 
 
 def _attention_grad(ctx: Any, dout: Any, dlse: Any) -> tuple[Any, ...]:
@@ -308,8 +314,8 @@ def _attention_grad(ctx: Any, dout: Any, dlse: Any) -> tuple[Any, ...]:
     q, k, v, out, lse = ctx.saved_tensors
     dq, dk, dv = torch.ops.nvatom.attention_backward(
         dout.contiguous(), None if dlse is None else dlse.contiguous(), q, k, v, out, lse,
-        ctx.causal, ctx.scale, ctx.softcap, *ctx.window)
-    return dq, dk, dv, None, None, None, None, None
+        ctx.causal, ctx.scale, ctx.softcap, *ctx.window, ctx.deterministic)
+    return dq, dk, dv, None, None, None, None, None, None
 
 
 #: Every operator, in registration order.  Grouped GEMM adds rows here.
@@ -332,12 +338,15 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("attention_backward",
            "(Tensor dout, Tensor? dlse, Tensor q, Tensor k, Tensor v, Tensor out, "
            "Tensor lse, bool causal=False, float? scale=None, float softcap=0.0, "
-           "int window_left=-1, int window_right=-1) -> (Tensor, Tensor, Tensor)",
+           "int window_left=-1, int window_right=-1, bool deterministic=False) -> "
+           "(Tensor, Tensor, Tensor)",
            (), _attention_bwd_impl, _attention_bwd_fake,
-           "(dq, dk, dv) of nvatom::attention (a float32 reference in torch operations)"),
+           "(dq, dk, dv) of nvatom::attention (the SM90 backward kernel, or the float32 "
+           "reference in torch operations)"),
     OpSpec("attention",
            "(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
-           "float softcap=0.0, int window_left=-1, int window_right=-1) -> (Tensor, Tensor)",
+           "float softcap=0.0, int window_left=-1, int window_right=-1, "
+           "bool deterministic=False) -> (Tensor, Tensor)",
            (), _attention_impl, _attention_fake, "(out, lse) of scaled dot-product attention",
            (_attention_grad, _attention_setup)),
 )
@@ -454,7 +463,9 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
     seqlen_q, heads, head_dim), k and v (batch, seqlen_k, kv_heads, head_dim); returns the
     output (batch, seqlen_q, heads, head_dim) (a view of the kernel's (B, H, S, D) output),
     differentiable; ``softcap`` and ``window_size`` as :func:`nvatom.attention`'s ``softcap``
-    and ``window``.  ``deterministic`` is accepted (the backward is deterministic).  Not
+    and ``window``.  ``deterministic``: the backward gives the same bits on every run (the
+    float32 reference backward; the kernel's dQ is summed by TMA reductions in whatever
+    order the CTAs finish).  Not
     supported yet, refused naming the value: ``dropout_p`` other than 0, ``alibi_slopes``,
     ``return_attn_probs``, and ``causal`` or a window with seqlen_q != seqlen_k
     (FlashAttention aligns those masks at the bottom right; nvatom's kernel, as SDPA's
@@ -485,7 +496,8 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
             "bottom right, nvatom's kernel at the top left)")
     out, _ = torch.ops.nvatom.attention(q.transpose(1, 2), k.transpose(1, 2),
                                         v.transpose(1, 2), causal, softmax_scale,
-                                        float(softcap or 0.0), left, right)
+                                        float(softcap or 0.0), left, right,
+                                        bool(deterministic))
     return out.transpose(1, 2)
 
 
