@@ -43,7 +43,8 @@ Operators:
   128, causal or not, windows, GQA), else (head dim 256, softcap, ``deterministic``: the
   same bits on every run) a float32 reference in torch operations (blocked, linear extra
   memory).  :func:`flash_attn_func` is FlashAttention's entry point over it, on
-  (batch, seqlen, heads, head_dim) tensors.
+  (batch, seqlen, heads, head_dim) tensors, and :func:`flash_attn_varlen_func` its packed
+  (variable-length) one, a launch per sequence.
 
 :func:`gemm` and :func:`gemm_out` are eager conveniences over them: they register first, take
 DLPack arrays (``torch.from_dlpack``; results are torch tensors) and Python-number scales.
@@ -71,6 +72,7 @@ __all__ = [
     "TorchOpsError",
     "attention_output_spec",
     "flash_attn_func",
+    "flash_attn_varlen_func",
     "gemm",
     "gemm_epilogue",
     "gemm_out",
@@ -499,6 +501,96 @@ def flash_attn_func(q: Any, k: Any, v: Any, dropout_p: float = 0.0,
                                         float(softcap or 0.0), left, right,
                                         bool(deterministic))
     return out.transpose(1, 2)
+
+
+def _cu_seqlens(torch: Any, cu: Any, name: str, total: int, batch: int | None) -> list[int]:
+    """``cu`` (a 1-D int32/int64 tensor of B + 1 prefix sums from 0 to ``total``, on q's
+    device) read on the host, checked."""
+    if not hasattr(cu, "dim") or cu.dim() != 1 or cu.dtype not in (torch.int32, torch.int64):
+        raise AttentionError(f"flash_attn_varlen_func: {name} must be a 1-D int32 tensor of "
+                             f"batch + 1 offsets, got {getattr(cu, 'dtype', type(cu).__name__)}"
+                             f" of shape {tuple(getattr(cu, 'shape', ()))}")
+    if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        raise AttentionError("flash_attn_varlen_func reads cu_seqlens on the host (one launch "
+                             "per sequence): it cannot be captured in a CUDA graph yet")
+    vals = [int(x) for x in cu.tolist()]
+    if len(vals) < 2 or (batch is not None and len(vals) != batch + 1):
+        raise AttentionError(f"flash_attn_varlen_func: {name} has {len(vals)} entries; "
+                             f"{'batch + 1 = ' + str(batch + 1) if batch is not None else '>= 2'}"
+                             " expected")
+    bad = next((i for i in range(1, len(vals)) if vals[i] < vals[i - 1]), None)
+    if vals[0] != 0 or bad is not None or vals[-1] != total:
+        where = f"decreases at entry {bad}" if bad is not None else (
+            f"starts at {vals[0]}" if vals[0] != 0 else f"ends at {vals[-1]}")
+        raise AttentionError(f"flash_attn_varlen_func: {name} {where}; it must rise from 0 to "
+                             f"the packed length {total}")
+    return vals
+
+
+def flash_attn_varlen_func(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                           max_seqlen_q: int, max_seqlen_k: int, dropout_p: float = 0.0,
+                           softmax_scale: float | None = None, causal: bool = False,
+                           window_size: tuple[int, int] = (-1, -1), softcap: float = 0.0,
+                           alibi_slopes: Any = None, deterministic: bool = False,
+                           return_attn_probs: bool = False, block_table: Any = None) -> Any:
+    """FlashAttention's ``flash_attn_varlen_func``: packed batches, q (total_q, heads,
+    head_dim) and k, v (total_k, kv_heads, head_dim) with sequence ``i`` at rows
+    ``cu_seqlens[i] .. cu_seqlens[i + 1]``; returns the output (total_q, heads, head_dim),
+    differentiable.  **One launch per sequence** (each a view of the packed tensors through
+    ``torch.ops.nvatom.attention``, then concatenated): the offsets are read on the host (a
+    synchronisation; not CUDA-graph capturable); a device-side varlen kernel is the next step.
+    A sequence with no query rows contributes none; one with queries but no keys gives zeros
+    (as FlashAttention).  ``max_seqlen_q`` / ``max_seqlen_k`` must bound the lengths.  Refused
+    by name as in :func:`flash_attn_func` (dropout, alibi, attention probabilities, causal or
+    a window on a sequence whose lengths differ), and a ``block_table`` (paged KV)."""
+    torch = _torch()
+    register()
+    for name, value, default in (("dropout_p", dropout_p, 0.0),
+                                 ("alibi_slopes", alibi_slopes, None),
+                                 ("return_attn_probs", return_attn_probs, False),
+                                 ("block_table", block_table, None)):
+        if (value is not None) if default is None else value != default:
+            raise AttentionError(f"flash_attn_varlen_func: {name} = {value!r} is not "
+                                 f"supported yet (nvatom's attention takes {name} = "
+                                 f"{default!r})")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if getattr(t, "dim", lambda: 0)() != 3:
+            raise AttentionError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}: "
+                                 "flash_attn_varlen_func takes (total, heads, head_dim)")
+    try:
+        left, right = (int(x) for x in window_size)
+    except (TypeError, ValueError):
+        raise AttentionError(f"flash_attn_varlen_func: window_size = {window_size!r}: a pair "
+                             "(left, right), -1 for unbounded") from None
+    cq = _cu_seqlens(torch, cu_seqlens_q, "cu_seqlens_q", int(q.shape[0]), None)
+    ck = _cu_seqlens(torch, cu_seqlens_k, "cu_seqlens_k", int(k.shape[0]), len(cq) - 1)
+    outs = []
+    for i in range(len(cq) - 1):
+        lq, lk = cq[i + 1] - cq[i], ck[i + 1] - ck[i]
+        for name, n, bound in (("q", lq, max_seqlen_q), ("k", lk, max_seqlen_k)):
+            if n > bound:
+                raise AttentionError(f"flash_attn_varlen_func: sequence {i} has {n} {name} "
+                                     f"rows, more than max_seqlen_{name} = {bound}")
+        if lq == 0:
+            continue
+        if (causal or (left, right) != (-1, -1)) and lq != lk:
+            raise AttentionError(
+                f"flash_attn_varlen_func: sequence {i}: causal or a window with {lq} "
+                f"queries and {lk} keys is not supported yet (FlashAttention aligns that "
+                "mask at the bottom right, nvatom's kernel at the top left)")
+        if lk == 0:
+            outs.append(q.new_zeros((lq, q.shape[1], v.shape[2])))
+            continue
+        qi = q[cq[i]:cq[i + 1]].unsqueeze(0).transpose(1, 2)
+        ki = k[ck[i]:ck[i + 1]].unsqueeze(0).transpose(1, 2)
+        vi = v[ck[i]:ck[i + 1]].unsqueeze(0).transpose(1, 2)
+        out, _ = torch.ops.nvatom.attention(qi, ki, vi, causal, softmax_scale,
+                                            float(softcap or 0.0), left, right,
+                                            bool(deterministic))
+        outs.append(out[0].transpose(0, 1))
+    if not outs:
+        return q.new_empty((0, q.shape[1], v.shape[2]))
+    return torch.cat(outs, dim=0)
 
 
 def transformers_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,

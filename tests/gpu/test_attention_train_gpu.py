@@ -319,3 +319,73 @@ def test_deterministic_backward_repeats_bit_for_bit() -> None:
     out = T.flash_attn_func(qb, kb, vb, causal=False, deterministic=True)
     out.float().sum().backward()
     assert qb.grad is not None and not torch.isnan(qb.grad).any()
+
+
+@pytest.mark.parametrize(("lens_q", "lens_k", "causal", "window", "d"), [
+    ([37, 0, 300, 129, 1], [60, 5, 300, 400, 77], False, (-1, -1), 128),
+    ([200, 64, 513], [200, 64, 513], True, (-1, -1), 64),
+    ([150, 333], [150, 333], False, (40, 7), 128),
+    ([20, 7], [0, 9], False, (-1, -1), 64),
+])
+def test_flash_attn_varlen_func(lens_q, lens_k, causal, window, d) -> None:
+    """Packed variable-length batches (an empty query sequence, a sequence without keys,
+    GQA, causal and windowed sequences): the output and the gradients of every sequence
+    against float64 autograd of that sequence alone; the packed gradients of a sequence's
+    rows only hold that sequence's."""
+    _require_sm90()
+    T = _ops()
+    g = torch.Generator(device="cuda").manual_seed(sum(lens_q) + d)
+    h, hk = 4, 2
+    tq, tk = sum(lens_q), sum(lens_k)
+    q = torch.randn(tq, h, d, device="cuda", generator=g).to(torch.bfloat16).requires_grad_()
+    k = torch.randn(tk, hk, d, device="cuda", generator=g).to(torch.bfloat16).requires_grad_()
+    v = torch.randn(tk, hk, d, device="cuda", generator=g).to(torch.bfloat16).requires_grad_()
+    gout = torch.randn(tq, h, d, device="cuda", generator=g)
+    cq = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32,
+                      device="cuda")
+    ck = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32,
+                      device="cuda")
+    out = T.flash_attn_varlen_func(q, k, v, cq, ck, max(lens_q), max(lens_k), causal=causal,
+                                   window_size=window)
+    assert out.shape == (tq, h, d) and not torch.isnan(out).any()
+    (out.float() * gout).sum().backward()
+    scale = 1 / math.sqrt(d)
+    for i, (lq, lk) in enumerate(zip(lens_q, lens_k, strict=True)):
+        rq = slice(int(cq[i]), int(cq[i + 1]))
+        rk = slice(int(ck[i]), int(ck[i + 1]))
+        if lq == 0:
+            continue
+        if lk == 0:
+            assert (out[rq] == 0).all()
+            continue
+        qi, ki, vi = (t[r].detach().unsqueeze(0).transpose(1, 2)
+                      for t, r in ((q, rq), (k, rk), (v, rk)))
+        gi = gout[rq].unsqueeze(0).transpose(1, 2)
+        ref, ref_out = _reference_grads(qi, ki, vi, causal, scale, gi, None, want_out=True,
+                                        window=window)
+        assert _rel(out[rq].unsqueeze(0).transpose(1, 2), ref_out) < 1e-2, i
+        for name, grad, r, rr in (("dq", q.grad, rq, ref[0]), ("dk", k.grad, rk, ref[1]),
+                                  ("dv", v.grad, rk, ref[2])):
+            assert _rel(grad[r].unsqueeze(0).transpose(1, 2), rr) < 2e-2, (i, name)
+
+
+def test_flash_attn_varlen_refusals() -> None:
+    _require_sm90()
+    T = _ops()
+    q = torch.zeros(10, 2, 64, device="cuda", dtype=torch.bfloat16)
+    k = torch.zeros(12, 2, 64, device="cuda", dtype=torch.bfloat16)
+    cq = torch.tensor([0, 4, 10], dtype=torch.int32, device="cuda")
+    ck = torch.tensor([0, 6, 12], dtype=torch.int32, device="cuda")
+    from nvatom.attention import AttentionError
+
+    for kw, needle in ((dict(cu_seqlens_q=torch.tensor([0, 5, 4], dtype=torch.int32,
+                                                        device="cuda")), "decreases"),
+                       (dict(cu_seqlens_q=cq.float()), "int32"),
+                       (dict(cu_seqlens_k=ck[:2]), "batch + 1"),
+                       (dict(max_seqlen_q=5), "max_seqlen_q"),
+                       (dict(causal=True), "bottom right"),
+                       (dict(block_table=cq), "block_table")):
+        args = dict(cu_seqlens_q=cq, cu_seqlens_k=ck, max_seqlen_q=6, max_seqlen_k=6)
+        args.update(kw)
+        with pytest.raises(AttentionError, match=needle):
+            T.flash_attn_varlen_func(q, k, k, **args)
