@@ -150,3 +150,15 @@ def write_json(path: str | Path, report: Any, indent: int = 1) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=indent) + "\n")
     return out
+
+
+def fa4_attention() -> Any:
+    """FlashAttention-4's CuTe DSL ``flash_attn_func`` (q, k, v (B, S, H, D); returns (out,
+    lse)) when ``flash_attn.cute`` imports (../shared/anchors/README.md brings it to the GPU
+    machine), else None with the reason printed."""
+    try:
+        from flash_attn.cute import flash_attn_func
+    except Exception as e:  # any import failure means: not here
+        print(f"fa4: unavailable ({type(e).__name__}: {str(e)[:120]})")
+        return None
+    return flash_attn_func

@@ -20,9 +20,13 @@ Method (docs/perf.md, "Attention"):
   interleaved and their order alternates, the median over rounds is reported with the
   spread ((max - min) / median) and the best round;
 * TFLOP/s = 4 B H S^2 D / t (halved for causal: the work a causal kernel has to do);
-* ratio = nvatom / the fastest SDPA backend of the same shape in the same run;
+* ratio = nvatom / the fastest SDPA backend of the same shape in the same run, and nvatom /
+  FlashAttention-4's CuTe DSL kernel (``fa4``, on contiguous (B, S, H, D) copies of the same
+  inputs) where ``flash_attn.cute`` imports (../shared/anchors/README.md);
 * before timing, nvatom's output is compared with cuDNN's (max |difference|).
 
+``--with-backward``: after the forward rows, the backward alone (bench/attention_bwd.py, FA4
+included where it imports) in the same process, its rows under ``backward`` in the report.
 ``--backward``: one training step per call instead (forward and backward through
 ``torch.ops.nvatom.attention``, whose backward is the SM90 backward kernel at d 64 / 128 and
 the float32 reference in torch operations at d 256, against SDPA's cuDNN and flash backends'
@@ -43,6 +47,7 @@ import argparse
 import dataclasses
 import functools
 import importlib
+import json
 import statistics
 import sys
 import warnings
@@ -66,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--head-dims", default="64,128,256")
     ap.add_argument("--seqlens", default="4096,16384")
     ap.add_argument("--dtype", default="bf16")
+    ap.add_argument("--with-backward", action="store_true",
+                    help="also the backward alone (bench/attention_bwd.py) into the report's "
+                         "'backward' rows")
     ap.add_argument("--backward", action="store_true",
                     help="time forward + backward steps (reports/bench/attention_backward.json)")
     ap.add_argument("--memory", type=int, metavar="S",
@@ -92,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     rows = []
+    fa4 = R.fa4_attention()
     for d in (int(x) for x in args.head_dims.split(",")):
         for s in (int(x) for x in args.seqlens.split(",")):
             for causal in (False, True):
@@ -126,6 +135,14 @@ def main(argv: list[str] | None = None) -> int:
                     if name == "cudnn":
                         ref = r
                     fns[name] = f
+                if fa4 is not None:  # FlashAttention-4 (CuTe DSL) on (B, S, H, D) copies
+                    qb, kb, vb = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+                    fns["fa4"] = functools.partial(fa4, qb, kb, vb, causal=causal)
+                    try:
+                        fns["fa4"]()
+                    except Exception as e:  # report and go on without it
+                        print(f"fa4: failed ({type(e).__name__}: {str(e)[:120]})")
+                        del fns["fa4"]
                 torch.cuda.synchronize()
                 fns["nvatom-direct"]()
                 diff = (o.float() - ref.float()).abs().max().item() if ref is not None else None
@@ -147,12 +164,14 @@ def main(argv: list[str] | None = None) -> int:
                               "ms_median": round(med * 1e3, 4),
                               "spread": round((max(ts) - min(ts)) / med, 4)}
                 sdpa_best = max((x["tflops"] for n, x in res.items()
-                                 if not n.startswith("nvatom")), default=None)
+                                 if not n.startswith(("nvatom", "fa4"))), default=None)
                 fastest = max(((x["tflops"], n) for n, x in res.items()
-                               if not n.startswith("nvatom")), default=(0, None))[1]
+                               if not n.startswith(("nvatom", "fa4"))), default=(0, None))[1]
                 for n, x in res.items():
                     if n.startswith("nvatom") and sdpa_best:
                         x["ratio_to_fastest_sdpa"] = round(x["tflops"] / sdpa_best, 3)
+                    if n.startswith("nvatom") and "fa4" in res:
+                        x["ratio_to_fa4"] = round(x["tflops"] / res["fa4"]["tflops"], 3)
                 row = {"head_dim": d, "seqlen": s, "batch": b, "heads": h, "causal": causal,
                        "dtype": args.dtype, "config": cfg.name, "fastest_sdpa": fastest,
                        "max_abs_diff_vs_cudnn": diff, "results": res}
@@ -172,6 +191,12 @@ def main(argv: list[str] | None = None) -> int:
                         "4 B H S^2 D / t (/2 causal); ratio = nvatom / fastest SDPA backend "
                         "of the same shape in the same run",
               "rows": rows}
+    if args.with_backward:  # the backward alone (bench/attention_bwd.py), same process
+        from bench import attention_bwd
+
+        bwd_out = Path(args.out).with_name("attention_bwd.json")
+        attention_bwd.main(["--rounds", str(args.rounds), "--out", str(bwd_out)])
+        report["backward"] = json.loads(bwd_out.read_text())["rows"]
     print(f"wrote {R.write_json(args.out, report, indent=2)}")
     return 0
 

@@ -7,8 +7,10 @@
 Method: the backward alone.  Each contender's forward runs once before timing; then
 ``nvatom`` is ``attention_backward(dout, q, k, v, out, lse, causal=)`` (the
 user path: the stats and the zeroed f32 dQ accumulator prepared by torch operations, the
-kernel, the dQ scaling), and ``cudnn`` / ``flash`` are ``torch.autograd.grad`` of SDPA's
-output restricted to that backend (``retain_graph``: the same graph each call).  Shapes:
+kernel, the dQ rounding), ``cudnn`` / ``flash`` are ``torch.autograd.grad`` of SDPA's
+output restricted to that backend (``retain_graph``: the same graph each call), and ``fa4``
+the same of FlashAttention-4's CuTe DSL ``flash_attn_func`` on contiguous (B, S, H, D) copies
+where ``flash_attn.cute`` imports (../shared/anchors/README.md).  Shapes:
 issue 26's three backward shapes (d128: S2048 B8 H16 causal, S8192 B2 H16 full and causal)
 and d64 / d128 at S4096; bf16, contiguous (B, H, S, D).  ``--batch`` calls between two CUDA
 events, rounds interleaved with alternating order, median over rounds with the spread.
@@ -71,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from nvatom.kernels.sm90.attention_bwd_config import default_bwd_config
     from nvatom.kernels.sm90.attention_config import AttentionSm90Error
 
+    fa4 = R.fa4_attention()
     rows = []
     for name in args.shapes.split(","):
         d, s, b, h, causal = SHAPES[name]
@@ -104,6 +107,16 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             fns[cname] = (lambda o=o, qg=qg, kg=kg, vg=vg, dout=dout: torch.autograd.grad(
                 o, (qg, kg, vg), dout, retain_graph=True))
+        if fa4 is not None:  # FlashAttention-4's backward, on (B, S, H, D) copies
+            qb, kb, vb = (t.transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v))
+            dob = dout.transpose(1, 2).contiguous()
+            try:
+                ob = fa4(qb, kb, vb, causal=causal)[0]
+                torch.autograd.grad(ob, (qb, kb, vb), dob, retain_graph=True)
+                fns["fa4"] = (lambda ob=ob, qb=qb, kb=kb, vb=vb, dob=dob: torch.autograd.grad(
+                    ob, (qb, kb, vb), dob, retain_graph=True))
+            except Exception as e:  # report and go on without it
+                print(f"fa4: failed ({type(e).__name__}: {str(e)[:120]})")
         ours = fns["nvatom"]()
         diff = {}
         if "cudnn" in grads:
@@ -122,10 +135,13 @@ def main(argv: list[str] | None = None) -> int:
             res[cname] = {"tflops": round(flops / med / 1e12, 1),
                           "ms_median": round(med * 1e3, 3),
                           "spread": round((max(ts) - min(ts)) / med, 3)}
-        best = max((x["tflops"] for n, x in res.items() if not n.startswith("nvatom")),
-                   default=0)
+        best = max((x["tflops"] for n, x in res.items()
+                    if not n.startswith(("nvatom", "fa4"))), default=0)
         if best:
             res["nvatom"]["ratio_to_fastest_sdpa"] = round(res["nvatom"]["tflops"] / best, 3)
+        if "fa4" in res:
+            res["nvatom"]["ratio_to_fa4"] = round(res["nvatom"]["tflops"]
+                                                  / res["fa4"]["tflops"], 3)
         rows.append({"shape": name, "head_dim": d, "seqlen": s, "batch": b, "heads": h,
                      "causal": causal, "results": res, "rel_diff_to_cudnn": diff})
         print(f"{name}: " + "  ".join(f"{n} {x['tflops']} TF/s" for n, x in res.items())
