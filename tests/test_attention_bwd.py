@@ -106,6 +106,9 @@ def _configs() -> list[AttentionBwdSm90Config]:
         out.append(dataclasses.replace(default_bwd_config(dt, d, causal), dq_reduce=red))
     out += [default_bwd_config(dt, d, causal, window=True)
             for dt, d, causal in itertools.product(("bf16", "f16"), (64, 128), (False, True))]
+    out += [default_bwd_config(dt, d, causal, window=w, softcap=True)
+            for dt, d, causal, w in itertools.product(("bf16", "f16"), (64, 128),
+                                                      (False, True), (False, True))]
     out += [dataclasses.replace(default_bwd_config("bf16", 128), dq_split="k"),
             dataclasses.replace(default_bwd_config("bf16", 128), stages=1),
             dataclasses.replace(default_bwd_config("bf16", 128, True), stages=3,
@@ -151,7 +154,8 @@ def _call(**kw: Any) -> None:
 
 @pytest.mark.parametrize(("kw", "needle"), [
     (dict(backend="cuda"), "backend = 'cuda'"),
-    (dict(backend="kernel", softcap=30.0), "softcap"),
+    (dict(config=default_bwd_config("bf16", 128), softcap=30.0), "does not fit"),
+    (dict(config=default_bwd_config("bf16", 128, softcap=True)), "does not fit"),
     (dict(config=default_bwd_config("bf16", 128), window=(16, 0)), "does not fit"),
     (dict(config=default_bwd_config("bf16", 128, window=True)), "does not fit"),
     (dict(config=default_bwd_config("bf16", 64)), "does not fit"),

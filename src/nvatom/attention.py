@@ -382,24 +382,30 @@ def attention_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,
 
     ``backend``: ``"kernel"``, the SM90 backward kernel
     (:mod:`nvatom.kernels.sm90.attention_bwd`: head dims 64 and 128, causal or not, sliding
-    windows, grouped query heads, any lengths; no softcap); ``"reference"``,
+    windows, softcap, grouped query heads, any lengths); ``"reference"``,
     :func:`attention_backward_reference` (torch operations, every option); ``None`` (the
-    default): the kernel where it applies, else the reference.  ``out_grads``: ``(dq, dk,
-    dv)`` tensors (contiguous, q's dtype, the shapes of q, k, v) to write the gradients into
-    (returned); else new ones.  ``config``: the kernel's configuration (benchmarks and tests;
-    default :func:`~nvatom.kernels.sm90.attention_bwd_config.default_bwd_config`)."""
+    default): the kernel where it applies, else the reference -- and the reference for
+    softcap, whose kernel path has not run on a GPU yet (``"kernel"`` takes it).
+    ``out_grads``: ``(dq, dk, dv)`` tensors (contiguous, q's dtype, the shapes of q, k, v) to
+    write the gradients into (returned); else new ones.  ``config``: the kernel's
+    configuration (benchmarks and tests; default
+    :func:`~nvatom.kernels.sm90.attention_bwd_config.default_bwd_config`)."""
     p = check_inputs(q, k, v, causal=causal, scale=scale, softcap=softcap, window=window)
     if out_grads is not None:
         _check_out_grads(out_grads, q, k, v)
     if backend not in (None, "kernel", "reference"):
         raise AttentionError(f"backend = {shown(backend)} is not 'kernel', 'reference' or None")
     why = _bwd_kernel_refusal(p)
-    if config is not None and (config.dtype, config.head_dim, config.causal,
-                               config.window) != (p.dtype, p.head_dim, p.causal, p.windowed):
+    if config is not None and (config.dtype, config.head_dim, config.causal, config.window,
+                               config.softcap) != (p.dtype, p.head_dim, p.causal, p.windowed,
+                                                   bool(p.softcap)):
         raise AttentionError(f"config {config.name} does not fit {p!r}")
     if (backend == "kernel" or config is not None) and why:
         raise AttentionError(f"the backward kernel cannot run {p!r}: {why}")
-    if backend == "reference" or why:
+    # the kernel's softcap path is ptxas-clean and CPU-checked but has not run on a GPU
+    # yet: only an explicit backend="kernel" (or config) takes it
+    opt_in = backend == "kernel" or config is not None
+    if backend == "reference" or why or (p.softcap and not opt_in):
         grads = attention_backward_reference(dout, q, k, v, out, lse, causal=causal,
                                              scale=scale, dlse=dlse, softcap=softcap,
                                              window=window)
@@ -429,8 +435,6 @@ def _bwd_kernel_refusal(p: AttentionProblem) -> str:
     """Why the backward kernel cannot run ``p`` ('' when it can)."""
     if p.head_dim not in BWD_HEAD_DIMS:
         return f"head_dim {p.head_dim} (it takes {', '.join(map(str, BWD_HEAD_DIMS))})"
-    if p.softcap:
-        return "softcap (the reference runs it)"
     return ""
 
 
@@ -504,7 +508,7 @@ def _backward_kernel(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, dlse
     grid, block, smem = pre_launch_geometry(pre, b, h, rows)
     prepare_driver_launch(fpre, grid, block, smem, (1, 1, 1), params, stream,
                           keep=(dout, out, lse, dlse, stats, dq_acc))()
-    cfg = config or default_bwd_config(p.dtype, d, p.causal, p.windowed)
+    cfg = config or default_bwd_config(p.dtype, d, p.causal, p.windowed, bool(p.softcap))
     maps = bwd_tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
                                   for t in (q, k, v, dout, stats, dq_acc)))
     raw = [_TMAPS.get(tm) for tm in maps]
@@ -515,7 +519,11 @@ def _backward_kernel(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, dlse
     params = [(ctypes.c_uint64 * 16).from_buffer_copy(r) for r in raw]
     params += [ctypes.c_uint64(int(t.data_ptr())) for t in (dq_acc, dk, dv)]
     params += [ctypes.c_uint32(x) for x in (sq, p.seqlen_k, h, p.group)]
-    params += [ctypes.c_float(scale_log2(p.scale)), ctypes.c_float(p.scale)]
+    if p.softcap:
+        c, pre = softcap_params(p.scale, p.softcap)
+        params += [ctypes.c_float(c), ctypes.c_float(p.scale), ctypes.c_float(pre)]
+    else:
+        params += [ctypes.c_float(scale_log2(p.scale)), ctypes.c_float(p.scale)]
     if p.windowed:
         params += [ctypes.c_uint32(x) for x in p.window_params()]
     prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params, stream,

@@ -22,12 +22,14 @@ def _require_sm90() -> None:
         pytest.skip("the SM90 attention backward kernel needs an sm_90 (Hopper) GPU")
 
 
-def _float64_grads(q, k, v, causal, scale, gout, glse, window=(-1, -1)):
+def _float64_grads(q, k, v, causal, scale, gout, glse, window=(-1, -1), softcap=0.0):
     """Independent reference: float64 autograd of the forward's math (top-left causal mask;
-    a window keeps keys row - left .. row + right)."""
+    a window keeps keys row - left .. row + right; softcap c: scores c tanh(s / c))."""
     qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
     grp = q.shape[1] // k.shape[1]
     s = qd @ kd.repeat_interleave(grp, 1).transpose(-1, -2) * scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
     rows = torch.arange(s.shape[-2], device=q.device)[:, None]
     cols = torch.arange(s.shape[-1], device=q.device)[None, :]
     if causal:
@@ -168,6 +170,37 @@ def test_window_kernel_against_float64(sq, sk, window, causal, d) -> None:
     ref = _float64_grads(q, k, v, causal, 1 / math.sqrt(d), gout, None, window)
     theirs = attention_backward(gout, q, k, v, out, lse, causal=causal, window=window,
                                 backend="reference")
+    for name, o, t, r in zip(("dq", "dk", "dv"), ours, theirs, ref, strict=True):
+        assert not torch.isnan(o).any(), name
+        assert _rel(o, r) <= max(1.5 * _rel(t, r), 6e-3), (name, _rel(o, r), _rel(t, r))
+
+
+@pytest.mark.parametrize(("d", "causal", "window", "cap"), [
+    (128, False, (-1, -1), 30.0), (128, True, (-1, -1), 2.0), (64, False, (50, 10), 5.0),
+    (64, True, (-1, -1), 50.0), (128, False, (100, 37), 1.0),
+])
+def test_softcap_kernel_against_float64(d, causal, window, cap) -> None:
+    """Softcap in the backward kernel (opt-in: backend="kernel"; the default still takes the
+    reference until this has run): t = tanh(scale s / c) in the S registers, P recomputed,
+    dS times max(1 - t^2, 0); against float64 within the reference backward's error bar,
+    NaN-poisoned gradients, masked elements (t = -inf) contributing exactly nothing."""
+    _require_sm90()
+    import nvatom
+    from nvatom.attention import attention_backward
+
+    g = torch.Generator(device="cuda").manual_seed(d + int(cap))
+    q = torch.randn(2, 4, 333, d, device="cuda", generator=g).to(torch.bfloat16)
+    k, v = (torch.randn(2, 2, 400, d, device="cuda", generator=g).to(torch.bfloat16)
+            for _ in range(2))
+    gout = torch.randn(2, 4, 333, d, device="cuda", generator=g).to(torch.bfloat16)
+    out, lse = nvatom.attention(q, k, v, causal=causal, window=window, softcap=cap)
+    grads = tuple(torch.full(t.shape, float("nan"), device="cuda", dtype=torch.bfloat16)
+                  for t in (q, k, v))
+    ours = attention_backward(gout, q, k, v, out, lse, causal=causal, window=window,
+                              softcap=cap, backend="kernel", out_grads=grads)
+    ref = _float64_grads(q, k, v, causal, 1 / math.sqrt(d), gout, None, window, cap)
+    theirs = attention_backward(gout, q, k, v, out, lse, causal=causal, window=window,
+                                softcap=cap, backend="reference")
     for name, o, t, r in zip(("dq", "dk", "dv"), ours, theirs, ref, strict=True):
         assert not torch.isnan(o).any(), name
         assert _rel(o, r) <= max(1.5 * _rel(t, r), 6e-3), (name, _rel(o, r), _rel(t, r))

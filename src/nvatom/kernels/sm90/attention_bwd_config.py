@@ -60,6 +60,9 @@ class AttentionBwdSm90Config:
     # host's effective edges ("win_left", "win_right"), visits only the Q blocks whose rows
     # see the CTA's keys and masks both edges (with causal, the host's right edge is 0)
     window: bool = False
+    # logit softcapping (the forward's softcap): scores c tanh(scale q.k / c); the kernel
+    # takes scale / c ("softcap_pre") and c log2(e) in place of scale log2(e)
+    softcap: bool = False
     consumer_regs: int = 240
     producer_regs: int = 24
 
@@ -158,7 +161,8 @@ class AttentionBwdSm90Config:
     def name(self) -> str:
         return (f"nvatom_attn_bwd_sm90_{self.dtype}_d{self.head_dim}_s{self.stages}"
                 f"{'_causal' if self.causal else ''}_dq{self.dq_split}"
-                f"_{self.dq_reduce}{'_win' if self.window else ''}_r{self.consumer_regs}")
+                f"_{self.dq_reduce}{'_win' if self.window else ''}"
+                f"{'_cap' if self.softcap else ''}_r{self.consumer_regs}")
 
     @property
     def s_form(self) -> WgmmaForm:
@@ -182,10 +186,12 @@ class AttentionBwdSm90Config:
 
 
 def default_bwd_config(dtype: str = "bf16", head_dim: int = 128, causal: bool = False,
-                       window: bool = False) -> AttentionBwdSm90Config:
+                       window: bool = False, softcap: bool = False) -> AttentionBwdSm90Config:
     """The configuration per head dim: D = 128 splits dQ's columns between the warpgroups
     (2 stages: 160 KB of shared memory), D = 64 its K (its D/2 = 32 columns are not a whole
     SW128 atom) with 3 stages."""
     if head_dim == 64:
-        return AttentionBwdSm90Config(dtype, head_dim, 3, causal, "k", window=window)
-    return AttentionBwdSm90Config(dtype, head_dim, 2, causal, "n", window=window)
+        return AttentionBwdSm90Config(dtype, head_dim, 3, causal, "k", window=window,
+                                      softcap=softcap)
+    return AttentionBwdSm90Config(dtype, head_dim, 2, causal, "n", window=window,
+                                  softcap=softcap)

@@ -113,39 +113,86 @@ class _Consumer:
 
     def probabilities(self, stage: Reg, q0: Reg) -> None:
         """P^T = exp2(S^T c - lse log2 e) (columns are Q rows; the mask on the diagonal),
-        then dS^T = P^T (dP^T - rowsum(dO O)), both packed to 16 bits."""
+        then dS^T = P^T (dP^T - rowsum(dO O)), both packed to 16 bits.  With softcap the
+        scores are first t = tanh(S^T scale / softcap) (c is then softcap log2 e), kept in
+        the S registers: P is packed from temporaries and recomputed for dS^T, which carries
+        the cap's derivative ``max(1 - t^2, 0)`` (0 where the mask made t = -inf)."""
         b, seq, a = self.b, self.seq, self.acc
         k, bm = b.k, BWD_BLOCK_M
         s, dp = a["s"], a["dp"]
+        cap = b.cfg.softcap
         st_s = _u32(k, "mad.lo.u32", stage, b.cfg.stage_stride, self.stats)
-        ml, dsum = [], []
-        for j in range(bm // 8):
-            pair = [k.reg("f32"), k.reg("f32")]
-            k.ins("ld.shared.v2.f32", pair, f"[{st_s}+{32 * j}]")
-            ml.append(pair)
+        ml = None if cap else self._stats(st_s, 0)
         self.wait(1)
         seq.read(s)
+        if cap:
+            assert b.pre is not None
+            for r in s:
+                k.ins("mul.f32", r, r, b.pre)
+                k.ins("tanh.approx.f32", r, r)
         if b.cfg.causal or b.cfg.window:
             _mask(b, s, self.krow, q0, self.cw, self.tig2)
-        for i in range(bm // 2):
-            jj, e = i // 4, i % 2
-            k.ins("fma.rn.f32", s[i], s[i], b.c, ml[jj][e])
-            k.ins("ex2.approx.ftz.f32", s[i], s[i])
-        seq.write(s)
-        _pack(b, s, a["pk"])
-        for j in range(bm // 8):
-            pair = [k.reg("f32"), k.reg("f32")]
-            k.ins("ld.shared.v2.f32", pair, f"[{st_s}+{4 * bm + 32 * j}]")
-            dsum.append(pair)
+        if cap:  # P from temporaries, pair by pair (t stays in s; few registers live)
+            for kk, regs in enumerate(b.plan.retile):
+                for r, (lo, hi) in enumerate(regs):
+                    m_lo, m_hi = self._stat(st_s, 0, lo), self._stat(st_s, 0, hi)
+                    SE.cvt_pack_f32(k, b.cfg.dtype, self._p(s[hi], m_hi), self._p(s[lo], m_lo),
+                                    target=b.target, into=a["pk"][4 * kk + r])
+        else:
+            assert ml is not None
+            for i in range(bm // 2):
+                jj, e = i // 4, i % 2
+                k.ins("fma.rn.f32", s[i], s[i], b.c, ml[jj][e])
+                k.ins("ex2.approx.ftz.f32", s[i], s[i])
+            seq.write(s)
+            _pack(b, s, a["pk"])
+        dsum = None if cap else self._stats(st_s, 4 * bm)
         self.wait(0)
         seq.read(dp)
         for i in range(bm // 2):
             jj, e = i // 4, i % 2
             t = k.reg("f32")
-            k.ins("sub.f32", t, dp[i], dsum[jj][e])
-            k.ins("mul.f32", dp[i], s[i], t)
+            if cap:  # the stats read where used: P recomputed, the cap's derivative
+                k.ins("sub.f32", t, dp[i], self._stat(st_s, 4 * bm, i))
+                f = k.reg("f32")
+                k.ins("neg.f32", f, s[i])
+                k.ins("fma.rn.f32", f, f, s[i], "0f3F800000")
+                k.ins("max.f32", f, f, "0f00000000")
+                k.ins("mul.f32", t, t, f)
+                k.ins("mul.f32", dp[i], self._p(s[i], self._stat(st_s, 0, i)), t)
+            else:
+                assert dsum is not None
+                k.ins("sub.f32", t, dp[i], dsum[jj][e])
+                k.ins("mul.f32", dp[i], s[i], t)
         seq.write(dp)
         _pack(b, dp, a["pds"])
+
+    def _stat(self, st_s: Reg, off: int, i: int) -> Reg:
+        """One stat of the column of S^T value ``i`` (``ld.shared.f32``)."""
+        k = self.b.k
+        jj, e = i // 4, i % 2
+        r = k.reg("f32")
+        k.ins("ld.shared.f32", r, f"[{st_s}+{off + 32 * jj + 4 * e}]")
+        return r
+
+    def _stats(self, st_s: Reg, off: int) -> list[list[Reg]]:
+        """This thread's columns of one half of the stage's stats tile (``off`` 0: -lse
+        log2 e; ``4 * 64``: the row sums), as [column group][pair element]."""
+        k = self.b.k
+        out = []
+        for j in range(BWD_BLOCK_M // 8):
+            pair = [k.reg("f32"), k.reg("f32")]
+            k.ins("ld.shared.v2.f32", pair, f"[{st_s}+{off + 32 * j}]")
+            out.append(pair)
+        return out
+
+    def _p(self, t: Reg, ml: Reg) -> Reg:
+        """``exp2(t c + ml)`` in a fresh register."""
+        k = self.b.k
+        p = k.reg("f32")
+        k.ins("fma.rn.f32", p, t, self.b.c, ml)
+        k.ins("ex2.approx.ftz.f32", p, p)
+        return p
 
     def issue_dkv(self, sd: dict[str, Reg]) -> None:
         """dV += P^T dO, dK += dS^T Q (A from registers, B the stage's tiles MN-major)."""

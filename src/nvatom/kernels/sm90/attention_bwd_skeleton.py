@@ -44,7 +44,7 @@ class BwdBuild:
     sk: Reg
     heads: Reg
     group: Reg
-    c: Reg  # scale * log2(e)
+    c: Reg  # scale * log2(e) (softcap: softcap * log2(e))
     scale: Reg
     n0: Reg  # the CTA's first KV row
     kv_head: Reg
@@ -56,6 +56,7 @@ class BwdBuild:
     ring: Pipeline
     kv: SingleBuffer
     win: tuple[Reg, Reg] | None = None  # window: (left, right)
+    pre: Reg | None = None  # softcap: scale / softcap
 
     def bar(self, which: str, stage: Reg | int = 0) -> Reg:
         """Shared address of ``kv_full``, ``full[s]`` or ``empty[s]``."""
@@ -70,14 +71,15 @@ class BwdBuild:
 
 def bwd_kernel_params(cfg: AttentionBwdSm90Config | None = None
                       ) -> tuple[tuple[str, str], ...]:
-    """The kernel's parameters as ``(name, PTX type)`` (then ``win_left``, ``win_right`` for
-    a window configuration)."""
+    """The kernel's parameters as ``(name, PTX type)`` (then ``softcap_pre`` for a softcap
+    configuration, ``win_left``, ``win_right`` for a window one)."""
     tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
     return (*((n, tmap) for n in ("tmap_q", "tmap_k", "tmap_v", "tmap_do", "tmap_stats",
                                   "tmap_dq")),
             ("dq_ptr", "u64"), ("dk_ptr", "u64"), ("dv_ptr", "u64"),
             ("seqlen_q", "u32"), ("seqlen_k", "u32"), ("heads", "u32"), ("group", "u32"),
             ("scale_log2", "f32"), ("scale", "f32"),
+            *((("softcap_pre", "f32"),) if cfg is not None and cfg.softcap else ()),
             *((("win_left", "u32"), ("win_right", "u32")) if cfg is not None and cfg.window
               else ()))
 
@@ -119,6 +121,7 @@ def bwd_prologue(k: Kernel, cfg: AttentionBwdSm90Config, target_: str) -> BwdBui
     pdq, pdk, pdv = (k.param(n, "u64") for n in ("dq_ptr", "dk_ptr", "dv_ptr"))
     psq, psk, ph, pg = (k.param(n, "u32") for n in ("seqlen_q", "seqlen_k", "heads", "group"))
     pc, ps = k.param("scale_log2", "f32"), k.param("scale", "f32")
+    ppre = k.param("softcap_pre", "f32") if cfg.softcap else None
     pwin = (k.param("win_left", "u32"), k.param("win_right", "u32")) if cfg.window else None
     dsm = k.dynamic_shared("smem", align=1024)
     smem = _u32(k, "mov.u32", dsm)
@@ -126,6 +129,7 @@ def bwd_prologue(k: Kernel, cfg: AttentionBwdSm90Config, target_: str) -> BwdBui
     wg = _u32(k, "shr.u32", tid, 7)
     sq, sk, heads, group = (k.ld_param(p) for p in (psq, psk, ph, pg))
     c, scale = k.ld_param(pc), k.ld_param(ps)
+    pre = k.ld_param(ppre) if ppre is not None else None
     ptrs = []
     for p in (pdq, pdk, pdv):
         r = k.ld_param(p)
@@ -171,7 +175,8 @@ def bwd_prologue(k: Kernel, cfg: AttentionBwdSm90Config, target_: str) -> BwdBui
                  ptrs[0], ptrs[1], ptrs[2], sq, sk, heads, group, c, scale, n0, kv_head,
                  batch, i0, nq, n_iters, k.fresh_label("exit"), ring,
                  SingleBuffer(k, "attention_bwd_kv", lambda: holder[0].bar("kv"),
-                              2 * cfg.kv_bytes, producer="attention_bwd_kv_producer"), win)
+                              2 * cfg.kv_bytes, producer="attention_bwd_kv_producer"), win,
+                 pre)
     holder.append(b)
     k.comment("barriers: kv_full (1 + K and V bytes), full[s] (1 + stage bytes), empty[s] (2)")
     p0 = k.reg("pred")
