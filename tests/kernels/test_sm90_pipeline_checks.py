@@ -1,8 +1,9 @@
-"""The SM90 GEMM built through the pipeline objects (nvatom.kernels.pipeline): its epilogue's
-staging buffers are an EpilogueRing, so the kernel's store/wait discipline is checked while
-the kernel is built.  Each test weakens the real kernel the way a bug would and expects the
-build to be refused with the ring's (or the stage ring's) message; the unmodified kernels
-build (and their PTX is pinned by tests/test_ptx_fingerprint.py)."""
+"""The SM90 GEMM and attention kernels built through the pipeline objects
+(nvatom.kernels.pipeline): their staging buffers are EpilogueRings and their stages Pipelines,
+so the kernels' store/wait discipline is checked while they are built (the attention
+backward's dQ staging and Q/dO ring included).  Each test weakens the real kernel the way a
+bug would and expects the build to be refused with the ring's (or the stage ring's) message;
+the unmodified kernels build (and their PTX is pinned by tests/test_ptx_fingerprint.py)."""
 
 from __future__ import annotations
 
@@ -435,3 +436,60 @@ def test_a_loop_that_may_run_zero_times_is_checked_on_both_paths() -> None:
                        r"the path where the loop runs zero times\): overwritten while a WGMMA "
                        r"group still reads it \(1 group pending"):
         kernel(may_skip=True)
+
+
+# ----------------------------------------------------------------------- attention backward
+def _bwd(d: int = 128) -> None:
+    from nvatom.kernels.sm90.attention_bwd import build_attention_bwd_sm90
+    from nvatom.kernels.sm90.attention_bwd_config import default_bwd_config
+
+    build_attention_bwd_sm90(default_bwd_config("bf16", d, causal=True))
+
+
+def _skip_for(method: str, ring: str) -> object:
+    orig = getattr(EpilogueRing, method)
+
+    def patched(self: EpilogueRing, *args: object, **kwargs: object) -> None:
+        if self.name != ring:
+            orig(self, *args, **kwargs)
+        elif method == "fence":  # the record without the instruction's model
+            return
+
+    return patched
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_attention_bwd_dq_staging_without_its_wait_is_refused(
+        monkeypatch: pytest.MonkeyPatch, d: int) -> None:
+    """The backward's dQ staging tile: dropping the lead's wait for the previous block's TMA
+    reductions lets the next block's dQ overwrite a tile they may still read."""
+    _bwd(d)
+    monkeypatch.setattr(EpilogueRing, "wait", _skip_for("wait", "attention_bwd_dq"))
+    with pytest.raises(PipelineError, match=r"staging ring 'attention_bwd_dq', buffer 0.*"
+                                            r"written while its previous TMA store"):
+        _bwd(d)
+
+
+def test_attention_bwd_dq_reduce_before_the_fence_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(EpilogueRing, "fence", _skip_for("fence", "attention_bwd_dq"))
+    with pytest.raises(PipelineError, match=r"staging ring 'attention_bwd_dq', buffer 0: "
+                                            r"stored before its writes were fenced"):
+        _bwd()
+
+
+def test_attention_bwd_stage_without_its_stats_load_is_refused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage whose TMA loads deliver fewer bytes than its expect_tx (the stats tile left
+    out) never completes its full barrier: refused where the stage is committed."""
+    orig = ProducerRole.load
+
+    def load(self: ProducerRole, dst: object, tmap: object, coords: object, nbytes: int,
+             **kw: object) -> None:
+        if self.pipe.spec.name == "attention_bwd_qdo" and nbytes == 64 * 8:
+            return
+        orig(self, dst, tmap, coords, nbytes, **kw)
+
+    monkeypatch.setattr(ProducerRole, "load", load)
+    with pytest.raises(PipelineError, match="attention_bwd_qdo"):
+        _bwd()
