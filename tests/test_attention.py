@@ -370,3 +370,32 @@ def test_window_problem() -> None:
     q = _Fake((2, 8, 200, 128))
     with pytest.raises(A.AttentionError, match="leaves query rows 130 .. 199 without a key"):
         A.check_inputs(**_qkv(q=q), window=(10, 0))
+
+
+# ----------------------------------------------------------------------------- varlen
+@pytest.mark.parametrize("d", HEAD_DIMS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("softcap", "window"), [(False, False), (True, True)])
+def test_varlen_kernel_assembles(d: int, causal: bool, softcap: bool, window: bool) -> None:
+    """The packed variable-length forward: ptxas-clean without spills, its parameters in
+    kernel_params' order (the host packs them so), the per-thread epilogue only; every other
+    configuration's PTX is unchanged by it (tests/test_ptx_fingerprint.py)."""
+    import re
+
+    cfg = dataclasses.replace(default_config("bf16", d, causal, softcap=softcap,
+                                             window=window), epilogue="direct", varlen=True)
+    ptx = build_attention_sm90(cfg).emit()
+    res = assemble(ptx, "sm_90a")
+    kr = res.kernel(cfg.name)
+    assert kr.spills == 0 and kr.stack_frame == 0 and not res.warnings
+    header = ptx[ptx.index(".entry"):ptx.index(")")]
+    assert re.findall(r"\.param [^\n]*? (\w+)(?:\[\d+\])?,?\n", header + "\n") == [
+        n for n, _ in kernel_params(cfg)]
+    # the sequence's rows come from the offsets, clamped; a CTA past them returns
+    assert ptx.count("ld.global.nc.u32") == 4 and "@%p" in ptx.split("setp.ge.u32")[1][:80]
+    assert "st.global.b32" in ptx and "cp.async.bulk.tensor.4d.global" not in ptx
+
+
+def test_varlen_needs_the_direct_epilogue() -> None:
+    with pytest.raises(AttentionSm90Error, match="varlen stores O per thread"):
+        AttentionSm90Config(varlen=True, epilogue="tma")

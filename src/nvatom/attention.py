@@ -31,6 +31,7 @@ float32.  The call runs on torch's current stream.  Bad input raises :class:`Att
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import math
 import sys
 import types
@@ -70,7 +71,7 @@ from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import TORCH_DTYPES
 
 __all__ = ["AttentionError", "AttentionProblem", "attention", "attention_backward",
-           "attention_backward_reference", "check_inputs", "prepare"]
+           "attention_backward_reference", "attention_varlen", "check_inputs", "prepare"]
 
 #: The largest element count of q or of the output: the kernel indexes them in 32 bits.
 MAX_ELEMENTS = 2**31 - 1
@@ -333,6 +334,94 @@ def attention(q: Any, k: Any, v: Any, *, causal: bool = False,
         if lkey is not None:
             _remember(_launches, lkey, run)
     run()
+    return out, lse
+
+
+def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                     max_seqlen_q: int, max_seqlen_k: int, *, causal: bool = False,
+                     scale: float | None = None, softcap: float = 0.0,
+                     window: tuple[int, int] = (-1, -1)) -> tuple[Any, Any]:
+    """``(out, lse)`` of packed variable-length attention in **one launch** (no host
+    synchronisation: CUDA-graph capturable): q (total_q, heads, D), k and v (total_k,
+    kv_heads, D), sequence ``i`` at rows ``cu_seqlens[i] .. cu_seqlens[i + 1]`` (int32 on
+    q's device, batch + 1 entries); ``out`` (total_q, heads, D), ``lse`` (heads, total_q)
+    float32.  Each sequence is a dense problem of its own lengths (causal and windows
+    aligned at its top left).  The offsets are read on the GPU, so the host checks only
+    their shape and type: each is clamped to its packed total and a sequence's end to at
+    least its start (a bad table gives short or empty sequences, never an access past the
+    tensors); rows past ``max_seqlen_q`` are not computed (their ``out`` rows stay 0 and
+    ``lse`` -inf); a row without keys gets ``out`` 0 and ``lse`` -inf.  Other sequences'
+    rows of k and v are read by the last KV tile of a sequence and masked (they must be
+    finite numbers, as any tensor's).  Forward only (written after the session's last GPU
+    run: its GPU tests have not run yet); :func:`nvatom.torch_ops.flash_attn_varlen_func`
+    is the differentiable entry point."""
+    import torch
+
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if getattr(t, "dim", lambda: 0)() != 3:
+            raise AttentionError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}: "
+                                 "attention_varlen takes (total, heads, head_dim)")
+    views = [t.unsqueeze(0).transpose(1, 2) for t in (q, k, v)]  # (1, H, total, D)
+    for name, mx in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(mx, bool) or not isinstance(mx, int) or not 0 <= mx < 2**31:
+            raise AttentionError(f"{name} = {shown(mx)}: a non-negative int")
+    p = check_inputs(*views, causal=causal, scale=scale, softcap=softcap, window=(-1, -1))
+    batch = None
+    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if (getattr(cu, "dim", lambda: 0)() != 1 or cu.dtype != torch.int32
+                or cu.device != q.device or not cu.is_contiguous() or cu.numel() < 2):
+            raise AttentionError(f"{name} must be a contiguous 1-D int32 tensor of batch + 1 "
+                                 f"offsets on {q.device}, got "
+                                 f"{getattr(cu, 'dtype', type(cu).__name__)} of shape "
+                                 f"{tuple(getattr(cu, 'shape', ()))}")
+        if batch is not None and cu.numel() - 1 != batch:
+            raise AttentionError(f"cu_seqlens_q and cu_seqlens_k describe {batch} and "
+                                 f"{cu.numel() - 1} sequences")
+        batch = cu.numel() - 1
+    assert batch is not None
+    if batch > 65535:
+        raise AttentionError(f"{batch} sequences: at most 65535 (the grid's z)")
+    total_q, total_k = int(q.shape[0]), int(k.shape[0])
+    win = _check_window(window, 0, 1)  # per sequence the rule is the GPU's (rows keep 0)
+    pv = AttentionProblem(batch, p.heads, p.kv_heads, max_seqlen_q, max(max_seqlen_k, 1),
+                          p.head_dim, p.dtype, p.device, causal, p.scale, p.softcap, win)
+    out = torch.zeros((total_q, p.heads, p.head_dim), dtype=q.dtype, device=q.device)
+    lse = torch.full((p.heads, total_q), float("-inf"), dtype=torch.float32, device=q.device)
+    if total_q == 0 or max_seqlen_q == 0 or batch == 0:
+        return out, lse
+    cap = _capability(p.device)
+    if cap != (9, 0):
+        raise AttentionError(f"nvatom.attention needs compute capability 9.0 (sm_90a: WGMMA, "
+                             f"TMA), the tensors are on a {cap[0]}.{cap[1]} device")
+    cfg = dataclasses.replace(default_config(p.dtype, p.head_dim, causal,
+                                             softcap=bool(p.softcap), window=pv.windowed),
+                              epilogue="direct", varlen=True)
+    maps = tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
+                              for t in views))
+    raw = [_TMAPS.get(tm) for tm in maps]
+    raw.append(raw[0])  # tmap_o: unused by the direct epilogue
+    f = load_function(cfg, lambda: assemble(build_attention_sm90(cfg).emit(),
+                                            "sm_90a").cubin,
+                      cfg.name, p.device, cfg.smem_bytes, False)
+    grid, block, smem = launch_geometry(cfg, batch, p.heads, max_seqlen_q)
+    params: list[Any] = [(ctypes.c_uint64 * 16).from_buffer_copy(r) for r in raw]
+    params += [ctypes.c_uint64(int(out.data_ptr())), ctypes.c_uint64(int(lse.data_ptr())),
+               ctypes.c_uint32(max_seqlen_q), ctypes.c_uint32(pv.seqlen_k),
+               ctypes.c_uint32(p.heads), ctypes.c_uint32(p.group)]
+    if p.softcap:
+        c, pre = softcap_params(p.scale, p.softcap)
+        params += [ctypes.c_float(c), ctypes.c_float(pre)]
+    else:
+        params.append(ctypes.c_float(scale_log2(p.scale)))
+    if pv.windowed:
+        params += [ctypes.c_uint32(x) for x in pv.window_params()]
+    params += [ctypes.c_uint64(int(cu_seqlens_q.data_ptr())),
+               ctypes.c_uint64(int(cu_seqlens_k.data_ptr())),
+               ctypes.c_uint32(total_q), ctypes.c_uint32(total_k)]
+    dev = p.device
+    prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params,
+                          lambda: torch.cuda.current_stream(dev).cuda_stream,
+                          keep=(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k))()
     return out, lse
 
 

@@ -66,6 +66,12 @@ class AttentionSm90Config:
     # the host's effective values: never past the sequences), starts each CTA's KV walk at
     # the first tile its window reaches and masks both bounds
     window: bool = False
+    # packed variable-length batches (FlashAttention's varlen): q, k, v are (total, heads, D)
+    # seen as one batch of length total; CTA z = sequence b reads its rows from
+    # cu_seqlens_q / cu_seqlens_k on the device (clamped to the totals) and runs as a dense
+    # problem of those lengths (a CTA past its sequence's rows exits); O and the lse (heads,
+    # total_q) are stored per thread ("direct": a TMA box would cross into the next sequence)
+    varlen: bool = False
 
     def __post_init__(self) -> None:
         if self.epilogue not in EPILOGUES:
@@ -88,6 +94,9 @@ class AttentionSm90Config:
             raise AttentionSm90Error("pingpong needs overlap (one WGMMA issue per KV tile)")
         if self.producer_regs * WARPGROUP + 2 * self.consumer_regs * WARPGROUP > _REGS:
             raise AttentionSm90Error("producer_regs + 2 consumer_regs exceed the 64K registers")
+        if self.varlen and self.epilogue != "direct":
+            raise AttentionSm90Error("varlen stores O per thread (epilogue 'direct'): a TMA "
+                                     "box of a sequence's last rows would cross into the next")
 
     @property
     def q_bytes(self) -> int:
@@ -113,7 +122,7 @@ class AttentionSm90Config:
                 f"{'_ov' if self.overlap else ''}{'_sr' if self.split_release else ''}"
                 f"{'_pp' if self.pingpong else ''}_r{self.consumer_regs}"
                 f"{'_otma' if self.epilogue == 'tma' else ''}{'_cap' if self.softcap else ''}"
-                f"{'_win' if self.window else ''}")
+                f"{'_win' if self.window else ''}{'_varlen' if self.varlen else ''}")
 
     @property
     def s_form(self) -> WgmmaForm:

@@ -31,6 +31,10 @@ def _store(b: _Build, o: list[Reg], st: _Softmax, lane: Reg, cw: Reg, q_sm: Reg,
     for h in (0, 1):
         tot = _quad(k, "add.f32", st.l[h])
         r = _f32(k, "rcp.approx.ftz.f32", tot)
+        if cfg.varlen:  # a row without keys (a sequence with none): O = 0, lse = -inf
+            empty = k.reg("pred")
+            k.ins("setp.eq.f32", empty, tot, "0f00000000")
+            k.ins("selp.f32", r, "0f00000000", r, empty)
         inv.append(r)
         lg = _f32(k, "lg2.approx.ftz.f32", tot)
         k.ins("fma.rn.f32", lg, st.m[h], b.c, lg)
@@ -45,9 +49,16 @@ def _store(b: _Build, o: list[Reg], st: _Softmax, lane: Reg, cw: Reg, q_sm: Reg,
         k.ins("setp.lt.u32", inside, row, b.sq)
         skip = k.fresh_label("no_row")
         k.bra(skip, f"!{inside}")
-        line = _u32(k, "mad.lo.u32", bh, b.sq, row)  # (b * H + h) * Sq + row
+        if b.q_start is None:
+            line = _u32(k, "mad.lo.u32", bh, b.sq, row)  # (b * H + h) * Sq + row
+            lidx = line
+        else:  # varlen: O (total_q, H, D), lse (H, total_q)
+            assert b.total_q is not None
+            grow = _u32(k, "add.u32", b.q_start, row)
+            line = _u32(k, "mad.lo.u32", grow, b.heads, b.head)
+            lidx = _u32(k, "mad.lo.u32", b.head, b.total_q, grow)
         lp = k.reg("u64")
-        k.ins("mad.wide.u32", lp, line, 4, b.lse_ptr)
+        k.ins("mad.wide.u32", lp, lidx, 4, b.lse_ptr)
         lead = k.reg("pred")
         k.ins("setp.eq.u32", lead, tig, 0)
         k.ins("st.global.f32", f"[{lp}]", lse[h], pred=str(lead))

@@ -30,7 +30,8 @@ __all__ = [
 
 def kernel_params(cfg: AttentionSm90Config | None = None) -> tuple[tuple[str, str], ...]:
     """The kernel's parameters as ``(name, PTX type)`` (then ``softcap_pre`` for a softcap
-    configuration, ``win_left``, ``win_right`` for a window)."""
+    configuration, ``win_left``, ``win_right`` for a window, the offsets and totals for
+    varlen)."""
     tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
     return (("tmap_q", tmap), ("tmap_k", tmap), ("tmap_v", tmap), ("tmap_o", tmap),
             ("o_ptr", "u64"),
@@ -38,7 +39,9 @@ def kernel_params(cfg: AttentionSm90Config | None = None) -> tuple[tuple[str, st
             ("group", "u32"), ("scale_log2", "f32"),
             *((("softcap_pre", "f32"),) if cfg is not None and cfg.softcap else ()),
             *((("win_left", "u32"), ("win_right", "u32")) if cfg is not None and cfg.window
-              else ()))
+              else ()),
+            *((("cu_seqlens_q", "u64"), ("cu_seqlens_k", "u64"), ("total_q", "u32"),
+               ("total_k", "u32")) if cfg is not None and cfg.varlen else ()))
 
 
 def launch_geometry(cfg: AttentionSm90Config, batch: int, heads: int, seqlen_q: int

@@ -23,9 +23,11 @@ def _producer(b: _Build) -> None:
     tq, tk, tv, _ = b.tmaps
     assert b.rings is not None and b.q is not None
     b.q.arm()  # Q: its own barrier, the boxes delivering q_bytes
+    qrow = b.m0 if b.q_start is None else _u32(k, "add.u32", b.m0, b.q_start)
     for c, off in enumerate(plan.q_boxes):
         dst = _u32(k, "add.u32", b.smem, b.off_q + off)
-        b.q.load(dst, tq, [c * _CHUNK, b.m0, b.head, b.batch], cfg.q_bytes // len(plan.q_boxes))
+        b.q.load(dst, tq, [c * _CHUNK, qrow, b.head, b.tma_batch],
+                 cfg.q_bytes // len(plan.q_boxes))
     b.q.commit()
     roles = [ring.producer(f"{ring.spec.name}_producer") for ring in b.rings]
     stage = _u32(k, "mov.u32", 0)
@@ -37,6 +39,8 @@ def _producer(b: _Build) -> None:
         n0 = _u32(k, "mul.lo.u32", j, cfg.block_n)
         if b.kv0 is not None:  # a window: the walk starts at its first tile
             k.ins("add.u32", n0, n0, b.kv0)
+        if b.k_start is not None:  # varlen: the sequence's rows of the packed k, v
+            k.ins("add.u32", n0, n0, b.k_start)
         for (tmap, region, boxes), role in zip(((tk, b.off_k, plan.k_boxes),
                                                 (tv, b.off_v, plan.v_boxes)), roles,
                                                strict=True):
@@ -46,7 +50,7 @@ def _producer(b: _Build) -> None:
             k.ins("add.u32", base, base, b.smem)
             for c, off in enumerate(boxes):
                 dst = _u32(k, "add.u32", base, off)
-                role.load(dst, tmap, [c * _CHUNK, n0, b.kv_head, b.batch],
+                role.load(dst, tmap, [c * _CHUNK, n0, b.kv_head, b.tma_batch],
                           cfg.kv_bytes // len(boxes))
             role.commit()
         _next_stage(k, stage, phase, cfg.stages)

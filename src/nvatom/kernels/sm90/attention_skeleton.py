@@ -53,6 +53,17 @@ class _Build:
     pre: Reg | None = None  # softcap: scale / softcap (c is then softcap * log2(e))
     kv0: Reg | None = None  # window: the first KV row of the CTA's walk (a tile multiple)
     win: tuple[Reg, Reg] | None = None  # window: (left, right)
+    # varlen: the sequence's first rows in the packed q and k, the packed lengths; the
+    # tensor maps' batch coordinate (0: one packed batch)
+    q_start: Reg | None = None
+    k_start: Reg | None = None
+    total_q: Reg | None = None
+    coord_batch: Reg | None = None
+
+    @property
+    def tma_batch(self) -> Reg:
+        """The batch coordinate of the tensor maps (varlen: 0)."""
+        return self.batch if self.coord_batch is None else self.coord_batch
 
     def bar(self, which: str, stage: Reg | int = 0) -> Reg:
         """Shared address of barrier ``q_full`` / ``k_full[s]`` / ``v_full[s]`` / ``empty[s]``
@@ -78,6 +89,8 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     pc = k.param("scale_log2", "f32")
     ppre = k.param("softcap_pre", "f32") if cfg.softcap else None
     pwin = (k.param("win_left", "u32"), k.param("win_right", "u32")) if cfg.window else None
+    pvar = ((k.param("cu_seqlens_q", "u64"), k.param("cu_seqlens_k", "u64"),
+             k.param("total_q", "u32"), k.param("total_k", "u32")) if cfg.varlen else None)
     dsm = k.dynamic_shared("smem", align=1024)
     off_q = 0
     off_k = cfg.q_bytes
@@ -106,6 +119,13 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     head = _u32(k, "mov.u32", "%ctaid.y")
     batch = _u32(k, "mov.u32", "%ctaid.z")
     kv_head = _u32(k, "div.u32", head, group)
+    var: dict[str, Reg] = {}
+    if pvar is not None:  # this sequence's rows and lengths; a CTA past them exits
+        var = _varlen_rows(k, pvar, batch)
+        sq, sk = var["sq"], var["sk"]
+        out = k.reg("pred")
+        k.ins("setp.ge.u32", out, m0, sq)
+        k.ins("ret", pred=str(out))
     # KV tiles: ceil(min(Sk, m0 + 128) / BN) when causal, else ceil(Sk / BN); with a window
     # ceil(min(Sk, m0 + 128 + right) / BN) less the tiles left of row m0 - left
     lim = _u32(k, "mov.u32", sk)
@@ -129,7 +149,9 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
 
     b = _Build(k, cfg, plan, target_, off_q, off_k, off_v, off_bar, smem, tid, wg,
                (tm[0], tm[1], tm[2], tm[3]), m0, head, kv_head, batch, sq, sk, heads, n_tiles,
-               o_ptr, lse_ptr, c, k.fresh_label("exit"), pre=pre, kv0=kv0, win=win)
+               o_ptr, lse_ptr, c, k.fresh_label("exit"), pre=pre, kv0=kv0, win=win,
+               q_start=var.get("q_start"), k_start=var.get("k_start"),
+               total_q=var.get("total_q"), coord_batch=var.get("zero"))
     k.comment("barriers: q_full (1 + TMA bytes), k_full[s], v_full[s] (1 + bytes), empty[s] (2)")
     p0 = k.reg("pred")
     k.ins("setp.eq.u32", p0, tid, 0)
@@ -147,3 +169,28 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     k.label(skip)
     SE.named_barrier_sync(k, 0, 3 * WARPGROUP, target=target_)
     return b
+
+
+def _varlen_rows(k: Kernel, pvar: tuple[Any, ...], batch: Reg) -> dict[str, Reg]:
+    """Sequence ``batch``'s first rows and lengths from ``cu_seqlens_q[batch .. batch + 1]``
+    and ``cu_seqlens_k``'s, each offset clamped to its packed total and the end to at least
+    the start (offsets the host cannot check give empty or short sequences, never an access
+    past the tensors)."""
+    out: dict[str, Reg] = {}
+    for which, cu_p, tot_p in (("q", pvar[0], pvar[2]), ("k", pvar[1], pvar[3])):
+        cu = k.ld_param(cu_p)
+        k.ins("cvta.to.global.u64", cu, cu)
+        total = k.ld_param(tot_p)
+        at = k.reg("u64")
+        k.ins("mad.wide.u32", at, batch, 4, cu)
+        start, end = k.reg("u32"), k.reg("u32")
+        k.ins("ld.global.nc.u32", start, f"[{at}]")
+        k.ins("ld.global.nc.u32", end, f"[{at}+4]")
+        k.ins("min.u32", start, start, total)
+        k.ins("max.u32", end, end, start)
+        k.ins("min.u32", end, end, total)
+        out[f"{which}_start"] = start
+        out[f"s{which}"] = _u32(k, "sub.u32", end, start)
+        out[f"total_{which}"] = total
+    out["zero"] = _u32(k, "mov.u32", 0)
+    return out

@@ -1,0 +1,139 @@
+"""Packed variable-length attention in one launch (``nvatom.attention.attention_varlen``) on an
+sm_90 GPU: each sequence's output and log-sum-exp against float64 of that sequence alone
+(empty sequences, sequences without keys, GQA, causal, windows, softcap, every head dim),
+rows past ``max_seqlen_q`` left at 0 / -inf, CUDA-graph capture replayed after the offsets
+change on the device, and the clamping of offsets the host cannot check (no fault)."""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+
+A = importlib.import_module("nvatom.attention")
+
+
+def _require_sm90() -> None:
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the SM90 attention kernel needs an sm_90 (Hopper) GPU")
+
+
+def _reference(q, k, v, causal, scale, softcap=0.0, window=(-1, -1)):
+    """float64 (out, lse) of one sequence: q (Sq, H, D), k, v (Sk, Hkv, D)."""
+    grp = q.shape[1] // k.shape[1]
+    qd = q.double().transpose(0, 1)
+    kd = k.double().repeat_interleave(grp, 1).transpose(0, 1)
+    vd = v.double().repeat_interleave(grp, 1).transpose(0, 1)
+    s = qd @ kd.transpose(-1, -2) * scale
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    rows = torch.arange(s.shape[-2], device=q.device)[:, None]
+    cols = torch.arange(s.shape[-1], device=q.device)[None, :]
+    keep = torch.ones(s.shape[-2:], dtype=torch.bool, device=q.device)
+    if causal:
+        keep &= cols <= rows
+    if window[0] >= 0:
+        keep &= cols >= rows - window[0]
+    if window[1] >= 0:
+        keep &= cols <= rows + window[1]
+    s = s.masked_fill(~keep, float("-inf"))
+    lse = torch.logsumexp(s, -1)  # (H, Sq)
+    out = torch.softmax(s, -1) @ vd
+    return out.transpose(0, 1), lse
+
+
+def _packed(lens_q, lens_k, h, hk, d, seed, dt=torch.bfloat16):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(sum(lens_q), h, d, device="cuda", generator=g).to(dt)
+    k = torch.randn(max(sum(lens_k), 1), hk, d, device="cuda", generator=g).to(dt)
+    v = torch.randn(max(sum(lens_k), 1), hk, d, device="cuda", generator=g).to(dt)
+    cq = torch.tensor([0, *torch.tensor(lens_q).cumsum(0).tolist()], dtype=torch.int32,
+                      device="cuda")
+    ck = torch.tensor([0, *torch.tensor(lens_k).cumsum(0).tolist()], dtype=torch.int32,
+                      device="cuda")
+    return q, k, v, cq, ck
+
+
+def _check(q, k, v, cq, ck, out, lse, causal, scale, softcap=0.0, window=(-1, -1)):
+    for i in range(cq.numel() - 1):
+        rq = slice(int(cq[i]), int(cq[i + 1]))
+        rk = slice(int(ck[i]), int(ck[i + 1]))
+        if rq.stop == rq.start:
+            continue
+        if rk.stop == rk.start:  # no keys: 0 and -inf
+            assert (out[rq] == 0).all() and torch.isinf(lse[:, rq]).all()
+            continue
+        ro, rl = _reference(q[rq], k[rk], v[rk], causal, scale, softcap, window)
+        err = ((out[rq].double() - ro).norm() / ro.norm()).item()
+        assert err < 1e-2, (i, err)
+        assert (lse[:, rq].double() - rl).abs().max().item() < 2e-2, i
+
+
+@pytest.mark.parametrize(("lens_q", "lens_k", "d", "causal", "softcap", "window"), [
+    ([37, 0, 300, 129, 1], [60, 5, 300, 400, 77], 128, False, 0.0, (-1, -1)),
+    ([200, 64, 513], [200, 64, 513], 64, True, 0.0, (-1, -1)),
+    ([150, 333, 1], [150, 333, 1], 128, False, 0.0, (40, 7)),
+    ([20, 7, 90], [0, 9, 90], 64, False, 0.0, (-1, -1)),
+    ([129, 256], [300, 256], 256, True, 30.0, (-1, -1)),
+    ([1000], [1000], 128, True, 0.0, (128, -1)),
+])
+def test_varlen_against_float64(lens_q, lens_k, d, causal, softcap, window) -> None:
+    _require_sm90()
+    q, k, v, cq, ck = _packed(lens_q, lens_k, 4, 2, d, sum(lens_q) + d)
+    out, lse = A.attention_varlen(q, k, v, cq, ck, max(lens_q), max(max(lens_k), 1),
+                                  causal=causal, softcap=softcap, window=window)
+    torch.cuda.synchronize()
+    assert out.shape == q.shape and lse.shape == (4, q.shape[0])
+    assert not torch.isnan(out).any()
+    _check(q, k, v, cq, ck, out, lse, causal, 1 / math.sqrt(d), softcap, window)
+
+
+def test_rows_past_max_seqlen_stay_untouched() -> None:
+    """A sequence longer than max_seqlen_q: its rows from max_seqlen_q on are not computed
+    (0, -inf); the rows before are right."""
+    _require_sm90()
+    q, k, v, cq, ck = _packed([300, 50], [300, 50], 4, 2, 128, 5)
+    out, lse = A.attention_varlen(q, k, v, cq, ck, 200, 300)
+    torch.cuda.synchronize()
+    assert (out[200:300] == 0).all() and torch.isinf(lse[:, 200:300]).all()
+    ro, _ = _reference(q[:300], k[:300], v[:300], False, 1 / math.sqrt(128))
+    err = ((out[:200].double() - ro[:200]).norm() / ro[:200].norm()).item()
+    assert err < 1e-2
+
+
+def test_graph_replay_follows_offsets_changed_on_the_device() -> None:
+    """Captured once in a CUDA graph; the offsets rewritten on the device (same tensors)
+    and replayed: the new grouping is computed."""
+    _require_sm90()
+    q, k, v, cq, ck = _packed([100, 200, 300], [100, 200, 300], 4, 2, 64, 9)
+    A.attention_varlen(q, k, v, cq, ck, 300, 300)  # builds and loads the kernel
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = A.attention_varlen(q, k, v, cq, ck, 300, 300)
+    new = torch.tensor([0, 300, 350, 600], dtype=torch.int32, device="cuda")
+    cq.copy_(new)
+    ck.copy_(new)
+    graph.replay()
+    torch.cuda.synchronize()
+    _check(q, k, v, cq, ck, out, lse, False, 1 / math.sqrt(64))
+
+
+def test_bad_offsets_are_clamped_not_faulted() -> None:
+    """Offsets the host cannot check (decreasing, past the packed length) give short or
+    empty sequences: no fault, no NaN."""
+    _require_sm90()
+    q, k, v, _, _ = _packed([64, 64], [64, 64], 4, 2, 128, 11)
+    bad = torch.tensor([0, 100000, 10], dtype=torch.int32, device="cuda")
+    out, _ = A.attention_varlen(q, k, v, bad, bad, 128, 128)
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any()
+    with pytest.raises(A.AttentionError, match="int32"):
+        A.attention_varlen(q, k, v, bad.long(), bad, 128, 128)
+    with pytest.raises(A.AttentionError, match="describe 2 and 1 sequences"):
+        A.attention_varlen(q, k, v, bad, bad[:2], 128, 128)
