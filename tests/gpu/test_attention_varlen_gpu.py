@@ -137,3 +137,18 @@ def test_bad_offsets_are_clamped_not_faulted() -> None:
         A.attention_varlen(q, k, v, bad.long(), bad, 128, 128)
     with pytest.raises(A.AttentionError, match="describe 2 and 1 sequences"):
         A.attention_varlen(q, k, v, bad, bad[:2], 128, 128)
+
+
+def test_rows_past_the_window_of_their_keys() -> None:
+    """A sequence whose query rows outrun its keys' window (100 rows, 10 keys, window 5
+    left): rows 15.. see no key and get 0 / -inf (the tile count does not wrap), rows
+    0..14 match float64."""
+    _require_sm90()
+    q, k, v, cq, ck = _packed([100], [10], 4, 2, 64, 13)
+    out, lse = A.attention_varlen(q, k, v, cq, ck, 100, 10, causal=True, window=(5, -1))
+    torch.cuda.synchronize()
+    assert not torch.isnan(out).any()
+    assert (out[15:] == 0).all() and torch.isinf(lse[:, 15:]).all()
+    ro, rl = _reference(q[:15], k, v, True, 1 / math.sqrt(64), window=(5, -1))
+    assert ((out[:15].double() - ro).norm() / ro.norm()).item() < 1e-2
+    assert (lse[:, :15].double() - rl).abs().max().item() < 2e-2

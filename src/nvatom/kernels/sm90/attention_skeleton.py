@@ -145,6 +145,8 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     n_tiles = _u32(k, "add.u32", lim, cfg.block_n - 1)
     k.ins("div.u32", n_tiles, n_tiles, cfg.block_n)
     if kv0 is not None:
+        if pvar is not None:  # a sequence whose rows outrun its keys' window: no tile, not
+            k.ins("max.u32", n_tiles, n_tiles, t0)  # a wrapped count (the host can't check)
         k.ins("sub.u32", n_tiles, n_tiles, t0)
 
     b = _Build(k, cfg, plan, target_, off_q, off_k, off_v, off_bar, smem, tid, wg,
