@@ -217,3 +217,39 @@ def test_preprocess_config_errors() -> None:
         BwdPreConfig("bf16", 256)
     with pytest.raises(AttentionSm90Error, match="'f32'"):
         BwdPreConfig("f32", 64)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize(("causal", "window", "softcap"), [(False, False, False),
+                                                           (True, True, True)])
+def test_varlen_backward_kernels_assemble(d: int, causal: bool, window: bool,
+                                          softcap: bool) -> None:
+    """The packed variable-length backward and preprocess kernels: ptxas-clean, parameters
+    in the order the host packs them, the offsets read on the device (a CTA past its keys
+    returns), KV rows past the sequence masked; the dense kernels' PTX is unchanged by them
+    (tests/test_ptx_fingerprint.py)."""
+    import re
+
+    from nvatom.kernels.sm90.attention_bwd_pre import (
+        BwdPreConfig,
+        build_attention_bwd_pre,
+        pre_kernel_params,
+    )
+    from nvatom.kernels.sm90.attention_bwd_skeleton import bwd_kernel_params
+
+    cfg = dataclasses.replace(default_bwd_config("bf16", d, causal, window, softcap),
+                              varlen=True)
+    pre = BwdPreConfig("bf16", d, True, varlen=True)
+    for ptx, name, params in ((build_attention_bwd_sm90(cfg).emit(), cfg.name,
+                               bwd_kernel_params(cfg)),
+                              (build_attention_bwd_pre(pre).emit(), pre.name,
+                               pre_kernel_params(pre))):
+        res = assemble(ptx, "sm_90a")
+        kr = res.kernel(name)
+        assert kr.spills == 0 and kr.stack_frame == 0 and not res.warnings
+        header = ptx[ptx.index(".entry"):ptx.index(")")]
+        assert re.findall(r"\.param [^\n]*? (\w+)(?:\[\d+\])?,?\n", header + "\n") == [
+            n for n, _ in params]
+        assert "cu_seqlens_q" in header
+    kernel = build_attention_bwd_sm90(cfg).emit()
+    assert kernel.count("ld.global.nc.u32") == 4 and "ret;" in kernel

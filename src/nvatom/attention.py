@@ -71,7 +71,8 @@ from nvatom.runtime.ptxas import assemble
 from nvatom.runtime.torch_interop import TORCH_DTYPES
 
 __all__ = ["AttentionError", "AttentionProblem", "attention", "attention_backward",
-           "attention_backward_reference", "attention_varlen", "check_inputs", "prepare"]
+           "attention_backward_reference", "attention_varlen", "attention_varlen_backward",
+           "check_inputs", "prepare"]
 
 #: The largest element count of q or of the output: the kernel indexes them in 32 bits.
 MAX_ELEMENTS = 2**31 - 1
@@ -357,34 +358,10 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
     is the differentiable entry point."""
     import torch
 
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if getattr(t, "dim", lambda: 0)() != 3:
-            raise AttentionError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}: "
-                                 "attention_varlen takes (total, heads, head_dim)")
-    views = [t.unsqueeze(0).transpose(1, 2) for t in (q, k, v)]  # (1, H, total, D)
-    for name, mx in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
-        if isinstance(mx, bool) or not isinstance(mx, int) or not 0 <= mx < 2**31:
-            raise AttentionError(f"{name} = {shown(mx)}: a non-negative int")
-    p = check_inputs(*views, causal=causal, scale=scale, softcap=softcap, window=(-1, -1))
-    batch = None
-    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
-        if (getattr(cu, "dim", lambda: 0)() != 1 or cu.dtype != torch.int32
-                or cu.device != q.device or not cu.is_contiguous() or cu.numel() < 2):
-            raise AttentionError(f"{name} must be a contiguous 1-D int32 tensor of batch + 1 "
-                                 f"offsets on {q.device}, got "
-                                 f"{getattr(cu, 'dtype', type(cu).__name__)} of shape "
-                                 f"{tuple(getattr(cu, 'shape', ()))}")
-        if batch is not None and cu.numel() - 1 != batch:
-            raise AttentionError(f"cu_seqlens_q and cu_seqlens_k describe {batch} and "
-                                 f"{cu.numel() - 1} sequences")
-        batch = cu.numel() - 1
-    assert batch is not None
-    if batch > 65535:
-        raise AttentionError(f"{batch} sequences: at most 65535 (the grid's z)")
+    pv, views = _varlen_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                max_seqlen_k, causal, scale, softcap, window)
+    p, batch = pv, pv.batch
     total_q, total_k = int(q.shape[0]), int(k.shape[0])
-    win = _check_window(window, 0, 1)  # per sequence the rule is the GPU's (rows keep 0)
-    pv = AttentionProblem(batch, p.heads, p.kv_heads, max_seqlen_q, max(max_seqlen_k, 1),
-                          p.head_dim, p.dtype, p.device, causal, p.scale, p.softcap, win)
     out = torch.zeros((total_q, p.heads, p.head_dim), dtype=q.dtype, device=q.device)
     lse = torch.full((p.heads, total_q), float("-inf"), dtype=torch.float32, device=q.device)
     if total_q == 0 or max_seqlen_q == 0 or batch == 0:
@@ -423,6 +400,138 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
                           lambda: torch.cuda.current_stream(dev).cuda_stream,
                           keep=(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k))()
     return out, lse
+
+
+def _varlen_problem(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                    max_seqlen_q: int, max_seqlen_k: int, causal: bool, scale: float | None,
+                    softcap: float, window: Any) -> tuple[AttentionProblem, list[Any]]:
+    """The checks :func:`attention_varlen` and :func:`attention_varlen_backward` share: the
+    packed tensors (as one (1, H, total, D) batch each, returned), the offsets' type and
+    count, the maximum lengths; the problem with B = the sequences and the maxima as
+    lengths."""
+    import torch
+
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if getattr(t, "dim", lambda: 0)() != 3:
+            raise AttentionError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}: "
+                                 "varlen attention takes (total, heads, head_dim)")
+    views = [t.unsqueeze(0).transpose(1, 2) for t in (q, k, v)]  # (1, H, total, D)
+    for name, mx in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(mx, bool) or not isinstance(mx, int) or not 0 <= mx < 2**31:
+            raise AttentionError(f"{name} = {shown(mx)}: a non-negative int")
+    p = check_inputs(*views, causal=causal, scale=scale, softcap=softcap, window=(-1, -1))
+    batch = None
+    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if (getattr(cu, "dim", lambda: 0)() != 1 or cu.dtype != torch.int32
+                or cu.device != q.device or not cu.is_contiguous() or cu.numel() < 2):
+            raise AttentionError(f"{name} must be a contiguous 1-D int32 tensor of batch + 1 "
+                                 f"offsets on {q.device}, got "
+                                 f"{getattr(cu, 'dtype', type(cu).__name__)} of shape "
+                                 f"{tuple(getattr(cu, 'shape', ()))}")
+        if batch is not None and cu.numel() - 1 != batch:
+            raise AttentionError(f"cu_seqlens_q and cu_seqlens_k describe {batch} and "
+                                 f"{cu.numel() - 1} sequences")
+        batch = cu.numel() - 1
+    assert batch is not None
+    if batch > 65535:
+        raise AttentionError(f"{batch} sequences: at most 65535 (the grid's z)")
+    win = _check_window(window, 0, 1)  # per sequence the rule is the GPU's (rows keep 0)
+    return AttentionProblem(batch, p.heads, p.kv_heads, max_seqlen_q, max(max_seqlen_k, 1),
+                            p.head_dim, p.dtype, p.device, causal, p.scale, p.softcap,
+                            win), views
+
+
+def attention_varlen_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
+                              cu_seqlens_q: Any, cu_seqlens_k: Any, max_seqlen_q: int,
+                              max_seqlen_k: int, *, causal: bool = False,
+                              scale: float | None = None, softcap: float = 0.0,
+                              window: tuple[int, int] = (-1, -1),
+                              dlse: Any = None) -> tuple[Any, Any, Any]:
+    """``(dq, dk, dv)`` of :func:`attention_varlen` (packed, the shapes of q, k, v) in two
+    launches (the preprocess and the backward kernel, ``varlen=True``: each CTA reads its
+    sequence's offsets on the GPU, clamped as the forward does; the next sequence's keys are
+    masked), no host synchronisation; ``out`` (total_q, H, D) and ``lse`` (H, total_q) are
+    the forward's, ``dlse`` the lse's gradient (same shape) or None.  Head dims 64 and 128
+    (others: refused).  Rows no sequence covers get zero gradients.  Written after the
+    session's last GPU run: its GPU tests have not run yet."""
+    import torch
+
+    pv, views = _varlen_problem(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                max_seqlen_k, causal, scale, softcap, window)
+    why = _bwd_kernel_refusal(pv)
+    if why:
+        raise AttentionError(f"the varlen backward kernel cannot run {pv!r}: {why}")
+    total_q, total_k = int(q.shape[0]), int(k.shape[0])
+    h, d = pv.heads, pv.head_dim
+    for name, t, shape, dt in (("dout", dout, tuple(q.shape), q.dtype),
+                               ("out", out, tuple(q.shape), q.dtype),
+                               ("lse", lse, (h, total_q), torch.float32),
+                               ("dlse", dlse, (h, total_q), torch.float32)):
+        if t is not None and (tuple(t.shape) != shape or t.dtype != dt
+                              or t.device != q.device):
+            raise AttentionError(f"{name} must be a {shape} tensor of {dt} on {q.device}, "
+                                 f"got {tuple(t.shape)} {t.dtype} on {t.device}")
+    f32 = torch.float32
+    dq_acc = torch.zeros((total_q, h, d), dtype=f32, device=q.device)
+    dk = torch.zeros((total_k, pv.kv_heads, d), dtype=q.dtype, device=q.device)
+    dv = torch.zeros_like(dk)
+    if total_q == 0 or max_seqlen_q == 0 or pv.batch == 0:
+        return dq_acc.to(q.dtype), dk, dv
+    cap = _capability(pv.device)
+    if cap != (9, 0):
+        raise AttentionError(f"the attention backward kernel needs compute capability 9.0, "
+                             f"the tensors are on a {cap[0]}.{cap[1]} device")
+    rows = bwd_stats_rows(max_seqlen_q)
+    stats = torch.empty((pv.batch, h, 2, rows), dtype=f32, device=q.device)
+    do4, o4 = (_tma_ready(t.unsqueeze(0).transpose(1, 2)) for t in (dout, out))
+    lse = lse.contiguous()
+    dlse = None if dlse is None else dlse.contiguous()
+    dev = pv.device
+
+    def stream() -> int:
+        return int(torch.cuda.current_stream(dev).cuda_stream)
+
+    pre = BwdPreConfig(pv.dtype, d, dlse is not None, varlen=True)
+    fpre = load_function(pre, lambda: assemble(build_attention_bwd_pre(pre).emit(),
+                                               "sm_90a").cubin, pre.name, dev, 0, False)
+    params: list[Any] = []
+    for t in (do4, o4):
+        params.append(ctypes.c_uint64(int(t.data_ptr())))
+        params += [ctypes.c_uint64(int(x)) for x in t.stride()[:3]]
+    params += [ctypes.c_uint64(int(t.data_ptr())) for t in (lse, lse if dlse is None else dlse,
+                                                            stats, dq_acc)]
+    params += [ctypes.c_uint32(x) for x in (h, max_seqlen_q, rows, pv.batch * h * rows)]
+    params += [ctypes.c_uint64(int(cu_seqlens_q.data_ptr())), ctypes.c_uint32(total_q)]
+    grid, block, smem = pre_launch_geometry(pre, pv.batch, h, rows)
+    prepare_driver_launch(fpre, grid, block, smem, (1, 1, 1), params, stream,
+                          keep=(do4, o4, lse, dlse, stats, dq_acc, cu_seqlens_q))()
+    cfg = dataclasses.replace(default_bwd_config(pv.dtype, d, causal, pv.windowed,
+                                                 bool(pv.softcap)), varlen=True)
+    dq4 = dq_acc.unsqueeze(0).transpose(1, 2)
+    maps = bwd_tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
+                                  for t in (*views, do4, stats, dq4)))
+    raw = [_TMAPS.get(tm) for tm in maps]
+    f = load_function(cfg, lambda: assemble(build_attention_bwd_sm90(cfg).emit(),
+                                            "sm_90a").cubin,
+                      cfg.name, dev, cfg.smem_bytes, False)
+    grid, block, smem = bwd_launch_geometry(cfg, pv.batch, pv.kv_heads, max(max_seqlen_k, 1))
+    params = [(ctypes.c_uint64 * 16).from_buffer_copy(r) for r in raw]
+    params += [ctypes.c_uint64(int(t.data_ptr())) for t in (dq_acc, dk, dv)]
+    params += [ctypes.c_uint32(x) for x in (max_seqlen_q, pv.seqlen_k, h, pv.group)]
+    if pv.softcap:
+        c, sc_pre = softcap_params(pv.scale, pv.softcap)
+        params += [ctypes.c_float(c), ctypes.c_float(pv.scale), ctypes.c_float(sc_pre)]
+    else:
+        params += [ctypes.c_float(scale_log2(pv.scale)), ctypes.c_float(pv.scale)]
+    if pv.windowed:
+        params += [ctypes.c_uint32(x) for x in pv.window_params()]
+    params += [ctypes.c_uint64(int(cu_seqlens_q.data_ptr())),
+               ctypes.c_uint64(int(cu_seqlens_k.data_ptr())),
+               ctypes.c_uint32(total_q), ctypes.c_uint32(total_k)]
+    prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params, stream,
+                          keep=(*views, do4, stats, dq_acc, dk, dv, cu_seqlens_q,
+                                cu_seqlens_k))()
+    return dq_acc.to(q.dtype), dk, dv
 
 
 def _hashable(x: Any) -> Any:

@@ -57,7 +57,13 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nvatom.attention import AttentionError, attention, attention_backward
+from nvatom.attention import (
+    AttentionError,
+    attention,
+    attention_backward,
+    attention_varlen,
+    attention_varlen_backward,
+)
 from nvatom.errors import NvatomError
 from nvatom.gemm import SCALED_OUT_DTYPE, GemmError
 from nvatom.gemm import gemm as _run_gemm
@@ -320,6 +326,59 @@ def _attention_grad(ctx: Any, dout: Any, dlse: Any) -> tuple[Any, ...]:
     return dq, dk, dv, None, None, None, None, None, None
 
 
+def _varlen_impl(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                 max_seqlen_q: int, max_seqlen_k: int, causal: bool = False,
+                 scale: float | None = None, softcap: float = 0.0, window_left: int = -1,
+                 window_right: int = -1) -> tuple[Any, Any]:
+    return attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                            causal=causal, scale=scale, softcap=softcap,
+                            window=(window_left, window_right))
+
+
+def _varlen_fake(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: Any,
+                 max_seqlen_q: int, max_seqlen_k: int, causal: bool = False,
+                 scale: float | None = None, softcap: float = 0.0, window_left: int = -1,
+                 window_right: int = -1) -> tuple[Any, Any]:
+    import torch
+
+    return q.new_empty(q.shape), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+
+
+def _varlen_bwd_impl(dout: Any, dlse: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
+                     cu_seqlens_q: Any, cu_seqlens_k: Any, max_seqlen_q: int,
+                     max_seqlen_k: int, causal: bool = False, scale: float | None = None,
+                     softcap: float = 0.0, window_left: int = -1, window_right: int = -1
+                     ) -> tuple[Any, Any, Any]:
+    return attention_varlen_backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+                                     max_seqlen_q, max_seqlen_k, causal=causal, scale=scale,
+                                     softcap=softcap, window=(window_left, window_right),
+                                     dlse=dlse)
+
+
+def _varlen_bwd_fake(dout: Any, dlse: Any, q: Any, k: Any, v: Any, out: Any, lse: Any,
+                     cu_seqlens_q: Any, cu_seqlens_k: Any, max_seqlen_q: int,
+                     max_seqlen_k: int, causal: bool = False, scale: float | None = None,
+                     softcap: float = 0.0, window_left: int = -1, window_right: int = -1
+                     ) -> tuple[Any, Any, Any]:
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _varlen_setup(ctx: Any, inputs: tuple[Any, ...], output: tuple[Any, Any]) -> None:
+    q, k, v, cq, ck, mq, mk, causal, scale, softcap, left, right = inputs
+    ctx.save_for_backward(q, k, v, cq, ck, *output)
+    ctx.args = (mq, mk, causal, scale, softcap, left, right)
+
+
+def _varlen_grad(ctx: Any, dout: Any, dlse: Any) -> tuple[Any, ...]:
+    import torch
+
+    q, k, v, cq, ck, out, lse = ctx.saved_tensors
+    dq, dk, dv = torch.ops.nvatom.attention_varlen_backward(
+        dout.contiguous(), None if dlse is None else dlse.contiguous(), q, k, v, out, lse,
+        cq, ck, *ctx.args)
+    return dq, dk, dv, *(None,) * 9
+
+
 #: Every operator, in registration order.  Grouped GEMM adds rows here.
 OPS: tuple[OpSpec, ...] = (
     OpSpec("gemm",
@@ -345,6 +404,20 @@ OPS: tuple[OpSpec, ...] = (
            (), _attention_bwd_impl, _attention_bwd_fake,
            "(dq, dk, dv) of nvatom::attention (the SM90 backward kernel, or the float32 "
            "reference in torch operations)"),
+    OpSpec("attention_varlen_backward",
+           "(Tensor dout, Tensor? dlse, Tensor q, Tensor k, Tensor v, Tensor out, "
+           "Tensor lse, Tensor cu_seqlens_q, Tensor cu_seqlens_k, int max_seqlen_q, "
+           "int max_seqlen_k, bool causal=False, float? scale=None, float softcap=0.0, "
+           "int window_left=-1, int window_right=-1) -> (Tensor, Tensor, Tensor)",
+           (), _varlen_bwd_impl, _varlen_bwd_fake,
+           "(dq, dk, dv) of nvatom::attention_varlen (packed; the varlen backward kernels)"),
+    OpSpec("attention_varlen",
+           "(Tensor q, Tensor k, Tensor v, Tensor cu_seqlens_q, Tensor cu_seqlens_k, "
+           "int max_seqlen_q, int max_seqlen_k, bool causal=False, float? scale=None, "
+           "float softcap=0.0, int window_left=-1, int window_right=-1) -> (Tensor, Tensor)",
+           (), _varlen_impl, _varlen_fake,
+           "(out, lse) of packed variable-length attention in one launch",
+           (_varlen_grad, _varlen_setup)),
     OpSpec("attention",
            "(Tensor q, Tensor k, Tensor v, bool causal=False, float? scale=None, "
            "float softcap=0.0, int window_left=-1, int window_right=-1, "

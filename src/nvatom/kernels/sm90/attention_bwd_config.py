@@ -63,6 +63,10 @@ class AttentionBwdSm90Config:
     # logit softcapping (the forward's softcap): scores c tanh(scale q.k / c); the kernel
     # takes scale / c ("softcap_pre") and c log2(e) in place of scale log2(e)
     softcap: bool = False
+    # packed variable-length batches (the forward's varlen): CTA z = sequence b reads its
+    # rows from cu_seqlens on the device (clamped), exits past its keys, masks the next
+    # sequence's keys (KV rows past its length) and stores dK, dV at its packed rows
+    varlen: bool = False
     consumer_regs: int = 240
     producer_regs: int = 24
 
@@ -162,7 +166,8 @@ class AttentionBwdSm90Config:
         return (f"nvatom_attn_bwd_sm90_{self.dtype}_d{self.head_dim}_s{self.stages}"
                 f"{'_causal' if self.causal else ''}_dq{self.dq_split}"
                 f"_{self.dq_reduce}{'_win' if self.window else ''}"
-                f"{'_cap' if self.softcap else ''}_r{self.consumer_regs}")
+                f"{'_cap' if self.softcap else ''}{'_varlen' if self.varlen else ''}"
+                f"_r{self.consumer_regs}")
 
     @property
     def s_form(self) -> WgmmaForm:

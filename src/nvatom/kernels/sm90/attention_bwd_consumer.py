@@ -130,7 +130,7 @@ class _Consumer:
             for r in s:
                 k.ins("mul.f32", r, r, b.pre)
                 k.ins("tanh.approx.f32", r, r)
-        if b.cfg.causal or b.cfg.window:
+        if b.cfg.causal or b.cfg.window or b.cfg.varlen:
             _mask(b, s, self.krow, q0, self.cw, self.tig2)
         if cap:  # P from temporaries, pair by pair (t stays in s; few registers live)
             for kk, regs in enumerate(b.plan.retile):
@@ -406,27 +406,36 @@ def _dq_stage(b: BwdBuild, ring: EpilogueRing, dq: list[Reg], stg: list[Reg], he
     bar = _u32(k, "add.u32", cw, 3)  # 0: the CTA, 1 and 2: dS
     ring.sync(bar, WARPGROUP, target=b.target)
     with ring.lead_section(label="no_dq_store"):
+        qrow = q0 if b.q_start is None else _u32(k, "add.u32", q0, b.q_start)
         col0 = _u32(k, "mul.lo.u32", cw, cfg.head_dim // 2) if cfg.dq_split == "n" else 0
         for bx in range(len(plan.dq_boxes)):
             ring.address(bx)
             x = col0 if bx == 0 else _u32(k, "add.u32", col0, DQ_BOX * bx)
-            ring.store(bx, b.tmaps[5], [x, q0, head, b.batch], commit=False, reduce="add")
+            ring.store(bx, b.tmaps[5], [x, qrow, head, b.tma_batch], commit=False,
+                       reduce="add")
         ring.commit()
 
 
 def _mask(b: BwdBuild, s: list[Reg], krow: Reg, q0: Reg, cw: Reg, tig2: Reg) -> None:
     """``S^T`` of (KV row r, Q row c) outside the mask becomes -inf: causal (top-left
-    aligned, as the forward) ``r > c``; with a window, outside ``c - left <= r <= c + right``.
+    aligned, as the forward) ``r > c``; with a window, outside ``c - left <= r <= c + right``;
+    varlen, every ``r`` past the sequence's keys (the next sequence's rows of the packed k).
     Branched over unless some element of this consumer's 64 x 64 tile is outside."""
-    k = b.k
+    k, cfg = b.k, b.cfg
     first = _u32(k, "mad.lo.u32", cw, 64, b.n0)  # this consumer's first KV row
     last = _u32(k, "add.u32", first, 63)
-    edge = q0 if b.win is None else _u32(k, "add.u32", q0, b.win[1])
-    need = k.reg("pred")  # some kv > q + right: its last row past the first column's edge
-    k.ins("setp.gt.u32", need, last, edge)
-    if b.win is not None:  # some kv < q - left: its first row before the last column's edge
-        lo = _u32(k, "add.u32", first, b.win[0])
-        k.ins("setp.lt.or.u32", need, lo, _u32(k, "add.u32", q0, 63), need)
+    need = k.reg("pred")
+    if cfg.causal or cfg.window:
+        edge = q0 if b.win is None else _u32(k, "add.u32", q0, b.win[1])
+        # some kv > q + right: its last row past the first column's edge
+        k.ins("setp.gt.u32", need, last, edge)
+        if b.win is not None:  # some kv < q - left: its first row before the last column's
+            lo = _u32(k, "add.u32", first, b.win[0])
+            k.ins("setp.lt.or.u32", need, lo, _u32(k, "add.u32", q0, 63), need)
+        if cfg.varlen:
+            k.ins("setp.ge.or.u32", need, last, b.sk, need)
+    else:  # varlen only: the rows past the sequence's keys
+        k.ins("setp.ge.u32", need, last, b.sk)
     skip = k.fresh_label("no_mask")
     k.bra(skip, f"!{need}")
     for h in (0, 1):
@@ -434,6 +443,10 @@ def _mask(b: BwdBuild, s: list[Reg], krow: Reg, q0: Reg, cw: Reg, tig2: Reg) -> 
         # (and, with a window, c <= kv row + left - q0 - 2 tig)
         rel = k.reg("s32")
         k.ins("add.u32", rel, krow, 8 * h)
+        row_ok = None
+        if cfg.varlen:  # this thread's row of the half: a key of the sequence?
+            row_ok = k.reg("pred")
+            k.ins("setp.lt.u32", row_ok, rel, b.sk)
         k.ins("sub.s32", rel, rel, q0)
         k.ins("sub.s32", rel, rel, tig2)
         lim = rel
@@ -447,9 +460,15 @@ def _mask(b: BwdBuild, s: list[Reg], krow: Reg, q0: Reg, cw: Reg, tig2: Reg) -> 
             if row != 8 * h:
                 continue
             p = k.reg("pred")
-            k.ins("setp.ge.s32", p, col, lim)
-            if b.win is not None:
-                k.ins("setp.le.and.s32", p, col, hi, p)
+            if cfg.causal or cfg.window:
+                k.ins("setp.ge.s32", p, col, lim)
+                if b.win is not None:
+                    k.ins("setp.le.and.s32", p, col, hi, p)
+                if row_ok is not None:
+                    k.ins("and.pred", p, p, row_ok)
+            else:
+                assert row_ok is not None
+                p = row_ok
             k.ins("selp.f32", s[i], s[i], _NEG_INF, p)
     k.label(skip)
 
@@ -472,7 +491,11 @@ def _dq_reduce(b: BwdBuild, dq: list[Reg], head: Reg, q0: Reg, row16: Reg, tig2:
         k.ins("setp.lt.u32", inside, row, b.sq)
         skip = k.fresh_label("no_dq_row")
         k.bra(skip, f"!{inside}")
-        el = _u32(k, "mad.lo.u32", bh, b.sq, row)
+        if b.q_start is None:
+            el = _u32(k, "mad.lo.u32", bh, b.sq, row)
+        else:  # varlen: the packed (total_q, H, D) accumulator
+            el = _u32(k, "add.u32", b.q_start, row)
+            k.ins("mad.lo.u32", el, el, b.heads, head)
         k.ins("mad.lo.u32", el, el, d, col0)
         ptr = k.reg("u64")
         k.ins("mad.wide.u32", ptr, el, 4, b.dq_ptr)
@@ -497,7 +520,11 @@ def _store_dkv(b: BwdBuild, dk: list[Reg], dv: list[Reg], krow: Reg, tig2: Reg,
         k.ins("setp.lt.u32", inside, row, b.sk)
         skip = k.fresh_label("no_kv_row")
         k.bra(skip, f"!{inside}")
-        el = _u32(k, "mad.lo.u32", bh, b.sk, row)
+        if b.k_start is None:
+            el = _u32(k, "mad.lo.u32", bh, b.sk, row)
+        else:  # varlen: the packed (total_k, Hkv, D) gradients
+            el = _u32(k, "add.u32", b.k_start, row)
+            k.ins("mad.lo.u32", el, el, hkv, b.kv_head)
         k.ins("mad.lo.u32", el, el, d, tig2)
         for acc, ptr, scaled in ((dk, b.dk_ptr, True), (dv, b.dv_ptr, False)):
             p = k.reg("u64")

@@ -35,6 +35,10 @@ class BwdPreConfig:
     dtype: str = "bf16"
     head_dim: int = 128
     dlse: bool = False
+    # packed variable-length batches: sequence b's rows start at cu_seqlens_q[b] (clamped to
+    # total_q) of dO, O (one packed batch), the lse and dlse (heads, total_q) and the packed
+    # dQ accumulator (total_q, heads, D); its stats rows stay per sequence (B, H, 2, rows)
+    varlen: bool = False
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -55,17 +59,19 @@ class BwdPreConfig:
     @property
     def name(self) -> str:
         return (f"nvatom_attn_bwd_pre_{self.dtype}_d{self.head_dim}"
-                f"{'_dlse' if self.dlse else ''}")
+                f"{'_dlse' if self.dlse else ''}{'_varlen' if self.varlen else ''}")
 
 
-def pre_kernel_params() -> tuple[tuple[str, str], ...]:
+def pre_kernel_params(cfg: BwdPreConfig | None = None) -> tuple[tuple[str, str], ...]:
     """``(name, PTX type)``: dO and O (base, then batch, head and row strides in elements), the
     lse and dlse (contiguous (B, H, Sq) f32; dlse read only by a ``dlse`` kernel), the stats
     (B, H, 2, rows) and the dQ accumulator (B, H, Sq, D), heads, seqlen_q, rows, all rows."""
     return (("do_ptr", "u64"), ("do_sb", "u64"), ("do_sh", "u64"), ("do_ss", "u64"),
             ("o_ptr", "u64"), ("o_sb", "u64"), ("o_sh", "u64"), ("o_ss", "u64"),
             ("lse_ptr", "u64"), ("dlse_ptr", "u64"), ("stats_ptr", "u64"), ("dq_ptr", "u64"),
-            ("heads", "u32"), ("seqlen_q", "u32"), ("rows", "u32"), ("total", "u32"))
+            ("heads", "u32"), ("seqlen_q", "u32"), ("rows", "u32"), ("total", "u32"),
+            *((("cu_seqlens_q", "u64"), ("total_q", "u32")) if cfg is not None and cfg.varlen
+              else ()))
 
 
 def pre_launch_geometry(cfg: BwdPreConfig, batch: int, heads: int, rows: int
@@ -115,9 +121,10 @@ def build_attention_bwd_pre(cfg: BwdPreConfig, target_: str = "sm_90a") -> Modul
     mod = Module(target_)
     k = mod.kernel(cfg.name)
     k.reqntid = (PRE_THREADS, 1, 1)
-    p = {n: k.param(n, t) for n, t in pre_kernel_params()}
+    p = {n: k.param(n, t) for n, t in pre_kernel_params(cfg)}
     v = {n: k.ld_param(p[n]) for n in p}
-    for n in ("do_ptr", "o_ptr", "lse_ptr", "dlse_ptr", "stats_ptr", "dq_ptr"):
+    for n in ("do_ptr", "o_ptr", "lse_ptr", "dlse_ptr", "stats_ptr", "dq_ptr",
+              *(("cu_seqlens_q",) if cfg.varlen else ())):
         k.ins("cvta.to.global.u64", v[n], v[n])
     tid = _u32(k, "mov.u32", "%tid.x")
     t = _u32(k, "rem.u32", tid, cfg.lanes)
@@ -130,8 +137,25 @@ def build_attention_bwd_pre(cfg: BwdPreConfig, target_: str = "sm_90a") -> Modul
     s = _u32(k, "rem.u32", r, v["rows"])
     b = _u32(k, "div.u32", bh, v["heads"])
     h = _u32(k, "rem.u32", bh, v["heads"])
-    real = k.reg("pred")  # ... and one of seqlen_q's
-    k.ins("setp.lt.and.u32", real, s, v["seqlen_q"], live)
+    seq_len, start = v["seqlen_q"], None
+    if cfg.varlen:  # this sequence's first row and length, clamped to the packed total
+        at = k.reg("u64")
+        k.ins("mad.wide.u32", at, b, 4, v["cu_seqlens_q"])
+        start, end = k.reg("u32"), k.reg("u32")
+        k.ins("mov.u32", start, 0)
+        k.ins("mov.u32", end, 0)
+        k.ins("ld.global.nc.u32", start, f"[{at}]", pred=str(live))
+        k.ins("ld.global.nc.u32", end, f"[{at}+4]", pred=str(live))
+        k.ins("min.u32", start, start, v["total_q"])
+        k.ins("max.u32", end, end, start)
+        k.ins("min.u32", end, end, v["total_q"])
+        seq_len = _u32(k, "sub.u32", end, start)
+    real = k.reg("pred")  # ... and one of the sequence's
+    k.ins("setp.lt.and.u32", real, s, seq_len, live)
+    grow, bcoord = s, b
+    if start is not None:  # dO and O rows: the packed tensors' (one batch)
+        grow = _u32(k, "add.u32", start, s)
+        bcoord = _u32(k, "mov.u32", 0)
     col = _u32(k, "mul.lo.u32", t, _VEC)
     a, o = k.regs("b32", 4), k.regs("b32", 4)
     for x in (*a, *o):
@@ -139,7 +163,8 @@ def build_attention_bwd_pre(cfg: BwdPreConfig, target_: str = "sm_90a") -> Modul
     skip = k.fresh_label("pad_row")
     k.bra(skip, f"!{real}")
     for regs, base, st in ((a, "do_ptr", "do_"), (o, "o_ptr", "o_")):
-        addr = _row_address(k, v[base], [v[st + x] for x in ("sb", "sh", "ss")], b, h, s, col)
+        addr = _row_address(k, v[base], [v[st + x] for x in ("sb", "sh", "ss")], bcoord, h,
+                            grow, col)
         k.ins("ld.global.nc.v4.b32", regs, f"[{addr}]")
     k.label(skip)
     acc = k.reg("f32")
@@ -152,7 +177,12 @@ def build_attention_bwd_pre(cfg: BwdPreConfig, target_: str = "sm_90a") -> Modul
         k.ins("add.f32", acc, acc, other)
         m *= 2
     # the dQ accumulator's row: zeros (rows of seqlen_q only)
-    line = _u32(k, "mad.lo.u32", bh, v["seqlen_q"], s)
+    if start is None:
+        line = _u32(k, "mad.lo.u32", bh, v["seqlen_q"], s)
+        lidx = line
+    else:  # packed: (total_q, H, D) and the lse's (H, total_q)
+        line = _u32(k, "mad.lo.u32", grow, v["heads"], h)
+        lidx = _u32(k, "mad.lo.u32", h, v["total_q"], grow)
     el = _u32(k, "mad.lo.u32", line, cfg.head_dim, col)
     dq = k.reg("u64")
     k.ins("mad.wide.u32", dq, el, 4, v["dq_ptr"])
@@ -173,7 +203,7 @@ def build_attention_bwd_pre(cfg: BwdPreConfig, target_: str = "sm_90a") -> Modul
     k.ins("mov.f32", ml, _NEG_INF)
     k.ins("mov.f32", ds, "0f00000000")
     lp = k.reg("u64")
-    k.ins("mad.wide.u32", lp, line, 4, v["lse_ptr"])
+    k.ins("mad.wide.u32", lp, lidx, 4, v["lse_ptr"])
     k.ins("ld.global.nc.f32", ml, f"[{lp}]", pred=str(real))
     k.ins("mul.f32", ml, ml, "0fBFB8AA3B", pred=str(real))  # -log2(e)
     k.ins("mov.f32", ds, acc, pred=str(real))
@@ -181,7 +211,7 @@ def build_attention_bwd_pre(cfg: BwdPreConfig, target_: str = "sm_90a") -> Modul
         dl = k.reg("f32")
         k.ins("mov.f32", dl, "0f00000000")
         dp = k.reg("u64")
-        k.ins("mad.wide.u32", dp, line, 4, v["dlse_ptr"])
+        k.ins("mad.wide.u32", dp, lidx, 4, v["dlse_ptr"])
         k.ins("ld.global.nc.f32", dl, f"[{dp}]", pred=str(real))
         k.ins("sub.f32", ds, ds, dl)
     k.ins("st.global.f32", f"[{sp}]", ml)

@@ -14,7 +14,7 @@ from nvatom.kernels.sm90.attention_bwd_config import BWD_BLOCK_M, AttentionBwdSm
 from nvatom.kernels.sm90.attention_bwd_plan import AttentionBwdPlan, attention_bwd_plan
 from nvatom.kernels.sm90.attention_config import _CHUNK
 from nvatom.kernels.sm90.emit import next_stage as _next_stage
-from nvatom.kernels.sm90.emit import producer_thread
+from nvatom.kernels.sm90.emit import producer_thread, varlen_rows
 from nvatom.kernels.sm90.emit import u32 as _u32
 from nvatom.kernels.sm90.limits import ENTRY_REGS as _ENTRY_REGS
 from nvatom.ptx import sync_emit as SE
@@ -57,6 +57,18 @@ class BwdBuild:
     kv: SingleBuffer
     win: tuple[Reg, Reg] | None = None  # window: (left, right)
     pre: Reg | None = None  # softcap: scale / softcap
+    # varlen: the sequence's first rows in the packed q and k, the packed q length, the
+    # packed tensor maps' batch coordinate (0)
+    q_start: Reg | None = None
+    k_start: Reg | None = None
+    total_q: Reg | None = None
+    coord_batch: Reg | None = None
+
+    @property
+    def tma_batch(self) -> Reg:
+        """The batch coordinate of the Q, K, V, dO and dQ tensor maps (varlen: 0; the stats
+        stay per sequence)."""
+        return self.batch if self.coord_batch is None else self.coord_batch
 
     def bar(self, which: str, stage: Reg | int = 0) -> Reg:
         """Shared address of ``kv_full``, ``full[s]`` or ``empty[s]``."""
@@ -72,7 +84,8 @@ class BwdBuild:
 def bwd_kernel_params(cfg: AttentionBwdSm90Config | None = None
                       ) -> tuple[tuple[str, str], ...]:
     """The kernel's parameters as ``(name, PTX type)`` (then ``softcap_pre`` for a softcap
-    configuration, ``win_left``, ``win_right`` for a window one)."""
+    configuration, ``win_left``, ``win_right`` for a window one, the offsets and totals for
+    varlen)."""
     tmap = TE.tensormap_param_type(TE.GEMM_TENSORMAP_ALIGN)
     return (*((n, tmap) for n in ("tmap_q", "tmap_k", "tmap_v", "tmap_do", "tmap_stats",
                                   "tmap_dq")),
@@ -81,7 +94,9 @@ def bwd_kernel_params(cfg: AttentionBwdSm90Config | None = None
             ("scale_log2", "f32"), ("scale", "f32"),
             *((("softcap_pre", "f32"),) if cfg is not None and cfg.softcap else ()),
             *((("win_left", "u32"), ("win_right", "u32")) if cfg is not None and cfg.window
-              else ()))
+              else ()),
+            *((("cu_seqlens_q", "u64"), ("cu_seqlens_k", "u64"), ("total_q", "u32"),
+               ("total_k", "u32")) if cfg is not None and cfg.varlen else ()))
 
 
 class _RingBarriers:
@@ -123,6 +138,8 @@ def bwd_prologue(k: Kernel, cfg: AttentionBwdSm90Config, target_: str) -> BwdBui
     pc, ps = k.param("scale_log2", "f32"), k.param("scale", "f32")
     ppre = k.param("softcap_pre", "f32") if cfg.softcap else None
     pwin = (k.param("win_left", "u32"), k.param("win_right", "u32")) if cfg.window else None
+    pvar = ((k.param("cu_seqlens_q", "u64"), k.param("cu_seqlens_k", "u64"),
+             k.param("total_q", "u32"), k.param("total_k", "u32")) if cfg.varlen else None)
     dsm = k.dynamic_shared("smem", align=1024)
     smem = _u32(k, "mov.u32", dsm)
     tid = _u32(k, "mov.u32", "%tid.x")
@@ -144,6 +161,13 @@ def bwd_prologue(k: Kernel, cfg: AttentionBwdSm90Config, target_: str) -> BwdBui
     k.ins("mul.lo.u32", n0, n0, cfg.block_n)
     kv_head = _u32(k, "mov.u32", "%ctaid.y")
     batch = _u32(k, "mov.u32", "%ctaid.z")
+    var: dict[str, Reg] = {}
+    if pvar is not None:  # this sequence's rows and lengths; a CTA past its keys exits
+        var = varlen_rows(k, pvar, batch)
+        sq, sk = var["sq"], var["sk"]
+        out = k.reg("pred")
+        k.ins("setp.ge.u32", out, n0, sk)
+        k.ins("ret", pred=str(out))
     # Q blocks: ceil(Sq / 64) of them, from the block of row n0 when causal (rows above
     # it see none of the CTA's keys); none when n0 >= Sq (dK = dV = 0 still stored)
     nqb = _u32(k, "add.u32", sq, BWD_BLOCK_M - 1)
@@ -176,7 +200,8 @@ def bwd_prologue(k: Kernel, cfg: AttentionBwdSm90Config, target_: str) -> BwdBui
                  batch, i0, nq, n_iters, k.fresh_label("exit"), ring,
                  SingleBuffer(k, "attention_bwd_kv", lambda: holder[0].bar("kv"),
                               2 * cfg.kv_bytes, producer="attention_bwd_kv_producer"), win,
-                 pre)
+                 pre, var.get("q_start"), var.get("k_start"), var.get("total_q"),
+                 var.get("zero"))
     holder.append(b)
     k.comment("barriers: kv_full (1 + K and V bytes), full[s] (1 + stage bytes), empty[s] (2)")
     p0 = k.reg("pred")
@@ -202,10 +227,11 @@ def bwd_producer(b: BwdBuild) -> None:
     producer_thread(k, cfg.producer_regs, b.tid, b.done, b.target)
     tq, tk, tv, tdo, tst, _ = b.tmaps
     b.kv.arm()
+    krow = b.n0 if b.k_start is None else _u32(k, "add.u32", b.n0, b.k_start)
     for tmap, region in ((tk, b.off["k"]), (tv, b.off["v"])):
         for c, off in enumerate(plan.kv_boxes):
             dst = _u32(k, "add.u32", b.smem, region + off)
-            b.kv.load(dst, tmap, [c * _CHUNK, b.n0, b.kv_head, b.batch],
+            b.kv.load(dst, tmap, [c * _CHUNK, krow, b.kv_head, b.tma_batch],
                       cfg.kv_bytes // len(plan.kv_boxes))
     b.kv.commit()
     role = b.ring.producer("attention_bwd_qdo_producer")
@@ -226,10 +252,11 @@ def bwd_producer(b: BwdBuild) -> None:
         role.acquire()
         base = _u32(k, "mad.lo.u32", stage, cfg.stage_stride, b.off["ring"])
         k.ins("add.u32", base, base, b.smem)
+        qrow = q0 if b.q_start is None else _u32(k, "add.u32", q0, b.q_start)
         for tmap, region in ((tq, 0), (tdo, cfg.tile_bytes)):
             for c, off in enumerate(plan.tile_boxes):
                 dst = _u32(k, "add.u32", base, region + off)
-                role.load(dst, tmap, [c * _CHUNK, q0, head, b.batch],
+                role.load(dst, tmap, [c * _CHUNK, qrow, head, b.tma_batch],
                           cfg.tile_bytes // len(plan.tile_boxes))
         dst = _u32(k, "add.u32", base, 2 * cfg.tile_bytes)
         role.load(dst, tst, [q0, 0, head, b.batch], cfg.stats_bytes)

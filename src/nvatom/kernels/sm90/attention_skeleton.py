@@ -12,6 +12,7 @@ from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.kernels.sm90.attention_config import BLOCK_M, AttentionSm90Config
 from nvatom.kernels.sm90.attention_plan import AttentionPlan
 from nvatom.kernels.sm90.emit import u32 as _u32
+from nvatom.kernels.sm90.emit import varlen_rows
 from nvatom.kernels.sm90.limits import ENTRY_REGS as _ENTRY_REGS
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
@@ -121,7 +122,7 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     kv_head = _u32(k, "div.u32", head, group)
     var: dict[str, Reg] = {}
     if pvar is not None:  # this sequence's rows and lengths; a CTA past them exits
-        var = _varlen_rows(k, pvar, batch)
+        var = varlen_rows(k, pvar, batch)
         sq, sk = var["sq"], var["sk"]
         out = k.reg("pred")
         k.ins("setp.ge.u32", out, m0, sq)
@@ -172,27 +173,3 @@ def _prologue(k: Kernel, cfg: AttentionSm90Config, plan: AttentionPlan, target_:
     SE.named_barrier_sync(k, 0, 3 * WARPGROUP, target=target_)
     return b
 
-
-def _varlen_rows(k: Kernel, pvar: tuple[Any, ...], batch: Reg) -> dict[str, Reg]:
-    """Sequence ``batch``'s first rows and lengths from ``cu_seqlens_q[batch .. batch + 1]``
-    and ``cu_seqlens_k``'s, each offset clamped to its packed total and the end to at least
-    the start (offsets the host cannot check give empty or short sequences, never an access
-    past the tensors)."""
-    out: dict[str, Reg] = {}
-    for which, cu_p, tot_p in (("q", pvar[0], pvar[2]), ("k", pvar[1], pvar[3])):
-        cu = k.ld_param(cu_p)
-        k.ins("cvta.to.global.u64", cu, cu)
-        total = k.ld_param(tot_p)
-        at = k.reg("u64")
-        k.ins("mad.wide.u32", at, batch, 4, cu)
-        start, end = k.reg("u32"), k.reg("u32")
-        k.ins("ld.global.nc.u32", start, f"[{at}]")
-        k.ins("ld.global.nc.u32", end, f"[{at}+4]")
-        k.ins("min.u32", start, start, total)
-        k.ins("max.u32", end, end, start)
-        k.ins("min.u32", end, end, total)
-        out[f"{which}_start"] = start
-        out[f"s{which}"] = _u32(k, "sub.u32", end, start)
-        out[f"total_{which}"] = total
-    out["zero"] = _u32(k, "mov.u32", 0)
-    return out

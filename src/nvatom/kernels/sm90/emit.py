@@ -2,8 +2,9 @@
 32-bit result of one instruction, a WGMMA shared-memory descriptor word for a tile at a run-
 time shared address (PTX ISA "Matrix Descriptor Format": the start address field holds
 ``address >> 4`` in 14 bits, the rest of the word is the descriptor's constant part), and the
-advance of an mbarrier stage ring with its phase bit, and the row address each lane gives
-``stmatrix.x4`` in a 128-byte-swizzled staging tile."""
+advance of an mbarrier stage ring with its phase bit, the row address each lane gives
+``stmatrix.x4`` in a 128-byte-swizzled staging tile, and a packed variable-length batch's
+sequence rows read from its offsets."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from nvatom.descriptors.wgmma import FIELDS, WgmmaDescriptor
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx.builder import Kernel, Reg
 
-__all__ = ["desc_base", "next_stage", "stmatrix_lane_offset", "u32"]
+__all__ = ["desc_base", "next_stage", "stmatrix_lane_offset", "u32", "varlen_rows"]
 
 
 def u32(k: Kernel, op: str, *args: Any) -> Reg:
@@ -74,3 +75,28 @@ def producer_thread(k: Kernel, regs: int, tid: Reg, done: str, target: str) -> N
     pl = k.reg("pred")
     k.ins("setp.ne.u32", pl, tid, 0)
     k.bra(done, pl)
+
+
+def varlen_rows(k: Kernel, pvar: tuple[Any, ...], batch: Reg) -> dict[str, Reg]:
+    """Sequence ``batch``'s first rows and lengths from ``cu_seqlens_q[batch .. batch + 1]``
+    and ``cu_seqlens_k``'s, each offset clamped to its packed total and the end to at least
+    the start (offsets the host cannot check give empty or short sequences, never an access
+    past the tensors)."""
+    out: dict[str, Reg] = {}
+    for which, cu_p, tot_p in (("q", pvar[0], pvar[2]), ("k", pvar[1], pvar[3])):
+        cu = k.ld_param(cu_p)
+        k.ins("cvta.to.global.u64", cu, cu)
+        total = k.ld_param(tot_p)
+        at = k.reg("u64")
+        k.ins("mad.wide.u32", at, batch, 4, cu)
+        start, end = k.reg("u32"), k.reg("u32")
+        k.ins("ld.global.nc.u32", start, f"[{at}]")
+        k.ins("ld.global.nc.u32", end, f"[{at}+4]")
+        k.ins("min.u32", start, start, total)
+        k.ins("max.u32", end, end, start)
+        k.ins("min.u32", end, end, total)
+        out[f"{which}_start"] = start
+        out[f"s{which}"] = u32(k, "sub.u32", end, start)
+        out[f"total_{which}"] = total
+    out["zero"] = u32(k, "mov.u32", 0)
+    return out
