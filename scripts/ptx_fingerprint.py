@@ -93,6 +93,15 @@ def _attention() -> dict[str, str]:
         out[f"attention_bwd/{tag}"] = _h(build_attention_bwd_sm90(cfg).emit())
         pre = BwdPreConfig(dtype, d, causal)  # (dlse with the causal half: both kinds)
         out[f"attention_bwd_pre/{pre.name}"] = _h(build_attention_bwd_pre(pre).emit())
+    # the packed variable-length kernels (forward, preprocess, backward)
+    for d, causal in itertools.product((64, 128), (False, True)):
+        fwd = dataclasses.replace(default_config("bf16", d, causal), epilogue="direct",
+                                  varlen=True)
+        out[f"attention_varlen/{fwd.name}"] = _h(build_attention_sm90(fwd).emit())
+        bwd = dataclasses.replace(default_bwd_config("bf16", d, causal), varlen=True)
+        out[f"attention_bwd/{bwd.name}"] = _h(build_attention_bwd_sm90(bwd).emit())
+        pre = BwdPreConfig("bf16", d, causal, varlen=True)
+        out[f"attention_bwd_pre/{pre.name}"] = _h(build_attention_bwd_pre(pre).emit())
     return out
 
 
