@@ -190,9 +190,20 @@ def build_attention_bwd_pre(cfg: BwdPreConfig, target_: str = "sm_90a") -> Modul
     for off in (0, 16):
         k.ins("st.global.v4.f32", f"[{dq}+{off}]", [z, z, z, z], pred=str(real))
     # the stats row, by the row's first lane: (-lse log2 e, rowsum - dlse), or (-inf, 0)
+    done = k.fresh_label("done")
+    _stats_row(k, cfg, v, t, live, real, bh, s, lidx, acc, done)
+    k.label(done)
+    k.ins("ret")
+    return mod
+
+
+def _stats_row(k: Kernel, cfg: BwdPreConfig, v: dict[str, Reg], t: Reg, live: Reg, real: Reg,
+               bh: Reg, s: Reg, lidx: Reg, acc: Reg, done: str) -> None:
+    """The row's first lane stores its stats: ``-lse log2(e)`` and ``rowsum - dlse`` (the lse
+    and dlse at ``lidx``), or (-inf, 0) for a pad row, at (``bh``, 0 / 1, ``s``) of the
+    (B, H, 2, rows) tensor."""
     lead = k.reg("pred")
     k.ins("setp.eq.and.u32", lead, t, 0, live)
-    done = k.fresh_label("done")
     k.bra(done, f"!{lead}")
     srow = _u32(k, "mul.lo.u32", bh, v["rows"])
     k.ins("shl.b32", srow, srow, 1)
@@ -220,6 +231,3 @@ def build_attention_bwd_pre(cfg: BwdPreConfig, target_: str = "sm_90a") -> Modul
     k.ins("cvt.u64.u32", sp2, rows4)
     k.ins("add.u64", sp2, sp2, sp)
     k.ins("st.global.f32", f"[{sp2}]", ds)
-    k.label(done)
-    k.ins("ret")
-    return mod
