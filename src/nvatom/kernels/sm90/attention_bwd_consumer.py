@@ -1,8 +1,9 @@
 """The SM90 attention backward's consumer warpgroups: per (query head, Q block) ``S^T``,
 ``dP^T`` (WGMMA ss), ``P^T`` and ``dS^T`` in registers, ``dV`` and ``dK`` (WGMMA rs), dS^T
-through ``stmatrix`` into shared memory, ``dQ`` (WGMMA ss) added to global memory with
-``red.global.add.v2.f32``; then the dK / dV epilogue (PTX ISA "wgmma.mma_async",
-"stmatrix", "fence.proxy", "bar.sync", "red", "ex2")."""
+through ``stmatrix`` into shared memory, ``dQ`` (WGMMA ss) staged in shared memory and added
+to global memory by TMA reductions (or ``red.global.add.v2.f32``); then the dK / dV epilogue
+(PTX ISA "wgmma.mma_async", "stmatrix", "fence.proxy", "bar.sync",
+"cp.reduce.async.bulk.tensor", "red", "ex2", "tanh")"""
 
 from __future__ import annotations
 
