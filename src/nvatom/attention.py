@@ -35,6 +35,7 @@ import dataclasses
 import math
 import sys
 import types
+from collections.abc import Sequence
 from typing import Any
 
 from nvatom.errors import F32_MAX, NvatomError, f32_number, shown
@@ -286,13 +287,7 @@ def prepare(q: Any, k: Any, v: Any, out: Any, lse: Any, p: AttentionProblem,
     params += [ctypes.c_uint64(int(out.data_ptr())), ctypes.c_uint64(int(lse.data_ptr())),
                ctypes.c_uint32(p.seqlen_q), ctypes.c_uint32(p.seqlen_k),
                ctypes.c_uint32(p.heads), ctypes.c_uint32(p.group)]
-    if p.softcap:
-        c, pre = softcap_params(p.scale, p.softcap)
-        params += [ctypes.c_float(c), ctypes.c_float(pre)]
-    else:
-        params.append(ctypes.c_float(scale_log2(p.scale)))
-    if p.windowed:
-        params += [ctypes.c_uint32(x) for x in p.window_params()]
+    params += _scale_window_params(p)
     dev = p.device
     return prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params,
                                  lambda: torch.cuda.current_stream(dev).cuda_stream,
@@ -385,13 +380,7 @@ def attention_varlen(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_k: An
     params += [ctypes.c_uint64(int(out.data_ptr())), ctypes.c_uint64(int(lse.data_ptr())),
                ctypes.c_uint32(max_seqlen_q), ctypes.c_uint32(pv.seqlen_k),
                ctypes.c_uint32(p.heads), ctypes.c_uint32(p.group)]
-    if p.softcap:
-        c, pre = softcap_params(p.scale, p.softcap)
-        params += [ctypes.c_float(c), ctypes.c_float(pre)]
-    else:
-        params.append(ctypes.c_float(scale_log2(p.scale)))
-    if pv.windowed:
-        params += [ctypes.c_uint32(x) for x in pv.window_params()]
+    params += _scale_window_params(pv)
     params += [ctypes.c_uint64(int(cu_seqlens_q.data_ptr())),
                ctypes.c_uint64(int(cu_seqlens_k.data_ptr())),
                ctypes.c_uint32(total_q), ctypes.c_uint32(total_k)]
@@ -486,51 +475,17 @@ def attention_varlen_backward(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: 
     do4, o4 = (_tma_ready(t.unsqueeze(0).transpose(1, 2)) for t in (dout, out))
     lse = lse.contiguous()
     dlse = None if dlse is None else dlse.contiguous()
-    dev = pv.device
-
-    def stream() -> int:
-        return int(torch.cuda.current_stream(dev).cuda_stream)
-
-    pre = BwdPreConfig(pv.dtype, d, dlse is not None, varlen=True)
-    fpre = load_function(pre, lambda: assemble(build_attention_bwd_pre(pre).emit(),
-                                               "sm_90a").cubin, pre.name, dev, 0, False)
-    params: list[Any] = []
-    for t in (do4, o4):
-        params.append(ctypes.c_uint64(int(t.data_ptr())))
-        params += [ctypes.c_uint64(int(x)) for x in t.stride()[:3]]
-    params += [ctypes.c_uint64(int(t.data_ptr())) for t in (lse, lse if dlse is None else dlse,
-                                                            stats, dq_acc)]
-    params += [ctypes.c_uint32(x) for x in (h, max_seqlen_q, rows, pv.batch * h * rows)]
-    params += [ctypes.c_uint64(int(cu_seqlens_q.data_ptr())), ctypes.c_uint32(total_q)]
-    grid, block, smem = pre_launch_geometry(pre, pv.batch, h, rows)
-    prepare_driver_launch(fpre, grid, block, smem, (1, 1, 1), params, stream,
-                          keep=(do4, o4, lse, dlse, stats, dq_acc, cu_seqlens_q))()
+    cu = [ctypes.c_uint64(int(cu_seqlens_q.data_ptr())), ctypes.c_uint32(total_q)]
+    _run_bwd_pre(BwdPreConfig(pv.dtype, d, dlse is not None, varlen=True), pv, do4, o4, lse,
+                 dlse, stats, dq_acc, max_seqlen_q, rows, cu, keep=(cu_seqlens_q,))
     cfg = dataclasses.replace(default_bwd_config(pv.dtype, d, causal, pv.windowed,
                                                  bool(pv.softcap)), varlen=True)
-    dq4 = dq_acc.unsqueeze(0).transpose(1, 2)
-    maps = bwd_tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
-                                  for t in (*views, do4, stats, dq4)))
-    raw = [_TMAPS.get(tm) for tm in maps]
-    f = load_function(cfg, lambda: assemble(build_attention_bwd_sm90(cfg).emit(),
-                                            "sm_90a").cubin,
-                      cfg.name, dev, cfg.smem_bytes, False)
-    grid, block, smem = bwd_launch_geometry(cfg, pv.batch, pv.kv_heads, max(max_seqlen_k, 1))
-    params = [(ctypes.c_uint64 * 16).from_buffer_copy(r) for r in raw]
-    params += [ctypes.c_uint64(int(t.data_ptr())) for t in (dq_acc, dk, dv)]
-    params += [ctypes.c_uint32(x) for x in (max_seqlen_q, pv.seqlen_k, h, pv.group)]
-    if pv.softcap:
-        c, sc_pre = softcap_params(pv.scale, pv.softcap)
-        params += [ctypes.c_float(c), ctypes.c_float(pv.scale), ctypes.c_float(sc_pre)]
-    else:
-        params += [ctypes.c_float(scale_log2(pv.scale)), ctypes.c_float(pv.scale)]
-    if pv.windowed:
-        params += [ctypes.c_uint32(x) for x in pv.window_params()]
-    params += [ctypes.c_uint64(int(cu_seqlens_q.data_ptr())),
-               ctypes.c_uint64(int(cu_seqlens_k.data_ptr())),
-               ctypes.c_uint32(total_q), ctypes.c_uint32(total_k)]
-    prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params, stream,
-                          keep=(*views, do4, stats, dq_acc, dk, dv, cu_seqlens_q,
-                                cu_seqlens_k))()
+    cu = [ctypes.c_uint64(int(cu_seqlens_q.data_ptr())),
+          ctypes.c_uint64(int(cu_seqlens_k.data_ptr())),
+          ctypes.c_uint32(total_q), ctypes.c_uint32(total_k)]
+    _run_bwd_kernel(cfg, pv, (*views, do4, stats, dq_acc.unsqueeze(0).transpose(1, 2)),
+                    dq_acc, dk, dv, max_seqlen_q, max(max_seqlen_k, 1), cu,
+                    keep=(cu_seqlens_q, cu_seqlens_k))
     return dq_acc.to(q.dtype), dk, dv
 
 
@@ -688,48 +643,80 @@ def _backward_kernel(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, dlse
     dout, out = _tma_ready(dout), _tma_ready(out)
     lse = lse.to(f32).contiguous()
     dlse = None if dlse is None else dlse.to(f32).contiguous()
-    dev = p.device
+    _run_bwd_pre(BwdPreConfig(p.dtype, d, dlse is not None), p, dout, out, lse, dlse, stats,
+                 dq_acc, sq, rows)
+    cfg = config or default_bwd_config(p.dtype, d, p.causal, p.windowed, bool(p.softcap))
+    _run_bwd_kernel(cfg, p, (q, k, v, dout, stats, dq_acc), dq_acc, dk, dv, sq, p.seqlen_k)
+    if dq is None:
+        return dq_acc.to(q.dtype), dk, dv  # the kernel applied the scale
+    dq.copy_(dq_acc)
+    return dq, dk, dv
 
-    def stream() -> int:
-        return int(torch.cuda.current_stream(dev).cuda_stream)
 
-    pre = BwdPreConfig(p.dtype, d, dlse is not None)
+def _scale_window_params(p: AttentionProblem, scale: bool = False) -> list[Any]:
+    """The kernels' parameters after the lengths: ``scale_log2`` (softcap: ``softcap
+    log2(e)``), with ``scale`` the scale itself (the backward), ``softcap_pre`` for softcap,
+    then the window's edges (:func:`~nvatom.kernels.sm90.attention_launch.kernel_params`,
+    :func:`~nvatom.kernels.sm90.attention_bwd_skeleton.bwd_kernel_params`)."""
+    if p.softcap:
+        c, pre = softcap_params(p.scale, p.softcap)
+        out = [ctypes.c_float(c), *((ctypes.c_float(p.scale),) if scale else ()),
+               ctypes.c_float(pre)]
+    else:
+        out = [ctypes.c_float(scale_log2(p.scale)),
+               *((ctypes.c_float(p.scale),) if scale else ())]
+    if p.windowed:
+        out += [ctypes.c_uint32(x) for x in p.window_params()]
+    return out
+
+
+def _stream(dev: int) -> Any:
+    import torch
+
+    return lambda: int(torch.cuda.current_stream(dev).cuda_stream)
+
+
+def _run_bwd_pre(pre: BwdPreConfig, p: AttentionProblem, dout: Any, out: Any, lse: Any,
+                 dlse: Any, stats: Any, dq_acc: Any, seqlen_q: int, rows: int,
+                 extra: Sequence[Any] = (), keep: tuple[Any, ...] = ()) -> None:
+    """Launch the backward's preprocess kernel (:func:`pre_kernel_params`' order; ``extra``:
+    the varlen parameters) on the current stream."""
     fpre = load_function(pre, lambda: assemble(build_attention_bwd_pre(pre).emit(),
-                                               "sm_90a").cubin, pre.name, dev, 0, False)
+                                               "sm_90a").cubin, pre.name, p.device, 0, False)
     params: list[Any] = []
     for t in (dout, out):
         params.append(ctypes.c_uint64(int(t.data_ptr())))
         params += [ctypes.c_uint64(int(x)) for x in t.stride()[:3]]
     params += [ctypes.c_uint64(int(t.data_ptr())) for t in (lse, lse if dlse is None else dlse,
                                                             stats, dq_acc)]
-    params += [ctypes.c_uint32(x) for x in (h, sq, rows, b * h * rows)]
-    grid, block, smem = pre_launch_geometry(pre, b, h, rows)
-    prepare_driver_launch(fpre, grid, block, smem, (1, 1, 1), params, stream,
-                          keep=(dout, out, lse, dlse, stats, dq_acc))()
-    cfg = config or default_bwd_config(p.dtype, d, p.causal, p.windowed, bool(p.softcap))
+    params += [ctypes.c_uint32(x) for x in (p.heads, seqlen_q, rows,
+                                            p.batch * p.heads * rows)]
+    params += list(extra)
+    grid, block, smem = pre_launch_geometry(pre, p.batch, p.heads, rows)
+    prepare_driver_launch(fpre, grid, block, smem, (1, 1, 1), params, _stream(p.device),
+                          keep=(dout, out, lse, dlse, stats, dq_acc, *keep))()
+
+
+def _run_bwd_kernel(cfg: AttentionBwdSm90Config, p: AttentionProblem, maps_of: tuple[Any, ...],
+                    dq_acc: Any, dk: Any, dv: Any, seqlen_q: int, seqlen_k: int,
+                    extra: Sequence[Any] = (), keep: tuple[Any, ...] = ()) -> None:
+    """Launch the backward kernel (:func:`bwd_kernel_params`' order) on the current stream:
+    ``maps_of`` are the (B, H, S, D) views of q, k, v, dout, the stats and the dQ
+    accumulator its tensor maps describe; ``extra``: the varlen parameters."""
     maps = bwd_tensor_maps(cfg, *((int(t.data_ptr()), tuple(t.shape), tuple(t.stride()))
-                                  for t in (q, k, v, dout, stats, dq_acc)))
+                                  for t in maps_of))
     raw = [_TMAPS.get(tm) for tm in maps]
     f = load_function(cfg, lambda: assemble(build_attention_bwd_sm90(cfg).emit(),
                                             "sm_90a").cubin,
-                      cfg.name, dev, cfg.smem_bytes, False)
-    grid, block, smem = bwd_launch_geometry(cfg, b, p.kv_heads, p.seqlen_k)
-    params = [(ctypes.c_uint64 * 16).from_buffer_copy(r) for r in raw]
+                      cfg.name, p.device, cfg.smem_bytes, False)
+    grid, block, smem = bwd_launch_geometry(cfg, p.batch, p.kv_heads, seqlen_k)
+    params: list[Any] = [(ctypes.c_uint64 * 16).from_buffer_copy(r) for r in raw]
     params += [ctypes.c_uint64(int(t.data_ptr())) for t in (dq_acc, dk, dv)]
-    params += [ctypes.c_uint32(x) for x in (sq, p.seqlen_k, h, p.group)]
-    if p.softcap:
-        c, pre = softcap_params(p.scale, p.softcap)
-        params += [ctypes.c_float(c), ctypes.c_float(p.scale), ctypes.c_float(pre)]
-    else:
-        params += [ctypes.c_float(scale_log2(p.scale)), ctypes.c_float(p.scale)]
-    if p.windowed:
-        params += [ctypes.c_uint32(x) for x in p.window_params()]
-    prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params, stream,
-                          keep=(q, k, v, dout, stats, dq_acc, dk, dv))()
-    if dq is None:
-        return dq_acc.to(q.dtype), dk, dv  # the kernel applied the scale
-    dq.copy_(dq_acc)
-    return dq, dk, dv
+    params += [ctypes.c_uint32(x) for x in (seqlen_q, p.seqlen_k, p.heads, p.group)]
+    params += _scale_window_params(p, scale=True)
+    params += list(extra)
+    prepare_driver_launch(f, grid, block, smem, (1, 1, 1), params, _stream(p.device),
+                          keep=(*maps_of, dq_acc, dk, dv, *keep))()
 
 
 def attention_backward_reference(dout: Any, q: Any, k: Any, v: Any, out: Any, lse: Any, *,

@@ -14,10 +14,11 @@ from typing import Any
 from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
 from nvatom.kernels.pipeline import EpilogueRing
 from nvatom.kernels.sm90.attention_bwd_config import BWD_BLOCK_M, DQ_BOX
-from nvatom.kernels.sm90.attention_bwd_skeleton import BwdBuild, advance_q
+from nvatom.kernels.sm90.attention_bwd_skeleton import BwdBuild, advance_q, start_q
 from nvatom.kernels.sm90.attention_config import _NEG_INF
 from nvatom.kernels.sm90.attention_plan import STSM
 from nvatom.kernels.sm90.attention_rings import WgmmaGroups
+from nvatom.kernels.sm90.emit import consumer_thread
 from nvatom.kernels.sm90.emit import desc_base as _desc_base
 from nvatom.kernels.sm90.emit import next_stage as _next_stage
 from nvatom.kernels.sm90.emit import stmatrix_lane_offset as _stsm_lane
@@ -260,12 +261,7 @@ def _setup(b: BwdBuild) -> _Consumer:
     k, cfg, plan, off = b.k, b.cfg, b.plan, b.off
     d, bm = cfg.head_dim, BWD_BLOCK_M
     SE.setmaxnreg(k, "inc", cfg.consumer_regs, target=b.target)
-    cw = _u32(k, "sub.u32", b.wg, 1)
-    ltid = _u32(k, "and.b32", b.tid, WARPGROUP - 1)
-    warp = _u32(k, "shr.u32", ltid, 5)
-    lane = _u32(k, "and.b32", ltid, 31)
-    g = _u32(k, "shr.u32", lane, 2)
-    tig = _u32(k, "and.b32", lane, 3)
+    cw, ltid, warp, lane, g, tig = consumer_thread(k, b.wg, b.tid)
     tig2 = _u32(k, "shl.b32", tig, 1)
     row16 = _u32(k, "mad.lo.u32", warp, 16, g)
     krow = _u32(k, "mad.lo.u32", cw, 64, row16)
@@ -344,9 +340,7 @@ def bwd_consumer(b: BwdBuild) -> None:
     phase = _u32(k, "mov.u32", 0)
     it = _u32(k, "mov.u32", 0)
     buf = _u32(k, "mov.u32", 0)
-    head = _u32(k, "mul.lo.u32", b.kv_head, b.group)
-    qi = _u32(k, "mov.u32", b.i0)
-    qend = _u32(k, "add.u32", b.i0, b.nq)
+    head, qi, qend = start_q(b)
     top = k.fresh_label("c_q")
     k.label(top)
     with c.role.loop(), b.kv.loop(), c.ring.tile() if c.ring else contextlib.nullcontext():

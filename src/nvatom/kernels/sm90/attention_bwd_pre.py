@@ -16,8 +16,9 @@ from __future__ import annotations
 import dataclasses
 
 from nvatom.kernels.sm90.attention_bwd_config import BWD_HEAD_DIMS
-from nvatom.kernels.sm90.attention_config import _NEG_INF, DTYPES, AttentionSm90Error
+from nvatom.kernels.sm90.attention_config import _LOG2E, _NEG_INF, DTYPES, AttentionSm90Error
 from nvatom.kernels.sm90.emit import u32 as _u32
+from nvatom.kernels.sm90.fusion import f32_imm
 from nvatom.ptx.builder import Kernel, Module, Reg
 
 __all__ = ["PRE_THREADS", "BwdPreConfig", "build_attention_bwd_pre", "pre_kernel_params",
@@ -216,7 +217,7 @@ def _stats_row(k: Kernel, cfg: BwdPreConfig, v: dict[str, Reg], t: Reg, live: Re
     lp = k.reg("u64")
     k.ins("mad.wide.u32", lp, lidx, 4, v["lse_ptr"])
     k.ins("ld.global.nc.f32", ml, f"[{lp}]", pred=str(real))
-    k.ins("mul.f32", ml, ml, "0fBFB8AA3B", pred=str(real))  # -log2(e)
+    k.ins("mul.f32", ml, ml, f32_imm(-_LOG2E), pred=str(real))
     k.ins("mov.f32", ds, acc, pred=str(real))
     if cfg.dlse:
         dl = k.reg("f32")

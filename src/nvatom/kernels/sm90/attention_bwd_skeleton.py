@@ -21,7 +21,8 @@ from nvatom.ptx import sync_emit as SE
 from nvatom.ptx import tma_emit as TE
 from nvatom.ptx.builder import Kernel, Reg
 
-__all__ = ["BwdBuild", "advance_q", "bwd_kernel_params", "bwd_producer", "bwd_prologue"]
+__all__ = ["BwdBuild", "advance_q", "bwd_kernel_params", "bwd_producer", "bwd_prologue",
+           "start_q"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,9 +239,7 @@ def bwd_producer(b: BwdBuild) -> None:
     stage = _u32(k, "mov.u32", 0)
     phase = _u32(k, "mov.u32", 0)
     it = _u32(k, "mov.u32", 0)
-    head = _u32(k, "mul.lo.u32", b.kv_head, b.group)
-    qi = _u32(k, "mov.u32", b.i0)
-    qend = _u32(k, "add.u32", b.i0, b.nq)
+    head, qi, qend = start_q(b)
     none = k.reg("pred")
     k.ins("setp.eq.u32", none, b.n_iters, 0)
     k.bra(b.done, none)
@@ -268,6 +267,16 @@ def bwd_producer(b: BwdBuild) -> None:
         k.ins("setp.lt.u32", more, it, b.n_iters)
         k.bra(top, more)
     k.bra(b.done)
+
+
+def start_q(b: BwdBuild) -> tuple[Reg, Reg, Reg]:
+    """The walk over (query head, Q block) of the CTA: its first head and block, and the end
+    of a head's blocks (:func:`advance_q` moves on)."""
+    k = b.k
+    head = _u32(k, "mul.lo.u32", b.kv_head, b.group)
+    qi = _u32(k, "mov.u32", b.i0)
+    qend = _u32(k, "add.u32", b.i0, b.nq)
+    return head, qi, qend
 
 
 def advance_q(k: Kernel, qi: Reg, head: Reg, i0: Reg, qend: Reg) -> None:

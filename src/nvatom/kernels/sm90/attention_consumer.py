@@ -8,12 +8,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from nvatom.atoms.wgmma_fragments import WARPGROUP, accumulator_coord
+from nvatom.atoms.wgmma_fragments import accumulator_coord
 from nvatom.kernels.pipeline import PingPongOrder
 from nvatom.kernels.sm90.attention_epilogue import _store
 from nvatom.kernels.sm90.attention_rings import WgmmaGroups
 from nvatom.kernels.sm90.attention_skeleton import _Build
 from nvatom.kernels.sm90.attention_softmax import _mask, _pack_p, _Softmax, _softmax
+from nvatom.kernels.sm90.emit import consumer_thread
 from nvatom.kernels.sm90.emit import desc_base as _desc_base
 from nvatom.kernels.sm90.emit import next_stage as _next_stage
 from nvatom.kernels.sm90.emit import u32 as _u32
@@ -137,12 +138,7 @@ def _consumer_setup(b: _Build) -> tuple[_Consumer, _Softmax, Reg, Reg, Reg, Reg]
     bn, d = cfg.block_n, cfg.head_dim
     k.comment("consumer warpgroups: S = Q K^T (ss), softmax, O += P V (rs)")
     SE.setmaxnreg(k, "inc", cfg.consumer_regs, target=b.target)
-    cw = _u32(k, "sub.u32", b.wg, 1)
-    ltid = _u32(k, "and.b32", b.tid, WARPGROUP - 1)
-    warp = _u32(k, "shr.u32", ltid, 5)
-    lane = _u32(k, "and.b32", ltid, 31)
-    g = _u32(k, "shr.u32", lane, 2)
-    tig = _u32(k, "and.b32", lane, 3)
+    cw, ltid, warp, lane, g, tig = consumer_thread(k, b.wg, b.tid)
     r0 = _u32(k, "mad.lo.u32", cw, 64, b.m0)
     k.ins("mad.lo.u32", r0, warp, 16, r0)
     k.ins("add.u32", r0, r0, g)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from nvatom.atoms.wgmma_fragments import WARPGROUP
 from nvatom.descriptors.wgmma import FIELDS, WgmmaDescriptor
 from nvatom.ptx import sync_emit as SE
 from nvatom.ptx.builder import Kernel, Reg
 
-__all__ = ["desc_base", "next_stage", "stmatrix_lane_offset", "u32", "varlen_rows"]
+__all__ = ["consumer_thread", "desc_base", "next_stage", "stmatrix_lane_offset", "u32",
+           "varlen_rows"]
 
 
 def u32(k: Kernel, op: str, *args: Any) -> Reg:
@@ -100,3 +102,16 @@ def varlen_rows(k: Kernel, pvar: tuple[Any, ...], batch: Reg) -> dict[str, Reg]:
         out[f"total_{which}"] = total
     out["zero"] = u32(k, "mov.u32", 0)
     return out
+
+
+def consumer_thread(k: Kernel, wg: Reg, tid: Reg) -> tuple[Reg, Reg, Reg, Reg, Reg, Reg]:
+    """A consumer warpgroup thread's coordinates: (consumer index ``wg - 1``, thread in the
+    warpgroup, warp, lane, groupID ``lane / 4``, threadID_in_group ``lane % 4``: the wgmma
+    fragments' terms, PTX ISA "Register Fragments")."""
+    cw = u32(k, "sub.u32", wg, 1)
+    ltid = u32(k, "and.b32", tid, WARPGROUP - 1)
+    warp = u32(k, "shr.u32", ltid, 5)
+    lane = u32(k, "and.b32", ltid, 31)
+    g = u32(k, "shr.u32", lane, 2)
+    tig = u32(k, "and.b32", lane, 3)
+    return cw, ltid, warp, lane, g, tig
