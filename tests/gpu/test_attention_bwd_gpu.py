@@ -16,6 +16,8 @@ pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
 
+from tests.gpu.attention_ref import reference_grads  # noqa: E402
+
 
 def _require_sm90() -> None:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
@@ -23,26 +25,8 @@ def _require_sm90() -> None:
 
 
 def _float64_grads(q, k, v, causal, scale, gout, glse, window=(-1, -1), softcap=0.0):
-    """Independent reference: float64 autograd of the forward's math (top-left causal mask;
-    a window keeps keys row - left .. row + right; softcap c: scores c tanh(s / c))."""
-    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
-    grp = q.shape[1] // k.shape[1]
-    s = qd @ kd.repeat_interleave(grp, 1).transpose(-1, -2) * scale
-    if softcap:
-        s = softcap * torch.tanh(s / softcap)
-    rows = torch.arange(s.shape[-2], device=q.device)[:, None]
-    cols = torch.arange(s.shape[-1], device=q.device)[None, :]
-    if causal:
-        s = s.masked_fill(cols > rows, float("-inf"))
-    if window[0] >= 0:
-        s = s.masked_fill(cols < rows - window[0], float("-inf"))
-    if window[1] >= 0:
-        s = s.masked_fill(cols > rows + window[1], float("-inf"))
-    out = torch.softmax(s, -1) @ vd.repeat_interleave(grp, 1)
-    loss = (out * gout.double()).sum()
-    if glse is not None:
-        loss = loss + (torch.logsumexp(s, -1) * glse.double()).sum()
-    return torch.autograd.grad(loss, (qd, kd, vd))
+    """Independent reference: float64 autograd of the forward's math (attention_ref)."""
+    return reference_grads(q, k, v, causal, scale, gout, glse, softcap=softcap, window=window)
 
 
 def _rel(a, ref):

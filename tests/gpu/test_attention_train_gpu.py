@@ -21,6 +21,8 @@ pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
 
+from tests.gpu.attention_ref import reference_grads as _reference_grads  # noqa: E402
+
 
 def _require_sm90() -> None:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
@@ -42,33 +44,6 @@ def _inputs(b, h, hk, sq, sk, d, dt, seed):
     gout = torch.randn(b, h, sq, d, device="cuda", generator=g)
     glse = torch.randn(b, h, sq, device="cuda", generator=g)
     return q, k, v, gout, glse
-
-
-def _reference_grads(q, k, v, causal, scale, gout, glse, softcap=0.0, want_out=False,
-                     window=(-1, -1)):
-    """float64 autograd of the math: (dq, dk, dv) of sum(out * gout) + sum(lse * glse)
-    (scores capped as softcap * tanh(s / softcap) when softcap is given)."""
-    qd, kd, vd = (t.detach().double().requires_grad_() for t in (q, k, v))
-    grp = q.shape[1] // k.shape[1]
-    s = qd @ kd.repeat_interleave(grp, 1).transpose(-1, -2) * scale
-    if softcap:
-        s = softcap * torch.tanh(s / softcap)
-    rows = torch.arange(s.shape[-2], device=q.device)[:, None]
-    cols = torch.arange(s.shape[-1], device=q.device)[None, :]
-    keep = torch.ones(s.shape[-2:], dtype=torch.bool, device=q.device)
-    if causal:
-        keep &= cols <= rows
-    if window[0] >= 0:
-        keep &= cols >= rows - window[0]
-    if window[1] >= 0:
-        keep &= cols <= rows + window[1]
-    s = s.masked_fill(~keep, float("-inf"))
-    out = torch.softmax(s, -1) @ vd.repeat_interleave(grp, 1)
-    loss = (out * gout.double()).sum()
-    if glse is not None:
-        loss = loss + (torch.logsumexp(s, -1) * glse.double()).sum()
-    grads = torch.autograd.grad(loss, (qd, kd, vd))
-    return (grads, out.detach()) if want_out else grads
 
 
 def _ours(q, k, v, causal, gout, glse):

@@ -24,6 +24,7 @@ from nvatom.kernels.sm90 import epilogue as EPI
 from nvatom.kernels.sm90 import mainloop as MAIN
 from nvatom.kernels.sm90 import pipeline as SM90P
 from nvatom.kernels.sm90 import producer as PROD
+from nvatom.kernels.sm90.attention_bwd_config import default_bwd_config
 from nvatom.kernels.sm90.config import GemmSm90Config, GemmSm90Error
 from nvatom.kernels.sm90.gemm import build_gemm_sm90
 from nvatom.ptx import tma_emit as TE
@@ -439,9 +440,11 @@ def test_a_loop_that_may_run_zero_times_is_checked_on_both_paths() -> None:
 
 
 # ----------------------------------------------------------------------- attention backward
+STATS_BYTES = default_bwd_config().stats_bytes  # the stage's stats tile
+
+
 def _bwd(d: int = 128) -> None:
     from nvatom.kernels.sm90.attention_bwd import build_attention_bwd_sm90
-    from nvatom.kernels.sm90.attention_bwd_config import default_bwd_config
 
     build_attention_bwd_sm90(default_bwd_config("bf16", d, causal=True))
 
@@ -486,7 +489,7 @@ def test_attention_bwd_stage_without_its_stats_load_is_refused(
 
     def load(self: ProducerRole, dst: object, tmap: object, coords: object, nbytes: int,
              **kw: object) -> None:
-        if self.pipe.spec.name == "attention_bwd_qdo" and nbytes == 64 * 8:
+        if self.pipe.spec.name == "attention_bwd_qdo" and nbytes == STATS_BYTES:
             return
         orig(self, dst, tmap, coords, nbytes, **kw)
 
