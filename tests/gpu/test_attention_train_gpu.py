@@ -364,3 +364,27 @@ def test_flash_attn_varlen_refusals() -> None:
         args.update(kw)
         with pytest.raises(AttentionError, match=needle):
             T.flash_attn_varlen_func(q, k, k, **args)
+
+
+def test_flash_attn_varlen_more_refusals() -> None:
+    _require_sm90()
+    T = _ops()
+    from nvatom.attention import AttentionError
+
+    q = torch.zeros(10, 2, 64, device="cuda", dtype=torch.bfloat16)
+    ck = torch.tensor([0, 6, 10], dtype=torch.int32, device="cuda")
+    for kw, needle in ((dict(cu_seqlens_q=torch.tensor([1, 4, 10], dtype=torch.int32,
+                                                        device="cuda")), "starts at 1"),
+                       (dict(cu_seqlens_q=torch.tensor([0, 4, 9], dtype=torch.int32,
+                                                        device="cuda")), "ends at 9"),
+                       (dict(window_size=5), "window_size = 5"),
+                       (dict(q=q[None]), "takes \\(total, heads, head_dim\\)")):
+        args = dict(q=q, k=q, v=q, cu_seqlens_q=ck, cu_seqlens_k=ck, max_seqlen_q=6,
+                    max_seqlen_k=6)
+        args.update(kw)
+        with pytest.raises(AttentionError, match=needle):
+            T.flash_attn_varlen_func(**args)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(AttentionError, match="cannot be captured"):
+        with torch.cuda.graph(graph):
+            T.flash_attn_varlen_func(q, q, q, ck, ck, 6, 6)

@@ -199,3 +199,46 @@ def test_varlen_op_gradients_against_float64(lens_q, lens_k, d, causal, window,
             assert not torch.isnan(grad[r]).any(), (i, name)
             err = ((grad[r].double() - rr).norm() / rr.norm().clamp_min(1e-12)).item()
             assert err < 2e-2, (i, name, err)
+
+
+def test_varlen_refusals_name_the_value() -> None:
+    """The host's refusals of the one-launch varlen calls, each naming what is wrong."""
+    _require_sm90()
+    q, k, v, cq, ck = _packed([64, 64], [64, 64], 4, 2, 128, 17)
+    out, lse = A.attention_varlen(q, k, v, cq, ck, 64, 64)
+    for args, kw, needle in (
+            ((q[None], k, v, cq, ck, 64, 64), {}, "varlen attention takes (total, heads"),
+            ((q, k, v, cq, ck, -1, 64), {}, "max_seqlen_q = -1"),
+            ((q, k, v, cq, ck, 64, True), {}, "max_seqlen_k = True"),
+            ((q, k, v, cq.cpu(), ck, 64, 64), {}, "cu_seqlens_q must be"),
+            ((q, k, v, torch.zeros(70000, dtype=torch.int32, device="cuda"),
+              torch.zeros(70000, dtype=torch.int32, device="cuda"), 64, 64), {},
+             "69999 sequences: at most 65535")):
+        with pytest.raises(A.AttentionError, match=needle.replace("(", r"\(")):
+            A.attention_varlen(*args, **kw)
+    g = torch.zeros_like(q)
+    for bad, needle in ((dict(dout=g.float()), "dout must be"), (dict(out=out[:10]), "out must"),
+                        (dict(lse=lse.t()), "lse must be"),
+                        (dict(dlse=lse.double()), "dlse must be")):
+        args = dict(dout=g, out=out, lse=lse, dlse=None)
+        args.update(bad)
+        with pytest.raises(A.AttentionError, match=needle):
+            A.attention_varlen_backward(args["dout"], q, k, v, args["out"], args["lse"], cq,
+                                        ck, 64, 64, dlse=args["dlse"])
+    qd = torch.zeros(128, 4, 256, device="cuda", dtype=torch.bfloat16)
+    kd = torch.zeros(128, 2, 256, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(A.AttentionError, match="head_dim 256"):
+        A.attention_varlen_backward(qd, qd, kd, kd, qd, lse, cq, ck, 64, 64)
+
+
+def test_dense_backward_refuses_a_mismatched_dout() -> None:
+    _require_sm90()
+    import nvatom
+    from nvatom.attention import attention_backward
+
+    q = torch.randn(1, 2, 64, 64, device="cuda").to(torch.bfloat16)
+    out, lse = nvatom.attention(q, q, q)
+    with pytest.raises(A.AttentionError, match="dout is torch.float16"):
+        attention_backward(out.half(), q, q, q, out, lse, backend="kernel")
+    with pytest.raises(A.AttentionError, match="out is torch.float32"):
+        attention_backward(out, q, q, q, out.float(), lse, backend="kernel")
